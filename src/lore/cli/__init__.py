@@ -1,0 +1,39 @@
+"""``lore`` command line. See ``lore.cli.app`` for the shared pieces."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+from lore.cli.app import app, err_console
+from lore.errors import LoreError
+
+#: Each module registers its commands on ``app`` when imported.
+COMMAND_MODULES = (
+    "lore.cli.sync_cmd",
+    "lore.cli.search_cmd",
+    "lore.cli.eval_cmd",
+    "lore.cli.mcp_cmd",
+    "lore.cli.admin_cmd",
+)
+
+
+def _register_commands() -> None:
+    for name in COMMAND_MODULES:
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as err:
+            if err.name != name:  # a real missing dependency inside the module
+                raise
+
+
+def main() -> None:
+    _register_commands()
+    try:
+        app()
+    except LoreError as err:
+        err_console.print(f"[red]error:[/red] {err}", highlight=False)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        err_console.print("interrupted")
+        sys.exit(130)

@@ -1,0 +1,216 @@
+"""The records that flow through lore: Document -> Chunk -> Passage.
+
+Plain frozen dataclasses. Provenance (uri, title, revision, updated_at) is required on
+every record, because an operator at 03:00 must be able to tell a retrieved fact from a
+hallucination and see how old it is.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+#: Labels every indexed chunk carries, set by sync from the source's configuration.
+SOURCE_LABEL = "source"
+SOURCE_TYPE_LABEL = "source_type"
+
+#: Multi-valued labels (front-matter lists such as ``tags``) are stored joined by this.
+LABEL_VALUE_SEPARATOR = ","
+
+
+class Visibility(enum.StrEnum):
+    """Who may read a source. Only ``ALL_VIEWERS`` is indexed unless per-principal
+    filtering is on; a source with no declared visibility is refused (fail-closed)."""
+
+    ALL_VIEWERS = "all-viewers"
+    RESTRICTED = "restricted"
+
+
+class SearchMode(enum.StrEnum):
+    BM25 = "bm25"
+    VECTOR = "vector"
+    HYBRID = "hybrid"
+
+
+def sha256_hex(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def make_chunk_id(uri: str, ordinal: int, text: str) -> str:
+    """Content-addressed: re-ingesting the same document yields the same ids."""
+    return f"{uri}#{ordinal}#{sha256_hex(text)[:12]}"
+
+
+def label_terms(labels: Mapping[str, str]) -> frozenset[str]:
+    """The ``key=value`` terms a label filter matches against.
+
+    A multi-valued label (``tags: "etcd,kubernetes"``) yields one term per value, so
+    ``--label tags=etcd`` matches it. Every backend filters on exactly these terms.
+    """
+    terms: set[str] = set()
+    for key, value in labels.items():
+        for part in str(value).split(LABEL_VALUE_SEPARATOR):
+            part = part.strip()
+            if part:
+                terms.add(f"{key}={part}")
+    return frozenset(terms)
+
+
+def filter_terms(labels: Mapping[str, str] | None) -> frozenset[str]:
+    """The terms a chunk must all carry to pass a label filter (AND semantics)."""
+    if not labels:
+        return frozenset()
+    return frozenset(f"{key}={value}" for key, value in labels.items())
+
+
+def utc(dt: datetime) -> datetime:
+    """Naive datetimes are taken as UTC; aware ones are converted to UTC."""
+    return dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """One unit a source yields: a file, a page, an upload."""
+
+    uri: str
+    title: str
+    text: str
+    revision: str
+    updated_at: datetime
+    labels: Mapping[str, str] = field(default_factory=dict)
+    #: Decides how the chunker splits it: text/markdown, text/plain, text/x-rst,
+    #: application/yaml, application/json, application/toml.
+    media_type: str = "text/markdown"
+
+
+@dataclass(frozen=True, slots=True)
+class Tombstone:
+    """An incremental source's report that a document no longer exists."""
+
+    uri: str
+
+
+@dataclass(frozen=True, slots=True)
+class SourceFailure:
+    """A document the source saw but could not read. Sync reports it and keeps any
+    previously indexed version (the document still exists, so it is not pruned)."""
+
+    uri: str
+    reason: str
+
+
+SourceItem = Document | Tombstone | SourceFailure
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """A piece of a document sized for the embedder, with the document's provenance."""
+
+    id: str
+    uri: str
+    ordinal: int
+    text: str
+    #: Heading path, e.g. ``Diagnosis › Slow disk issue``; empty before the first heading.
+    section: str
+    #: sha256 of ``text``.
+    content_hash: str
+    title: str
+    revision: str
+    updated_at: datetime
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Passage:
+    """A retrieved chunk with everything needed to cite it."""
+
+    text: str
+    uri: str
+    title: str
+    section: str
+    revision: str
+    updated_at: datetime
+    score: float
+    labels: Mapping[str, str]
+    chunk_id: str
+    #: Rank (1-based) of this chunk in each channel that found it, e.g.
+    #: ``{"bm25": 1, "vector": 4}``; empty when the backend does not say.
+    channel_ranks: Mapping[str, int] = field(default_factory=dict)
+
+    def age_days(self, now: datetime | None = None) -> int:
+        now = now or datetime.now(UTC)
+        return max(0, (now - utc(self.updated_at)).days)
+
+
+@dataclass(frozen=True, slots=True)
+class IndexedDocument:
+    """What an index holds for one uri: the sync ledger's row."""
+
+    uri: str
+    revision: str
+    chunk_count: int
+    indexed_at: datetime
+
+
+@dataclass(slots=True)
+class SyncFailure:
+    source: str
+    uri: str
+    reason: str
+
+
+@dataclass(slots=True)
+class SyncReport:
+    """What one ``lore sync`` did. ``ok`` is False when any document failed."""
+
+    seen: int = 0
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    deleted: int = 0
+    chunks_embedded: int = 0
+    chunks_reused: int = 0
+    failures: list[SyncFailure] = field(default_factory=list)
+    skipped_sources: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+    def merge(self, other: SyncReport) -> None:
+        self.seen += other.seen
+        self.added += other.added
+        self.updated += other.updated
+        self.unchanged += other.unchanged
+        self.deleted += other.deleted
+        self.chunks_embedded += other.chunks_embedded
+        self.chunks_reused += other.chunks_reused
+        self.failures.extend(other.failures)
+        self.skipped_sources.extend(other.skipped_sources)
+
+
+def chunk_to_passage(chunk: Chunk, score: float, channel_ranks: Mapping[str, int] | None = None) -> Passage:
+    return Passage(
+        text=chunk.text,
+        uri=chunk.uri,
+        title=chunk.title,
+        section=chunk.section,
+        revision=chunk.revision,
+        updated_at=chunk.updated_at,
+        score=score,
+        labels=dict(chunk.labels),
+        chunk_id=chunk.id,
+        channel_ranks=dict(channel_ranks or {}),
+    )
+
+
+def unique_uris(passages: Iterable[Passage]) -> list[str]:
+    """Document uris in rank order, each once (metrics count documents, not chunks)."""
+    seen: dict[str, None] = {}
+    for passage in passages:
+        seen.setdefault(passage.uri, None)
+    return list(seen)

@@ -1,0 +1,177 @@
+"""The seams of lore, one small Protocol each.
+
+    KnowledgeSource ──► Document ──► chunker ──► KnowledgeIndex   (write side, used by sync)
+                                                     │
+                         KnowledgeRetriever.retrieve(query) ──► list[Passage]   (read side)
+
+Ingestion and retrieval are independent: a managed vendor implements only
+``KnowledgeRetriever`` and sync never touches it. Embedders and rerankers are seams of
+their own so that no backend is tied to a model provider.
+
+Optional capabilities are *declared* as attributes (``incremental``, ``modes``,
+``capabilities``), never probed with try/except.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+from lore.models import Chunk, Document, IndexedDocument, Passage, SearchMode, SourceItem, Visibility
+
+#: Embedding matrices are float32, one L2-normalised row per text.
+Vectors = npt.NDArray[np.float32]
+
+
+@runtime_checkable
+class KnowledgeSource(Protocol):
+    """Where documents come from: a folder, a git repository, a wiki space, uploads."""
+
+    @property
+    def name(self) -> str:
+        """Unique per configuration; becomes the ``source`` label of every chunk."""
+        ...
+
+    @property
+    def source_type(self) -> str:
+        """``filesystem``, ``git``, ``confluence``, ...; the ``source_type`` label."""
+        ...
+
+    @property
+    def visibility(self) -> Visibility | None:
+        """Who may read it. ``None`` means undeclared, and sync refuses the source."""
+        ...
+
+    @property
+    def incremental(self) -> bool:
+        """True when ``documents(since=token)`` yields only what changed since ``token``
+        (with ``Tombstone`` for removals). False: every listing is complete."""
+        ...
+
+    def documents(self, since: str | None = None) -> AsyncIterator[SourceItem]:
+        """Yield documents (and, incrementally, tombstones; and per-document failures).
+
+        Raising ``SourceError`` means the listing is incomplete: sync prunes nothing.
+        """
+        ...
+
+    def resume_token(self) -> str | None:
+        """After ``documents()`` was fully consumed: the token for the next incremental
+        listing, or None when the source cannot resume."""
+        ...
+
+
+@runtime_checkable
+class KnowledgeIndex(Protocol):
+    """The write side of a store. Sync is its only caller."""
+
+    def check_embedder(self, model_id: str, dimension: int) -> None:
+        """Record the embedder on first use; afterwards raise ``EmbedderMismatchError``
+        (naming ``lore reembed``) when a different model or dimension is used."""
+        ...
+
+    def upsert(self, document: Document, chunks: Sequence[Chunk], vectors: Vectors) -> None:
+        """Replace everything held for ``document.uri`` with ``chunks``.
+
+        Atomic per document: the new version is written before the old is removed, so a
+        crash leaves either the old or the new version, never neither.
+        """
+        ...
+
+    def delete_by_uri(self, uri: str) -> None: ...
+
+    def held(self, source: str) -> Mapping[str, IndexedDocument]:
+        """The ledger: what is indexed for one source, by uri."""
+        ...
+
+    def cached_vectors(self, embed_keys: Sequence[str]) -> Mapping[str, npt.NDArray[np.float32]]:
+        """Vectors already computed for these embedding keys (see ``lore.sync.embed_key``)
+        with the current embedder, so unchanged text is never embedded twice."""
+        ...
+
+    def get_state(self, key: str) -> str | None:
+        """Small persistent key/value state: resume tokens, last sync time."""
+        ...
+
+    def set_state(self, key: str, value: str) -> None: ...
+
+    def write_lock(self) -> AbstractContextManager[None]:
+        """Held for a whole sync; a second concurrent sync gets ``IndexLockedError``."""
+        ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class KnowledgeRetriever(Protocol):
+    """The read side. Returns passages with provenance, best first."""
+
+    #: Search modes this retriever offers; the first is what ``mode=None`` means.
+    modes: tuple[SearchMode, ...]
+
+    @property
+    def degraded(self) -> bool:
+        """True when a channel that takes part runs on a degraded embedder (hashing)."""
+        ...
+
+    @property
+    def engine(self) -> str:
+        """A short name for results' metadata, e.g. ``sqlite``, ``pgvector``."""
+        ...
+
+    async def retrieve(
+        self,
+        query: str,
+        *,
+        top_k: int = 8,
+        labels: Mapping[str, str] | None = None,
+        mode: SearchMode | None = None,
+    ) -> list[Passage]:
+        """Best ``top_k`` passages. ``labels`` filters inside every channel (AND of
+        ``key=value``). Any query text is accepted; invalid arguments raise
+        ``QueryError``; an unreachable store raises ``BackendUnavailableError``."""
+        ...
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Text to vectors. Rows are float32 and L2-normalised."""
+
+    @property
+    def model_id(self) -> str:
+        """Stored in the index; a different id means vectors are not comparable."""
+        ...
+
+    @property
+    def dimension(self) -> int: ...
+
+    @property
+    def max_input_tokens(self) -> int:
+        """The model's input window; the chunker's default budget is sized from it."""
+        ...
+
+    @property
+    def degraded(self) -> bool:
+        """True for embedders with no semantic signal (hashing): results say so."""
+        ...
+
+    def embed_documents(self, texts: Sequence[str]) -> Vectors: ...
+
+    def embed_queries(self, texts: Sequence[str]) -> Vectors: ...
+
+
+@runtime_checkable
+class Reranker(Protocol):
+    """Reorders a retriever's candidates by a stronger (slower) relevance model."""
+
+    @property
+    def model_id(self) -> str: ...
+
+    async def rerank(self, query: str, passages: Sequence[Passage], *, top_k: int) -> list[Passage]:
+        """Return at most ``top_k`` of ``passages``, best first, ``score`` replaced by
+        the reranker's score."""
+        ...
