@@ -151,8 +151,26 @@ class IndexedDocument:
 
     uri: str
     revision: str
+    title: str
+    updated_at: datetime
     chunk_count: int
     indexed_at: datetime
+
+
+#: Joins a title and its heading path in contextual headers and in ``Chunk.section``.
+SECTION_SEPARATOR = " › "
+
+
+def embedding_text(chunk: Chunk) -> str:
+    """What the embedder sees: the chunk under a contextual header (title › section), so
+    a chunk that only says "restart it" still carries what "it" is."""
+    header = SECTION_SEPARATOR.join(part for part in (chunk.title, chunk.section) if part)
+    return f"{header}\n\n{chunk.text}" if header else chunk.text
+
+
+def embed_key(chunk: Chunk) -> str:
+    """Cache key of a chunk's vector: the hash of exactly the text that was embedded."""
+    return sha256_hex(embedding_text(chunk))
 
 
 @dataclass(slots=True)

@@ -10,11 +10,12 @@ from lore.errors import LoreError
 
 #: Each module registers its commands on ``app`` when imported.
 COMMAND_MODULES = (
-    "lore.cli.sync_cmd",
-    "lore.cli.search_cmd",
-    "lore.cli.eval_cmd",
-    "lore.cli.mcp_cmd",
-    "lore.cli.admin_cmd",
+    "lore.cli.sync_cmd",  # sync, status, sources
+    "lore.cli.search_cmd",  # search (through the tool core and its safety chain)
+    "lore.cli.index_cmd",  # reindex (rebuild derived full-text data from SQLite)
+    "lore.cli.eval_cmd",  # eval, eval generate
+    "lore.cli.mcp_cmd",  # mcp
+    "lore.cli.migrate_cmd",  # migrate, reembed
 )
 
 
