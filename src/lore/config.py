@@ -60,6 +60,9 @@ class SafetySettings(BaseModel):
     redact_phone_numbers: bool = False
     max_result_chars: int = Field(default=12_000, gt=0)
     max_passage_chars: int = Field(default=2_000, gt=0)
+    #: Hosts (and their subdomains) whose links and images in retrieved text are kept;
+    #: any other absolute link is neutralised, since it can exfiltrate data.
+    allowed_link_hosts: list[str] = Field(default_factory=list)
 
 
 class LoreSettings(BaseSettings):
@@ -84,6 +87,9 @@ class LoreSettings(BaseSettings):
     embedding_base_url: str | None = None
     embedding_api_key: SecretStr | None = None
     embedding_batch_size: int = Field(default=32, gt=0)
+    #: Vector size to ask a remote model for (OpenAI ``dimensions``, Gemini
+    #: ``outputDimensionality``); None: the model's own size.
+    embedding_dimensions: int | None = Field(default=None, gt=0)
 
     # -- chunking --------------------------------------------------------------------
     #: Token budget per chunk; None sizes it from the embedder's input window.
@@ -95,6 +101,11 @@ class LoreSettings(BaseSettings):
     rrf_k: int = Field(default=60, gt=0)
     candidate_depth: int = Field(default=100, gt=0)
     fusion: Literal["rrf", "score"] = "rrf"
+    #: BM25 field weights: a match in a title or heading says more than one in body
+    #: text; the identifier field matches tokens like ``kube-apiserver`` whole.
+    bm25_title_boost: float = Field(default=2.0, gt=0)
+    bm25_section_boost: float = Field(default=1.5, gt=0)
+    bm25_identifier_boost: float = Field(default=1.0, gt=0)
     reranker: str | None = None
     reranker_model: str | None = None
     reranker_url: str | None = None

@@ -1,0 +1,259 @@
+"""The BM25 channel of the SQLite backend: a tantivy index in a directory beside the db.
+
+It holds derived data only (SQLite is the source of truth) and knows chunks by their
+SQLite rowid. Fields:
+
+- ``title``, ``section``, ``body``: English text, stemmed, stop words removed; title and
+  section are boosted above body at query time.
+- ``ident``: the same text split only at whitespace and most punctuation, lowercased and
+  not stemmed, so ``kube-apiserver``, ``etcdNoLeader``, ``ERR_1234``, ``10.0.0.1`` and
+  ``payments-consumer-group`` are single terms and match whole.
+- ``labels``: raw ``key=value`` terms (lore.models.label_terms) for filtering.
+
+Queries are built from our own tokenisation (the same analyzers as the index) as term
+queries, never by handing user text to tantivy's query parser, so no query text can be
+a syntax error. Measured in this workplace at 100k chunks: tantivy OR-queries 0.6 ms p50
+against 67 ms for SQLite FTS5, which is why this channel is not FTS5.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import tantivy
+
+from lore.errors import IndexingError, RetrievalError
+
+#: Bump when fields or analyzers change: the directory is then rebuilt from SQLite.
+FULLTEXT_VERSION = 1
+_MARKER = "lore-fulltext.json"
+_STEMMED = "lore_en_stem"
+_IDENT = "lore_ident"
+#: Words joined by ``.`` or ``-`` (``_`` is a word character) form one identifier.
+_IDENT_PATTERN = r"\w+(?:[.\-]\w+)*"
+#: A pasted stack trace should still be searchable, but not become 10,000 clauses.
+MAX_QUERY_TERMS = 128
+_WRITER_HEAP_BYTES = 64_000_000
+#: What the tantivy bindings raise (tantivy errors arrive as ValueError).
+_TANTIVY_ERRORS = (ValueError, OSError, RuntimeError)
+
+
+@dataclass(frozen=True, slots=True)
+class FullTextRow:
+    rowid: int
+    title: str
+    section: str
+    text: str
+    label_terms: frozenset[str]
+
+
+def _analyzers() -> dict[str, tantivy.TextAnalyzer]:
+    stemmed = (
+        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+        .filter(tantivy.Filter.remove_long(40))
+        .filter(tantivy.Filter.lowercase())
+        .filter(tantivy.Filter.stopword("english"))
+        .filter(tantivy.Filter.stemmer("english"))
+        .build()
+    )
+    ident = (
+        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.regex(_IDENT_PATTERN))
+        .filter(tantivy.Filter.remove_long(100))
+        .filter(tantivy.Filter.lowercase())
+        .filter(tantivy.Filter.stopword("english"))
+        .build()
+    )
+    return {_STEMMED: stemmed, _IDENT: ident}
+
+
+def _schema() -> tantivy.Schema:
+    builder = tantivy.SchemaBuilder()
+    builder.add_unsigned_field("rowid", indexed=True, fast=True)
+    builder.add_text_field("title", tokenizer_name=_STEMMED)
+    builder.add_text_field("section", tokenizer_name=_STEMMED)
+    builder.add_text_field("body", tokenizer_name=_STEMMED)
+    builder.add_text_field("ident", tokenizer_name=_IDENT)
+    builder.add_text_field("labels", tokenizer_name="raw", index_option="basic")
+    return builder.build()
+
+
+def _unique(tokens: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(tokens))[:MAX_QUERY_TERMS]
+
+
+class FullTextIndex:
+    """One tantivy index directory. Writes need the backend's write lock (tantivy allows
+    one writer per directory); searches may run in any process at any time."""
+
+    def __init__(self, directory: Path, *, title_boost: float, section_boost: float, identifier_boost: float):
+        self._directory = directory
+        self._boosts = {"title": title_boost, "section": section_boost, "body": 1.0}
+        self._identifier_boost = identifier_boost
+        self._analyzers = _analyzers()
+        self._schema = _schema()
+        self._writer: tantivy.IndexWriter | None = None
+        self._index = self._open() if self.usable(directory) else None
+
+    @staticmethod
+    def usable(directory: Path) -> bool:
+        """True when the directory holds an index of the current layout."""
+        marker = directory / _MARKER
+        try:
+            version = json.loads(marker.read_text(encoding="utf-8")).get("version")
+            return version == FULLTEXT_VERSION and tantivy.Index.exists(str(directory))
+        except (OSError, ValueError, AttributeError):
+            return False
+
+    @property
+    def ready(self) -> bool:
+        return self._index is not None
+
+    def _open(self) -> tantivy.Index:
+        try:
+            index = tantivy.Index.open(str(self._directory))
+        except _TANTIVY_ERRORS as err:
+            raise IndexingError(f"cannot open the full-text index {self._directory}: {err}") from err
+        for name, analyzer in self._analyzers.items():
+            index.register_tokenizer(name, analyzer)
+        return index
+
+    def _require(self) -> tantivy.Index:
+        if self._index is None:
+            raise RetrievalError(f"the full-text index {self._directory} is missing: run `lore reindex`")
+        return self._index
+
+    # -- writing (caller holds the backend's write lock) ---------------------------------
+
+    def recreate(self) -> None:
+        """Start from an empty directory of the current layout."""
+        self.release_writer()
+        self._index = None
+        shutil.rmtree(self._directory, ignore_errors=True)
+        try:
+            self._directory.mkdir(parents=True)
+            index = tantivy.Index(self._schema, str(self._directory))
+        except _TANTIVY_ERRORS as err:
+            raise IndexingError(f"cannot create the full-text index {self._directory}: {err}") from err
+        for name, analyzer in self._analyzers.items():
+            index.register_tokenizer(name, analyzer)
+        (self._directory / _MARKER).write_text(json.dumps({"version": FULLTEXT_VERSION}), encoding="utf-8")
+        self._index = index
+
+    def _writer_for(self) -> tantivy.IndexWriter:
+        if self._writer is None:
+            index = self._index
+            if index is None:
+                raise IndexingError(f"the full-text index {self._directory} is missing: run `lore reindex`")
+            try:
+                self._writer = index.writer(heap_size=_WRITER_HEAP_BYTES, num_threads=1)
+            except _TANTIVY_ERRORS as err:
+                raise IndexingError(f"cannot write the full-text index {self._directory}: {err}") from err
+        return self._writer
+
+    def apply(self, ops: Sequence[tuple[str, int]], rows: dict[int, FullTextRow]) -> None:
+        """Apply journal operations in order and commit once. Idempotent: an ``add``
+        first deletes any copy of the row, so replaying a journal twice is harmless.
+        An ``add`` whose row is no longer in ``rows`` was deleted since: skipped."""
+        writer = self._writer_for()
+        try:
+            for op, rowid in ops:
+                writer.delete_documents_by_term("rowid", rowid)
+                row = rows.get(rowid)
+                if op == "add" and row is not None:
+                    writer.add_document(self._document(row))
+            writer.commit()
+        except _TANTIVY_ERRORS as err:
+            writer.rollback()
+            raise IndexingError(f"cannot update the full-text index {self._directory}: {err}") from err
+        self._require().reload()
+
+    def replace_all(self, rows: Iterable[FullTextRow]) -> int:
+        """Replace the whole content with ``rows`` in one commit; returns the count."""
+        writer = self._writer_for()
+        count = 0
+        try:
+            writer.delete_all_documents()
+            for row in rows:
+                writer.add_document(self._document(row))
+                count += 1
+            writer.commit()
+            writer.wait_merging_threads()
+        except _TANTIVY_ERRORS as err:
+            raise IndexingError(f"cannot rebuild the full-text index {self._directory}: {err}") from err
+        finally:
+            self._writer = None
+        self._require().reload()
+        return count
+
+    def release_writer(self) -> None:
+        """Let merges finish and drop the writer, which frees tantivy's directory lock."""
+        if self._writer is not None:
+            try:
+                self._writer.wait_merging_threads()
+            except _TANTIVY_ERRORS as err:
+                raise IndexingError(f"cannot finish merging the full-text index: {err}") from err
+            finally:
+                self._writer = None
+
+    def _document(self, row: FullTextRow) -> tantivy.Document:
+        document = tantivy.Document()
+        document.add_unsigned("rowid", row.rowid)
+        document.add_text("title", row.title)
+        document.add_text("section", row.section)
+        document.add_text("body", row.text)
+        document.add_text("ident", f"{row.title}\n{row.section}\n{row.text}")
+        for term in sorted(row.label_terms):
+            document.add_text("labels", term)
+        return document
+
+    # -- reading ------------------------------------------------------------------------
+
+    def reload(self) -> None:
+        if self._index is not None:
+            self._index.reload()
+
+    def search(self, query: str, label_filter: frozenset[str], limit: int) -> list[tuple[int, float]]:
+        """``(rowid, bm25 score)`` best first; only chunks carrying every filter term."""
+        index = self._require()
+        scoring = self._scoring_query(query)
+        if scoring is None:
+            return []
+        must = [(tantivy.Occur.Must, scoring)]
+        # Filters score nothing (constant 0), so they only restrict, inside the search.
+        must.extend(
+            (tantivy.Occur.Must, tantivy.Query.const_score_query(self._term("labels", term), 0.0))
+            for term in sorted(label_filter)
+        )
+        try:
+            searcher = index.searcher()
+            hits = searcher.search(tantivy.Query.boolean_query(must), limit, count=False).hits
+            rowids = searcher.fast_field_values("rowid", [address for _, address in hits])
+        except _TANTIVY_ERRORS as err:
+            raise RetrievalError(f"full-text search failed: {err}") from err
+        return [
+            (int(rowid), float(score))
+            for (score, _), rowid in zip(hits, rowids, strict=True)
+            if rowid is not None
+        ]
+
+    def _term(self, field: str, value: str) -> tantivy.Query:
+        return tantivy.Query.term_query(self._schema, field, value)
+
+    def _scoring_query(self, query: str) -> tantivy.Query | None:
+        clauses: list[tuple[tantivy.Occur, tantivy.Query]] = []
+        for token in _unique(self._analyzers[_STEMMED].analyze(query)):
+            for field, boost in self._boosts.items():
+                clause = self._term(field, token)
+                clauses.append((tantivy.Occur.Should, tantivy.Query.boost_query(clause, boost)))
+        for token in _unique(self._analyzers[_IDENT].analyze(query)):
+            clause = tantivy.Query.boost_query(self._term("ident", token), self._identifier_boost)
+            clauses.append((tantivy.Occur.Should, clause))
+        return tantivy.Query.boolean_query(clauses) if clauses else None
+
+    def close(self) -> None:
+        self.release_writer()
+        self._index = None

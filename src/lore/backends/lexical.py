@@ -1,0 +1,182 @@
+"""Lexical analysis shared by the server backends: exact identifiers, sparse BM25 vectors,
+and the validation of search arguments.
+
+SRE text is full of identifiers that ordinary full-text analysis takes apart: a stemmer turns
+``kube-apiserver`` into ``kube`` + ``apiserv``, ``ERR_1234`` into ``err`` + ``1234``, and a
+word splitter never sees ``etcd`` inside ``etcdNoLeader``. This module finds such tokens so a
+backend can index them whole (an exact match then outranks a scattered one) and also emit
+their camelCase parts (so "etcd no leader" still reaches ``etcdNoLeader``).
+
+Word analysis (tokenise, lowercase, drop stop words, Snowball-stem) is tantivy's, a core
+dependency already; only the identifier rules and the sparse weighting are written here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+
+import tantivy
+
+from lore.errors import QueryError, UnsupportedModeError
+from lore.models import SearchMode, filter_terms
+
+#: Longer tokens are base64 blobs or hashes, not names anyone searches for.
+IDENTIFIER_MAX_CHARS = 128
+
+# A run of word characters, possibly joined by the punctuation identifiers are built with.
+_TOKEN = re.compile(r"\w(?:[\w.\-:/@]*\w)?")
+_JOINERS = re.compile(r"[.\-:/@_]")
+_CAMEL = re.compile(r"[a-z0-9][A-Z]|[A-Z]{2}[a-z]")
+_CAMEL_BOUNDARY = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_HAS_LETTER = re.compile(r"[^\W\d_]")
+_HAS_DIGIT = re.compile(r"\d")
+
+
+def _is_identifier(token: str) -> bool:
+    if len(token) < 2 or len(token) > IDENTIFIER_MAX_CHARS:
+        return False
+    if _JOINERS.search(token) or _CAMEL.search(token):
+        return True
+    # ``k8s``, ``ipv6``, ``p99``: letters and digits fused into one name.
+    return bool(_HAS_LETTER.search(token) and _HAS_DIGIT.search(token))
+
+
+def identifiers(text: str) -> list[str]:
+    """Identifier-shaped tokens of ``text``, lowercased, each once, in order of appearance:
+    ``kube-apiserver``, ``etcdnoleader``, ``10.0.0.1``, ``err_1234``."""
+    found: dict[str, None] = {}
+    for match in _TOKEN.finditer(text):
+        token = match.group()
+        if _is_identifier(token):
+            found.setdefault(token.lower(), None)
+    return list(found)
+
+
+def camel_parts(text: str) -> list[str]:
+    """The words hidden inside camelCase tokens: ``etcdNoLeader`` -> etcd, No, Leader."""
+    parts: list[str] = []
+    for match in _TOKEN.finditer(text):
+        token = match.group()
+        if _CAMEL.search(token):
+            for piece in _JOINERS.split(token):
+                parts.extend(p for p in _CAMEL_BOUNDARY.split(piece) if p)
+    return parts
+
+
+@cache
+def _analyzer() -> tantivy.TextAnalyzer:
+    return (
+        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+        .filter(tantivy.Filter.remove_long(40))
+        .filter(tantivy.Filter.lowercase())
+        .filter(tantivy.Filter.stopword("english"))
+        .filter(tantivy.Filter.stemmer("english"))
+        .build()
+    )
+
+
+def terms(text: str) -> list[str]:
+    """Every lexical term of ``text``, repeated as often as it occurs: stemmed words, the
+    words inside camelCase identifiers, and each identifier whole."""
+    analyzer = _analyzer()
+    words: list[str] = analyzer.analyze(text)
+    parts = camel_parts(text)
+    if parts:
+        words.extend(analyzer.analyze(" ".join(parts)))
+    for match in _TOKEN.finditer(text):
+        token = match.group()
+        if _is_identifier(token):
+            words.append(token.lower())
+    return words
+
+
+def term_id(term: str) -> int:
+    """A stable 32-bit id for a term: sparse vectors index by hashed term, not a vocabulary,
+    so no vocabulary has to be stored or kept in step across writers."""
+    return int.from_bytes(hashlib.blake2b(term.encode("utf-8"), digest_size=4).digest(), "little")
+
+
+@dataclass(frozen=True, slots=True)
+class SparseVector:
+    indices: list[int]
+    values: list[float]
+
+
+@dataclass(frozen=True, slots=True)
+class BM25Weights:
+    """The document side of BM25 (term-frequency saturation and length normalisation).
+
+    IDF is left to the store, which knows the collection (Qdrant's ``Modifier.IDF``). The
+    average length is a fixed guess because chunks are sized to a token budget anyway.
+    """
+
+    k1: float = 1.2
+    b: float = 0.75
+    average_length: float = 256.0
+
+    def document(self, text: str) -> SparseVector:
+        counts = Counter(term_id(term) for term in terms(text))
+        length = sum(counts.values())
+        norm = self.k1 * (1.0 - self.b + self.b * length / self.average_length)
+        ids = sorted(counts)
+        return SparseVector(ids, [counts[i] * (self.k1 + 1.0) / (counts[i] + norm) for i in ids])
+
+    def query(self, text: str) -> SparseVector:
+        counts = Counter(term_id(term) for term in terms(text))
+        ids = sorted(counts)
+        return SparseVector(ids, [float(counts[i]) for i in ids])
+
+
+def query_words(text: str) -> list[str]:
+    """The words of a query as typed (identifiers intact), then camelCase parts; each once."""
+    return list(dict.fromkeys([m.group() for m in _TOKEN.finditer(text)] + camel_parts(text)))
+
+
+# -- search arguments, validated the same way by every server backend ---------------------
+
+#: The same limits as the SQLite backend, so a query valid for one engine is valid for all.
+MAX_TOP_K = 1_000
+MAX_QUERY_CHARS = 50_000
+
+
+def clean_text(text: str) -> str:
+    """Drop NUL characters and lone surrogates, which no server's wire format carries."""
+    return text.replace("\x00", "").encode("utf-8", "replace").decode("utf-8")
+
+
+def check_search(
+    engine: str,
+    modes: tuple[SearchMode, ...],
+    query: str,
+    top_k: int,
+    labels: Mapping[str, str] | None,
+    mode: SearchMode | str | None,
+) -> tuple[SearchMode, frozenset[str]]:
+    """The mode to run and the label terms to require; ``QueryError`` for bad arguments."""
+    if mode is None:
+        chosen: SearchMode | None = modes[0]
+    else:
+        try:
+            chosen = SearchMode(mode)
+        except ValueError:
+            chosen = None
+    if chosen is None or chosen not in modes:
+        offered = ", ".join(m.value for m in modes)
+        raise UnsupportedModeError(f"unknown search mode {mode!r}; the {engine} backend offers: {offered}")
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
+        raise QueryError(f"top_k must be a whole number from 1 to {MAX_TOP_K}, got {top_k!r}")
+    if not isinstance(query, str):
+        raise QueryError(f"the query must be text, got {type(query).__name__}")
+    if not clean_text(query).strip():
+        raise QueryError("the query is empty: ask a question or paste the error message")
+    if len(query) > MAX_QUERY_CHARS:
+        raise QueryError(f"the query is {len(query)} characters long; the limit is {MAX_QUERY_CHARS}")
+    for key, value in (labels or {}).items():
+        if not isinstance(key, str) or not isinstance(value, str) or not key or not value:
+            raise QueryError(f"a label filter needs a non-empty key and value, got {key!r}={value!r}")
+    return chosen, filter_terms(labels)

@@ -1,0 +1,601 @@
+"""PostgreSQL + pgvector: the scale-out backend for teams that already run PostgreSQL.
+
+Both seams on one object, like the SQLite default. Hybrid retrieval runs two channels in
+the database and fuses them by rank in Python (``lore.fusion``), because a text rank and a
+cosine distance share no scale:
+
+- full text: an ``english`` tsvector (title > section > body, GIN) matched by an OR of the
+  query's words, plus an exact ``text[]`` of identifiers (``kube-apiserver``, ``ERR_1234``,
+  ``etcdNoLeader``; see ``lore.backends.lexical``) that the English parser would stem and
+  split. An identifier the query names exactly counts more than any scattered word match.
+- vectors: cosine distance over an HNSW index. With a label filter the scan is iterative
+  (pgvector >= 0.8 ``hnsw.iterative_scan = strict_order``), so the filter is applied inside
+  the index walk instead of after a fixed-size candidate list; when that walk still comes
+  back short (a very selective filter exhausts ``hnsw.max_scan_tuples``) the channel is
+  re-run as an exact scan over the rows the label GIN index selects, which is cheap
+  precisely because the filter is selective.
+
+Label filters (``key=value`` terms, ``@>`` on a GIN-indexed ``text[]``) apply inside both
+channels. Tables are prefixed with the index name (see ``lore.backends.pg_schema``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from lore.backends import lexical
+from lore.backends.pg_schema import (
+    LOCK_CLASS,
+    TEXT_SEARCH_CONFIG,
+    Tables,
+    drop_statements,
+    lock_key,
+    migrate,
+    schema_version,
+    vector_statements,
+)
+from lore.config import LoreSettings
+from lore.errors import (
+    BackendUnavailableError,
+    ConfigError,
+    EmbedderMismatchError,
+    IndexingError,
+    IndexLockedError,
+    LoreError,
+    MissingExtraError,
+    QueryError,
+    RetrievalError,
+    UnsupportedModeError,
+)
+from lore.fusion import normalized_score_fusion, reciprocal_rank_fusion
+from lore.models import (
+    SOURCE_LABEL,
+    Chunk,
+    Document,
+    IndexedDocument,
+    Passage,
+    SearchMode,
+    embed_key,
+    filter_terms,
+    label_terms,
+    utc,
+)
+from lore.protocols import Embedder, Vectors
+
+try:
+    import psycopg
+    from pgvector.psycopg import register_vector
+    from psycopg import sql
+    from psycopg.conninfo import conninfo_to_dict
+    from psycopg.rows import TupleRow
+    from psycopg.types.json import Jsonb
+    from psycopg_pool import ConnectionPool, PoolTimeout
+except ImportError as err:  # pragma: no cover - exercised only without the extra
+    raise MissingExtraError("pgvector", err.name or "psycopg") from err
+
+ENGINE = "pgvector"
+Ranked = list[tuple[str, float, dict[str, int]]]
+#: Channel names, as they appear in ``Passage.channel_ranks``.
+TEXT_CHANNEL = SearchMode.BM25.value
+VECTOR_CHANNEL = SearchMode.VECTOR.value
+#: An identifier the query names exactly outranks any amount of scattered word matches
+#: (``ts_rank`` stays well below 1 for chunk-sized texts).
+IDENTIFIER_WEIGHT = 1.0
+#: Query words beyond this are ignored: each becomes a tsquery term.
+MAX_QUERY_WORDS = 64
+#: pgvector's own ceiling for ``hnsw.ef_search``.
+MAX_EF_SEARCH = 1000
+
+
+def _where(dsn: str) -> str:
+    """Host, port and database for messages, never the password."""
+    try:
+        parts = conninfo_to_dict(dsn)
+    except psycopg.Error:
+        return "the configured PostgreSQL server"
+    host = parts.get("host") or "localhost"
+    port = parts.get("port") or "5432"
+    return f"PostgreSQL at {host}:{port}/{parts.get('dbname') or parts.get('user') or ''}"
+
+
+class PgVectorBackend:
+    """An index in PostgreSQL. ``KnowledgeIndex`` and ``KnowledgeRetriever`` at once."""
+
+    modes: tuple[SearchMode, ...] = (SearchMode.HYBRID, SearchMode.BM25, SearchMode.VECTOR)
+
+    def __init__(
+        self,
+        dsn: str,
+        embedder: Embedder,
+        *,
+        index_name: str = "lore",
+        rrf_k: int = 60,
+        candidate_depth: int = 100,
+        fusion: str = "rrf",
+        pool_size: int = 4,
+        connect_timeout: float = 5.0,
+    ) -> None:
+        self._embedder = embedder
+        self._tables = Tables(index_name)
+        self._rrf_k = rrf_k
+        self._depth = candidate_depth
+        self._fusion = fusion
+        self._where = _where(dsn)
+        self._timeout = connect_timeout
+        self._dimension: int | None = None
+        self._lock_guard = threading.Lock()
+        self._lock_depth = 0
+        self._bootstrap(dsn)
+        self._pool: ConnectionPool[psycopg.Connection[TupleRow]] = ConnectionPool(
+            dsn,
+            min_size=1,
+            max_size=pool_size,
+            kwargs={"autocommit": True, "connect_timeout": max(1, math.ceil(connect_timeout))},
+            configure=register_vector,
+            check=ConnectionPool.check_connection,
+            open=False,
+            name=f"lore-{index_name}",
+        )
+        try:
+            self._pool.open(wait=True, timeout=connect_timeout)
+        except PoolTimeout as err:
+            self._pool.close()
+            raise BackendUnavailableError(f"{self._where} is unreachable: {err}") from err
+
+    # -- connections ------------------------------------------------------------------
+
+    def _bootstrap(self, dsn: str) -> None:
+        """Connect once, outside the pool, to create the schema: a refused connection then
+        surfaces with the driver's own reason, and the pool's per-connection setup
+        (``register_vector``) can rely on the extension existing."""
+        try:
+            with psycopg.connect(dsn, autocommit=True, connect_timeout=max(1, math.ceil(self._timeout))) as conn:
+                migrate(conn, self._tables)
+                self._dimension = self._recorded_dimension(conn)
+        except psycopg.OperationalError as err:
+            raise BackendUnavailableError(f"{self._where} is unreachable: {err}".strip()) from err
+        except psycopg.errors.InsufficientPrivilege as err:
+            raise ConfigError(
+                f"{self._where}: cannot create lore's tables or the 'vector' extension ({err}); "
+                "ask an administrator to run CREATE EXTENSION vector, or grant CREATE"
+            ) from err
+        except psycopg.Error as err:
+            raise IndexingError(f"{self._where}: preparing index {self.index_name!r} failed: {err}") from err
+
+    @contextmanager
+    def _connection(self, failure: type[LoreError]) -> Iterator[psycopg.Connection[TupleRow]]:
+        """A pooled connection; driver errors become ``failure``, an unreachable server
+        ``BackendUnavailableError`` (never an empty result)."""
+        try:
+            with self._pool.connection(timeout=self._timeout) as conn:
+                yield conn
+        except PoolTimeout as err:
+            raise BackendUnavailableError(f"{self._where} is unreachable: {err}") from err
+        except psycopg.OperationalError as err:
+            raise BackendUnavailableError(f"{self._where} failed: {err}".strip()) from err
+        except psycopg.Error as err:
+            raise failure(f"{self._where}: {err}".strip()) from err
+
+    def _recorded_dimension(self, conn: psycopg.Connection[TupleRow]) -> int | None:
+        row = conn.execute(self._tables.sql("SELECT dimension FROM {embedder}")).fetchone()
+        return int(row[0]) if row else None
+
+    @property
+    def index_name(self) -> str:
+        return self._tables.index
+
+    @property
+    def engine(self) -> str:
+        return ENGINE
+
+    @property
+    def degraded(self) -> bool:
+        return self._embedder.degraded
+
+    def schema_version(self) -> int:
+        with self._connection(IndexingError) as conn:
+            return schema_version(conn, self._tables)
+
+    def close(self) -> None:
+        self._pool.close()
+
+    def drop(self) -> None:
+        """Remove every table of this index (other indexes in the database are untouched)."""
+        with self._connection(IndexingError) as conn, conn.transaction():
+            for statement in drop_statements(self._tables):
+                conn.execute(statement)
+        self._dimension = None
+
+    # -- write side -------------------------------------------------------------------
+
+    def check_embedder(self, model_id: str, dimension: int) -> None:
+        with self._connection(IndexingError) as conn, conn.transaction():
+            conn.execute(self._tables.sql("LOCK TABLE {embedder} IN EXCLUSIVE MODE"))
+            row = conn.execute(self._tables.sql("SELECT model_id, dimension FROM {embedder}")).fetchone()
+            if row is None:
+                conn.execute(
+                    self._tables.sql("INSERT INTO {embedder} (model_id, dimension) VALUES (%s, %s)"),
+                    (model_id, dimension),
+                )
+                for statement in vector_statements(self._tables, dimension):
+                    conn.execute(statement)
+            elif (row[0], int(row[1])) != (model_id, dimension):
+                raise EmbedderMismatchError(
+                    f"index {self.index_name!r} in {self._where} was built with embedder {row[0]!r} "
+                    f"({row[1]} dimensions), but the configured embedder is {model_id!r} "
+                    f"({dimension} dimensions); run `lore reembed` to rebuild it with the new one, "
+                    "or configure the original embedder"
+                )
+        self._dimension = dimension
+
+    def upsert(self, document: Document, chunks: Sequence[Chunk], vectors: Vectors) -> None:
+        matrix = np.asarray(vectors, dtype=np.float32)
+        if matrix.ndim != 2 or matrix.shape[0] != len(chunks):
+            raise IndexingError(
+                f"{document.uri}: {len(chunks)} chunks but vectors of shape {tuple(matrix.shape)}"
+            )
+        if chunks and self._dimension is not None and matrix.shape[1] != self._dimension:
+            raise IndexingError(
+                f"{document.uri}: vectors have {matrix.shape[1]} dimensions, the index {self._dimension}"
+            )
+        rows = [self._chunk_row(chunk, matrix[i]) for i, chunk in enumerate(chunks)]
+        with self._connection(IndexingError) as conn, conn.transaction():
+            # In one transaction the new version replaces the old atomically: a crash
+            # leaves one or the other, and readers never see neither.
+            if rows:
+                with conn.cursor() as cur:
+                    cur.executemany(self._tables.sql(_UPSERT_CHUNK, cfg=sql.Literal(TEXT_SEARCH_CONFIG)), rows)
+            conn.execute(
+                self._tables.sql("DELETE FROM {chunks} WHERE uri = %s AND NOT (id = ANY(%s))"),
+                (document.uri, [chunk.id for chunk in chunks]),
+            )
+            conn.execute(
+                self._tables.sql(_UPSERT_DOCUMENT),
+                {
+                    "uri": document.uri,
+                    "source": str(document.labels.get(SOURCE_LABEL, "")),
+                    "title": lexical.clean_text(document.title),
+                    "revision": document.revision,
+                    "updated_at": utc(document.updated_at),
+                    "labels": Jsonb(dict(document.labels)),
+                    "media_type": document.media_type,
+                    "chunk_count": len(chunks),
+                    "indexed_at": datetime.now(UTC),
+                },
+            )
+
+    @staticmethod
+    def _chunk_row(chunk: Chunk, vector: npt.NDArray[np.float32]) -> dict[str, Any]:
+        title, section, text = lexical.clean_text(chunk.title), lexical.clean_text(chunk.section), lexical.clean_text(chunk.text)
+        everything = f"{title}\n{section}\n{text}"
+        return {
+            "id": chunk.id,
+            "uri": chunk.uri,
+            "ordinal": chunk.ordinal,
+            "text": text,
+            "section": section,
+            "content_hash": chunk.content_hash,
+            "title": title,
+            "revision": chunk.revision,
+            "updated_at": utc(chunk.updated_at),
+            "labels": Jsonb(dict(chunk.labels)),
+            "label_terms": sorted(label_terms(chunk.labels)),
+            "embed_key": embed_key(chunk),
+            "embedding": vector,
+            # camelCase parts join the word channel so "etcd no leader" meets etcdNoLeader.
+            "body": f"{text}\n{' '.join(lexical.camel_parts(everything))}",
+            "idents": lexical.identifiers(everything),
+        }
+
+    def delete_by_uri(self, uri: str) -> None:
+        with self._connection(IndexingError) as conn, conn.transaction():
+            conn.execute(self._tables.sql("DELETE FROM {chunks} WHERE uri = %s"), (uri,))
+            conn.execute(self._tables.sql("DELETE FROM {documents} WHERE uri = %s"), (uri,))
+
+    def held(self, source: str) -> Mapping[str, IndexedDocument]:
+        with self._connection(IndexingError) as conn:
+            rows = conn.execute(
+                self._tables.sql(
+                    "SELECT uri, revision, title, updated_at, chunk_count, indexed_at "
+                    "FROM {documents} WHERE source = %s"
+                ),
+                (source,),
+            ).fetchall()
+        return {
+            row[0]: IndexedDocument(
+                uri=row[0],
+                revision=row[1],
+                title=row[2],
+                updated_at=utc(row[3]),
+                chunk_count=row[4],
+                indexed_at=utc(row[5]),
+            )
+            for row in rows
+        }
+
+    def cached_vectors(self, embed_keys: Sequence[str]) -> Mapping[str, npt.NDArray[np.float32]]:
+        if not embed_keys:
+            return {}
+        with self._connection(IndexingError) as conn:
+            rows = conn.execute(
+                self._tables.sql(
+                    "SELECT DISTINCT ON (embed_key) embed_key, embedding FROM {chunks} "
+                    "WHERE embed_key = ANY(%s) AND embedding IS NOT NULL"
+                ),
+                (list(embed_keys),),
+            ).fetchall()
+        return {row[0]: np.asarray(row[1], dtype=np.float32) for row in rows}
+
+    def get_state(self, key: str) -> str | None:
+        with self._connection(IndexingError) as conn:
+            row = conn.execute(self._tables.sql("SELECT value FROM {state} WHERE key = %s"), (key,)).fetchone()
+        return str(row[0]) if row else None
+
+    def set_state(self, key: str, value: str) -> None:
+        with self._connection(IndexingError) as conn:
+            conn.execute(
+                self._tables.sql(
+                    "INSERT INTO {state} (key, value) VALUES (%s, %s) "
+                    "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"
+                ),
+                (key, lexical.clean_text(value)),
+            )
+
+    @contextmanager
+    def write_lock(self) -> Iterator[None]:
+        """Held for a whole sync: a session-level advisory lock on a connection kept for
+        the duration, so it guards every process on every host and dies with the session
+        if the holder does. Re-entrant within this object, like the SQLite backend's."""
+        with self._lock_guard:
+            if self._lock_depth:
+                self._lock_depth += 1
+                held = True
+            else:
+                held = False
+        if held:
+            try:
+                yield
+            finally:
+                with self._lock_guard:
+                    self._lock_depth -= 1
+            return
+        key = (LOCK_CLASS, lock_key("write", self.index_name))
+        with self._connection(IndexingError) as conn:
+            row = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", key).fetchone()
+            if not row or not row[0]:
+                raise IndexLockedError(
+                    f"another sync is writing index {self.index_name!r} in {self._where}; "
+                    "wait for it to finish and try again"
+                )
+            with self._lock_guard:
+                self._lock_depth = 1
+            try:
+                yield
+            finally:
+                with self._lock_guard:
+                    self._lock_depth = 0
+                conn.execute("SELECT pg_advisory_unlock(%s, %s)", key)
+
+    # -- read side --------------------------------------------------------------------
+
+    async def retrieve(
+        self,
+        query: str,
+        *,
+        top_k: int = 8,
+        labels: Mapping[str, str] | None = None,
+        mode: SearchMode | None = None,
+    ) -> list[Passage]:
+        chosen, terms = lexical.check_search(ENGINE, self.modes, query, top_k, labels, mode)
+        text = lexical.clean_text(query)
+        vector: npt.NDArray[np.float32] | None = None
+        if chosen is not SearchMode.BM25:
+            matrix = await asyncio.to_thread(self._embedder.embed_queries, [text])
+            vector = np.asarray(matrix[0], dtype=np.float32)
+        return await asyncio.to_thread(self._search, text, vector, top_k, terms, chosen)
+
+    def _search(
+        self,
+        text: str,
+        vector: npt.NDArray[np.float32] | None,
+        top_k: int,
+        terms: frozenset[str],
+        mode: SearchMode,
+    ) -> list[Passage]:
+        depth = max(self._depth, top_k)
+        channels: dict[str, list[tuple[str, float]]] = {}
+        with self._connection(RetrievalError) as conn:
+            if mode in (SearchMode.HYBRID, SearchMode.BM25):
+                channels[TEXT_CHANNEL] = self._text_channel(conn, text, sorted(terms), depth)
+            if vector is not None:
+                channels[VECTOR_CHANNEL] = self._vector_channel(conn, vector, sorted(terms), depth)
+            fused = self._fuse(channels)[:top_k]
+            rows = self._fetch(conn, [item for item, _, _ in fused])
+        passages = []
+        for chunk_id, score, ranks in fused:
+            row = rows.get(chunk_id)
+            if row is not None:  # deleted between the channel queries and the fetch
+                passages.append(_passage(row, score, ranks))
+        return passages
+
+    def _fuse(self, channels: Mapping[str, list[tuple[str, float]]]) -> Ranked:
+        if len(channels) == 1:  # one channel: its own scores, nothing to fuse
+            name, hits = next(iter(channels.items()))
+            return [(item, score, {name: rank}) for rank, (item, score) in enumerate(hits, start=1)]
+        if self._fusion == "score":
+            return normalized_score_fusion(channels)
+        return reciprocal_rank_fusion(
+            {name: [item for item, _ in ranked] for name, ranked in channels.items()}, k=self._rrf_k
+        )
+
+    def _text_channel(
+        self, conn: psycopg.Connection[TupleRow], text: str, terms: list[str], depth: int
+    ) -> list[tuple[str, float]]:
+        words = lexical.query_words(text)[:MAX_QUERY_WORDS]
+        idents = lexical.identifiers(text)
+        if not words and not idents:
+            return []
+        # One plainto_tsquery per word, OR-ed: every value is a parameter, and a query
+        # word can never be read as tsquery syntax.
+        word_query = sql.SQL(" || ").join(
+            sql.SQL("plainto_tsquery({cfg}, {word})").format(
+                cfg=sql.Literal(TEXT_SEARCH_CONFIG), word=sql.Placeholder()
+            )
+            for _ in words
+        ) if words else sql.SQL("''::tsquery")
+        label_filter = sql.SQL("AND c.label_terms @> %s::text[]") if terms else sql.SQL("")
+        statement = self._tables.sql(
+            "SELECT c.id, ts_rank(c.tsv, q.words, 1)"
+            " + {weight} * cardinality(ARRAY(SELECT unnest(c.idents) INTERSECT SELECT unnest(q.idents)))"
+            " AS score"
+            " FROM {chunks} c, (SELECT {word_query} AS words, %s::text[] AS idents) q"
+            " WHERE (c.tsv @@ q.words OR c.idents && q.idents) {label_filter}"
+            " ORDER BY score DESC, c.id LIMIT %s",
+            weight=sql.Literal(IDENTIFIER_WEIGHT),
+            word_query=word_query,
+            label_filter=label_filter,
+        )
+        params: list[Any] = [*words, idents]
+        if terms:
+            params.append(terms)
+        params.append(depth)
+        rows = conn.execute(statement, params).fetchall()
+        return [(row[0], float(row[1])) for row in rows]
+
+    def _vector_channel(
+        self, conn: psycopg.Connection[TupleRow], vector: npt.NDArray[np.float32], terms: list[str], depth: int
+    ) -> list[tuple[str, float]]:
+        if self._dimension is None or vector.shape[0] != self._dimension or not np.any(vector):
+            return []  # nothing embedded yet, or a query with no features: no neighbours
+        label_filter = sql.SQL("WHERE label_terms @> %s::text[]") if terms else sql.SQL("")
+        statement = self._tables.sql(
+            "SELECT id, embedding <=> %s AS distance FROM {chunks} {label_filter} ORDER BY distance LIMIT %s",
+            label_filter=label_filter,
+        )
+        params: list[Any] = [vector, *([terms] if terms else []), depth]
+        with conn.transaction():
+            conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(min(depth, MAX_EF_SEARCH)),))
+            if terms:
+                conn.execute("SELECT set_config('hnsw.iterative_scan', 'strict_order', true)")
+            rows = conn.execute(statement, params).fetchall()
+            if terms and len(rows) < depth:
+                # Fewer than asked for: the filtered set is small, or the index walk gave
+                # up first. Either way an exact scan over the filtered rows is cheap.
+                conn.execute("SELECT set_config('enable_indexscan', 'off', true)")
+                rows = conn.execute(statement, params).fetchall()
+        return [(row[0], 1.0 - float(row[1])) for row in rows if not math.isnan(float(row[1]))]
+
+    def _fetch(self, conn: psycopg.Connection[TupleRow], ids: list[str]) -> dict[str, tuple[Any, ...]]:
+        if not ids:
+            return {}
+        rows = conn.execute(
+            self._tables.sql(
+                "SELECT id, text, uri, title, section, revision, updated_at, labels"
+                " FROM {chunks} WHERE id = ANY(%s)"
+            ),
+            (ids,),
+        ).fetchall()
+        return {row[0]: row for row in rows}
+
+    # -- export (for ``lore migrate``) ------------------------------------------------
+
+    def stored_embedder(self) -> tuple[str, int] | None:
+        """``(model_id, dimension)`` the vectors were made with; None before the first use."""
+        with self._connection(IndexingError) as conn:
+            row = conn.execute(self._tables.sql("SELECT model_id, dimension FROM {embedder}")).fetchone()
+        return (str(row[0]), int(row[1])) if row else None
+
+    def export(self) -> Iterator[tuple[Document, list[Chunk], Vectors]]:
+        """Every document with its chunks and stored vectors, in uri order, for ``lore
+        migrate``. Documents come back with empty ``text``: only the chunks are stored."""
+        with self._connection(IndexingError) as conn:
+            documents = conn.execute(
+                self._tables.sql(
+                    "SELECT uri, title, revision, updated_at, labels, media_type"
+                    " FROM {documents} ORDER BY uri"
+                )
+            ).fetchall()
+        for uri, title, revision, updated_at, labels, media_type in documents:
+            with self._connection(IndexingError) as conn:
+                rows = conn.execute(
+                    self._tables.sql(
+                        "SELECT id, ordinal, text, section, content_hash, title, revision, updated_at,"
+                        " labels, embedding FROM {chunks} WHERE uri = %s ORDER BY ordinal, id"
+                    ),
+                    (uri,),
+                ).fetchall()
+            chunks = [
+                Chunk(
+                    id=row[0], uri=uri, ordinal=row[1], text=row[2], section=row[3], content_hash=row[4],
+                    title=row[5], revision=row[6], updated_at=utc(row[7]), labels=dict(row[8]),
+                )
+                for row in rows
+            ]
+            dimension = self._dimension or 0
+            vectors = (
+                np.stack([np.asarray(row[9], dtype=np.float32) for row in rows])
+                if rows else np.empty((0, dimension), dtype=np.float32)
+            )
+            document = Document(
+                uri=uri, title=title, text="", revision=revision, updated_at=utc(updated_at),
+                labels=dict(labels), media_type=media_type,
+            )
+            yield document, chunks, vectors
+
+
+def _passage(row: tuple[Any, ...], score: float, ranks: Mapping[str, int]) -> Passage:
+    chunk_id, text, uri, title, section, revision, updated_at, labels = row
+    return Passage(
+        text=text, uri=uri, title=title, section=section, revision=revision, updated_at=utc(updated_at),
+        score=score, labels=dict(labels), chunk_id=chunk_id, channel_ranks=dict(ranks),
+    )
+
+
+_UPSERT_CHUNK = """
+INSERT INTO {chunks} (id, uri, ordinal, text, section, content_hash, title, revision, updated_at,
+                      labels, label_terms, embed_key, embedding, tsv, idents)
+VALUES (%(id)s, %(uri)s, %(ordinal)s, %(text)s, %(section)s, %(content_hash)s, %(title)s, %(revision)s,
+        %(updated_at)s, %(labels)s, %(label_terms)s, %(embed_key)s, %(embedding)s,
+        setweight(to_tsvector({cfg}, %(title)s), 'A')
+          || setweight(to_tsvector({cfg}, %(section)s), 'B')
+          || to_tsvector({cfg}, %(body)s),
+        %(idents)s)
+ON CONFLICT (id) DO UPDATE SET
+    uri = EXCLUDED.uri, ordinal = EXCLUDED.ordinal, text = EXCLUDED.text, section = EXCLUDED.section,
+    content_hash = EXCLUDED.content_hash, title = EXCLUDED.title, revision = EXCLUDED.revision,
+    updated_at = EXCLUDED.updated_at, labels = EXCLUDED.labels, label_terms = EXCLUDED.label_terms,
+    embed_key = EXCLUDED.embed_key, embedding = EXCLUDED.embedding, tsv = EXCLUDED.tsv,
+    idents = EXCLUDED.idents
+"""
+
+_UPSERT_DOCUMENT = """
+INSERT INTO {documents} (uri, source, title, revision, updated_at, labels, media_type, chunk_count, indexed_at)
+VALUES (%(uri)s, %(source)s, %(title)s, %(revision)s, %(updated_at)s, %(labels)s, %(media_type)s,
+        %(chunk_count)s, %(indexed_at)s)
+ON CONFLICT (uri) DO UPDATE SET
+    source = EXCLUDED.source, title = EXCLUDED.title, revision = EXCLUDED.revision,
+    updated_at = EXCLUDED.updated_at, labels = EXCLUDED.labels, media_type = EXCLUDED.media_type,
+    chunk_count = EXCLUDED.chunk_count, indexed_at = EXCLUDED.indexed_at
+"""
+
+
+def from_settings(settings: LoreSettings, embedder: Embedder) -> PgVectorBackend:
+    if settings.pg_dsn is None:
+        raise ConfigError("backend 'pgvector' needs a connection string: set pg_dsn in lore.toml or LORE_PG_DSN")
+    return PgVectorBackend(
+        settings.pg_dsn.get_secret_value(),
+        embedder,
+        index_name=settings.index_name,
+        rrf_k=settings.rrf_k,
+        candidate_depth=settings.candidate_depth,
+        fusion=settings.fusion,
+    )

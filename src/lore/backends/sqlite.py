@@ -1,0 +1,479 @@
+"""The embedded default backend: SQLite as the source of truth, tantivy for BM25, numpy
+for vectors. Runs on a laptop with no server.
+
+Storage layout, beside each other (``lore.db`` stands for ``settings.db_path``):
+
+- ``lore.db`` (SQLite, WAL mode, schema in ``sqlite_schema.py``): documents (the sync
+  ledger), chunks with full provenance, float32 vector blobs keyed by the embedding key
+  (the vector cache), label terms, key/value state, the embedder's model id and
+  dimension, a ``generation`` counter bumped by every data change, and the full-text
+  journal. Everything that cannot be recomputed lives here.
+- ``lore.db.tantivy/``: the BM25 index (``fulltext.py``). Derived data: ``lore reindex``
+  (``rebuild_fulltext``) rebuilds it from SQLite at any time, and it is rebuilt
+  automatically when missing or of an older layout.
+- ``lore.db.lock``: the file a sync holds ``flock``-ed (``write_lock``), so a second
+  concurrent writer fails fast with ``IndexLockedError`` instead of interleaving.
+- Vectors are also held in memory as one matrix (``vector_matrix.py``), reloaded when
+  the ``generation`` counter moves (e.g. another process synced).
+
+Crash consistency between SQLite and tantivy, which cannot share a transaction:
+
+1. A change (upsert or delete of one document) is ONE SQLite transaction that writes
+   the new chunk rows, removes the old ones, and appends the matching full-text
+   operations (``add rowid`` / ``delete rowid``) to ``fulltext_journal``.
+2. Afterwards the journal is applied to tantivy and committed there; then the applied
+   journal rows are deleted. Inside a held ``write_lock`` this is batched (every few
+   thousand operations and when the lock is released); otherwise it follows each write.
+3. On open, a leftover journal (a crash between 1 and 2) is replayed. Replay is
+   idempotent: an ``add`` deletes any copy of the rowid before adding it, and rowids
+   are never reused (AUTOINCREMENT), so a stale entry can never name another chunk.
+4. At query time every hit is looked up in SQLite by rowid; a hit whose chunk is gone
+   is dropped. So tantivy may briefly lag behind SQLite, but never shows deleted text
+   and never loses data that SQLite committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from lore.backends.fulltext import FullTextIndex
+from lore.backends.sqlite_schema import connect, migrate
+from lore.backends.sqlite_store import ChunkStore
+from lore.backends.vector_matrix import VectorMatrix
+from lore.config import LoreSettings
+from lore.errors import (
+    ConfigError,
+    EmbedderMismatchError,
+    IndexingError,
+    IndexLockedError,
+    LoreError,
+    QueryError,
+    RetrievalError,
+    UnsupportedModeError,
+)
+from lore.fusion import normalized_score_fusion, reciprocal_rank_fusion
+from lore.models import SOURCE_LABEL, Chunk, Document, IndexedDocument, Passage, SearchMode, filter_terms
+from lore.protocols import Embedder, Vectors
+
+MAX_TOP_K = 1_000
+MAX_QUERY_CHARS = 50_000
+#: Journal entries held back inside a write_lock before they are applied to tantivy;
+#: one tantivy commit per document would dominate sync time.
+_FLUSH_EVERY = 5_000
+
+Ranked = list[tuple[int, float, dict[str, int]]]
+
+
+@contextmanager
+def _translated(error: type[LoreError], what: str) -> Iterator[None]:
+    try:
+        yield
+    except sqlite3.Error as err:
+        raise error(f"{what}: {err}") from err
+
+
+class SqliteBackend:
+    """Both seams over one SQLite file. See the module docstring for the design."""
+
+    modes: tuple[SearchMode, ...] = (SearchMode.HYBRID, SearchMode.BM25, SearchMode.VECTOR)
+    engine = "sqlite"
+
+    def __init__(
+        self,
+        path: Path,
+        embedder: Embedder,
+        *,
+        rrf_k: int = 60,
+        candidate_depth: int = 100,
+        fusion: Literal["rrf", "score"] = "rrf",
+        title_boost: float = 2.0,
+        section_boost: float = 1.5,
+        identifier_boost: float = 1.0,
+    ) -> None:
+        if rrf_k <= 0 or candidate_depth <= 0:
+            raise ConfigError(
+                f"rrf_k and candidate_depth must be positive, got {rrf_k} and {candidate_depth}"
+            )
+        if fusion not in ("rrf", "score"):
+            raise ConfigError(f"fusion must be 'rrf' or 'score', got {fusion!r}")
+        self._path = Path(path)
+        self._embedder = embedder
+        self._rrf_k = rrf_k
+        self._candidate_depth = candidate_depth
+        self._fusion = fusion
+        self._lock_path = self._path.with_name(self._path.name + ".lock")
+        # One connection for the write side, one for searches: in WAL mode a search
+        # never waits for a write, even within one process.
+        self._write_guard = threading.RLock()
+        self._read_guard = threading.Lock()
+        self._lock_fd: int | None = None
+        self._lock_depth = 0
+        self._pending = 0
+        self._generation_seen: str | None = None
+        self._matrix: VectorMatrix | None = None
+        try:
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise IndexingError(f"cannot create the directory for {self._path}: {err}") from err
+        self._store = ChunkStore(connect(self._path))
+        self._reads = ChunkStore(connect(self._path))
+        self._fulltext = FullTextIndex(
+            self._path.with_name(self._path.name + ".tantivy"),
+            title_boost=title_boost,
+            section_boost=section_boost,
+            identifier_boost=identifier_boost,
+        )
+        try:
+            migrate(self._store.conn, self._path)
+            stored = self.stored_embedder()
+            if stored is not None:
+                self._ensure_same_embedder(stored, embedder.model_id, embedder.dimension)
+            self._prepare_fulltext()
+        except BaseException:
+            self.close()
+            raise
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    @property
+    def degraded(self) -> bool:
+        return self._embedder.degraded
+
+    # -- embedder ------------------------------------------------------------------------
+
+    def stored_embedder(self) -> tuple[str, int] | None:
+        """``(model_id, dimension)`` the vectors were made with; None before the first use."""
+        with self._write_guard, _translated(IndexingError, f"cannot read the index {self._path}"):
+            return self._store.embedder()
+
+    def _ensure_same_embedder(self, stored: tuple[str, int], model_id: str, dimension: int) -> None:
+        if stored != (model_id, dimension):
+            raise EmbedderMismatchError(
+                f"the index {self._path} was built with embedder {stored[0]!r} (dimension {stored[1]}), "
+                f"but the configured embedder is {model_id!r} (dimension {dimension}); run `lore reembed` "
+                "to rebuild the vectors, or configure the original embedder"
+            )
+
+    def check_embedder(self, model_id: str, dimension: int) -> None:
+        with self._write_guard:
+            stored = self.stored_embedder()
+            if stored is not None:
+                self._ensure_same_embedder(stored, model_id, dimension)
+                return
+            what = f"cannot record the embedder in {self._path}"
+            with _translated(IndexingError, what), self._store.transaction(bump=False):
+                self._store.record_embedder(model_id, dimension)
+
+    # -- locking -------------------------------------------------------------------------
+
+    @contextmanager
+    def write_lock(self) -> Iterator[None]:
+        """Held for a whole sync. Re-entrant within this object; another process (or
+        another backend object on the same file) gets ``IndexLockedError``."""
+        self._acquire()
+        try:
+            yield
+        finally:
+            self._release()
+
+    def _acquire(self) -> None:
+        with self._write_guard:
+            if self._lock_depth == 0:
+                try:
+                    fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+                except OSError as err:
+                    raise IndexingError(f"cannot open the lock file {self._lock_path}: {err}") from err
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError as err:
+                    os.close(fd)
+                    raise IndexLockedError(
+                        f"another lore process is writing to the index {self._path} (it holds "
+                        f"{self._lock_path}); wait for that sync to finish and try again"
+                    ) from err
+                self._lock_fd = fd
+            self._lock_depth += 1
+
+    def _release(self) -> None:
+        with self._write_guard:
+            self._lock_depth -= 1
+            if self._lock_depth > 0:
+                return
+            try:
+                self._flush()
+                self._fulltext.release_writer()
+            finally:
+                if self._lock_fd is not None:
+                    fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+                    os.close(self._lock_fd)
+                    self._lock_fd = None
+
+    @contextmanager
+    def _writing(self, what: str) -> Iterator[None]:
+        with self.write_lock(), self._write_guard:
+            with _translated(IndexingError, what):
+                yield
+            if self._pending >= _FLUSH_EVERY:
+                self._flush()
+
+    # -- the full-text journal -----------------------------------------------------------
+
+    def _prepare_fulltext(self) -> None:
+        """Rebuild a missing full-text index and replay a crashed writer's journal."""
+        missing = not self._fulltext.ready
+        with _translated(IndexingError, f"cannot read the index {self._path}"):
+            leftover = self._store.journal_end() is not None
+        if not missing and not leftover:
+            return
+        try:
+            with self.write_lock():  # releasing the lock replays the journal
+                if missing:
+                    self._rebuild_locked()
+        except IndexLockedError as err:
+            if missing:
+                raise IndexLockedError(
+                    f"the full-text index of {self._path} must be rebuilt, but another process is "
+                    "writing to the index; try again when it has finished"
+                ) from err
+            # Otherwise the live writer applies its own journal.
+
+    def _flush(self) -> None:
+        """Apply the journal to tantivy, commit it there, then forget the applied entries."""
+        with self._write_guard, _translated(IndexingError, f"cannot apply the journal of {self._path}"):
+            while entries := self._store.journal(_FLUSH_EVERY):
+                rows = self._store.fulltext_rows([chunk for _, op, chunk in entries if op == "add"])
+                self._fulltext.apply([(op, chunk) for _, op, chunk in entries], rows)
+                with self._store.transaction():
+                    self._store.forget_journal(entries[-1][0])
+            self._pending = 0
+
+    def rebuild_fulltext(self) -> int:
+        """Rebuild the BM25 index from SQLite (``lore reindex``); returns the chunk count."""
+        with self.write_lock(), self._write_guard:
+            return self._rebuild_locked()
+
+    def _rebuild_locked(self) -> int:
+        with _translated(IndexingError, f"cannot rebuild the full-text index of {self._path}"):
+            end = self._store.journal_end()
+            if not self._fulltext.ready:
+                self._fulltext.recreate()
+            count = self._fulltext.replace_all(self._store.all_fulltext_rows())
+            if end is not None:
+                with self._store.transaction():
+                    self._store.forget_journal(end)
+        return count
+
+    # -- KnowledgeIndex ------------------------------------------------------------------
+
+    def upsert(self, document: Document, chunks: Sequence[Chunk], vectors: Vectors) -> None:
+        matrix = self._checked_vectors(document, chunks, vectors)
+        labels = document.labels if SOURCE_LABEL in document.labels or not chunks else chunks[0].labels
+        source = str(labels.get(SOURCE_LABEL, ""))
+        with self._writing(f"cannot store {document.uri} in {self._path}"), self._store.transaction():
+            if self._store.embedder() is None:
+                self._store.record_embedder(self._embedder.model_id, matrix.shape[1])
+            self._pending += self._store.replace_document(document, source, chunks, matrix, datetime.now(UTC))
+
+    def _checked_vectors(self, document: Document, chunks: Sequence[Chunk], vectors: Vectors) -> Vectors:
+        stored = self.stored_embedder()
+        dimension = stored[1] if stored else self._embedder.dimension
+        matrix = np.ascontiguousarray(vectors, dtype=np.float32)
+        if not chunks and matrix.size == 0:
+            return matrix.reshape(0, dimension)
+        if matrix.shape != (len(chunks), dimension):
+            raise IndexingError(
+                f"{document.uri}: expected {len(chunks)} vectors of dimension {dimension}, got {matrix.shape}"
+            )
+        strays = {chunk.uri for chunk in chunks} - {document.uri}
+        if strays:
+            raise IndexingError(f"{document.uri}: chunks of other documents were passed: {sorted(strays)}")
+        return matrix
+
+    def delete_by_uri(self, uri: str) -> None:
+        with self._writing(f"cannot delete {uri} from {self._path}"):
+            if self._store.holds(uri):
+                with self._store.transaction():
+                    self._pending += self._store.delete_document(uri)
+
+    def held(self, source: str) -> Mapping[str, IndexedDocument]:
+        with self._write_guard, _translated(IndexingError, f"cannot read the ledger of {self._path}"):
+            return self._store.held(source)
+
+    def cached_vectors(self, embed_keys: Sequence[str]) -> Mapping[str, Vectors]:
+        with self._write_guard, _translated(IndexingError, f"cannot read vectors from {self._path}"):
+            return self._store.cached_vectors(embed_keys)
+
+    def get_state(self, key: str) -> str | None:
+        with self._write_guard, _translated(IndexingError, f"cannot read state from {self._path}"):
+            return self._store.get_state(key)
+
+    def set_state(self, key: str, value: str) -> None:
+        what = f"cannot save state {key!r} in {self._path}"
+        with self._write_guard, _translated(IndexingError, what), self._store.transaction(bump=False):
+            self._store.set_state(key, value)
+
+    def export(self) -> Iterator[tuple[Document, list[Chunk], Vectors]]:
+        """Every document with its chunks and stored vectors (for ``lore migrate``).
+        Documents come back with empty ``text``: only their chunks are stored."""
+        dimension = self._embedder.dimension
+        with self._read_guard, _translated(IndexingError, f"cannot read the index {self._path}"):
+            documents = self._reads.documents()
+        for document in documents:
+            with self._read_guard, _translated(IndexingError, f"cannot read the index {self._path}"):
+                chunks, vectors = self._reads.chunks_with_vectors(document.uri, dimension)
+            yield document, chunks, vectors
+
+    # -- KnowledgeRetriever --------------------------------------------------------------
+
+    async def retrieve(
+        self,
+        query: str,
+        *,
+        top_k: int = 8,
+        labels: Mapping[str, str] | None = None,
+        mode: SearchMode | None = None,
+    ) -> list[Passage]:
+        # A search is milliseconds of numpy, tantivy and query embedding; a worker
+        # thread keeps a server's event loop responsive meanwhile.
+        return await asyncio.to_thread(self.search, query, top_k=top_k, labels=labels, mode=mode)
+
+    def search(
+        self,
+        query: str,
+        *,
+        top_k: int = 8,
+        labels: Mapping[str, str] | None = None,
+        mode: SearchMode | str | None = None,
+        query_vector: Vectors | None = None,
+    ) -> list[Passage]:
+        """``retrieve`` without the event loop. ``query_vector`` lets a caller that has
+        already embedded the query (an evaluation over several modes) skip embedding."""
+        chosen = self._mode(mode)
+        _check_query(query, top_k)
+        label_filter = _label_filter(labels)
+        depth = max(self._candidate_depth, top_k)
+        vector = None if chosen is SearchMode.BM25 else self._query_vector(query, query_vector)
+        if self._pending and self._lock_depth:
+            self._flush()  # a sync's own searches see its writes
+        rankings: dict[str, list[tuple[int, float]]] = {}
+        with self._read_guard, _translated(RetrievalError, f"cannot search the index {self._path}"):
+            matrix = self._refresh(need_vectors=vector is not None)
+            if chosen is not SearchMode.VECTOR:
+                rankings[SearchMode.BM25.value] = self._fulltext.search(query, label_filter, depth)
+            if vector is not None and matrix is not None:
+                rankings[SearchMode.VECTOR.value] = matrix.search(vector, label_filter, depth)
+            return self._passages(self._fuse(rankings), top_k)
+
+    def _mode(self, mode: SearchMode | str | None) -> SearchMode:
+        if mode is None:
+            return self.modes[0]
+        chosen = SearchMode(mode) if mode in set(SearchMode) else None
+        if chosen is None or chosen not in self.modes:
+            offered = ", ".join(m.value for m in self.modes)
+            raise UnsupportedModeError(f"unknown search mode {mode!r}; the sqlite backend offers: {offered}")
+        return chosen
+
+    def _query_vector(self, query: str, given: Vectors | None) -> Vectors:
+        dimension = self._embedder.dimension
+        vector = self._embedder.embed_queries([query])[0] if given is None else np.asarray(given, np.float32)
+        if vector.shape != (dimension,):
+            raise QueryError(f"the query vector must have shape ({dimension},), got {vector.shape}")
+        return vector
+
+    def _refresh(self, *, need_vectors: bool) -> VectorMatrix | None:
+        """Drop cached data when the index changed (in any process) since the last search."""
+        generation = self._reads.generation()
+        if generation != self._generation_seen:
+            self._fulltext.reload()
+            self._matrix = None
+            self._generation_seen = generation
+        if need_vectors and self._matrix is None:
+            try:
+                self._matrix = VectorMatrix.load(self._reads.conn, self._embedder.dimension)
+            except ValueError as err:  # blobs of another size: the embedder check was bypassed
+                raise RetrievalError(f"the vectors in {self._path} do not fit the embedder: {err}") from err
+        return self._matrix
+
+    def _fuse(self, rankings: Mapping[str, list[tuple[int, float]]]) -> Ranked:
+        if len(rankings) == 1:
+            channel, hits = next(iter(rankings.items()))
+            return [(rowid, score, {channel: rank}) for rank, (rowid, score) in enumerate(hits, start=1)]
+        if self._fusion == "score":
+            return normalized_score_fusion(rankings)
+        ids = {channel: [rowid for rowid, _ in hits] for channel, hits in rankings.items()}
+        return reciprocal_rank_fusion(ids, k=self._rrf_k)
+
+    def _passages(self, ranked: Ranked, top_k: int) -> list[Passage]:
+        """The first ``top_k`` ranked chunks still in SQLite (the full-text index may
+        briefly name chunks a concurrent sync has just deleted)."""
+        passages: list[Passage] = []
+        position = 0
+        while len(passages) < top_k and position < len(ranked):
+            batch = ranked[position : position + top_k - len(passages) + 4]
+            position += len(batch)
+            passages.extend(self._reads.passages(batch))
+        return passages[:top_k]
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Apply pending full-text work, release the lock, close connections. Idempotent."""
+        with self._write_guard:
+            try:
+                if self._lock_depth:
+                    self._lock_depth = 1
+                    self._release()
+            finally:
+                self._fulltext.close()
+                self._store.conn.close()
+                self._reads.conn.close()
+
+    def __enter__(self) -> SqliteBackend:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def _check_query(query: str, top_k: int) -> None:
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
+        raise QueryError(f"top_k must be a whole number from 1 to {MAX_TOP_K}, got {top_k!r}")
+    if not isinstance(query, str):
+        raise QueryError(f"the query must be text, got {type(query).__name__}")
+    if not query.strip():
+        raise QueryError("the query is empty: ask a question or paste the error message")
+    if len(query) > MAX_QUERY_CHARS:
+        raise QueryError(f"the query is {len(query)} characters long; the limit is {MAX_QUERY_CHARS}")
+
+
+def _label_filter(labels: Mapping[str, str] | None) -> frozenset[str]:
+    for key, value in (labels or {}).items():
+        if not isinstance(key, str) or not isinstance(value, str) or not key.strip() or not value.strip():
+            raise QueryError(f"a label filter needs a non-empty key and value, got {key!r}={value!r}")
+    return filter_terms(labels)
+
+
+def from_settings(settings: LoreSettings, embedder: Embedder) -> SqliteBackend:
+    return SqliteBackend(
+        settings.resolve_path(settings.db_path),
+        embedder,
+        rrf_k=settings.rrf_k,
+        candidate_depth=settings.candidate_depth,
+        fusion=settings.fusion,
+        title_boost=settings.bm25_title_boost,
+        section_boost=settings.bm25_section_boost,
+        identifier_boost=settings.bm25_identifier_boost,
+    )

@@ -1,0 +1,122 @@
+"""The SQLite schema of the embedded backend: ordered migrations and connection setup.
+
+Migrations are applied in order, each in its own transaction, and the schema version is
+recorded in ``PRAGMA user_version``. Never edit a released migration; append a new one.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from lore.errors import IndexingError
+
+#: Each migration is a tuple of statements run in one transaction.
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (
+        # Small settings of the index itself: embedder model id and dimension, the
+        # generation counter readers watch to know when to reload cached data.
+        "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID",
+        # Callers' key/value state (resume tokens, last sync time).
+        "CREATE TABLE state (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID",
+        # The sync ledger: one row per indexed document.
+        """CREATE TABLE documents (
+            uri TEXT PRIMARY KEY,
+            source TEXT NOT NULL,
+            title TEXT NOT NULL,
+            revision TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            labels TEXT NOT NULL,
+            media_type TEXT NOT NULL,
+            chunk_count INTEGER NOT NULL,
+            indexed_at TEXT NOT NULL
+        )""",
+        "CREATE INDEX documents_by_source ON documents (source)",
+        # AUTOINCREMENT so a rowid is never reused: the full-text index refers to chunks
+        # by rowid, and a stale entry must never point at a different, newer chunk.
+        """CREATE TABLE chunks (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            chunk_id TEXT NOT NULL,
+            uri TEXT NOT NULL,
+            ordinal INTEGER NOT NULL,
+            section TEXT NOT NULL,
+            title TEXT NOT NULL,
+            revision TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            labels TEXT NOT NULL,
+            content_hash TEXT NOT NULL,
+            text TEXT NOT NULL
+        )""",
+        "CREATE INDEX chunks_by_uri ON chunks (uri)",
+        # Vectors apart from the text, so loading the matrix reads only vector pages.
+        """CREATE TABLE chunk_vectors (
+            chunk INTEGER PRIMARY KEY,
+            embed_key TEXT NOT NULL,
+            vector BLOB NOT NULL
+        )""",
+        "CREATE INDEX chunk_vectors_by_key ON chunk_vectors (embed_key)",
+        # One row per lore.models.label_terms() term, for the vector channel's filter.
+        """CREATE TABLE chunk_labels (
+            term TEXT NOT NULL,
+            chunk INTEGER NOT NULL,
+            PRIMARY KEY (term, chunk)
+        ) WITHOUT ROWID""",
+        "CREATE INDEX chunk_labels_by_chunk ON chunk_labels (chunk)",
+        # Full-text operations committed here but maybe not yet in tantivy (see sqlite.py).
+        """CREATE TABLE fulltext_journal (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            op TEXT NOT NULL CHECK (op IN ('add', 'delete')),
+            chunk INTEGER NOT NULL
+        )""",
+    ),
+)
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """A connection in autocommit mode (transactions are explicit), WAL journaling so
+    readers never wait for a writer, and a busy timeout for writer-writer contention."""
+    try:
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=10.0)
+        conn.execute("PRAGMA journal_mode = WAL")
+        # NORMAL is crash-safe in WAL mode; it only risks the last commits on power loss.
+        conn.execute("PRAGMA synchronous = NORMAL")
+    except sqlite3.Error as err:
+        raise IndexingError(f"cannot open the index database {path}: {err}") from err
+    return conn
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    version: int = conn.execute("PRAGMA user_version").fetchone()[0]
+    return version
+
+
+def migrate(conn: sqlite3.Connection, path: Path) -> int:
+    """Bring the schema up to date; returns the version. Safe against a concurrent
+    opener: the version is re-read inside each write transaction."""
+    try:
+        if schema_version(conn) > SCHEMA_VERSION:
+            raise _too_new(conn, path)
+        while schema_version(conn) < SCHEMA_VERSION:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                version = schema_version(conn)
+                if version < SCHEMA_VERSION:
+                    for statement in MIGRATIONS[version]:
+                        conn.execute(statement)
+                    conn.execute(f"PRAGMA user_version = {version + 1}")
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        return SCHEMA_VERSION
+    except sqlite3.Error as err:
+        raise IndexingError(f"cannot prepare the index database {path}: {err}") from err
+
+
+def _too_new(conn: sqlite3.Connection, path: Path) -> IndexingError:
+    return IndexingError(
+        f"the index {path} has schema version {schema_version(conn)}, but this lore knows only up to "
+        f"{SCHEMA_VERSION}: upgrade lore, or point db_path at another file"
+    )

@@ -1,0 +1,301 @@
+"""Every SQL statement of the SQLite backend, over one connection.
+
+The backend (``sqlite.py``) owns locking, the tantivy journal protocol and search; this
+module only reads and writes rows. ``sqlite3.Error`` passes through: the backend
+translates it into ``lore.errors`` with the operation in the message.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from typing import TypeVar
+
+import numpy as np
+
+from lore.backends.fulltext import FullTextRow
+from lore.models import Chunk, Document, IndexedDocument, Passage, embed_key, label_terms, utc
+from lore.protocols import Vectors
+
+#: Host parameters per ``IN (...)`` list, well under SQLite's limit.
+_BATCH = 500
+
+#: A journal entry: (sequence number, "add" | "delete", chunk rowid).
+JournalEntry = tuple[int, str, int]
+
+
+T = TypeVar("T")
+
+
+def _batches(items: Sequence[T]) -> Iterator[list[T]]:
+    for start in range(0, len(items), _BATCH):
+        yield list(items[start : start + _BATCH])
+
+
+def _marks(items: Sequence[object]) -> str:
+    return ",".join("?" * len(items))
+
+
+def _json(mapping: Mapping[str, str]) -> str:
+    return json.dumps(dict(mapping), sort_keys=True, ensure_ascii=False)
+
+
+class ChunkStore:
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    @contextmanager
+    def transaction(self, *, bump: bool = True) -> Iterator[None]:
+        """One write transaction. ``bump`` moves the generation counter, telling every
+        reader (in any process) that cached vectors and searchers are stale."""
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+            if bump:
+                self.conn.execute(
+                    "INSERT INTO meta (key, value) VALUES ('generation', '1') ON CONFLICT (key) "
+                    "DO UPDATE SET value = CAST(value AS INTEGER) + 1"
+                )
+            self.conn.execute("COMMIT")
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+
+    # -- meta ----------------------------------------------------------------------------
+
+    def embedder(self) -> tuple[str, int] | None:
+        rows = dict(self.conn.execute("SELECT key, value FROM meta WHERE key LIKE 'embedder_%'").fetchall())
+        if "embedder_model" not in rows:
+            return None
+        return str(rows["embedder_model"]), int(rows["embedder_dimension"])
+
+    def record_embedder(self, model_id: str, dimension: int) -> None:
+        self.conn.executemany(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+            [("embedder_model", model_id), ("embedder_dimension", str(dimension))],
+        )
+
+    def generation(self) -> str:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+        return str(row[0]) if row else "0"
+
+    # -- documents and chunks (inside a transaction) -------------------------------------
+
+    def replace_document(
+        self, document: Document, source: str, chunks: Sequence[Chunk], vectors: Vectors, indexed_at: datetime
+    ) -> int:
+        """Write the new chunks, then remove the old ones, journaling both for the
+        full-text index; returns the number of journal entries."""
+        old = self._chunk_ids(document.uri)
+        journal = [
+            ("add", self._insert_chunk(chunk, vector)) for chunk, vector in zip(chunks, vectors, strict=True)
+        ]
+        self._delete_chunks(old)
+        journal.extend(("delete", rowid) for rowid in old)
+        self.conn.executemany("INSERT INTO fulltext_journal (op, chunk) VALUES (?, ?)", journal)
+        self.conn.execute(
+            "INSERT OR REPLACE INTO documents (uri, source, title, revision, updated_at, labels, media_type, "
+            "chunk_count, indexed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                document.uri,
+                source,
+                document.title,
+                document.revision,
+                utc(document.updated_at).isoformat(),
+                _json(document.labels),
+                document.media_type,
+                len(chunks),
+                utc(indexed_at).isoformat(),
+            ),
+        )
+        return len(journal)
+
+    def delete_document(self, uri: str) -> int:
+        old = self._chunk_ids(uri)
+        self._delete_chunks(old)
+        self.conn.executemany(
+            "INSERT INTO fulltext_journal (op, chunk) VALUES ('delete', ?)", [(rowid,) for rowid in old]
+        )
+        self.conn.execute("DELETE FROM documents WHERE uri = ?", (uri,))
+        return len(old)
+
+    def holds(self, uri: str) -> bool:
+        row = self.conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM documents WHERE uri = ?) "
+            "OR EXISTS (SELECT 1 FROM chunks WHERE uri = ?)",
+            (uri, uri),
+        ).fetchone()
+        return bool(row[0])
+
+    def _chunk_ids(self, uri: str) -> list[int]:
+        return [row[0] for row in self.conn.execute("SELECT id FROM chunks WHERE uri = ?", (uri,))]
+
+    def _insert_chunk(self, chunk: Chunk, vector: Vectors) -> int:
+        cursor = self.conn.execute(
+            "INSERT INTO chunks (chunk_id, uri, ordinal, section, title, revision, updated_at, labels, "
+            "content_hash, text) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                chunk.id,
+                chunk.uri,
+                chunk.ordinal,
+                chunk.section,
+                chunk.title,
+                chunk.revision,
+                utc(chunk.updated_at).isoformat(),
+                _json(chunk.labels),
+                chunk.content_hash,
+                chunk.text,
+            ),
+        )
+        rowid = cursor.lastrowid
+        assert rowid is not None  # an INSERT into a rowid table always sets it
+        self.conn.execute(
+            "INSERT INTO chunk_vectors (chunk, embed_key, vector) VALUES (?, ?, ?)",
+            (rowid, embed_key(chunk), vector.tobytes()),
+        )
+        self.conn.executemany(
+            "INSERT INTO chunk_labels (term, chunk) VALUES (?, ?)",
+            [(term, rowid) for term in label_terms(chunk.labels)],
+        )
+        return rowid
+
+    def _delete_chunks(self, rowids: Sequence[int]) -> None:
+        for batch in _batches(rowids):
+            marks = _marks(batch)
+            self.conn.execute(f"DELETE FROM chunk_labels WHERE chunk IN ({marks})", batch)
+            self.conn.execute(f"DELETE FROM chunk_vectors WHERE chunk IN ({marks})", batch)
+            self.conn.execute(f"DELETE FROM chunks WHERE id IN ({marks})", batch)
+
+    # -- ledger, vector cache, state -----------------------------------------------------
+
+    def held(self, source: str) -> dict[str, IndexedDocument]:
+        rows = self.conn.execute(
+            "SELECT uri, revision, title, updated_at, chunk_count, indexed_at FROM documents "
+            "WHERE source = ?",
+            (source,),
+        )
+        return {
+            uri: IndexedDocument(
+                uri, revision, title, datetime.fromisoformat(updated), count, datetime.fromisoformat(indexed)
+            )
+            for uri, revision, title, updated, count, indexed in rows
+        }
+
+    def cached_vectors(self, keys: Sequence[str]) -> dict[str, Vectors]:
+        found: dict[str, Vectors] = {}
+        for batch in _batches(list(dict.fromkeys(keys))):
+            query = f"SELECT embed_key, vector FROM chunk_vectors WHERE embed_key IN ({_marks(batch)})"
+            for key, blob in self.conn.execute(query, batch):
+                found[key] = np.frombuffer(blob, dtype=np.float32).copy()
+        return found
+
+    def get_state(self, key: str) -> str | None:
+        row = self.conn.execute("SELECT value FROM state WHERE key = ?", (key,)).fetchone()
+        return str(row[0]) if row else None
+
+    def set_state(self, key: str, value: str) -> None:
+        self.conn.execute("INSERT OR REPLACE INTO state (key, value) VALUES (?, ?)", (key, value))
+
+    # -- the full-text journal -----------------------------------------------------------
+
+    def journal(self, limit: int) -> list[JournalEntry]:
+        return self.conn.execute(
+            "SELECT seq, op, chunk FROM fulltext_journal ORDER BY seq LIMIT ?", (limit,)
+        ).fetchall()
+
+    def journal_end(self) -> int | None:
+        """The last journal sequence number; None when the journal is empty."""
+        value = self.conn.execute("SELECT MAX(seq) FROM fulltext_journal").fetchone()[0]
+        return int(value) if value is not None else None
+
+    def forget_journal(self, up_to: int) -> None:
+        self.conn.execute("DELETE FROM fulltext_journal WHERE seq <= ?", (up_to,))
+
+    def fulltext_rows(self, rowids: Sequence[int]) -> dict[int, FullTextRow]:
+        rows: dict[int, FullTextRow] = {}
+        for batch in _batches(rowids):
+            query = f"SELECT id, title, section, text, labels FROM chunks WHERE id IN ({_marks(batch)})"
+            for row in self.conn.execute(query, batch):
+                rows[row[0]] = _fulltext_row(row)
+        return rows
+
+    def all_fulltext_rows(self) -> Iterator[FullTextRow]:
+        for row in self.conn.execute("SELECT id, title, section, text, labels FROM chunks ORDER BY id"):
+            yield _fulltext_row(row)
+
+    # -- reading -------------------------------------------------------------------------
+
+    def passages(self, ranked: Sequence[tuple[int, float, dict[str, int]]]) -> list[Passage]:
+        """Passages for ranked rowids, in order; rowids no longer stored are skipped."""
+        ids = [rowid for rowid, _, _ in ranked]
+        query = (
+            "SELECT id, chunk_id, uri, section, title, revision, updated_at, labels, text FROM chunks "
+            f"WHERE id IN ({_marks(ids)})"
+        )
+        rows = {row[0]: row for row in self.conn.execute(query, ids)}
+        passages: list[Passage] = []
+        for rowid, score, ranks in ranked:
+            row = rows.get(rowid)
+            if row is not None:
+                _, chunk_id, uri, section, title, revision, updated, labels, text = row
+                updated_at = datetime.fromisoformat(updated)
+                passages.append(
+                    Passage(
+                        text,
+                        uri,
+                        title,
+                        section,
+                        revision,
+                        updated_at,
+                        score,
+                        json.loads(labels),
+                        chunk_id,
+                        ranks,
+                    )
+                )
+        return passages
+
+    def documents(self) -> list[Document]:
+        """Every document's ledger data; ``text`` is empty, only chunks are stored."""
+        rows = self.conn.execute(
+            "SELECT uri, title, revision, updated_at, labels, media_type FROM documents ORDER BY uri"
+        )
+        return [
+            Document(
+                uri, title, "", revision, datetime.fromisoformat(updated), json.loads(labels), media_type
+            )
+            for uri, title, revision, updated, labels, media_type in rows
+        ]
+
+    def chunks_with_vectors(self, uri: str, dimension: int) -> tuple[list[Chunk], Vectors]:
+        rows = self.conn.execute(
+            "SELECT c.chunk_id, c.uri, c.ordinal, c.text, c.section, c.content_hash, c.title, c.revision, "
+            "c.updated_at, c.labels, v.vector FROM chunks c JOIN chunk_vectors v ON v.chunk = c.id "
+            "WHERE c.uri = ? ORDER BY c.ordinal",
+            (uri,),
+        ).fetchall()
+        chunks = [
+            Chunk(
+                cid,
+                curi,
+                ordinal,
+                text,
+                section,
+                digest,
+                title,
+                revision,
+                datetime.fromisoformat(updated),
+                json.loads(labels),
+            )
+            for cid, curi, ordinal, text, section, digest, title, revision, updated, labels, _ in rows
+        ]
+        blob = b"".join(row[-1] for row in rows)
+        return chunks, np.frombuffer(blob, dtype=np.float32).reshape(len(rows), dimension).copy()
+
+
+def _fulltext_row(row: tuple[int, str, str, str, str]) -> FullTextRow:
+    rowid, title, section, text, labels = row
+    return FullTextRow(rowid, title, section, text, label_terms(json.loads(labels)))

@@ -1,0 +1,234 @@
+"""``lore sync``, ``lore status`` and ``lore sources``.
+
+``sync`` exits 1 when any document failed (the rest is indexed all the same), so a CI job
+or cron wrapper notices; configuration problems exit 2 through ``lore.cli.main``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from types import TracebackType
+
+import typer
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+
+from lore.cli.app import app, console, settings
+from lore.config import LoreSettings, SourceConfig
+from lore.models import IndexedDocument, SyncReport, Visibility, utc
+from lore.protocols import KnowledgeIndex
+from lore.resolve import resolve_embedder, resolve_index
+from lore.sync import EMBEDDER_STATE_KEY, LAST_SYNC_KEY, run_sync, source_stats_key
+
+
+class _ProgressBar:
+    """Renders sync progress with rich: documents per source, and chunks embedded."""
+
+    def __init__(self) -> None:
+        self._progress = Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("[dim]{task.fields[chunks]} chunks embedded"),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        )
+        self._task = self._progress.add_task("starting", total=None, chunks=0)
+        self._chunks = 0
+
+    def __enter__(self) -> _ProgressBar:
+        self._progress.start()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self._progress.stop()
+
+    def source_started(self, source: str, expected_documents: int | None) -> None:
+        self._progress.reset(self._task, total=expected_documents, description=source, chunks=self._chunks)
+
+    def document_seen(self, source: str, uri: str) -> None:
+        task = self._progress.tasks[0]
+        # The expected count is last sync's; a grown corpus outruns it.
+        if task.total is not None and task.completed + 1 > task.total:
+            self._progress.update(self._task, total=task.completed + 1)
+        self._progress.advance(self._task)
+
+    def chunks_embedded(self, count: int) -> None:
+        self._chunks += count
+        self._progress.update(self._task, chunks=self._chunks)
+
+    def source_finished(self, source: str) -> None:
+        pass
+
+
+@contextmanager
+def _progress_bar() -> Iterator[_ProgressBar | None]:
+    """A progress bar on a terminal; nothing when output goes to a pipe or a log."""
+    if not console.is_terminal:
+        yield None
+        return
+    with _ProgressBar() as bar:
+        yield bar
+
+
+def _summary(report: SyncReport) -> Table:
+    table = Table(title="lore sync", show_header=True, header_style="bold")
+    for column in ("seen", "added", "updated", "unchanged", "deleted", "failed",
+                   "chunks embedded", "chunks reused", "seconds"):
+        table.add_column(column, justify="right")
+    table.add_row(
+        str(report.seen), str(report.added), str(report.updated), str(report.unchanged),
+        str(report.deleted), str(len(report.failures)), str(report.chunks_embedded),
+        str(report.chunks_reused), f"{report.seconds:.1f}",
+    )
+    return table
+
+
+@app.command("sync")
+def sync_command() -> None:
+    """Index every configured source: changed documents only, unchanged ones are skipped."""
+    current = settings()
+    with _progress_bar() as bar:
+        report = run_sync(current, progress=bar)
+    console.print(_summary(report))
+    for name in report.skipped_sources:
+        console.print(f"skipped source [bold]{name}[/bold]: visibility is restricted", highlight=False)
+    if report.failures:
+        console.print(f"[red]{len(report.failures)} failed:[/red]")
+        for failure in report.failures:
+            where = failure.uri or "(listing)"
+            console.print(f"  {failure.source}: {where}: {failure.reason}", highlight=False, markup=False)
+        raise typer.Exit(1)
+
+
+# -- read-only views ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SourceStatus:
+    """What ``lore status`` shows for one configured source."""
+
+    name: str
+    documents: int
+    chunks: int
+    stale: int
+    last_synced: str | None
+
+
+def _open_for_reading(current: LoreSettings) -> KnowledgeIndex | None:
+    """The index, or None when nothing was ever synced (or the backend has no write
+    side). A SQLite file that does not exist yet is not created just to be counted."""
+    if current.backend == "sqlite" and not current.resolve_path(current.db_path).exists():
+        return None
+    return resolve_index(current, resolve_embedder(current))
+
+
+def count_stale(documents: Mapping[str, IndexedDocument], stale_after_days: int, now: datetime) -> int:
+    cutoff = now - timedelta(days=stale_after_days)
+    return sum(1 for doc in documents.values() if utc(doc.updated_at) < cutoff)
+
+
+def source_status(index: KnowledgeIndex, name: str, stale_after_days: int, now: datetime) -> SourceStatus:
+    held = index.held(name)
+    raw = index.get_state(source_stats_key(name))
+    last = json.loads(raw).get("finished_at") if raw else None
+    return SourceStatus(
+        name=name,
+        documents=len(held),
+        chunks=sum(doc.chunk_count for doc in held.values()),
+        stale=count_stale(held, stale_after_days, now),
+        last_synced=last,
+    )
+
+
+def _visibility(config: SourceConfig) -> str:
+    if config.visibility is None:
+        return "[red]undeclared (refused)[/red]"
+    if config.visibility not in {v.value for v in Visibility}:
+        return f"[red]{config.visibility} (invalid)[/red]"
+    return config.visibility
+
+
+def _source_path(current: LoreSettings, config: SourceConfig) -> str:
+    return str(current.resolve_path(config.path)) if config.path is not None else "-"
+
+
+@app.command("status")
+def status_command() -> None:
+    """What is indexed: documents and chunks per source, embedder, last sync, staleness."""
+    current = settings()
+    now = datetime.now(UTC)
+    where = current.config_file or "(none: defaults and LORE_* environment)"
+    console.print(f"config: {where}", highlight=False)
+    console.print(f"backend: {current.backend}", highlight=False)
+    index = _open_for_reading(current)
+    if index is None:
+        console.print(f"embedder: {current.embedder}", highlight=False)
+        console.print("last sync: never (run `lore sync`)")
+        statuses = [SourceStatus(c.name, 0, 0, 0, None) for c in current.sources]
+    else:
+        try:
+            statuses = [source_status(index, c.name, current.stale_after_days, now) for c in current.sources]
+            embedder_state = index.get_state(EMBEDDER_STATE_KEY)
+            last_sync = index.get_state(LAST_SYNC_KEY)
+        finally:
+            index.close()
+        console.print(f"embedder: {_embedder_line(current, embedder_state)}", highlight=False)
+        console.print(f"last sync: {last_sync or 'never (run `lore sync`)'}", highlight=False)
+
+    table = Table(show_header=True, header_style="bold")
+    for column in ("source", "type", "visibility", "documents", "chunks",
+                   f"stale (>{current.stale_after_days} d)", "last synced"):
+        table.add_column(column, justify="right" if column in {"documents", "chunks"} else "left")
+    for config, status in zip(current.sources, statuses, strict=True):
+        table.add_row(
+            config.name, config.type, _visibility(config), str(status.documents), str(status.chunks),
+            str(status.stale), status.last_synced or "never",
+        )
+    console.print(table)
+    if not current.sources:
+        console.print("no sources configured: add a [[sources]] table to lore.toml", markup=False)
+
+
+def _embedder_line(current: LoreSettings, raw_state: str | None) -> str:
+    if raw_state is None:
+        return f"{current.embedder} (index not built yet)"
+    state = json.loads(raw_state)
+    degraded = " [degraded: lexical hashing, no semantic search]" if state.get("degraded") else ""
+    return f"{state.get('model_id')} ({state.get('dimension')} dimensions){degraded}"
+
+
+@app.command("sources")
+def sources_command() -> None:
+    """The configured sources: name, type, visibility, path and how many documents are indexed."""
+    current = settings()
+    index = _open_for_reading(current)
+    try:
+        counts = {c.name: len(index.held(c.name)) if index is not None else 0 for c in current.sources}
+    finally:
+        if index is not None:
+            index.close()
+    table = Table(show_header=True, header_style="bold")
+    for column in ("name", "type", "visibility", "path", "indexed"):
+        table.add_column(column, justify="right" if column == "indexed" else "left")
+    for config in current.sources:
+        table.add_row(config.name, config.type, _visibility(config), _source_path(current, config),
+                      str(counts[config.name]))
+    console.print(table)
+    if not current.sources:
+        console.print("no sources configured: add a [[sources]] table to lore.toml", markup=False)

@@ -1,0 +1,268 @@
+"""Run queries through a retriever in several modes and score the rankings.
+
+Every mode sees the same queries; query vectors are computed once, in one batch, and
+shared by all modes through ``QueryVectorCache`` (an embedder wrapper handed to the
+backend), so adding a mode costs retrieval time, not embedding time.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from lore.errors import ConfigError
+from lore.eval.datasets import EvalQuery
+from lore.eval.metrics import RankedDocument, mean_metrics, query_metrics, rank_documents
+from lore.models import Passage, SearchMode
+from lore.protocols import Embedder, KnowledgeRetriever, Reranker, Vectors
+
+#: The pseudo-mode that reranks hybrid candidates with the configured reranker.
+RERANK_MODE = "hybrid+rerank"
+#: Documents per ranking: enough for Recall@100.
+DEFAULT_DEPTH = 100
+#: Hybrid chunks handed to the reranker per query (its ranking is only these).
+DEFAULT_RERANK_CANDIDATES = 50
+#: A ranking is grown by asking for more chunks until it holds ``depth`` documents;
+#: this bounds the chunks asked for, relative to ``depth``.
+_MAX_CHUNKS_PER_DOCUMENT = 8
+
+QueryDone = Callable[[str, str], None]
+
+
+class QueryVectorCache:
+    """An ``Embedder`` that answers ``embed_queries`` from vectors computed up front.
+
+    Pass it to the backend instead of the real embedder: ``prime`` embeds every query
+    in one batch, and each mode's retrieval then finds its vector here. Unknown texts
+    are embedded (and kept) on demand.
+    """
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.inner = embedder
+        self._vectors: dict[str, np.ndarray[Any, np.dtype[np.float32]]] = {}
+
+    @property
+    def model_id(self) -> str:
+        return self.inner.model_id
+
+    @property
+    def dimension(self) -> int:
+        return self.inner.dimension
+
+    @property
+    def max_input_tokens(self) -> int:
+        return self.inner.max_input_tokens
+
+    @property
+    def degraded(self) -> bool:
+        return self.inner.degraded
+
+    def embed_documents(self, texts: Sequence[str]) -> Vectors:
+        return self.inner.embed_documents(texts)
+
+    def prime(self, texts: Sequence[str], *, batch_size: int = 256) -> None:
+        missing = list(dict.fromkeys(text for text in texts if text not in self._vectors))
+        for start in range(0, len(missing), batch_size):
+            batch = missing[start : start + batch_size]
+            for text, vector in zip(batch, self.inner.embed_queries(batch), strict=True):
+                self._vectors[text] = vector
+
+    def embed_queries(self, texts: Sequence[str]) -> Vectors:
+        self.prime(texts)
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        return np.stack([self._vectors[text] for text in texts]).astype(np.float32, copy=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Unanswered:
+    """A question with no answer in the corpus, and what the retriever offered anyway."""
+
+    qid: str
+    question: str
+    top_uri: str | None
+    top_score: float | None
+    top_text: str
+
+
+@dataclass(slots=True)
+class ModeResult:
+    mode: str
+    metrics: dict[str, float]
+    per_query: dict[str, dict[str, float]]
+    rankings: dict[str, list[RankedDocument]]
+    unanswered: list[Unanswered]
+    seconds: float
+
+
+@dataclass(slots=True)
+class EvalRun:
+    """One ``lore eval``: a dataset through one retriever in several modes."""
+
+    dataset: str
+    engine: str
+    embedder: str
+    queries: int
+    unanswerable: int
+    results: list[ModeResult] = field(default_factory=list)
+
+    def result(self, mode: str) -> ModeResult | None:
+        return next((result for result in self.results if result.mode == mode), None)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "dataset": self.dataset,
+            "engine": self.engine,
+            "embedder": self.embedder,
+            "queries": self.queries,
+            "unanswerable": self.unanswerable,
+            "modes": {
+                result.mode: {
+                    "metrics": {name: round(value, 6) for name, value in result.metrics.items()},
+                    "seconds": round(result.seconds, 3),
+                    "unanswered": [
+                        {
+                            "id": item.qid,
+                            "question": item.question,
+                            "top_uri": item.top_uri,
+                            "top_score": item.top_score,
+                        }
+                        for item in result.unanswered
+                    ],
+                }
+                for result in self.results
+            },
+        }
+
+
+def parse_modes(spec: str, retriever: KnowledgeRetriever, reranker: Reranker | None) -> list[str]:
+    """``"bm25,vector,hybrid"`` -> validated mode names; ``all`` is every mode offered
+    (plus ``hybrid+rerank`` when a reranker is configured)."""
+    offered = [mode.value for mode in retriever.modes]
+    available = (
+        [*offered, RERANK_MODE] if reranker is not None and SearchMode.HYBRID.value in offered else offered
+    )
+    wanted = [part.strip().lower() for part in spec.split(",") if part.strip()]
+    if wanted == ["all"]:
+        return available
+    for mode in wanted:
+        if mode == RERANK_MODE and reranker is None:
+            raise ConfigError(f"mode {RERANK_MODE!r} needs a reranker (settings.reranker)")
+        if mode not in available:
+            raise ConfigError(
+                f"mode {mode!r} is not offered by {retriever.engine}; choose from {', '.join(available)}"
+            )
+    if not wanted:
+        raise ConfigError("no search mode given")
+    return list(dict.fromkeys(wanted))
+
+
+async def _ranking(retriever: KnowledgeRetriever, query: str, mode: SearchMode, depth: int) -> list[Passage]:
+    """Enough chunks for ``depth`` distinct documents (or all the retriever has)."""
+    top_k = depth * 2
+    while True:
+        passages = await retriever.retrieve(query, top_k=top_k, mode=mode)
+        enough = len({passage.uri for passage in passages}) >= depth
+        if enough or len(passages) < top_k or top_k >= depth * _MAX_CHUNKS_PER_DOCUMENT:
+            return passages
+        top_k *= 2
+
+
+async def rank_query(
+    retriever: KnowledgeRetriever,
+    query: str,
+    mode: str,
+    *,
+    depth: int = DEFAULT_DEPTH,
+    reranker: Reranker | None = None,
+    rerank_candidates: int = DEFAULT_RERANK_CANDIDATES,
+) -> list[RankedDocument]:
+    if mode == RERANK_MODE:
+        if reranker is None:
+            raise ConfigError(f"mode {RERANK_MODE!r} needs a reranker")
+        candidates = await retriever.retrieve(query, top_k=rerank_candidates, mode=SearchMode.HYBRID)
+        reranked = await reranker.rerank(query, candidates, top_k=len(candidates))
+        return rank_documents(reranked)[:depth]
+    return rank_documents(await _ranking(retriever, query, SearchMode(mode), depth))[:depth]
+
+
+async def evaluate(
+    retriever: KnowledgeRetriever,
+    queries: Sequence[EvalQuery],
+    modes: Sequence[str],
+    *,
+    dataset: str,
+    embedder: Embedder | None = None,
+    depth: int = DEFAULT_DEPTH,
+    reranker: Reranker | None = None,
+    on_query: QueryDone | None = None,
+) -> EvalRun:
+    """Rank every query in every mode. Answerable queries are scored; the others are
+    listed with what came back at rank 1 (a hit there would be a wrong answer)."""
+    answerable = [query for query in queries if query.answerable]
+    run = EvalRun(
+        dataset=dataset,
+        engine=retriever.engine,
+        embedder=embedder.model_id if embedder is not None else "",
+        queries=len(answerable),
+        unanswerable=len(queries) - len(answerable),
+    )
+    for mode in modes:
+        started = time.perf_counter()
+        per_query: dict[str, dict[str, float]] = {}
+        rankings: dict[str, list[RankedDocument]] = {}
+        unanswered: list[Unanswered] = []
+        for query in queries:
+            ranking = await rank_query(retriever, query.text, mode, depth=depth, reranker=reranker)
+            rankings[query.qid] = ranking
+            if query.answerable:
+                per_query[query.qid] = query_metrics(ranking, query.targets)
+            else:
+                top = ranking[0] if ranking else None
+                unanswered.append(
+                    Unanswered(
+                        qid=query.qid,
+                        question=query.text,
+                        top_uri=top.uri if top else None,
+                        top_score=top.score if top else None,
+                        top_text=top.text if top else "",
+                    )
+                )
+            if on_query is not None:
+                on_query(mode, query.qid)
+        run.results.append(
+            ModeResult(
+                mode=mode,
+                metrics=mean_metrics(per_query),
+                per_query=per_query,
+                rankings=rankings,
+                unanswered=unanswered,
+                seconds=time.perf_counter() - started,
+            )
+        )
+    return run
+
+
+def trec_run_lines(
+    rankings: Mapping[str, Sequence[RankedDocument]], tag: str, doc_id: Callable[[str], str]
+) -> list[str]:
+    """TREC run lines ``qid Q0 docid rank score tag``.
+
+    trec_eval orders a query's documents by score (ties by docid), not by the rank
+    column, so a score that fails to decrease strictly is nudged just below the one
+    before it; otherwise the file would evaluate to different numbers than lore's.
+    """
+    lines: list[str] = []
+    for qid, ranking in rankings.items():
+        previous: float | None = None
+        for rank, document in enumerate(ranking, start=1):
+            score = float(document.score)
+            if previous is not None and score >= previous:
+                score = previous - 1e-9 * max(1.0, abs(previous))
+            previous = score
+            lines.append(f"{qid} Q0 {doc_id(document.uri)} {rank} {score:.12g} {tag}")
+    return lines

@@ -1,0 +1,105 @@
+"""Fusing the rankings of several retrieval channels (BM25, vectors, ...) into one.
+
+Reciprocal rank fusion (Cormack, Clarke & Büttcher, SIGIR 2009) is the default: it uses
+ranks only, so channels whose scores share no scale (BM25 is unbounded, cosine lies in
+[-1, 1]) combine without calibration, and a document that several channels agree on
+rises above one that a single channel loves. ``normalized_score_fusion`` (min-max per
+channel, weighted sum) is the alternative for when score gaps carry information.
+
+Both return ``(id, fused_score, ranks)`` best first, where ``ranks`` maps each channel
+that found the id to its 1-based rank there. Ties are broken by the best single rank,
+then by first appearance (channels in the order given), so equal input gives equal
+output. Ids are usually strings; any hashable id works (the SQLite backend fuses rowids).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+from typing import TypeVar
+
+Id = TypeVar("Id", bound=Hashable)
+
+
+def _weights(channels: Sequence[str], weights: Mapping[str, float] | None) -> dict[str, float]:
+    chosen = {channel: 1.0 for channel in channels}
+    if weights:
+        unknown = set(weights) - set(channels)
+        if unknown:
+            raise ValueError(f"weights given for unknown channels: {sorted(unknown)}")
+        for channel, weight in weights.items():
+            if weight < 0:
+                raise ValueError(f"weight of channel {channel!r} must not be negative, got {weight}")
+            chosen[channel] = float(weight)
+    return chosen
+
+
+def _ranks(rankings: Mapping[str, Sequence[Id]]) -> tuple[dict[Id, dict[str, int]], dict[Id, int]]:
+    """Per id: its 1-based rank in each channel (first occurrence wins), and the order
+    in which ids were first met (channel by channel) for tie-breaking."""
+    ranks: dict[Id, dict[str, int]] = {}
+    first_seen: dict[Id, int] = {}
+    for channel, ids in rankings.items():
+        for position, item in enumerate(ids, start=1):
+            per_channel = ranks.setdefault(item, {})
+            per_channel.setdefault(channel, position)
+            first_seen.setdefault(item, len(first_seen))
+    return ranks, first_seen
+
+
+def _ordered(
+    scores: dict[Id, float], ranks: dict[Id, dict[str, int]], first_seen: dict[Id, int]
+) -> list[tuple[Id, float, dict[str, int]]]:
+    def key(item: Id) -> tuple[float, int, int]:
+        return (-scores[item], min(ranks[item].values()), first_seen[item])
+
+    return [(item, scores[item], ranks[item]) for item in sorted(scores, key=key)]
+
+
+def reciprocal_rank_fusion(
+    rankings: Mapping[str, Sequence[Id]],
+    *,
+    k: int = 60,
+    weights: Mapping[str, float] | None = None,
+) -> list[tuple[Id, float, dict[str, int]]]:
+    """``score(d) = Σ_channel weight / (k + rank_channel(d))``.
+
+    ``rankings`` maps a channel name to its ids, best first. A larger ``k`` flattens the
+    advantage of the very top ranks; 60 is the value from the paper.
+    """
+    if k <= 0:
+        raise ValueError(f"k must be positive, got {k}")
+    channel_weights = _weights(list(rankings), weights)
+    ranks, first_seen = _ranks(rankings)
+    scores = {
+        item: sum(channel_weights[channel] / (k + rank) for channel, rank in per_channel.items())
+        for item, per_channel in ranks.items()
+    }
+    return _ordered(scores, ranks, first_seen)
+
+
+def normalized_score_fusion(
+    scored: Mapping[str, Sequence[tuple[Id, float]]],
+    *,
+    weights: Mapping[str, float] | None = None,
+) -> list[tuple[Id, float, dict[str, int]]]:
+    """Min-max normalise each channel's scores to [0, 1], then sum with ``weights``.
+
+    ``scored`` maps a channel name to ``(id, score)`` pairs, best first. A channel whose
+    scores are all equal contributes 1.0 for each of its ids (they are all its best).
+    """
+    channel_weights = _weights(list(scored), weights)
+    ranks, first_seen = _ranks({channel: [item for item, _ in pairs] for channel, pairs in scored.items()})
+    scores: dict[Id, float] = dict.fromkeys(ranks, 0.0)
+    for channel, pairs in scored.items():
+        seen: set[Id] = set()
+        values = [score for _, score in pairs]
+        if not values:
+            continue
+        low, high = min(values), max(values)
+        for item, score in pairs:
+            if item in seen:
+                continue
+            seen.add(item)
+            normalised = (score - low) / (high - low) if high > low else 1.0
+            scores[item] += channel_weights[channel] * normalised
+    return _ordered(scores, ranks, first_seen)

@@ -1,0 +1,111 @@
+"""Audit: one record per ``knowledge_search`` call, whatever the entry point.
+
+The default log is append-only JSONL, one line per call:
+
+    {"time": "2025-01-31T03:12:09.120000+00:00", "principal": "oncall-agent",
+     "tool": "knowledge_search", "query": "etcd quorum lost", "filters": {"service": "etcd"},
+     "top_k": 8, "mode": null, "engine": "sqlite",
+     "results": [{"rank": 1, "uri": "runbooks/etcd.md", "chunk_id": "...", "score": 0.032}],
+     "latency_ms": 41.7, "safety": {"instruction_override": 1}, "truncated": false,
+     "error": null}
+
+The query and error are redacted by the caller before they get here. A log that cannot be
+written raises ``AuditError``, whose message names the file and the OS error only, never
+the entry, so a failure cannot leak what was searched for.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from lore.errors import LoreError
+
+try:  # POSIX only; elsewhere the in-process lock is all there is.
+    import fcntl
+except ImportError:  # pragma: no cover
+    fcntl = None  # type: ignore[assignment]
+
+
+class AuditError(LoreError):
+    """The audit record could not be written, so the call is refused (fail-closed)."""
+
+
+@dataclass(frozen=True)
+class AuditHit:
+    rank: int
+    uri: str
+    chunk_id: str
+    score: float
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    #: UTC, ISO 8601.
+    time: str
+    principal: str | None
+    tool: str
+    query: str
+    filters: dict[str, str]
+    top_k: int | None
+    mode: str | None
+    engine: str | None
+    results: list[AuditHit] = field(default_factory=list)
+    latency_ms: float = 0.0
+    safety: dict[str, int] = field(default_factory=dict)
+    truncated: bool = False
+    error: str | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), ensure_ascii=False, separators=(",", ":"))
+
+
+class AuditLog(Protocol):
+    def record(self, entry: AuditEntry) -> None:
+        """Store one entry durably enough to survive the process; raise ``AuditError``."""
+        ...
+
+
+class JsonlAuditLog:
+    """Append-only JSONL. Safe for threads (a lock) and for processes sharing the file
+    (``flock`` around each single ``write`` of a whole line to an ``O_APPEND`` fd)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+
+    def record(self, entry: AuditEntry) -> None:
+        line = (entry.to_json() + "\n").encode("utf-8")
+        with self._lock:
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                # 0o600: the log holds what people searched for.
+                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                try:
+                    if fcntl is not None:
+                        fcntl.flock(fd, fcntl.LOCK_EX)
+                    written = os.write(fd, line)
+                    if written != len(line):
+                        raise OSError(f"short write ({written} of {len(line)} bytes)")
+                finally:
+                    os.close(fd)  # closing also releases the flock
+            except OSError as err:
+                reason = err.strerror or str(err)
+                raise AuditError(f"audit log {self.path} could not be written: {reason}") from err
+
+
+class MemoryAuditLog:
+    """Keeps entries in a list: for tests and for embedding lore in a process that ships
+    its own audit trail."""
+
+    def __init__(self) -> None:
+        self.entries: list[AuditEntry] = []
+        self._lock = threading.Lock()
+
+    def record(self, entry: AuditEntry) -> None:
+        with self._lock:
+            self.entries.append(entry)

@@ -1,0 +1,244 @@
+"""A folder of runbooks, postmortems and ADRs as a knowledge source.
+
+Every listing is complete (``incremental = False``): sync compares revisions, which are
+sha256 hashes of the file bytes, so only changed files are re-chunked and re-embedded.
+
+Globs use pathspec's gitignore semantics rather than fnmatch, because that is what
+people already write in ``.gitignore``: ``**/*.md`` also matches ``a.md`` at the root,
+``drafts/`` excludes a whole directory wherever it is, and excluded directories are
+pruned instead of walked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import re
+from collections.abc import AsyncIterator, Mapping, Sequence
+from datetime import UTC, date, datetime
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from pathspec import GitIgnoreSpec
+
+from lore.chunking import FRONT_MATTER_MEDIA_TYPES, split_front_matter
+from lore.config import LoreSettings, SourceConfig
+from lore.errors import ConfigError, SourceError
+from lore.models import LABEL_VALUE_SEPARATOR, Document, SourceFailure, SourceItem, Visibility, utc
+from lore.text_blocks import markdown_title, rst_title
+
+MEDIA_TYPES: dict[str, str] = {
+    ".md": "text/markdown",
+    ".markdown": "text/markdown",
+    ".txt": "text/plain",
+    ".rst": "text/x-rst",
+    ".yaml": "application/yaml",
+    ".yml": "application/yaml",
+    ".toml": "application/toml",
+    ".json": "application/json",
+}
+DEFAULT_INCLUDE = tuple(f"**/*{suffix}" for suffix in MEDIA_TYPES)
+DEFAULT_EXCLUDE = (".git/", "**/node_modules/")
+
+#: Front-matter keys read as the document's last change, most specific first.
+UPDATED_KEYS = ("updated", "last_updated", "date", "last_reviewed")
+#: Path label: the file's directory relative to the root (absent for top-level files).
+FOLDER_LABEL = "folder"
+#: Labels are filter terms, not prose: longer front-matter values are left out.
+MAX_LABEL_VALUE_CHARS = 200
+#: Enough to tell text from binary; a NUL byte never occurs in UTF-8 text.
+_SNIFF_BYTES = 8192
+
+
+class FilesystemSource:
+    """Files under ``root`` matching ``include`` and not ``exclude``, in sorted order."""
+
+    source_type = "filesystem"
+    incremental = False
+
+    def __init__(
+        self,
+        name: str,
+        root: Path,
+        *,
+        visibility: Visibility | None,
+        include: Sequence[str] = DEFAULT_INCLUDE,
+        exclude: Sequence[str] = DEFAULT_EXCLUDE,
+        labels: Mapping[str, str] | None = None,
+        max_file_bytes: int = 2_000_000,
+    ) -> None:
+        self.name = name
+        self.root = Path(root)
+        self.visibility = visibility
+        self.labels = dict(labels or {})
+        self.max_file_bytes = max_file_bytes
+        self._include = GitIgnoreSpec.from_lines(include)
+        self._exclude = GitIgnoreSpec.from_lines(exclude)
+
+    def __repr__(self) -> str:
+        return f"FilesystemSource({self.name!r}, {str(self.root)!r})"
+
+    async def documents(self, since: str | None = None) -> AsyncIterator[SourceItem]:
+        """Every matching file as a Document, or a SourceFailure saying why it could not
+        be read. Raises SourceError (before yielding anything) when the root or any
+        directory under it cannot be listed, because a partial listing would make sync
+        prune documents that still exist."""
+        paths = await asyncio.to_thread(self.list_files)
+        for relative in paths:
+            yield await asyncio.to_thread(self._read, relative)
+
+    def resume_token(self) -> str | None:
+        return None
+
+    def uri_for(self, relative: str) -> str:
+        """``file://<source name>/<path relative to the root>``: stable across machines."""
+        return f"file://{self.name}/{relative}"
+
+    def list_files(self) -> list[str]:
+        """Relative POSIX paths of the matching files, sorted."""
+        if not self.root.is_dir():
+            raise SourceError(f"source {self.name!r}: {self.root} is not a directory")
+        found: list[str] = []
+
+        def unlistable(err: OSError) -> None:
+            raise SourceError(f"source {self.name!r}: cannot list {err.filename}: {err.strerror}") from err
+
+        for directory, subdirectories, files in os.walk(self.root, onerror=unlistable):
+            base = PurePosixPath(Path(directory).relative_to(self.root).as_posix())
+            subdirectories[:] = [
+                sub for sub in subdirectories if not self._exclude.match_file(f"{_join(base, sub)}/")
+            ]
+            for file in files:
+                relative = _join(base, file)
+                if self._include.match_file(relative) and not self._exclude.match_file(relative):
+                    found.append(relative)
+        return sorted(found)
+
+    def _read(self, relative: str) -> Document | SourceFailure:
+        uri = self.uri_for(relative)
+        path = self.root / relative
+        try:
+            if path.is_symlink() and not path.resolve(strict=True).is_relative_to(self.root.resolve()):
+                return SourceFailure(uri, "symbolic link to a file outside the source root; not read")
+            stat = path.stat()
+            if stat.st_size > self.max_file_bytes:
+                limit = f"this source's max_file_bytes ({self.max_file_bytes:,})"
+                return SourceFailure(uri, f"file is {stat.st_size:,} bytes, over {limit}")
+            data = path.read_bytes()
+        except (OSError, RuntimeError) as err:  # RuntimeError: a symlink loop
+            return SourceFailure(uri, f"cannot read file: {getattr(err, 'strerror', None) or err}")
+        if b"\x00" in data[:_SNIFF_BYTES]:
+            return SourceFailure(uri, "binary file (contains NUL bytes); only UTF-8 text is indexed")
+        try:
+            text = data.decode("utf-8-sig")
+        except UnicodeDecodeError as err:
+            return SourceFailure(uri, f"not valid UTF-8 (byte 0x{data[err.start]:02x} at offset {err.start})")
+        return self._document(relative, text, hashlib.sha256(data).hexdigest(), stat.st_mtime)
+
+    def _document(self, relative: str, text: str, revision: str, mtime: float) -> Document:
+        posix = PurePosixPath(relative)
+        media_type = MEDIA_TYPES.get(posix.suffix.lower(), "text/plain")
+        metadata: dict[str, Any] = {}
+        body = text
+        if media_type in FRONT_MATTER_MEDIA_TYPES:
+            metadata, body = split_front_matter(text)
+        labels = front_matter_labels(metadata)
+        if str(posix.parent) != ".":
+            labels[FOLDER_LABEL] = str(posix.parent)
+        labels.update(self.labels)
+        return Document(
+            uri=self.uri_for(relative),
+            title=_title(metadata, body, media_type, posix),
+            text=body,
+            revision=revision,
+            updated_at=_updated_at(metadata) or datetime.fromtimestamp(mtime, UTC),
+            labels=labels,
+            media_type=media_type,
+        )
+
+
+def _join(base: PurePosixPath, name: str) -> str:
+    return name if str(base) == "." else f"{base}/{name}"
+
+
+def _title(metadata: Mapping[str, Any], body: str, media_type: str, path: PurePosixPath) -> str:
+    declared = metadata.get("title")
+    if isinstance(declared, str | int | float) and str(declared).strip():
+        return str(declared).strip()
+    heading = {"text/markdown": markdown_title, "text/x-rst": rst_title}.get(media_type)
+    if heading is not None and (found := heading(body)):
+        return found
+    return humanise_stem(path)
+
+
+def humanise_stem(path: PurePosixPath) -> str:
+    """``disk-full_runbook.md`` -> "Disk full runbook"; a README or index page is named
+    after its folder."""
+    stem = path.stem
+    if stem.lower().lstrip("_") in ("readme", "index") and path.parent.name:
+        stem = path.parent.name
+    words = re.sub(r"[-_\s]+", " ", stem).strip() or stem
+    return words[:1].upper() + words[1:]
+
+
+def _updated_at(metadata: Mapping[str, Any]) -> datetime | None:
+    for key in UPDATED_KEYS:
+        value = metadata.get(key)
+        if isinstance(value, datetime):
+            return utc(value)
+        if isinstance(value, date):
+            return datetime(value.year, value.month, value.day, tzinfo=UTC)
+        if isinstance(value, str):
+            try:
+                return utc(datetime.fromisoformat(value.strip()))
+            except ValueError:
+                continue
+    return None
+
+
+def _label_value(value: Any) -> str | None:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, date | datetime):
+        return value.isoformat()
+    if isinstance(value, str | int | float):
+        text = " ".join(str(value).split())
+        return text if 0 < len(text) <= MAX_LABEL_VALUE_CHARS else None
+    return None
+
+
+def front_matter_labels(metadata: Mapping[str, Any]) -> dict[str, str]:
+    """Scalar front-matter values as labels; lists (``tags: [etcd, raft]``) are joined
+    with ``LABEL_VALUE_SEPARATOR`` so each value can be filtered on. Nested tables and the
+    title (already the document's title) are left out."""
+    labels: dict[str, str] = {}
+    for key, value in metadata.items():
+        if key == "title":
+            continue
+        if isinstance(value, list | tuple):
+            parts = [part for item in value if (part := _label_value(item))]
+            joined = LABEL_VALUE_SEPARATOR.join(parts)
+            if parts and len(joined) <= MAX_LABEL_VALUE_CHARS:
+                labels[key] = joined
+        elif (single := _label_value(value)) is not None:
+            labels[key] = single
+    return labels
+
+
+def from_config(
+    config: SourceConfig, settings: LoreSettings, visibility: Visibility | None
+) -> FilesystemSource:
+    """The ``[[sources]]`` table of ``type = "filesystem"``; a relative ``path`` is
+    relative to the lore.toml it is written in."""
+    if config.path is None:
+        raise ConfigError(f"source {config.name!r}: a filesystem source needs a path")
+    return FilesystemSource(
+        config.name,
+        settings.resolve_path(config.path),
+        visibility=visibility,
+        include=config.include,
+        exclude=config.exclude,
+        labels=config.labels,
+        max_file_bytes=config.max_file_bytes,
+    )

@@ -1,0 +1,568 @@
+"""The conformance suite every storing backend passes (pytest mixin classes).
+
+A backend's test module subclasses ``BackendConformance`` and provides ONE fixture,
+``store``: a fresh, empty object implementing both ``KnowledgeIndex`` and
+``KnowledgeRetriever``, built with the ``embedder`` fixture this suite provides (a
+``CountingEmbedder``), and closed after the test::
+
+    class TestSqliteConformance(BackendConformance):
+        @pytest.fixture
+        def store(self, tmp_path, embedder):
+            backend = SqliteBackend(tmp_path / "lore.db", embedder)
+            yield backend
+            backend.close()
+
+The parts (``IndexConformance``, ``RetrievalConformance``, ``FilterConformance``,
+``QueryTextConformance``) can be subclassed separately. Modes a backend does not declare
+in ``modes`` are skipped, except that asking for one must raise ``UnsupportedModeError``.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import pytest
+
+from lore.errors import EmbedderMismatchError, IndexingError, QueryError, UnsupportedModeError
+from lore.models import SOURCE_LABEL, SOURCE_TYPE_LABEL, IndexedDocument, Passage, SearchMode, embed_key
+from lore.protocols import KnowledgeIndex, KnowledgeRetriever, Vectors
+from lore.testing import DEFAULT_SOURCE, Store, add_document, embed_chunks, make_document
+from lore.testing.embedders import CountingEmbedder
+
+ALL_MODES = list(SearchMode)
+CHANNELS = {SearchMode.BM25.value, SearchMode.VECTOR.value}
+
+#: Identifiers an on-call query pastes verbatim; each must match its document whole.
+IDENTIFIERS = {
+    "kube-apiserver": "Restart the kube-apiserver static pod when its serving certificate expired.",
+    "etcdNoLeader": "The etcdNoLeader alert fires when a member reports no leader for a minute.",
+    "CrashLoopBackOff": "A pod stuck in CrashLoopBackOff usually has a bad config map mounted.",
+    "ERR_1234": "Checkout returns ERR_1234 when the card vault times out upstream.",
+    "10.0.0.1": "The internal resolver listens on 10.0.0.1 and must answer within 50 ms.",
+    "payments-consumer-group": "Lag on payments-consumer-group grows when a partition is stuck.",
+}
+#: Documents holding the pieces of those identifiers but never the identifier itself.
+IDENTIFIER_DISTRACTORS = [
+    "The apiserver audit log rotates daily and is shipped to the archive.",
+    "etcd has no leader during an election; the leader lease is short.",
+    "A crash loop with back off delays is normal right after a deploy.",
+    "err 1234 and err 4321 are reserved codes that are never returned.",
+    "The fallback resolver at 10.0.0.2 answers only for the legacy zone.",
+    "The payments team owns the consumer group dashboards and the group alerts.",
+]
+
+#: Query text that breaks engines that pass raw text to a query parser.
+HOSTILE_QUERIES = [
+    '"unbalanced quote',
+    "'",
+    "title:restart",
+    "body:*",
+    "a:b:c",
+    "-",
+    "--",
+    "-restart",
+    "+restart",
+    "restart AND",
+    "OR",
+    "NOT NOT",
+    "AND OR NOT",
+    "(",
+    ")",
+    "()",
+    "((restart)",
+    "[1 TO 5]",
+    "{a TO b}",
+    "*",
+    "?",
+    "rest*",
+    "restart~2",
+    "restart^3",
+    "^",
+    "\\",
+    "\\\\restart",
+    "/regex.*/",
+    "&&",
+    "||",
+    "!",
+    "NEAR(restart pod)",
+    "restart NEAR/3 pod",
+    "kube-apiserver:6443",
+    "SELECT * FROM chunks; --",
+    "'; DROP TABLE chunks; --",
+    "%",
+    "_",
+    "\x00",
+    "\t\n\r",
+    "restart\x00pod",
+    "💥🔥",
+    "<script>alert(1)</script>",
+    "$(rm -rf /)",
+    "a" * 10_000,
+    " ".join(["restart the pod"] * 800),
+]
+
+#: (uri, text) of small documents about clearly different things.
+CORPUS = [
+    ("runbooks/disk.md", "Disk pressure on a node: find large files and clean the image cache."),
+    ("runbooks/dns.md", "DNS resolution fails: check the resolver pods and the upstream forwarders."),
+    ("runbooks/tls.md", "TLS certificate rotation: renew with the issuer and reload the ingress."),
+    ("runbooks/kafka.md", "Kafka broker under-replicated partitions: check broker disks and the ISR."),
+    ("runbooks/redis.md", "Redis memory eviction storm: raise maxmemory or shed low-priority keys."),
+]
+
+
+def _require_mode(store: KnowledgeRetriever, mode: SearchMode) -> None:
+    if mode not in store.modes:
+        pytest.skip(f"{type(store).__name__} does not offer mode {mode.value!r}")
+
+
+def _uris(passages: list[Passage]) -> list[str]:
+    return [passage.uri for passage in passages]
+
+
+def _add_corpus(store: KnowledgeIndex, embedder: CountingEmbedder) -> None:
+    for uri, text in CORPUS:
+        add_document(store, embedder, uri, text, title=uri.rsplit("/", 1)[-1].removesuffix(".md"))
+
+
+def _unit(vector: Vectors) -> Vectors:
+    return np.asarray(vector / float(np.linalg.norm(vector)), dtype=np.float32)
+
+
+def _orthogonal_to(query: Vectors, seed: int) -> Vectors:
+    rng = np.random.default_rng(seed)
+    vector = np.asarray(rng.standard_normal(query.shape[0]), dtype=np.float32)
+    return _unit(vector - float(vector @ query) * query)
+
+
+def _check_sorted_and_unique(passages: list[Passage]) -> None:
+    scores = [passage.score for passage in passages]
+    assert scores == sorted(scores, reverse=True), "passages must come best first"
+    ids = [passage.chunk_id for passage in passages]
+    assert len(ids) == len(set(ids)), "a chunk must appear once"
+
+
+class _Suite:
+    """Provides the ``embedder`` fixture the backend's ``store`` fixture builds with."""
+
+    @pytest.fixture
+    def embedder(self) -> CountingEmbedder:
+        return CountingEmbedder()
+
+
+class IndexConformance(_Suite):
+    """The write side: upsert, replace, delete, ledger, vector cache, embedder check, state."""
+
+    def test_implements_both_seams(self, store: Store) -> None:
+        assert isinstance(store, KnowledgeIndex)
+        assert isinstance(store, KnowledgeRetriever)
+        assert store.modes, "a retriever declares at least one mode"
+        assert isinstance(store.engine, str)
+        assert store.engine
+
+    def test_empty_index(self, store: Store) -> None:
+        assert dict(store.held(DEFAULT_SOURCE)) == {}
+        assert dict(store.cached_vectors(["no-such-key"])) == {}
+        assert store.get_state("no-such-key") is None
+
+    def test_upsert_records_ledger(self, store: Store, embedder: CountingEmbedder) -> None:
+        updated = datetime(2023, 11, 2, 8, 15, tzinfo=UTC)
+        document, chunks = add_document(
+            store,
+            embedder,
+            "runbooks/etcd.md",
+            sections=[("Meaning", "etcd lost quorum."), ("Mitigation", "Restore from snapshot.")],
+            title="etcd quorum",
+            revision="abc123",
+            updated_at=updated,
+        )
+        held = store.held(DEFAULT_SOURCE)
+        assert set(held) == {"runbooks/etcd.md"}
+        row = held["runbooks/etcd.md"]
+        assert isinstance(row, IndexedDocument)
+        assert (row.uri, row.revision, row.title, row.chunk_count) == (
+            document.uri,
+            "abc123",
+            "etcd quorum",
+            len(chunks),
+        )
+        assert row.updated_at == updated
+        assert row.indexed_at.tzinfo is not None
+
+    def test_ledger_is_per_source(self, store: Store, embedder: CountingEmbedder) -> None:
+        add_document(store, embedder, "a.md", "alpha text", source="one")
+        add_document(store, embedder, "b.md", "beta text", source="two")
+        assert set(store.held("one")) == {"a.md"}
+        assert set(store.held("two")) == {"b.md"}
+        assert dict(store.held("three")) == {}
+
+    def test_document_without_chunks_is_held(self, store: Store, embedder: CountingEmbedder) -> None:
+        add_document(store, embedder, "empty.md", "")
+        assert store.held(DEFAULT_SOURCE)["empty.md"].chunk_count == 0
+
+    async def test_reupsert_is_idempotent(self, store: Store, embedder: CountingEmbedder) -> None:
+        sections = [("One", "walrus migration step one"), ("Two", "walrus migration step two")]
+        for _ in range(3):
+            add_document(store, embedder, "walrus.md", sections=sections, title="Walrus")
+        assert store.held(DEFAULT_SOURCE)["walrus.md"].chunk_count == 2
+        passages = await store.retrieve("walrus migration", top_k=10)
+        assert sorted(p.section for p in passages) == ["One", "Two"]
+
+    async def test_upsert_replaces_previous_version(self, store: Store, embedder: CountingEmbedder) -> None:
+        old = [("A", "zebra crossing one"), ("B", "zebra crossing two"), ("C", "zebra crossing three")]
+        add_document(store, embedder, "animals.md", sections=old, revision="v1")
+        add_document(store, embedder, "animals.md", "giraffe neck", revision="v2")
+        assert store.held(DEFAULT_SOURCE)["animals.md"].revision == "v2"
+        assert store.held(DEFAULT_SOURCE)["animals.md"].chunk_count == 1
+        for mode in store.modes:
+            passages = await store.retrieve("zebra crossing giraffe", top_k=10, mode=mode)
+            assert [(p.revision, p.text) for p in passages] == [("v2", "giraffe neck")]
+
+    async def test_delete_by_uri(self, store: Store, embedder: CountingEmbedder) -> None:
+        _add_corpus(store, embedder)
+        store.delete_by_uri("runbooks/dns.md")
+        store.delete_by_uri("runbooks/never-indexed.md")
+        assert "runbooks/dns.md" not in store.held(DEFAULT_SOURCE)
+        assert len(store.held(DEFAULT_SOURCE)) == len(CORPUS) - 1
+        for mode in store.modes:
+            passages = await store.retrieve("DNS resolution resolver forwarders", top_k=10, mode=mode)
+            assert "runbooks/dns.md" not in _uris(passages)
+
+    def test_cached_vectors_round_trip(self, store: Store, embedder: CountingEmbedder) -> None:
+        document, chunks = make_document("v.md", sections=[("x", "first text"), ("y", "second text")])
+        vectors = embed_chunks(embedder, chunks)
+        store.check_embedder(embedder.model_id, embedder.dimension)
+        store.upsert(document, chunks, vectors)
+        keys = [embed_key(chunk) for chunk in chunks]
+        cached = store.cached_vectors([*keys, "missing-key"])
+        assert set(cached) == set(keys)
+        for key, expected in zip(keys, vectors, strict=True):
+            got = np.asarray(cached[key])
+            assert got.shape == (embedder.dimension,)
+            np.testing.assert_allclose(got, expected, atol=1e-5)
+        assert dict(store.cached_vectors([])) == {}
+
+    def test_upsert_rejects_mismatched_vectors(self, store: Store, embedder: CountingEmbedder) -> None:
+        document, chunks = make_document("m.md", sections=[("a", "one"), ("b", "two")])
+        store.check_embedder(embedder.model_id, embedder.dimension)
+        with pytest.raises(IndexingError):
+            store.upsert(document, chunks, embed_chunks(embedder, chunks[:1]))
+
+    def test_check_embedder(self, store: Store, embedder: CountingEmbedder) -> None:
+        store.check_embedder(embedder.model_id, embedder.dimension)
+        store.check_embedder(embedder.model_id, embedder.dimension)
+        with pytest.raises(EmbedderMismatchError, match="lore reembed"):
+            store.check_embedder("another-model", embedder.dimension)
+        with pytest.raises(EmbedderMismatchError, match="lore reembed"):
+            store.check_embedder(embedder.model_id, embedder.dimension * 2)
+
+    def test_state(self, store: Store) -> None:
+        assert store.get_state("resume:docs") is None
+        store.set_state("resume:docs", "token-1")
+        store.set_state("resume:docs", "token-2")
+        store.set_state("other", "ünïcode ✓")
+        assert store.get_state("resume:docs") == "token-2"
+        assert store.get_state("other") == "ünïcode ✓"
+
+    async def test_write_lock_wraps_writes(self, store: Store, embedder: CountingEmbedder) -> None:
+        with store.write_lock():
+            _add_corpus(store, embedder)
+            store.delete_by_uri("runbooks/tls.md")
+        assert len(store.held(DEFAULT_SOURCE)) == len(CORPUS) - 1
+        passages = await store.retrieve("Redis memory eviction", top_k=3)
+        assert passages
+        assert passages[0].uri == "runbooks/redis.md"
+
+
+class RetrievalConformance(_Suite):
+    """The read side: modes, provenance, fusion, identifiers, unicode, top_k."""
+
+    @pytest.mark.parametrize("mode", [None, *ALL_MODES])
+    async def test_empty_index_returns_nothing(self, store: Store, mode: SearchMode | None) -> None:
+        if mode is not None:
+            _require_mode(store, mode)
+        assert await store.retrieve("anything at all", top_k=5, mode=mode) == []
+
+    @pytest.mark.parametrize("mode", ALL_MODES)
+    async def test_each_mode_finds_the_document(
+        self, store: Store, embedder: CountingEmbedder, mode: SearchMode
+    ) -> None:
+        _require_mode(store, mode)
+        _add_corpus(store, embedder)
+        passages = await store.retrieve("TLS certificate rotation issuer", top_k=3, mode=mode)
+        assert passages[0].uri == "runbooks/tls.md"
+        _check_sorted_and_unique(passages)
+        for passage in passages:
+            assert set(passage.channel_ranks) <= CHANNELS
+            assert all(rank >= 1 for rank in passage.channel_ranks.values())
+        if mode is not SearchMode.HYBRID:
+            assert set(passages[0].channel_ranks) <= {mode.value}
+
+    async def test_default_mode_is_the_first_declared(self, store: Store, embedder: CountingEmbedder) -> None:
+        _add_corpus(store, embedder)
+        default = await store.retrieve("Kafka broker partitions", top_k=5)
+        explicit = await store.retrieve("Kafka broker partitions", top_k=5, mode=store.modes[0])
+        assert [p.chunk_id for p in default] == [p.chunk_id for p in explicit]
+
+    async def test_undeclared_mode_is_refused(self, store: Store, embedder: CountingEmbedder) -> None:
+        missing = [mode for mode in ALL_MODES if mode not in store.modes]
+        if not missing:
+            pytest.skip("every mode is offered")
+        _add_corpus(store, embedder)
+        with pytest.raises(UnsupportedModeError):
+            await store.retrieve("disk", mode=missing[0])
+
+    async def test_bm25_does_not_embed_the_query(self, store: Store, embedder: CountingEmbedder) -> None:
+        _require_mode(store, SearchMode.BM25)
+        _add_corpus(store, embedder)
+        embedder.reset()
+        await store.retrieve("disk pressure", mode=SearchMode.BM25)
+        assert embedder.query_calls == 0
+
+    @pytest.mark.parametrize("mode", [None, *ALL_MODES])
+    async def test_provenance_round_trip(
+        self, store: Store, embedder: CountingEmbedder, mode: SearchMode | None
+    ) -> None:
+        if mode is not None:
+            _require_mode(store, mode)
+        updated = datetime(2022, 2, 3, 4, 5, 6, tzinfo=UTC)
+        _, chunks = add_document(
+            store,
+            embedder,
+            "postmortems/2022-02-outage.md",
+            sections=[("Timeline › Detection", "Pager fired for checkout latency at 04:05 UTC.")],
+            title="Checkout outage",
+            revision="9f8e7d",
+            updated_at=updated,
+            labels={"team": "payments", "tags": "postmortem,checkout"},
+            source="postmortems",
+            source_type="git",
+        )
+        passages = await store.retrieve("checkout latency pager", top_k=1, mode=mode)
+        assert len(passages) == 1
+        got, chunk = passages[0], chunks[0]
+        assert got.text == chunk.text
+        assert got.uri == "postmortems/2022-02-outage.md"
+        assert got.title == "Checkout outage"
+        assert got.section == "Timeline › Detection"
+        assert got.revision == "9f8e7d"
+        assert got.updated_at == updated
+        assert got.updated_at.tzinfo is not None
+        assert got.chunk_id == chunk.id
+        assert isinstance(got.score, float)
+        assert dict(got.labels) == {
+            SOURCE_LABEL: "postmortems",
+            SOURCE_TYPE_LABEL: "git",
+            "team": "payments",
+            "tags": "postmortem,checkout",
+        }
+        assert set(got.channel_ranks) <= CHANNELS
+
+    async def test_hybrid_prefers_agreement(self, store: Store, embedder: CountingEmbedder) -> None:
+        """A document both channels rank high beats one found lexically only and one
+        found semantically only."""
+        _require_mode(store, SearchMode.HYBRID)
+        query = "quorum lost"
+        q = embedder.embed_queries([query])[0]
+        both = "etcd quorum lost after a node failure"
+        lexical = "quorum lost in the zookeeper ensemble"
+        semantic = "members unreachable and the cluster cannot elect"
+        near_q = _unit(0.9 * q + 0.436 * _orthogonal_to(q, seed=1))
+        add_document(store, embedder, "both.md", both, vectors=q[np.newaxis, :])
+        add_document(store, embedder, "lexical.md", lexical, vectors=_orthogonal_to(q, seed=2)[np.newaxis, :])
+        add_document(store, embedder, "semantic.md", semantic, vectors=near_q[np.newaxis, :])
+        for i, (uri, text) in enumerate(CORPUS):
+            add_document(store, embedder, uri, text, vectors=_orthogonal_to(q, seed=10 + i)[np.newaxis, :])
+        passages = await store.retrieve(query, top_k=5, mode=SearchMode.HYBRID)
+        assert _uris(passages)[:3] == ["both.md", "lexical.md", "semantic.md"]
+        if passages[0].channel_ranks:
+            assert set(passages[0].channel_ranks) == CHANNELS
+
+    @pytest.mark.parametrize("identifier", list(IDENTIFIERS))
+    async def test_exact_identifier_matches_whole(
+        self, store: Store, embedder: CountingEmbedder, identifier: str
+    ) -> None:
+        with store.write_lock():
+            for i, (name, text) in enumerate(IDENTIFIERS.items()):
+                add_document(store, embedder, f"ids/{i}.md", text, title=f"note {i}", labels={"id": name})
+            for i, text in enumerate(IDENTIFIER_DISTRACTORS):
+                add_document(store, embedder, f"distractors/{i}.md", text, title=f"note {i}")
+            _add_corpus(store, embedder)
+        modes = [mode for mode in (SearchMode.BM25, None) if mode is None or mode in store.modes]
+        for mode in modes:
+            passages = await store.retrieve(identifier, top_k=3, mode=mode)
+            assert passages, f"{identifier!r} found nothing in mode {mode}"
+            assert passages[0].labels.get("id") == identifier, (mode, _uris(passages))
+
+    async def test_unicode_text(self, store: Store, embedder: CountingEmbedder) -> None:
+        docs = {
+            "cjk.md": "数据库 连接池 耗尽 时 重启 服务",
+            "accents.md": "Procédure de redémarrage du cache après une panne électrique",
+            "emoji.md": "🔥 Incident war room checklist 🚒 page the commander",
+            "cyrillic.md": "перезапуск сервера после сбоя питания",
+        }
+        for uri, text in docs.items():
+            add_document(store, embedder, uri, text)
+        _add_corpus(store, embedder)
+        queries = {
+            "连接池 耗尽": "cjk.md",
+            "redémarrage du cache": "accents.md",
+            "🔥 war room": "emoji.md",
+            "перезапуск сервера": "cyrillic.md",
+        }
+        modes = [mode for mode in (SearchMode.BM25, None) if mode is None or mode in store.modes]
+        for query, expected in queries.items():
+            for mode in modes:
+                passages = await store.retrieve(query, top_k=3, mode=mode)
+                assert passages, (query, mode)
+                assert passages[0].uri == expected, (query, mode, _uris(passages))
+                assert passages[0].text == docs[expected]
+
+    @pytest.mark.parametrize("mode", [None, *ALL_MODES])
+    async def test_top_k_bounds(
+        self, store: Store, embedder: CountingEmbedder, mode: SearchMode | None
+    ) -> None:
+        if mode is not None:
+            _require_mode(store, mode)
+        for i in range(5):
+            add_document(store, embedder, f"alpha/{i}.md", f"alpha service check number {i}")
+        for top_k in (1, 3):
+            passages = await store.retrieve("alpha service check", top_k=top_k, mode=mode)
+            assert len(passages) == top_k
+            _check_sorted_and_unique(passages)
+        passages = await store.retrieve("alpha service check", top_k=50, mode=mode)
+        assert len(passages) == 5
+        _check_sorted_and_unique(passages)
+        for bad in (0, -1):
+            with pytest.raises(QueryError):
+                await store.retrieve("alpha", top_k=bad, mode=mode)
+
+    def test_degraded_follows_the_embedder(self, store: Store) -> None:
+        assert store.degraded is False
+
+
+class FilterConformance(_Suite):
+    """Label filters apply inside every channel, with AND semantics over ``key=value``."""
+
+    FILTER_CASES: list[tuple[dict[str, str], set[str]]] = [  # noqa: RUF012
+        ({SOURCE_LABEL: "alpha"}, {"a.md", "c.md"}),
+        ({SOURCE_TYPE_LABEL: "git"}, {"b.md"}),
+        ({"team": "payments"}, {"a.md", "b.md"}),
+        ({"tags": "etcd"}, {"a.md", "c.md"}),
+        ({"tags": "kubernetes"}, {"a.md"}),
+        ({"tags": "kube"}, set()),
+        ({SOURCE_LABEL: "alpha", "team": "payments"}, {"a.md"}),
+        ({"team": "nobody"}, set()),
+        ({}, {"a.md", "b.md", "c.md"}),
+    ]
+
+    def _add_labelled(self, store: Store, embedder: CountingEmbedder) -> None:
+        add_document(
+            store,
+            embedder,
+            "a.md",
+            "outage runbook for the ledger",
+            source="alpha",
+            labels={"team": "payments", "tags": "etcd,kubernetes"},
+        )
+        add_document(
+            store,
+            embedder,
+            "b.md",
+            "outage runbook for the queue",
+            source="beta",
+            source_type="git",
+            labels={"team": "payments", "tags": "kafka"},
+        )
+        add_document(
+            store,
+            embedder,
+            "c.md",
+            "outage runbook for the store",
+            source="alpha",
+            labels={"team": "platform", "tags": "etcd"},
+        )
+
+    @pytest.mark.parametrize("mode", [None, *ALL_MODES])
+    async def test_label_filters(
+        self, store: Store, embedder: CountingEmbedder, mode: SearchMode | None
+    ) -> None:
+        if mode is not None:
+            _require_mode(store, mode)
+        self._add_labelled(store, embedder)
+        for labels, expected in self.FILTER_CASES:
+            passages = await store.retrieve("outage runbook", top_k=10, labels=labels, mode=mode)
+            assert set(_uris(passages)) == expected, labels
+
+    @pytest.mark.parametrize("mode", [None, *ALL_MODES])
+    async def test_filter_applies_before_top_k(
+        self, store: Store, embedder: CountingEmbedder, mode: SearchMode | None
+    ) -> None:
+        """The one matching document ranks below 150 better ones: filtering after a
+        candidate cut would lose it."""
+        if mode is not None:
+            _require_mode(store, mode)
+        with store.write_lock():
+            for i in range(150):
+                add_document(
+                    store,
+                    embedder,
+                    f"noise/{i}.md",
+                    f"disk pressure eviction disk pressure node-{i}",
+                    labels={"team": "noise"},
+                )
+            add_document(
+                store,
+                embedder,
+                "target.md",
+                "A long note on capacity planning, budgets, quarterly reviews and hiring, which "
+                "mentions disk pressure once among many other unrelated words about staffing.",
+                labels={"team": "target"},
+            )
+        passages = await store.retrieve(
+            "disk pressure eviction", top_k=1, labels={"team": "target"}, mode=mode
+        )
+        assert _uris(passages) == ["target.md"]
+
+
+class QueryTextConformance(_Suite):
+    """Any query text gives a result or a ``QueryError``, never an engine error."""
+
+    @pytest.mark.parametrize("query", HOSTILE_QUERIES, ids=lambda q: repr(q[:24]))
+    async def test_hostile_query_text(self, store: Store, embedder: CountingEmbedder, query: str) -> None:
+        _add_corpus(store, embedder)
+        add_document(store, embedder, "restart.md", "restart the pod; title: body AND OR NOT (x) [y] *")
+        for mode in store.modes:
+            try:
+                passages: Any = await store.retrieve(query, top_k=5, mode=mode)
+            except QueryError:
+                continue
+            assert isinstance(passages, list)
+            assert all(isinstance(p, Passage) for p in passages)
+            assert len(passages) <= 5
+
+    @pytest.mark.parametrize("query", ["", "   ", "\n"])
+    async def test_empty_query(self, store: Store, embedder: CountingEmbedder, query: str) -> None:
+        _add_corpus(store, embedder)
+        for mode in store.modes:
+            try:
+                passages = await store.retrieve(query, top_k=5, mode=mode)
+            except QueryError as err:
+                message = str(err)
+                assert message, "a QueryError says what is wrong"
+                continue
+            assert isinstance(passages, list)
+
+    async def test_operator_words_are_plain_words(self, store: Store, embedder: CountingEmbedder) -> None:
+        _require_mode(store, SearchMode.BM25)
+        _add_corpus(store, embedder)
+        add_document(store, embedder, "ops.md", "NEAR the OR gate NOT the AND gate")
+        passages = await store.retrieve("NEAR OR gate", top_k=3, mode=SearchMode.BM25)
+        assert passages
+        assert passages[0].uri == "ops.md"
+
+
+class BackendConformance(IndexConformance, RetrievalConformance, FilterConformance, QueryTextConformance):
+    """Everything: what a storing backend's test module subclasses."""

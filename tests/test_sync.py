@@ -1,0 +1,591 @@
+"""Sync against the real SQLite backend, the real chunker and a counting embedder.
+
+Sources here are small in-memory implementations of the KnowledgeSource protocol (so a
+test can script a failing listing or an incremental changelog); one test goes through
+the real filesystem source with a lore.toml, and one syncs the example corpus.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from lore.backends.sqlite import SqliteBackend
+from lore.chunking import Chunker
+from lore.config import load_settings
+from lore.errors import (
+    ChunkingError,
+    ConfigError,
+    EmbedderMismatchError,
+    EmbeddingError,
+    IndexingError,
+    IndexLockedError,
+    SourceError,
+    VisibilityError,
+)
+from lore.models import (
+    SOURCE_LABEL,
+    SOURCE_TYPE_LABEL,
+    Chunk,
+    Document,
+    IndexedDocument,
+    SearchMode,
+    SourceFailure,
+    SourceItem,
+    Tombstone,
+    Visibility,
+    sha256_hex,
+)
+from lore.protocols import KnowledgeIndex, Vectors
+from lore.resolve import resolve_retriever
+from lore.sync import (
+    LAST_SYNC_KEY,
+    resume_token_key,
+    run_sync,
+    source_stats_key,
+    sync_sources,
+)
+from lore.testing.embedders import CountingEmbedder
+
+UPDATED = datetime(2026, 10, 1, tzinfo=UTC)
+
+
+def doc(
+    uri: str, text: str, *, title: str | None = None, labels: Mapping[str, str] | None = None
+) -> Document:
+    return Document(
+        uri=uri,
+        title=title or uri.rsplit("/", 1)[-1],
+        text=text,
+        revision=sha256_hex(text),
+        updated_at=UPDATED,
+        labels=dict(labels or {}),
+    )
+
+
+class ListSource:
+    """A complete-listing source over a list of items; ``fail_after`` raises SourceError
+    after that many items, like a wiki API dying halfway through a listing."""
+
+    source_type = "memory"
+    incremental = False
+
+    def __init__(
+        self,
+        name: str,
+        items: Sequence[SourceItem],
+        *,
+        visibility: Visibility | None = Visibility.ALL_VIEWERS,
+        fail_after: int | None = None,
+    ) -> None:
+        self.name = name
+        self.items = list(items)
+        self.visibility = visibility
+        self.fail_after = fail_after
+
+    async def documents(self, since: str | None = None) -> AsyncIterator[SourceItem]:
+        for position, item in enumerate(self.items):
+            if self.fail_after is not None and position == self.fail_after:
+                raise SourceError("listing interrupted: HTTP 502 from the wiki")
+            yield item
+
+    def resume_token(self) -> str | None:
+        return None
+
+
+class ChangelogSource:
+    """An incremental source: each run yields the next batch of changes and expects the
+    token it handed out last time."""
+
+    source_type = "changelog"
+    incremental = True
+    visibility = Visibility.ALL_VIEWERS
+
+    def __init__(self, name: str, batches: Sequence[Sequence[SourceItem]]) -> None:
+        self.name = name
+        self.batches = [list(b) for b in batches]
+        self.run = 0
+        self.since_seen: list[str | None] = []
+
+    async def documents(self, since: str | None = None) -> AsyncIterator[SourceItem]:
+        self.since_seen.append(since)
+        batch = self.batches[self.run]
+        self.run += 1
+        for item in batch:
+            yield item
+
+    def resume_token(self) -> str | None:
+        return f"token-{self.run}"
+
+
+class RecordingIndex:
+    """Passes every call through to a real index and records which were made."""
+
+    def __init__(self, inner: KnowledgeIndex) -> None:
+        self.inner = inner
+        self.calls: list[str] = []
+        self.upserts: list[str] = []
+        self.deletes: list[str] = []
+
+    def check_embedder(self, model_id: str, dimension: int) -> None:
+        self.calls.append("check_embedder")
+        self.inner.check_embedder(model_id, dimension)
+
+    def upsert(self, document: Document, chunks: Sequence[Chunk], vectors: Vectors) -> None:
+        self.calls.append("upsert")
+        self.upserts.append(document.uri)
+        self.inner.upsert(document, chunks, vectors)
+
+    def delete_by_uri(self, uri: str) -> None:
+        self.calls.append("delete_by_uri")
+        self.deletes.append(uri)
+        self.inner.delete_by_uri(uri)
+
+    def held(self, source: str) -> Mapping[str, IndexedDocument]:
+        self.calls.append("held")
+        return self.inner.held(source)
+
+    def cached_vectors(self, embed_keys: Sequence[str]) -> Mapping[str, npt.NDArray[np.float32]]:
+        self.calls.append("cached_vectors")
+        return self.inner.cached_vectors(embed_keys)
+
+    def get_state(self, key: str) -> str | None:
+        self.calls.append("get_state")
+        return self.inner.get_state(key)
+
+    def set_state(self, key: str, value: str) -> None:
+        self.calls.append("set_state")
+        self.inner.set_state(key, value)
+
+    def write_lock(self) -> AbstractContextManager[None]:
+        self.calls.append("write_lock")
+        return self.inner.write_lock()
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class RecordingProgress:
+    def __init__(self) -> None:
+        self.started: list[tuple[str, int | None]] = []
+        self.seen: list[str] = []
+        self.embedded = 0
+        self.finished: list[str] = []
+
+    def source_started(self, source: str, expected_documents: int | None) -> None:
+        self.started.append((source, expected_documents))
+
+    def document_seen(self, source: str, uri: str) -> None:
+        self.seen.append(uri)
+
+    def chunks_embedded(self, count: int) -> None:
+        self.embedded += count
+
+    def source_finished(self, source: str) -> None:
+        self.finished.append(source)
+
+
+class PoisonEmbedder(CountingEmbedder):
+    """Refuses any batch containing the word POISON, like a remote API rejecting one input."""
+
+    def embed_documents(self, texts: Sequence[str]) -> Vectors:
+        if any("POISON" in text for text in texts):
+            raise EmbeddingError("provider rejected an input (HTTP 400)")
+        return super().embed_documents(texts)
+
+
+class PickyChunker(Chunker):
+    def chunk(self, document: Document) -> list[Chunk]:
+        if document.uri.endswith("/unsplittable.md"):
+            raise ChunkingError("unbalanced code fence")
+        return super().chunk(document)
+
+
+class FlakyWriteBackend(SqliteBackend):
+    def upsert(self, document: Document, chunks: Sequence[Chunk], vectors: Vectors) -> None:
+        if document.uri.endswith("/unwritable.md"):
+            raise IndexingError("disk I/O error")
+        super().upsert(document, chunks, vectors)
+
+
+@pytest.fixture
+def embedder() -> CountingEmbedder:
+    return CountingEmbedder()
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "lore.db"
+
+
+@pytest.fixture
+def index(db_path: Path, embedder: CountingEmbedder) -> Iterator[SqliteBackend]:
+    backend = SqliteBackend(db_path, embedder)
+    yield backend
+    backend.close()
+
+
+@pytest.fixture
+def chunker(embedder: CountingEmbedder) -> Chunker:
+    return Chunker.for_embedder(embedder, max_tokens=64, overlap_tokens=8)
+
+
+def three_docs() -> list[Document]:
+    return [
+        doc("mem://notes/etcd.md", "# etcd\n\nRestore quorum with etcdutl snapshot restore.",
+            labels={"tags": "etcd,kubernetes"}),
+        doc("mem://notes/kafka.md", "# Kafka\n\nScale the consumers when lag grows."),
+        doc("mem://notes/redis.md", "# Redis\n\nNever run FLUSHALL on the payments cache."),
+    ]
+
+
+async def test_first_sync_indexes_every_document_with_source_labels(
+    index: SqliteBackend, embedder: CountingEmbedder, chunker: Chunker
+) -> None:
+    report = await sync_sources([ListSource("notes", three_docs())], index, embedder, chunker)
+
+    assert report.ok
+    assert (report.seen, report.added, report.updated, report.unchanged) == (3, 3, 0, 0)
+    assert report.chunks_embedded == embedder.documents_embedded > 0
+    assert set(index.held("notes")) == {d.uri for d in three_docs()}
+    passages = await index.retrieve(
+        "etcdutl snapshot",
+        top_k=3,
+        labels={SOURCE_LABEL: "notes", SOURCE_TYPE_LABEL: "memory", "tags": "etcd"},
+    )
+    assert [p.uri for p in passages] == ["mem://notes/etcd.md"]
+
+
+async def test_second_sync_of_an_unchanged_corpus_embeds_and_writes_nothing(
+    index: SqliteBackend, embedder: CountingEmbedder, chunker: Chunker
+) -> None:
+    await sync_sources([ListSource("notes", three_docs())], index, embedder, chunker)
+    embedder.reset()
+    recording = RecordingIndex(index)
+
+    report = await sync_sources([ListSource("notes", three_docs())], recording, embedder, chunker)
+
+    assert (report.seen, report.unchanged, report.added, report.updated, report.deleted) == (3, 3, 0, 0, 0)
+    assert embedder.document_calls == 0
+    assert recording.upserts == []
+    assert recording.deletes == []
+    assert "cached_vectors" not in recording.calls  # unchanged documents are not even chunked
+
+
+async def test_changed_document_reuses_vectors_of_its_unchanged_chunks(
+    index: SqliteBackend, embedder: CountingEmbedder, chunker: Chunker
+) -> None:
+    sections = [f"## Step {n}\n\n" + " ".join(f"word{n}x{i}" for i in range(30)) for n in range(4)]
+    original = doc("mem://notes/long.md", "\n\n".join(sections), title="Long runbook")
+    await sync_sources([ListSource("notes", [original])], index, embedder, chunker)
+    first_chunks = index.held("notes")[original.uri].chunk_count
+    assert first_chunks >= 4
+    embedder.reset()
+
+    sections[2] = "## Step 2\n\nThis section was rewritten entirely."
+    edited = doc(original.uri, "\n\n".join(sections), title="Long runbook")
+    report = await sync_sources([ListSource("notes", [edited])], index, embedder, chunker)
+
+    assert (report.updated, report.added) == (1, 0)
+    assert report.chunks_reused >= 3
+    assert report.chunks_embedded == embedder.documents_embedded >= 1
+    assert report.chunks_embedded < first_chunks
+    assert index.held("notes")[original.uri].revision == edited.revision
+
+
+async def test_complete_listing_prunes_documents_gone_from_the_source(
+    index: SqliteBackend, embedder: CountingEmbedder, chunker: Chunker
+) -> None:
+    await sync_sources([ListSource("notes", three_docs())], index, embedder, chunker)
+
+    report = await sync_sources([ListSource("notes", three_docs()[:2])], index, embedder, chunker)
+
+    assert report.deleted == 1
+    assert set(index.held("notes")) == {"mem://notes/etcd.md", "mem://notes/kafka.md"}
+
+
+async def test_failed_listing_prunes_nothing_and_is_reported(
+    index: SqliteBackend, embedder: CountingEmbedder, chunker: Chunker
+) -> None:
+    await sync_sources([ListSource("notes", three_docs())], index, embedder, chunker)
+    changed = doc("mem://notes/etcd.md", "# etcd\n\nA newer revision of the etcd page.")
+
+    report = await sync_sources([ListSource("notes", [changed], fail_after=1)], index, embedder, chunker)
+
+    assert not report.ok
+    assert report.deleted == 0
+    assert "HTTP 502" in report.failures[0].reason
+    assert len(index.held("notes")) == 3
+    assert index.held("notes")[changed.uri].revision == changed.revision  # what was listed is written
+
+
+async def test_source_failure_is_reported_and_keeps_the_indexed_version(
+    index: SqliteBackend, embedder: CountingEmbedder, chunker: Chunker
+) -> None:
+    await sync_sources([ListSource("notes", three_docs())], index, embedder, chunker)
+    unreadable = SourceFailure("mem://notes/redis.md", "permission denied")
+
+    report = await sync_sources(
+        [ListSource("notes", [*three_docs()[:2], unreadable])], index, embedder, chunker
+    )
+
+    assert [(f.uri, f.reason) for f in report.failures] == [("mem://notes/redis.md", "permission denied")]
+    assert report.deleted == 0
+    assert "mem://notes/redis.md" in index.held("notes")
+
+
+async def test_undeclared_visibility_is_refused_before_the_index_is_touched(
+    index: SqliteBackend, embedder: CountingEmbedder, chunker: Chunker
+) -> None:
+    recording = RecordingIndex(index)
+    sources = [ListSource("notes", three_docs()), ListSource("wiki", three_docs(), visibility=None)]
+
+    with pytest.raises(VisibilityError, match=r"'wiki' does not declare who may read it"):
+        await sync_sources(sources, recording, embedder, chunker)
+
+    assert recording.calls == []
+    assert embedder.document_calls == 0
+
+
+async def test_restricted_source_is_skipped_and_reported(
+    index: SqliteBackend, embedder: CountingEmbedder, chunker: Chunker
+) -> None:
+    sources = [
+        ListSource("notes", three_docs()),
+        ListSource("hr", [doc("mem://hr/salaries.md", "confidential")], visibility=Visibility.RESTRICTED),
+    ]
+
+    report = await sync_sources(sources, index, embedder, chunker)
+
+    assert report.skipped_sources == ["hr"]
+    assert report.added == 3
+    assert index.held("hr") == {}
+
+
+async def test_duplicate_source_names_are_refused(
+    index: SqliteBackend, embedder: CountingEmbedder, chunker: Chunker
+) -> None:
+    with pytest.raises(ConfigError, match="two sources are named 'notes'"):
+        await sync_sources([ListSource("notes", []), ListSource("notes", [])], index, embedder, chunker)
+
+
+async def test_a_second_concurrent_sync_gets_index_locked(
+    index: SqliteBackend, db_path: Path, embedder: CountingEmbedder, chunker: Chunker
+) -> None:
+    other = SqliteBackend(db_path, embedder)
+    try:
+        with index.write_lock(), pytest.raises(IndexLockedError):
+            await sync_sources([ListSource("notes", three_docs())], other, embedder, chunker)
+    finally:
+        other.close()
+    assert embedder.document_calls == 0
+
+
+async def test_another_embedder_is_refused(
+    index: SqliteBackend, db_path: Path, embedder: CountingEmbedder, chunker: Chunker
+) -> None:
+    await sync_sources([ListSource("notes", three_docs())], index, embedder, chunker)
+    index.close()
+    smaller = CountingEmbedder(dimension=32)
+
+    async def sync_with_smaller_embedder() -> None:
+        reopened = SqliteBackend(db_path, smaller)
+        try:
+            await sync_sources([ListSource("notes", three_docs())], reopened, smaller, chunker)
+        finally:
+            reopened.close()
+
+    with pytest.raises(EmbedderMismatchError, match="reembed"):
+        await sync_with_smaller_embedder()
+    assert smaller.document_calls == 0
+
+
+async def test_embedding_failure_fails_only_that_document(
+    index: SqliteBackend, chunker: Chunker
+) -> None:
+    embedder = PoisonEmbedder()
+    docs = [doc(f"mem://notes/{n}.md", f"# Page {n}\n\nOrdinary text number {n}.") for n in range(10)]
+    docs[5] = doc("mem://notes/5.md", "# Page 5\n\nThis one contains POISON.")
+
+    report = await sync_sources([ListSource("notes", docs)], index, embedder, chunker, batch_size=64)
+
+    assert [(f.uri, f.reason) for f in report.failures] == [
+        ("mem://notes/5.md", "embedding failed: provider rejected an input (HTTP 400)")
+    ]
+    assert report.added == 9
+    assert "mem://notes/5.md" not in index.held("notes")
+
+
+async def test_chunking_and_writing_failures_fail_only_that_document(
+    db_path: Path, embedder: CountingEmbedder
+) -> None:
+    chunker = PickyChunker.for_embedder(embedder, max_tokens=64, overlap_tokens=8)
+    backend = FlakyWriteBackend(db_path, embedder)
+    docs = [
+        *three_docs(),
+        doc("mem://notes/unsplittable.md", "# Broken\n\n```\nno end"),
+        doc("mem://notes/unwritable.md", "# Unlucky\n\nThe disk failed on this one."),
+    ]
+    try:
+        report = await sync_sources([ListSource("notes", docs)], backend, embedder, chunker)
+        held = set(backend.held("notes"))
+    finally:
+        backend.close()
+
+    reasons = {f.uri: f.reason for f in report.failures}
+    assert reasons == {
+        "mem://notes/unsplittable.md": "chunking failed: unbalanced code fence",
+        "mem://notes/unwritable.md": "writing failed: disk I/O error",
+    }
+    assert held == {d.uri for d in three_docs()}
+
+
+async def test_texts_are_embedded_in_full_batches_across_documents(
+    index: SqliteBackend, embedder: CountingEmbedder, chunker: Chunker
+) -> None:
+    docs = [doc(f"mem://notes/{n}.md", f"Short note number {n}.", title=f"Note {n}") for n in range(100)]
+
+    report = await sync_sources([ListSource("notes", docs)], index, embedder, chunker, batch_size=32)
+
+    assert report.added == 100
+    assert embedder.documents_embedded == 100
+    assert embedder.document_calls == 4  # ceil(100 / 32), not one call per document
+
+
+async def test_identical_text_is_embedded_once_and_reused_later(
+    index: SqliteBackend, embedder: CountingEmbedder, chunker: Chunker
+) -> None:
+    twins = [doc(f"mem://notes/copy{n}.md", "Rotate the certificate.", title="Certs") for n in range(2)]
+    await sync_sources([ListSource("notes", twins)], index, embedder, chunker)
+    assert embedder.documents_embedded == 1
+    embedder.reset()
+
+    third = doc("mem://notes/copy2.md", "Rotate the certificate.", title="Certs")
+    report = await sync_sources([ListSource("notes", [*twins, third])], index, embedder, chunker)
+
+    assert (report.added, report.chunks_reused, report.chunks_embedded) == (1, 1, 0)
+    assert embedder.document_calls == 0
+
+
+async def test_incremental_source_resumes_and_applies_tombstones(
+    index: SqliteBackend, embedder: CountingEmbedder, chunker: Chunker
+) -> None:
+    a, b, c = (doc(f"mem://log/{n}.md", f"# {n}\n\nEntry {n}.") for n in "abc")
+    source = ChangelogSource("log", [[a, b], [Tombstone(a.uri), c]])
+
+    await sync_sources([source], index, embedder, chunker)
+    assert index.get_state(resume_token_key("log")) == "token-1"
+    report = await sync_sources([source], index, embedder, chunker)
+
+    assert source.since_seen == [None, "token-1"]
+    assert (report.added, report.deleted) == (1, 1)
+    assert set(index.held("log")) == {b.uri, c.uri}  # b was not listed again, and is kept
+    assert index.get_state(resume_token_key("log")) == "token-2"
+
+
+async def test_incremental_token_is_not_advanced_past_a_failed_document(
+    index: SqliteBackend, embedder: CountingEmbedder, chunker: Chunker
+) -> None:
+    source = ChangelogSource("log", [[SourceFailure("mem://log/x.md", "timeout")]])
+
+    report = await sync_sources([source], index, embedder, chunker)
+
+    assert not report.ok
+    assert index.get_state(resume_token_key("log")) is None
+
+
+async def test_progress_and_state_for_status(
+    index: SqliteBackend, embedder: CountingEmbedder, chunker: Chunker
+) -> None:
+    progress = RecordingProgress()
+    for _ in range(2):
+        await sync_sources([ListSource("notes", three_docs())], index, embedder, chunker, progress=progress)
+    first_embedded = embedder.documents_embedded
+
+    assert progress.started == [("notes", None), ("notes", 3)]
+    assert len(progress.seen) == 6
+    assert progress.embedded == first_embedded
+    assert progress.finished == ["notes", "notes"]
+    assert index.get_state(LAST_SYNC_KEY) is not None
+    stats = json.loads(index.get_state(source_stats_key("notes")) or "{}")
+    assert (stats["seen"], stats["unchanged"], stats["failures"]) == (3, 3, 0)
+
+
+def write_config(
+    root: Path, *, visibility: str | None = "all-viewers", source_type: str = "filesystem"
+) -> Path:
+    docs = root / "docs"
+    docs.mkdir(exist_ok=True)
+    (docs / "dns.md").write_text("---\ntitle: DNS\ntags: [dns]\n---\n\n# DNS\n\nForward to 10.0.0.1.\n")
+    (docs / "tls.md").write_text("# TLS\n\nRenew with cmctl renew.\n")
+    lines = ['backend = "sqlite"', 'db_path = "state/lore.db"', 'embedder = "hashing"', "",
+             "[[sources]]", 'name = "docs"', f'type = "{source_type}"', 'path = "docs"']
+    if visibility is not None:
+        lines.append(f'visibility = "{visibility}"')
+    config = root / "lore.toml"
+    config.write_text("\n".join(lines) + "\n")
+    (root / "state").mkdir(exist_ok=True)
+    return config
+
+
+def test_run_sync_with_a_lore_toml_and_the_filesystem_source(tmp_path: Path) -> None:
+    settings = load_settings(write_config(tmp_path))
+
+    first = run_sync(settings)
+    second = run_sync(settings)
+
+    assert first.ok
+    assert first.added == 2
+    assert (second.unchanged, second.added, second.chunks_embedded) == (2, 0, 0)
+    assert (tmp_path / "state" / "lore.db").is_file()
+
+
+def test_run_sync_refuses_undeclared_visibility_without_creating_the_index(tmp_path: Path) -> None:
+    settings = load_settings(write_config(tmp_path, visibility=None))
+
+    with pytest.raises(VisibilityError, match="visibility"):
+        run_sync(settings)
+    assert not (tmp_path / "state" / "lore.db").exists()
+
+
+def test_run_sync_without_sources_says_what_to_do(tmp_path: Path) -> None:
+    config = tmp_path / "lore.toml"
+    config.write_text('embedder = "hashing"\n')
+
+    with pytest.raises(ConfigError, match=r"no sources configured .*\[\[sources\]\]"):
+        run_sync(load_settings(config))
+
+
+async def test_example_corpus_syncs_cleanly_and_identifiers_find_their_page(
+    repo_root: Path, tmp_path: Path
+) -> None:
+    settings = load_settings(
+        repo_root / "examples" / "lore.toml", db_path=tmp_path / "lore.db", embedder="hashing"
+    )
+    markdown_files = list((repo_root / "examples" / "runbooks").rglob("*.md"))
+
+    report = run_sync(settings)
+
+    assert report.ok, report.failures
+    assert report.added == len(markdown_files) >= 20
+    retriever = resolve_retriever(settings)
+    assert isinstance(retriever, SqliteBackend)
+    try:
+        for identifier, page in [
+            ("etcdNoLeader", "etcd-no-leader.md"),
+            ("CrashLoopBackOff", "pod-crashloopbackoff.md"),
+            ("ERR_1234", "err-1234-idempotency-conflict.md"),
+            ("payments-consumer-group", "kafka-consumer-lag.md"),
+            ("10.0.0.1", "dns-resolution-failures.md"),
+        ]:
+            passages = await retriever.retrieve(identifier, top_k=1, mode=SearchMode.BM25)
+            assert passages[0].uri.endswith(page), identifier
+    finally:
+        retriever.close()
