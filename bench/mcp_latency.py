@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
 import time
@@ -48,7 +49,12 @@ def percentile(samples: list[float], q: float) -> float:
 
 async def time_mcp(config: Path, calls: int, warmup: int) -> list[float]:
     params = StdioServerParameters(
-        command=str(LORE), args=["--config", str(config), "mcp"], cwd=str(REPO_ROOT)
+        command=str(LORE),
+        args=["--config", str(config), "mcp"],
+        cwd=str(REPO_ROOT),
+        # The SDK passes only a few safe variables by default; LORE_* overrides must reach
+        # the server so that it searches the index this script synced.
+        env=dict(os.environ),
     )
     samples: list[float] = []
     async with Client(params) as client:

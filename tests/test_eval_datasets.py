@@ -27,7 +27,11 @@ def write_beir(root: Path) -> Path:
         {"_id": "d1", "title": "Etcd quorum", "text": "etcd loses its leader when quorum is lost."},
         {"_id": "d2", "title": "", "text": "Kafka consumer lag grows when consumers stall."},
     ]
-    queries = [{"_id": "q1", "text": "no etcd leader"}, {"_id": "q2", "text": "lag"}, {"_id": "q3", "text": "x"}]
+    queries = [
+        {"_id": "q1", "text": "no etcd leader"},
+        {"_id": "q2", "text": "lag"},
+        {"_id": "q3", "text": "x"},
+    ]
     (root / "corpus.jsonl").write_text("".join(json.dumps(r) + "\n" for r in corpus))
     (root / "queries.jsonl").write_text("".join(json.dumps(r) + "\n" for r in queries))
     (root / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t2\nq2\td2\t1\nq3\td1\t0\n")
@@ -59,19 +63,27 @@ def test_trec_style_four_column_qrels(tmp_path: Path) -> None:
     [
         ("corpus.jsonl", "{not json\n", "corpus.jsonl:1: not valid JSON"),
         ("corpus.jsonl", '{"title": "no id"}\n', "without an _id"),
-        ("qrels/test.tsv", "query-id\tcorpus-id\tscore\nq1\td1\tyes\n", "test.tsv:2: score 'yes' is not an integer"),
+        (
+            "qrels/test.tsv",
+            "query-id\tcorpus-id\tscore\nq1\td1\tyes\n",
+            "test.tsv:2: score 'yes' is not an integer",
+        ),
     ],
 )
 def test_bad_beir_files(tmp_path: Path, name: str, content: str, message: str) -> None:
     paths = BeirPaths.from_directory(write_beir(tmp_path), "test")
     (tmp_path / name).write_text(content)
-    with pytest.raises(DatasetError, match=message):
+
+    def read_all() -> None:
         list(iter_beir_documents(paths.corpus))
         load_beir_queries(paths)
 
+    with pytest.raises(DatasetError, match=message):
+        read_all()
+
 
 def test_missing_beir_split(tmp_path: Path) -> None:
-    with pytest.raises(DatasetError, match="dev.tsv"):
+    with pytest.raises(DatasetError, match=r"dev\.tsv"):
         BeirPaths.from_directory(write_beir(tmp_path), "dev")
 
 
@@ -108,7 +120,9 @@ questions:
 def test_golden_set_jsonl_roundtrip(tmp_path: Path) -> None:
     path = tmp_path / "golden.jsonl"
     entries = [
-        GoldenEntry.model_validate({"question": "why is lag growing", "expected": ["file://a.md"], "chunk": "c1"}),
+        GoldenEntry.model_validate(
+            {"question": "why is lag growing", "expected": ["file://a.md"], "chunk": "c1"}
+        ),
         GoldenEntry.model_validate({"id": "none", "question": "unanswerable one", "expected": []}),
     ]
     write_golden_set(path, entries)
@@ -142,3 +156,15 @@ def test_bad_golden_sets(tmp_path: Path, content: str, message: str) -> None:
 def test_missing_golden_set(tmp_path: Path) -> None:
     with pytest.raises(DatasetError, match="golden set not found"):
         load_golden_set(tmp_path / "nope.yaml")
+
+
+def test_examples_golden_set_points_at_existing_runbooks(repo_root: Path) -> None:
+    """eval/golden/examples.yaml is defended by CI: every expected uri must still exist."""
+    queries = load_golden_set(repo_root / "eval" / "golden" / "examples.yaml")
+    assert len(queries) >= 40
+    assert sum(not query.answerable for query in queries) >= 3
+    for query in queries:
+        for target in query.targets:
+            assert target.uri.startswith("file://runbooks/"), query.qid
+            path = repo_root / "examples" / "runbooks" / target.uri.removeprefix("file://runbooks/")
+            assert path.is_file(), (query.qid, target.uri)

@@ -26,6 +26,7 @@ from typing import Any
 import httpx
 import numpy as np
 import pytest
+from pydantic import SecretStr
 
 from lore.config import LoreSettings
 from lore.embedders import gemini, ollama, openai
@@ -71,7 +72,7 @@ class Problem(Exception):
 class FakeProvider:
     """A loopback HTTP server: scripted replies first, then the provider's dialect."""
 
-    dialect: Callable[[Request], Any]
+    dialect: Callable[[Request], Reply]
     requests: list[Request] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     script: list[Reply] = field(default_factory=list)
@@ -125,8 +126,12 @@ def openai_dialect(request: Request) -> Reply:
             embedding = base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode()
         data.append({"object": "embedding", "index": index, "embedding": embedding})
     # Reversed on purpose: clients must order by ``index``, not by position.
-    payload = {"object": "list", "data": data[::-1], "model": body["model"],
-               "usage": {"prompt_tokens": len(texts), "total_tokens": len(texts)}}
+    payload = {
+        "object": "list",
+        "data": data[::-1],
+        "model": body["model"],
+        "usage": {"prompt_tokens": len(texts), "total_tokens": len(texts)},
+    }
     return 200, {}, payload
 
 
@@ -136,7 +141,11 @@ GEMINI_PATH = re.compile(r"^/v1beta/models/(?P<model>[A-Za-z0-9._-]+):batchEmbed
 def gemini_dialect(request: Request) -> Reply:
     """POST /v1beta/models/{model}:batchEmbedContents as in the Gemini API reference."""
     if request.headers.get("x-goog-api-key") != KEY:
-        return 403, {}, {"error": {"code": 403, "message": "API key not valid.", "status": "PERMISSION_DENIED"}}
+        return (
+            403,
+            {},
+            {"error": {"code": 403, "message": "API key not valid.", "status": "PERMISSION_DENIED"}},
+        )
     expect("authorization" not in request.headers, "key must go in x-goog-api-key, not Authorization")
     match = GEMINI_PATH.match(request.path)
     expect(match is not None, f"path {request.path}")
@@ -147,12 +156,19 @@ def gemini_dialect(request: Request) -> Reply:
     expect(isinstance(items, list) and 0 < len(items) <= 100, "requests must hold 1..100 items")
     embeddings = []
     for item in items:
-        expect(set(item) <= {"model", "content", "taskType", "title", "outputDimensionality"}, f"{sorted(item)}")
+        expect(
+            set(item) <= {"model", "content", "taskType", "title", "outputDimensionality"}, f"{sorted(item)}"
+        )
         expect(item.get("model") == f"models/{match['model']}", f"model {item.get('model')} vs path")
         parts = item.get("content", {}).get("parts")
-        expect(isinstance(parts, list) and len(parts) == 1 and isinstance(parts[0].get("text"), str),
-               "content.parts must be [{text}]")
-        expect(item.get("taskType") in ("RETRIEVAL_DOCUMENT", "RETRIEVAL_QUERY"), f"taskType {item.get('taskType')}")
+        expect(
+            isinstance(parts, list) and len(parts) == 1 and isinstance(parts[0].get("text"), str),
+            "content.parts must be [{text}]",
+        )
+        expect(
+            item.get("taskType") in ("RETRIEVAL_DOCUMENT", "RETRIEVAL_QUERY"),
+            f"taskType {item.get('taskType')}",
+        )
         dimension = item.get("outputDimensionality", FAKE_DIM)
         embeddings.append({"values": fake_vector(item["taskType"] + parts[0]["text"], dimension)})
     return 200, {}, {"embeddings": embeddings}
@@ -163,13 +179,24 @@ def ollama_dialect(request: Request) -> Reply:
     expect(request.path == "/api/embed", f"path {request.path}")
     expect_json_post(request)
     body = request.body
-    expect(set(body) <= {"model", "input", "truncate", "dimensions", "keep_alive", "options"}, f"{sorted(body)}")
+    expect(
+        set(body) <= {"model", "input", "truncate", "dimensions", "keep_alive", "options"}, f"{sorted(body)}"
+    )
     expect(isinstance(body.get("model"), str), "model missing")
     texts = body.get("input")
     expect(isinstance(texts, list) and all(isinstance(t, str) for t in texts), "input not [str]")
     dimension = body.get("dimensions", FAKE_DIM)
-    return 200, {}, {"model": body["model"], "embeddings": [fake_vector(t, dimension) for t in texts],
-                     "total_duration": 1, "load_duration": 1, "prompt_eval_count": len(texts)}
+    return (
+        200,
+        {},
+        {
+            "model": body["model"],
+            "embeddings": [fake_vector(t, dimension) for t in texts],
+            "total_duration": 1,
+            "load_duration": 1,
+            "prompt_eval_count": len(texts),
+        },
+    )
 
 
 def start(fake: FakeProvider) -> tuple[ThreadingHTTPServer, threading.Thread]:
@@ -382,7 +409,7 @@ def test_wrong_number_of_vectors(provider: str, server: FakeProvider) -> None:
     }[provider]
     server.script.append((200, {}, one))
     embedder = resolve_embedder(settings_for(provider, server))
-    with pytest.raises(EmbeddingError, match="1 vectors .* for 2 texts"):
+    with pytest.raises(EmbeddingError, match=r"1 vectors .* for 2 texts"):
         embedder.embed_documents(["a", "b"])
 
 
@@ -390,8 +417,12 @@ def test_unreachable_server_is_an_embedding_error(provider: str) -> None:
     with socket.socket() as sock:  # a port that was free a moment ago: nobody listens
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    settings = LoreSettings(embedder=provider, embedding_base_url=f"http://127.0.0.1:{port}",
-                            embedding_api_key=KEY, embedding_model=UNKNOWN_MODELS[provider])
+    settings = LoreSettings(
+        embedder=provider,
+        embedding_base_url=f"http://127.0.0.1:{port}",
+        embedding_api_key=SecretStr(KEY),
+        embedding_model=UNKNOWN_MODELS[provider],
+    )
     embedder = MODULES[provider].from_settings(settings, retry=NO_RETRY_WAIT)
     with pytest.raises(EmbeddingError, match=rf"{provider} .* could not be reached after 3 attempts"):
         embedder.embed_documents(["runbook"])
@@ -408,7 +439,8 @@ def test_wrong_key_names_provider_and_setting_never_the_key(provider: str, serve
     message = str(raised.value)
     assert message.startswith(provider)
     assert "LORE_EMBEDDING_API_KEY" in message
-    assert WRONG_KEY not in message and KEY not in message
+    assert WRONG_KEY not in message
+    assert KEY not in message
     assert len(server.requests) == 1, "a refused key is not retried"
 
 
@@ -419,7 +451,9 @@ def test_missing_key_says_so(provider: str, server: FakeProvider) -> None:
         embedder.embed_documents(["runbook"])
 
 
-@pytest.mark.parametrize(("provider", "variable"), [("openai", "OPENAI_API_KEY"), ("gemini", "GEMINI_API_KEY")])
+@pytest.mark.parametrize(
+    ("provider", "variable"), [("openai", "OPENAI_API_KEY"), ("gemini", "GEMINI_API_KEY")]
+)
 def test_conventional_key_variable_is_a_fallback(
     provider: str, variable: str, server: FakeProvider, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -447,7 +481,10 @@ def test_bad_base_url_is_a_config_error() -> None:
 def test_openai_known_model_and_query_path(server: FakeProvider) -> None:
     embedder = resolve_embedder(settings_for("openai", server, embedding_model="text-embedding-3-small"))
     assert (embedder.model_id, embedder.dimension, embedder.max_input_tokens) == (
-        "openai:text-embedding-3-small", 1536, 8191)
+        "openai:text-embedding-3-small",
+        1536,
+        8191,
+    )
     assert server.requests == []
     assert embedder.embed_queries(["q"]).shape == (1, 1536)
     assert server.requests[0].body == {"model": "text-embedding-3-small", "input": ["q"]}
@@ -456,7 +493,9 @@ def test_openai_known_model_and_query_path(server: FakeProvider) -> None:
 
 @pytest.mark.parametrize("provider", ["openai"])
 def test_openai_base_url_query_is_kept(server: FakeProvider) -> None:
-    embedder = resolve_embedder(settings_for("openai", server, embedding_base_url=f"{server.url}/v1?api-version=1"))
+    embedder = resolve_embedder(
+        settings_for("openai", server, embedding_base_url=f"{server.url}/v1?api-version=1")
+    )
     embedder.embed_documents(["runbook"])
     assert server.requests[0].path == "/v1/embeddings?api-version=1"
 
@@ -467,7 +506,10 @@ def test_gemini_task_types_and_known_model(server: FakeProvider) -> None:
     assert embedder.model_id == "gemini:fake-embedding"
     documents = embedder.embed_documents(["etcd backup"])
     queries = embedder.embed_queries(["etcd backup"])
-    assert [r.body["requests"][0]["taskType"] for r in server.requests] == ["RETRIEVAL_DOCUMENT", "RETRIEVAL_QUERY"]
+    assert [r.body["requests"][0]["taskType"] for r in server.requests] == [
+        "RETRIEVAL_DOCUMENT",
+        "RETRIEVAL_QUERY",
+    ]
     assert not np.allclose(documents, queries)
     assert server.requests[0].headers["x-goog-api-key"] == KEY
     known = gemini.from_settings(LoreSettings(embedder="gemini"))
@@ -484,15 +526,18 @@ def test_gemini_batches_are_capped_at_100(server: FakeProvider) -> None:
 
 @pytest.mark.parametrize("provider", ["ollama"])
 def test_ollama_adds_the_task_prefixes_a_model_needs(server: FakeProvider) -> None:
-    embedder = resolve_embedder(settings_for("ollama", server, embedding_model="nomic-embed-text:v1.5",
-                                             embedding_api_key=None))
+    embedder = resolve_embedder(
+        settings_for("ollama", server, embedding_model="nomic-embed-text:v1.5", embedding_api_key=None)
+    )
     assert embedder.dimension == 768
     server.script.append((200, {}, {"embeddings": [fake_vector("d", 768)]}))
     server.script.append((200, {}, {"embeddings": [fake_vector("q", 768)]}))
     embedder.embed_documents(["disk full"])
     embedder.embed_queries(["disk full"])
-    assert [r.body["input"] for r in server.requests] == [["search_document: disk full"],
-                                                         ["search_query: disk full"]]
+    assert [r.body["input"] for r in server.requests] == [
+        ["search_document: disk full"],
+        ["search_query: disk full"],
+    ]
     assert "authorization" not in server.requests[0].headers
 
 
@@ -551,8 +596,13 @@ def test_litellm_missing_extra(monkeypatch: pytest.MonkeyPatch) -> None:
 @needs_litellm
 @pytest.mark.parametrize("provider", ["openai"])
 def test_litellm_through_its_openai_compatible_provider(server: FakeProvider) -> None:
-    settings = settings_for("openai", server, embedder="litellm", embedding_model="openai/fake-embed-small",
-                            embedding_batch_size=2)
+    settings = settings_for(
+        "openai",
+        server,
+        embedder="litellm",
+        embedding_model="openai/fake-embed-small",
+        embedding_batch_size=2,
+    )
     embedder = resolve_embedder(settings)
     assert embedder.model_id == "litellm:openai/fake-embed-small"
     texts = ["disk full", "dns timeout", "etcd leader"]
@@ -571,8 +621,13 @@ def test_litellm_through_its_openai_compatible_provider(server: FakeProvider) ->
 @needs_litellm
 @pytest.mark.parametrize("provider", ["openai"])
 def test_litellm_auth_error(server: FakeProvider) -> None:
-    settings = settings_for("openai", server, embedder="litellm", embedding_model="openai/fake-embed-small",
-                            embedding_api_key=WRONG_KEY)
+    settings = settings_for(
+        "openai",
+        server,
+        embedder="litellm",
+        embedding_model="openai/fake-embed-small",
+        embedding_api_key=WRONG_KEY,
+    )
     with pytest.raises(EmbedderAuthError) as raised:
         resolve_embedder(settings).embed_documents(["x"])
     assert "litellm" in str(raised.value)

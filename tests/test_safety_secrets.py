@@ -28,9 +28,7 @@ def _b64(text: str) -> str:
 
 
 # (kind, text containing a secret, the secret itself)
-FIRES: list[tuple[str, str, str]] = [
-    (case.kind, case.text, case.payloads[0]) for case in secret_cases()
-] + [
+FIRES: list[tuple[str, str, str]] = [(case.kind, case.text, case.payloads[0]) for case in secret_cases()] + [
     ("aws_access_key_id", f"key id {'ASIA' + 'EXAMPLE' + 'TEMPKEY99'} for the session", "EXAMPLETEMPKEY99"),
     ("github_token", f"token {FAKE_GHO}", FAKE_GHO),
     ("gitlab_token", f"deploy token {FAKE_GLDT}", FAKE_GLDT),
@@ -50,11 +48,17 @@ FIRES: list[tuple[str, str, str]] = [
     ("secret", "GITHUB_TOKEN=" + "0123456789abcdef" * 2 + "fade", "0123456789abcdef"),
     ("secret", "webhook_secret: " + "Fk" + "9" * 14 + "xyz", "Fk99999999999999"),
     ("high_entropy", "X-Signature: " + "Zq8" + "r2LmX9vB4nT7kP1sW6y", "Zq8r2LmX9vB4nT7kP1sW6y"),
-    ("high_entropy", "'session_cookie': '" + "7Hq" + "Lw2Zp9Xv4Bn8Mk1Rt6Ys3" + "'", "7HqLw2Zp9Xv4Bn8Mk1Rt6Ys3"),
+    (
+        "high_entropy",
+        "'session_cookie': '" + "7Hq" + "Lw2Zp9Xv4Bn8Mk1Rt6Ys3" + "'",
+        "7HqLw2Zp9Xv4Bn8Mk1Rt6Ys3",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("kind", "text", "secret"), FIRES, ids=[f"{k}-{i}" for i, (k, _, _) in enumerate(FIRES)])
+@pytest.mark.parametrize(
+    ("kind", "text", "secret"), FIRES, ids=[f"{k}-{i}" for i, (k, _, _) in enumerate(FIRES)]
+)
 def test_pattern_fires(kind: str, text: str, secret: str) -> None:
     redacted, findings = REDACTOR.redact(text)
     assert secret not in redacted
@@ -73,7 +77,10 @@ def test_every_kind_has_a_firing_case() -> None:
 
 # (kind the look-alike resembles, text that must come out unchanged)
 LOOK_ALIKES: list[tuple[str, str]] = [
-    ("aws_access_key_id", "AKIA is the prefix of an access key id; akia" + "example" + "fakekey99 is lowercase."),
+    (
+        "aws_access_key_id",
+        "AKIA is the prefix of an access key id; akia" + "example" + "fakekey99 is lowercase.",
+    ),
     ("aws_access_key_id", "AKIA" + "SHORT1"),
     ("aws_secret_access_key", "aws_secret_access_key = <from-vault>"),
     ("aws_secret_access_key", "commit 3f2a9c1b4d5e6f708192a3b4c5d6e7f809a1b2c3 rotated the key"),
@@ -83,7 +90,10 @@ LOOK_ALIKES: list[tuple[str, str]] = [
     ("slack_token", "xoxb- tokens belong to bots"),
     ("slack_webhook", "Post to https://hooks.slack.com/services/<team>/<channel>/<token>"),
     ("jwt", "eyJ is base64 for '{\"'; eyJhbGciOiJIUzI1NiJ9 alone is just a header"),
-    ("private_key", "-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEfake\n-----END PUBLIC KEY-----"),
+    (
+        "private_key",
+        "-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEfake\n-----END PUBLIC KEY-----",
+    ),
     ("private_key", "Paste the -----BEGIN PRIVATE KEY----- header into the form."),
     ("bearer_token", "Send `Authorization: Bearer <token>` or Bearer $TOKEN."),
     ("bearer_token", "The bearer authentication scheme is described in RFC 6750."),
@@ -117,7 +127,9 @@ LOOK_ALIKES: list[tuple[str, str]] = [
 ]
 
 
-@pytest.mark.parametrize(("kind", "text"), LOOK_ALIKES, ids=[f"{k}-{i}" for i, (k, _) in enumerate(LOOK_ALIKES)])
+@pytest.mark.parametrize(
+    ("kind", "text"), LOOK_ALIKES, ids=[f"{k}-{i}" for i, (k, _) in enumerate(LOOK_ALIKES)]
+)
 def test_look_alike_is_left_alone(kind: str, text: str) -> None:
     assert REDACTOR.redact(text) == (text, {})
 

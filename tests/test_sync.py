@@ -7,6 +7,7 @@ the real filesystem source with a lore.toml, and one syncs the example corpus.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
@@ -91,10 +92,10 @@ class ListSource:
         self.fail_after = fail_after
 
     async def documents(self, since: str | None = None) -> AsyncIterator[SourceItem]:
-        for position, item in enumerate(self.items):
-            if self.fail_after is not None and position == self.fail_after:
-                raise SourceError("listing interrupted: HTTP 502 from the wiki")
+        for item in self.items[: self.fail_after]:
             yield item
+        if self.fail_after is not None:
+            raise SourceError("listing interrupted: HTTP 502 from the wiki")
 
     def resume_token(self) -> str | None:
         return None
@@ -563,7 +564,7 @@ def test_run_sync_without_sources_says_what_to_do(tmp_path: Path) -> None:
         run_sync(load_settings(config))
 
 
-async def test_example_corpus_syncs_cleanly_and_identifiers_find_their_page(
+def test_example_corpus_syncs_cleanly_and_identifiers_find_their_page(
     repo_root: Path, tmp_path: Path
 ) -> None:
     settings = load_settings(
@@ -585,7 +586,7 @@ async def test_example_corpus_syncs_cleanly_and_identifiers_find_their_page(
             ("payments-consumer-group", "kafka-consumer-lag.md"),
             ("10.0.0.1", "dns-resolution-failures.md"),
         ]:
-            passages = await retriever.retrieve(identifier, top_k=1, mode=SearchMode.BM25)
+            passages = asyncio.run(retriever.retrieve(identifier, top_k=1, mode=SearchMode.BM25))
             assert passages[0].uri.endswith(page), identifier
     finally:
         retriever.close()

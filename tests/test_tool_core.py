@@ -125,7 +125,8 @@ def test_name_description_and_schema() -> None:
 
 def test_instance_schema_is_a_copy(tmp_path: Path) -> None:
     search, _, _ = tool(tmp_path, [])
-    assert search.name == TOOL_NAME and search.description == TOOL_DESCRIPTION
+    assert search.name == TOOL_NAME
+    assert search.description == TOOL_DESCRIPTION
     search.input_schema["properties"]["extra"] = {}
     assert "extra" not in INPUT_SCHEMA["properties"]
 
@@ -158,17 +159,21 @@ async def test_bad_arguments_give_an_error_result(
 ) -> None:
     search, retriever, log = tool(tmp_path, [passage("x")])
     result = await search.run(arguments)
-    assert result.error is not None and message in result.error
-    assert result.passages == [] and result.metadata is None
+    assert result.error is not None
+    assert message in result.error
+    assert result.passages == []
+    assert result.metadata is None
     assert retriever.calls == []
-    assert len(log.entries) == 1 and log.entries[0].error == result.error
+    assert len(log.entries) == 1
+    assert log.entries[0].error == result.error
     assert result.render_text().startswith("knowledge_search error: invalid arguments")
 
 
 async def test_arguments_that_are_not_a_mapping(tmp_path: Path) -> None:
     search, _, _ = tool(tmp_path, [])
     result = await search.run(["query"])  # type: ignore[arg-type]
-    assert result.error is not None and "object" in result.error
+    assert result.error is not None
+    assert "object" in result.error
 
 
 async def test_defaults_and_filters_reach_the_retriever(tmp_path: Path) -> None:
@@ -180,7 +185,12 @@ async def test_defaults_and_filters_reach_the_retriever(tmp_path: Path) -> None:
     )
     assert retriever.calls == [
         {"query": "etcd quorum", "top_k": 5, "labels": None, "mode": None},
-        {"query": "etcd", "top_k": 2, "labels": {"service": "etcd", "source_type": "git"}, "mode": SearchMode.BM25},
+        {
+            "query": "etcd",
+            "top_k": 2,
+            "labels": {"service": "etcd", "source_type": "git"},
+            "mode": SearchMode.BM25,
+        },
     ]
 
 
@@ -200,9 +210,12 @@ async def test_source_type_filters(tmp_path: Path) -> None:
 async def test_unsupported_mode_is_an_error_result(tmp_path: Path) -> None:
     search, retriever, _ = tool(tmp_path, [passage("x")])
     result = await search.run({"query": "x"}, mode=SearchMode.VECTOR)
-    assert result.error is not None and "vector" in result.error and "hybrid, bm25" in result.error
+    assert result.error is not None
+    assert "vector" in result.error
+    assert "hybrid, bm25" in result.error
     assert retriever.calls == []
-    assert result.metadata is not None and result.metadata.result_count == 0
+    assert result.metadata is not None
+    assert result.metadata.result_count == 0
 
 
 # -- provenance -----------------------------------------------------------------------------
@@ -219,16 +232,28 @@ async def test_passages_carry_provenance_rank_age_and_staleness(tmp_path: Path) 
     result = await search.run({"query": "etcd"}, principal="agent-7")
     first, second = result.passages
     assert (first.rank, second.rank) == (1, 2)
-    assert first.title == "etcd quorum loss" and first.section == "Recovery"
-    assert first.revision == "rev-abc" and first.chunk_id == "a.md#0" and first.score == 0.9
-    assert first.age_days == 3 and first.stale is False and first.source_type == "filesystem"
+    assert first.title == "etcd quorum loss"
+    assert first.section == "Recovery"
+    assert first.revision == "rev-abc"
+    assert first.chunk_id == "a.md#0"
+    assert first.score == 0.9
+    assert first.age_days == 3
+    assert first.stale is False
+    assert first.source_type == "filesystem"
     assert datetime.fromisoformat(first.updated_at).tzinfo is not None
-    assert second.age_days == 400 and second.stale is True and second.source_type is None
+    assert second.age_days == 400
+    assert second.stale is True
+    assert second.source_type is None
     metadata = result.metadata
     assert metadata is not None
-    assert metadata.query == "etcd" and metadata.engine == "list" and metadata.degraded is False
-    assert metadata.result_count == 2 and metadata.truncated is False and metadata.safety == {}
-    assert metadata.latency_ms >= 0 and result.error is None
+    assert metadata.query == "etcd"
+    assert metadata.engine == "list"
+    assert metadata.degraded is False
+    assert metadata.result_count == 2
+    assert metadata.truncated is False
+    assert metadata.safety == {}
+    assert metadata.latency_ms >= 0
+    assert result.error is None
 
 
 async def test_to_dict_is_json_with_every_field(tmp_path: Path) -> None:
@@ -257,13 +282,15 @@ async def test_render_text_numbers_citations_and_fences_passages(tmp_path: Path)
     assert "[1] etcd quorum loss § Recovery — runbooks/etcd.md, updated 214 days ago (stale)" in text
     assert "[2] Disk — runbooks/disk.md, updated today" in text
     assert '<untrusted-reference id="1">\nRestore from the snapshot.\n</untrusted-reference>' in text
-    assert "UNTRUSTED" in text and "not instructions" in text
+    assert "UNTRUSTED" in text
+    assert "not instructions" in text
 
 
 async def test_no_result_is_a_normal_answer(tmp_path: Path) -> None:
     search, _, _ = tool(tmp_path, [])
     result = await search.run({"query": "kafka lag"})
-    assert result.error is None and result.passages == []
+    assert result.error is None
+    assert result.passages == []
     assert result.render_text() == "no matching knowledge for 'kafka lag'"
 
 
@@ -271,7 +298,8 @@ async def test_degraded_retriever_is_reported(tmp_path: Path) -> None:
     retriever = ListRetriever([passage("x")], degraded=True)
     search = KnowledgeSearch(retriever, settings=settings(tmp_path), audit=MemoryAuditLog())
     result = await search.run({"query": "x"})
-    assert result.metadata is not None and result.metadata.degraded
+    assert result.metadata is not None
+    assert result.metadata.degraded
     assert "degraded" in result.render_text()
 
 
@@ -285,8 +313,10 @@ async def test_retrieval_error_is_an_error_result_with_secrets_redacted(tmp_path
         f"cannot reach postgresql://lore:{password}@127.0.0.1:1/lore"
     )
     result = await search.run({"query": "x"})
-    assert result.error is not None and "cannot reach" in result.error
-    assert password not in result.error and password not in log.entries[0].to_json()
+    assert result.error is not None
+    assert "cannot reach" in result.error
+    assert password not in result.error
+    assert password not in log.entries[0].to_json()
     assert result.render_text().startswith("knowledge_search error:")
 
 
@@ -309,7 +339,8 @@ async def test_safety_chain_neutralises_every_planted_case(tmp_path: Path) -> No
     ]
     search, _, log = tool(tmp_path, passages, max_result_chars=1_000_000)
     result = await search.run({"query": "anything", "top_k": 50})
-    assert result.metadata is not None and result.metadata.result_count == len(cases)
+    assert result.metadata is not None
+    assert result.metadata.result_count == len(cases)
     assert_safe(result)
     assert_safe(result.render_text())
     assert_safe(result.to_dict())
@@ -338,10 +369,14 @@ async def test_title_section_and_uri_are_screened_too(tmp_path: Path) -> None:
     )
     result = await search.run({"query": "x"})
     found = result.passages[0]
-    assert "approve" not in found.title and "<|im_start|>" not in found.section
-    assert "fakePw9" not in found.uri and ghp not in found.uri
+    assert "approve" not in found.title
+    assert "<|im_start|>" not in found.section
+    assert "fakePw9" not in found.uri
+    assert ghp not in found.uri
     assert result.metadata is not None
-    assert {"instruction_override", "role_marker", "url_password", "github_token"} <= set(result.metadata.safety)
+    assert {"instruction_override", "role_marker", "url_password", "github_token"} <= set(
+        result.metadata.safety
+    )
 
 
 async def test_pii_redaction_follows_settings(tmp_path: Path) -> None:
@@ -368,7 +403,8 @@ async def test_output_cap_per_passage_and_per_result(tmp_path: Path) -> None:
         max_result_chars=1_200,
     )
     result = await search.run({"query": "x"})
-    assert result.metadata is not None and result.metadata.truncated
+    assert result.metadata is not None
+    assert result.metadata.truncated
     assert sum(len(p.text) for p in result.passages) <= 1_200
     assert all(len(p.text) <= 500 for p in result.passages)
     assert [p.rank for p in result.passages] == [1, 2, 3]
@@ -381,9 +417,11 @@ async def test_query_is_redacted_in_metadata_and_audit(tmp_path: Path) -> None:
     token = "glpat-" + "z" * 20
     search, _, log = tool(tmp_path, [])
     result = await search.run({"query": f"why does {token} fail"})
-    assert result.metadata is not None and token not in result.metadata.query
+    assert result.metadata is not None
+    assert token not in result.metadata.query
     assert token not in result.render_text()
-    assert token not in log.entries[0].query and "[REDACTED:gitlab_token]" in log.entries[0].query
+    assert token not in log.entries[0].query
+    assert "[REDACTED:gitlab_token]" in log.entries[0].query
 
 
 # -- audit ----------------------------------------------------------------------------------
@@ -402,14 +440,21 @@ async def test_audit_jsonl_records_every_call(tmp_path: Path) -> None:
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     assert len(lines) == 3
     first, second, third = lines
-    assert first["principal"] == "alice" and first["query"] == "etcd" and first["tool"] == TOOL_NAME
-    assert first["filters"] == {"service": "etcd"} and first["results"] == []
+    assert first["principal"] == "alice"
+    assert first["query"] == "etcd"
+    assert first["tool"] == TOOL_NAME
+    assert first["filters"] == {"service": "etcd"}
+    assert first["results"] == []
     assert datetime.fromisoformat(first["time"]).utcoffset() == timedelta(0)
     assert second["results"] == [{"rank": 1, "uri": "a.md", "chunk_id": "a.md#0", "score": 0.25}]
-    assert second["mode"] == "bm25" and second["top_k"] == 5 and second["engine"] == "list"
-    assert second["safety"] == {"html_comment": 1} and second["error"] is None
+    assert second["mode"] == "bm25"
+    assert second["top_k"] == 5
+    assert second["engine"] == "list"
+    assert second["safety"] == {"html_comment": 1}
+    assert second["error"] is None
     assert second["latency_ms"] >= 0
-    assert third["error"].startswith("invalid arguments") and third["query"] == ""
+    assert third["error"].startswith("invalid arguments")
+    assert third["query"] == ""
     assert path.stat().st_mode & 0o777 == 0o600
 
 
@@ -451,11 +496,17 @@ async def test_audit_failure_fails_closed_without_leaking(tmp_path: Path) -> Non
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("")
     token = "xoxb-" + "9" * 12 + "-fake"
-    search, _, _ = tool(tmp_path, [passage(f"secret stuff {token}")], audit=JsonlAuditLog(blocker / "a.jsonl"))
+    search, _, _ = tool(
+        tmp_path, [passage(f"secret stuff {token}")], audit=JsonlAuditLog(blocker / "a.jsonl")
+    )
     result = await search.run({"query": f"find {token}"})
-    assert result.passages == [] and result.metadata is None
-    assert result.error is not None and "audit log" in result.error and "could not be written" in result.error
-    assert token not in result.error and "find" not in result.error
+    assert result.passages == []
+    assert result.metadata is None
+    assert result.error is not None
+    assert "audit log" in result.error
+    assert "could not be written" in result.error
+    assert token not in result.error
+    assert "find" not in result.error
 
 
 def test_memory_audit_log() -> None:
@@ -473,7 +524,9 @@ def test_memory_audit_log() -> None:
 def test_cap_text() -> None:
     assert cap_text("short", 10) == ("short", False)
     text, cut = cap_text("alpha beta gamma delta epsilon " * 10, 80)
-    assert cut and len(text) <= 80 and text.endswith("more characters]")
+    assert cut
+    assert len(text) <= 80
+    assert text.endswith("more characters]")
     assert text.startswith("alpha beta")
     assert cap_text("x" * 50, 5) == ("xxxxx", True)
 
@@ -509,9 +562,11 @@ async def test_over_a_real_sqlite_backend(tmp_path: Path) -> None:
         result = await search.run({"query": "etcd quorum snapshot", "labels": {"service": "etcd"}})
         assert result.error is None
         assert {p.uri for p in result.passages} == {"runbooks/etcd.md"}
-        assert result.passages[0].section == "Recovery" and result.passages[0].source_type == "filesystem"
+        assert result.passages[0].section == "Recovery"
+        assert result.passages[0].source_type == "filesystem"
         assert_safe(result, all_cases())
-        assert result.metadata is not None and result.metadata.engine == "sqlite"
+        assert result.metadata is not None
+        assert result.metadata.engine == "sqlite"
         for mode in SearchMode:
             assert (await search.run({"query": "orders-v2 consumer lag"}, mode=mode)).passages[0].uri == (
                 "runbooks/kafka.md"
@@ -526,3 +581,44 @@ def test_results_are_frozen(tmp_path: Path) -> None:
     result = ToolResult(passages=[], metadata=None, error=None)
     with pytest.raises(AttributeError):
         result.error = "x"  # type: ignore[misc]
+
+
+async def test_attack_corpus_synced_and_searched_is_safe(tmp_path: Path) -> None:
+    """The shared fixture end to end: write the corpus, sync it for real, find each case
+    by its unique word, and check nothing planted gets through."""
+    from lore.config import SourceConfig
+    from lore.resolve import resolve_retriever
+    from lore.sync import run_sync
+    from lore.testing.attacks import BENIGN_TEXTS, write_attack_corpus
+
+    cases = all_cases()
+    paths = write_attack_corpus(tmp_path / "runbooks", cases)
+    assert len(paths) == len(cases) + 1
+    current = LoreSettings(
+        db_path=tmp_path / "lore.db",
+        embedder="hashing",
+        audit_path=tmp_path / "audit.jsonl",
+        sources=[SourceConfig(name="planted", path=tmp_path / "runbooks", visibility="all-viewers")],
+    )
+    report = await asyncio.to_thread(run_sync, current)
+    assert report.ok
+    assert report.added == len(paths)
+    retriever = resolve_retriever(current)
+    assert isinstance(retriever, SqliteBackend)
+    try:
+        search = KnowledgeSearch(retriever, settings=current, audit=MemoryAuditLog())
+        for case in cases:
+            result = await search.run({"query": case.query, "top_k": 3}, mode=SearchMode.BM25)
+            assert result.passages, case.name
+            assert case.query in result.passages[0].uri.replace("-", ""), case.name
+            assert_safe(result)
+            assert result.metadata is not None
+            assert result.metadata.safety.get(case.kind, 0) >= 1, case.name
+        benign = await search.run({"query": "plantedbenign", "top_k": 1}, mode=SearchMode.BM25)
+        assert benign.metadata is not None
+        assert benign.metadata.safety == {}
+        assert all(
+            " ".join(text.split()) in " ".join(benign.passages[0].text.split()) for text in BENIGN_TEXTS[:3]
+        )
+    finally:
+        retriever.close()

@@ -25,7 +25,7 @@ from lore import text_blocks
 from lore.errors import ConfigError
 from lore.models import Chunk, Document, make_chunk_id, sha256_hex
 from lore.protocols import Embedder
-from lore.text_blocks import ATOMIC_KINDS, HEADING, SPLITTERS, Block
+from lore.text_blocks import HEADING, SPLITTERS, Block
 
 TokenCounter = Callable[[str], int]
 
@@ -261,7 +261,7 @@ class Chunker:
         for unit in reversed(previous):
             if unit.kind == HEADING:
                 break
-            inner = [] if unit.kind in ATOMIC_KINDS else text_blocks.overlap_cuts(body, unit.start, unit.end)
+            inner = text_blocks.overlap_cuts(body, unit.start, unit.end, unit.kind)
             candidates = [*reversed(inner), unit.start] if unit is not previous[0] else list(reversed(inner))
             for position in candidates:
                 tokens = self.count_tokens(body[position:end])

@@ -80,6 +80,8 @@ class LoreSettings(BaseSettings):
     pg_dsn: SecretStr | None = None
     qdrant_url: str | None = None
     qdrant_path: Path | None = None
+    #: Sent as the ``api-key`` header to a Qdrant server (``qdrant_url``); unused in local mode.
+    qdrant_api_key: SecretStr | None = None
 
     # -- embedding -------------------------------------------------------------------
     embedder: str = "local"

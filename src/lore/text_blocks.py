@@ -25,7 +25,7 @@ Span = tuple[int, int]
 #: Finds the natural sub-spans of ``text[start:end]``; one span back means "cannot split".
 Splitter = Callable[[str, int, int], list[Span]]
 
-# Block kinds. Heading, code and table pieces are atomic for overlap: a chunk never
+# Block kinds. Heading, code, table and JSON pieces are atomic for overlap: a chunk never
 # starts in the middle of one just to repeat its tail.
 HEADING = "heading"
 PROSE = "prose"
@@ -35,7 +35,7 @@ TABLE = "table"
 #: Indentation-structured data: YAML and TOML.
 DATA = "data"
 JSON = "json"
-ATOMIC_KINDS = frozenset({HEADING, CODE, TABLE})
+ATOMIC_KINDS = frozenset({HEADING, CODE, TABLE, JSON})
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +130,7 @@ def json_member_spans(text: str, start: int, end: int) -> list[Span]:
             depth += 1
         elif char in "]}":
             depth -= 1
-        elif char == ",":
+        elif char == "," and depth > 0:  # a member's own trailing comma sits at depth 0
             commas.append((depth, match.end()))
     if not commas:
         return [(start, end)]
@@ -172,12 +172,28 @@ def _fenced_ranges(text: str, start: int, end: int) -> list[Span]:
     return ranges
 
 
-def overlap_cuts(text: str, start: int, end: int) -> list[int]:
-    """Where an overlap may begin inside a non-atomic piece: a sentence or line start,
-    never inside a code fence, always on a non-blank character."""
+_ITEM_START = re.compile(r"[ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]")
+
+
+def _starts_item(text: str, offset: int) -> bool:
+    """A line that opens a list item or follows a blank line (a new paragraph)."""
+    previous_line = text[text.rfind("\n", 0, offset - 1) + 1 : offset]
+    return bool(_ITEM_START.match(text, offset)) or previous_line.isspace()
+
+
+def overlap_cuts(text: str, start: int, end: int, kind: str) -> list[int]:
+    """Where an overlap may begin inside a non-atomic piece: a sentence, list item or
+    paragraph start (any line start for data), never inside a code fence, always on a
+    non-blank character. Soft-wrapped lines are not starts, so an overlap never opens
+    mid-sentence."""
+    if kind in ATOMIC_KINDS:
+        return []
     fenced = _fenced_ranges(text, start, end)
+    lines = line_starts(text, start, end)[1:]
+    if kind != DATA:
+        lines = [offset for offset in lines if _starts_item(text, offset)]
     cuts: set[int] = set()
-    for cut in {*sentence_cuts(text, start, end), *line_starts(text, start, end)[1:]}:
+    for cut in {*sentence_cuts(text, start, end), *lines}:
         if any(low <= cut < high for low, high in fenced):
             continue
         if (span := trim(text, cut, end)) is not None:

@@ -85,12 +85,30 @@ class Cluster:
     def start(self) -> None:
         # C.UTF-8, not C: under the C locale the text-search parser sees no letters
         # outside ASCII, and Cyrillic or accented words would never be indexed.
-        self._run("initdb", "-D", str(self.data_dir), "-U", SERVER_USER, "--auth=trust",
-                  "--encoding=UTF8", "--locale=C.UTF-8", "--no-sync")
+        self._run(
+            "initdb",
+            "-D",
+            str(self.data_dir),
+            "-U",
+            SERVER_USER,
+            "--auth=trust",
+            "--encoding=UTF8",
+            "--locale=C.UTF-8",
+            "--no-sync",
+        )
         # Durability is irrelevant for a throwaway test cluster; fsync off keeps it quick.
         options = f"-h 127.0.0.1 -p {self.port} -k {self.root} -c fsync=off -c synchronous_commit=off"
-        self._run("pg_ctl", "-D", str(self.data_dir), "-l", str(self.root / "server.log"),
-                  "-o", options, "-w", "start")
+        self._run(
+            "pg_ctl",
+            "-D",
+            str(self.data_dir),
+            "-l",
+            str(self.root / "server.log"),
+            "-o",
+            options,
+            "-w",
+            "start",
+        )
 
     def stop(self) -> None:
         try:

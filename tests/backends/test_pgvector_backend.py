@@ -17,22 +17,22 @@ pytest.importorskip("psycopg", reason=PGVECTOR_EXTRA_REASON)
 pytest.importorskip("psycopg_pool", reason=PGVECTOR_EXTRA_REASON)
 pytest.importorskip("pgvector", reason=PGVECTOR_EXTRA_REASON)
 
-import psycopg  # noqa: E402
+import psycopg
 
-from lore.backends import pg_schema  # noqa: E402
-from lore.backends.pgvector import PgVectorBackend, from_settings  # noqa: E402
-from lore.config import load_settings  # noqa: E402
-from lore.errors import (  # noqa: E402
+from lore.backends import pg_schema
+from lore.backends.pgvector import PgVectorBackend, from_settings
+from lore.config import load_settings
+from lore.errors import (
     BackendUnavailableError,
     ConfigError,
     IndexLockedError,
 )
-from lore.models import SearchMode  # noqa: E402
-from lore.resolve import resolve_retriever  # noqa: E402
-from lore.sync import run_sync  # noqa: E402
-from lore.testing import DEFAULT_SOURCE, add_document  # noqa: E402
-from lore.testing.conformance import BackendConformance  # noqa: E402
-from lore.testing.embedders import CountingEmbedder  # noqa: E402
+from lore.models import SearchMode
+from lore.resolve import resolve_retriever
+from lore.sync import run_sync
+from lore.testing import DEFAULT_SOURCE, add_document
+from lore.testing.conformance import BackendConformance
+from lore.testing.embedders import CountingEmbedder
 
 
 def fresh_index_name() -> str:
@@ -85,7 +85,8 @@ def test_english_configuration_splits_identifiers(pg_dsn: str) -> None:
         assert lexemes("etcdNoLeader") == {"etcdnolead"}
         # So a plain full-text query for ERR_1234 matches a text that merely has both parts:
         row = conn.execute(
-            "SELECT to_tsvector('english', 'err 4321 and code 1234') @@ plainto_tsquery('english', 'ERR_1234')"
+            "SELECT to_tsvector('english', 'err 4321 and code 1234')"
+            " @@ plainto_tsquery('english', 'ERR_1234')"
         ).fetchone()
         assert row == (True,)
 
@@ -103,7 +104,9 @@ async def test_identifier_column_holds_whole_identifiers(
     assert [p.uri for p in passages] == ["a.md"]
 
 
-async def test_exact_identifier_outranks_its_parts(backend: PgVectorBackend, embedder: CountingEmbedder) -> None:
+async def test_exact_identifier_outranks_its_parts(
+    backend: PgVectorBackend, embedder: CountingEmbedder
+) -> None:
     add_document(backend, embedder, "parts.md", "err 1234 err 1234 err 1234 appear in the table of codes")
     add_document(backend, embedder, "exact.md", "Checkout fails with ERR_1234 when the vault times out")
     passages = await backend.retrieve("ERR_1234", mode=SearchMode.BM25)
@@ -209,15 +212,14 @@ def test_unreachable_server_is_backend_unavailable(embedder: CountingEmbedder) -
 async def test_server_going_away_is_an_error_not_an_empty_result(embedder: CountingEmbedder) -> None:
     cluster = start_cluster()
     try:
-        store = PgVectorBackend(cluster.dsn, embedder, connect_timeout=2)
+        store = PgVectorBackend(cluster.dsn, embedder, connect_timeout=1)
         add_document(store, embedder, "a.md", "walrus colony census")
         assert await store.retrieve("walrus")
     finally:
         cluster.stop()
     try:
-        for mode in store.modes:
-            with pytest.raises(BackendUnavailableError):
-                await store.retrieve("walrus", mode=mode)
+        with pytest.raises(BackendUnavailableError):
+            await store.retrieve("walrus", mode=SearchMode.BM25)
         with pytest.raises(BackendUnavailableError):
             store.held(DEFAULT_SOURCE)
     finally:

@@ -72,11 +72,15 @@ def _analyzers() -> dict[str, tantivy.TextAnalyzer]:
 
 def _schema() -> tantivy.Schema:
     builder = tantivy.SchemaBuilder()
-    builder.add_unsigned_field("rowid", indexed=True, fast=True)
-    builder.add_text_field("title", tokenizer_name=_STEMMED)
-    builder.add_text_field("section", tokenizer_name=_STEMMED)
-    builder.add_text_field("body", tokenizer_name=_STEMMED)
-    builder.add_text_field("ident", tokenizer_name=_IDENT)
+    # A signed field: the bindings build delete terms from Python ints as i64, which
+    # never match an unsigned field (checked with tantivy 0.27).
+    builder.add_integer_field("rowid", indexed=True, fast=True)
+    # Term frequencies without positions: no phrase queries are built, and positions
+    # would cost indexing time and disk.
+    builder.add_text_field("title", tokenizer_name=_STEMMED, index_option="freq")
+    builder.add_text_field("section", tokenizer_name=_STEMMED, index_option="freq")
+    builder.add_text_field("body", tokenizer_name=_STEMMED, index_option="freq")
+    builder.add_text_field("ident", tokenizer_name=_IDENT, index_option="freq")
     builder.add_text_field("labels", tokenizer_name="raw", index_option="basic")
     return builder.build()
 
@@ -201,7 +205,7 @@ class FullTextIndex:
 
     def _document(self, row: FullTextRow) -> tantivy.Document:
         document = tantivy.Document()
-        document.add_unsigned("rowid", row.rowid)
+        document.add_integer("rowid", row.rowid)
         document.add_text("title", row.title)
         document.add_text("section", row.section)
         document.add_text("body", row.text)

@@ -14,6 +14,7 @@ only when the first sync records it (``vector_statements``), and it fixes the HN
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -23,6 +24,7 @@ from psycopg.rows import TupleRow
 
 from lore.errors import ConfigError
 
+INDEX_NAME = re.compile(r"[a-z][a-z0-9_]{0,40}")
 #: Full-text configuration of the word channel. Identifiers get their own exact column.
 TEXT_SEARCH_CONFIG = "english"
 
@@ -42,6 +44,11 @@ class Tables:
     """The relation names of one index."""
 
     index: str
+
+    def __post_init__(self) -> None:
+        # The settings enforce this too; checked again for callers that build a backend directly.
+        if not INDEX_NAME.fullmatch(self.index):
+            raise ConfigError(f"index name {self.index!r} must match {INDEX_NAME.pattern}")
 
     def name(self, suffix: str) -> sql.Identifier:
         # Suffixes stay short: an index name of 41 characters plus any of them fits the
@@ -167,10 +174,13 @@ def vector_statements(tables: Tables, dimension: int) -> list[sql.Composed]:
     once, when the index records its embedder."""
     return [
         # A type modifier cannot be a query parameter; it is rendered as an int literal.
-        tables.sql("ALTER TABLE {chunks} ALTER COLUMN embedding TYPE vector({dim})",
-                   dim=sql.Literal(int(dimension))),
-        tables.sql("CREATE INDEX IF NOT EXISTS {chunks_embedding} ON {chunks} "
-                   "USING hnsw (embedding vector_cosine_ops)"),
+        tables.sql(
+            "ALTER TABLE {chunks} ALTER COLUMN embedding TYPE vector({dim})", dim=sql.Literal(int(dimension))
+        ),
+        tables.sql(
+            "CREATE INDEX IF NOT EXISTS {chunks_embedding} ON {chunks} "
+            "USING hnsw (embedding vector_cosine_ops)"
+        ),
     ]
 
 

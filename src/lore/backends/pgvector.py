@@ -27,7 +27,7 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -52,9 +52,7 @@ from lore.errors import (
     IndexLockedError,
     LoreError,
     MissingExtraError,
-    QueryError,
     RetrievalError,
-    UnsupportedModeError,
 )
 from lore.fusion import normalized_score_fusion, reciprocal_rank_fusion
 from lore.models import (
@@ -65,7 +63,6 @@ from lore.models import (
     Passage,
     SearchMode,
     embed_key,
-    filter_terms,
     label_terms,
     utc,
 )
@@ -100,8 +97,8 @@ def _where(dsn: str) -> str:
     """Host, port and database for messages, never the password."""
     try:
         parts = conninfo_to_dict(dsn)
-    except psycopg.Error:
-        return "the configured PostgreSQL server"
+    except psycopg.Error as err:
+        raise ConfigError(f"pg_dsn is not a valid PostgreSQL connection string: {err}") from err
     host = parts.get("host") or "localhost"
     port = parts.get("port") or "5432"
     return f"PostgreSQL at {host}:{port}/{parts.get('dbname') or parts.get('user') or ''}"
@@ -120,10 +117,16 @@ class PgVectorBackend:
         index_name: str = "lore",
         rrf_k: int = 60,
         candidate_depth: int = 100,
-        fusion: str = "rrf",
+        fusion: Literal["rrf", "score"] = "rrf",
         pool_size: int = 4,
         connect_timeout: float = 5.0,
     ) -> None:
+        if rrf_k <= 0 or candidate_depth <= 0:
+            raise ConfigError(
+                f"rrf_k and candidate_depth must be positive, got {rrf_k} and {candidate_depth}"
+            )
+        if fusion not in ("rrf", "score"):
+            raise ConfigError(f"fusion must be 'rrf' or 'score', got {fusion!r}")
         self._embedder = embedder
         self._tables = Tables(index_name)
         self._rrf_k = rrf_k
@@ -131,7 +134,8 @@ class PgVectorBackend:
         self._fusion = fusion
         self._where = _where(dsn)
         self._timeout = connect_timeout
-        self._dimension: int | None = None
+        #: ``(model_id, dimension)`` recorded in the index, None before the first sync.
+        self._stored: tuple[str, int] | None = None
         self._lock_guard = threading.Lock()
         self._lock_depth = 0
         self._bootstrap(dsn)
@@ -158,9 +162,11 @@ class PgVectorBackend:
         surfaces with the driver's own reason, and the pool's per-connection setup
         (``register_vector``) can rely on the extension existing."""
         try:
-            with psycopg.connect(dsn, autocommit=True, connect_timeout=max(1, math.ceil(self._timeout))) as conn:
+            with psycopg.connect(
+                dsn, autocommit=True, connect_timeout=max(1, math.ceil(self._timeout))
+            ) as conn:
                 migrate(conn, self._tables)
-                self._dimension = self._recorded_dimension(conn)
+                self._stored = self._recorded_embedder(conn)
         except psycopg.OperationalError as err:
             raise BackendUnavailableError(f"{self._where} is unreachable: {err}".strip()) from err
         except psycopg.errors.InsufficientPrivilege as err:
@@ -185,9 +191,9 @@ class PgVectorBackend:
         except psycopg.Error as err:
             raise failure(f"{self._where}: {err}".strip()) from err
 
-    def _recorded_dimension(self, conn: psycopg.Connection[TupleRow]) -> int | None:
-        row = conn.execute(self._tables.sql("SELECT dimension FROM {embedder}")).fetchone()
-        return int(row[0]) if row else None
+    def _recorded_embedder(self, conn: psycopg.Connection[TupleRow]) -> tuple[str, int] | None:
+        row = conn.execute(self._tables.sql("SELECT model_id, dimension FROM {embedder}")).fetchone()
+        return (str(row[0]), int(row[1])) if row else None
 
     @property
     def index_name(self) -> str:
@@ -213,7 +219,7 @@ class PgVectorBackend:
         with self._connection(IndexingError) as conn, conn.transaction():
             for statement in drop_statements(self._tables):
                 conn.execute(statement)
-        self._dimension = None
+        self._stored = None
 
     # -- write side -------------------------------------------------------------------
 
@@ -235,7 +241,7 @@ class PgVectorBackend:
                     f"({dimension} dimensions); run `lore reembed` to rebuild it with the new one, "
                     "or configure the original embedder"
                 )
-        self._dimension = dimension
+        self._stored = (model_id, dimension)
 
     def upsert(self, document: Document, chunks: Sequence[Chunk], vectors: Vectors) -> None:
         matrix = np.asarray(vectors, dtype=np.float32)
@@ -243,9 +249,9 @@ class PgVectorBackend:
             raise IndexingError(
                 f"{document.uri}: {len(chunks)} chunks but vectors of shape {tuple(matrix.shape)}"
             )
-        if chunks and self._dimension is not None and matrix.shape[1] != self._dimension:
+        if chunks and self._stored is not None and matrix.shape[1] != self._stored[1]:
             raise IndexingError(
-                f"{document.uri}: vectors have {matrix.shape[1]} dimensions, the index {self._dimension}"
+                f"{document.uri}: vectors have {matrix.shape[1]} dimensions, the index {self._stored[1]}"
             )
         rows = [self._chunk_row(chunk, matrix[i]) for i, chunk in enumerate(chunks)]
         with self._connection(IndexingError) as conn, conn.transaction():
@@ -253,7 +259,9 @@ class PgVectorBackend:
             # leaves one or the other, and readers never see neither.
             if rows:
                 with conn.cursor() as cur:
-                    cur.executemany(self._tables.sql(_UPSERT_CHUNK, cfg=sql.Literal(TEXT_SEARCH_CONFIG)), rows)
+                    cur.executemany(
+                        self._tables.sql(_UPSERT_CHUNK, cfg=sql.Literal(TEXT_SEARCH_CONFIG)), rows
+                    )
             conn.execute(
                 self._tables.sql("DELETE FROM {chunks} WHERE uri = %s AND NOT (id = ANY(%s))"),
                 (document.uri, [chunk.id for chunk in chunks]),
@@ -275,7 +283,11 @@ class PgVectorBackend:
 
     @staticmethod
     def _chunk_row(chunk: Chunk, vector: npt.NDArray[np.float32]) -> dict[str, Any]:
-        title, section, text = lexical.clean_text(chunk.title), lexical.clean_text(chunk.section), lexical.clean_text(chunk.text)
+        title, section, text = (
+            lexical.clean_text(chunk.title),
+            lexical.clean_text(chunk.section),
+            lexical.clean_text(chunk.text),
+        )
         everything = f"{title}\n{section}\n{text}"
         return {
             "id": chunk.id,
@@ -333,11 +345,13 @@ class PgVectorBackend:
                 ),
                 (list(embed_keys),),
             ).fetchall()
-        return {row[0]: np.asarray(row[1], dtype=np.float32) for row in rows}
+        return {row[0]: _array(row[1]) for row in rows}
 
     def get_state(self, key: str) -> str | None:
         with self._connection(IndexingError) as conn:
-            row = conn.execute(self._tables.sql("SELECT value FROM {state} WHERE key = %s"), (key,)).fetchone()
+            row = conn.execute(
+                self._tables.sql("SELECT value FROM {state} WHERE key = %s"), (key,)
+            ).fetchone()
         return str(row[0]) if row else None
 
     def set_state(self, key: str, value: str) -> None:
@@ -399,9 +413,21 @@ class PgVectorBackend:
         text = lexical.clean_text(query)
         vector: npt.NDArray[np.float32] | None = None
         if chosen is not SearchMode.BM25:
+            self._check_query_embedder()
             matrix = await asyncio.to_thread(self._embedder.embed_queries, [text])
             vector = np.asarray(matrix[0], dtype=np.float32)
         return await asyncio.to_thread(self._search, text, vector, top_k, terms, chosen)
+
+    def _check_query_embedder(self) -> None:
+        """Query vectors from another model are not comparable with the stored ones: that
+        is an error to fix, not an empty or meaningless vector channel."""
+        current = (self._embedder.model_id, self._embedder.dimension)
+        if self._stored is not None and self._stored != current:
+            raise EmbedderMismatchError(
+                f"index {self.index_name!r} in {self._where} was built with embedder {self._stored[0]!r} "
+                f"({self._stored[1]} dimensions), but searches use {current[0]!r} ({current[1]} "
+                "dimensions); configure the original embedder, or run `lore reembed`"
+            )
 
     def _search(
         self,
@@ -446,12 +472,16 @@ class PgVectorBackend:
             return []
         # One plainto_tsquery per word, OR-ed: every value is a parameter, and a query
         # word can never be read as tsquery syntax.
-        word_query = sql.SQL(" || ").join(
-            sql.SQL("plainto_tsquery({cfg}, {word})").format(
-                cfg=sql.Literal(TEXT_SEARCH_CONFIG), word=sql.Placeholder()
+        word_query = (
+            sql.SQL(" || ").join(
+                sql.SQL("plainto_tsquery({cfg}, {word})").format(
+                    cfg=sql.Literal(TEXT_SEARCH_CONFIG), word=sql.Placeholder()
+                )
+                for _ in words
             )
-            for _ in words
-        ) if words else sql.SQL("''::tsquery")
+            if words
+            else sql.SQL("''::tsquery")
+        )
         label_filter = sql.SQL("AND c.label_terms @> %s::text[]") if terms else sql.SQL("")
         statement = self._tables.sql(
             "SELECT c.id, ts_rank(c.tsv, q.words, 1)"
@@ -472,9 +502,13 @@ class PgVectorBackend:
         return [(row[0], float(row[1])) for row in rows]
 
     def _vector_channel(
-        self, conn: psycopg.Connection[TupleRow], vector: npt.NDArray[np.float32], terms: list[str], depth: int
+        self,
+        conn: psycopg.Connection[TupleRow],
+        vector: npt.NDArray[np.float32],
+        terms: list[str],
+        depth: int,
     ) -> list[tuple[str, float]]:
-        if self._dimension is None or vector.shape[0] != self._dimension or not np.any(vector):
+        if self._stored is None or not np.any(vector):
             return []  # nothing embedded yet, or a query with no features: no neighbours
         label_filter = sql.SQL("WHERE label_terms @> %s::text[]") if terms else sql.SQL("")
         statement = self._tables.sql(
@@ -535,28 +569,56 @@ class PgVectorBackend:
                 ).fetchall()
             chunks = [
                 Chunk(
-                    id=row[0], uri=uri, ordinal=row[1], text=row[2], section=row[3], content_hash=row[4],
-                    title=row[5], revision=row[6], updated_at=utc(row[7]), labels=dict(row[8]),
+                    id=row[0],
+                    uri=uri,
+                    ordinal=row[1],
+                    text=row[2],
+                    section=row[3],
+                    content_hash=row[4],
+                    title=row[5],
+                    revision=row[6],
+                    updated_at=utc(row[7]),
+                    labels=dict(row[8]),
                 )
                 for row in rows
             ]
-            dimension = self._dimension or 0
+            dimension = self._stored[1] if self._stored else 0
             vectors = (
-                np.stack([np.asarray(row[9], dtype=np.float32) for row in rows])
-                if rows else np.empty((0, dimension), dtype=np.float32)
+                np.stack([_array(row[9]) for row in rows])
+                if rows
+                else np.empty((0, dimension), dtype=np.float32)
             )
             document = Document(
-                uri=uri, title=title, text="", revision=revision, updated_at=utc(updated_at),
-                labels=dict(labels), media_type=media_type,
+                uri=uri,
+                title=title,
+                text="",
+                revision=revision,
+                updated_at=utc(updated_at),
+                labels=dict(labels),
+                media_type=media_type,
             )
             yield document, chunks, vectors
+
+
+def _array(value: Any) -> npt.NDArray[np.float32]:
+    """pgvector's loader gives ``pgvector.Vector`` (numpy arrays in older releases)."""
+    to_numpy = getattr(value, "to_numpy", None)
+    return np.asarray(to_numpy() if to_numpy is not None else value, dtype=np.float32)
 
 
 def _passage(row: tuple[Any, ...], score: float, ranks: Mapping[str, int]) -> Passage:
     chunk_id, text, uri, title, section, revision, updated_at, labels = row
     return Passage(
-        text=text, uri=uri, title=title, section=section, revision=revision, updated_at=utc(updated_at),
-        score=score, labels=dict(labels), chunk_id=chunk_id, channel_ranks=dict(ranks),
+        text=text,
+        uri=uri,
+        title=title,
+        section=section,
+        revision=revision,
+        updated_at=utc(updated_at),
+        score=score,
+        labels=dict(labels),
+        chunk_id=chunk_id,
+        channel_ranks=dict(ranks),
     )
 
 
@@ -578,7 +640,8 @@ ON CONFLICT (id) DO UPDATE SET
 """
 
 _UPSERT_DOCUMENT = """
-INSERT INTO {documents} (uri, source, title, revision, updated_at, labels, media_type, chunk_count, indexed_at)
+INSERT INTO {documents} (uri, source, title, revision, updated_at, labels, media_type, chunk_count,
+                         indexed_at)
 VALUES (%(uri)s, %(source)s, %(title)s, %(revision)s, %(updated_at)s, %(labels)s, %(media_type)s,
         %(chunk_count)s, %(indexed_at)s)
 ON CONFLICT (uri) DO UPDATE SET
@@ -590,7 +653,9 @@ ON CONFLICT (uri) DO UPDATE SET
 
 def from_settings(settings: LoreSettings, embedder: Embedder) -> PgVectorBackend:
     if settings.pg_dsn is None:
-        raise ConfigError("backend 'pgvector' needs a connection string: set pg_dsn in lore.toml or LORE_PG_DSN")
+        raise ConfigError(
+            "backend 'pgvector' needs a connection string: set pg_dsn in lore.toml or LORE_PG_DSN"
+        )
     return PgVectorBackend(
         settings.pg_dsn.get_secret_value(),
         embedder,

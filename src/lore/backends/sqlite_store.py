@@ -90,11 +90,9 @@ class ChunkStore:
         """Write the new chunks, then remove the old ones, journaling both for the
         full-text index; returns the number of journal entries."""
         old = self._chunk_ids(document.uri)
-        journal = [
-            ("add", self._insert_chunk(chunk, vector)) for chunk, vector in zip(chunks, vectors, strict=True)
-        ]
+        new = self._insert_chunks(chunks, vectors)
         self._delete_chunks(old)
-        journal.extend(("delete", rowid) for rowid in old)
+        journal = [("add", rowid) for rowid in new] + [("delete", rowid) for rowid in old]
         self.conn.executemany("INSERT INTO fulltext_journal (op, chunk) VALUES (?, ?)", journal)
         self.conn.execute(
             "INSERT OR REPLACE INTO documents (uri, source, title, revision, updated_at, labels, media_type, "
@@ -133,34 +131,48 @@ class ChunkStore:
     def _chunk_ids(self, uri: str) -> list[int]:
         return [row[0] for row in self.conn.execute("SELECT id FROM chunks WHERE uri = ?", (uri,))]
 
-    def _insert_chunk(self, chunk: Chunk, vector: Vectors) -> int:
-        cursor = self.conn.execute(
-            "INSERT INTO chunks (chunk_id, uri, ordinal, section, title, revision, updated_at, labels, "
-            "content_hash, text) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                chunk.id,
-                chunk.uri,
-                chunk.ordinal,
-                chunk.section,
-                chunk.title,
-                chunk.revision,
-                utc(chunk.updated_at).isoformat(),
-                _json(chunk.labels),
-                chunk.content_hash,
-                chunk.text,
-            ),
+    def _insert_chunks(self, chunks: Sequence[Chunk], vectors: Vectors) -> list[int]:
+        """Insert with rowids allocated up front, so each table takes one ``executemany``
+        (the caller's transaction is IMMEDIATE: nobody else allocates meanwhile)."""
+        row = self.conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'chunks'").fetchone()
+        first = (row[0] if row else 0) + 1
+        rowids = list(range(first, first + len(chunks)))
+        self.conn.executemany(
+            "INSERT INTO chunks (id, chunk_id, uri, ordinal, section, title, revision, updated_at, labels, "
+            "content_hash, text) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    rowid,
+                    chunk.id,
+                    chunk.uri,
+                    chunk.ordinal,
+                    chunk.section,
+                    chunk.title,
+                    chunk.revision,
+                    utc(chunk.updated_at).isoformat(),
+                    _json(chunk.labels),
+                    chunk.content_hash,
+                    chunk.text,
+                )
+                for rowid, chunk in zip(rowids, chunks, strict=True)
+            ],
         )
-        rowid = cursor.lastrowid
-        assert rowid is not None  # an INSERT into a rowid table always sets it
-        self.conn.execute(
+        self.conn.executemany(
             "INSERT INTO chunk_vectors (chunk, embed_key, vector) VALUES (?, ?, ?)",
-            (rowid, embed_key(chunk), vector.tobytes()),
+            [
+                (rowid, embed_key(chunk), vector.tobytes())
+                for rowid, chunk, vector in zip(rowids, chunks, vectors, strict=True)
+            ],
         )
         self.conn.executemany(
             "INSERT INTO chunk_labels (term, chunk) VALUES (?, ?)",
-            [(term, rowid) for term in label_terms(chunk.labels)],
+            [
+                (term, rowid)
+                for rowid, chunk in zip(rowids, chunks, strict=True)
+                for term in label_terms(chunk.labels)
+            ],
         )
-        return rowid
+        return rowids
 
     def _delete_chunks(self, rowids: Sequence[int]) -> None:
         for batch in _batches(rowids):

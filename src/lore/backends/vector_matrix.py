@@ -22,6 +22,15 @@ from lore.protocols import Vectors
 _GATHER_FRACTION = 0.1
 
 
+def _dot(matrix: Vectors, query: Vectors) -> Vectors:
+    """Matrix-vector product on the calling thread. ``matrix @ query`` would go to a
+    multi-threaded BLAS, which on a busy machine (or beside concurrent searches) spends
+    far longer coordinating threads than computing: measured here at 3k x 384 under
+    load, 20 ms for ``@`` against 0.3 ms for ``einsum``; at 100k rows the two are even."""
+    scores: Vectors = np.einsum("ij,j->i", matrix, query)
+    return scores
+
+
 class VectorMatrix:
     """A snapshot of every chunk vector, with label posting lists for filtering."""
 
@@ -81,13 +90,13 @@ class VectorMatrix:
             return []
         if allowed is None:
             positions = None
-            scores = self.matrix @ query
+            scores = _dot(self.matrix, query)
         elif len(allowed) < _GATHER_FRACTION * len(self.rowids):
             positions = allowed
-            scores = self.matrix[allowed] @ query
+            scores = _dot(self.matrix[allowed], query)
         else:
             positions = allowed
-            scores = (self.matrix @ query)[allowed]
+            scores = _dot(self.matrix, query)[allowed]
         top = min(limit, len(scores))
         best = np.argpartition(-scores, top - 1)[:top] if top < len(scores) else np.arange(len(scores))
         # Stable order among equal scores: by position, i.e. by insertion order.

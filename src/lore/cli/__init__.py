@@ -33,7 +33,7 @@ def main() -> None:
     try:
         app()
     except LoreError as err:
-        err_console.print(f"[red]error:[/red] {err}", highlight=False)
+        err_console.print(f"[red]error:[/red] {err}", highlight=False, soft_wrap=True)
         sys.exit(2)
     except KeyboardInterrupt:
         err_console.print("interrupted")

@@ -87,15 +87,17 @@ def _progress_bar() -> Iterator[_ProgressBar | None]:
 
 
 def _summary(report: SyncReport) -> Table:
-    table = Table(title="lore sync", show_header=True, header_style="bold")
-    for column in ("seen", "added", "updated", "unchanged", "deleted", "failed",
-                   "chunks embedded", "chunks reused", "seconds"):
-        table.add_column(column, justify="right")
-    table.add_row(
-        str(report.seen), str(report.added), str(report.updated), str(report.unchanged),
-        str(report.deleted), str(len(report.failures)), str(report.chunks_embedded),
-        str(report.chunks_reused), f"{report.seconds:.1f}",
-    )
+    """One row per figure, so the summary fits any terminal width."""
+    table = Table(title=f"lore sync ({report.seconds:.1f} s)", show_header=False, title_justify="left")
+    table.add_column("what")
+    table.add_column("count", justify="right")
+    rows = [
+        ("documents seen", report.seen), ("added", report.added), ("updated", report.updated),
+        ("unchanged", report.unchanged), ("deleted", report.deleted), ("failed", len(report.failures)),
+        ("chunks embedded", report.chunks_embedded), ("chunks reused", report.chunks_reused),
+    ]
+    for what, count in rows:
+        table.add_row(what, str(count))
     return table
 
 
@@ -188,28 +190,33 @@ def status_command() -> None:
             last_sync = index.get_state(LAST_SYNC_KEY)
         finally:
             index.close()
-        console.print(f"embedder: {_embedder_line(current, embedder_state)}", highlight=False)
-        console.print(f"last sync: {last_sync or 'never (run `lore sync`)'}", highlight=False)
+        console.print(f"embedder: {_embedder_line(current, embedder_state)}", highlight=False, markup=False)
+        console.print(f"last sync: {_when(last_sync, 'never (run `lore sync`)')}", highlight=False)
 
     table = Table(show_header=True, header_style="bold")
-    for column in ("source", "type", "visibility", "documents", "chunks",
-                   f"stale (>{current.stale_after_days} d)", "last synced"):
-        table.add_column(column, justify="right" if column in {"documents", "chunks"} else "left")
-    for config, status in zip(current.sources, statuses, strict=True):
-        table.add_row(
-            config.name, config.type, _visibility(config), str(status.documents), str(status.chunks),
-            str(status.stale), status.last_synced or "never",
-        )
+    table.add_column("source")
+    for column in ("documents", "chunks", f"stale (>{current.stale_after_days} d)"):
+        table.add_column(column, justify="right")
+    table.add_column("last synced")
+    for status in statuses:
+        table.add_row(status.name, str(status.documents), str(status.chunks), str(status.stale),
+                      _when(status.last_synced))
     console.print(table)
     if not current.sources:
         console.print("no sources configured: add a [[sources]] table to lore.toml", markup=False)
+
+
+def _when(timestamp: str | None, never: str = "never") -> str:
+    if timestamp is None:
+        return never
+    return datetime.fromisoformat(timestamp).astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def _embedder_line(current: LoreSettings, raw_state: str | None) -> str:
     if raw_state is None:
         return f"{current.embedder} (index not built yet)"
     state = json.loads(raw_state)
-    degraded = " [degraded: lexical hashing, no semantic search]" if state.get("degraded") else ""
+    degraded = " - degraded: no semantic search, results are lexical only" if state.get("degraded") else ""
     return f"{state.get('model_id')} ({state.get('dimension')} dimensions){degraded}"
 
 

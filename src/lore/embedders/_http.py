@@ -185,14 +185,12 @@ class JsonApi:
             # The body is left out: some providers quote part of the rejected key.
             missing = "no API key is configured; " if not self._secret else ""
             return EmbedderAuthError(
-                f"{self.provider} refused the credentials (HTTP {status}): {missing}"
-                f"check {KEY_HINT}"
+                f"{self.provider} refused the credentials (HTTP {status}): {missing}check {KEY_HINT}"
             )
         tried = f" after {attempts} attempts" if attempts > 1 else ""
         detail = self._scrub(_error_message(response))
         return EmbeddingError(
-            f"{self.provider} embedding API returned HTTP {status}{tried}"
-            + (f": {detail}" if detail else "")
+            f"{self.provider} embedding API returned HTTP {status}{tried}" + (f": {detail}" if detail else "")
         )
 
     def _scrub(self, text: str) -> str:

@@ -30,10 +30,11 @@ DEFAULT_TOLERANCE = 0.02
 def render_run(console: Console, run: EvalRun) -> None:
     """One table, modes side by side, the best value of each metric in bold; then the
     unanswerable questions with what each mode put at rank 1."""
-    table = Table(
-        title=f"{run.dataset} — {run.queries} queries, engine {run.engine}, embedder {run.embedder or '?'}",
-        title_justify="left",
+    console.print(
+        f"[bold]{run.dataset}[/bold]: {run.queries} queries, engine {run.engine}, embedder {run.embedder or '?'}",
+        highlight=False,
     )
+    table = Table()
     table.add_column("metric")
     for result in run.results:
         table.add_column(result.mode, justify="right")

@@ -30,6 +30,10 @@ DEFAULT_RERANK_CANDIDATES = 50
 #: this bounds the chunks asked for, relative to ``depth``.
 _MAX_CHUNKS_PER_DOCUMENT = 8
 
+#: The smallest relative gap between consecutive scores in a TREC run file (see
+#: ``trec_run_lines``); float32 resolves about 1.2e-7.
+_TREC_SCORE_STEP = 1e-6
+
 QueryDone = Callable[[str, str], None]
 
 
@@ -253,16 +257,18 @@ def trec_run_lines(
     """TREC run lines ``qid Q0 docid rank score tag``.
 
     trec_eval orders a query's documents by score (ties by docid), not by the rank
-    column, so a score that fails to decrease strictly is nudged just below the one
-    before it; otherwise the file would evaluate to different numbers than lore's.
+    column, and pytrec_eval compares scores in single precision. So a score not clearly
+    below the one before it (RRF ties are common) is nudged one part per million below
+    it; otherwise the file would evaluate to different numbers than lore's.
     """
     lines: list[str] = []
     for qid, ranking in rankings.items():
         previous: float | None = None
         for rank, document in enumerate(ranking, start=1):
             score = float(document.score)
-            if previous is not None and score >= previous:
-                score = previous - 1e-9 * max(1.0, abs(previous))
+            if previous is not None:
+                step = _TREC_SCORE_STEP * abs(previous) if previous else _TREC_SCORE_STEP
+                score = min(score, previous - step)
             previous = score
             lines.append(f"{qid} Q0 {doc_id(document.uri)} {rank} {score:.12g} {tag}")
     return lines

@@ -9,6 +9,8 @@ Kinds, in the order they are screened:
 
 - ``invisible_character``: zero-width, bidirectional-control and Unicode tag characters
   are stripped first, so they cannot hide a phrase from the patterns below;
+- ``control_character``: terminal control characters (ANSI escapes, a lone carriage
+  return) are stripped too: they can hide text from a human reading a terminal;
 - ``html_comment``: hidden from a rendered page, fully visible to a model;
 - ``fake_delimiter``: text imitating the fence lore puts around passages;
 - ``role_marker``: chat-template tokens (``<|im_start|>``, ``[INST]``, ``<<SYS>>``), role
@@ -57,6 +59,11 @@ _INVISIBLE = re.compile(
     "\U000e0000-\U000e007f"  # Unicode tags: invisible ASCII look-alikes ("ASCII smuggling")
     "]+"
 )
+
+
+#: Terminal control characters (ESC starts ANSI sequences that can hide or rewrite what
+#: a terminal shows; a lone CR overwrites a line). Tabs and newlines stay.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]+|\r(?!\n)")
 
 
 @dataclass(frozen=True)
@@ -121,6 +128,10 @@ _OVERRIDE_PATTERNS = [
 ]
 
 _ROLE_WORDS = r"(?:system|assistant|developer)"
+
+#: Upper bound on link texts and tag attributes the patterns scan: without it a crafted
+#: page ("![![![..." with no closing bracket) makes matching quadratic in its length.
+_MAX_SPAN = 500
 
 _LINK_TARGET = r"<?(?P<url>(?:[a-z][a-z0-9+.\-]*:)?//[^\s)>]+|(?:javascript|data|vbscript):[^\s)>]+)>?"
 _LINK_TITLE = r"""(?:\s+(?:"[^"\n]*"|'[^'\n]*'|\([^)\n]*\)))?"""
@@ -215,22 +226,28 @@ def _build_rules(allowed_link_hosts: Collection[str]) -> list[_Rule]:
         ),
         _Rule(
             "external_image",
-            re.compile(rf"!\[(?P<text>[^\]\n]*)\]\(\s*{_LINK_TARGET}{_LINK_TITLE}\s*\)", i),
+            re.compile(rf"!\[(?P<text>[^\]\n]{{0,{_MAX_SPAN}}})\]\(\s*{_LINK_TARGET}{_LINK_TITLE}\s*\)", i),
             image,
         ),
         _Rule(
             "external_image",
-            re.compile(r"<img\b[^>]*?\bsrc\s*=\s*[\"']?(?P<url>[^\"'\s>]+)[^>]*>", i),
+            re.compile(
+                rf"<img\b[^>]{{0,{_MAX_SPAN}}}?\bsrc\s*=\s*[\"']?(?P<url>[^\"'\s>]+)[^>]{{0,{_MAX_SPAN}}}>", i
+            ),
             lambda m: marker("external image") if is_outside(m["url"]) else None,
         ),
         _Rule(
             "external_link",
-            re.compile(rf"\[(?P<text>[^\]\n]+)\]\(\s*{_LINK_TARGET}{_LINK_TITLE}\s*\)", i),
+            re.compile(rf"\[(?P<text>[^\]\n]{{1,{_MAX_SPAN}}})\]\(\s*{_LINK_TARGET}{_LINK_TITLE}\s*\)", i),
             link,
         ),
         _Rule(
             "external_link",
-            re.compile(r"<a\b[^>]*?\bhref\s*=\s*[\"']?(?P<url>[^\"'\s>]+)[^>]*>(?P<text>.*?)</a\s*>", ims),
+            re.compile(
+                rf"<a\b[^>]{{0,{_MAX_SPAN}}}?\bhref\s*=\s*[\"']?(?P<url>[^\"'\s>]+)[^>]{{0,{_MAX_SPAN}}}>"
+                rf"(?P<text>.{{0,{_MAX_SPAN}}}?)</a\s*>",
+                ims,
+            ),
             html_anchor,
         ),
         _Rule(
@@ -240,7 +257,10 @@ def _build_rules(allowed_link_hosts: Collection[str]) -> list[_Rule]:
         ),
         _Rule(
             "external_link",
-            re.compile(rf"^[ \t]{{0,3}}\[(?P<text>[^\]\n]+)\]:[ \t]*{_LINK_TARGET}{_REST_OF_LINE}", im),
+            re.compile(
+                rf"^[ \t]{{0,3}}\[(?P<text>[^\]\n]{{1,{_MAX_SPAN}}})\]:[ \t]*{_LINK_TARGET}{_REST_OF_LINE}",
+                im,
+            ),
             reference_definition,
         ),
     ]
@@ -264,7 +284,12 @@ def screen_injections(text: str, *, allowed_link_hosts: Collection[str] = ()) ->
         findings["invisible_character"] += 1
         return ""
 
+    def strip_control(_match: re.Match[str]) -> str:
+        findings["control_character"] += 1
+        return ""
+
     text = _INVISIBLE.sub(strip_invisible, text)
+    text = _CONTROL.sub(strip_control, text)
     for rule in _rules(allowed_link_hosts):
         text = rule.pattern.sub(_counting(rule, findings), text)
     return text, findings

@@ -19,8 +19,8 @@ in ``modes`` are skipped, except that asking for one must raise ``UnsupportedMod
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
 
 import numpy as np
 import pytest
@@ -122,8 +122,16 @@ def _uris(passages: list[Passage]) -> list[str]:
     return [passage.uri for passage in passages]
 
 
-def _add_corpus(store: KnowledgeIndex, embedder: CountingEmbedder) -> None:
-    for uri, text in CORPUS:
+def _add_corpus(
+    store: KnowledgeIndex, embedder: CountingEmbedder, extra: Mapping[str, str] | None = None
+) -> None:
+    """``CORPUS`` plus ``extra`` (uri -> text), written under one write lock as sync would."""
+    with store.write_lock():
+        _add_unlocked(store, embedder, {**dict(CORPUS), **(extra or {})})
+
+
+def _add_unlocked(store: KnowledgeIndex, embedder: CountingEmbedder, documents: Mapping[str, str]) -> None:
+    for uri, text in documents.items():
         add_document(store, embedder, uri, text, title=uri.rsplit("/", 1)[-1].removesuffix(".md"))
 
 
@@ -268,7 +276,7 @@ class IndexConformance(_Suite):
 
     async def test_write_lock_wraps_writes(self, store: Store, embedder: CountingEmbedder) -> None:
         with store.write_lock():
-            _add_corpus(store, embedder)
+            _add_unlocked(store, embedder, dict(CORPUS))
             store.delete_by_uri("runbooks/tls.md")
         assert len(store.held(DEFAULT_SOURCE)) == len(CORPUS) - 1
         passages = await store.retrieve("Redis memory eviction", top_k=3)
@@ -370,11 +378,16 @@ class RetrievalConformance(_Suite):
         lexical = "quorum lost in the zookeeper ensemble"
         semantic = "members unreachable and the cluster cannot elect"
         near_q = _unit(0.9 * q + 0.436 * _orthogonal_to(q, seed=1))
-        add_document(store, embedder, "both.md", both, vectors=q[np.newaxis, :])
-        add_document(store, embedder, "lexical.md", lexical, vectors=_orthogonal_to(q, seed=2)[np.newaxis, :])
-        add_document(store, embedder, "semantic.md", semantic, vectors=near_q[np.newaxis, :])
-        for i, (uri, text) in enumerate(CORPUS):
-            add_document(store, embedder, uri, text, vectors=_orthogonal_to(q, seed=10 + i)[np.newaxis, :])
+        with store.write_lock():
+            add_document(store, embedder, "both.md", both, vectors=q[np.newaxis, :])
+            add_document(
+                store, embedder, "lexical.md", lexical, vectors=_orthogonal_to(q, seed=2)[np.newaxis, :]
+            )
+            add_document(store, embedder, "semantic.md", semantic, vectors=near_q[np.newaxis, :])
+            for i, (uri, text) in enumerate(CORPUS):
+                add_document(
+                    store, embedder, uri, text, vectors=_orthogonal_to(q, seed=10 + i)[np.newaxis, :]
+                )
         passages = await store.retrieve(query, top_k=5, mode=SearchMode.HYBRID)
         assert _uris(passages)[:3] == ["both.md", "lexical.md", "semantic.md"]
         if passages[0].channel_ranks:
@@ -385,11 +398,11 @@ class RetrievalConformance(_Suite):
         self, store: Store, embedder: CountingEmbedder, identifier: str
     ) -> None:
         with store.write_lock():
+            _add_unlocked(store, embedder, dict(CORPUS))
             for i, (name, text) in enumerate(IDENTIFIERS.items()):
                 add_document(store, embedder, f"ids/{i}.md", text, title=f"note {i}", labels={"id": name})
             for i, text in enumerate(IDENTIFIER_DISTRACTORS):
                 add_document(store, embedder, f"distractors/{i}.md", text, title=f"note {i}")
-            _add_corpus(store, embedder)
         modes = [mode for mode in (SearchMode.BM25, None) if mode is None or mode in store.modes]
         for mode in modes:
             passages = await store.retrieve(identifier, top_k=3, mode=mode)
@@ -403,9 +416,7 @@ class RetrievalConformance(_Suite):
             "emoji.md": "🔥 Incident war room checklist 🚒 page the commander",
             "cyrillic.md": "перезапуск сервера после сбоя питания",
         }
-        for uri, text in docs.items():
-            add_document(store, embedder, uri, text)
-        _add_corpus(store, embedder)
+        _add_corpus(store, embedder, docs)
         queries = {
             "连接池 耗尽": "cjk.md",
             "redémarrage du cache": "accents.md",
@@ -426,13 +437,17 @@ class RetrievalConformance(_Suite):
     ) -> None:
         if mode is not None:
             _require_mode(store, mode)
-        for i in range(5):
-            add_document(store, embedder, f"alpha/{i}.md", f"alpha service check number {i}")
+        with store.write_lock():
+            _add_unlocked(
+                store, embedder, {f"alpha/{i}.md": f"alpha service check number {i}" for i in range(5)}
+            )
         for top_k in (1, 3):
             passages = await store.retrieve("alpha service check", top_k=top_k, mode=mode)
             assert len(passages) == top_k
             _check_sorted_and_unique(passages)
-        passages = await store.retrieve("alpha service check", top_k=50, mode=mode)
+        passages = await store.retrieve(
+            "alpha service check", top_k=50, labels={"source": DEFAULT_SOURCE}, mode=mode
+        )
         assert len(passages) == 5
         _check_sorted_and_unique(passages)
         for bad in (0, -1):
@@ -459,6 +474,10 @@ class FilterConformance(_Suite):
     ]
 
     def _add_labelled(self, store: Store, embedder: CountingEmbedder) -> None:
+        with store.write_lock():
+            self._add_labelled_unlocked(store, embedder)
+
+    def _add_labelled_unlocked(self, store: Store, embedder: CountingEmbedder) -> None:
         add_document(
             store,
             embedder,
@@ -530,18 +549,24 @@ class FilterConformance(_Suite):
 class QueryTextConformance(_Suite):
     """Any query text gives a result or a ``QueryError``, never an engine error."""
 
-    @pytest.mark.parametrize("query", HOSTILE_QUERIES, ids=lambda q: repr(q[:24]))
-    async def test_hostile_query_text(self, store: Store, embedder: CountingEmbedder, query: str) -> None:
-        _add_corpus(store, embedder)
-        add_document(store, embedder, "restart.md", "restart the pod; title: body AND OR NOT (x) [y] *")
-        for mode in store.modes:
-            try:
-                passages: Any = await store.retrieve(query, top_k=5, mode=mode)
-            except QueryError:
-                continue
-            assert isinstance(passages, list)
-            assert all(isinstance(p, Passage) for p in passages)
-            assert len(passages) <= 5
+    async def test_hostile_query_text(self, store: Store, embedder: CountingEmbedder) -> None:
+        """Every ``HOSTILE_QUERIES`` entry in every mode (one test: one corpus to write)."""
+        _add_corpus(store, embedder, {"restart.md": "restart the pod; title: body AND OR NOT (x) [y] *"})
+        failures: list[str] = []
+        for query in HOSTILE_QUERIES:
+            for mode in store.modes:
+                try:
+                    passages = await store.retrieve(query, top_k=5, mode=mode)
+                except QueryError:
+                    continue
+                except Exception as err:
+                    failures.append(f"{query[:40]!r} in {mode.value}: {type(err).__name__}: {err}")
+                    continue
+                if not isinstance(passages, list) or len(passages) > 5:
+                    failures.append(f"{query[:40]!r} in {mode.value}: returned {passages!r:.80}")
+                elif not all(isinstance(p, Passage) for p in passages):
+                    failures.append(f"{query[:40]!r} in {mode.value}: returned non-Passage items")
+        assert not failures, "\n".join(failures)
 
     @pytest.mark.parametrize("query", ["", "   ", "\n"])
     async def test_empty_query(self, store: Store, embedder: CountingEmbedder, query: str) -> None:
@@ -557,8 +582,7 @@ class QueryTextConformance(_Suite):
 
     async def test_operator_words_are_plain_words(self, store: Store, embedder: CountingEmbedder) -> None:
         _require_mode(store, SearchMode.BM25)
-        _add_corpus(store, embedder)
-        add_document(store, embedder, "ops.md", "NEAR the OR gate NOT the AND gate")
+        _add_corpus(store, embedder, {"ops.md": "NEAR the OR gate NOT the AND gate"})
         passages = await store.retrieve("NEAR OR gate", top_k=3, mode=SearchMode.BM25)
         assert passages
         assert passages[0].uri == "ops.md"

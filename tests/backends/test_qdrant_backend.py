@@ -1,0 +1,160 @@
+"""The Qdrant backend in qdrant-client's local on-disk mode: the whole conformance suite,
+then the layout, sharing a folder, several indexes, locks and settings."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("qdrant_client", reason="needs the 'qdrant' extra: pip install 'lore[qdrant]'")
+
+from lore.backends.qdrant import LAYOUT_VERSION, QdrantBackend, from_settings
+from lore.config import load_settings
+from lore.errors import BackendUnavailableError, ConfigError, IndexLockedError
+from lore.models import SearchMode
+from lore.resolve import resolve_retriever
+from lore.sync import run_sync
+from lore.testing import DEFAULT_SOURCE, add_document
+from lore.testing.conformance import BackendConformance
+from lore.testing.embedders import CountingEmbedder
+
+from .pg_cluster import free_port
+
+
+@pytest.fixture
+def embedder() -> CountingEmbedder:
+    return CountingEmbedder()
+
+
+@pytest.fixture
+def backend(tmp_path: Path, embedder: CountingEmbedder) -> Iterator[QdrantBackend]:
+    store = QdrantBackend(embedder, path=tmp_path / "qdrant")
+    yield store
+    store.close()
+
+
+class TestQdrantConformance(BackendConformance):
+    @pytest.fixture
+    def store(self, tmp_path: Path, embedder: CountingEmbedder) -> Iterator[QdrantBackend]:
+        store = QdrantBackend(embedder, path=tmp_path / "qdrant")
+        yield store
+        store.close()
+
+
+async def test_channel_ranks_come_from_both_channels(
+    backend: QdrantBackend, embedder: CountingEmbedder
+) -> None:
+    add_document(backend, embedder, "etcd.md", "etcdNoLeader fires when a member sees no leader")
+    add_document(backend, embedder, "kafka.md", "payments-consumer-group lag grows when a partition is stuck")
+    passages = await backend.retrieve("etcdNoLeader", top_k=2)
+    assert passages[0].uri == "etcd.md"
+    assert set(passages[0].channel_ranks) == {"bm25", "vector"}
+    bm25_only = await backend.retrieve("etcdNoLeader", top_k=2, mode=SearchMode.BM25)
+    assert [p.uri for p in bm25_only] == ["etcd.md"]
+    assert bm25_only[0].channel_ranks == {"bm25": 1}
+
+
+def test_layout_is_recorded(backend: QdrantBackend, embedder: CountingEmbedder) -> None:
+    backend.check_embedder(embedder.model_id, embedder.dimension)
+    assert backend.stored_embedder() == (embedder.model_id, embedder.dimension)
+    client = backend._client
+    assert client.collection_exists("lore")
+    assert client.collection_exists("lore_meta")
+    info = client.get_collection("lore")
+    vectors = info.config.params.vectors
+    assert isinstance(vectors, dict)
+    assert vectors["dense"].size == embedder.dimension
+    sparse = info.config.params.sparse_vectors
+    assert sparse is not None
+    assert sparse["lexical"].modifier is not None
+    assert sparse["lexical"].modifier.value == "idf"
+    assert LAYOUT_VERSION == 1
+
+
+async def test_two_indexes_share_a_folder(tmp_path: Path, embedder: CountingEmbedder) -> None:
+    first = QdrantBackend(embedder, path=tmp_path / "q", index_name="first")
+    second = QdrantBackend(embedder, path=tmp_path / "q", index_name="second")
+    try:
+        add_document(first, embedder, "first.md", "walrus colony census")
+        add_document(second, embedder, "second.md", "walrus feeding grounds")
+        assert set(first.held(DEFAULT_SOURCE)) == {"first.md"}
+        assert [p.uri for p in await second.retrieve("walrus")] == ["second.md"]
+        first.drop()
+        assert [p.uri for p in await second.retrieve("walrus")] == ["second.md"]
+    finally:
+        first.close()
+        second.close()
+
+
+async def test_reopening_keeps_everything(tmp_path: Path, embedder: CountingEmbedder) -> None:
+    store = QdrantBackend(embedder, path=tmp_path / "q")
+    add_document(store, embedder, "a.md", "walrus colony census", revision="r7")
+    store.set_state("token", "t-1")
+    store.close()
+    again = QdrantBackend(embedder, path=tmp_path / "q")
+    try:
+        assert again.held(DEFAULT_SOURCE)["a.md"].revision == "r7"
+        assert again.get_state("token") == "t-1"
+        assert [p.uri for p in await again.retrieve("walrus")] == ["a.md"]
+    finally:
+        again.close()
+
+
+def test_write_lock_excludes_a_second_writer(tmp_path: Path, embedder: CountingEmbedder) -> None:
+    first = QdrantBackend(embedder, path=tmp_path / "q")
+    second = QdrantBackend(embedder, path=tmp_path / "q")  # same folder, same process: shared client
+    try:
+        with first.write_lock():
+            with first.write_lock():
+                pass
+            with pytest.raises(IndexLockedError), second.write_lock():
+                pass
+        with second.write_lock():
+            pass
+    finally:
+        first.close()
+        second.close()
+
+
+def test_settings_need_exactly_one_location(tmp_path: Path, embedder: CountingEmbedder) -> None:
+    with pytest.raises(ConfigError, match="LORE_QDRANT_URL"):
+        from_settings(load_settings(backend="qdrant"), embedder)
+    with pytest.raises(ConfigError, match="not both"):
+        from_settings(
+            load_settings(backend="qdrant", qdrant_url="http://127.0.0.1:1", qdrant_path=tmp_path), embedder
+        )
+
+
+def test_unreachable_server_is_backend_unavailable(embedder: CountingEmbedder) -> None:
+    with pytest.raises(BackendUnavailableError, match=r"127\.0\.0\.1"):
+        QdrantBackend(embedder, url=f"http://127.0.0.1:{free_port()}", timeout=2)
+
+
+def test_sync_and_search_through_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``lore sync`` / ``lore search`` unchanged: only LORE_BACKEND and LORE_QDRANT_PATH differ."""
+    docs = tmp_path / "runbooks"
+    docs.mkdir()
+    (docs / "etcd.md").write_text("# etcd\n\n## No leader\n\nWhen etcdNoLeader fires, check the peers.\n")
+    (docs / "kafka.md").write_text("# Kafka\n\nLag on payments-consumer-group: restart the consumer.\n")
+    (tmp_path / "lore.toml").write_text(
+        'qdrant_path = "index"\n'
+        '[[sources]]\nname = "runbooks"\ntype = "filesystem"\npath = "runbooks"\nvisibility = "all-viewers"\n'
+    )
+    monkeypatch.setenv("LORE_BACKEND", "qdrant")
+    monkeypatch.setenv("LORE_EMBEDDER", "hashing")
+    settings = load_settings(tmp_path / "lore.toml")
+    report = run_sync(settings)
+    assert (report.added, report.failures) == (2, [])
+    again = run_sync(settings)
+    assert (again.unchanged, again.chunks_embedded) == (2, 0)
+    assert (tmp_path / "index").is_dir()
+    retriever = resolve_retriever(settings)
+    assert retriever is not None
+    try:
+        passages = asyncio.run(retriever.retrieve("payments-consumer-group lag", top_k=1))
+        assert [p.uri for p in passages] == ["file://runbooks/kafka.md"]
+    finally:
+        retriever.close()  # type: ignore[attr-defined]

@@ -1,0 +1,188 @@
+"""`lore mcp` end to end with the MCP SDK's own client: stdio (a real `lore mcp`
+subprocess) and streamable HTTP on 127.0.0.1, over a real SQLite index."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.types import TextContent
+
+from lore.config import load_settings
+from lore.mcp_server import build_server
+from lore.sync import run_sync
+from lore.tool.core import INPUT_SCHEMA, TOOL_DESCRIPTION, TOOL_NAME, KnowledgeSearch, build_knowledge_search
+
+LORE = Path(sys.executable).with_name("lore")
+
+RUNBOOKS = {
+    "etcd-no-leader.md": (
+        "---\ntitle: etcd has no leader\ntags: etcd\n---\n# etcd has no leader\n\n## Meaning\n\n"
+        "The alert etcdNoLeader fires when a member reports no leader.\n\n## Mitigation\n\n"
+        "Check member health with `etcdctl endpoint health` and restart the lagging member.\n"
+    ),
+    "kafka-lag.md": (
+        "---\ntitle: Kafka consumer lag\ntags: kafka\n---\n# Kafka consumer lag\n\n## Diagnosis\n\n"
+        "Lag on payments-consumer-group grows when a consumer is stuck in a rebalance.\n"
+    ),
+}
+
+
+def write_config(root: Path, *, backend: str = "sqlite") -> Path:
+    corpus = root / "runbooks"
+    corpus.mkdir(parents=True, exist_ok=True)
+    for name, text in RUNBOOKS.items():
+        (corpus / name).write_text(text, encoding="utf-8")
+    config = root / "lore.toml"
+    config.write_text(
+        f'backend = "{backend}"\ndb_path = "lore.db"\nembedder = "hashing"\naudit_path = "audit.jsonl"\n\n'
+        '[[sources]]\nname = "runbooks"\ntype = "filesystem"\npath = "runbooks"\n'
+        'visibility = "all-viewers"\n',
+        encoding="utf-8",
+    )
+    return config
+
+
+@pytest.fixture(scope="module")
+def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    config = write_config(tmp_path_factory.mktemp("mcp"))
+    assert run_sync(load_settings(config)).ok
+    return config
+
+
+def audit_lines(config: Path) -> list[dict[str, Any]]:
+    path = config.parent / "audit.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def server_env(**extra: str) -> dict[str, str]:
+    """The child's environment: no LORE_* leaking in from the test runner."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("LORE_")}
+    env.update(extra)
+    return env
+
+
+def stdio_params(config: Path) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=str(LORE), args=["--config", str(config), "mcp"], cwd=str(config.parent), env=server_env()
+    )
+
+
+async def check_client(client: Client, config: Path) -> None:
+    """What every transport must offer: the one tool, the core's contract, both contents."""
+    tools = (await client.list_tools()).tools
+    assert [tool.name for tool in tools] == [TOOL_NAME]
+    assert tools[0].description == TOOL_DESCRIPTION
+    assert tools[0].input_schema == INPUT_SCHEMA
+    assert tools[0].annotations is not None
+    assert tools[0].annotations.read_only_hint
+
+    before = len(audit_lines(config))
+    result = await client.call_tool(TOOL_NAME, {"query": "etcdNoLeader", "top_k": 2})
+    assert not result.is_error
+    structured = result.structured_content
+    assert structured is not None
+    assert structured["error"] is None
+    top = structured["passages"][0]
+    assert top["uri"].endswith("etcd-no-leader.md")
+    assert top["title"] == "etcd has no leader"
+    assert {"revision", "updated_at", "age_days", "stale", "score", "chunk_id"} <= top.keys()
+    assert structured["metadata"]["engine"] == "sqlite"
+    text = result.content[0]
+    assert isinstance(text, TextContent)
+    assert "[1] etcd has no leader" in text.text
+    assert "etcd-no-leader.md" in text.text
+    assert len(audit_lines(config)) == before + 1
+
+
+async def test_stdio_lists_and_calls_the_tool(config: Path) -> None:
+    async with Client(stdio_params(config)) as client:
+        await check_client(client, config)
+        assert audit_lines(config)[-1]["principal"]  # the OS user who launched the server
+
+        # Bad arguments are a tool error the model can read, not a protocol failure.
+        result = await client.call_tool(TOOL_NAME, {"query": "etcd", "top_k": 0})
+        assert result.is_error
+        assert result.structured_content is not None
+        assert "top_k" in result.structured_content["error"]
+        assert isinstance(result.content[0], TextContent)
+        assert "top_k" in result.content[0].text
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+def http_server(config: Path) -> Iterator[str]:
+    port = free_port()
+    process = subprocess.Popen(
+        [str(LORE), "--config", str(config), "mcp", "--http", "--port", str(port)],
+        cwd=config.parent,
+        env=server_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120  # readiness only: how long start-up takes is not asserted
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"lore mcp --http exited {process.returncode}: {process.stderr.read()}")  # type: ignore[union-attr]
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    pytest.fail("lore mcp --http did not start listening")
+                time.sleep(0.2)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+async def test_streamable_http_lists_and_calls_the_tool(config: Path, http_server: str) -> None:
+    async with Client(http_server) as client:
+        await check_client(client, config)
+
+
+async def test_unknown_tool_is_an_error_result(config: Path) -> None:
+    search = build_knowledge_search(load_settings(config))
+    assert isinstance(search, KnowledgeSearch)
+    async with Client(build_server(search)) as client:  # in-process: same server object
+        result = await client.call_tool("delete_everything", {})
+    assert result.is_error
+    assert isinstance(result.content[0], TextContent)
+    assert "knowledge_search" in result.content[0].text
+
+
+def test_backend_none_refuses_to_start(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    completed = subprocess.run(
+        [str(LORE), "--config", str(config), "mcp"],
+        cwd=tmp_path,
+        env=server_env(LORE_BACKEND="none", COLUMNS="200"),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert completed.returncode != 0
+    assert completed.stdout == ""  # nothing that an MCP client could mistake for a server
+    assert 'backend is "none"' in completed.stderr
+    assert "Traceback" not in completed.stderr

@@ -1,0 +1,223 @@
+"""``lore search`` end to end: a real SQLite index on disk, the real CLI entry point."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from lore.backends.sqlite import SqliteBackend
+from lore.cli import main
+from lore.cli.search_cmd import os_user
+from lore.embedders.hashing import HashingEmbedder
+from lore.testing import add_document
+from lore.testing.attacks import all_cases, assert_safe, injection_cases, secret_cases
+
+CONFIG = """
+backend = "sqlite"
+db_path = "index/lore.db"
+embedder = "hashing"
+audit_path = "audit/lore-audit.jsonl"
+top_k = 5
+
+[[sources]]
+name = "runbooks"
+type = "filesystem"
+path = "runbooks"
+visibility = "all-viewers"
+"""
+
+
+def run_cli(
+    args: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> tuple[int, str, str]:
+    monkeypatch.setattr(sys, "argv", ["lore", *args])
+    try:
+        main()
+        code = 0
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else 1
+    captured = capsys.readouterr()
+    # rich wraps stderr at the (captured) terminal width; the message itself is one line.
+    return code, captured.out, " ".join(captured.err.split())
+
+
+@pytest.fixture(scope="module")
+def index_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """lore.toml and an index holding three runbooks; built once, searched read-only."""
+    root = tmp_path_factory.mktemp("project")
+    (root / "lore.toml").write_text(CONFIG)
+    embedder = HashingEmbedder()
+    backend = SqliteBackend(root / "index" / "lore.db", embedder)
+    try:
+        add_document(
+            backend, embedder, "runbooks/etcd.md", title="etcd quorum loss",
+            sections=[("Recovery", "Restore etcd quorum from the latest snapshot, one member at a time."),
+                      ("Diagnosis", "etcdNoLeader fires when members cannot elect a leader.")],
+            labels={"service": "etcd"}, source="runbooks",
+        )  # fmt: skip
+        add_document(
+            backend, embedder, "runbooks/kafka.md",
+            "Consumer group orders-v2 lags: check the partition reassignment.",
+            title="Kafka consumer lag", labels={"service": "kafka"}, source="runbooks",
+        )  # fmt: skip
+        planted = "\n\n".join(case.text for case in [injection_cases()[0], secret_cases()[2]])
+        add_document(
+            backend, embedder, "runbooks/poisoned.md", f"Poisoned quorum page.\n\n{planted}",
+            title="Poisoned page", labels={"service": "evil"}, source="runbooks",
+        )  # fmt: skip
+    finally:
+        backend.close()
+    return root
+
+
+@pytest.fixture
+def project(index_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Run from the indexed project; this test's audit log goes to its own ``tmp_path``."""
+    monkeypatch.chdir(index_dir)
+    for name in ("LORE_CONFIG", "LORE_DB_PATH", "LORE_BACKEND", "LORE_EMBEDDER"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("LORE_AUDIT_PATH", str(tmp_path / "audit.jsonl"))
+    return tmp_path
+
+
+def test_human_output(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run_cli(["search", "etcd quorum snapshot", "--top-k", "2"], monkeypatch, capsys)
+    assert code == 0, err
+    assert "etcd quorum loss § Recovery" in out
+    assert "runbooks/etcd.md" in out
+    assert "updated" in out
+    assert "days ago" in out
+    assert "(stale)" in out
+    assert "score" in out
+    assert "Restore etcd quorum" in out
+    assert " 1  " in out
+    assert " 3  " not in out
+
+
+def test_json_output_has_every_provenance_field(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run_cli(
+        ["search", "consumer lag", "--json", "--label", "service=kafka", "--mode", "BM25"],
+        monkeypatch,
+        capsys,
+    )
+    assert code == 0
+    data = json.loads(out)
+    assert data["error"] is None
+    assert [p["uri"] for p in data["passages"]] == ["runbooks/kafka.md"]
+    first = data["passages"][0]
+    for field in ("rank", "title", "section", "uri", "text", "score", "revision", "updated_at", "age_days",
+                  "stale", "source_type", "chunk_id"):  # fmt: skip
+        assert field in first
+    assert first["source_type"] == "filesystem"
+    assert first["revision"] == "rev-1"
+    assert data["metadata"]["engine"] == "sqlite"
+    assert data["metadata"]["result_count"] == 1
+
+
+def test_safety_chain_and_audit_apply_to_the_cli(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run_cli(["search", "poisoned quorum page", "--json"], monkeypatch, capsys)
+    assert code == 0
+    data = json.loads(out)
+    assert "runbooks/poisoned.md" in [p["uri"] for p in data["passages"]]
+    assert_safe(data, all_cases())
+    assert data["metadata"]["safety"]["instruction_override"] >= 1
+    assert data["metadata"]["safety"]["github_token"] >= 1
+    code, out, _ = run_cli(["search", "poisoned quorum page"], monkeypatch, capsys)
+    assert code == 0
+    assert_safe(out, all_cases())
+    assert "safety:" in out
+
+    entries = [json.loads(line) for line in (project / "audit.jsonl").read_text().splitlines()]
+    assert len(entries) == 2
+    assert entries[0]["principal"] == os_user()
+    assert entries[0]["query"] == "poisoned quorum page"
+    assert "runbooks/poisoned.md" in [hit["uri"] for hit in entries[0]["results"]]
+
+
+def test_no_match_is_a_normal_answer(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run_cli(["search", "etcd", "--label", "service=nothing"], monkeypatch, capsys)
+    assert code == 0
+    assert "no matching knowledge for 'etcd'" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["search", "etcd", "--label", "service"], "--label must look like key=value"),
+        (["search", "etcd", "--label", "=etcd"], "--label must look like key=value"),
+        (["search", "etcd", "--top-k", "0"], "--top-k must be a whole number from 1 to 50, got '0'"),
+        (["search", "etcd", "--top-k", "51"], "--top-k must be a whole number from 1 to 50"),
+        (["search", "etcd", "-k", "abc"], "--top-k must be a whole number from 1 to 50, got 'abc'"),
+        (
+            ["search", "etcd", "--mode", "fuzzy"],
+            "unknown --mode 'fuzzy'; choose one of: bm25, vector, hybrid",
+        ),
+        (["search", "   "], "query: must not be blank"),
+    ],
+)
+def test_bad_input_is_one_line_and_nonzero(
+    project: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
+    message: str,
+) -> None:
+    code, out, err = run_cli(args, monkeypatch, capsys)
+    assert code == 2
+    assert message in err
+    assert err.startswith("error: ")
+    assert err.count("error:") == 1
+    assert "Traceback" not in err + out
+
+
+def test_missing_index(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("LORE_DB_PATH", str(project / "nowhere" / "lore.db"))
+    code, _, err = run_cli(["search", "etcd"], monkeypatch, capsys)
+    assert code == 2
+    assert "no index at" in err
+    assert "lore sync" in err
+    assert not (project / "nowhere").exists()
+
+
+def test_empty_index(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    SqliteBackend(project / "empty.db", HashingEmbedder()).close()
+    monkeypatch.setenv("LORE_DB_PATH", str(project / "empty.db"))
+    code, _, err = run_cli(["search", "etcd"], monkeypatch, capsys)
+    assert code == 2
+    assert err == "error: the index is empty: run `lore sync` first"
+
+
+def test_backend_none(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("LORE_BACKEND", "none")
+    code, _, err = run_cli(["search", "etcd"], monkeypatch, capsys)
+    assert code == 2
+    assert "no index to search" in err
+
+
+def test_unwritable_audit_log_refuses_the_search(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (project / "blocker").write_text("")
+    monkeypatch.setenv("LORE_AUDIT_PATH", str(project / "blocker" / "audit.jsonl"))
+    code, out, err = run_cli(["search", "etcd quorum"], monkeypatch, capsys)
+    assert code == 2
+    assert "audit log" in err
+    assert "could not be written" in err
+    assert "Restore etcd" not in out
