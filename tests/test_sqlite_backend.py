@@ -285,10 +285,17 @@ async def test_missing_fulltext_directory_is_rebuilt_on_open(
         assert [p.uri for p in await reopened.retrieve("ingress 502", mode=SearchMode.BM25)] == ["a.md"]
 
 
-async def test_fulltext_of_another_layout_is_rebuilt(db_path: Path, embedder: CountingEmbedder) -> None:
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [("lore-fulltext.json", '{"version": 0}'), ("meta.json", "not json")],
+    ids=["layout", "damaged"],
+)
+async def test_outdated_or_damaged_fulltext_is_rebuilt(
+    db_path: Path, embedder: CountingEmbedder, name: str, content: str
+) -> None:
     with SqliteBackend(db_path, embedder) as first:
         add_document(first, embedder, "a.md", "ingress controller 502 errors")
-    (db_path.with_name("lore.db.tantivy") / "lore-fulltext.json").write_text('{"version": 0}')
+    (db_path.with_name("lore.db.tantivy") / name).write_text(content)
     with SqliteBackend(db_path, embedder) as reopened:
         assert [p.uri for p in await reopened.retrieve("ingress 502", mode=SearchMode.BM25)] == ["a.md"]
 

@@ -91,11 +91,8 @@ def build_server(search: KnowledgeSearch, *, principal: str | None = None) -> Se
 
     async def call_tool(ctx: ServerRequestContext[Any], params: CallToolRequestParams) -> CallToolResult:
         if params.name != tool.name:
-            return CallToolResult(
-                content=[TextContent(type="text", text=f"unknown tool {params.name!r}; this server offers "
-                                                       f"{tool.name!r}")],
-                is_error=True,
-            )
+            message = f"unknown tool {params.name!r}; this server offers {tool.name!r}"
+            return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
         result = await search.run(params.arguments or {}, principal=_caller(principal))
         return CallToolResult(
             content=[TextContent(type="text", text=result.render_text())],

@@ -28,7 +28,7 @@ import json
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Protocol
 
@@ -171,17 +171,17 @@ class _Pipeline:
 
     async def _launch(self) -> None:
         group, self._group, self._group_keys = self._group, [], set()
-        if group:
-            cached = self._index.cached_vectors(sorted({k for p in group for k in p.keys}))
-            for pending in group:
-                pending.vectors = {k: cached[k] for k in pending.keys if k in cached}
-                pending.cached = frozenset(pending.vectors)
-            loop = asyncio.get_running_loop()
-            future = loop.run_in_executor(self._executor, self._embed_group, group)
+        if not group:
+            await self._drain()
+            return
+        cached = self._index.cached_vectors(sorted({k for p in group for k in p.keys}))
+        for pending in group:
+            pending.vectors = {k: cached[k] for k in pending.keys if k in cached}
+            pending.cached = frozenset(pending.vectors)
+        future = asyncio.get_running_loop().run_in_executor(self._executor, self._embed_group, group)
         # Write the previous group while this one is being embedded.
         await self._drain()
-        if group:
-            self._inflight = (group, future)
+        self._inflight = (group, future)
 
     async def _drain(self) -> None:
         if self._inflight is None:
@@ -264,15 +264,7 @@ class _Pipeline:
 
 def _with_source_labels(document: Document, source: KnowledgeSource) -> Document:
     labels = {**document.labels, SOURCE_LABEL: source.name, SOURCE_TYPE_LABEL: source.source_type}
-    return Document(
-        uri=document.uri,
-        title=document.title,
-        text=document.text,
-        revision=document.revision,
-        updated_at=document.updated_at,
-        labels=labels,
-        media_type=document.media_type,
-    )
+    return replace(document, labels=labels)
 
 
 async def _sync_source(

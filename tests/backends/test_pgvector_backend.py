@@ -18,6 +18,7 @@ pytest.importorskip("psycopg_pool", reason=PGVECTOR_EXTRA_REASON)
 pytest.importorskip("pgvector", reason=PGVECTOR_EXTRA_REASON)
 
 import psycopg
+from psycopg.conninfo import make_conninfo
 
 from lore.backends import pg_schema
 from lore.backends.pgvector import PgVectorBackend, from_settings
@@ -25,6 +26,7 @@ from lore.config import load_settings
 from lore.errors import (
     BackendUnavailableError,
     ConfigError,
+    EmbedderMismatchError,
     IndexLockedError,
 )
 from lore.models import SearchMode
@@ -258,3 +260,58 @@ def test_sync_and_search_through_settings(
         cleanup = PgVectorBackend(pg_dsn, CountingEmbedder(), index_name=index_name)
         cleanup.drop()
         cleanup.close()
+
+
+async def test_hnsw_paths_match_exact_search(
+    pg_dsn: str, index_name: str, embedder: CountingEmbedder
+) -> None:
+    """With sequential scans disabled the planner must use the HNSW index, so the
+    iterative scan (filtered) and its exact fallback (selective filter) are exercised."""
+    dsn = make_conninfo(pg_dsn, options="-c enable_seqscan=off")
+    store = PgVectorBackend(dsn, embedder, index_name=index_name)
+    try:
+        with store.write_lock():
+            for i in range(200):
+                add_document(
+                    store, embedder, f"noise/{i}.md", f"node {i} disk pressure", labels={"team": "noise"}
+                )
+            for i in range(3):
+                add_document(
+                    store, embedder, f"target/{i}.md", f"quota review {i}", labels={"team": "target"}
+                )
+        with psycopg.connect(dsn) as conn:
+            conn.execute("SET hnsw.iterative_scan = strict_order")
+            plan = conn.execute(
+                f"EXPLAIN SELECT id FROM {index_name}_chunks ORDER BY embedding <=> %s::vector LIMIT 5",
+                (str([1.0] * embedder.dimension),),
+            ).fetchall()
+        assert any("_chunks_embedding" in row[0] for row in plan), plan
+        # Filtered to 3 of 203 rows: every one must come back, best first.
+        filtered = await store.retrieve(
+            "disk pressure", top_k=10, labels={"team": "target"}, mode=SearchMode.VECTOR
+        )
+        assert sorted(p.uri for p in filtered) == [f"target/{i}.md" for i in range(3)]
+        # Unfiltered: the same top 5 as an exact cosine ranking computed here.
+        query = embedder.embed_queries(["node 7 disk pressure"])[0]
+        passages = await store.retrieve("node 7 disk pressure", top_k=5, mode=SearchMode.VECTOR)
+        assert passages[0].uri == "noise/7.md"
+        expected = sorted(
+            (float(embedder.embed_documents([p.text])[0] @ query) for p in passages), reverse=True
+        )
+        assert [round(p.score, 5) for p in passages] == [round(s, 5) for s in expected]
+    finally:
+        store.drop()
+        store.close()
+
+
+async def test_search_with_another_embedder_is_refused(
+    backend: PgVectorBackend, pg_dsn: str, index_name: str, embedder: CountingEmbedder
+) -> None:
+    add_document(backend, embedder, "a.md", "walrus colony census")
+    other = PgVectorBackend(pg_dsn, CountingEmbedder(dimension=32), index_name=index_name)
+    try:
+        with pytest.raises(EmbedderMismatchError, match="lore reembed"):
+            await other.retrieve("walrus", mode=SearchMode.HYBRID)
+        assert [p.uri for p in await other.retrieve("walrus", mode=SearchMode.BM25)] == ["a.md"]
+    finally:
+        other.close()

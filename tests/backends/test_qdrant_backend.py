@@ -13,7 +13,7 @@ pytest.importorskip("qdrant_client", reason="needs the 'qdrant' extra: pip insta
 
 from lore.backends.qdrant import LAYOUT_VERSION, QdrantBackend, from_settings
 from lore.config import load_settings
-from lore.errors import BackendUnavailableError, ConfigError, IndexLockedError
+from lore.errors import BackendUnavailableError, ConfigError, EmbedderMismatchError, IndexLockedError
 from lore.models import SearchMode
 from lore.resolve import resolve_retriever
 from lore.sync import run_sync
@@ -158,3 +158,16 @@ def test_sync_and_search_through_settings(tmp_path: Path, monkeypatch: pytest.Mo
         assert [p.uri for p in passages] == ["file://runbooks/kafka.md"]
     finally:
         retriever.close()  # type: ignore[attr-defined]
+
+
+async def test_search_with_another_embedder_is_refused(tmp_path: Path, embedder: CountingEmbedder) -> None:
+    store = QdrantBackend(embedder, path=tmp_path / "q")
+    add_document(store, embedder, "a.md", "walrus colony census")
+    other = QdrantBackend(CountingEmbedder(dimension=32), path=tmp_path / "q")
+    try:
+        with pytest.raises(EmbedderMismatchError, match="lore reembed"):
+            await other.retrieve("walrus", mode=SearchMode.VECTOR)
+        assert [p.uri for p in await other.retrieve("walrus", mode=SearchMode.BM25)] == ["a.md"]
+    finally:
+        other.close()
+        store.close()

@@ -93,13 +93,17 @@ class FullTextIndex:
     """One tantivy index directory. Writes need the backend's write lock (tantivy allows
     one writer per directory); searches may run in any process at any time."""
 
-    def __init__(self, directory: Path, *, title_boost: float, section_boost: float, identifier_boost: float):
+    def __init__(
+        self, directory: Path, *, title_boost: float, section_boost: float, identifier_boost: float
+    ) -> None:
         self._directory = directory
         self._boosts = {"title": title_boost, "section": section_boost, "body": 1.0}
         self._identifier_boost = identifier_boost
         self._analyzers = _analyzers()
         self._schema = _schema()
         self._writer: tantivy.IndexWriter | None = None
+        # Not ready (None) when missing, of an older layout or unreadable: the backend
+        # then rebuilds it from SQLite.
         self._index = self._open() if self.usable(directory) else None
 
     @staticmethod
@@ -116,11 +120,11 @@ class FullTextIndex:
     def ready(self) -> bool:
         return self._index is not None
 
-    def _open(self) -> tantivy.Index:
+    def _open(self) -> tantivy.Index | None:
         try:
             index = tantivy.Index.open(str(self._directory))
-        except _TANTIVY_ERRORS as err:
-            raise IndexingError(f"cannot open the full-text index {self._directory}: {err}") from err
+        except _TANTIVY_ERRORS:
+            return None
         for name, analyzer in self._analyzers.items():
             index.register_tokenizer(name, analyzer)
         return index

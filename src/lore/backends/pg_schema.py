@@ -1,4 +1,5 @@
-"""The PostgreSQL schema of one lore index, and its ordered migrations.
+"""The PostgreSQL schema of one lore index, its ordered migrations, and the statements
+the backend runs against it.
 
 Every table of an index is prefixed with the index name (``lore_chunks``, ``runbooks_chunks``),
 so several indexes share one database. Names are composed with ``psycopg.sql.Identifier``
@@ -9,24 +10,42 @@ once apply each step exactly once.
 
 The embedding column starts without a dimension: the dimension is the embedder's, known
 only when the first sync records it (``vector_statements``), and it fixes the HNSW index.
+
+Row builders map lore's records to and from these tables, so ``pgvector.py`` holds only
+connection handling and the search logic.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
 
-import psycopg
-from psycopg import sql
-from psycopg.rows import TupleRow
+import numpy as np
+import numpy.typing as npt
 
-from lore.errors import ConfigError
+from lore.backends import lexical
+from lore.errors import ConfigError, MissingExtraError
+from lore.models import SOURCE_LABEL, Chunk, Document, Passage, embed_key, label_terms, utc
+
+try:
+    import psycopg
+    from psycopg import sql
+    from psycopg.rows import TupleRow
+    from psycopg.types.json import Jsonb
+except ImportError as err:  # pragma: no cover - exercised only without the extra
+    raise MissingExtraError("pgvector", err.name or "psycopg") from err
 
 INDEX_NAME = re.compile(r"[a-z][a-z0-9_]{0,40}")
 #: Full-text configuration of the word channel. Identifiers get their own exact column.
 TEXT_SEARCH_CONFIG = "english"
+
+#: An identifier the query names exactly outranks any amount of scattered word matches
+#: (``ts_rank`` stays well below 1 for chunk-sized texts).
+IDENTIFIER_WEIGHT = 1.0
 
 #: ``pg_advisory_lock(classid, objid)`` namespace of lore: the bytes of "lore".
 LOCK_CLASS = int.from_bytes(b"lore", "big")
@@ -189,3 +208,166 @@ def drop_statements(tables: Tables) -> list[sql.Composed]:
         tables.sql(f"DROP TABLE IF EXISTS {{{name}}}")
         for name in ("chunks", "documents", "state", "embedder", "schema_version")
     ]
+
+
+# -- statements ----------------------------------------------------------------------------
+
+_UPSERT_CHUNK = """
+INSERT INTO {chunks} (id, uri, ordinal, text, section, content_hash, title, revision, updated_at,
+                      labels, label_terms, embed_key, embedding, tsv, idents)
+VALUES (%(id)s, %(uri)s, %(ordinal)s, %(text)s, %(section)s, %(content_hash)s, %(title)s, %(revision)s,
+        %(updated_at)s, %(labels)s, %(label_terms)s, %(embed_key)s, %(embedding)s,
+        setweight(to_tsvector({cfg}, %(title)s), 'A')
+          || setweight(to_tsvector({cfg}, %(section)s), 'B')
+          || to_tsvector({cfg}, %(body)s),
+        %(idents)s)
+ON CONFLICT (id) DO UPDATE SET
+    uri = EXCLUDED.uri, ordinal = EXCLUDED.ordinal, text = EXCLUDED.text, section = EXCLUDED.section,
+    content_hash = EXCLUDED.content_hash, title = EXCLUDED.title, revision = EXCLUDED.revision,
+    updated_at = EXCLUDED.updated_at, labels = EXCLUDED.labels, label_terms = EXCLUDED.label_terms,
+    embed_key = EXCLUDED.embed_key, embedding = EXCLUDED.embedding, tsv = EXCLUDED.tsv,
+    idents = EXCLUDED.idents
+"""
+
+UPSERT_DOCUMENT = """
+INSERT INTO {documents} (uri, source, title, revision, updated_at, labels, media_type, chunk_count,
+                         indexed_at)
+VALUES (%(uri)s, %(source)s, %(title)s, %(revision)s, %(updated_at)s, %(labels)s, %(media_type)s,
+        %(chunk_count)s, %(indexed_at)s)
+ON CONFLICT (uri) DO UPDATE SET
+    source = EXCLUDED.source, title = EXCLUDED.title, revision = EXCLUDED.revision,
+    updated_at = EXCLUDED.updated_at, labels = EXCLUDED.labels, media_type = EXCLUDED.media_type,
+    chunk_count = EXCLUDED.chunk_count, indexed_at = EXCLUDED.indexed_at
+"""
+
+
+def upsert_chunk_statement(tables: Tables) -> sql.Composed:
+    return tables.sql(_UPSERT_CHUNK, cfg=sql.Literal(TEXT_SEARCH_CONFIG))
+
+
+def text_channel_statement(tables: Tables, word_count: int, *, filtered: bool) -> sql.Composed:
+    """Parameters: ``word_count`` query words, the query's identifiers (``text[]``), the
+    label terms when ``filtered``, the limit. One ``plainto_tsquery`` per word, OR-ed:
+    every word is a bound parameter, so no query text is ever read as tsquery syntax, and
+    a chunk need not contain every word of a question to match."""
+    word_query = (
+        sql.SQL(" || ").join(
+            sql.SQL("plainto_tsquery({cfg}, {word})").format(
+                cfg=sql.Literal(TEXT_SEARCH_CONFIG), word=sql.Placeholder()
+            )
+            for _ in range(word_count)
+        )
+        if word_count
+        else sql.SQL("''::tsquery")
+    )
+    return tables.sql(
+        "SELECT c.id, ts_rank(c.tsv, q.words, 1)"
+        " + {weight} * cardinality(ARRAY(SELECT unnest(c.idents) INTERSECT SELECT unnest(q.idents)))"
+        " AS score"
+        " FROM {chunks} c, (SELECT {word_query} AS words, %s::text[] AS idents) q"
+        " WHERE (c.tsv @@ q.words OR c.idents && q.idents) {label_filter}"
+        " ORDER BY score DESC, c.id LIMIT %s",
+        weight=sql.Literal(IDENTIFIER_WEIGHT),
+        word_query=word_query,
+        label_filter=sql.SQL("AND c.label_terms @> %s::text[]") if filtered else sql.SQL(""),
+    )
+
+
+def vector_channel_statement(tables: Tables, *, filtered: bool) -> sql.Composed:
+    """Parameters: the query vector, the label terms when ``filtered``, the limit."""
+    return tables.sql(
+        "SELECT id, embedding <=> %s AS distance FROM {chunks} {label_filter} ORDER BY distance LIMIT %s",
+        label_filter=sql.SQL("WHERE label_terms @> %s::text[]") if filtered else sql.SQL(""),
+    )
+
+
+# -- rows <-> records --------------------------------------------------------------------
+
+
+def chunk_row(chunk: Chunk, vector: npt.NDArray[np.float32]) -> dict[str, Any]:
+    title, section, text = (
+        lexical.clean_text(chunk.title),
+        lexical.clean_text(chunk.section),
+        lexical.clean_text(chunk.text),
+    )
+    everything = f"{title}\n{section}\n{text}"
+    return {
+        "id": chunk.id,
+        "uri": chunk.uri,
+        "ordinal": chunk.ordinal,
+        "text": text,
+        "section": section,
+        "content_hash": chunk.content_hash,
+        "title": title,
+        "revision": chunk.revision,
+        "updated_at": utc(chunk.updated_at),
+        "labels": Jsonb(dict(chunk.labels)),
+        "label_terms": sorted(label_terms(chunk.labels)),
+        "embed_key": embed_key(chunk),
+        "embedding": vector,
+        # camelCase parts join the word channel so "etcd no leader" meets etcdNoLeader.
+        "body": f"{text}\n{' '.join(lexical.camel_parts(everything))}",
+        "idents": lexical.identifiers(everything),
+    }
+
+
+def document_row(document: Document, chunk_count: int) -> dict[str, Any]:
+    return {
+        "uri": document.uri,
+        "source": str(document.labels.get(SOURCE_LABEL, "")),
+        "title": lexical.clean_text(document.title),
+        "revision": document.revision,
+        "updated_at": utc(document.updated_at),
+        "labels": Jsonb(dict(document.labels)),
+        "media_type": document.media_type,
+        "chunk_count": chunk_count,
+        "indexed_at": datetime.now(UTC),
+    }
+
+
+#: Columns ``chunk_from_row`` reads, in order.
+EXPORT_CHUNK_COLUMNS = (
+    "id, ordinal, text, section, content_hash, title, revision, updated_at, labels, embedding"
+)
+
+
+def chunk_from_row(uri: str, row: Sequence[Any]) -> Chunk:
+    chunk_id, ordinal, text, section, content_hash, title, revision, updated_at, labels = row[:9]
+    return Chunk(
+        id=chunk_id,
+        uri=uri,
+        ordinal=ordinal,
+        text=text,
+        section=section,
+        content_hash=content_hash,
+        title=title,
+        revision=revision,
+        updated_at=utc(updated_at),
+        labels=dict(labels),
+    )
+
+
+def vector_array(value: Any) -> npt.NDArray[np.float32]:
+    """pgvector's loader gives ``pgvector.Vector`` (numpy arrays in older releases)."""
+    to_numpy = getattr(value, "to_numpy", None)
+    return np.asarray(to_numpy() if to_numpy is not None else value, dtype=np.float32)
+
+
+#: Columns ``passage_from_row`` reads, in order.
+PASSAGE_COLUMNS = "id, text, uri, title, section, revision, updated_at, labels"
+
+
+def passage_from_row(row: tuple[Any, ...], score: float, ranks: Mapping[str, int]) -> Passage:
+    chunk_id, text, uri, title, section, revision, updated_at, labels = row
+    return Passage(
+        text=text,
+        uri=uri,
+        title=title,
+        section=section,
+        revision=revision,
+        updated_at=utc(updated_at),
+        score=score,
+        labels=dict(labels),
+        chunk_id=chunk_id,
+        channel_ranks=dict(ranks),
+    )

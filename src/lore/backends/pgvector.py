@@ -26,7 +26,6 @@ import math
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from typing import Any, Literal
 
 import numpy as np
@@ -34,13 +33,23 @@ import numpy.typing as npt
 
 from lore.backends import lexical
 from lore.backends.pg_schema import (
+    EXPORT_CHUNK_COLUMNS,
     LOCK_CLASS,
-    TEXT_SEARCH_CONFIG,
+    PASSAGE_COLUMNS,
+    UPSERT_DOCUMENT,
     Tables,
+    chunk_from_row,
+    chunk_row,
+    document_row,
     drop_statements,
     lock_key,
     migrate,
+    passage_from_row,
     schema_version,
+    text_channel_statement,
+    upsert_chunk_statement,
+    vector_array,
+    vector_channel_statement,
     vector_statements,
 )
 from lore.config import LoreSettings
@@ -56,14 +65,11 @@ from lore.errors import (
 )
 from lore.fusion import normalized_score_fusion, reciprocal_rank_fusion
 from lore.models import (
-    SOURCE_LABEL,
     Chunk,
     Document,
     IndexedDocument,
     Passage,
     SearchMode,
-    embed_key,
-    label_terms,
     utc,
 )
 from lore.protocols import Embedder, Vectors
@@ -71,10 +77,8 @@ from lore.protocols import Embedder, Vectors
 try:
     import psycopg
     from pgvector.psycopg import register_vector
-    from psycopg import sql
     from psycopg.conninfo import conninfo_to_dict
     from psycopg.rows import TupleRow
-    from psycopg.types.json import Jsonb
     from psycopg_pool import ConnectionPool, PoolTimeout
 except ImportError as err:  # pragma: no cover - exercised only without the extra
     raise MissingExtraError("pgvector", err.name or "psycopg") from err
@@ -84,9 +88,6 @@ Ranked = list[tuple[str, float, dict[str, int]]]
 #: Channel names, as they appear in ``Passage.channel_ranks``.
 TEXT_CHANNEL = SearchMode.BM25.value
 VECTOR_CHANNEL = SearchMode.VECTOR.value
-#: An identifier the query names exactly outranks any amount of scattered word matches
-#: (``ts_rank`` stays well below 1 for chunk-sized texts).
-IDENTIFIER_WEIGHT = 1.0
 #: Query words beyond this are ignored: each becomes a tsquery term.
 MAX_QUERY_WORDS = 64
 #: pgvector's own ceiling for ``hnsw.ef_search``.
@@ -253,60 +254,18 @@ class PgVectorBackend:
             raise IndexingError(
                 f"{document.uri}: vectors have {matrix.shape[1]} dimensions, the index {self._stored[1]}"
             )
-        rows = [self._chunk_row(chunk, matrix[i]) for i, chunk in enumerate(chunks)]
+        rows = [chunk_row(chunk, matrix[i]) for i, chunk in enumerate(chunks)]
         with self._connection(IndexingError) as conn, conn.transaction():
             # In one transaction the new version replaces the old atomically: a crash
             # leaves one or the other, and readers never see neither.
             if rows:
                 with conn.cursor() as cur:
-                    cur.executemany(
-                        self._tables.sql(_UPSERT_CHUNK, cfg=sql.Literal(TEXT_SEARCH_CONFIG)), rows
-                    )
+                    cur.executemany(upsert_chunk_statement(self._tables), rows)
             conn.execute(
                 self._tables.sql("DELETE FROM {chunks} WHERE uri = %s AND NOT (id = ANY(%s))"),
                 (document.uri, [chunk.id for chunk in chunks]),
             )
-            conn.execute(
-                self._tables.sql(_UPSERT_DOCUMENT),
-                {
-                    "uri": document.uri,
-                    "source": str(document.labels.get(SOURCE_LABEL, "")),
-                    "title": lexical.clean_text(document.title),
-                    "revision": document.revision,
-                    "updated_at": utc(document.updated_at),
-                    "labels": Jsonb(dict(document.labels)),
-                    "media_type": document.media_type,
-                    "chunk_count": len(chunks),
-                    "indexed_at": datetime.now(UTC),
-                },
-            )
-
-    @staticmethod
-    def _chunk_row(chunk: Chunk, vector: npt.NDArray[np.float32]) -> dict[str, Any]:
-        title, section, text = (
-            lexical.clean_text(chunk.title),
-            lexical.clean_text(chunk.section),
-            lexical.clean_text(chunk.text),
-        )
-        everything = f"{title}\n{section}\n{text}"
-        return {
-            "id": chunk.id,
-            "uri": chunk.uri,
-            "ordinal": chunk.ordinal,
-            "text": text,
-            "section": section,
-            "content_hash": chunk.content_hash,
-            "title": title,
-            "revision": chunk.revision,
-            "updated_at": utc(chunk.updated_at),
-            "labels": Jsonb(dict(chunk.labels)),
-            "label_terms": sorted(label_terms(chunk.labels)),
-            "embed_key": embed_key(chunk),
-            "embedding": vector,
-            # camelCase parts join the word channel so "etcd no leader" meets etcdNoLeader.
-            "body": f"{text}\n{' '.join(lexical.camel_parts(everything))}",
-            "idents": lexical.identifiers(everything),
-        }
+            conn.execute(self._tables.sql(UPSERT_DOCUMENT), document_row(document, len(chunks)))
 
     def delete_by_uri(self, uri: str) -> None:
         with self._connection(IndexingError) as conn, conn.transaction():
@@ -345,7 +304,7 @@ class PgVectorBackend:
                 ),
                 (list(embed_keys),),
             ).fetchall()
-        return {row[0]: _array(row[1]) for row in rows}
+        return {row[0]: vector_array(row[1]) for row in rows}
 
     def get_state(self, key: str) -> str | None:
         with self._connection(IndexingError) as conn:
@@ -450,7 +409,7 @@ class PgVectorBackend:
         for chunk_id, score, ranks in fused:
             row = rows.get(chunk_id)
             if row is not None:  # deleted between the channel queries and the fetch
-                passages.append(_passage(row, score, ranks))
+                passages.append(passage_from_row(row, score, ranks))
         return passages
 
     def _fuse(self, channels: Mapping[str, list[tuple[str, float]]]) -> Ranked:
@@ -470,30 +429,7 @@ class PgVectorBackend:
         idents = lexical.identifiers(text)
         if not words and not idents:
             return []
-        # One plainto_tsquery per word, OR-ed: every value is a parameter, and a query
-        # word can never be read as tsquery syntax.
-        word_query = (
-            sql.SQL(" || ").join(
-                sql.SQL("plainto_tsquery({cfg}, {word})").format(
-                    cfg=sql.Literal(TEXT_SEARCH_CONFIG), word=sql.Placeholder()
-                )
-                for _ in words
-            )
-            if words
-            else sql.SQL("''::tsquery")
-        )
-        label_filter = sql.SQL("AND c.label_terms @> %s::text[]") if terms else sql.SQL("")
-        statement = self._tables.sql(
-            "SELECT c.id, ts_rank(c.tsv, q.words, 1)"
-            " + {weight} * cardinality(ARRAY(SELECT unnest(c.idents) INTERSECT SELECT unnest(q.idents)))"
-            " AS score"
-            " FROM {chunks} c, (SELECT {word_query} AS words, %s::text[] AS idents) q"
-            " WHERE (c.tsv @@ q.words OR c.idents && q.idents) {label_filter}"
-            " ORDER BY score DESC, c.id LIMIT %s",
-            weight=sql.Literal(IDENTIFIER_WEIGHT),
-            word_query=word_query,
-            label_filter=label_filter,
-        )
+        statement = text_channel_statement(self._tables, len(words), filtered=bool(terms))
         params: list[Any] = [*words, idents]
         if terms:
             params.append(terms)
@@ -510,11 +446,7 @@ class PgVectorBackend:
     ) -> list[tuple[str, float]]:
         if self._stored is None or not np.any(vector):
             return []  # nothing embedded yet, or a query with no features: no neighbours
-        label_filter = sql.SQL("WHERE label_terms @> %s::text[]") if terms else sql.SQL("")
-        statement = self._tables.sql(
-            "SELECT id, embedding <=> %s AS distance FROM {chunks} {label_filter} ORDER BY distance LIMIT %s",
-            label_filter=label_filter,
-        )
+        statement = vector_channel_statement(self._tables, filtered=bool(terms))
         params: list[Any] = [vector, *([terms] if terms else []), depth]
         with conn.transaction():
             conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(min(depth, MAX_EF_SEARCH)),))
@@ -532,10 +464,7 @@ class PgVectorBackend:
         if not ids:
             return {}
         rows = conn.execute(
-            self._tables.sql(
-                "SELECT id, text, uri, title, section, revision, updated_at, labels"
-                " FROM {chunks} WHERE id = ANY(%s)"
-            ),
+            self._tables.sql(f"SELECT {PASSAGE_COLUMNS} FROM {{chunks}} WHERE id = ANY(%s)"),
             (ids,),
         ).fetchall()
         return {row[0]: row for row in rows}
@@ -562,29 +491,14 @@ class PgVectorBackend:
             with self._connection(IndexingError) as conn:
                 rows = conn.execute(
                     self._tables.sql(
-                        "SELECT id, ordinal, text, section, content_hash, title, revision, updated_at,"
-                        " labels, embedding FROM {chunks} WHERE uri = %s ORDER BY ordinal, id"
+                        f"SELECT {EXPORT_CHUNK_COLUMNS} FROM {{chunks}} WHERE uri = %s ORDER BY ordinal, id"
                     ),
                     (uri,),
                 ).fetchall()
-            chunks = [
-                Chunk(
-                    id=row[0],
-                    uri=uri,
-                    ordinal=row[1],
-                    text=row[2],
-                    section=row[3],
-                    content_hash=row[4],
-                    title=row[5],
-                    revision=row[6],
-                    updated_at=utc(row[7]),
-                    labels=dict(row[8]),
-                )
-                for row in rows
-            ]
+            chunks = [chunk_from_row(uri, row) for row in rows]
             dimension = self._stored[1] if self._stored else 0
             vectors = (
-                np.stack([_array(row[9]) for row in rows])
+                np.stack([vector_array(row[9]) for row in rows])
                 if rows
                 else np.empty((0, dimension), dtype=np.float32)
             )
@@ -598,57 +512,6 @@ class PgVectorBackend:
                 media_type=media_type,
             )
             yield document, chunks, vectors
-
-
-def _array(value: Any) -> npt.NDArray[np.float32]:
-    """pgvector's loader gives ``pgvector.Vector`` (numpy arrays in older releases)."""
-    to_numpy = getattr(value, "to_numpy", None)
-    return np.asarray(to_numpy() if to_numpy is not None else value, dtype=np.float32)
-
-
-def _passage(row: tuple[Any, ...], score: float, ranks: Mapping[str, int]) -> Passage:
-    chunk_id, text, uri, title, section, revision, updated_at, labels = row
-    return Passage(
-        text=text,
-        uri=uri,
-        title=title,
-        section=section,
-        revision=revision,
-        updated_at=utc(updated_at),
-        score=score,
-        labels=dict(labels),
-        chunk_id=chunk_id,
-        channel_ranks=dict(ranks),
-    )
-
-
-_UPSERT_CHUNK = """
-INSERT INTO {chunks} (id, uri, ordinal, text, section, content_hash, title, revision, updated_at,
-                      labels, label_terms, embed_key, embedding, tsv, idents)
-VALUES (%(id)s, %(uri)s, %(ordinal)s, %(text)s, %(section)s, %(content_hash)s, %(title)s, %(revision)s,
-        %(updated_at)s, %(labels)s, %(label_terms)s, %(embed_key)s, %(embedding)s,
-        setweight(to_tsvector({cfg}, %(title)s), 'A')
-          || setweight(to_tsvector({cfg}, %(section)s), 'B')
-          || to_tsvector({cfg}, %(body)s),
-        %(idents)s)
-ON CONFLICT (id) DO UPDATE SET
-    uri = EXCLUDED.uri, ordinal = EXCLUDED.ordinal, text = EXCLUDED.text, section = EXCLUDED.section,
-    content_hash = EXCLUDED.content_hash, title = EXCLUDED.title, revision = EXCLUDED.revision,
-    updated_at = EXCLUDED.updated_at, labels = EXCLUDED.labels, label_terms = EXCLUDED.label_terms,
-    embed_key = EXCLUDED.embed_key, embedding = EXCLUDED.embedding, tsv = EXCLUDED.tsv,
-    idents = EXCLUDED.idents
-"""
-
-_UPSERT_DOCUMENT = """
-INSERT INTO {documents} (uri, source, title, revision, updated_at, labels, media_type, chunk_count,
-                         indexed_at)
-VALUES (%(uri)s, %(source)s, %(title)s, %(revision)s, %(updated_at)s, %(labels)s, %(media_type)s,
-        %(chunk_count)s, %(indexed_at)s)
-ON CONFLICT (uri) DO UPDATE SET
-    source = EXCLUDED.source, title = EXCLUDED.title, revision = EXCLUDED.revision,
-    updated_at = EXCLUDED.updated_at, labels = EXCLUDED.labels, media_type = EXCLUDED.media_type,
-    chunk_count = EXCLUDED.chunk_count, indexed_at = EXCLUDED.indexed_at
-"""
 
 
 def from_settings(settings: LoreSettings, embedder: Embedder) -> PgVectorBackend:

@@ -30,17 +30,12 @@ versions for a moment (the next sync repairs it) but never neither.
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import hashlib
-import os
 import re
 import tempfile
 import threading
-import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -49,29 +44,39 @@ import numpy as np
 import numpy.typing as npt
 
 from lore.backends import lexical
+from lore.backends.qdrant_layout import (
+    CHUNK_INDEXES,
+    DENSE,
+    LAYOUT_VERSION,
+    META_INDEXES,
+    SPARSE,
+    chunk_from_payload,
+    chunk_point,
+    document_from_payload,
+    document_payload,
+    indexed_document,
+    match,
+    meta_collection,
+    passage_from_point,
+    point_id,
+)
+from lore.backends.qdrant_local import FileLock, open_local, release_local
 from lore.config import LoreSettings
 from lore.errors import (
     BackendUnavailableError,
     ConfigError,
     EmbedderMismatchError,
     IndexingError,
-    IndexLockedError,
     LoreError,
     MissingExtraError,
     RetrievalError,
 )
 from lore.models import (
-    SOURCE_LABEL,
-    SOURCE_TYPE_LABEL,
     Chunk,
     Document,
     IndexedDocument,
     Passage,
     SearchMode,
-    embed_key,
-    embedding_text,
-    label_terms,
-    utc,
 )
 from lore.protocols import Embedder, Vectors
 
@@ -83,88 +88,12 @@ except ImportError as err:  # pragma: no cover - exercised only without the extr
     raise MissingExtraError("qdrant", err.name or "qdrant-client") from err
 
 ENGINE = "qdrant"
-DENSE = "dense"
-SPARSE = "lexical"
-#: Version of the collection layout described above, recorded in the meta collection.
-LAYOUT_VERSION = 1
-_NAMESPACE = uuid.UUID("6c6f7265-0000-4000-8000-716472616e74")
 _SCROLL_PAGE = 256
-#: Payload keys with an index: everything a filter or a lookup touches.
-_PAYLOAD_INDEXES: dict[str, models.PayloadSchemaType] = {
-    "label_terms": models.PayloadSchemaType.KEYWORD,
-    "uri": models.PayloadSchemaType.KEYWORD,
-    "embed_key": models.PayloadSchemaType.KEYWORD,
-    "source": models.PayloadSchemaType.KEYWORD,
-    "source_type": models.PayloadSchemaType.KEYWORD,
-    "updated_at": models.PayloadSchemaType.DATETIME,
-}
-_META_INDEXES: dict[str, models.PayloadSchemaType] = {
-    "kind": models.PayloadSchemaType.KEYWORD,
-    "source": models.PayloadSchemaType.KEYWORD,
-}
 #: What qdrant-client raises when the server cannot be reached at all.
 _UNREACHABLE = (ResponseHandlingException, httpx.TransportError, ConnectionError, TimeoutError)
 
 T = TypeVar("T")
 Ranked = list[tuple[str, float, dict[str, int]]]
-
-
-def _point_id(kind: str, key: str) -> str:
-    return str(uuid.uuid5(_NAMESPACE, f"{kind}:{key}"))
-
-
-def _match(key: str, value: str) -> models.FieldCondition:
-    return models.FieldCondition(key=key, match=models.MatchValue(value=value))
-
-
-# -- one client per local storage folder in this process ----------------------------------
-
-
-@dataclass
-class _SharedClient:
-    client: QdrantClient
-    #: QdrantLocal is plain Python without locking: calls are serialised.
-    guard: threading.RLock
-    users: int = 0
-
-
-_LOCAL_CLIENTS: dict[Path, _SharedClient] = {}
-_LOCAL_CLIENTS_GUARD = threading.Lock()
-
-
-def _open_local(path: Path) -> _SharedClient:
-    """Local mode locks its folder against every other client, even in this process, so
-    backends on the same folder (a sync index and a search retriever) share one."""
-    key = path.resolve()
-    with _LOCAL_CLIENTS_GUARD:
-        shared = _LOCAL_CLIENTS.get(key)
-        if shared is None:
-            try:
-                key.mkdir(parents=True, exist_ok=True)
-                client = QdrantClient(path=str(key))
-            except RuntimeError as err:  # "already accessed by another instance"
-                raise IndexLockedError(
-                    f"another process has the Qdrant storage {key} open; local mode allows one "
-                    "process at a time (use a Qdrant server for concurrent access)"
-                ) from err
-            except OSError as err:
-                raise IndexingError(f"cannot open the Qdrant storage {key}: {err}") from err
-            shared = _SharedClient(client, threading.RLock())
-            _LOCAL_CLIENTS[key] = shared
-        shared.users += 1
-        return shared
-
-
-def _release_local(path: Path) -> None:
-    key = path.resolve()
-    with _LOCAL_CLIENTS_GUARD:
-        shared = _LOCAL_CLIENTS.get(key)
-        if shared is None:
-            return
-        shared.users -= 1
-        if shared.users <= 0:
-            del _LOCAL_CLIENTS[key]
-            shared.client.close()
 
 
 class QdrantBackend:
@@ -196,22 +125,19 @@ class QdrantBackend:
             )
         self._embedder = embedder
         self._index = index_name
-        self._meta = f"{index_name}_meta"
+        self._meta = meta_collection(index_name)
         self._rrf_k = rrf_k
         self._depth = candidate_depth
         self._fusion = fusion
         self._weights = lexical.BM25Weights()
-        self._lock_depth = 0
-        self._lock_fd: int | None = None
-        self._lock_guard = threading.RLock()
         self._path = path
         self._stored: tuple[str, int] | None = None
         self._chunks_exist = False
         if path is not None:
             self._where = f"Qdrant storage {path}"
-            shared = _open_local(path)
+            shared = open_local(path)
             self._client, self._guard = shared.client, shared.guard
-            self._lock_path = path / f"{index_name}.lock"
+            self._lock = FileLock(path / f"{index_name}.lock")
         else:
             assert url is not None
             self._where = f"Qdrant at {url}"
@@ -219,7 +145,7 @@ class QdrantBackend:
             self._guard = threading.RLock()
             # A server has no lock primitive; this guards the syncs started on this host.
             digest = hashlib.blake2b(f"{url}|{index_name}".encode(), digest_size=8).hexdigest()
-            self._lock_path = Path(tempfile.gettempdir()) / f"lore-qdrant-{digest}.lock"
+            self._lock = FileLock(Path(tempfile.gettempdir()) / f"lore-qdrant-{digest}.lock")
         try:
             self._prepare()
         except BaseException:
@@ -251,7 +177,7 @@ class QdrantBackend:
                 "create the meta collection",
                 lambda: self._client.create_collection(self._meta, vectors_config={}),
             )
-            for field, schema in _META_INDEXES.items():
+            for field, schema in META_INDEXES.items():
                 self._create_payload_index(self._meta, field, schema)
             self._put_meta("layout", "version", {"version": LAYOUT_VERSION})
         layout = self._get_meta("layout", "version")
@@ -275,12 +201,12 @@ class QdrantBackend:
         records = self._call(
             IndexingError,
             f"read {kind} {key!r}",
-            lambda: self._client.retrieve(self._meta, [_point_id(kind, key)], with_payload=True),
+            lambda: self._client.retrieve(self._meta, [point_id(kind, key)], with_payload=True),
         )
         return dict(records[0].payload or {}) if records else None
 
     def _put_meta(self, kind: str, key: str, payload: Mapping[str, Any]) -> None:
-        point = models.PointStruct(id=_point_id(kind, key), vector={}, payload={"kind": kind, **payload})
+        point = models.PointStruct(id=point_id(kind, key), vector={}, payload={"kind": kind, **payload})
         self._call(
             IndexingError,
             f"write {kind} {key!r}",
@@ -325,13 +251,9 @@ class QdrantBackend:
         return self._embedder.degraded
 
     def close(self) -> None:
-        with self._lock_guard:
-            if self._lock_fd is not None:
-                os.close(self._lock_fd)
-                self._lock_fd = None
-                self._lock_depth = 0
+        self._lock.close()
         if self._path is not None:
-            _release_local(self._path)
+            release_local(self._path)
             self._path = None
         else:
             self._client.close()
@@ -376,7 +298,7 @@ class QdrantBackend:
                     sparse_vectors_config={SPARSE: models.SparseVectorParams(modifier=models.Modifier.IDF)},
                 ),
             )
-            for field, schema in _PAYLOAD_INDEXES.items():
+            for field, schema in CHUNK_INDEXES.items():
                 self._create_payload_index(self._index, field, schema)
         self._put_meta("embedder", "embedder", {"model_id": model_id, "dimension": dimension})
         self._stored = (model_id, dimension)
@@ -394,7 +316,7 @@ class QdrantBackend:
             raise IndexingError(
                 f"{document.uri}: vectors have {matrix.shape[1]} dimensions, the index {stored[1]}"
             )
-        points = [self._point(chunk, matrix[i]) for i, chunk in enumerate(chunks)]
+        points = [chunk_point(chunk, matrix[i], self._weights) for i, chunk in enumerate(chunks)]
         keep = [point.id for point in points]
         if points:
             self._call(
@@ -406,7 +328,7 @@ class QdrantBackend:
         # delete, which in local mode is a scan of every point.
         if self._has_chunks() and self._get_meta("document", document.uri) is not None:
             leftovers = models.Filter(
-                must=[_match("uri", document.uri)],
+                must=[match("uri", document.uri)],
                 must_not=[models.HasIdCondition(has_id=keep)] if keep else [],
             )
             self._call(
@@ -414,74 +336,25 @@ class QdrantBackend:
                 f"remove the old version of {document.uri}",
                 lambda: self._client.delete(self._index, models.FilterSelector(filter=leftovers), wait=True),
             )
-        self._put_meta(
-            "document",
-            document.uri,
-            {
-                "uri": document.uri,
-                "source": str(document.labels.get(SOURCE_LABEL, "")),
-                "title": document.title,
-                "revision": document.revision,
-                "updated_at": utc(document.updated_at).isoformat(),
-                "labels": dict(document.labels),
-                "media_type": document.media_type,
-                "chunk_count": len(chunks),
-                "indexed_at": datetime.now(UTC).isoformat(),
-            },
-        )
-
-    def _point(self, chunk: Chunk, vector: npt.NDArray[np.float32]) -> models.PointStruct:
-        text = embedding_text(chunk)
-        sparse = self._weights.document(text)
-        payload = {
-            "chunk_id": chunk.id,
-            "uri": chunk.uri,
-            "ordinal": chunk.ordinal,
-            "text": chunk.text,
-            "section": chunk.section,
-            "content_hash": chunk.content_hash,
-            "title": chunk.title,
-            "revision": chunk.revision,
-            "updated_at": utc(chunk.updated_at).isoformat(),
-            "labels": dict(chunk.labels),
-            "label_terms": sorted(label_terms(chunk.labels)),
-            "source": str(chunk.labels.get(SOURCE_LABEL, "")),
-            "source_type": str(chunk.labels.get(SOURCE_TYPE_LABEL, "")),
-            "embed_key": embed_key(chunk),
-        }
-        return models.PointStruct(
-            id=_point_id("chunk", chunk.id),
-            vector={
-                DENSE: vector.tolist(),
-                SPARSE: models.SparseVector(indices=sparse.indices, values=sparse.values),
-            },
-            payload=payload,
-        )
+        self._put_meta("document", document.uri, document_payload(document, len(chunks)))
 
     def delete_by_uri(self, uri: str) -> None:
         if self._has_chunks():
-            selector = models.FilterSelector(filter=models.Filter(must=[_match("uri", uri)]))
+            selector = models.FilterSelector(filter=models.Filter(must=[match("uri", uri)]))
             self._call(
                 IndexingError, f"delete {uri}", lambda: self._client.delete(self._index, selector, wait=True)
             )
-        selector_ids = models.PointIdsList(points=[_point_id("document", uri)])
+        selector_ids = models.PointIdsList(points=[point_id("document", uri)])
         self._call(
             IndexingError, f"delete {uri}", lambda: self._client.delete(self._meta, selector_ids, wait=True)
         )
 
     def held(self, source: str) -> Mapping[str, IndexedDocument]:
-        flt = models.Filter(must=[_match("kind", "document"), _match("source", source)])
+        flt = models.Filter(must=[match("kind", "document"), match("source", source)])
         held: dict[str, IndexedDocument] = {}
         for record in self._scroll(self._meta, flt, IndexingError):
-            row = record.payload or {}
-            held[row["uri"]] = IndexedDocument(
-                uri=row["uri"],
-                revision=row["revision"],
-                title=row["title"],
-                updated_at=datetime.fromisoformat(row["updated_at"]),
-                chunk_count=int(row["chunk_count"]),
-                indexed_at=datetime.fromisoformat(row["indexed_at"]),
-            )
+            row = indexed_document(record.payload or {})
+            held[row.uri] = row
         return held
 
     def cached_vectors(self, embed_keys: Sequence[str]) -> Mapping[str, npt.NDArray[np.float32]]:
@@ -512,31 +385,8 @@ class QdrantBackend:
         """A ``flock``-ed file: beside the storage in local mode (where qdrant-client's own
         folder lock already keeps other processes out), in the temp directory for a server,
         where it guards the syncs of this host only. Re-entrant within this object."""
-        with self._lock_guard:
-            if self._lock_depth == 0:
-                try:
-                    fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-                except OSError as err:
-                    raise IndexingError(f"cannot open the lock file {self._lock_path}: {err}") from err
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except OSError as err:
-                    os.close(fd)
-                    raise IndexLockedError(
-                        f"another sync is writing index {self._index!r} in {self._where} (it holds "
-                        f"{self._lock_path}); wait for it to finish and try again"
-                    ) from err
-                self._lock_fd = fd
-            self._lock_depth += 1
-        try:
+        with self._lock.held(f"another sync is writing index {self._index!r} in {self._where}"):
             yield
-        finally:
-            with self._lock_guard:
-                self._lock_depth -= 1
-                if self._lock_depth == 0 and self._lock_fd is not None:
-                    fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
-                    os.close(self._lock_fd)
-                    self._lock_fd = None
 
     # -- read side --------------------------------------------------------------------
 
@@ -579,7 +429,7 @@ class QdrantBackend:
     ) -> list[Passage]:
         if not self._has_chunks():
             return []
-        flt = models.Filter(must=[_match("label_terms", term) for term in sorted(terms)]) if terms else None
+        flt = models.Filter(must=[match("label_terms", term) for term in sorted(terms)]) if terms else None
         depth = max(self._depth, top_k)
         channels: dict[str, Any] = {}
         if mode is not SearchMode.VECTOR:
@@ -620,7 +470,7 @@ class QdrantBackend:
         for name, response in zip(channels, responses[1:], strict=True):
             for rank, point in enumerate(response.points, start=1):
                 ranks.setdefault(str(point.id), {})[name] = rank
-        return [_passage(point, ranks.get(str(point.id), {})) for point in responses[0].points]
+        return [passage_from_point(point, ranks.get(str(point.id), {})) for point in responses[0].points]
 
     # -- export (for ``lore migrate``) ------------------------------------------------
 
@@ -630,7 +480,7 @@ class QdrantBackend:
         rows = [
             record.payload or {}
             for record in self._scroll(
-                self._meta, models.Filter(must=[_match("kind", "document")]), IndexingError
+                self._meta, models.Filter(must=[match("kind", "document")]), IndexingError
             )
         ]
         stored = self.stored_embedder()
@@ -638,10 +488,10 @@ class QdrantBackend:
         for row in sorted(rows, key=lambda r: str(r["uri"])):
             records = []
             if self._has_chunks():
-                flt = models.Filter(must=[_match("uri", row["uri"])])
+                flt = models.Filter(must=[match("uri", row["uri"])])
                 records = list(self._scroll(self._index, flt, IndexingError, vectors=True))
             records.sort(key=lambda r: ((r.payload or {}).get("ordinal", 0), str(r.id)))
-            chunks = [_chunk(record.payload or {}) for record in records]
+            chunks = [chunk_from_payload(record.payload or {}) for record in records]
             vectors = (
                 np.stack(
                     [
@@ -653,47 +503,8 @@ class QdrantBackend:
                 if records
                 else np.empty((0, dimension), dtype=np.float32)
             )
-            document = Document(
-                uri=row["uri"],
-                title=row["title"],
-                text="",
-                revision=row["revision"],
-                updated_at=datetime.fromisoformat(row["updated_at"]),
-                labels=dict(row["labels"]),
-                media_type=row["media_type"],
-            )
+            document = document_from_payload(row)
             yield document, chunks, vectors
-
-
-def _chunk(payload: Mapping[str, Any]) -> Chunk:
-    return Chunk(
-        id=payload["chunk_id"],
-        uri=payload["uri"],
-        ordinal=int(payload["ordinal"]),
-        text=payload["text"],
-        section=payload["section"],
-        content_hash=payload["content_hash"],
-        title=payload["title"],
-        revision=payload["revision"],
-        updated_at=datetime.fromisoformat(payload["updated_at"]),
-        labels=dict(payload["labels"]),
-    )
-
-
-def _passage(point: models.ScoredPoint, ranks: Mapping[str, int]) -> Passage:
-    payload = point.payload or {}
-    return Passage(
-        text=payload["text"],
-        uri=payload["uri"],
-        title=payload["title"],
-        section=payload["section"],
-        revision=payload["revision"],
-        updated_at=datetime.fromisoformat(payload["updated_at"]),
-        score=float(point.score),
-        labels=dict(payload["labels"]),
-        chunk_id=payload["chunk_id"],
-        channel_ranks=dict(ranks),
-    )
 
 
 def from_settings(settings: LoreSettings, embedder: Embedder) -> QdrantBackend:

@@ -72,6 +72,8 @@ MAX_QUERY_CHARS = 50_000
 #: one tantivy commit per document would dominate sync time.
 _FLUSH_EVERY = 5_000
 
+_MODE_NAMES = frozenset(mode.value for mode in SearchMode)
+
 Ranked = list[tuple[int, float, dict[str, int]]]
 
 
@@ -113,8 +115,6 @@ class SqliteBackend:
         self._candidate_depth = candidate_depth
         self._fusion = fusion
         self._lock_path = self._path.with_name(self._path.name + ".lock")
-        # One connection for the write side, one for searches: in WAL mode a search
-        # never waits for a write, even within one process.
         self._write_guard = threading.RLock()
         self._read_guard = threading.Lock()
         self._lock_fd: int | None = None
@@ -126,8 +126,14 @@ class SqliteBackend:
             self._path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as err:
             raise IndexingError(f"cannot create the directory for {self._path}: {err}") from err
+        # One connection for the write side, one for searches: in WAL mode a search
+        # never waits for a write, even within one process.
         self._store = ChunkStore(connect(self._path))
-        self._reads = ChunkStore(connect(self._path))
+        try:
+            self._reads = ChunkStore(connect(self._path))
+        except IndexingError:
+            self._store.conn.close()
+            raise
         self._fulltext = FullTextIndex(
             self._path.with_name(self._path.name + ".tantivy"),
             title_boost=title_boost,
@@ -380,7 +386,7 @@ class SqliteBackend:
     def _mode(self, mode: SearchMode | str | None) -> SearchMode:
         if mode is None:
             return self.modes[0]
-        chosen = SearchMode(mode) if mode in set(SearchMode) else None
+        chosen = SearchMode(mode) if mode in _MODE_NAMES else None
         if chosen is None or chosen not in self.modes:
             offered = ", ".join(m.value for m in self.modes)
             raise UnsupportedModeError(f"unknown search mode {mode!r}; the sqlite backend offers: {offered}")

@@ -108,7 +108,8 @@ def migrate(conn: sqlite3.Connection, path: Path) -> int:
                     conn.execute(f"PRAGMA user_version = {version + 1}")
                 conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
                 raise
         return SCHEMA_VERSION
     except sqlite3.Error as err:

@@ -61,13 +61,18 @@ class ChunkStore:
                 )
             self.conn.execute("COMMIT")
         except BaseException:
-            self.conn.execute("ROLLBACK")
+            if self.conn.in_transaction:  # SQLite may already have rolled back (disk full)
+                self.conn.execute("ROLLBACK")
             raise
 
     # -- meta ----------------------------------------------------------------------------
 
     def embedder(self) -> tuple[str, int] | None:
-        rows = dict(self.conn.execute("SELECT key, value FROM meta WHERE key LIKE 'embedder_%'").fetchall())
+        rows = dict(
+            self.conn.execute(
+                "SELECT key, value FROM meta WHERE key IN ('embedder_model', 'embedder_dimension')"
+            ).fetchall()
+        )
         if "embedder_model" not in rows:
             return None
         return str(rows["embedder_model"]), int(rows["embedder_dimension"])

@@ -102,4 +102,4 @@ class VectorMatrix:
         # Stable order among equal scores: by position, i.e. by insertion order.
         best = best[np.lexsort((best, -scores[best]))]
         rows = best if positions is None else positions[best]
-        return [(int(self.rowids[row]), float(scores[i])) for row, i in zip(rows, best, strict=True)]
+        return list(zip(self.rowids[rows].tolist(), scores[best].tolist(), strict=True))

@@ -1,0 +1,166 @@
+"""What lore stores in Qdrant and how it is addressed: collection names, named vectors,
+point ids, payloads, and the conversions between payloads and lore's records.
+See ``lore.backends.qdrant`` for why the layout is what it is.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from lore.backends import lexical
+from lore.errors import MissingExtraError
+from lore.models import (
+    SOURCE_LABEL,
+    SOURCE_TYPE_LABEL,
+    Chunk,
+    Document,
+    IndexedDocument,
+    Passage,
+    embed_key,
+    embedding_text,
+    label_terms,
+    utc,
+)
+
+try:
+    from qdrant_client import models
+except ImportError as err:  # pragma: no cover - exercised only without the extra
+    raise MissingExtraError("qdrant", err.name or "qdrant-client") from err
+
+DENSE = "dense"
+SPARSE = "lexical"
+#: Version of the layout, recorded in the meta collection.
+LAYOUT_VERSION = 1
+_NAMESPACE = uuid.UUID("6c6f7265-0000-4000-8000-716472616e74")
+#: Payload keys with an index: everything a filter or a lookup touches.
+CHUNK_INDEXES: dict[str, models.PayloadSchemaType] = {
+    "label_terms": models.PayloadSchemaType.KEYWORD,
+    "uri": models.PayloadSchemaType.KEYWORD,
+    "embed_key": models.PayloadSchemaType.KEYWORD,
+    "source": models.PayloadSchemaType.KEYWORD,
+    "source_type": models.PayloadSchemaType.KEYWORD,
+    "updated_at": models.PayloadSchemaType.DATETIME,
+}
+META_INDEXES: dict[str, models.PayloadSchemaType] = {
+    "kind": models.PayloadSchemaType.KEYWORD,
+    "source": models.PayloadSchemaType.KEYWORD,
+}
+
+
+def meta_collection(index: str) -> str:
+    return f"{index}_meta"
+
+
+def point_id(kind: str, key: str) -> str:
+    """Qdrant ids are UUIDs or integers; lore's keys (chunk ids, uris) map to UUIDv5."""
+    return str(uuid.uuid5(_NAMESPACE, f"{kind}:{key}"))
+
+
+def match(key: str, value: str) -> models.FieldCondition:
+    return models.FieldCondition(key=key, match=models.MatchValue(value=value))
+
+
+def chunk_point(
+    chunk: Chunk, vector: npt.NDArray[np.float32], weights: lexical.BM25Weights
+) -> models.PointStruct:
+    sparse = weights.document(embedding_text(chunk))
+    payload = {
+        "chunk_id": chunk.id,
+        "uri": chunk.uri,
+        "ordinal": chunk.ordinal,
+        "text": chunk.text,
+        "section": chunk.section,
+        "content_hash": chunk.content_hash,
+        "title": chunk.title,
+        "revision": chunk.revision,
+        "updated_at": utc(chunk.updated_at).isoformat(),
+        "labels": dict(chunk.labels),
+        "label_terms": sorted(label_terms(chunk.labels)),
+        "source": str(chunk.labels.get(SOURCE_LABEL, "")),
+        "source_type": str(chunk.labels.get(SOURCE_TYPE_LABEL, "")),
+        "embed_key": embed_key(chunk),
+    }
+    return models.PointStruct(
+        id=point_id("chunk", chunk.id),
+        vector={
+            DENSE: vector.tolist(),
+            SPARSE: models.SparseVector(indices=sparse.indices, values=sparse.values),
+        },
+        payload=payload,
+    )
+
+
+def chunk_from_payload(payload: Mapping[str, Any]) -> Chunk:
+    return Chunk(
+        id=payload["chunk_id"],
+        uri=payload["uri"],
+        ordinal=int(payload["ordinal"]),
+        text=payload["text"],
+        section=payload["section"],
+        content_hash=payload["content_hash"],
+        title=payload["title"],
+        revision=payload["revision"],
+        updated_at=datetime.fromisoformat(payload["updated_at"]),
+        labels=dict(payload["labels"]),
+    )
+
+
+def passage_from_point(point: models.ScoredPoint, ranks: Mapping[str, int]) -> Passage:
+    payload = point.payload or {}
+    return Passage(
+        text=payload["text"],
+        uri=payload["uri"],
+        title=payload["title"],
+        section=payload["section"],
+        revision=payload["revision"],
+        updated_at=datetime.fromisoformat(payload["updated_at"]),
+        score=float(point.score),
+        labels=dict(payload["labels"]),
+        chunk_id=payload["chunk_id"],
+        channel_ranks=dict(ranks),
+    )
+
+
+def document_payload(document: Document, chunk_count: int) -> dict[str, Any]:
+    """The ledger row of a document, stored as a meta point of kind ``document``."""
+    return {
+        "uri": document.uri,
+        "source": str(document.labels.get(SOURCE_LABEL, "")),
+        "title": document.title,
+        "revision": document.revision,
+        "updated_at": utc(document.updated_at).isoformat(),
+        "labels": dict(document.labels),
+        "media_type": document.media_type,
+        "chunk_count": chunk_count,
+        "indexed_at": datetime.now(UTC).isoformat(),
+    }
+
+
+def indexed_document(payload: Mapping[str, Any]) -> IndexedDocument:
+    return IndexedDocument(
+        uri=payload["uri"],
+        revision=payload["revision"],
+        title=payload["title"],
+        updated_at=datetime.fromisoformat(payload["updated_at"]),
+        chunk_count=int(payload["chunk_count"]),
+        indexed_at=datetime.fromisoformat(payload["indexed_at"]),
+    )
+
+
+def document_from_payload(payload: Mapping[str, Any]) -> Document:
+    """The document of a ledger row, without its text (only chunks are stored)."""
+    return Document(
+        uri=payload["uri"],
+        title=payload["title"],
+        text="",
+        revision=payload["revision"],
+        updated_at=datetime.fromisoformat(payload["updated_at"]),
+        labels=dict(payload["labels"]),
+        media_type=payload["media_type"],
+    )
