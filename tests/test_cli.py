@@ -3,6 +3,7 @@ real ``lore`` subprocess to prove bad input ends in one line and a non-zero exit
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
@@ -10,6 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
 import lore.cli.sync_cmd  # registers the commands on the app
@@ -89,6 +91,20 @@ def test_sync_then_status_and_sources(tmp_path: Path, runner: CliRunner) -> None
     assert sources.exit_code == 0, sources.output
     assert "handbook" in sources.output
     assert "all-viewers" in sources.output
+
+
+def test_sync_on_a_terminal_shows_progress_then_the_summary(
+    tmp_path: Path, runner: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = make_project(tmp_path)
+    screen = io.StringIO()
+    monkeypatch.setattr(lore.cli.sync_cmd, "console", Console(file=screen, force_terminal=True, width=120))
+
+    result = runner.invoke(app, ["--config", str(config), "sync"])
+
+    assert result.exit_code == 0, result.output
+    assert "handbook" in screen.getvalue()  # the progress bar's description
+    assert "chunks embedded" in screen.getvalue()
 
 
 def test_status_counts_documents_chunks_and_stale_pages(tmp_path: Path, runner: CliRunner) -> None:

@@ -359,3 +359,10 @@ def test_generate_stops_when_the_endpoint_refuses(long_corpus: Path, tmp_path: P
     assert result.exit_code != 0
     assert "HTTP 401" in str(result.exception)
     assert not (tmp_path / "x.yaml").exists()
+
+
+def test_golden_set_on_an_unsynced_index_says_so(golden_env: tuple[Path, Path]) -> None:
+    config, golden = golden_env
+    result = runner.invoke(app, ["--config", str(config), "eval", "golden", str(golden)])
+    assert result.exit_code != 0
+    assert "run `lore sync` or pass --sync" in str(result.exception)

@@ -405,3 +405,28 @@ def test_fulltext_holds_exactly_the_stored_chunks(
     index = tantivy.Index.open(str(db_path.with_name("lore.db.tantivy")))
     index.reload()
     assert index.searcher().num_docs == 2
+
+
+async def test_vector_cache_follows_appends_and_deletes(
+    backend: SqliteBackend, embedder: CountingEmbedder, db_path: Path
+) -> None:
+    """Another process's cache appends new rows, keeps filters right for them, never
+    returns deleted rows, and reloads once deletions pile up."""
+    with SqliteBackend(db_path, CountingEmbedder()) as reader:
+        previous: set[str] = set()
+        for round_ in range(4):
+            current = {f"r{round_}/{i}.md" for i in range(3)}
+            with backend.write_lock():
+                for uri in sorted(current):
+                    add_document(
+                        backend, embedder, uri, f"queue backlog {uri}", labels={"round": str(round_)}
+                    )
+                for uri in previous:
+                    backend.delete_by_uri(uri)
+            filtered = await reader.retrieve(
+                "queue backlog", top_k=50, labels={"round": str(round_)}, mode=SearchMode.VECTOR
+            )
+            assert {p.uri for p in filtered} == current
+            everything = await reader.retrieve("queue backlog", top_k=50, mode=SearchMode.VECTOR)
+            assert {p.uri for p in everything} == current
+            previous = current

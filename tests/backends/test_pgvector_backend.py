@@ -315,3 +315,15 @@ async def test_search_with_another_embedder_is_refused(
         assert [p.uri for p in await other.retrieve("walrus", mode=SearchMode.BM25)] == ["a.md"]
     finally:
         other.close()
+
+
+async def test_retriever_opened_before_the_first_sync_sees_it(
+    backend: PgVectorBackend, pg_dsn: str, index_name: str, embedder: CountingEmbedder
+) -> None:
+    writer = PgVectorBackend(pg_dsn, embedder, index_name=index_name)
+    try:
+        add_document(writer, embedder, "a.md", "walrus colony census")
+    finally:
+        writer.close()
+    passages = await backend.retrieve("walrus colony", mode=SearchMode.VECTOR)
+    assert [p.uri for p in passages] == ["a.md"]

@@ -9,6 +9,8 @@ their camelCase parts (so "etcd no leader" still reaches ``etcdNoLeader``).
 
 Word analysis (tokenise, lowercase, drop stop words, Snowball-stem) is tantivy's, a core
 dependency already; only the identifier rules and the sparse weighting are written here.
+The SQLite backend's ``fulltext.py`` analyses inside its tantivy index and exposes no
+terms; PostgreSQL and Qdrant need the terms in Python, hence this module.
 """
 
 from __future__ import annotations

@@ -372,7 +372,7 @@ class PgVectorBackend:
         text = lexical.clean_text(query)
         vector: npt.NDArray[np.float32] | None = None
         if chosen is not SearchMode.BM25:
-            self._check_query_embedder()
+            await asyncio.to_thread(self._check_query_embedder)
             matrix = await asyncio.to_thread(self._embedder.embed_queries, [text])
             vector = np.asarray(matrix[0], dtype=np.float32)
         return await asyncio.to_thread(self._search, text, vector, top_k, terms, chosen)
@@ -380,6 +380,8 @@ class PgVectorBackend:
     def _check_query_embedder(self) -> None:
         """Query vectors from another model are not comparable with the stored ones: that
         is an error to fix, not an empty or meaningless vector channel."""
+        if self._stored is None:  # opened before the first sync: it may have run since
+            self._stored = self.stored_embedder()
         current = (self._embedder.model_id, self._embedder.dimension)
         if self._stored is not None and self._stored != current:
             raise EmbedderMismatchError(

@@ -25,6 +25,9 @@ rankings come back in the same batch request, for ``Passage.channel_ranks``.
 Writes are not transactional across points: ``upsert`` writes the new chunks, then
 removes the old version's leftovers, then the ledger row, so a crash can leave both
 versions for a moment (the next sync repairs it) but never neither.
+
+Payloads and point ids live in ``qdrant_layout.py``; the per-process client sharing and
+the lock file in ``qdrant_local.py``.
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ Storage layout, beside each other (``lore.db`` stands for ``settings.db_path``):
   automatically when missing or of an older layout.
 - ``lore.db.lock``: the file a sync holds ``flock``-ed (``write_lock``), so a second
   concurrent writer fails fast with ``IndexLockedError`` instead of interleaving.
-- Vectors are also held in memory as one matrix (``vector_matrix.py``), reloaded when
-  the ``generation`` counter moves (e.g. another process synced).
+- Vectors are also held in memory as one matrix (``vector_matrix.py``), brought up to
+  date when the ``generation`` counter moves (e.g. another process synced).
 
 Crash consistency between SQLite and tantivy, which cannot share a transaction:
 
@@ -120,8 +120,9 @@ class SqliteBackend:
         self._lock_fd: int | None = None
         self._lock_depth = 0
         self._pending = 0
-        self._generation_seen: str | None = None
-        self._matrix: VectorMatrix | None = None
+        self._fulltext_generation: str | None = None
+        self._matrix_generation: str | None = None
+        self._matrix = VectorMatrix(embedder.dimension)
         try:
             self._path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as err:
@@ -379,7 +380,7 @@ class SqliteBackend:
             matrix = self._refresh(need_vectors=vector is not None)
             if chosen is not SearchMode.VECTOR:
                 rankings[SearchMode.BM25.value] = self._fulltext.search(query, label_filter, depth)
-            if vector is not None and matrix is not None:
+            if vector is not None:
                 rankings[SearchMode.VECTOR.value] = matrix.search(vector, label_filter, depth)
             return self._passages(self._fuse(rankings), top_k)
 
@@ -399,18 +400,18 @@ class SqliteBackend:
             raise QueryError(f"the query vector must have shape ({dimension},), got {vector.shape}")
         return vector
 
-    def _refresh(self, *, need_vectors: bool) -> VectorMatrix | None:
-        """Drop cached data when the index changed (in any process) since the last search."""
+    def _refresh(self, *, need_vectors: bool) -> VectorMatrix:
+        """Catch up with changes (made in any process) since the last search."""
         generation = self._reads.generation()
-        if generation != self._generation_seen:
+        if generation != self._fulltext_generation:
             self._fulltext.reload()
-            self._matrix = None
-            self._generation_seen = generation
-        if need_vectors and self._matrix is None:
+            self._fulltext_generation = generation
+        if need_vectors and generation != self._matrix_generation:
             try:
-                self._matrix = VectorMatrix.load(self._reads.conn, self._embedder.dimension)
+                self._matrix.refresh(self._reads.conn)
             except ValueError as err:  # blobs of another size: the embedder check was bypassed
                 raise RetrievalError(f"the vectors in {self._path} do not fit the embedder: {err}") from err
+            self._matrix_generation = generation
         return self._matrix
 
     def _fuse(self, rankings: Mapping[str, list[tuple[int, float]]]) -> Ranked:

@@ -275,6 +275,9 @@ def beir_command(
         cache = QueryVectorCache(resolve_embedder(current))
         backend = open_backend(beir_settings, cache)
         try:
+            # Settings mistakes surface before the expensive indexing, not after it.
+            reranker = resolve_reranker(current)
+            modes = _modes(mode, backend, reranker)
             with _Progress() as progress:
                 report = asyncio.run(
                     _index_corpus(BeirSource(paths.corpus), backend, cache, current, progress)
@@ -283,8 +286,6 @@ def beir_command(
                     console.print(
                         f"[yellow]{len(report.failures)} corpus documents could not be indexed[/yellow]"
                     )
-                reranker = resolve_reranker(current)
-                modes = _modes(mode, backend, reranker)
                 run = asyncio.run(
                     _run(
                         progress,
@@ -329,6 +330,16 @@ def _sync_first(current: LoreSettings, backend: Any, embedder: Embedder, progres
         console.print(f"[yellow]sync: {len(report.failures)} documents failed; see `lore sync`[/yellow]")
 
 
+def _check_not_empty(current: LoreSettings, backend: Any) -> None:
+    """An unsynced index would score zero everywhere: say so instead."""
+    if not isinstance(backend, KnowledgeIndex) or not current.sources:
+        return  # a retrieval-only backend: its contents are not ours to list
+    if not any(backend.held(config.name) for config in current.sources):
+        raise ConfigError(
+            "the index holds no document of the configured sources: run `lore sync` or pass --sync"
+        )
+
+
 @eval_app.command("golden")
 def golden_command(
     golden_set: Annotated[
@@ -371,6 +382,8 @@ def golden_command(
         with _Progress() as progress:
             if sync:
                 _sync_first(current, backend, cache, progress)
+            else:
+                _check_not_empty(current, backend)
             run = asyncio.run(
                 _run(
                     progress,

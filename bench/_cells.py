@@ -1,0 +1,346 @@
+"""One engine at one scale, measured in a process of its own.
+
+    python bench/_cells.py SPEC.json     (run by bench/run.py; writes the result file the spec names)
+
+A process per cell makes peak RSS mean something (``ru_maxrss`` only ever grows) and
+leaves no engine's caches or threads behind for the next one. The cell ingests the
+synthetic corpus through the index seam (``upsert`` per document under ``write_lock``,
+as sync calls it; no embedder involved), then times ~200 queries per mode.
+
+Query embedding is excluded: the backends get a ``PrecomputedQueries`` embedder that
+looks each query's vector up in a table, so the figures are retrieval alone. Queries go
+through the public ``retrieve`` coroutine, the path every caller takes. Modes take turns
+query by query, so load from other processes on a shared machine spreads over all modes
+alike, and each mode starts at a different query so that no mode always follows another
+mode's identical query with its warm caches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import resource
+import shutil
+import statistics
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _synthetic import DIMENSION, Corpus, documents  # noqa: E402
+
+from lore.errors import MissingExtraError  # noqa: E402
+from lore.models import Passage, SearchMode  # noqa: E402
+from lore.protocols import Vectors  # noqa: E402
+
+MODES = (SearchMode.BM25, SearchMode.VECTOR, SearchMode.HYBRID)
+TOP_K = 8
+LORE_BACKENDS = ("sqlite", "pgvector", "qdrant")
+PEERS = ("lancedb",)
+
+
+@dataclass
+class CellSpec:
+    backend: str
+    scale: int
+    data_dir: str
+    work_dir: str
+    result_path: str
+    queries: int = 200
+    warmup: int = 10
+    #: Wall-clock cap for the timed queries of all modes together; a slow engine is
+    #: reported with fewer queries instead of stalling the whole run.
+    query_budget_s: float = 120.0
+    pg_dsn: str | None = None
+
+
+@dataclass
+class Latency:
+    p50_ms: float
+    p95_ms: float
+    queries: int
+
+
+@dataclass
+class CellResult:
+    backend: str
+    scale: int
+    skipped: str | None = None
+    ingest_seconds: float = 0.0
+    ingest_chunks_per_s: float = 0.0
+    index_bytes: int = 0
+    #: Resident memory after the corpus was loaded and before the engine was opened.
+    baseline_rss_mib: float = 0.0
+    peak_rss_mib: float = 0.0
+    latency: dict[str, Latency] = field(default_factory=dict)
+    note: str = ""
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CellResult:
+        latency = {mode: Latency(**values) for mode, values in data.get("latency", {}).items()}
+        return cls(**{**data, "latency": latency})
+
+
+class PrecomputedQueries:
+    """An embedder that knows only the benchmark's queries: their vectors are looked up,
+    so no embedding time is counted in retrieval latency."""
+
+    max_input_tokens = 256
+    degraded = False
+    model_id = f"bench-random-unit-{DIMENSION}"
+    dimension = DIMENSION
+
+    def __init__(self, queries: Sequence[str], vectors: Vectors) -> None:
+        self._vectors = {text: np.ascontiguousarray(row, dtype=np.float32)
+                         for text, row in zip(queries, vectors, strict=True)}
+
+    def embed_documents(self, texts: Sequence[str]) -> Vectors:
+        raise RuntimeError("the synthetic benchmark inserts precomputed vectors; nothing embeds documents")
+
+    def embed_queries(self, texts: Sequence[str]) -> Vectors:
+        return np.stack([self._vectors[text] for text in texts])
+
+
+class LoreEngine(Protocol):
+    """What a cell needs of a lore backend: both seams plus ``close``."""
+
+    def check_embedder(self, model_id: str, dimension: int) -> None: ...
+
+    def upsert(self, document: Any, chunks: Any, vectors: Vectors) -> None: ...
+
+    def write_lock(self) -> AbstractContextManager[None]: ...
+
+    async def retrieve(
+        self, query: str, *, top_k: int = 8, labels: Mapping[str, str] | None = None,
+        mode: SearchMode | None = None,
+    ) -> list[Passage]: ...
+
+    def close(self) -> None: ...
+
+
+def rss_mib() -> float:
+    import psutil
+
+    return float(psutil.Process().memory_info().rss) / 2**20
+
+
+def peak_rss_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+def folder_bytes(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def percentiles(samples_ns: Sequence[int]) -> Latency:
+    ms = sorted(s / 1e6 for s in samples_ns)
+    p95 = ms[min(len(ms) - 1, round(0.95 * (len(ms) - 1)))]
+    return Latency(round(statistics.median(ms), 3), round(p95, 3), len(ms))
+
+
+def schedule(queries: int, turns: int) -> Iterator[tuple[int, int]]:
+    """(turn, query number) pairs: turns alternate query by query; turn t starts a
+    third of the way further through the queries than turn t-1."""
+    for step in range(queries):
+        for turn in range(turns):
+            yield turn, (step + turn * queries // max(turns, 1)) % queries
+
+
+# -- lore backends -------------------------------------------------------------------
+
+
+@contextmanager
+def open_lore(spec: CellSpec, embedder: PrecomputedQueries) -> Iterator[tuple[LoreEngine, Callable[[], int]]]:
+    """The backend and a function giving its size on disk; everything removed afterwards."""
+    work = Path(spec.work_dir)
+    if spec.backend == "sqlite":
+        from lore.backends.sqlite import SqliteBackend
+
+        sqlite = SqliteBackend(work / "lore.db", embedder)
+        try:
+            yield sqlite, lambda: folder_bytes(work)
+        finally:
+            sqlite.close()
+    elif spec.backend == "qdrant":
+        from lore.backends.qdrant import QdrantBackend
+
+        qdrant = QdrantBackend(embedder, path=work / "qdrant", index_name="bench")
+        try:
+            yield qdrant, lambda: folder_bytes(work)
+        finally:
+            qdrant.close()
+    elif spec.backend == "pgvector":
+        if spec.pg_dsn is None:
+            raise RuntimeError("no PostgreSQL server was started")
+        from lore.backends.pgvector import PgVectorBackend
+
+        name = f"bench_{spec.scale}"
+        pg = PgVectorBackend(spec.pg_dsn, embedder, index_name=name)
+        try:
+            pg.drop()  # a crashed earlier run may have left the tables
+            yield pg, lambda: _pg_bytes(spec.pg_dsn or "", name)
+        finally:
+            try:
+                pg.drop()
+            finally:
+                pg.close()
+    else:
+        raise ValueError(f"unknown backend {spec.backend!r}")
+
+
+def _pg_bytes(dsn: str, index_name: str) -> int:
+    """Tables, their indexes and TOAST of one index's relations."""
+    import psycopg
+
+    query = (
+        "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+        "JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE c.relkind = 'r' AND n.nspname = current_schema() AND c.relname LIKE %s"
+    )
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(query, (index_name.replace("_", r"\_") + r"\_%",)).fetchone()
+    return int(row[0]) if row else 0
+
+
+def ingest_lore(engine: LoreEngine, corpus: Corpus, embedder: PrecomputedQueries) -> float:
+    started = time.perf_counter()
+    with engine.write_lock():  # released (and flushed) inside the timed span
+        engine.check_embedder(embedder.model_id, embedder.dimension)
+        for document, chunks, vectors in documents(corpus):
+            engine.upsert(document, chunks, vectors)
+    return time.perf_counter() - started
+
+
+async def time_lore_queries(engine: LoreEngine, corpus: Corpus, spec: CellSpec) -> dict[str, Latency]:
+    queries = corpus.queries[: spec.queries]
+    for mode in MODES:
+        for query in queries[: spec.warmup]:
+            await engine.retrieve(query, top_k=TOP_K, mode=mode)
+    samples: list[list[int]] = [[] for _ in MODES]
+    deadline = time.perf_counter() + spec.query_budget_s
+    for turn, number in schedule(len(queries), len(MODES)):
+        if turn == 0 and time.perf_counter() > deadline:
+            break
+        started = time.perf_counter_ns()
+        passages = await engine.retrieve(queries[number], top_k=TOP_K, mode=MODES[turn])
+        samples[turn].append(time.perf_counter_ns() - started)
+        if not passages and MODES[turn] is not SearchMode.BM25:
+            raise RuntimeError(f"{spec.backend} returned nothing for {queries[number]!r} ({MODES[turn]})")
+    return {mode.value: percentiles(found) for mode, found in zip(MODES, samples, strict=True)}
+
+
+def run_lore(spec: CellSpec, corpus: Corpus, result: CellResult) -> None:
+    embedder = PrecomputedQueries(corpus.queries, corpus.query_vectors)
+    with open_lore(spec, embedder) as (engine, size):
+        result.ingest_seconds = ingest_lore(engine, corpus, embedder)
+        result.latency = asyncio.run(time_lore_queries(engine, corpus, spec))
+        if spec.backend == "pgvector":
+            result.index_bytes = size()
+            result.note = "index size: the server's tables and indexes; RSS: this client process only"
+    if spec.backend != "pgvector":
+        result.index_bytes = size()  # after close: WAL checkpointed, everything on disk
+
+
+# -- LanceDB, the peer ----------------------------------------------------------------
+
+
+def run_lancedb(spec: CellSpec, corpus: Corpus, result: CellResult) -> None:
+    """The same chunks and vectors in LanceDB: native full-text index on the text, no
+    vector index (exact search, as lore's backends do at these sizes), RRF hybrid."""
+    import lancedb
+    import pyarrow as pa
+
+    started = time.perf_counter()
+    db = lancedb.connect(Path(spec.work_dir) / "lancedb")
+    count = len(corpus)
+    vectors = pa.FixedSizeListArray.from_arrays(
+        pa.array(np.ascontiguousarray(corpus.vectors).reshape(-1), type=pa.float32()), DIMENSION
+    )
+    table = db.create_table("chunks", pa.table({
+        "id": pa.array([f"c{i}" for i in range(count)]),
+        "title": pa.array([corpus.titles[i // 8] for i in range(count)]),
+        "text": pa.array(corpus.texts),
+        "vector": vectors,
+    }))
+    table.create_fts_index("text")
+    result.ingest_seconds = time.perf_counter() - started
+    result.note = f"LanceDB hybrid fuses its top {TOP_K} per leg; lore fuses 100 candidates per channel"
+
+    columns = ["id", "title", "text"]
+
+    def search(query: str, vector: np.ndarray[Any, Any], mode: SearchMode) -> list[dict[str, Any]]:
+        if mode is SearchMode.BM25:
+            builder: Any = table.search(query, query_type="fts")
+        elif mode is SearchMode.VECTOR:
+            builder = table.search(vector, query_type="vector").distance_type("cosine")
+        else:
+            builder = table.search(query_type="hybrid").vector(vector).text(query).distance_type("cosine")
+        found: list[dict[str, Any]] = builder.select(columns).limit(TOP_K).to_list()
+        return found
+
+    queries = corpus.queries[: spec.queries]
+    for mode in MODES:
+        for number in range(min(spec.warmup, len(queries))):
+            search(queries[number], corpus.query_vectors[number], mode)
+    samples: list[list[int]] = [[] for _ in MODES]
+    deadline = time.perf_counter() + spec.query_budget_s
+    for turn, number in schedule(len(queries), len(MODES)):
+        if turn == 0 and time.perf_counter() > deadline:
+            break
+        began = time.perf_counter_ns()
+        search(queries[number], corpus.query_vectors[number], MODES[turn])
+        samples[turn].append(time.perf_counter_ns() - began)
+    result.latency = {mode.value: percentiles(found) for mode, found in zip(MODES, samples, strict=True)}
+    result.index_bytes = folder_bytes(Path(spec.work_dir) / "lancedb")
+
+
+# -- entry point ----------------------------------------------------------------------
+
+
+def run_cell(spec: CellSpec) -> CellResult:
+    result = CellResult(spec.backend, spec.scale)
+    corpus = Corpus.load(Path(spec.data_dir), spec.scale)
+    Path(spec.work_dir).mkdir(parents=True, exist_ok=True)
+    result.baseline_rss_mib = round(rss_mib(), 1)
+    try:
+        if spec.backend in PEERS:
+            run_lancedb(spec, corpus, result)
+        else:
+            run_lore(spec, corpus, result)
+    except (ImportError, MissingExtraError) as err:  # an extra, or a backend not written yet
+        result.skipped = f"not importable: {err}"
+    except Exception as err:  # an unfinished backend must not stop the other cells
+        traceback.print_exc()
+        result.skipped = f"failed: {type(err).__name__}: {err}"
+    finally:
+        shutil.rmtree(spec.work_dir, ignore_errors=True)
+    if result.ingest_seconds:
+        result.ingest_chunks_per_s = round(len(corpus) / result.ingest_seconds, 1)
+    result.peak_rss_mib = round(peak_rss_mib(), 1)
+    return result
+
+
+def main(argv: Sequence[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python bench/_cells.py SPEC.json", file=sys.stderr)
+        return 2
+    spec = CellSpec(**json.loads(Path(argv[0]).read_text(encoding="utf-8")))
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    result = run_cell(spec)
+    Path(spec.result_path).write_text(json.dumps(asdict(result)), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
