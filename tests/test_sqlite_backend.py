@@ -410,23 +410,45 @@ def test_fulltext_holds_exactly_the_stored_chunks(
 async def test_vector_cache_follows_appends_and_deletes(
     backend: SqliteBackend, embedder: CountingEmbedder, db_path: Path
 ) -> None:
-    """Another process's cache appends new rows, keeps filters right for them, never
+    """Another process's cache appends new rows (with their label postings), never
     returns deleted rows, and reloads once deletions pile up."""
+
+    def add(uris: set[str], round_: str) -> None:
+        with backend.write_lock():
+            for uri in sorted(uris):
+                add_document(backend, embedder, uri, f"queue backlog {uri}", labels={"round": round_})
+
+    async def found(labels: dict[str, str] | None = None) -> set[str]:
+        passages = await reader.retrieve("queue backlog", top_k=50, labels=labels, mode=SearchMode.VECTOR)
+        return {p.uri for p in passages}
+
+    first, second, third = ({f"r{n}/{i}.md" for i in range(6)} for n in range(3))
     with SqliteBackend(db_path, CountingEmbedder()) as reader:
-        previous: set[str] = set()
-        for round_ in range(4):
-            current = {f"r{round_}/{i}.md" for i in range(3)}
-            with backend.write_lock():
-                for uri in sorted(current):
-                    add_document(
-                        backend, embedder, uri, f"queue backlog {uri}", labels={"round": str(round_)}
-                    )
-                for uri in previous:
-                    backend.delete_by_uri(uri)
-            filtered = await reader.retrieve(
-                "queue backlog", top_k=50, labels={"round": str(round_)}, mode=SearchMode.VECTOR
-            )
-            assert {p.uri for p in filtered} == current
-            everything = await reader.retrieve("queue backlog", top_k=50, mode=SearchMode.VECTOR)
-            assert {p.uri for p in everything} == current
-            previous = current
+        add(first, "1")
+        assert await found() == first
+        add(second, "2")  # appended to the cached matrix
+        assert await found() == first | second
+        assert await found({"round": "2", "source": "test-source"}) == second
+        backend.delete_by_uri("r0/0.md")  # one dead row: kept, but never returned
+        assert await found() == (first | second) - {"r0/0.md"}
+        add(third, "3")
+        for uri in first | second:
+            backend.delete_by_uri(uri)  # most rows dead: reloaded
+        assert await found() == third
+        assert await found({"round": "3"}) == third
+        assert await found({"round": "1"}) == set()
+
+
+def test_reindex_without_an_index_is_a_one_line_error(tmp_path: Path) -> None:
+    config = tmp_path / "lore.toml"
+    config.write_text('backend = "sqlite"\ndb_path = "missing.db"\nembedder = "hashing"\n')
+    result = subprocess.run(
+        [sys.executable, "-c", "from lore.cli import main; main()", "--config", str(config), "reindex"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert "run `lore sync` first" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "missing.db").exists()

@@ -221,12 +221,14 @@ class SqliteBackend:
                 return
             try:
                 self._flush()
-                self._fulltext.release_writer()
             finally:
-                if self._lock_fd is not None:
-                    fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
-                    os.close(self._lock_fd)
-                    self._lock_fd = None
+                try:
+                    self._fulltext.release_writer()
+                finally:
+                    if self._lock_fd is not None:
+                        fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+                        os.close(self._lock_fd)
+                        self._lock_fd = None
 
     @contextmanager
     def _writing(self, what: str) -> Iterator[None]:
