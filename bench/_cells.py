@@ -36,11 +36,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _synthetic import DIMENSION, Corpus, documents  # noqa: E402
+from _synthetic import CHUNKS_PER_DOCUMENT, DIMENSION, Corpus, documents
 
-from lore.errors import MissingExtraError  # noqa: E402
-from lore.models import Passage, SearchMode  # noqa: E402
-from lore.protocols import Vectors  # noqa: E402
+from lore.errors import MissingExtraError
+from lore.models import Passage, SearchMode
+from lore.protocols import Vectors
 
 MODES = (SearchMode.BM25, SearchMode.VECTOR, SearchMode.HYBRID)
 TOP_K = 8
@@ -100,8 +100,10 @@ class PrecomputedQueries:
     dimension = DIMENSION
 
     def __init__(self, queries: Sequence[str], vectors: Vectors) -> None:
-        self._vectors = {text: np.ascontiguousarray(row, dtype=np.float32)
-                         for text, row in zip(queries, vectors, strict=True)}
+        self._vectors = {
+            text: np.ascontiguousarray(row, dtype=np.float32)
+            for text, row in zip(queries, vectors, strict=True)
+        }
 
     def embed_documents(self, texts: Sequence[str]) -> Vectors:
         raise RuntimeError("the synthetic benchmark inserts precomputed vectors; nothing embeds documents")
@@ -120,7 +122,11 @@ class LoreEngine(Protocol):
     def write_lock(self) -> AbstractContextManager[None]: ...
 
     async def retrieve(
-        self, query: str, *, top_k: int = 8, labels: Mapping[str, str] | None = None,
+        self,
+        query: str,
+        *,
+        top_k: int = 8,
+        labels: Mapping[str, str] | None = None,
         mode: SearchMode | None = None,
     ) -> list[Passage]: ...
 
@@ -183,12 +189,11 @@ def open_lore(spec: CellSpec, embedder: PrecomputedQueries) -> Iterator[tuple[Lo
     elif spec.backend == "pgvector":
         if spec.pg_dsn is None:
             raise RuntimeError("no PostgreSQL server was started")
-        from lore.backends.pgvector import PgVectorBackend
+        from _postgres import fresh_pgvector
 
         name = f"bench_{spec.scale}"
-        pg = PgVectorBackend(spec.pg_dsn, embedder, index_name=name)
+        pg = fresh_pgvector(spec.pg_dsn, embedder, name)
         try:
-            pg.drop()  # a crashed earlier run may have left the tables
             yield pg, lambda: _pg_bytes(spec.pg_dsn or "", name)
         finally:
             try:
@@ -256,10 +261,12 @@ def run_lore(spec: CellSpec, corpus: Corpus, result: CellResult) -> None:
 
 
 def run_lancedb(spec: CellSpec, corpus: Corpus, result: CellResult) -> None:
-    """The same chunks and vectors in LanceDB: native full-text index on the text, no
-    vector index (exact search, as lore's backends do at these sizes), RRF hybrid."""
+    """The same chunks and vectors in LanceDB: its native full-text index on the text, no
+    vector index (exact search, as lore's SQLite backend does), its default RRF hybrid."""
+    os.environ.setdefault("LANCEDB_LOG", "error")  # else a deprecation warning per query
     import lancedb
-    import pyarrow as pa
+    import pyarrow as pa  # type: ignore[import-untyped]
+    from lancedb.index import FTS
 
     started = time.perf_counter()
     db = lancedb.connect(Path(spec.work_dir) / "lancedb")
@@ -267,13 +274,18 @@ def run_lancedb(spec: CellSpec, corpus: Corpus, result: CellResult) -> None:
     vectors = pa.FixedSizeListArray.from_arrays(
         pa.array(np.ascontiguousarray(corpus.vectors).reshape(-1), type=pa.float32()), DIMENSION
     )
-    table = db.create_table("chunks", pa.table({
-        "id": pa.array([f"c{i}" for i in range(count)]),
-        "title": pa.array([corpus.titles[i // 8] for i in range(count)]),
-        "text": pa.array(corpus.texts),
-        "vector": vectors,
-    }))
-    table.create_fts_index("text")
+    table: Any = db.create_table(
+        "chunks",
+        pa.table(
+            {
+                "id": pa.array([f"c{i}" for i in range(count)]),
+                "title": pa.array([corpus.titles[i // CHUNKS_PER_DOCUMENT] for i in range(count)]),
+                "text": pa.array(corpus.texts),
+                "vector": vectors,
+            }
+        ),
+    )
+    table.create_index("text", config=FTS())
     result.ingest_seconds = time.perf_counter() - started
     result.note = f"LanceDB hybrid fuses its top {TOP_K} per leg; lore fuses 100 candidates per channel"
 

@@ -31,6 +31,7 @@ SECTIONS = ("Meaning", "Impact", "Diagnosis", "Mitigation")
 #: Share of a chunk's tokens that are identifiers rather than common words.
 IDENTIFIER_SHARE = 0.2
 
+#: Common words of operations prose, most frequent first (the Zipf ranks follow this order).
 _COMMON = """
 the a to of and in is on for if it be this that with not when check run restart pod node
 cluster service alert error logs log disk memory cpu latency request requests queue lag
@@ -46,31 +47,80 @@ toleration affinity resource usage spike drop retry retries backoff circuit brea
 balancer ingress egress firewall port endpoint api server client worker job cron batch
 consumer producer topic partition offset commit broker zookeeper raft quorum election
 member members peer peers sync replication wal checkpoint vacuum autovacuum lock locks
-deadlock transaction rollback commit cache hit miss eviction ttl key keys shard shards
+deadlock transaction cache hit miss eviction ttl key keys shard shards
 region zone failover switchover maintenance window change freeze feature flag canary
 percentage percent minutes hours seconds threshold warning critical severity label labels
 selector annotation owner team contact slack channel ticket issue bug fix patch release
-""".split()
+""".split()  # noqa: SIM905 - a block of prose words reads better than 300 quoted strings
 
 _ALERT_PREFIXES = (
-    "Kube", "Etcd", "Prometheus", "Alertmanager", "Node", "Pod", "Redis", "Postgres", "Kafka",
-    "Gitaly", "Sidekiq", "Patroni", "Consul", "Vault", "Ceph", "Ingress", "Cert", "Thanos",
-    "Loki", "Registry",
+    "Kube",
+    "Etcd",
+    "Prometheus",
+    "Alertmanager",
+    "Node",
+    "Pod",
+    "Redis",
+    "Postgres",
+    "Kafka",
+    "Gitaly",
+    "Sidekiq",
+    "Patroni",
+    "Consul",
+    "Vault",
+    "Ceph",
+    "Ingress",
+    "Cert",
+    "Thanos",
+    "Loki",
+    "Registry",
 )
 _ALERT_CONDITIONS = (
-    "NoLeader", "HighLatency", "CrashLooping", "DiskFull", "MemoryPressure", "ReplicationLag",
-    "TargetDown", "QuotaExceeded", "ErrorBudgetBurn", "ConfigReloadFailed", "HighRestarts",
-    "TooManyConnections", "CertExpiring", "QueueBacklog", "SlowQueries",
+    "NoLeader",
+    "HighLatency",
+    "CrashLooping",
+    "DiskFull",
+    "MemoryPressure",
+    "ReplicationLag",
+    "TargetDown",
+    "QuotaExceeded",
+    "ErrorBudgetBurn",
+    "ConfigReloadFailed",
+    "HighRestarts",
+    "TooManyConnections",
+    "CertExpiring",
+    "QueueBacklog",
+    "SlowQueries",
 )
-_SERVICES = ("payments", "checkout", "search", "auth", "billing", "ledger", "gitaly", "registry",
-             "runner", "web", "api", "sidekiq")
+_SERVICES = (
+    "payments",
+    "checkout",
+    "search",
+    "auth",
+    "billing",
+    "ledger",
+    "gitaly",
+    "registry",
+    "runner",
+    "web",
+    "api",
+    "sidekiq",
+)
 _ROLES = ("consumer", "worker", "gateway", "proxy", "db", "cache", "scheduler")
 _KINDS = ("group", "pool", "service", "cluster", "replica")
 _METRIC_SUBJECTS = ("container", "node", "kube", "process", "http", "grpc", "pg", "redis")
 _METRIC_THINGS = ("memory", "cpu", "requests", "connections", "errors", "latency", "disk")
 _METRIC_UNITS = ("bytes_total", "seconds_bucket", "total", "ratio", "in_flight")
-_POD_STATES = ("CrashLoopBackOff", "OOMKilled", "ImagePullBackOff", "ErrImagePull",
-               "ContainerCreating", "Terminating", "Evicted", "NodeNotReady")
+_POD_STATES = (
+    "CrashLoopBackOff",
+    "OOMKilled",
+    "ImagePullBackOff",
+    "ErrImagePull",
+    "ContainerCreating",
+    "Terminating",
+    "Evicted",
+    "NodeNotReady",
+)
 
 
 def identifiers() -> list[str]:
@@ -88,7 +138,8 @@ def _zipf(rng: np.random.Generator, size: int, count: int) -> npt.NDArray[np.int
     """Indices into a vocabulary of ``size`` with probability ~ 1/(rank + 2)."""
     cumulative = np.cumsum(1.0 / (np.arange(size) + 2.0))
     drawn = np.searchsorted(cumulative, rng.random(count) * cumulative[-1], side="right")
-    return np.minimum(drawn, size - 1)
+    clipped: npt.NDArray[np.int64] = np.minimum(drawn, size - 1).astype(np.int64)
+    return clipped
 
 
 def _unit_vectors(rng: np.random.Generator, count: int) -> npt.NDArray[np.float32]:
@@ -112,8 +163,13 @@ class Corpus:
 
     def prefix(self, chunks: int) -> Corpus:
         documents = -(-chunks // CHUNKS_PER_DOCUMENT)
-        return Corpus(self.texts[:chunks], self.titles[:documents], self.vectors[:chunks],
-                      self.queries, self.query_vectors)
+        return Corpus(
+            self.texts[:chunks],
+            self.titles[:documents],
+            self.vectors[:chunks],
+            self.queries,
+            self.query_vectors,
+        )
 
     def save(self, folder: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
@@ -127,8 +183,9 @@ class Corpus:
         texts = json.loads((folder / "texts.json").read_text(encoding="utf-8"))
         # Memory-mapped: a worker measuring 1k chunks does not hold 100k vectors.
         vectors = np.load(folder / "vectors.npy", mmap_mode="r")
-        corpus = cls(texts["texts"], texts["titles"], vectors, texts["queries"],
-                     np.load(folder / "query_vectors.npy"))
+        corpus = cls(
+            texts["texts"], texts["titles"], vectors, texts["queries"], np.load(folder / "query_vectors.npy")
+        )
         return corpus.prefix(chunks) if chunks is not None else corpus
 
 
@@ -147,8 +204,13 @@ def generate(chunks: int, queries: int = 200, seed: int = 7) -> Corpus:
     texts = [" ".join(tokens[end - length : end]) for end, length in zip(ends, lengths, strict=True)]
     alerts = idents[_zipf(rng, len(idents), -(-chunks // CHUNKS_PER_DOCUMENT))]
     titles = [f"{alert} runbook" for alert in alerts]
-    return Corpus(texts, titles, _unit_vectors(rng, chunks), make_queries(rng, common, idents, queries),
-                  _unit_vectors(rng, queries))
+    return Corpus(
+        texts,
+        titles,
+        _unit_vectors(rng, chunks),
+        make_queries(rng, common, idents, queries),
+        _unit_vectors(rng, queries),
+    )
 
 
 def make_queries(

@@ -211,6 +211,21 @@ class SyncReport:
         self.skipped_sources.extend(other.skipped_sources)
 
 
+@dataclass(frozen=True, slots=True)
+class ReembedStatus:
+    """How far ``lore reembed`` has got towards one new embedder. Vectors are staged per
+    embedding key, so ``texts`` (distinct embedding texts) is what must be embedded."""
+
+    chunks: int
+    texts: int
+    #: Texts that already have a staged vector for the new embedder (an interrupted run's).
+    staged: int
+
+    @property
+    def remaining(self) -> int:
+        return self.texts - self.staged
+
+
 def chunk_to_passage(chunk: Chunk, score: float, channel_ranks: Mapping[str, int] | None = None) -> Passage:
     return Passage(
         text=chunk.text,

@@ -21,7 +21,16 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from lore.models import Chunk, Document, IndexedDocument, Passage, SearchMode, SourceItem, Visibility
+from lore.models import (
+    Chunk,
+    Document,
+    IndexedDocument,
+    Passage,
+    ReembedStatus,
+    SearchMode,
+    SourceItem,
+    Visibility,
+)
 
 #: Embedding matrices are float32, one L2-normalised row per text.
 Vectors = npt.NDArray[np.float32]
@@ -174,4 +183,45 @@ class Reranker(Protocol):
     async def rerank(self, query: str, passages: Sequence[Passage], *, top_k: int) -> list[Passage]:
         """Return at most ``top_k`` of ``passages``, best first, ``score`` replaced by
         the reranker's score."""
+        ...
+
+
+@runtime_checkable
+class Reembeddable(KnowledgeIndex, Protocol):
+    """Optional capability of a storing index: switching embedders (``lore reembed``,
+    driven by ``lore.reembed``). A backend declares it by implementing these methods.
+
+    Vectors for the new embedder are staged beside the live ones, one per embedding key
+    (``lore.models.embed_key``), while searches go on with the old ones; nothing a search
+    reads changes until ``switch_embedder``, which makes them live in one step. Staging
+    survives an interruption: ``begin_reembed`` for the same embedder resumes it.
+    """
+
+    def stored_embedder(self) -> tuple[str, int] | None:
+        """``(model_id, dimension)`` the live vectors were made with; None before the first sync."""
+        ...
+
+    def reembed_status(self, model_id: str, dimension: int) -> ReembedStatus:
+        """What re-embedding for this embedder involves, and what is already staged. Read-only."""
+        ...
+
+    def begin_reembed(self, model_id: str, dimension: int) -> None:
+        """Prepare staging for this embedder; vectors staged for another one are discarded."""
+        ...
+
+    def unstaged_chunks(self, limit: int, after: str | None = None) -> Mapping[str, Chunk]:
+        """Up to ``limit`` embedding keys without a staged vector, each with one stored chunk
+        that has it (embed ``embedding_text(chunk)``). Keys up to ``after`` (the largest
+        key of the previous batch) may be skipped: an optimisation, never needed for
+        correctness, since staged keys are never returned."""
+        ...
+
+    def stage_vectors(self, keys: Sequence[str], vectors: Vectors) -> None:
+        """Keep one vector per key (rows in order) for the switch; searches do not see them."""
+        ...
+
+    def switch_embedder(self, embedder: Embedder) -> None:
+        """Make the staged vectors live, record ``embedder`` as the index's, and use it for
+        this object's searches, all in one step. Raises ``IndexingError`` (changing
+        nothing) while any chunk lacks a staged vector."""
         ...

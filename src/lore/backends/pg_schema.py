@@ -88,6 +88,9 @@ class Tables:
             "chunks_embedding": self.name("chunks_embedding"),
             "state": self.name("state"),
             "embedder": self.name("embedder"),
+            # Staging of `lore reembed` (pg_reembed.py), present only while one is under way.
+            "reembed": self.name("reembed"),
+            "reembed_target": self.name("reembed_target"),
         }
 
     def sql(self, template: str, **extra: sql.Composable) -> sql.Composed:
@@ -206,7 +209,9 @@ def vector_statements(tables: Tables, dimension: int) -> list[sql.Composed]:
 def drop_statements(tables: Tables) -> list[sql.Composed]:
     return [
         tables.sql(f"DROP TABLE IF EXISTS {{{name}}}")
-        for name in ("chunks", "documents", "state", "embedder", "schema_version")
+        for name in (
+            "chunks", "documents", "state", "embedder", "schema_version", "reembed", "reembed_target"
+        )
     ]
 
 

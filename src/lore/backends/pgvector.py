@@ -31,7 +31,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from lore.backends import lexical
+from lore.backends import lexical, pg_reembed
 from lore.backends.pg_schema import (
     EXPORT_CHUNK_COLUMNS,
     LOCK_CLASS,
@@ -69,6 +69,7 @@ from lore.models import (
     Document,
     IndexedDocument,
     Passage,
+    ReembedStatus,
     SearchMode,
     utc,
 )
@@ -470,6 +471,30 @@ class PgVectorBackend:
             (ids,),
         ).fetchall()
         return {row[0]: row for row in rows}
+
+    # -- Reembeddable (``lore reembed``; the SQL is in pg_reembed.py) -------------------
+
+    def reembed_status(self, model_id: str, dimension: int) -> ReembedStatus:
+        with self._connection(IndexingError) as conn:
+            return pg_reembed.status(conn, self._tables, model_id, dimension)
+
+    def begin_reembed(self, model_id: str, dimension: int) -> None:
+        with self.write_lock(), self._connection(IndexingError) as conn:
+            pg_reembed.begin(conn, self._tables, model_id, dimension)
+
+    def unstaged_chunks(self, limit: int, after: str | None = None) -> Mapping[str, Chunk]:
+        with self._connection(IndexingError) as conn:
+            return pg_reembed.unstaged(conn, self._tables, limit, after)
+
+    def stage_vectors(self, keys: Sequence[str], vectors: Vectors) -> None:
+        with self.write_lock(), self._connection(IndexingError) as conn:
+            pg_reembed.stage(conn, self._tables, keys, vectors)
+
+    def switch_embedder(self, embedder: Embedder) -> None:
+        with self.write_lock(), self._connection(IndexingError) as conn:
+            pg_reembed.switch(conn, self._tables, embedder.model_id, embedder.dimension)
+        self._embedder = embedder
+        self._stored = (embedder.model_id, embedder.dimension)
 
     # -- export (for ``lore migrate``) ------------------------------------------------
 

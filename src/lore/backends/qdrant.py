@@ -46,7 +46,7 @@ from typing import Any, Literal, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from lore.backends import lexical
+from lore.backends import lexical, qdrant_reembed
 from lore.backends.qdrant_layout import (
     CHUNK_INDEXES,
     DENSE,
@@ -79,6 +79,7 @@ from lore.models import (
     Document,
     IndexedDocument,
     Passage,
+    ReembedStatus,
     SearchMode,
 )
 from lore.protocols import Embedder, Vectors
@@ -135,6 +136,8 @@ class QdrantBackend:
         self._weights = lexical.BM25Weights()
         self._path = path
         self._stored: tuple[str, int] | None = None
+        #: The dense vector searches use; another than DENSE after `lore reembed`.
+        self._dense = DENSE
         self._chunks_exist = False
         if path is not None:
             self._where = f"Qdrant storage {path}"
@@ -229,7 +232,7 @@ class QdrantBackend:
                     limit=_SCROLL_PAGE,
                     offset=offset,
                     with_payload=True,
-                    with_vectors=[DENSE] if vectors else False,
+                    with_vectors=[self._live_vector()] if vectors else False,
                 )
 
             records, offset = self._call(failure, f"read {collection}", page)
@@ -267,7 +270,7 @@ class QdrantBackend:
             self._call(
                 IndexingError, f"delete collection {name}", partial(self._client.delete_collection, name)
             )
-        self._stored, self._chunks_exist = None, False
+        self._stored, self._chunks_exist, self._dense = None, False, DENSE
 
     # -- write side -------------------------------------------------------------------
 
@@ -276,7 +279,12 @@ class QdrantBackend:
         if self._stored is None:
             record = self._get_meta("embedder", "embedder")
             self._stored = (str(record["model_id"]), int(record["dimension"])) if record else None
+            self._dense = str(record.get("vector", DENSE)) if record else DENSE
         return self._stored
+
+    def _live_vector(self) -> str:
+        self.stored_embedder()
+        return self._dense
 
     def check_embedder(self, model_id: str, dimension: int) -> None:
         stored = self.stored_embedder()
@@ -319,7 +327,8 @@ class QdrantBackend:
             raise IndexingError(
                 f"{document.uri}: vectors have {matrix.shape[1]} dimensions, the index {stored[1]}"
             )
-        points = [chunk_point(chunk, matrix[i], self._weights) for i, chunk in enumerate(chunks)]
+        dense = self._live_vector()
+        points = [chunk_point(chunk, matrix[i], self._weights, dense) for i, chunk in enumerate(chunks)]
         keep = [point.id for point in points]
         if points:
             self._call(
@@ -373,7 +382,7 @@ class QdrantBackend:
             for record in self._scroll(self._index, flt, IndexingError, vectors=True):
                 key = (record.payload or {}).get("embed_key")
                 if key and key not in found and isinstance(record.vector, dict):
-                    found[key] = np.asarray(record.vector[DENSE], dtype=np.float32)
+                    found[key] = np.asarray(record.vector[self._dense], dtype=np.float32)
         return found
 
     def get_state(self, key: str) -> str | None:
@@ -445,7 +454,7 @@ class QdrantBackend:
             channels[SearchMode.VECTOR.value] = vector.tolist()
         if not channels:
             return []
-        using = {SearchMode.BM25.value: SPARSE, SearchMode.VECTOR.value: DENSE}
+        using = {SearchMode.BM25.value: SPARSE, SearchMode.VECTOR.value: self._live_vector()}
         requests = [
             models.QueryRequest(query=q, using=using[name], filter=flt, limit=depth, with_payload=False)
             for name, q in channels.items()
@@ -475,6 +484,51 @@ class QdrantBackend:
                 ranks.setdefault(str(point.id), {})[name] = rank
         return [passage_from_point(point, ranks.get(str(point.id), {})) for point in responses[0].points]
 
+    # -- Reembeddable (``lore reembed``; see qdrant_reembed.py) -------------------------
+
+    def reembed_status(self, model_id: str, dimension: int) -> ReembedStatus:
+        return self._call(
+            IndexingError,
+            "count what to re-embed",
+            lambda: qdrant_reembed.status(self._client, self._index, self._meta, model_id, dimension),
+        )
+
+    def begin_reembed(self, model_id: str, dimension: int) -> None:
+        live = self._live_vector()
+        with self.write_lock():
+            self._call(
+                IndexingError,
+                "add a vector for the new embedder",
+                lambda: qdrant_reembed.begin(
+                    self._client, self._index, self._meta, model_id, dimension, live
+                ),
+            )
+
+    def unstaged_chunks(self, limit: int, after: str | None = None) -> Mapping[str, Chunk]:
+        return self._call(
+            IndexingError,
+            "read chunks to re-embed",
+            lambda: qdrant_reembed.unstaged(self._client, self._index, self._meta, limit),
+        )
+
+    def stage_vectors(self, keys: Sequence[str], vectors: Vectors) -> None:
+        with self.write_lock():
+            self._call(
+                IndexingError,
+                "stage vectors",
+                lambda: qdrant_reembed.stage(self._client, self._index, self._meta, keys, vectors),
+            )
+
+    def switch_embedder(self, embedder: Embedder) -> None:
+        model_id, dimension = embedder.model_id, embedder.dimension
+        with self.write_lock(), self._guard:  # in local mode, searches here wait for the whole switch
+            self._dense = self._call(
+                IndexingError,
+                "switch to the new vectors",
+                lambda: qdrant_reembed.switch(self._client, self._index, self._meta, model_id, dimension),
+            )
+            self._embedder, self._stored = embedder, (model_id, dimension)
+
     # -- export (for ``lore migrate``) ------------------------------------------------
 
     def export(self) -> Iterator[tuple[Document, list[Chunk], Vectors]]:
@@ -498,7 +552,7 @@ class QdrantBackend:
             vectors = (
                 np.stack(
                     [
-                        np.asarray(r.vector[DENSE], dtype=np.float32)
+                        np.asarray(r.vector[self._dense], dtype=np.float32)
                         for r in records
                         if isinstance(r.vector, dict)
                     ]

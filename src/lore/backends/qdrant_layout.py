@@ -67,8 +67,9 @@ def match(key: str, value: str) -> models.FieldCondition:
 
 
 def chunk_point(
-    chunk: Chunk, vector: npt.NDArray[np.float32], weights: lexical.BM25Weights
+    chunk: Chunk, vector: npt.NDArray[np.float32], weights: lexical.BM25Weights, dense: str = DENSE
 ) -> models.PointStruct:
+    """``dense`` names the live dense vector: ``dense``, or the one ``lore reembed`` made live."""
     sparse = weights.document(embedding_text(chunk))
     payload = {
         "chunk_id": chunk.id,
@@ -89,7 +90,7 @@ def chunk_point(
     return models.PointStruct(
         id=point_id("chunk", chunk.id),
         vector={
-            DENSE: vector.tolist(),
+            dense: vector.tolist(),
             SPARSE: models.SparseVector(indices=sparse.indices, values=sparse.values),
         },
         payload=payload,

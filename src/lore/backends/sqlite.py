@@ -40,13 +40,14 @@ import os
 import sqlite3
 import threading
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
 
+from lore.backends import sqlite_reembed
 from lore.backends.fulltext import FullTextIndex
 from lore.backends.sqlite_schema import connect, migrate
 from lore.backends.sqlite_store import ChunkStore
@@ -63,7 +64,16 @@ from lore.errors import (
     UnsupportedModeError,
 )
 from lore.fusion import normalized_score_fusion, reciprocal_rank_fusion
-from lore.models import SOURCE_LABEL, Chunk, Document, IndexedDocument, Passage, SearchMode, filter_terms
+from lore.models import (
+    SOURCE_LABEL,
+    Chunk,
+    Document,
+    IndexedDocument,
+    Passage,
+    ReembedStatus,
+    SearchMode,
+    filter_terms,
+)
 from lore.protocols import Embedder, Vectors
 
 MAX_TOP_K = 1_000
@@ -345,6 +355,34 @@ class SqliteBackend:
                 chunks, vectors = self._reads.chunks_with_vectors(document.uri, dimension)
             yield document, chunks, vectors
 
+    # -- Reembeddable (``lore reembed``; the SQL is in sqlite_reembed.py) ---------------
+
+    def reembed_status(self, model_id: str, dimension: int) -> ReembedStatus:
+        with self._write_guard, _translated(IndexingError, f"cannot read the index {self._path}"):
+            return sqlite_reembed.status(self._store.conn, model_id, dimension)
+
+    def begin_reembed(self, model_id: str, dimension: int) -> None:
+        with self._writing(f"cannot prepare re-embedding in {self._path}"):
+            sqlite_reembed.begin(self._store, model_id, dimension)
+
+    def unstaged_chunks(self, limit: int, after: str | None = None) -> Mapping[str, Chunk]:
+        with self._write_guard, _translated(IndexingError, f"cannot read the index {self._path}"):
+            return sqlite_reembed.unstaged(self._store.conn, limit, after)
+
+    def stage_vectors(self, keys: Sequence[str], vectors: Vectors) -> None:
+        with self._writing(f"cannot stage vectors in {self._path}"):
+            sqlite_reembed.stage(self._store, keys, vectors)
+
+    def switch_embedder(self, embedder: Embedder) -> None:
+        with self._writing(f"cannot switch {self._path} to the new vectors"):
+            sqlite_reembed.switch(self._store, embedder.model_id, embedder.dimension)
+            # Same rowids, new vectors (maybe of another size): the matrix cannot catch up
+            # incrementally, so it starts afresh.
+            with self._read_guard:
+                self._embedder = embedder
+                self._matrix = VectorMatrix(embedder.dimension)
+                self._matrix_generation = None
+
     # -- KnowledgeRetriever --------------------------------------------------------------
 
     async def retrieve(
@@ -473,6 +511,17 @@ def _label_filter(labels: Mapping[str, str] | None) -> frozenset[str]:
         if not isinstance(key, str) or not isinstance(value, str) or not key.strip() or not value.strip():
             raise QueryError(f"a label filter needs a non-empty key and value, got {key!r}={value!r}")
     return filter_terms(labels)
+
+
+def read_stored_embedder(path: Path) -> tuple[str, int] | None:
+    """``(model_id, dimension)`` recorded in the index at ``path`` (None before the first
+    sync), read without opening the backend, whose constructor insists on a matching
+    embedder. Read-only, so a wrong path never creates an empty database."""
+    try:
+        with closing(sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)) as conn:
+            return ChunkStore(conn).embedder()
+    except sqlite3.Error as err:
+        raise ConfigError(f"cannot read the SQLite index {path}: {err}") from err
 
 
 def from_settings(settings: LoreSettings, embedder: Embedder) -> SqliteBackend:

@@ -15,7 +15,8 @@ COMMAND_MODULES = (
     "lore.cli.index_cmd",  # reindex (rebuild derived full-text data from SQLite)
     "lore.cli.eval_cmd",  # eval, eval generate
     "lore.cli.mcp_cmd",  # mcp
-    "lore.cli.migrate_cmd",  # migrate, reembed
+    "lore.cli.migrate_cmd",  # migrate
+    "lore.cli.reembed_cmd",  # reembed (switch embedders)
 )
 
 

@@ -12,9 +12,7 @@ or a previous copy with the same embedder; running it again updates the copy in 
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Iterator, Sequence
-from contextlib import closing
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Protocol
@@ -22,9 +20,10 @@ from typing import Annotated, Any, Protocol
 import typer
 
 from lore.cli.app import app, console, settings
-from lore.errors import ConfigError, EmbeddingError
+from lore.errors import ConfigError
 from lore.models import SOURCE_LABEL, Chunk, Document
 from lore.protocols import KnowledgeIndex, Vectors
+from lore.reembed import StoredVectorsEmbedder
 from lore.sync import EMBEDDER_STATE_KEY, LAST_SYNC_KEY, resume_token_key, source_stats_key
 
 #: ``--from`` / ``--to`` schemes.
@@ -41,32 +40,6 @@ class ExportableIndex(Protocol):
     def get_state(self, key: str) -> str | None: ...
 
     def close(self) -> None: ...
-
-
-class StoredVectorsEmbedder:
-    """Stands in for the embedder an index was built with: same id and dimension, so the
-    backends accept it, but it never embeds (migration copies vectors)."""
-
-    max_input_tokens = 256
-    degraded = False
-
-    def __init__(self, model_id: str, dimension: int) -> None:
-        self._model_id = model_id
-        self._dimension = dimension
-
-    @property
-    def model_id(self) -> str:
-        return self._model_id
-
-    @property
-    def dimension(self) -> int:
-        return self._dimension
-
-    def embed_documents(self, texts: Sequence[str]) -> Vectors:
-        raise EmbeddingError("lore migrate copies stored vectors and never embeds")
-
-    def embed_queries(self, texts: Sequence[str]) -> Vectors:
-        raise EmbeddingError("lore migrate copies stored vectors and never embeds")
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,18 +96,6 @@ def migrate_index(source: ExportableIndex, target: KnowledgeIndex) -> MigrationR
     return MigrationReport(documents, chunks, copied, embedder)
 
 
-def _sqlite_stored_embedder(path: Path) -> tuple[str, int] | None:
-    """Read without opening the backend, whose constructor insists on a matching embedder.
-    Read-only, so a wrong path never creates an empty database."""
-    from lore.backends.sqlite_store import ChunkStore
-
-    try:
-        with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as conn:
-            return ChunkStore(conn).embedder()
-    except sqlite3.Error as err:
-        raise ConfigError(f"cannot read the SQLite index {path}: {err}") from err
-
-
 def open_location(location: Location, embedder: StoredVectorsEmbedder, index_name: str) -> Any:
     """The backend at ``location``; imported here so only the chosen extras are needed."""
     if location.kind == "sqlite":
@@ -157,7 +118,9 @@ def stored_embedder_at(location: Location, index_name: str) -> tuple[str, int]:
         path = Path(location.target)
         if not path.is_file():
             raise ConfigError(f"no SQLite index at {path}")
-        found = _sqlite_stored_embedder(path)
+        from lore.backends.sqlite import read_stored_embedder
+
+        found = read_stored_embedder(path)
     else:
         # These backends do not check the embedder on opening; the stand-in is never used.
         backend = open_location(location, StoredVectorsEmbedder("unknown", 1), index_name)

@@ -1,0 +1,282 @@
+"""lore's benchmark (``make bench``): ingest, no-op re-sync, query latency at scale, a peer
+(LanceDB) and the backends side by side, with the targets next to the figures.
+
+    .venv/bin/python bench/run.py                      # everything (~20 min on 2 cores)
+    .venv/bin/python bench/run.py --quick              # a smoke-sized run (< 2 min)
+    .venv/bin/python bench/run.py --scales 1k,10k --backends sqlite,lancedb --json out.json
+
+Sections (docs/benchmarks.md explains each figure and how it is measured):
+
+1. ingest of ../shared/corpora through ``lore.sync``, per backend with the test embedder
+   and into SQLite with the real local embedder, plus that embedder's own throughput on
+   the same texts;
+2. a no-op re-sync of the same corpora: seconds and texts embedded (must be 0);
+3. synthetic chunks at each scale: bm25 / vector / hybrid p50 and p95 (query embedding
+   excluded), index size, peak RSS, ingest chunks/s through the index seam;
+4. LanceDB (exact search, its own full-text index) over the same chunks and vectors;
+5. the lore backends side by side (sqlite, pgvector on a throwaway PostgreSQL, qdrant in
+   local on-disk mode); one that cannot be imported or fails prints "skipped: <reason>";
+6. the targets, each with pass / MISS.
+
+Every engine at every scale runs in its own process (``_cells.py``) so that peak RSS is
+its own; all of them run in this one invocation, on the same data, one after another.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from contextlib import nullcontext
+from dataclasses import asdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _cells import LORE_BACKENDS, PEERS, CellResult, CellSpec
+from _corpora import CorpusResults, measure
+from _postgres import postgres
+from _report import corpus_tables, latency_table, peer_table, scale_name, target_table, targets
+from _synthetic import generate
+from rich.console import Console
+
+BENCH_DIR = Path(__file__).resolve().parent
+ENGINES = (*LORE_BACKENDS, *PEERS)
+#: qdrant-client's local mode is an in-process Python engine meant for tests and small
+#: collections: here it ingested ~35 chunks/s (a SQLite commit per point) and took
+#: seconds per BM25 query at 10k, so 100k would take most of an hour. A Qdrant server
+#: is what scales; local mode is measured up to this size unless asked otherwise.
+QDRANT_LOCAL_MAX_SCALE = 10_000
+
+console = Console()
+
+
+def parse_scale(text: str) -> int:
+    text = text.strip().lower()
+    factor = 1_000 if text.endswith("k") else 1_000_000 if text.endswith("m") else 1
+    try:
+        value = int(float(text.rstrip("km")) * factor)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a scale: {text!r} (use e.g. 1k, 10k, 100k)") from None
+    if value < 8:
+        raise argparse.ArgumentTypeError(f"a scale must be at least 8 chunks, got {text!r}")
+    return value
+
+
+def parse_list(text: str, *, valid: Sequence[str]) -> list[str]:
+    chosen = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = [part for part in chosen if part not in valid]
+    if unknown or not chosen:
+        raise argparse.ArgumentTypeError(f"unknown {unknown or text!r}; choose from {', '.join(valid)}")
+    return chosen
+
+
+def arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument(
+        "--scales",
+        type=lambda t: [parse_scale(s) for s in t.split(",") if s.strip()],
+        help="synthetic sizes in chunks (default 1k,10k,100k; --quick: 1k)",
+    )
+    parser.add_argument(
+        "--backends",
+        type=lambda t: parse_list(t, valid=ENGINES),
+        default=list(ENGINES),
+        help=f"engines to measure (default {','.join(ENGINES)})",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="small and fast: 1k chunks, 30 queries, a few files of each corpus",
+    )
+    parser.add_argument("--json", type=Path, metavar="OUT", help="also save every figure as JSON")
+    parser.add_argument("--queries", type=int, help="timed queries per mode (default 200; --quick 30)")
+    parser.add_argument(
+        "--query-budget",
+        type=float,
+        metavar="SECONDS",
+        help="wall-clock cap on one engine's timed queries at one scale (default 90)",
+    )
+    parser.add_argument(
+        "--corpus-files", type=int, metavar="N", help="first N files of each corpus (default all; --quick 15)"
+    )
+    parser.add_argument(
+        "--embedder-files",
+        type=int,
+        metavar="N",
+        help="first N files of each corpus for the real embedder (default all; --quick 4)",
+    )
+    parser.add_argument("--no-real-embedder", action="store_true", help="skip the real local embedder")
+    parser.add_argument("--no-corpora", action="store_true", help="skip sections 1 and 2")
+    parser.add_argument(
+        "--qdrant-max-scale",
+        type=parse_scale,
+        default=QDRANT_LOCAL_MAX_SCALE,
+        help="largest scale for qdrant local mode (default 10k)",
+    )
+    args = parser.parse_args(argv)
+    quick = args.quick
+    args.scales = args.scales or ([1_000] if quick else [1_000, 10_000, 100_000])
+    args.queries = args.queries or (30 if quick else 200)
+    args.query_budget = args.query_budget or (15.0 if quick else 90.0)
+    if quick:
+        args.corpus_files = args.corpus_files or 15
+        args.embedder_files = args.embedder_files or 4
+    if args.queries < 1:
+        parser.error("--queries must be at least 1")
+    return args
+
+
+def machine() -> dict[str, object]:
+    load = os.getloadavg()
+    return {
+        "cpus": os.cpu_count(),
+        "load_average_1m": round(load[0], 2),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+
+
+def run_cell(spec: CellSpec, scratch: Path) -> CellResult:
+    spec_path = scratch / f"{spec.backend}-{spec.scale}.json"
+    spec_path.write_text(json.dumps(asdict(spec)), encoding="utf-8")
+    env = {**os.environ, "LANCEDB_LOG": os.environ.get("LANCEDB_LOG", "error")}
+    finished = subprocess.run(
+        [sys.executable, str(BENCH_DIR / "_cells.py"), str(spec_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    result_path = Path(spec.result_path)
+    if finished.returncode != 0 or not result_path.is_file():
+        lines = [line for line in finished.stderr.strip().splitlines() if line.strip()]
+        return CellResult(
+            spec.backend, spec.scale, skipped=f"failed: {lines[-1] if lines else finished.returncode}"
+        )
+    if finished.stderr.strip() and "Traceback" in finished.stderr:
+        console.print(f"[dim]{spec.backend} at {scale_name(spec.scale)}:\n{finished.stderr.strip()}[/]")
+    return CellResult.from_json(json.loads(result_path.read_text(encoding="utf-8")))
+
+
+def synthetic_cells(
+    args: argparse.Namespace, data_dir: Path, scratch: Path, pg: tuple[str | None, str | None]
+) -> list[CellResult]:
+    cells: list[CellResult] = []
+    dsn, pg_missing = pg
+    for scale in args.scales:
+        for backend in args.backends:
+            if backend == "pgvector" and dsn is None:
+                cells.append(CellResult(backend, scale, skipped=pg_missing or "no PostgreSQL"))
+                continue
+            if backend == "qdrant" and scale > args.qdrant_max_scale:
+                cells.append(
+                    CellResult(
+                        backend,
+                        scale,
+                        skipped=(
+                            f"local mode is measured up to {scale_name(args.qdrant_max_scale)} (see "
+                            "QDRANT_LOCAL_MAX_SCALE; --qdrant-max-scale to change)"
+                        ),
+                    )
+                )
+                continue
+            console.log(f"synthetic: {backend} at {scale_name(scale)} chunks")
+            spec = CellSpec(
+                backend=backend,
+                scale=scale,
+                data_dir=str(data_dir),
+                work_dir=str(scratch / f"work-{backend}-{scale}"),
+                result_path=str(scratch / f"result-{backend}-{scale}.json"),
+                queries=args.queries,
+                query_budget_s=args.query_budget,
+                pg_dsn=dsn,
+            )
+            cells.append(run_cell(spec, scratch))
+    return cells
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = arguments(argv)
+    started = time.perf_counter()
+    before = machine()
+    console.log(
+        f"lore bench: scales {', '.join(map(scale_name, args.scales))}; engines "
+        f"{', '.join(args.backends)}; {before['cpus']} CPUs, load average {before['load_average_1m']}"
+    )
+    scratch = Path(tempfile.mkdtemp(prefix="lore-bench-"))
+    corpora: CorpusResults | None = None
+    cells: list[CellResult] = []
+    try:
+        console.log(f"generating {scale_name(max(args.scales))} synthetic chunks")
+        corpus = generate(max(args.scales), queries=args.queries)
+        corpus.save(scratch / "data")
+        lore_backends = [b for b in args.backends if b in LORE_BACKENDS]
+        with postgres() if "pgvector" in args.backends else nullcontext((None, "not chosen")) as pg:
+            if not args.no_corpora:
+                corpora = measure(
+                    lore_backends,
+                    pg[0],
+                    pg_missing=pg[1] or "",
+                    files_per_corpus=args.corpus_files,
+                    real_files_per_corpus=args.embedder_files,
+                    queries=corpus.queries,
+                    real_embedder=not args.no_real_embedder and "sqlite" in lore_backends,
+                    sync_pattern=not args.quick,
+                    progress=console.log,
+                )
+                corpus_tables(console, corpora)
+            cells = synthetic_cells(args, scratch / "data", scratch, pg)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    latency_table(console, cells)
+    peer_table(console, cells)
+    found = targets(corpora, cells)
+    target_table(console, found)
+    after = machine()
+    elapsed = time.perf_counter() - started
+    console.print(
+        f"{elapsed / 60:.1f} min; load average {before['load_average_1m']} at the start, "
+        f"{after['load_average_1m']} at the end, on {after['cpus']} CPUs "
+        "(a load above the CPU count means other work shared the machine)"
+    )
+    if args.json:
+        payload = {
+            "machine": {"start": before, "end": after},
+            "seconds": round(elapsed, 1),
+            "arguments": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+            "corpora": _corpora_json(corpora),
+            "cells": [asdict(cell) for cell in cells],
+            "targets": [asdict(target) for target in found],
+        }
+        args.json.write_text(json.dumps(payload, indent=2), encoding="utf-8")
+        console.print(f"saved {args.json}")
+    return 0
+
+
+def _corpora_json(corpora: CorpusResults | None) -> dict[str, object] | None:
+    if corpora is None:
+        return None
+    data = asdict(corpora)
+    for run, raw in zip(corpora.syncs, data["syncs"], strict=True):
+        raw.update(documents_per_s=round(run.documents_per_s, 1), chunks_per_s=round(run.chunks_per_s, 1))
+    if corpora.embedder is not None and data["embedder"] is not None:
+        e = corpora.embedder
+        data["embedder"].update(
+            alone_per_s=round(e.alone_per_s, 1),
+            pipeline_per_s=round(e.pipeline_per_s, 1),
+            sync_pattern_per_s=round(e.sync_pattern_per_s, 1),
+            ratio=round(e.ratio, 3),
+        )
+    return data
+
+
+if __name__ == "__main__":
+    sys.exit(main())
