@@ -13,6 +13,10 @@ through the public ``retrieve`` coroutine, the path every caller takes. Modes ta
 query by query, so load from other processes on a shared machine spreads over all modes
 alike, and each mode starts at a different query so that no mode always follows another
 mode's identical query with its warm caches.
+
+Budgets keep a slow engine from stalling the run: an ingest projected to take longer
+than ``ingest_budget_s`` is stopped early and reported with the rate it reached, and
+the timed queries stop at ``query_budget_s`` (fewer queries, reported as such).
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import statistics
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -39,13 +43,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _synthetic import CHUNKS_PER_DOCUMENT, DIMENSION, Corpus, documents
 
 from lore.errors import MissingExtraError
-from lore.models import Passage, SearchMode
+from lore.models import Chunk, Document, Passage, SearchMode
 from lore.protocols import Vectors
 
 MODES = (SearchMode.BM25, SearchMode.VECTOR, SearchMode.HYBRID)
 TOP_K = 8
 LORE_BACKENDS = ("sqlite", "pgvector", "qdrant")
 PEERS = ("lancedb",)
+#: An ingest is judged against its budget once it has run this long (or a tenth of the
+#: budget, if smaller): long enough for a stable rate, short enough to waste little.
+_INGEST_PROBE_S = 20.0
 
 
 @dataclass
@@ -57,9 +64,8 @@ class CellSpec:
     result_path: str
     queries: int = 200
     warmup: int = 10
-    #: Wall-clock cap for the timed queries of all modes together; a slow engine is
-    #: reported with fewer queries instead of stalling the whole run.
-    query_budget_s: float = 120.0
+    query_budget_s: float = 90.0
+    ingest_budget_s: float = 300.0
     pg_dsn: str | None = None
 
 
@@ -90,6 +96,15 @@ class CellResult:
         return cls(**{**data, "latency": latency})
 
 
+class IngestTooSlow(Exception):
+    def __init__(self, chunks: int, seconds: float, total: int) -> None:
+        self.rate = chunks / seconds
+        super().__init__(
+            f"ingest stopped: {chunks:,} chunks in {seconds:.0f} s ({self.rate:,.0f} chunks/s), "
+            f"{total:,} would take ~{total / self.rate / 60:.0f} min"
+        )
+
+
 class PrecomputedQueries:
     """An embedder that knows only the benchmark's queries: their vectors are looked up,
     so no embedding time is counted in retrieval latency."""
@@ -117,7 +132,7 @@ class LoreEngine(Protocol):
 
     def check_embedder(self, model_id: str, dimension: int) -> None: ...
 
-    def upsert(self, document: Any, chunks: Any, vectors: Vectors) -> None: ...
+    def upsert(self, document: Document, chunks: Sequence[Chunk], vectors: Vectors) -> None: ...
 
     def write_lock(self) -> AbstractContextManager[None]: ...
 
@@ -131,6 +146,10 @@ class LoreEngine(Protocol):
     ) -> list[Passage]: ...
 
     def close(self) -> None: ...
+
+
+#: Runs query number ``n`` in one mode; returns the number of results.
+Search = Callable[[int, SearchMode], Awaitable[int]]
 
 
 def rss_mib() -> float:
@@ -157,10 +176,32 @@ def percentiles(samples_ns: Sequence[int]) -> Latency:
 
 def schedule(queries: int, turns: int) -> Iterator[tuple[int, int]]:
     """(turn, query number) pairs: turns alternate query by query; turn t starts a
-    third of the way further through the queries than turn t-1."""
+    ``1/turns`` of the way further through the queries than turn t-1."""
     for step in range(queries):
         for turn in range(turns):
             yield turn, (step + turn * queries // max(turns, 1)) % queries
+
+
+async def time_queries(search: Search, spec: CellSpec) -> dict[str, Latency]:
+    # Warm-up also gets a share of the budget: an engine that takes seconds per query
+    # would otherwise spend minutes warming up.
+    warm_until = time.perf_counter() + spec.query_budget_s / 10
+    for mode in MODES:
+        for number in range(min(spec.warmup, spec.queries)):
+            await search(number, mode)
+            if time.perf_counter() > warm_until:
+                break
+    samples: list[list[int]] = [[] for _ in MODES]
+    deadline = time.perf_counter() + spec.query_budget_s
+    for turn, number in schedule(spec.queries, len(MODES)):
+        if turn == 0 and time.perf_counter() > deadline:
+            break
+        started = time.perf_counter_ns()
+        found = await search(number, MODES[turn])
+        samples[turn].append(time.perf_counter_ns() - started)
+        if not found and MODES[turn] is not SearchMode.BM25:
+            raise RuntimeError(f"{spec.backend}: no results for query {number} in {MODES[turn]} mode")
+    return {mode.value: percentiles(found) for mode, found in zip(MODES, samples, strict=True)}
 
 
 # -- lore backends -------------------------------------------------------------------
@@ -189,12 +230,13 @@ def open_lore(spec: CellSpec, embedder: PrecomputedQueries) -> Iterator[tuple[Lo
     elif spec.backend == "pgvector":
         if spec.pg_dsn is None:
             raise RuntimeError("no PostgreSQL server was started")
-        from _postgres import fresh_pgvector
+        from _postgres import fresh_pgvector, index_bytes
 
         name = f"bench_{spec.scale}"
         pg = fresh_pgvector(spec.pg_dsn, embedder, name)
+        dsn = spec.pg_dsn
         try:
-            yield pg, lambda: _pg_bytes(spec.pg_dsn or "", name)
+            yield pg, lambda: index_bytes(dsn, name)
         finally:
             try:
                 pg.drop()
@@ -204,57 +246,40 @@ def open_lore(spec: CellSpec, embedder: PrecomputedQueries) -> Iterator[tuple[Lo
         raise ValueError(f"unknown backend {spec.backend!r}")
 
 
-def _pg_bytes(dsn: str, index_name: str) -> int:
-    """Tables, their indexes and TOAST of one index's relations."""
-    import psycopg
-
-    query = (
-        "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
-        "JOIN pg_namespace n ON n.oid = c.relnamespace "
-        "WHERE c.relkind = 'r' AND n.nspname = current_schema() AND c.relname LIKE %s"
-    )
-    with psycopg.connect(dsn) as conn:
-        row = conn.execute(query, (index_name.replace("_", r"\_") + r"\_%",)).fetchone()
-    return int(row[0]) if row else 0
-
-
-def ingest_lore(engine: LoreEngine, corpus: Corpus, embedder: PrecomputedQueries) -> float:
+def ingest_lore(engine: LoreEngine, corpus: Corpus, embedder: PrecomputedQueries, budget_s: float) -> float:
+    total = len(corpus)
+    probe_after = min(_INGEST_PROBE_S, budget_s / 10)
+    done = 0
     started = time.perf_counter()
     with engine.write_lock():  # released (and flushed) inside the timed span
         engine.check_embedder(embedder.model_id, embedder.dimension)
         for document, chunks, vectors in documents(corpus):
             engine.upsert(document, chunks, vectors)
+            done += len(chunks)
+            elapsed = time.perf_counter() - started
+            if done < total and elapsed > probe_after and elapsed * total / done > budget_s:
+                raise IngestTooSlow(done, elapsed, total)
     return time.perf_counter() - started
-
-
-async def time_lore_queries(engine: LoreEngine, corpus: Corpus, spec: CellSpec) -> dict[str, Latency]:
-    queries = corpus.queries[: spec.queries]
-    for mode in MODES:
-        for query in queries[: spec.warmup]:
-            await engine.retrieve(query, top_k=TOP_K, mode=mode)
-    samples: list[list[int]] = [[] for _ in MODES]
-    deadline = time.perf_counter() + spec.query_budget_s
-    for turn, number in schedule(len(queries), len(MODES)):
-        if turn == 0 and time.perf_counter() > deadline:
-            break
-        started = time.perf_counter_ns()
-        passages = await engine.retrieve(queries[number], top_k=TOP_K, mode=MODES[turn])
-        samples[turn].append(time.perf_counter_ns() - started)
-        if not passages and MODES[turn] is not SearchMode.BM25:
-            raise RuntimeError(f"{spec.backend} returned nothing for {queries[number]!r} ({MODES[turn]})")
-    return {mode.value: percentiles(found) for mode, found in zip(MODES, samples, strict=True)}
 
 
 def run_lore(spec: CellSpec, corpus: Corpus, result: CellResult) -> None:
     embedder = PrecomputedQueries(corpus.queries, corpus.query_vectors)
     with open_lore(spec, embedder) as (engine, size):
-        result.ingest_seconds = ingest_lore(engine, corpus, embedder)
-        result.latency = asyncio.run(time_lore_queries(engine, corpus, spec))
+        try:
+            result.ingest_seconds = ingest_lore(engine, corpus, embedder, spec.ingest_budget_s)
+        except IngestTooSlow as slow:
+            result.ingest_chunks_per_s = round(slow.rate, 1)
+            result.skipped = f"{slow} (over the {spec.ingest_budget_s:.0f} s ingest budget)"
+            return
+
+        async def search(number: int, mode: SearchMode) -> int:
+            return len(await engine.retrieve(corpus.queries[number], top_k=TOP_K, mode=mode))
+
+        result.latency = asyncio.run(time_queries(search, spec))
         if spec.backend == "pgvector":
             result.index_bytes = size()
-            result.note = "index size: the server's tables and indexes; RSS: this client process only"
-    if spec.backend != "pgvector":
-        result.index_bytes = size()  # after close: WAL checkpointed, everything on disk
+            result.note = "size: the server's tables and indexes; peak RSS: the client process only"
+    result.index_bytes = result.index_bytes or size()  # after close: WAL checkpointed
 
 
 # -- LanceDB, the peer ----------------------------------------------------------------
@@ -271,49 +296,30 @@ def run_lancedb(spec: CellSpec, corpus: Corpus, result: CellResult) -> None:
     started = time.perf_counter()
     db = lancedb.connect(Path(spec.work_dir) / "lancedb")
     count = len(corpus)
-    vectors = pa.FixedSizeListArray.from_arrays(
-        pa.array(np.ascontiguousarray(corpus.vectors).reshape(-1), type=pa.float32()), DIMENSION
-    )
-    table: Any = db.create_table(
-        "chunks",
-        pa.table(
-            {
-                "id": pa.array([f"c{i}" for i in range(count)]),
-                "title": pa.array([corpus.titles[i // CHUNKS_PER_DOCUMENT] for i in range(count)]),
-                "text": pa.array(corpus.texts),
-                "vector": vectors,
-            }
-        ),
-    )
+    flat = pa.array(np.ascontiguousarray(corpus.vectors).reshape(-1), type=pa.float32())
+    rows = {
+        "id": pa.array([f"c{i}" for i in range(count)]),
+        "title": pa.array([corpus.titles[i // CHUNKS_PER_DOCUMENT] for i in range(count)]),
+        "text": pa.array(corpus.texts),
+        "vector": pa.FixedSizeListArray.from_arrays(flat, DIMENSION),
+    }
+    table: Any = db.create_table("chunks", pa.table(rows))
     table.create_index("text", config=FTS())
     result.ingest_seconds = time.perf_counter() - started
-    result.note = f"LanceDB hybrid fuses its top {TOP_K} per leg; lore fuses 100 candidates per channel"
-
+    result.note = f"hybrid fuses its top {TOP_K} per leg (lore: 100 candidates per channel)"
     columns = ["id", "title", "text"]
 
-    def search(query: str, vector: np.ndarray[Any, Any], mode: SearchMode) -> list[dict[str, Any]]:
+    async def search(number: int, mode: SearchMode) -> int:
+        query, vector = corpus.queries[number], corpus.query_vectors[number]
         if mode is SearchMode.BM25:
-            builder: Any = table.search(query, query_type="fts")
+            builder = table.search(query, query_type="fts")
         elif mode is SearchMode.VECTOR:
             builder = table.search(vector, query_type="vector").distance_type("cosine")
         else:
             builder = table.search(query_type="hybrid").vector(vector).text(query).distance_type("cosine")
-        found: list[dict[str, Any]] = builder.select(columns).limit(TOP_K).to_list()
-        return found
+        return len(builder.select(columns).limit(TOP_K).to_list())
 
-    queries = corpus.queries[: spec.queries]
-    for mode in MODES:
-        for number in range(min(spec.warmup, len(queries))):
-            search(queries[number], corpus.query_vectors[number], mode)
-    samples: list[list[int]] = [[] for _ in MODES]
-    deadline = time.perf_counter() + spec.query_budget_s
-    for turn, number in schedule(len(queries), len(MODES)):
-        if turn == 0 and time.perf_counter() > deadline:
-            break
-        began = time.perf_counter_ns()
-        search(queries[number], corpus.query_vectors[number], MODES[turn])
-        samples[turn].append(time.perf_counter_ns() - began)
-    result.latency = {mode.value: percentiles(found) for mode, found in zip(MODES, samples, strict=True)}
+    result.latency = asyncio.run(time_queries(search, spec))
     result.index_bytes = folder_bytes(Path(spec.work_dir) / "lancedb")
 
 
@@ -323,6 +329,7 @@ def run_lancedb(spec: CellSpec, corpus: Corpus, result: CellResult) -> None:
 def run_cell(spec: CellSpec) -> CellResult:
     result = CellResult(spec.backend, spec.scale)
     corpus = Corpus.load(Path(spec.data_dir), spec.scale)
+    spec.queries = min(spec.queries, len(corpus.queries))
     Path(spec.work_dir).mkdir(parents=True, exist_ok=True)
     result.baseline_rss_mib = round(rss_mib(), 1)
     try:
@@ -348,7 +355,6 @@ def main(argv: Sequence[str]) -> int:
         print("usage: python bench/_cells.py SPEC.json", file=sys.stderr)
         return 2
     spec = CellSpec(**json.loads(Path(argv[0]).read_text(encoding="utf-8")))
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     result = run_cell(spec)
     Path(spec.result_path).write_text(json.dumps(asdict(result)), encoding="utf-8")
     return 0

@@ -24,8 +24,9 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from lore.chunking import Chunker
 from lore.errors import LoreError, MissingExtraError
@@ -38,7 +39,7 @@ from lore.testing.embedders import CountingEmbedder
 SHARED_CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
 TEST_DIMENSION = 384
 BATCH_SIZE = 32
-TEST_EMBEDDER = f"test (counting, {TEST_DIMENSION})"
+TEST_EMBEDDER = f"test: counting-{TEST_DIMENSION}"
 
 
 @dataclass
@@ -102,6 +103,21 @@ class CorpusResults:
     syncs: list[SyncRun] = field(default_factory=list)
     embedder: EmbedderRun | None = None
     skipped: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        """The fields plus the rates derived from them."""
+        data = asdict(self)
+        for run, raw in zip(self.syncs, data["syncs"], strict=True):
+            raw.update(documents_per_s=round(run.documents_per_s, 1), chunks_per_s=round(run.chunks_per_s, 1))
+        if self.embedder is not None:
+            e = self.embedder
+            data["embedder"].update(
+                alone_per_s=round(e.alone_per_s, 1),
+                sync_pattern_per_s=round(e.sync_pattern_per_s, 1),
+                pipeline_per_s=round(e.pipeline_per_s, 1),
+                ratio=round(e.ratio, 3),
+            )
+        return data
 
 
 class FirstFiles:
@@ -243,7 +259,7 @@ def real_embedder_run(
     from lore.embedders.local import BUNDLED_MODEL_ID, LocalEmbedder, bundled_model_path
 
     run = EmbedderRun()
-    sync_run = SyncRun("sqlite", "all-MiniLM-L6-v2 (local)")
+    sync_run = SyncRun("sqlite", "all-MiniLM-L6-v2")
     embedder = LocalEmbedder(bundled_model_path(), model_id=BUNDLED_MODEL_ID, batch_size=BATCH_SIZE)
     chunker = Chunker.for_embedder(embedder)
     texts = distinct_texts(sources, chunker)

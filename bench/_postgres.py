@@ -75,3 +75,17 @@ def fresh_pgvector(dsn: str, embedder: Embedder, index_name: str) -> PgVectorBac
     finally:
         stale.close()
     return PgVectorBackend(dsn, embedder, index_name=index_name)
+
+
+def index_bytes(dsn: str, index_name: str) -> int:
+    """Size of one index's tables with their indexes and TOAST, as the server stores them."""
+    import psycopg
+
+    query = (
+        "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+        "JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE c.relkind = 'r' AND n.nspname = current_schema() AND c.relname LIKE %s"
+    )
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute(query, (index_name.replace("_", r"\_") + r"\_%",)).fetchone()
+    return int(row[0]) if row else 0

@@ -131,9 +131,12 @@ def latency_table(console: Console, cells: Sequence[CellResult]) -> None:
         "peak RSS MiB",
     ):
         table.add_column(column, justify="left" if column in ("scale", "engine") else "right")
+    skipped: list[str] = []
     for cell in cells:
         if cell.skipped:
-            table.add_row(scale_name(cell.scale), cell.backend, f"skipped: {cell.skipped}", *[""] * 9)
+            skipped.append(f"{cell.backend} at {scale_name(cell.scale)}: skipped: {cell.skipped}")
+            rate = f"{cell.ingest_chunks_per_s:,.0f}" if cell.ingest_chunks_per_s else "-"
+            table.add_row(scale_name(cell.scale), cell.backend, "skipped", *["-"] * 6, rate, "-", "-")
             continue
         figures: list[str] = []
         for mode in ("bm25", "vector", "hybrid"):
@@ -150,8 +153,9 @@ def latency_table(console: Console, cells: Sequence[CellResult]) -> None:
             f"{cell.peak_rss_mib:,.0f}",
         )
     console.print(table)
-    notes = {f"{cell.backend}: {cell.note}" for cell in cells if cell.note}
-    for note in sorted(notes):
+    for line in skipped:
+        console.print(f"  {line}")
+    for note in sorted({f"{cell.backend}: {cell.note}" for cell in cells if cell.note and not cell.skipped}):
         console.print(f"  note: {note}")
 
 

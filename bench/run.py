@@ -1,8 +1,8 @@
 """lore's benchmark (``make bench``): ingest, no-op re-sync, query latency at scale, a peer
 (LanceDB) and the backends side by side, with the targets next to the figures.
 
-    .venv/bin/python bench/run.py                      # everything (~20 min on 2 cores)
-    .venv/bin/python bench/run.py --quick              # a smoke-sized run (< 2 min)
+    .venv/bin/python bench/run.py                      # everything
+    .venv/bin/python bench/run.py --quick              # a smoke-sized run
     .venv/bin/python bench/run.py --scales 1k,10k --backends sqlite,lancedb --json out.json
 
 Sections (docs/benchmarks.md explains each figure and how it is measured):
@@ -49,13 +49,10 @@ from rich.console import Console
 
 BENCH_DIR = Path(__file__).resolve().parent
 ENGINES = (*LORE_BACKENDS, *PEERS)
-#: qdrant-client's local mode is an in-process Python engine meant for tests and small
-#: collections: here it ingested ~35 chunks/s (a SQLite commit per point) and took
-#: seconds per BM25 query at 10k, so 100k would take most of an hour. A Qdrant server
-#: is what scales; local mode is measured up to this size unless asked otherwise.
-QDRANT_LOCAL_MAX_SCALE = 10_000
 
 console = Console()
+if not console.is_terminal:  # piped or redirected: rich would assume 80 columns
+    console.width = 160
 
 
 def parse_scale(text: str) -> int:
@@ -70,123 +67,104 @@ def parse_scale(text: str) -> int:
     return value
 
 
-def parse_list(text: str, *, valid: Sequence[str]) -> list[str]:
+def parse_engines(text: str) -> list[str]:
     chosen = [part.strip() for part in text.split(",") if part.strip()]
-    unknown = [part for part in chosen if part not in valid]
+    unknown = [part for part in chosen if part not in ENGINES]
     if unknown or not chosen:
-        raise argparse.ArgumentTypeError(f"unknown {unknown or text!r}; choose from {', '.join(valid)}")
+        raise argparse.ArgumentTypeError(f"unknown {unknown or text!r}; choose from {', '.join(ENGINES)}")
     return chosen
 
 
 def arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument(
+    parser = argparse.ArgumentParser(description="lore's benchmark; see docs/benchmarks.md")
+    add = parser.add_argument
+    add(
         "--scales",
-        type=lambda t: [parse_scale(s) for s in t.split(",") if s.strip()],
+        type=lambda text: [parse_scale(part) for part in text.split(",") if part.strip()],
         help="synthetic sizes in chunks (default 1k,10k,100k; --quick: 1k)",
     )
-    parser.add_argument(
+    add(
         "--backends",
-        type=lambda t: parse_list(t, valid=ENGINES),
+        type=parse_engines,
         default=list(ENGINES),
         help=f"engines to measure (default {','.join(ENGINES)})",
     )
-    parser.add_argument(
-        "--quick",
-        action="store_true",
-        help="small and fast: 1k chunks, 30 queries, a few files of each corpus",
-    )
-    parser.add_argument("--json", type=Path, metavar="OUT", help="also save every figure as JSON")
-    parser.add_argument("--queries", type=int, help="timed queries per mode (default 200; --quick 30)")
-    parser.add_argument(
+    add("--quick", action="store_true", help="smoke-sized: 1k chunks, 20 queries, a few files per corpus")
+    add("--json", type=Path, metavar="OUT", help="also save every figure as JSON")
+    add("--queries", type=int, help="timed queries per mode (default 200; --quick 20)")
+    add(
         "--query-budget",
         type=float,
         metavar="SECONDS",
-        help="wall-clock cap on one engine's timed queries at one scale (default 90)",
+        help="cap on one engine's timed queries at one scale (default 90; --quick 10)",
     )
-    parser.add_argument(
-        "--corpus-files", type=int, metavar="N", help="first N files of each corpus (default all; --quick 15)"
+    add(
+        "--ingest-budget",
+        type=float,
+        metavar="SECONDS",
+        help="stop an ingest projected to take longer and report its rate (default 300; --quick 30)",
     )
-    parser.add_argument(
+    add(
+        "--corpus-files", type=int, metavar="N", help="first N files of each corpus (default all; --quick 10)"
+    )
+    add(
         "--embedder-files",
         type=int,
         metavar="N",
-        help="first N files of each corpus for the real embedder (default all; --quick 4)",
+        help="first N files of each corpus for the real embedder (default all; --quick 2)",
     )
-    parser.add_argument("--no-real-embedder", action="store_true", help="skip the real local embedder")
-    parser.add_argument("--no-corpora", action="store_true", help="skip sections 1 and 2")
-    parser.add_argument(
-        "--qdrant-max-scale",
-        type=parse_scale,
-        default=QDRANT_LOCAL_MAX_SCALE,
-        help="largest scale for qdrant local mode (default 10k)",
-    )
+    add("--no-real-embedder", action="store_true", help="skip the real local embedder")
+    add("--no-corpora", action="store_true", help="skip sections 1 and 2 (the shared corpora)")
     args = parser.parse_args(argv)
     quick = args.quick
     args.scales = args.scales or ([1_000] if quick else [1_000, 10_000, 100_000])
-    args.queries = args.queries or (30 if quick else 200)
-    args.query_budget = args.query_budget or (15.0 if quick else 90.0)
+    args.queries = args.queries or (20 if quick else 200)
+    args.query_budget = args.query_budget or (10.0 if quick else 90.0)
+    args.ingest_budget = args.ingest_budget or (30.0 if quick else 300.0)
     if quick:
-        args.corpus_files = args.corpus_files or 15
-        args.embedder_files = args.embedder_files or 4
+        args.corpus_files = args.corpus_files or 10
+        args.embedder_files = args.embedder_files or 2
     if args.queries < 1:
         parser.error("--queries must be at least 1")
     return args
 
 
 def machine() -> dict[str, object]:
-    load = os.getloadavg()
     return {
         "cpus": os.cpu_count(),
-        "load_average_1m": round(load[0], 2),
+        "load_average_1m": round(os.getloadavg()[0], 2),
         "python": platform.python_version(),
         "platform": platform.platform(),
     }
 
 
 def run_cell(spec: CellSpec, scratch: Path) -> CellResult:
-    spec_path = scratch / f"{spec.backend}-{spec.scale}.json"
+    spec_path = scratch / f"spec-{spec.backend}-{spec.scale}.json"
     spec_path.write_text(json.dumps(asdict(spec)), encoding="utf-8")
-    env = {**os.environ, "LANCEDB_LOG": os.environ.get("LANCEDB_LOG", "error")}
     finished = subprocess.run(
         [sys.executable, str(BENCH_DIR / "_cells.py"), str(spec_path)],
         capture_output=True,
         text=True,
-        env=env,
         check=False,
     )
+    if "Traceback" in finished.stderr:
+        console.print(f"[dim]{spec.backend} at {scale_name(spec.scale)}:\n{finished.stderr.strip()}[/]")
     result_path = Path(spec.result_path)
     if finished.returncode != 0 or not result_path.is_file():
-        lines = [line for line in finished.stderr.strip().splitlines() if line.strip()]
-        return CellResult(
-            spec.backend, spec.scale, skipped=f"failed: {lines[-1] if lines else finished.returncode}"
-        )
-    if finished.stderr.strip() and "Traceback" in finished.stderr:
-        console.print(f"[dim]{spec.backend} at {scale_name(spec.scale)}:\n{finished.stderr.strip()}[/]")
+        lines = [line for line in finished.stderr.splitlines() if line.strip()]
+        reason = lines[-1] if lines else f"exit status {finished.returncode}"
+        return CellResult(spec.backend, spec.scale, skipped=f"failed: {reason}")
     return CellResult.from_json(json.loads(result_path.read_text(encoding="utf-8")))
 
 
 def synthetic_cells(
-    args: argparse.Namespace, data_dir: Path, scratch: Path, pg: tuple[str | None, str | None]
+    args: argparse.Namespace, data_dir: Path, scratch: Path, dsn: str | None, pg_missing: str | None
 ) -> list[CellResult]:
     cells: list[CellResult] = []
-    dsn, pg_missing = pg
     for scale in args.scales:
         for backend in args.backends:
             if backend == "pgvector" and dsn is None:
-                cells.append(CellResult(backend, scale, skipped=pg_missing or "no PostgreSQL"))
-                continue
-            if backend == "qdrant" and scale > args.qdrant_max_scale:
-                cells.append(
-                    CellResult(
-                        backend,
-                        scale,
-                        skipped=(
-                            f"local mode is measured up to {scale_name(args.qdrant_max_scale)} (see "
-                            "QDRANT_LOCAL_MAX_SCALE; --qdrant-max-scale to change)"
-                        ),
-                    )
-                )
+                cells.append(CellResult(backend, scale, skipped=pg_missing or "no PostgreSQL server"))
                 continue
             console.log(f"synthetic: {backend} at {scale_name(scale)} chunks")
             spec = CellSpec(
@@ -197,6 +175,7 @@ def synthetic_cells(
                 result_path=str(scratch / f"result-{backend}-{scale}.json"),
                 queries=args.queries,
                 query_budget_s=args.query_budget,
+                ingest_budget_s=args.ingest_budget,
                 pg_dsn=dsn,
             )
             cells.append(run_cell(spec, scratch))
@@ -208,23 +187,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     before = machine()
     console.log(
-        f"lore bench: scales {', '.join(map(scale_name, args.scales))}; engines "
-        f"{', '.join(args.backends)}; {before['cpus']} CPUs, load average {before['load_average_1m']}"
+        f"lore bench: scales {', '.join(map(scale_name, args.scales))}; engines {', '.join(args.backends)}; "
+        f"{before['cpus']} CPUs, load average {before['load_average_1m']}"
     )
     scratch = Path(tempfile.mkdtemp(prefix="lore-bench-"))
     corpora: CorpusResults | None = None
     cells: list[CellResult] = []
+    lore_backends = [backend for backend in args.backends if backend in LORE_BACKENDS]
+    server = postgres() if "pgvector" in args.backends else nullcontext((None, "not chosen"))
     try:
         console.log(f"generating {scale_name(max(args.scales))} synthetic chunks")
         corpus = generate(max(args.scales), queries=args.queries)
         corpus.save(scratch / "data")
-        lore_backends = [b for b in args.backends if b in LORE_BACKENDS]
-        with postgres() if "pgvector" in args.backends else nullcontext((None, "not chosen")) as pg:
+        with server as (dsn, pg_missing):
             if not args.no_corpora:
                 corpora = measure(
                     lore_backends,
-                    pg[0],
-                    pg_missing=pg[1] or "",
+                    dsn,
+                    pg_missing=pg_missing or "",
                     files_per_corpus=args.corpus_files,
                     real_files_per_corpus=args.embedder_files,
                     queries=corpus.queries,
@@ -233,7 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     progress=console.log,
                 )
                 corpus_tables(console, corpora)
-            cells = synthetic_cells(args, scratch / "data", scratch, pg)
+            cells = synthetic_cells(args, scratch / "data", scratch, dsn, pg_missing)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     latency_table(console, cells)
@@ -243,39 +223,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     after = machine()
     elapsed = time.perf_counter() - started
     console.print(
-        f"{elapsed / 60:.1f} min; load average {before['load_average_1m']} at the start, "
-        f"{after['load_average_1m']} at the end, on {after['cpus']} CPUs "
-        "(a load above the CPU count means other work shared the machine)"
+        f"{elapsed / 60:.1f} min; load average {before['load_average_1m']} at the start and "
+        f"{after['load_average_1m']} at the end on {after['cpus']} CPUs (above the CPU count: the "
+        "machine was shared with other work, and every figure is slower for it)"
     )
     if args.json:
         payload = {
             "machine": {"start": before, "end": after},
-            "seconds": round(elapsed, 1),
-            "arguments": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
-            "corpora": _corpora_json(corpora),
+            "minutes": round(elapsed / 60, 1),
+            "arguments": {
+                key: str(value) if isinstance(value, Path) else value for key, value in vars(args).items()
+            },
+            "corpora": corpora.as_json() if corpora else None,
             "cells": [asdict(cell) for cell in cells],
             "targets": [asdict(target) for target in found],
         }
         args.json.write_text(json.dumps(payload, indent=2), encoding="utf-8")
         console.print(f"saved {args.json}")
     return 0
-
-
-def _corpora_json(corpora: CorpusResults | None) -> dict[str, object] | None:
-    if corpora is None:
-        return None
-    data = asdict(corpora)
-    for run, raw in zip(corpora.syncs, data["syncs"], strict=True):
-        raw.update(documents_per_s=round(run.documents_per_s, 1), chunks_per_s=round(run.chunks_per_s, 1))
-    if corpora.embedder is not None and data["embedder"] is not None:
-        e = corpora.embedder
-        data["embedder"].update(
-            alone_per_s=round(e.alone_per_s, 1),
-            pipeline_per_s=round(e.pipeline_per_s, 1),
-            sync_pattern_per_s=round(e.sync_pattern_per_s, 1),
-            ratio=round(e.ratio, 3),
-        )
-    return data
 
 
 if __name__ == "__main__":

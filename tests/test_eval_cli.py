@@ -124,6 +124,7 @@ def test_beir_metrics_match_pytrec_eval_on_the_run_files(tmp_path: Path) -> None
         for name in METRICS:
             assert entry["metrics"][name] == pytest.approx(expected[name], abs=1e-6), (mode, name)
         assert entry["metrics"]["hit@10"] > 0.5, mode  # the queries are answerable at all
+        assert entry["per_query"]["q0"]["ndcg@10"] == pytest.approx(per_query["q0"]["ndcg_cut_10"], abs=1e-6)
 
 
 def test_beir_reuses_a_kept_index(tmp_path: Path) -> None:
@@ -200,6 +201,7 @@ def test_golden_set_with_baseline(golden_env: tuple[Path, Path], tmp_path: Path)
     assert recorded["unanswerable"] == 1
     assert recorded["modes"]["hybrid"]["metrics"]["hit@1"] == 1.0
     assert recorded["modes"]["bm25"]["unanswered"][0]["id"] == "none"
+    assert "per_query" not in recorded["modes"]["hybrid"]  # baselines keep the means only
 
     held = invoke("--config", str(config), "eval", "golden", str(golden), "--check-baseline", str(baseline))
     assert held.exit_code == 0, held.output

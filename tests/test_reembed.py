@@ -58,9 +58,11 @@ def test_nothing_to_switch_is_refused(tmp_path: Path) -> None:
             reembed_index(backend, CountingEmbedder(64))
         with pytest.raises(ConfigError, match="batch size"):
             reembed_index(backend, CountingEmbedder(32), batch_size=0)
-    with SqliteBackend(tmp_path / "empty.db", old) as empty:
-        with pytest.raises(ConfigError, match="never been synced"):
-            reembed_index(empty, CountingEmbedder(32))
+    with (
+        SqliteBackend(tmp_path / "empty.db", old) as empty,
+        pytest.raises(ConfigError, match="never been synced"),
+    ):
+        reembed_index(empty, CountingEmbedder(32))
 
 
 def test_switch_records_the_embedder_for_status(tmp_path: Path) -> None:
@@ -224,7 +226,11 @@ def test_cli_bad_input_is_one_line(tmp_path: Path, args: list[str], expected: st
     env.pop("LORE_CONFIG", None)
 
     result = subprocess.run(
-        [str(LORE), "reembed", *args, "--yes"], cwd=tmp_path, env=env, capture_output=True, text=True,
+        [str(LORE), "reembed", *args, "--yes"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
         timeout=120,
     )
 

@@ -113,9 +113,7 @@ def open_for_reembed(settings: LoreSettings) -> Reembeddable | None:
 def _reembeddable(settings: LoreSettings, embedder: StoredVectorsEmbedder) -> Reembeddable:
     backend = open_backend(settings, embedder)
     if not isinstance(backend, Reembeddable):
-        close = getattr(backend, "close", None)
-        if callable(close):
-            close()
+        backend.close()
         raise ConfigError(f"backend {settings.backend!r} cannot switch embedders (`lore reembed`)")
     return backend
 

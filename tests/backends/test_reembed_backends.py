@@ -14,11 +14,12 @@ from typing import Any
 
 import pytest
 
+from lore.config import load_settings
 from lore.embedders.hashing import HashingEmbedder
 from lore.errors import EmbedderMismatchError, EmbeddingError, IndexingError, IndexLockedError
 from lore.models import SearchMode, embed_key, embedding_text
 from lore.protocols import Embedder, Reembeddable, Vectors
-from lore.reembed import reembed_index
+from lore.reembed import open_for_reembed, reembed_index
 from lore.testing import add_document, make_document
 from lore.testing.embedders import CountingEmbedder
 
@@ -53,12 +54,15 @@ class Site:
 
     name: str
     open: Callable[[Embedder], Any]
+    #: The same index as settings (``load_settings`` overrides).
+    settings: dict[str, Any]
 
 
 def _sqlite(tmp_path: Path) -> Iterator[Site]:
     from lore.backends.sqlite import SqliteBackend
 
-    yield Site("sqlite", lambda embedder: SqliteBackend(tmp_path / "lore.db", embedder))
+    path = tmp_path / "lore.db"
+    yield Site("sqlite", lambda embedder: SqliteBackend(path, embedder), {"db_path": path})
 
 
 def _pgvector(request: pytest.FixtureRequest) -> Iterator[Site]:
@@ -67,7 +71,11 @@ def _pgvector(request: pytest.FixtureRequest) -> Iterator[Site]:
 
     dsn: str = request.getfixturevalue("pg_dsn")
     index_name = f"r_{uuid.uuid4().hex[:12]}"
-    yield Site("pgvector", lambda embedder: PgVectorBackend(dsn, embedder, index_name=index_name))
+    yield Site(
+        "pgvector",
+        lambda embedder: PgVectorBackend(dsn, embedder, index_name=index_name),
+        {"backend": "pgvector", "pg_dsn": dsn, "index_name": index_name},
+    )
     cleanup = PgVectorBackend(dsn, CountingEmbedder(), index_name=index_name)
     cleanup.drop()
     cleanup.close()
@@ -77,7 +85,12 @@ def _qdrant(tmp_path: Path) -> Iterator[Site]:
     pytest.importorskip("qdrant_client", reason="needs the 'qdrant' extra: pip install 'lore[qdrant]'")
     from lore.backends.qdrant import QdrantBackend
 
-    yield Site("qdrant", lambda embedder: QdrantBackend(embedder, path=tmp_path / "qdrant"))
+    path = tmp_path / "qdrant"
+    yield Site(
+        "qdrant",
+        lambda embedder: QdrantBackend(embedder, path=path),
+        {"backend": "qdrant", "qdrant_path": path},
+    )
 
 
 @pytest.fixture(params=["sqlite", "pgvector", "qdrant"])
@@ -286,3 +299,26 @@ def test_staging_for_another_embedder_is_discarded(index: Any) -> None:
     assert chosen.documents_embedded == TEXTS
     assert index.stored_embedder() == (chosen.model_id, 32)
     _assert_finds_everything(index)
+
+
+# -- through the settings, as the command does ----------------------------------------------
+
+
+def test_open_the_configured_index_for_reembedding(
+    site: Site, index: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # no lore.toml but the test's own settings
+    configured = open_for_reembed(load_settings(None, **site.settings))
+    assert configured is not None
+    try:
+        assert configured.stored_embedder() == (f"test-counting-{OLD_DIMENSION}", OLD_DIMENSION)
+        result = reembed_index(configured, HashingEmbedder(128), batch_size=4)
+    finally:
+        configured.close()
+
+    assert result.embedded == TEXTS
+    reopened = site.open(HashingEmbedder(128))
+    try:
+        _assert_finds_everything(reopened)
+    finally:
+        reopened.close()

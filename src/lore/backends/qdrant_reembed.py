@@ -134,9 +134,7 @@ def unstaged(client: QdrantClient, collection: str, meta: str, limit: int) -> di
     return found
 
 
-def stage(
-    client: QdrantClient, collection: str, meta: str, keys: Sequence[str], vectors: Vectors
-) -> None:
+def stage(client: QdrantClient, collection: str, meta: str, keys: Sequence[str], vectors: Vectors) -> None:
     staged_for = target(client, meta)
     if staged_for is None:
         raise IndexingError("no re-embedding has begun: call begin_reembed first")

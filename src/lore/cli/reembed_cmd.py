@@ -92,6 +92,11 @@ def _describe(embedder: tuple[str, int]) -> str:
     return f"{embedder[0]} ({embedder[1]} dimensions)"
 
 
+def _say(text: str) -> None:
+    # Unwrapped: the lines name models and paths that must stay searchable in a log.
+    console.print(text, highlight=False, soft_wrap=True)
+
+
 @app.command("reembed")
 def reembed_command(
     embedder: Annotated[
@@ -108,11 +113,7 @@ def reembed_command(
     target = target_settings(current, embedder, model)
     index = open_for_reembed(current)
     if index is None:
-        console.print(
-            "nothing to re-embed: the index has never been synced; `lore sync` will use the configured "
-            "embedder",
-            highlight=False,
-        )
+        _say("nothing to re-embed: the index was never synced (`lore sync` uses the configured embedder)")
         return
     try:
         stored = index.stored_embedder()
@@ -120,17 +121,16 @@ def reembed_command(
         new_embedder = resolve_embedder(target)
         new = (new_embedder.model_id, new_embedder.dimension)
         if new == stored:
-            console.print(f"the index already uses {_describe(new)}; nothing to do", highlight=False)
+            _say(f"the index already uses {_describe(new)}; nothing to do")
             return
         status = index.reembed_status(*new)
         resumed = f", {status.staged} already done by an interrupted run" if status.staged else ""
-        console.print(
+        _say(
             f"re-embed {status.chunks} chunks ({status.texts} distinct texts{resumed}): "
-            f"{_describe(stored)} -> {_describe(new)}",
-            highlight=False,
+            f"{_describe(stored)} -> {_describe(new)}"
         )
         if not yes and interactive() and not typer.confirm("Continue?", default=False):
-            console.print("nothing changed")
+            _say("nothing changed")
             raise typer.Exit(1)
         with _progress_bar() as bar:
             result = reembed_index(index, new_embedder, batch_size=target.embedding_batch_size, progress=bar)
@@ -141,15 +141,13 @@ def reembed_command(
 
 def _report(result: ReembedResult, current: LoreSettings, target: LoreSettings) -> None:
     reused = result.texts - result.embedded
-    console.print(
+    _say(
         f"switched to {_describe(result.new)}: {result.chunks} chunks, {result.embedded} texts embedded"
-        + (f", {reused} staged by the interrupted run" if reused else ""),
-        highlight=False,
+        + (f", {reused} staged by the interrupted run" if reused else "")
     )
     if (target.embedder, target.embedding_model) != (current.embedder, current.embedding_model):
         model = f" and embedding_model = {target.embedding_model!r}" if target.embedding_model else ""
-        console.print(
+        _say(
             f"now configure embedder = {target.embedder!r}{model} (lore.toml or LORE_EMBEDDER / "
-            "LORE_EMBEDDING_MODEL): every other command must use the new embedder",
-            highlight=False,
+            "LORE_EMBEDDING_MODEL): every other command must use the new embedder"
         )

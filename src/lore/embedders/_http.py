@@ -128,6 +128,8 @@ class JsonApi:
         self.provider = provider
         self.base_url = base_url
         self.base = parse_base_url(base_url)
+        #: For messages: no userinfo or query, which may hold credentials.
+        self.where = str(self.base.copy_with(userinfo=b"", query=None))
         self._headers = dict(headers or {})
         self._secret = secret
         self._retry = retry or RetryPolicy()
@@ -145,11 +147,16 @@ class JsonApi:
             except httpx.TransportError as err:
                 if last:
                     raise EmbeddingError(
-                        f"{self.provider} embedding API at {self.base_url} could not be reached "
+                        f"{self.provider} embedding API at {self.where} could not be reached "
                         f"after {attempts} attempts: {type(err).__name__}: {self._scrub(str(err))}"
                     ) from err
                 time.sleep(self._retry.backoff(attempt))
                 continue
+            except httpx.HTTPError as err:  # redirects, undecodable bodies: retrying won't help
+                raise EmbeddingError(
+                    f"{self.provider} embedding API at {self.where} failed: "
+                    f"{type(err).__name__}: {self._scrub(str(err))}"
+                ) from err
             if response.is_success:
                 return self._decode(response)
             if not _should_retry(response.status_code) or last:

@@ -13,8 +13,10 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from lore.config import LoreSettings
 from lore.protocols import Vectors
@@ -23,6 +25,9 @@ _WORD = re.compile(r"\w+")
 #: Character trigrams give some robustness to inflection (restart / restarting) but
 #: carry less evidence than a whole word.
 _TRIGRAM_WEIGHT = 0.35
+#: Bounds the per-word cache (a few hundred bytes a word).
+_MAX_CACHED_WORDS = 100_000
+
 
 
 def _bucket(feature: str, dimension: int) -> tuple[int, float]:
@@ -42,7 +47,15 @@ class HashingEmbedder:
         if dimension < 8:
             raise ValueError(f"dimension must be at least 8, got {dimension}")
         self._dimension = dimension
-        self._cache: dict[str, tuple[int, float]] = {}
+        # Words repeat far more than they vary, so each word's features (the word and its
+        # trigrams) are hashed once and kept in flat arrays: word ``i`` owns entries
+        # ``[start[i], start[i] + length[i])`` of ``columns`` and ``values`` (signed
+        # weights). Embedding a batch is then a dict lookup per word plus array work.
+        self._word_ids: dict[str, int] = {}
+        self._starts = _Growing(np.intp)
+        self._lengths = _Growing(np.intp)
+        self._columns = _Growing(np.intp)
+        self._values = _Growing(np.float32)
 
     @property
     def model_id(self) -> str:
@@ -59,32 +72,71 @@ class HashingEmbedder:
         return self._embed(texts)
 
     def _embed(self, texts: Sequence[str]) -> Vectors:
-        matrix = np.zeros((len(texts), self._dimension), dtype=np.float32)
+        if len(self._word_ids) > _MAX_CACHED_WORDS:
+            self.__init__(self._dimension)  # type: ignore[misc]  # forget, keep the settings
+        ids = self._word_ids
+        words: list[int] = []
+        rows: list[int] = []
         for row, text in enumerate(texts):
-            for feature, weight in self._features(text):
-                column, sign = self._lookup(feature)
-                matrix[row, column] += sign * weight
+            found = _WORD.findall(text.lower())
+            words.extend(ids[word] if word in ids else self._add_word(word) for word in found)
+            rows.append(len(found))
+        word_ids = np.asarray(words, dtype=np.intp)
+        lengths = self._lengths.view()[word_ids]
+        # Every feature of every word, in text order: the ranges [start, start + length)
+        # of the words, concatenated.
+        ends = np.cumsum(lengths)
+        features = np.repeat(self._starts.view()[word_ids] - ends + lengths, lengths) + np.arange(
+            ends[-1] if len(ends) else 0
+        )
+        feature_rows = np.repeat(np.repeat(np.arange(len(texts)), rows), lengths)
+        matrix = np.zeros((len(texts), self._dimension), dtype=np.float32)
+        # ``add.at`` adds in index order, in float32: the same sums, bit for bit, as
+        # adding each feature to its column one at a time.
+        np.add.at(
+            matrix.reshape(-1),
+            feature_rows * self._dimension + self._columns.view()[features],
+            self._values.view()[features],
+        )
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         # An empty text stays the zero vector: similar to nothing, rather than a NaN row.
         np.divide(matrix, norms, out=matrix, where=norms > 0)
         return matrix
 
-    def _lookup(self, feature: str) -> tuple[int, float]:
-        found = self._cache.get(feature)
-        if found is None:
-            found = _bucket(feature, self._dimension)
-            if len(self._cache) < 200_000:
-                self._cache[feature] = found
-        return found
+    def _add_word(self, word: str) -> int:
+        padded = f"<{word}>"
+        features = [("w:" + word, 1.0)]
+        features.extend(("c:" + padded[i : i + 3], _TRIGRAM_WEIGHT) for i in range(len(padded) - 2))
+        self._starts.append([len(self._columns)])
+        self._lengths.append([len(features)])
+        buckets = [_bucket(feature, self._dimension) for feature, _ in features]
+        self._columns.append([column for column, _ in buckets])
+        self._values.append([sign * weight for (_, sign), (_, weight) in zip(buckets, features, strict=True)])
+        self._word_ids[word] = len(self._word_ids)
+        return self._word_ids[word]
 
-    @staticmethod
-    def _features(text: str) -> list[tuple[str, float]]:
-        features: list[tuple[str, float]] = []
-        for word in _WORD.findall(text.lower()):
-            features.append(("w:" + word, 1.0))
-            padded = f"<{word}>"
-            features.extend(("c:" + padded[i : i + 3], _TRIGRAM_WEIGHT) for i in range(len(padded) - 2))
-        return features
+
+class _Growing:
+    """A 1-d numpy array that can be appended to (capacity doubles)."""
+
+    def __init__(self, dtype: type[np.generic]) -> None:
+        self._data: npt.NDArray[Any] = np.empty(1024, dtype=dtype)
+        self._size = 0
+
+    def __len__(self) -> int:
+        return self._size
+
+    def append(self, items: Sequence[float]) -> None:
+        end = self._size + len(items)
+        if end > len(self._data):
+            grown = np.empty(max(end, 2 * len(self._data)), dtype=self._data.dtype)
+            grown[: self._size] = self._data[: self._size]
+            self._data = grown
+        self._data[self._size : end] = items
+        self._size = end
+
+    def view(self) -> npt.NDArray[Any]:
+        return self._data[: self._size]
 
 
 def from_settings(settings: LoreSettings) -> HashingEmbedder:

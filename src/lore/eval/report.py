@@ -31,7 +31,8 @@ def render_run(console: Console, run: EvalRun) -> None:
     """One table, modes side by side, the best value of each metric in bold; then the
     unanswerable questions with what each mode put at rank 1."""
     console.print(
-        f"[bold]{run.dataset}[/bold]: {run.queries} queries, engine {run.engine}, embedder {run.embedder or '?'}",
+        f"[bold]{run.dataset}[/bold]: {run.queries} queries, "
+        f"engine {run.engine}, embedder {run.embedder or '?'}",
         highlight=False,
     )
     table = Table()
@@ -72,9 +73,10 @@ def render_unanswered(console: Console, run: EvalRun) -> None:
     console.print(table)
 
 
-def write_json(path: Path, run: EvalRun, **extra: Any) -> None:
+def write_json(path: Path, run: EvalRun, *, detail: bool = True, **extra: Any) -> None:
+    """The run as JSON; ``detail`` adds per-query metrics (left out of baselines)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({**extra, **run.to_json()}, indent=2) + "\n", encoding="utf-8")
+    path.write_text(json.dumps({**extra, **run.to_json(detail=detail)}, indent=2) + "\n", encoding="utf-8")
 
 
 def write_run_files(directory: Path, run: EvalRun, doc_id: Callable[[str], str]) -> list[Path]:
@@ -150,6 +152,7 @@ def write_baseline(path: Path, run: EvalRun, tolerance: float, command: str) -> 
     write_json(
         path,
         run,
+        detail=False,
         description=(
             "Retrieval-quality baseline defended by CI: a metric more than `tolerance` below "
             "its value here fails the check (see docs/quality.md)."

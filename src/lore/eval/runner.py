@@ -34,6 +34,9 @@ _MAX_CHUNKS_PER_DOCUMENT = 8
 #: ``trec_run_lines``); float32 resolves about 1.2e-7.
 _TREC_SCORE_STEP = 1e-6
 
+#: Passage text kept per unanswerable question in detailed JSON.
+_DETAIL_TEXT_CHARS = 300
+
 QueryDone = Callable[[str, str], None]
 
 
@@ -68,12 +71,12 @@ class QueryVectorCache:
     def embed_documents(self, texts: Sequence[str]) -> Vectors:
         return self.inner.embed_documents(texts)
 
-    def prime(self, texts: Sequence[str], *, batch_size: int = 256) -> None:
+    def prime(self, texts: Sequence[str]) -> None:
+        """Embed every text not seen yet in ONE call: the embedder batches (and sorts by
+        length) far better over the whole set than query by query."""
         missing = list(dict.fromkeys(text for text in texts if text not in self._vectors))
-        for start in range(0, len(missing), batch_size):
-            batch = missing[start : start + batch_size]
-            for text, vector in zip(batch, self.inner.embed_queries(batch), strict=True):
-                self._vectors[text] = vector
+        if missing:
+            self._vectors.update(zip(missing, self.inner.embed_queries(missing), strict=True))
 
     def embed_queries(self, texts: Sequence[str]) -> Vectors:
         self.prime(texts)
@@ -117,30 +120,43 @@ class EvalRun:
     def result(self, mode: str) -> ModeResult | None:
         return next((result for result in self.results if result.mode == mode), None)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, *, detail: bool = False) -> dict[str, Any]:
+        """Means per mode and the unanswerable questions' rank-1 answers; ``detail`` adds
+        each query's metrics and the rank-1 passage text (for a human to judge)."""
+        modes: dict[str, Any] = {}
+        for result in self.results:
+            unanswered: list[dict[str, Any]] = []
+            for item in result.unanswered:
+                entry: dict[str, Any] = {
+                    "id": item.qid,
+                    "question": item.question,
+                    "top_uri": item.top_uri,
+                    "top_score": item.top_score,
+                }
+                if detail:
+                    entry["top_text"] = item.top_text[:_DETAIL_TEXT_CHARS]
+                unanswered.append(entry)
+            modes[result.mode] = {
+                "metrics": _rounded(result.metrics),
+                "seconds": round(result.seconds, 3),
+                "unanswered": unanswered,
+            }
+            if detail:
+                modes[result.mode]["per_query"] = {
+                    qid: _rounded(values) for qid, values in result.per_query.items()
+                }
         return {
             "dataset": self.dataset,
             "engine": self.engine,
             "embedder": self.embedder,
             "queries": self.queries,
             "unanswerable": self.unanswerable,
-            "modes": {
-                result.mode: {
-                    "metrics": {name: round(value, 6) for name, value in result.metrics.items()},
-                    "seconds": round(result.seconds, 3),
-                    "unanswered": [
-                        {
-                            "id": item.qid,
-                            "question": item.question,
-                            "top_uri": item.top_uri,
-                            "top_score": item.top_score,
-                        }
-                        for item in result.unanswered
-                    ],
-                }
-                for result in self.results
-            },
+            "modes": modes,
         }
+
+
+def _rounded(metrics: Mapping[str, float]) -> dict[str, float]:
+    return {name: round(value, 6) for name, value in metrics.items()}
 
 
 def parse_modes(spec: str, retriever: KnowledgeRetriever, reranker: Reranker | None) -> list[str]:
