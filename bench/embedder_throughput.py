@@ -7,8 +7,8 @@ passages by length before batching.
 Passages are ~200-word windows of the real runbooks in ../shared/corpora. Every
 configuration embeds the same passages; repeats run round-robin so that load from other
 processes spreads over all rows alike. The table shows the median passages/s, the ratio
-to the default (what ``lore.embedders.local`` does), and the lowest cosine similarity
-between a configuration's vectors and the default's (1.0 = the same vectors).
+to the default (what ``lore.embedders.local`` does), and the lowest and mean cosine
+similarity between a configuration's vectors and the default's (1.0 = the same vectors).
 
 The ONNX rows export the bundled weights with ``torch.onnx.export`` (offline, no hub),
 which needs the ``onnx`` package; without it those rows are skipped. Int8 is ONNX
@@ -66,8 +66,9 @@ def torch_encoder(embedder: LocalEmbedder, *, batch: int, sort: bool, threads: i
                     model.encode(texts, batch_size=batch, normalize_embeddings=True, show_progress_bar=False)
                 )
             parts = [
-                model.encode(texts[i : i + batch], batch_size=batch, normalize_embeddings=True,
-                             show_progress_bar=False)
+                model.encode(
+                    texts[i : i + batch], batch_size=batch, normalize_embeddings=True, show_progress_bar=False
+                )
                 for i in range(0, len(texts), batch)
             ]
             return np.vstack(parts)
@@ -103,10 +104,14 @@ def export_onnx(embedder: LocalEmbedder, directory: Path) -> Path | None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(
-            Wrapped(), tuple(sample[name] for name in names), str(path),
-            input_names=names, output_names=["hidden"],
+            Wrapped(),
+            tuple(sample[name] for name in names),
+            str(path),
+            input_names=names,
+            output_names=["hidden"],
             dynamic_axes={name: {0: "batch", 1: "seq"} for name in [*names, "hidden"]},
-            opset_version=17, dynamo=False,
+            opset_version=17,
+            dynamo=False,
         )
     return path
 
@@ -133,10 +138,17 @@ def onnx_encoder(embedder: LocalEmbedder, path: Path, *, batch: int, threads: in
         order = np.argsort([-len(text) for text in texts], kind="stable")
         for start in range(0, len(texts), batch):
             rows = order[start : start + batch]
-            encoded = tokenizer([texts[i] for i in rows], padding=True, truncation=True,
-                                max_length=max_length, return_tensors="np")
-            feed = {name: encoded[name].astype(np.int64) for name in
-                    ("input_ids", "attention_mask", "token_type_ids")}
+            encoded = tokenizer(
+                [texts[i] for i in rows],
+                padding=True,
+                truncation=True,
+                max_length=max_length,
+                return_tensors="np",
+            )
+            feed = {
+                name: encoded[name].astype(np.int64)
+                for name in ("input_ids", "attention_mask", "token_type_ids")
+            }
             hidden = session.run(None, feed)[0]
             mask = encoded["attention_mask"][..., None].astype(np.float32)
             pooled = (hidden * mask).sum(axis=1) / np.clip(mask.sum(axis=1), 1e-9, None)
@@ -178,12 +190,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     passages = load_passages(args.passages, args.words)
     embedder = from_settings(LoreSettings(embedder="local"))
-    tokens = [len(ids) for ids in embedder._loaded().tokenizer(passages, truncation=True,
-                                                               max_length=embedder.max_input_tokens)["input_ids"]]
+    tokens = [
+        len(ids)
+        for ids in embedder._loaded().tokenizer(
+            passages, truncation=True, max_length=embedder.max_input_tokens
+        )["input_ids"]
+    ]
     cores = torch.get_num_threads()
     rows = [
-        Row(f"torch  batch 32, sorted, {cores} threads (default)",
-            torch_encoder(embedder, batch=32, sort=True, threads=None), []),
+        Row(
+            f"torch  batch 32, sorted, {cores} threads (default)",
+            torch_encoder(embedder, batch=32, sort=True, threads=None),
+            [],
+        ),
         Row("torch  batch 32, unsorted", torch_encoder(embedder, batch=32, sort=False, threads=None), []),
         Row("torch  batch 8, sorted", torch_encoder(embedder, batch=8, sort=True, threads=None), []),
         Row("torch  batch 64, sorted", torch_encoder(embedder, batch=64, sort=True, threads=None), []),
@@ -194,24 +213,39 @@ def main(argv: Sequence[str] | None = None) -> int:
         if exported is None:
             print("note: ONNX rows skipped (pip install onnx to export the model)", file=sys.stderr)
         else:
-            rows.append(Row(f"onnx   fp32, batch 32, sorted, {cores} threads",
-                            onnx_encoder(embedder, exported, batch=32, threads=cores), []))
-            rows.append(Row(f"onnx   int8, batch 32, sorted, {cores} threads",
-                            onnx_encoder(embedder, quantize(exported), batch=32, threads=cores), []))
+            rows.append(
+                Row(
+                    f"onnx   fp32, batch 32, sorted, {cores} threads",
+                    onnx_encoder(embedder, exported, batch=32, threads=cores),
+                    [],
+                )
+            )
+            rows.append(
+                Row(
+                    f"onnx   int8, batch 32, sorted, {cores} threads",
+                    onnx_encoder(embedder, quantize(exported), batch=32, threads=cores),
+                    [],
+                )
+            )
         measure(rows, passages, args.repeats)
 
-    print(f"{len(passages)} passages of <= {args.words} words "
-          f"({statistics.mean(tokens):.0f} tokens on average, cut at {embedder.max_input_tokens}); "
-          f"median of {args.repeats} round-robin repeats; torch {torch.__version__}, {cores} threads")
+    print(
+        f"{len(passages)} passages of <= {args.words} words "
+        f"({statistics.mean(tokens):.0f} tokens on average, cut at {embedder.max_input_tokens}); "
+        f"median of {args.repeats} round-robin repeats; torch {torch.__version__}, {cores} threads"
+    )
     reference = rows[0]
     assert reference.vectors is not None
     base_rate = len(passages) / statistics.median(reference.seconds)
-    print(f"{'configuration':<46} {'passages/s':>11} {'vs default':>11} {'min cosine':>11}")
+    print(f"{'configuration':<46} {'passages/s':>11} {'vs default':>11} {'cosine min':>11} {'mean':>7}")
     for row in rows:
         assert row.vectors is not None
         rate = len(passages) / statistics.median(row.seconds)
-        cosine = float(np.min(np.sum(row.vectors * reference.vectors, axis=1)))
-        print(f"{row.name:<46} {rate:>11.1f} {rate / base_rate:>10.2f}x {cosine:>11.4f}")
+        cosines = np.sum(row.vectors * reference.vectors, axis=1)
+        print(
+            f"{row.name:<46} {rate:>11.1f} {rate / base_rate:>10.2f}x "
+            f"{float(cosines.min()):>11.4f} {float(cosines.mean()):>7.4f}"
+        )
     return 0
 
 

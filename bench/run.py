@@ -114,6 +114,11 @@ def arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="first N files of each corpus for the real embedder (default all; --quick 2)",
     )
     add("--no-real-embedder", action="store_true", help="skip the real local embedder")
+    add(
+        "--call-pattern",
+        action="store_true",
+        help="also time the real embedder alone in sync's call pattern (one more embedding pass)",
+    )
     add("--no-corpora", action="store_true", help="skip sections 1 and 2 (the shared corpora)")
     args = parser.parse_args(argv)
     quick = args.quick
@@ -209,7 +214,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     real_files_per_corpus=args.embedder_files,
                     queries=corpus.queries,
                     real_embedder=not args.no_real_embedder and "sqlite" in lore_backends,
-                    sync_pattern=not args.quick,
+                    sync_pattern=args.call_pattern,
                     progress=console.log,
                 )
                 corpus_tables(console, corpora)

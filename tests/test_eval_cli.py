@@ -368,3 +368,45 @@ def test_golden_set_on_an_unsynced_index_says_so(golden_env: tuple[Path, Path]) 
     result = runner.invoke(app, ["--config", str(config), "eval", "golden", str(golden)])
     assert result.exit_code != 0
     assert "run `lore sync` or pass --sync" in str(result.exception)
+
+
+def test_hybrid_plus_rerank_mode_with_an_http_reranker(golden_env: tuple[Path, Path]) -> None:
+    """A reranker in the settings adds the hybrid+rerank column (Cohere wire format)."""
+    requests: list[dict[str, Any]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            requests.append(body)
+            words = set(body["query"].lower().split())
+            scores = [len(words & set(doc.lower().split())) for doc in body["documents"]]
+            order = sorted(range(len(scores)), key=lambda i: -scores[i])[: body["top_n"]]
+            data = json.dumps(
+                {"results": [{"index": i, "relevance_score": scores[i]} for i in order]}
+            ).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    config, golden = golden_env
+    text = config.read_text()  # top-level keys must come before [[sources]]
+    config.write_text(
+        f'reranker = "http"\nreranker_url = "http://127.0.0.1:{httpd.server_address[1]}"\n'
+        f'reranker_model = "rerank-test"\n' + text
+    )
+    try:
+        result = invoke("--config", str(config), "eval", "golden", str(golden), "--sync")
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert result.exit_code == 0, result.output
+    assert "hybrid+rerank" in result.output
+    assert len(requests) == 4  # one per question
+    assert all(body["model"] == "rerank-test" for body in requests)

@@ -21,7 +21,9 @@ from lore.errors import ConfigError, MissingExtraError
 from lore.protocols import Embedder
 from lore.resolve import resolve_embedder
 
-DISK = "The node's root filesystem is full: /var/lib/docker uses 98% of the disk, free space or grow the volume."
+DISK = (
+    "The node's root filesystem is full: /var/lib/docker uses 98% of the disk, free space or grow the volume."
+)
 DNS = "CoreDNS pods fail to resolve internal service names; DNS lookups time out with SERVFAIL."
 
 

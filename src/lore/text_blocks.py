@@ -288,12 +288,42 @@ def markdown_blocks(text: str, title: str) -> list[Block]:
     return blocks
 
 
+#: A line that may open or underline a top-level title: ``# ...`` or ``===``.
+_TITLE_LINE = re.compile(r"^ {0,3}(?:#(?:[ \t]|$)|=+[ \t]*$)", re.MULTILINE)
+
+
 def markdown_title(text: str) -> str | None:
-    """The first top-level ``#`` or ``===`` heading."""
-    for _, _, heading in _markdown_starts(text):
-        if heading is not None and heading[0] == 1 and heading[1]:
-            return heading[1]
+    """The first top-level ``#`` or ``===`` heading.
+
+    A source looks up the title of every file on every sync, changed or not, so only as
+    much is parsed as it takes: a prefix through the line after the next candidate line,
+    doubling. Markdown settles a line's block structure from the lines up to it and the
+    one after (a setext underline, a table's delimiter row), so a heading that ends
+    before the last line of a prefix is the same heading in the whole text.
+    """
+    searched, size = 0, 0
+    while (candidate := _TITLE_LINE.search(text, searched)) is not None:
+        end = max(_line_end(text, _line_end(text, candidate.start())), _line_end(text, size))
+        complete = end >= len(text)
+        tokens = _MARKDOWN.parse(text[:end])
+        lines = text.count("\n", 0, end)
+        for index, token in enumerate(tokens):
+            if token.type != "heading_open" or token.level != 0 or token.tag != "h1" or not token.map:
+                continue
+            if not complete and token.map[1] >= lines:
+                break  # it ends on the prefix's last line: settle it with a longer prefix
+            if title := _heading_text(tokens[index + 1].content):
+                return title
+        if complete:
+            return None
+        searched, size = text.rfind("\n", 0, end - 1) + 1, 2 * end
     return None
+
+
+def _line_end(text: str, offset: int) -> int:
+    """The offset just past the line holding ``offset`` (past its newline)."""
+    found = text.find("\n", offset)
+    return len(text) if found < 0 else found + 1
 
 
 # -- reStructuredText ----------------------------------------------------------------

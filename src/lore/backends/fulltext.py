@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -162,10 +162,12 @@ class FullTextIndex:
                 raise IndexingError(f"cannot write the full-text index {self._directory}: {err}") from err
         return self._writer
 
-    def apply(self, ops: Sequence[tuple[str, int]], rows: dict[int, FullTextRow]) -> None:
-        """Apply journal operations in order and commit once. Idempotent: an ``add``
-        first deletes any copy of the row, so replaying a journal twice is harmless.
-        An ``add`` whose row is no longer in ``rows`` was deleted since: skipped."""
+    def stage(self, ops: Sequence[tuple[str, int]], rows: Mapping[int, FullTextRow]) -> None:
+        """Hand journal operations, in order, to the writer without committing: tantivy
+        indexes them on its own thread meanwhile, and nobody sees them before ``commit``.
+        Idempotent: an ``add`` first deletes any copy of the row, so replaying a journal
+        twice is harmless. An ``add`` whose row is not in ``rows`` was deleted since: skipped.
+        On error everything staged since the last commit is discarded."""
         writer = self._writer_for()
         try:
             for op, rowid in ops:
@@ -173,11 +175,28 @@ class FullTextIndex:
                 row = rows.get(rowid)
                 if op == "add" and row is not None:
                     writer.add_document(self._document(row))
+        except _TANTIVY_ERRORS as err:
+            writer.rollback()
+            raise IndexingError(f"cannot update the full-text index {self._directory}: {err}") from err
+
+    def commit(self) -> None:
+        """Make everything staged visible to searches (in every process); on error it is
+        discarded."""
+        writer = self._writer_for()
+        try:
             writer.commit()
         except _TANTIVY_ERRORS as err:
             writer.rollback()
             raise IndexingError(f"cannot update the full-text index {self._directory}: {err}") from err
         self._require().reload()
+
+    def rollback(self) -> None:
+        """Discard what was staged since the last commit."""
+        if self._writer is not None:
+            try:
+                self._writer.rollback()
+            except _TANTIVY_ERRORS as err:
+                raise IndexingError(f"cannot roll back the full-text index {self._directory}: {err}") from err
 
     def replace_all(self, rows: Iterable[FullTextRow]) -> int:
         """Replace the whole content with ``rows`` in one commit; returns the count."""

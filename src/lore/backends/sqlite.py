@@ -21,9 +21,12 @@ Crash consistency between SQLite and tantivy, which cannot share a transaction:
 1. A change (upsert or delete of one document) is ONE SQLite transaction that writes
    the new chunk rows, removes the old ones, and appends the matching full-text
    operations (``add rowid`` / ``delete rowid``) to ``fulltext_journal``.
-2. Afterwards the journal is applied to tantivy and committed there; then the applied
-   journal rows are deleted. Inside a held ``write_lock`` this is batched (every few
-   thousand operations and when the lock is released); otherwise it follows each write.
+2. Afterwards the operations are handed to tantivy's writer (which indexes them on its
+   own thread, invisibly until its commit), later committed there, and then the applied
+   journal rows are deleted. Inside a held ``write_lock`` the commit is batched (every
+   few thousand operations, before the writer's own searches, and when the lock is
+   released); otherwise it follows each write. A failure in tantivy drops what was
+   handed over since its last commit, and the journal is applied again from the start.
 3. On open, a leftover journal (a crash between 1 and 2) is replayed. Replay is
    idempotent: an ``add`` deletes any copy of the rowid before adding it, and rowids
    are never reused (AUTOINCREMENT), so a stale entry can never name another chunk.
@@ -48,9 +51,9 @@ from typing import Literal
 import numpy as np
 
 from lore.backends import sqlite_reembed
-from lore.backends.fulltext import FullTextIndex
+from lore.backends.fulltext import FullTextIndex, FullTextRow
 from lore.backends.sqlite_schema import connect, migrate
-from lore.backends.sqlite_store import ChunkStore
+from lore.backends.sqlite_store import ChunkStore, FullTextOp
 from lore.backends.vector_matrix import VectorMatrix
 from lore.config import LoreSettings
 from lore.errors import (
@@ -78,9 +81,12 @@ from lore.protocols import Embedder, Vectors
 
 MAX_TOP_K = 1_000
 MAX_QUERY_CHARS = 50_000
-#: Journal entries held back inside a write_lock before they are applied to tantivy;
-#: one tantivy commit per document would dominate sync time.
-_FLUSH_EVERY = 5_000
+#: Journal entries held back inside a write_lock before tantivy commits them: one
+#: commit per document would dominate sync time, and a longer backlog only lengthens the
+#: replay after a crash.
+_FLUSH_EVERY = 20_000
+#: Journal entries read (with their chunks' text) per step of a replay.
+_JOURNAL_BATCH = 5_000
 
 _MODE_NAMES = frozenset(mode.value for mode in SearchMode)
 
@@ -130,6 +136,9 @@ class SqliteBackend:
         self._lock_fd: int | None = None
         self._lock_depth = 0
         self._pending = 0
+        #: tantivy's writer holds every journal entry up to this sequence number, committed
+        #: or staged (see ``_stage``); 0 when that is not known, so the journal is replayed.
+        self._staged = 0
         self._fulltext_generation: str | None = None
         self._matrix_generation: str | None = None
         self._matrix = VectorMatrix(embedder.dimension)
@@ -270,14 +279,47 @@ class SqliteBackend:
             # Otherwise the live writer applies its own journal.
 
     def _flush(self) -> None:
-        """Apply the journal to tantivy, commit it there, then forget the applied entries."""
+        """Hand tantivy the journal entries its writer lacks, commit there, then forget
+        the journal."""
         with self._write_guard, _translated(IndexingError, f"cannot apply the journal of {self._path}"):
-            while entries := self._store.journal(_FLUSH_EVERY):
-                rows = self._store.fulltext_rows([chunk for _, op, chunk in entries if op == "add"])
-                self._fulltext.apply([(op, chunk) for _, op, chunk in entries], rows)
+            if self._store.journal_end() is None:
+                self._pending = 0
+                return
+            try:
+                while entries := self._store.journal(self._staged, _JOURNAL_BATCH):
+                    rows = self._store.fulltext_rows([chunk for _, op, chunk in entries if op == "add"])
+                    self._fulltext.stage([(op, chunk) for _, op, chunk in entries], rows)
+                    self._staged = entries[-1][0]
+                self._fulltext.commit()
                 with self._store.transaction():
-                    self._store.forget_journal(entries[-1][0])
+                    self._store.forget_journal(self._staged)
+            except BaseException:
+                self._staged = 0  # whatever tantivy dropped is replayed from the journal
+                raise
             self._pending = 0
+
+    def _stageable(self, count: int) -> int | None:
+        """Inside the transaction that journaled ``count`` entries: the last one's sequence
+        number when they are all the journal holds past ``_staged`` (so they can go to
+        tantivy in order), else None."""
+        past, last = self._store.journal_past(self._staged)
+        return last if count and past == count else None
+
+    def _stage(self, ops: Sequence[FullTextOp], rows: Mapping[int, FullTextRow], through: int | None) -> None:
+        """Hand a committed change to tantivy's writer at once, so tantivy indexes it on
+        its own thread while sync goes on; the flush then only commits. Skipped when
+        earlier entries are missing there: the flush applies the journal in order."""
+        if through is None:
+            return
+        try:
+            self._fulltext.stage(ops, rows)
+        except IndexingError:
+            # Committed and journaled in SQLite, so nothing is lost: tantivy dropped what
+            # was staged, and the next flush replays the journal (and reports an error
+            # that persists).
+            self._staged = 0
+            return
+        self._staged = through
 
     def rebuild_fulltext(self) -> int:
         """Rebuild the BM25 index from SQLite (``lore reindex``); returns the chunk count."""
@@ -293,21 +335,28 @@ class SqliteBackend:
             if end is not None:
                 with self._store.transaction():
                     self._store.forget_journal(end)
+                self._staged = end
         return count
 
     # -- KnowledgeIndex ------------------------------------------------------------------
 
     def upsert(self, document: Document, chunks: Sequence[Chunk], vectors: Vectors) -> None:
-        matrix = self._checked_vectors(document, chunks, vectors)
+        stored = self.stored_embedder()
+        matrix = self._checked_vectors(document, chunks, vectors, stored)
         labels = document.labels if SOURCE_LABEL in document.labels or not chunks else chunks[0].labels
         source = str(labels.get(SOURCE_LABEL, ""))
-        with self._writing(f"cannot store {document.uri} in {self._path}"), self._store.transaction():
-            if self._store.embedder() is None:
-                self._store.record_embedder(self._embedder.model_id, matrix.shape[1])
-            self._pending += self._store.replace_document(document, source, chunks, matrix, datetime.now(UTC))
+        with self._writing(f"cannot store {document.uri} in {self._path}"):
+            with self._store.transaction():
+                if stored is None and self._store.embedder() is None:
+                    self._store.record_embedder(self._embedder.model_id, matrix.shape[1])
+                ops, rows = self._store.replace_document(document, source, chunks, matrix, datetime.now(UTC))
+                through = self._stageable(len(ops))
+            self._pending += len(ops)
+            self._stage(ops, rows, through)
 
-    def _checked_vectors(self, document: Document, chunks: Sequence[Chunk], vectors: Vectors) -> Vectors:
-        stored = self.stored_embedder()
+    def _checked_vectors(
+        self, document: Document, chunks: Sequence[Chunk], vectors: Vectors, stored: tuple[str, int] | None
+    ) -> Vectors:
         dimension = stored[1] if stored else self._embedder.dimension
         matrix = np.ascontiguousarray(vectors, dtype=np.float32)
         if not chunks and matrix.size == 0:
@@ -325,7 +374,10 @@ class SqliteBackend:
         with self._writing(f"cannot delete {uri} from {self._path}"):
             if self._store.holds(uri):
                 with self._store.transaction():
-                    self._pending += self._store.delete_document(uri)
+                    ops = self._store.delete_document(uri)
+                    through = self._stageable(len(ops))
+                self._pending += len(ops)
+                self._stage(ops, {}, through)
 
     def held(self, source: str) -> Mapping[str, IndexedDocument]:
         with self._write_guard, _translated(IndexingError, f"cannot read the ledger of {self._path}"):

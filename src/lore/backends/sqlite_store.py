@@ -25,6 +25,8 @@ _BATCH = 500
 
 #: A journal entry: (sequence number, "add" | "delete", chunk rowid).
 JournalEntry = tuple[int, str, int]
+#: A full-text operation: ("add" | "delete", chunk rowid).
+FullTextOp = tuple[str, int]
 
 
 T = TypeVar("T")
@@ -91,9 +93,9 @@ class ChunkStore:
 
     def replace_document(
         self, document: Document, source: str, chunks: Sequence[Chunk], vectors: Vectors, indexed_at: datetime
-    ) -> int:
+    ) -> tuple[list[FullTextOp], dict[int, FullTextRow]]:
         """Write the new chunks, then remove the old ones, journaling both for the
-        full-text index; returns the number of journal entries."""
+        full-text index; returns the journaled operations and the rows they add."""
         old = self._chunk_ids(document.uri)
         new = self._insert_chunks(chunks, vectors)
         self._delete_chunks(old)
@@ -114,16 +116,15 @@ class ChunkStore:
                 utc(indexed_at).isoformat(),
             ),
         )
-        return len(journal)
+        return journal, new
 
-    def delete_document(self, uri: str) -> int:
+    def delete_document(self, uri: str) -> list[FullTextOp]:
         old = self._chunk_ids(uri)
         self._delete_chunks(old)
-        self.conn.executemany(
-            "INSERT INTO fulltext_journal (op, chunk) VALUES ('delete', ?)", [(rowid,) for rowid in old]
-        )
+        journal = [("delete", rowid) for rowid in old]
+        self.conn.executemany("INSERT INTO fulltext_journal (op, chunk) VALUES (?, ?)", journal)
         self.conn.execute("DELETE FROM documents WHERE uri = ?", (uri,))
-        return len(old)
+        return journal
 
     def holds(self, uri: str) -> bool:
         row = self.conn.execute(
@@ -136,12 +137,14 @@ class ChunkStore:
     def _chunk_ids(self, uri: str) -> list[int]:
         return [row[0] for row in self.conn.execute("SELECT id FROM chunks WHERE uri = ?", (uri,))]
 
-    def _insert_chunks(self, chunks: Sequence[Chunk], vectors: Vectors) -> list[int]:
+    def _insert_chunks(self, chunks: Sequence[Chunk], vectors: Vectors) -> dict[int, FullTextRow]:
         """Insert with rowids allocated up front, so each table takes one ``executemany``
-        (the caller's transaction is IMMEDIATE: nobody else allocates meanwhile)."""
+        (the caller's transaction is IMMEDIATE: nobody else allocates meanwhile); returns
+        the new rows as the full-text index takes them, by rowid."""
         row = self.conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'chunks'").fetchone()
         first = (row[0] if row else 0) + 1
         rowids = list(range(first, first + len(chunks)))
+        terms = [label_terms(chunk.labels) for chunk in chunks]
         self.conn.executemany(
             "INSERT INTO chunks (id, chunk_id, uri, ordinal, section, title, revision, updated_at, labels, "
             "content_hash, text) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -171,13 +174,12 @@ class ChunkStore:
         )
         self.conn.executemany(
             "INSERT INTO chunk_labels (term, chunk) VALUES (?, ?)",
-            [
-                (term, rowid)
-                for rowid, chunk in zip(rowids, chunks, strict=True)
-                for term in label_terms(chunk.labels)
-            ],
+            [(term, rowid) for rowid, held in zip(rowids, terms, strict=True) for term in held],
         )
-        return rowids
+        return {
+            rowid: FullTextRow(rowid, chunk.title, chunk.section, chunk.text, held)
+            for rowid, chunk, held in zip(rowids, chunks, terms, strict=True)
+        }
 
     def _delete_chunks(self, rowids: Sequence[int]) -> None:
         for batch in _batches(rowids):
@@ -218,10 +220,18 @@ class ChunkStore:
 
     # -- the full-text journal -----------------------------------------------------------
 
-    def journal(self, limit: int) -> list[JournalEntry]:
+    def journal(self, after: int, limit: int) -> list[JournalEntry]:
+        """The first ``limit`` entries past sequence number ``after``, in order."""
         return self.conn.execute(
-            "SELECT seq, op, chunk FROM fulltext_journal ORDER BY seq LIMIT ?", (limit,)
+            "SELECT seq, op, chunk FROM fulltext_journal WHERE seq > ? ORDER BY seq LIMIT ?", (after, limit)
         ).fetchall()
+
+    def journal_past(self, after: int) -> tuple[int, int | None]:
+        """How many entries lie past sequence number ``after``, and the last one's number."""
+        count, last = self.conn.execute(
+            "SELECT COUNT(*), MAX(seq) FROM fulltext_journal WHERE seq > ?", (after,)
+        ).fetchone()
+        return int(count), (int(last) if last is not None else None)
 
     def journal_end(self) -> int | None:
         """The last journal sequence number; None when the journal is empty."""

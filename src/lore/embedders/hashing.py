@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from lore.config import LoreSettings
 from lore.protocols import Vectors
@@ -25,9 +24,8 @@ _WORD = re.compile(r"\w+")
 #: Character trigrams give some robustness to inflection (restart / restarting) but
 #: carry less evidence than a whole word.
 _TRIGRAM_WEIGHT = 0.35
-#: Bounds the per-word cache (a few hundred bytes a word).
+#: Bounds the per-word cache (about a hundred bytes a word).
 _MAX_CACHED_WORDS = 100_000
-
 
 
 def _bucket(feature: str, dimension: int) -> tuple[int, float]:
@@ -47,15 +45,23 @@ class HashingEmbedder:
         if dimension < 8:
             raise ValueError(f"dimension must be at least 8, got {dimension}")
         self._dimension = dimension
+        # Sync embeds on a worker thread while searches embed queries on others.
+        self._lock = threading.Lock()
+        self._forget()
+
+    def _forget(self) -> None:
         # Words repeat far more than they vary, so each word's features (the word and its
         # trigrams) are hashed once and kept in flat arrays: word ``i`` owns entries
-        # ``[start[i], start[i] + length[i])`` of ``columns`` and ``values`` (signed
-        # weights). Embedding a batch is then a dict lookup per word plus array work.
+        # ``[starts[i], starts[i] + lengths[i])`` of ``columns`` and ``weights`` (signed).
+        # Embedding a batch is then a dict lookup per word plus a few array operations.
         self._word_ids: dict[str, int] = {}
-        self._starts = _Growing(np.intp)
-        self._lengths = _Growing(np.intp)
-        self._columns = _Growing(np.intp)
-        self._values = _Growing(np.float32)
+        self._buckets: dict[str, tuple[int, float]] = {}
+        self._starts = np.empty(0, dtype=np.intp)
+        self._lengths = np.empty(0, dtype=np.intp)
+        self._columns = np.empty(0, dtype=np.intp)
+        self._weights: Vectors = np.empty(0, dtype=np.float32)
+        #: Words hashed since the arrays were last extended: (lengths, columns, weights).
+        self._new: tuple[list[int], list[int], list[float]] = ([], [], [])
 
     @property
     def model_id(self) -> str:
@@ -72,71 +78,69 @@ class HashingEmbedder:
         return self._embed(texts)
 
     def _embed(self, texts: Sequence[str]) -> Vectors:
+        with self._lock:
+            return self._embed_locked(texts)
+
+    def _embed_locked(self, texts: Sequence[str]) -> Vectors:
         if len(self._word_ids) > _MAX_CACHED_WORDS:
-            self.__init__(self._dimension)  # type: ignore[misc]  # forget, keep the settings
-        ids = self._word_ids
+            self._forget()
+        word_ids = self._word_ids
+        lookup = word_ids.__getitem__
         words: list[int] = []
-        rows: list[int] = []
-        for row, text in enumerate(texts):
+        counts: list[int] = []
+        for text in texts:
             found = _WORD.findall(text.lower())
-            words.extend(ids[word] if word in ids else self._add_word(word) for word in found)
-            rows.append(len(found))
-        word_ids = np.asarray(words, dtype=np.intp)
-        lengths = self._lengths.view()[word_ids]
-        # Every feature of every word, in text order: the ranges [start, start + length)
-        # of the words, concatenated.
-        ends = np.cumsum(lengths)
-        features = np.repeat(self._starts.view()[word_ids] - ends + lengths, lengths) + np.arange(
-            ends[-1] if len(ends) else 0
-        )
-        feature_rows = np.repeat(np.repeat(np.arange(len(texts)), rows), lengths)
+            try:
+                words.extend(list(map(lookup, found)))
+            except KeyError:
+                for word in found:
+                    if word not in word_ids:
+                        self._add_word(word)
+                words.extend(list(map(lookup, found)))
+            counts.append(len(found))
+        self._extend_arrays()
+        ids = np.asarray(words, dtype=np.intp)
+        sizes = self._lengths[ids]
+        # Every feature of every word in text order: the words' ranges, concatenated.
+        ends = np.cumsum(sizes)
+        total = int(ends[-1]) if len(ends) else 0
+        features = np.repeat(self._starts[ids] - ends + sizes, sizes) + np.arange(total)
+        rows = np.repeat(np.repeat(np.arange(len(texts)), counts), sizes)
         matrix = np.zeros((len(texts), self._dimension), dtype=np.float32)
         # ``add.at`` adds in index order, in float32: the same sums, bit for bit, as
         # adding each feature to its column one at a time.
-        np.add.at(
-            matrix.reshape(-1),
-            feature_rows * self._dimension + self._columns.view()[features],
-            self._values.view()[features],
-        )
+        cells = rows * self._dimension + self._columns[features]
+        np.add.at(matrix.reshape(-1), cells, self._weights[features])
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         # An empty text stays the zero vector: similar to nothing, rather than a NaN row.
         np.divide(matrix, norms, out=matrix, where=norms > 0)
         return matrix
 
-    def _add_word(self, word: str) -> int:
+    def _add_word(self, word: str) -> None:
+        lengths, columns, weights = self._new
         padded = f"<{word}>"
         features = [("w:" + word, 1.0)]
         features.extend(("c:" + padded[i : i + 3], _TRIGRAM_WEIGHT) for i in range(len(padded) - 2))
-        self._starts.append([len(self._columns)])
-        self._lengths.append([len(features)])
-        buckets = [_bucket(feature, self._dimension) for feature, _ in features]
-        self._columns.append([column for column, _ in buckets])
-        self._values.append([sign * weight for (_, sign), (_, weight) in zip(buckets, features, strict=True)])
+        for feature, weight in features:
+            bucket = self._buckets.get(feature)
+            if bucket is None:
+                bucket = self._buckets[feature] = _bucket(feature, self._dimension)
+            columns.append(bucket[0])
+            weights.append(bucket[1] * weight)
+        lengths.append(len(features))
         self._word_ids[word] = len(self._word_ids)
-        return self._word_ids[word]
 
-
-class _Growing:
-    """A 1-d numpy array that can be appended to (capacity doubles)."""
-
-    def __init__(self, dtype: type[np.generic]) -> None:
-        self._data: npt.NDArray[Any] = np.empty(1024, dtype=dtype)
-        self._size = 0
-
-    def __len__(self) -> int:
-        return self._size
-
-    def append(self, items: Sequence[float]) -> None:
-        end = self._size + len(items)
-        if end > len(self._data):
-            grown = np.empty(max(end, 2 * len(self._data)), dtype=self._data.dtype)
-            grown[: self._size] = self._data[: self._size]
-            self._data = grown
-        self._data[self._size : end] = items
-        self._size = end
-
-    def view(self) -> npt.NDArray[Any]:
-        return self._data[: self._size]
+    def _extend_arrays(self) -> None:
+        lengths, columns, weights = self._new
+        if not lengths:
+            return
+        new_lengths = np.asarray(lengths, dtype=np.intp)
+        new_starts = len(self._columns) + np.cumsum(new_lengths) - new_lengths
+        self._starts = np.concatenate([self._starts, new_starts])
+        self._lengths = np.concatenate([self._lengths, new_lengths])
+        self._columns = np.concatenate([self._columns, np.asarray(columns, dtype=np.intp)])
+        self._weights = np.concatenate([self._weights, np.asarray(weights, dtype=np.float32)])
+        self._new = ([], [], [])
 
 
 def from_settings(settings: LoreSettings) -> HashingEmbedder:
