@@ -2,7 +2,7 @@
 
     python bench/_cells.py SPEC.json     (run by bench/run.py; writes the result file the spec names)
 
-A process per cell makes peak RSS mean something (``ru_maxrss`` only ever grows) and
+A process per cell makes peak RSS mean something (the high-water mark only grows) and
 leaves no engine's caches or threads behind for the next one. The cell ingests the
 synthetic corpus through the index seam (``upsert`` per document under ``write_lock``,
 as sync calls it; no embedder involved), then times ~200 queries per mode.
@@ -159,7 +159,16 @@ def rss_mib() -> float:
 
 
 def peak_rss_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    """This process's high-water mark. Linux's ``VmHWM`` belongs to the process image, while
+    ``ru_maxrss`` survives ``exec`` and would report the parent's peak (which loaded a model)."""
+    try:
+        for line in Path("/proc/self/status").read_text(encoding="ascii").splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024  # kB
+    except OSError:
+        pass
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (2**20 if sys.platform == "darwin" else 1024)  # bytes on macOS, KiB elsewhere
 
 
 def folder_bytes(path: Path) -> int:

@@ -7,10 +7,10 @@ Measured here, each on the same documents:
 - a second, no-op sync per backend: what an unchanged corpus costs, and the number of
   texts embedded (read from the embedder's counter and the ``SyncReport``; must be 0);
 - the real local embedder (all-MiniLM-L6-v2) on its own over the very texts sync embeds
-  (``embedding_text`` of each distinct chunk), both as one call (the embedder's best)
-  and in sync's call pattern (document order, ``batch_size`` texts per call); then a
-  sync into SQLite with that embedder. pipeline / embedder is the share of the
-  embedder's throughput the pipeline keeps;
+  (``embedding_text`` of each distinct chunk) as one call (the embedder's best) and, when
+  asked, in sync's call pattern (document order, ``batch_size`` texts per call); then a
+  sync into SQLite with that embedder. pipeline / embedder (one call) is the share of
+  the embedder's throughput the pipeline keeps;
 - the test embedder alone on the same texts, to tell its cost from the pipeline's;
 - query embedding with the real model, one query per call, as at search time.
 """
@@ -176,48 +176,41 @@ def distinct_texts(sources: Sequence[KnowledgeSource], chunker: Chunker) -> list
 
 # -- backends ---------------------------------------------------------------------------
 
-OpenIndex = Callable[[Embedder], KnowledgeIndex]
-
 
 @contextmanager
-def index_factory(backend: str, pg_dsn: str | None) -> Iterator[OpenIndex]:
-    """Opens fresh, empty indexes of one backend kind; removes them afterwards."""
+def fresh_index(backend: str, pg_dsn: str | None, embedder: Embedder) -> Iterator[KnowledgeIndex]:
+    """An empty index of one backend, removed afterwards."""
     folder = Path(tempfile.mkdtemp(prefix=f"lore-bench-{backend}-"))
-    opened: list[KnowledgeIndex] = []
-    counter = iter(range(1_000))
-
-    def open_index(embedder: Embedder) -> KnowledgeIndex:
-        number = next(counter)
-        index: KnowledgeIndex
+    try:
         if backend == "sqlite":
             from lore.backends.sqlite import SqliteBackend
 
-            index = SqliteBackend(folder / f"corpus{number}.db", embedder)
+            with SqliteBackend(folder / "corpus.db", embedder) as sqlite:
+                yield sqlite
         elif backend == "qdrant":
             from lore.backends.qdrant import QdrantBackend
 
-            index = QdrantBackend(embedder, path=folder / f"qdrant{number}", index_name="bench_corpus")
+            qdrant = QdrantBackend(embedder, path=folder / "qdrant", index_name="bench_corpus")
+            try:
+                yield qdrant
+            finally:
+                qdrant.close()
         elif backend == "pgvector":
             if pg_dsn is None:
                 raise RuntimeError("no PostgreSQL server was started")
             from _postgres import fresh_pgvector
 
-            index = fresh_pgvector(pg_dsn, embedder, f"bench_corpus{number}")
+            pg = fresh_pgvector(pg_dsn, embedder, "bench_corpus")
+            try:
+                yield pg
+            finally:
+                try:
+                    pg.drop()
+                finally:
+                    pg.close()
         else:
             raise ValueError(f"unknown backend {backend!r}")
-        opened.append(index)
-        return index
-
-    try:
-        yield open_index
     finally:
-        for index in opened:
-            drop = getattr(index, "drop", None)
-            try:
-                if backend == "pgvector" and drop is not None:
-                    drop()
-            finally:
-                index.close()
         shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -233,14 +226,13 @@ def _sync(
     return report.seconds, report.added + report.updated, chunks, report.chunks_embedded
 
 
-def test_embedder_syncs(backend: str, sources: Sequence[KnowledgeSource], pg_dsn: str | None) -> SyncRun:
+def syncs_with_test_embedder(backend: str, sources: Sequence[KnowledgeSource], pg_dsn: str | None) -> SyncRun:
     """First sync and no-op re-sync with the counting test embedder."""
     run = SyncRun(backend, TEST_EMBEDDER)
     embedder = CountingEmbedder(TEST_DIMENSION)
     chunker = Chunker.for_embedder(embedder)
     try:
-        with index_factory(backend, pg_dsn) as open_index:
-            index = open_index(embedder)
+        with fresh_index(backend, pg_dsn, embedder) as index:
             run.seconds, run.documents, run.chunks, run.embedded = _sync(sources, index, embedder, chunker)
             embedder.reset()
             run.noop_seconds, _, _, reported = _sync(sources, index, embedder, chunker)
@@ -275,8 +267,7 @@ def real_embedder_run(
             embedder.embed_documents(texts[start : start + BATCH_SIZE])
         run.sync_pattern_seconds = time.perf_counter() - started
 
-    with index_factory("sqlite", None) as open_index:
-        index = open_index(embedder)
+    with fresh_index("sqlite", None, embedder) as index:
         sync_run.seconds, sync_run.documents, sync_run.chunks, sync_run.embedded = _sync(
             sources, index, embedder, chunker
         )
@@ -324,7 +315,7 @@ def measure(
             results.syncs.append(SyncRun(backend, TEST_EMBEDDER, skipped=pg_missing))
             continue
         progress(f"corpora: sync with the test embedder into {backend}")
-        results.syncs.append(test_embedder_syncs(backend, sources, pg_dsn))
+        results.syncs.append(syncs_with_test_embedder(backend, sources, pg_dsn))
     if real_embedder:
         progress("corpora: the real local embedder, alone and inside sync")
         try:

@@ -43,6 +43,7 @@ import os
 import sqlite3
 import threading
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -87,6 +88,8 @@ MAX_QUERY_CHARS = 50_000
 _FLUSH_EVERY = 20_000
 #: Journal entries read (with their chunks' text) per step of a replay.
 _JOURNAL_BATCH = 5_000
+#: WAL pages (4 KiB) written before the writer checkpoints them into the database.
+_CHECKPOINT_PAGES = 10_000
 
 _MODE_NAMES = frozenset(mode.value for mode in SearchMode)
 
@@ -142,6 +145,7 @@ class SqliteBackend:
         self._fulltext_generation: str | None = None
         self._matrix_generation: str | None = None
         self._matrix = VectorMatrix(embedder.dimension)
+        self._bm25_thread: ThreadPoolExecutor | None = None
         try:
             self._path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as err:
@@ -150,7 +154,13 @@ class SqliteBackend:
         # never waits for a write, even within one process.
         self._store = ChunkStore(connect(self._path))
         try:
+            # Every document is its own commit, and a checkpoint (which syncs to disk)
+            # every 1,000 WAL pages, SQLite's default, came every few dozen documents.
+            self._store.conn.execute(f"PRAGMA wal_autocheckpoint = {_CHECKPOINT_PAGES}")
             self._reads = ChunkStore(connect(self._path))
+        except sqlite3.Error as err:
+            self._store.conn.close()
+            raise IndexingError(f"cannot open the index database {self._path}: {err}") from err
         except IndexingError:
             self._store.conn.close()
             raise
@@ -470,11 +480,27 @@ class SqliteBackend:
         rankings: dict[str, list[tuple[int, float]]] = {}
         with self._read_guard, _translated(RetrievalError, f"cannot search the index {self._path}"):
             matrix = self._refresh(need_vectors=vector is not None)
-            if chosen is not SearchMode.VECTOR:
+            if vector is None:
                 rankings[SearchMode.BM25.value] = self._fulltext.search(query, label_filter, depth)
-            if vector is not None:
+            elif chosen is SearchMode.VECTOR:
                 rankings[SearchMode.VECTOR.value] = matrix.search(vector, label_filter, depth)
+            else:
+                # tantivy and numpy both release the GIL: BM25 runs on the helper thread
+                # while this one scans the vectors.
+                lexical = self._helper().submit(self._fulltext.search, query, label_filter, depth)
+                try:
+                    vector_hits = matrix.search(vector, label_filter, depth)
+                finally:
+                    rankings[SearchMode.BM25.value] = lexical.result()
+                rankings[SearchMode.VECTOR.value] = vector_hits
             return self._passages(self._fuse(rankings), top_k)
+
+    def _helper(self) -> ThreadPoolExecutor:
+        """The thread a hybrid search runs its BM25 channel on (searches are serialised
+        by ``_read_guard``, so one suffices); made on first use."""
+        if self._bm25_thread is None:
+            self._bm25_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lore-bm25")
+        return self._bm25_thread
 
     def _mode(self, mode: SearchMode | str | None) -> SearchMode:
         if mode is None:
@@ -536,6 +562,10 @@ class SqliteBackend:
                     self._lock_depth = 1
                     self._release()
             finally:
+                with self._read_guard:
+                    if self._bm25_thread is not None:
+                        self._bm25_thread.shutdown()
+                        self._bm25_thread = None
                 self._fulltext.close()
                 self._store.conn.close()
                 self._reads.conn.close()

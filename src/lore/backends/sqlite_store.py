@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import TypeVar
@@ -43,6 +43,18 @@ def _marks(items: Sequence[object]) -> str:
 
 def _json(mapping: Mapping[str, str]) -> str:
     return json.dumps(dict(mapping), sort_keys=True, ensure_ascii=False)
+
+
+def _per_labels(chunks: Sequence[Chunk], make: Callable[[Mapping[str, str]], T]) -> list[T]:
+    """``make(chunk.labels)`` for each chunk, made once per run of equal labels (the
+    chunks of one document normally share theirs)."""
+    made: list[T] = []
+    previous: Mapping[str, str] | None = None
+    for chunk in chunks:
+        if previous is None or chunk.labels != previous:
+            value, previous = make(chunk.labels), chunk.labels
+        made.append(value)
+    return made
 
 
 class ChunkStore:
@@ -144,7 +156,8 @@ class ChunkStore:
         row = self.conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'chunks'").fetchone()
         first = (row[0] if row else 0) + 1
         rowids = list(range(first, first + len(chunks)))
-        terms = [label_terms(chunk.labels) for chunk in chunks]
+        terms = _per_labels(chunks, label_terms)
+        labels = _per_labels(chunks, _json)
         self.conn.executemany(
             "INSERT INTO chunks (id, chunk_id, uri, ordinal, section, title, revision, updated_at, labels, "
             "content_hash, text) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -158,11 +171,11 @@ class ChunkStore:
                     chunk.title,
                     chunk.revision,
                     utc(chunk.updated_at).isoformat(),
-                    _json(chunk.labels),
+                    chunk_labels,
                     chunk.content_hash,
                     chunk.text,
                 )
-                for rowid, chunk in zip(rowids, chunks, strict=True)
+                for rowid, chunk, chunk_labels in zip(rowids, chunks, labels, strict=True)
             ],
         )
         self.conn.executemany(

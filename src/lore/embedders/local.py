@@ -7,8 +7,9 @@ local files only). ``embedding_model`` may instead name another sentence-transfo
 model directory on disk; a hub name that is not a directory is refused.
 
 The model is loaded on first use: building the embedder (``lore status``) costs two
-small JSON reads. PyTorch, not ONNX Runtime: measured faster here at equal output (see
-``bench/embedder_throughput.py`` and docs/embedders.md).
+small JSON reads. It runs on PyTorch: ONNX Runtime was measured no faster at equal
+output, and int8 ONNX faster but with different vectors (``bench/embedder_throughput.py``,
+docs/embedders.md).
 """
 
 from __future__ import annotations
