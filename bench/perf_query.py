@@ -29,11 +29,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _cells import PrecomputedQueries  # noqa: E402
-from _synthetic import Corpus, documents, generate  # noqa: E402
+from _cells import PrecomputedQueries
+from _synthetic import Corpus, documents, generate
 
-from lore.backends.sqlite import SqliteBackend  # noqa: E402
-from lore.models import SearchMode  # noqa: E402
+from lore.backends.sqlite import SqliteBackend
+from lore.models import SearchMode
 
 TOP_K = 8
 FILTER = {"source": "synthetic"}
@@ -68,8 +68,8 @@ async def measure(backend: SqliteBackend, corpus: Corpus, queries: int) -> Sampl
     """Per row: wall-clock and process CPU milliseconds of each query."""
     texts = corpus.queries[:queries]
     vectors = corpus.query_vectors[:queries]
-    matrix = backend._refresh(need_vectors=True)  # noqa: SLF001 - components are private
-    fulltext = backend._fulltext  # noqa: SLF001
+    matrix = backend._refresh(need_vectors=True)
+    fulltext = backend._fulltext
     top8 = [[(rowid, 1.0, {}) for rowid, _ in fulltext.search(text, frozenset(), TOP_K)] for text in texts]
 
     def mode(chosen: SearchMode, labels: dict[str, str] | None = None) -> Callable[[int], object]:
@@ -79,7 +79,7 @@ async def measure(backend: SqliteBackend, corpus: Corpus, queries: int) -> Sampl
         return lambda i: backend.search(texts[i], top_k=TOP_K, mode=chosen, query_vector=vectors[i])
 
     def hydrate(i: int) -> object:
-        return backend._reads.passages(top8[i])  # noqa: SLF001
+        return backend._reads.passages(top8[i])
 
     rows: dict[str, Callable[[int], object]] = {
         "retrieve bm25": mode(SearchMode.BM25),
@@ -127,7 +127,9 @@ def profile(backend: SqliteBackend, corpus: Corpus, chosen: SearchMode, queries:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--scale", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--work", type=Path, default=Path("/tmp/lore-perf"))

@@ -240,6 +240,7 @@ def tiny_cross_encoder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return directory
 
 
+@pytest.mark.slow  # imports torch and transformers
 async def test_cross_encoder_reranks_with_the_model_scores(tiny_cross_encoder: Path) -> None:
     from sentence_transformers import CrossEncoder
 
@@ -273,6 +274,7 @@ def test_cross_encoder_needs_an_existing_directory(tmp_path: Path) -> None:
         CrossEncoderReranker(tmp_path / "missing")
 
 
+@pytest.mark.slow  # imports torch and transformers
 async def test_cross_encoder_unloadable_directory(tmp_path: Path) -> None:
     from lore.rerankers.cross_encoder import CrossEncoderReranker
 

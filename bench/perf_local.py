@@ -1,0 +1,100 @@
+"""Sync with the real local embedder against the embedder alone, on the same texts.
+
+    .venv/bin/python bench/perf_local.py [--corpus openshift-runbooks] [--repeats 3]
+
+The target: a full sync into a fresh SQLite index reaches at least 90% of the local
+embedder's own throughput, i.e. reading, chunking and writing hide behind embedding.
+"Embedder alone" embeds every chunk's embedding text in calls of ``embedding_batch_size``
+texts, in document order, as sync calls it. The model is loaded and warmed up before
+anything is timed, and the rows take turns repeat by repeat so that load from other
+processes spreads over both. Marked slow in spirit: minutes, not seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from lore.backends.sqlite import SqliteBackend
+from lore.chunking import Chunker
+from lore.config import LoreSettings
+from lore.embedders.local import LocalEmbedder, from_settings
+from lore.models import Document, Visibility, embedding_text
+from lore.sources.filesystem import FilesystemSource
+from lore.sync import _with_source_labels, sync_sources
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
+
+
+def chunk_texts(source: FilesystemSource, chunker: Chunker) -> list[str]:
+    async def read() -> list[Document]:
+        return [_with_source_labels(item, source) async for item in source.documents() if isinstance(item, Document)]
+
+    return [embedding_text(chunk) for document in asyncio.run(read()) for chunk in chunker.chunk(document)]
+
+
+def embed_alone(embedder: LocalEmbedder, texts: list[str], batch: int) -> float:
+    started = time.perf_counter()
+    for start in range(0, len(texts), batch):
+        embedder.embed_documents(texts[start : start + batch])
+    return time.perf_counter() - started
+
+
+def sync_fresh(source: FilesystemSource, embedder: LocalEmbedder, chunker: Chunker, batch: int) -> tuple[float, int]:
+    with tempfile.TemporaryDirectory(prefix="lore-perf-local-") as folder:
+        backend = SqliteBackend(Path(folder) / "lore.db", embedder)
+        try:
+            started = time.perf_counter()
+            report = asyncio.run(sync_sources([source], backend, embedder, chunker, batch_size=batch))
+            seconds = time.perf_counter() - started
+        finally:
+            backend.close()
+    return seconds, report.chunks_embedded
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--corpus", default="openshift-runbooks")
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    folder = SHARED / args.corpus
+    if not folder.is_dir():
+        print(f"{folder} is absent: nothing to measure", file=sys.stderr)
+        return 1
+    settings = LoreSettings(embedder="local")
+    embedder = from_settings(settings)
+    batch = settings.embedding_batch_size
+    chunker = Chunker.for_embedder(embedder)
+    source = FilesystemSource(args.corpus, folder, visibility=Visibility.ALL_VIEWERS)
+    texts = chunk_texts(source, chunker)
+    embedder.embed_documents(texts[: 2 * batch])  # load the model, warm up
+    alone: list[float] = []
+    synced: list[float] = []
+    for repeat in range(args.repeats):
+        # Alternate which row goes first, so neither always follows the other.
+        order = ("alone", "sync") if repeat % 2 == 0 else ("sync", "alone")
+        for row in order:
+            if row == "alone":
+                alone.append(len(texts) / embed_alone(embedder, texts, batch))
+            else:
+                seconds, embedded = sync_fresh(source, embedder, chunker, batch)
+                synced.append(embedded / seconds)
+    print(f"{args.corpus}: {len(texts)} chunks, batch {batch}, {args.repeats} repeats; "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print(f"{'row':<28}{'median texts/s':>16}   all")
+    print(f"{'embedder alone':<28}{statistics.median(alone):>16.1f}   {[round(x) for x in alone]}")
+    print(f"{'sync (fresh index)':<28}{statistics.median(synced):>16.1f}   {[round(x) for x in synced]}")
+    print(f"{'sync / embedder':<28}{statistics.median(synced) / statistics.median(alone):>16.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
