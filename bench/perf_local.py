@@ -34,7 +34,8 @@ SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
 
 def chunk_texts(source: FilesystemSource, chunker: Chunker) -> list[str]:
     async def read() -> list[Document]:
-        return [_with_source_labels(item, source) async for item in source.documents() if isinstance(item, Document)]
+        items = [item async for item in source.documents()]
+        return [_with_source_labels(item, source) for item in items if isinstance(item, Document)]
 
     return [embedding_text(chunk) for document in asyncio.run(read()) for chunk in chunker.chunk(document)]
 
@@ -46,7 +47,9 @@ def embed_alone(embedder: LocalEmbedder, texts: list[str], batch: int) -> float:
     return time.perf_counter() - started
 
 
-def sync_fresh(source: FilesystemSource, embedder: LocalEmbedder, chunker: Chunker, batch: int) -> tuple[float, int]:
+def sync_fresh(
+    source: FilesystemSource, embedder: LocalEmbedder, chunker: Chunker, batch: int
+) -> tuple[float, int]:
     with tempfile.TemporaryDirectory(prefix="lore-perf-local-") as folder:
         backend = SqliteBackend(Path(folder) / "lore.db", embedder)
         try:

@@ -67,8 +67,6 @@ class RankedDocument:
     uri: str
     score: float
     sections: list[str] = field(default_factory=list)
-    #: The best chunk's text, kept so a human can judge unanswerable questions.
-    text: str = ""
 
 
 def rank_documents(passages: Iterable[Passage]) -> list[RankedDocument]:
@@ -77,9 +75,7 @@ def rank_documents(passages: Iterable[Passage]) -> list[RankedDocument]:
     for passage in passages:
         document = documents.get(passage.uri)
         if document is None:
-            documents[passage.uri] = RankedDocument(
-                uri=passage.uri, score=passage.score, sections=[passage.section], text=passage.text
-            )
+            documents[passage.uri] = RankedDocument(passage.uri, passage.score, [passage.section])
         elif passage.section not in document.sections:
             document.sections.append(passage.section)
     return list(documents.values())

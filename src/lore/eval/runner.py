@@ -192,7 +192,7 @@ async def _ranking(retriever: KnowledgeRetriever, query: str, mode: SearchMode, 
         top_k *= 2
 
 
-async def rank_query(
+async def retrieve_for_mode(
     retriever: KnowledgeRetriever,
     query: str,
     mode: str,
@@ -200,14 +200,15 @@ async def rank_query(
     depth: int = DEFAULT_DEPTH,
     reranker: Reranker | None = None,
     rerank_candidates: int = DEFAULT_RERANK_CANDIDATES,
-) -> list[RankedDocument]:
+) -> list[Passage]:
+    """The chunks one mode returns for ``query``, best first, enough for ``depth``
+    documents (``hybrid+rerank``: the reranked hybrid candidates)."""
     if mode == RERANK_MODE:
         if reranker is None:
             raise ConfigError(f"mode {RERANK_MODE!r} needs a reranker")
         candidates = await retriever.retrieve(query, top_k=rerank_candidates, mode=SearchMode.HYBRID)
-        reranked = await reranker.rerank(query, candidates, top_k=len(candidates))
-        return rank_documents(reranked)[:depth]
-    return rank_documents(await _ranking(retriever, query, SearchMode(mode), depth))[:depth]
+        return await reranker.rerank(query, candidates, top_k=len(candidates))
+    return await _ranking(retriever, query, SearchMode(mode), depth)
 
 
 async def evaluate(
@@ -237,12 +238,13 @@ async def evaluate(
         rankings: dict[str, list[RankedDocument]] = {}
         unanswered: list[Unanswered] = []
         for query in queries:
-            ranking = await rank_query(retriever, query.text, mode, depth=depth, reranker=reranker)
+            passages = await retrieve_for_mode(retriever, query.text, mode, depth=depth, reranker=reranker)
+            ranking = rank_documents(passages)[:depth]
             rankings[query.qid] = ranking
             if query.answerable:
                 per_query[query.qid] = query_metrics(ranking, query.targets)
             else:
-                top = ranking[0] if ranking else None
+                top = passages[0] if passages else None
                 unanswered.append(
                     Unanswered(
                         qid=query.qid,

@@ -1,0 +1,214 @@
+"""Query-time tuning sweeps over one existing SQLite index (nothing is re-embedded).
+
+    .venv/bin/python eval/tuning/sweep.py --index build/tuning/scifact.db \
+        --beir ../shared/benchmarks/scifact --split train
+    .venv/bin/python eval/tuning/sweep.py --index build/tuning/shared-alerts.db \
+        --golden build/eval/shared-alerts.jsonl
+
+The index is opened with the local embedder and read only. The query vectors are
+computed once; each channel (BM25 per field-boost setting, vectors once) is searched
+once per query to ``--pool`` chunks, and every fusion setting is then computed from
+those cached channel rankings with ``lore.fusion`` -- the same functions, on the same
+chunk ids, as ``SqliteBackend._fuse``. Metrics are ``lore.eval.metrics`` (per document,
+100 documents per ranking). A fused list keeps ``max(candidate_depth, 200)`` chunks per
+channel, because ``lore eval`` asks for 200 chunks (``top_k``) and the backend searches
+``max(candidate_depth, top_k)`` per channel.
+
+``--present-only`` scores only queries whose relevant documents are all in the index
+(for a partly built index). Prints one table per experiment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from lore.backends.sqlite import SqliteBackend
+from lore.config import load_settings
+from lore.eval.datasets import BeirPaths, EvalQuery, load_beir_queries, load_golden_set
+from lore.eval.metrics import RankedDocument, mean_metrics, query_metrics
+from lore.eval.runner import QueryVectorCache
+from lore.fusion import normalized_score_fusion, reciprocal_rank_fusion
+from lore.resolve import resolve_embedder
+
+#: Chunks ``lore eval`` asks for per query (twice the 100 documents it ranks).
+EVAL_TOP_K = 200
+DOCUMENTS = 100
+SHOWN = ("hit@1", "hit@5", "mrr@10", "ndcg@10", "recall@100")
+
+Hit = tuple[int, float]  # (chunk rowid, score)
+
+
+@dataclass(frozen=True, slots=True)
+class Boosts:
+    title: float
+    section: float
+    identifier: float
+
+    def label(self) -> str:
+        return f"title={self.title:g} section={self.section:g} ident={self.identifier:g}"
+
+
+class Channels:
+    """Per query: the BM25 (for each boost setting) and vector rankings, as rowids."""
+
+    def __init__(self, index: Path, queries: Sequence[EvalQuery], pool: int) -> None:
+        self.index = index
+        self.queries = queries
+        self.pool = pool
+        self.cache = QueryVectorCache(resolve_embedder(load_settings()))
+        self.cache.prime([query.text for query in queries])
+        self._bm25: dict[Boosts, dict[str, list[Hit]]] = {}
+        self.vector = self._search("vector", Boosts(2.0, 1.5, 1.0))
+        conn = sqlite3.connect(f"file:{index}?mode=ro", uri=True)
+        self.where = {rowid: (uri, section) for rowid, uri, section in conn.execute(
+            "SELECT id, uri, section FROM chunks")}
+        conn.close()
+
+    def _search(self, mode: str, boosts: Boosts) -> dict[str, list[Hit]]:
+        backend = SqliteBackend(
+            self.index, self.cache, title_boost=boosts.title, section_boost=boosts.section,
+            identifier_boost=boosts.identifier, candidate_depth=self.pool,
+        )
+        try:
+            found: dict[str, list[Hit]] = {}
+            for query in self.queries:
+                passages = backend.search(query.text, top_k=self.pool, mode=mode)
+                found[query.qid] = [(_rowid(backend, p.chunk_id), p.score) for p in passages]
+            return found
+        finally:
+            backend.close()
+
+    def bm25(self, boosts: Boosts) -> dict[str, list[Hit]]:
+        if boosts not in self._bm25:
+            self._bm25[boosts] = self._search("bm25", boosts)
+        return self._bm25[boosts]
+
+    def score(self, ranked: Callable[[EvalQuery], Sequence[int]]) -> dict[str, float]:
+        per_query = {}
+        for query in self.queries:
+            documents: dict[str, RankedDocument] = {}
+            for rowid in ranked(query):
+                uri, section = self.where[rowid]
+                document = documents.get(uri)
+                if document is None:
+                    if len(documents) == DOCUMENTS:
+                        break
+                    documents[uri] = RankedDocument(uri=uri, score=0.0, sections=[section])
+                elif section not in document.sections:
+                    document.sections.append(section)
+            per_query[query.qid] = query_metrics(list(documents.values()), query.targets)
+        return mean_metrics(per_query)
+
+
+_ROWIDS: dict[str, int] = {}
+
+
+def _rowid(backend: SqliteBackend, chunk_id: str) -> int:
+    if not _ROWIDS:
+        conn = sqlite3.connect(f"file:{backend.path}?mode=ro", uri=True)
+        _ROWIDS.update((cid, rowid) for rowid, cid in conn.execute("SELECT id, chunk_id FROM chunks"))
+        conn.close()
+    return _ROWIDS[chunk_id]
+
+
+def fused(
+    channels: Channels, boosts: Boosts, *, fusion: str = "rrf", k: int = 60, depth: int = 100,
+    bm25_weight: float = 1.0, vector_weight: float = 1.0,
+) -> Callable[[EvalQuery], list[int]]:
+    keep = max(depth, EVAL_TOP_K)
+    weights = {"bm25": bm25_weight, "vector": vector_weight}
+    bm25 = channels.bm25(boosts)
+
+    def ranked(query: EvalQuery) -> list[int]:
+        lists = {"bm25": bm25[query.qid][:keep], "vector": channels.vector[query.qid][:keep]}
+        if fusion == "score":
+            result = normalized_score_fusion(lists, weights=weights)
+        else:
+            result = reciprocal_rank_fusion({c: [r for r, _ in hits] for c, hits in lists.items()},
+                                            k=k, weights=weights)
+        return [rowid for rowid, _, _ in result]
+
+    return ranked
+
+
+def single(hits: dict[str, list[Hit]]) -> Callable[[EvalQuery], list[int]]:
+    return lambda query: [rowid for rowid, _ in hits[query.qid]]
+
+
+def table(title: str, rows: list[tuple[str, dict[str, float]]]) -> None:
+    print(f"\n### {title}\n")
+    print("| setting | " + " | ".join(SHOWN) + " |")
+    print("|---|" + "---:|" * len(SHOWN))
+    for label, metrics in rows:
+        print(f"| {label} | " + " | ".join(f"{metrics[m]:.4f}" for m in SHOWN) + " |")
+    sys.stdout.flush()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--index", type=Path, required=True)
+    parser.add_argument("--beir", type=Path)
+    parser.add_argument("--split", default="train")
+    parser.add_argument("--golden", type=Path)
+    parser.add_argument("--present-only", action="store_true")
+    parser.add_argument("--pool", type=int, default=800, help="chunks fetched per channel and query")
+    parser.add_argument("--quick", action="store_true", help="only the default and main alternatives")
+    args = parser.parse_args()
+    if args.beir is not None:
+        queries = load_beir_queries(BeirPaths.from_directory(args.beir, args.split))
+    elif args.golden is not None:
+        queries = [q for q in load_golden_set(args.golden) if q.answerable]
+    else:
+        parser.error("give --beir or --golden")
+    if args.present_only:
+        conn = sqlite3.connect(f"file:{args.index}?mode=ro", uri=True)
+        held = {uri for (uri,) in conn.execute("SELECT uri FROM documents")}
+        conn.close()
+        queries = [q for q in queries if all(t.prefix or t.uri in held for t in q.targets)]
+    print(f"{len(queries)} queries, index {args.index}, pool {args.pool}")
+
+    channels = Channels(args.index, queries, args.pool)
+    default = Boosts(2.0, 1.5, 1.0)
+    table("channels and the current default (RRF k=60, depth 100, title 2 / section 1.5 / ident 1)", [
+        ("bm25", channels.score(single(channels.bm25(default)))),
+        ("vector", channels.score(single(channels.vector))),
+        ("hybrid rrf", channels.score(fused(channels, default))),
+        ("hybrid score", channels.score(fused(channels, default, fusion="score"))),
+    ])
+
+    boost_grid = [Boosts(t, s, i) for t, s, i in [
+        (1.0, 1.0, 1.0), (2.0, 1.5, 1.0), (3.0, 1.5, 1.0), (1.5, 1.0, 1.0), (2.0, 1.5, 0.5),
+        (2.0, 1.5, 2.0), (2.0, 1.5, 1e-6), (1.0, 1.0, 1e-6), (1.0, 1.0, 0.5), (0.5, 1.0, 0.5),
+    ]]
+    if args.quick:
+        boost_grid = boost_grid[:3] + boost_grid[6:7]
+    table("BM25 field boosts (bm25 alone, and hybrid RRF k=60)", [
+        row
+        for boosts in boost_grid
+        for row in (
+            (f"bm25 {boosts.label()}", channels.score(single(channels.bm25(boosts)))),
+            (f"hybrid {boosts.label()}", channels.score(fused(channels, boosts))),
+        )
+    ])
+
+    table("RRF k and candidate depth (default boosts)", [
+        (f"rrf k={k} depth={depth}", channels.score(fused(channels, default, k=k, depth=depth)))
+        for k in (10, 20, 40, 60, 100)
+        for depth in ((100, 400) if not args.quick else (100,))
+    ])
+
+    table("channel weights in RRF (k=60) and in score fusion", [
+        (f"{fusion} bm25={wb:g} vector={wv:g}",
+         channels.score(fused(channels, default, fusion=fusion, bm25_weight=wb, vector_weight=wv)))
+        for fusion in ("rrf", "score")
+        for wb, wv in ((1, 1), (0.5, 1), (0.75, 1), (1, 0.75), (1, 0.5), (1, 1.5), (1, 2))
+    ])
+
+
+if __name__ == "__main__":
+    main()
