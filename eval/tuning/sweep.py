@@ -63,11 +63,12 @@ class Channels:
         self.cache = QueryVectorCache(resolve_embedder(load_settings()))
         self.cache.prime([query.text for query in queries])
         self._bm25: dict[Boosts, dict[str, list[Hit]]] = {}
-        self.vector = self._search("vector", Boosts(2.0, 1.5, 1.0))
         conn = sqlite3.connect(f"file:{index}?mode=ro", uri=True)
-        self.where = {rowid: (uri, section) for rowid, uri, section in conn.execute(
-            "SELECT id, uri, section FROM chunks")}
+        rows = conn.execute("SELECT id, chunk_id, uri, section FROM chunks").fetchall()
         conn.close()
+        self.rowids = {chunk_id: rowid for rowid, chunk_id, _, _ in rows}
+        self.where = {rowid: (uri, section) for rowid, _, uri, section in rows}
+        self.vector = self._search("vector", Boosts(1.0, 1.0, 1.0))
 
     def _search(self, mode: str, boosts: Boosts) -> dict[str, list[Hit]]:
         backend = SqliteBackend(
@@ -78,7 +79,7 @@ class Channels:
             found: dict[str, list[Hit]] = {}
             for query in self.queries:
                 passages = backend.search(query.text, top_k=self.pool, mode=mode)
-                found[query.qid] = [(_rowid(backend, p.chunk_id), p.score) for p in passages]
+                found[query.qid] = [(self.rowids[p.chunk_id], p.score) for p in passages]
             return found
         finally:
             backend.close()
@@ -89,7 +90,7 @@ class Channels:
         return self._bm25[boosts]
 
     def score(self, ranked: Callable[[EvalQuery], Sequence[int]]) -> dict[str, float]:
-        per_query = {}
+        per_query: dict[str, dict[str, float]] = {}
         for query in self.queries:
             documents: dict[str, RankedDocument] = {}
             for rowid in ranked(query):
@@ -103,17 +104,6 @@ class Channels:
                     document.sections.append(section)
             per_query[query.qid] = query_metrics(list(documents.values()), query.targets)
         return mean_metrics(per_query)
-
-
-_ROWIDS: dict[str, int] = {}
-
-
-def _rowid(backend: SqliteBackend, chunk_id: str) -> int:
-    if not _ROWIDS:
-        conn = sqlite3.connect(f"file:{backend.path}?mode=ro", uri=True)
-        _ROWIDS.update((cid, rowid) for rowid, cid in conn.execute("SELECT id, chunk_id FROM chunks"))
-        conn.close()
-    return _ROWIDS[chunk_id]
 
 
 def fused(
@@ -150,7 +140,9 @@ def table(title: str, rows: list[tuple[str, dict[str, float]]]) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--index", type=Path, required=True)
     parser.add_argument("--beir", type=Path)
     parser.add_argument("--split", default="train")
@@ -158,6 +150,7 @@ def main() -> None:
     parser.add_argument("--present-only", action="store_true")
     parser.add_argument("--pool", type=int, default=800, help="chunks fetched per channel and query")
     parser.add_argument("--quick", action="store_true", help="only the default and main alternatives")
+    parser.add_argument("--final", action="store_true", help="only the defaults before and after tuning")
     args = parser.parse_args()
     if args.beir is not None:
         queries = load_beir_queries(BeirPaths.from_directory(args.beir, args.split))
@@ -174,6 +167,20 @@ def main() -> None:
 
     channels = Channels(args.index, queries, args.pool)
     default = Boosts(2.0, 1.5, 1.0)
+    if args.final:
+        even = Boosts(1.0, 1.0, 1.0)
+        table("before and after tuning", [
+            ("bm25 title=2 section=1.5 ident=1 (old)", channels.score(single(channels.bm25(default)))),
+            ("bm25 title=1 section=1 ident=1 (new)", channels.score(single(channels.bm25(even)))),
+            ("vector", channels.score(single(channels.vector))),
+            ("hybrid rrf k=60, old boosts (old default)", channels.score(fused(channels, default))),
+            ("hybrid rrf k=60, new boosts", channels.score(fused(channels, even))),
+            ("hybrid score, old boosts", channels.score(fused(channels, default, fusion="score"))),
+            ("hybrid score, new boosts", channels.score(fused(channels, even, fusion="score"))),
+            ("hybrid score bm25=0.75, new boosts",
+             channels.score(fused(channels, even, fusion="score", bm25_weight=0.75))),
+        ])
+        return
     table("channels and the current default (RRF k=60, depth 100, title 2 / section 1.5 / ident 1)", [
         ("bm25", channels.score(single(channels.bm25(default)))),
         ("vector", channels.score(single(channels.vector))),

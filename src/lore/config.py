@@ -103,10 +103,12 @@ class LoreSettings(BaseSettings):
     rrf_k: int = Field(default=60, gt=0)
     candidate_depth: int = Field(default=100, gt=0)
     fusion: Literal["rrf", "score"] = "rrf"
-    #: BM25 field weights: a match in a title or heading says more than one in body
-    #: text; the identifier field matches tokens like ``kube-apiserver`` whole.
-    bm25_title_boost: float = Field(default=2.0, gt=0)
-    bm25_section_boost: float = Field(default=1.5, gt=0)
+    #: BM25 field weights. Title and heading text is indexed in its own field *and* again
+    #: in the identifier field, so it already counts more than once; extra boosts lowered
+    #: BM25 nDCG@10 on SciFact and the examples (docs/quality.md, "Tuning experiments").
+    #: The identifier field matches tokens like ``kube-apiserver`` whole.
+    bm25_title_boost: float = Field(default=1.0, gt=0)
+    bm25_section_boost: float = Field(default=1.0, gt=0)
     bm25_identifier_boost: float = Field(default=1.0, gt=0)
     reranker: str | None = None
     reranker_model: str | None = None

@@ -118,8 +118,8 @@ class SqliteBackend:
         rrf_k: int = 60,
         candidate_depth: int = 100,
         fusion: Literal["rrf", "score"] = "rrf",
-        title_boost: float = 2.0,
-        section_boost: float = 1.5,
+        title_boost: float = 1.0,
+        section_boost: float = 1.0,
         identifier_boost: float = 1.0,
     ) -> None:
         if rrf_k <= 0 or candidate_depth <= 0:
