@@ -28,11 +28,18 @@ lint: install
 typecheck: install
 	$(BIN)/mypy
 
+# The retrieval-quality baseline CI defends: the examples golden set on the embedded default
+# (local all-MiniLM-L6-v2, offline), indexed into build/ so the user's ./lore.db is untouched.
+EVAL_ENV := LORE_DB_PATH=$(CURDIR)/build/ci/examples.db LORE_AUDIT_PATH=$(CURDIR)/build/ci/audit.jsonl
+
 test: lint typecheck
 	$(BIN)/pytest
+	mkdir -p build/ci
+	$(EVAL_ENV) $(BIN)/lore eval golden eval/golden/examples.yaml --config examples/lore.toml \
+		--sync --check-baseline eval/baseline.json
 
 bench: install
 	$(BIN)/python bench/run.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache lore.db lore.db-* lore.tantivy
+	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache lore.db lore.db.* lore.db-* lore-audit.jsonl

@@ -1,6 +1,6 @@
 """Sync throughput of the embedded default over the real runbook corpora, and its parts.
 
-    .venv/bin/python bench/perf_sync.py [--repeats 3] [--dimension 64] [--profile]
+    .venv/bin/python bench/perf_sync.py [--repeats 3] [--dimension 384] [--profile]
 
 Each repeat, in one process, measures side by side:
 
@@ -134,7 +134,7 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--dimension", type=int, default=64)
+    parser.add_argument("--dimension", type=int, default=384)
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
     if not SHARED.is_dir():

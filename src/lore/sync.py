@@ -16,8 +16,8 @@ Properties, each one a promise to the operator:
   pruning happens only after a *complete* listing and after every new document is written.
 
 Embedding is the expensive step, so texts of many documents are embedded together in
-full batches, on one worker thread, while the main thread writes the previous group and
-reads the next documents. Index calls stay on the calling thread (SQLite connections are
+full batches of similar lengths, on one worker thread, while the main thread writes the
+previous group and reads the next documents. Index calls stay on the calling thread (SQLite connections are
 bound to the thread that opened them).
 """
 
@@ -81,8 +81,11 @@ def resume_token_key(source: str) -> str:
 _FATAL = (EmbedderAuthError, EmbedderMismatchError, IndexLockedError, BackendUnavailableError)
 
 #: How many embedding batches' worth of missing texts are gathered before a group is
-#: embedded: large enough that batches are full, small enough to bound memory.
-_BATCHES_PER_GROUP = 4
+#: embedded: large enough that batches are full and that sorting a group's texts by
+#: length leaves little padding (measured on the openshift runbooks with MiniLM's
+#: tokenizer: 1.23x the real tokens at 4 batches, 1.07x at 16, 1.02x for one sorted
+#: call over everything, 1.82x unsorted), small enough to bound memory.
+_BATCHES_PER_GROUP = 16
 
 
 class SyncProgress(Protocol):
@@ -199,7 +202,10 @@ class _Pipeline:
             for key, chunk in zip(pending.keys, pending.chunks, strict=True):
                 if key not in pending.vectors:
                     texts.setdefault(key, embedding_text(chunk))
-        keys = list(texts)
+        # Similar lengths share a batch: a model pads every text of a batch to its longest,
+        # so mixed lengths waste work (sorted, a group of batches comes close to the
+        # embedder's throughput on all texts in one call).
+        keys = sorted(texts, key=lambda key: len(texts[key]))
         computed: dict[str, npt.NDArray[np.float32]] = {}
         failed: set[str] = set()
         for start in range(0, len(keys), self._batch_size):

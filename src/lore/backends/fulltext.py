@@ -190,14 +190,6 @@ class FullTextIndex:
             raise IndexingError(f"cannot update the full-text index {self._directory}: {err}") from err
         self._require().reload()
 
-    def rollback(self) -> None:
-        """Discard what was staged since the last commit."""
-        if self._writer is not None:
-            try:
-                self._writer.rollback()
-            except _TANTIVY_ERRORS as err:
-                raise IndexingError(f"cannot roll back the full-text index {self._directory}: {err}") from err
-
     def replace_all(self, rows: Iterable[FullTextRow]) -> int:
         """Replace the whole content with ``rows`` in one commit; returns the count."""
         writer = self._writer_for()

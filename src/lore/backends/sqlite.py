@@ -312,8 +312,8 @@ class SqliteBackend:
         """Inside the transaction that journaled ``count`` entries: the last one's sequence
         number when they are all the journal holds past ``_staged`` (so they can go to
         tantivy in order), else None."""
-        past, last = self._store.journal_past(self._staged)
-        return last if count and past == count else None
+        past = self._store.journal_past(self._staged, count + 1)
+        return past[-1] if count and len(past) == count else None
 
     def _stage(self, ops: Sequence[FullTextOp], rows: Mapping[int, FullTextRow], through: int | None) -> None:
         """Hand a committed change to tantivy's writer at once, so tantivy indexes it on

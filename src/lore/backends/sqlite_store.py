@@ -239,12 +239,12 @@ class ChunkStore:
             "SELECT seq, op, chunk FROM fulltext_journal WHERE seq > ? ORDER BY seq LIMIT ?", (after, limit)
         ).fetchall()
 
-    def journal_past(self, after: int) -> tuple[int, int | None]:
-        """How many entries lie past sequence number ``after``, and the last one's number."""
-        count, last = self.conn.execute(
-            "SELECT COUNT(*), MAX(seq) FROM fulltext_journal WHERE seq > ?", (after,)
-        ).fetchone()
-        return int(count), (int(last) if last is not None else None)
+    def journal_past(self, after: int, limit: int) -> list[int]:
+        """The sequence numbers of the first ``limit`` entries past ``after``, in order."""
+        rows = self.conn.execute(
+            "SELECT seq FROM fulltext_journal WHERE seq > ? ORDER BY seq LIMIT ?", (after, limit)
+        )
+        return [row[0] for row in rows]
 
     def journal_end(self) -> int | None:
         """The last journal sequence number; None when the journal is empty."""
