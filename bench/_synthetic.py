@@ -14,6 +14,7 @@ worker processes that measure one engine each.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -173,20 +174,30 @@ class Corpus:
 
     def save(self, folder: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
-        texts = {"texts": self.texts, "titles": self.titles, "queries": self.queries}
-        (folder / "texts.json").write_text(json.dumps(texts), encoding="utf-8")
+        for name, lines in (("texts", self.texts), ("titles", self.titles), ("queries", self.queries)):
+            with (folder / f"{name}.jsonl").open("w", encoding="utf-8") as out:
+                out.writelines(json.dumps(line) + "\n" for line in lines)
         np.save(folder / "vectors.npy", self.vectors)
         np.save(folder / "query_vectors.npy", self.query_vectors)
 
     @classmethod
     def load(cls, folder: Path, chunks: int | None = None) -> Corpus:
-        texts = json.loads((folder / "texts.json").read_text(encoding="utf-8"))
-        # Memory-mapped: a worker measuring 1k chunks does not hold 100k vectors.
+        """The first ``chunks`` chunks, reading no more than those: a worker measuring 1k
+        chunks must not hold (or have held, for its peak RSS) the texts of 100k."""
+        documents = None if chunks is None else -(-chunks // CHUNKS_PER_DOCUMENT)
         vectors = np.load(folder / "vectors.npy", mmap_mode="r")
-        corpus = cls(
-            texts["texts"], texts["titles"], vectors, texts["queries"], np.load(folder / "query_vectors.npy")
+        return cls(
+            _read_lines(folder / "texts.jsonl", chunks),
+            _read_lines(folder / "titles.jsonl", documents),
+            vectors[:chunks] if chunks is not None else vectors,
+            _read_lines(folder / "queries.jsonl", None),
+            np.load(folder / "query_vectors.npy"),
         )
-        return corpus.prefix(chunks) if chunks is not None else corpus
+
+
+def _read_lines(path: Path, count: int | None) -> list[str]:
+    with path.open(encoding="utf-8") as lines:
+        return [json.loads(line) for line in itertools.islice(lines, count)]
 
 
 def generate(chunks: int, queries: int = 200, seed: int = 7) -> Corpus:

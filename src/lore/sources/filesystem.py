@@ -89,16 +89,18 @@ class FilesystemSource:
         prune documents that still exist."""
         paths = await asyncio.to_thread(self.list_files)
         batches = [paths[start : start + _READ_BATCH] for start in range(0, len(paths), _READ_BATCH)]
-        ahead: asyncio.Future[list[Document | SourceFailure]] | None = None
+
+        def read(number: int) -> asyncio.Future[list[Document | SourceFailure]] | None:
+            if number == len(batches):
+                return None
+            return asyncio.ensure_future(asyncio.to_thread(self._read_batch, batches[number]))
+
+        ahead = read(0)
         try:
-            for number, batch in enumerate(batches):
-                items = await (ahead or asyncio.to_thread(self._read_batch, batch))
-                # The next batch is read while the caller works on this one.
-                ahead = (
-                    asyncio.ensure_future(asyncio.to_thread(self._read_batch, batches[number + 1]))
-                    if number + 1 < len(batches)
-                    else None
-                )
+            for number in range(1, len(batches) + 1):
+                assert ahead is not None
+                items = await ahead
+                ahead = read(number)  # the next batch is read while the caller works on this one
                 for item in items:
                     yield item
         finally:
