@@ -301,6 +301,7 @@ def markdown_title(text: str) -> str | None:
     one after (a setext underline, a table's delimiter row), so a heading that ends
     before the last line of a prefix is the same heading in the whole text.
     """
+    text = text.replace("\r\n", "\n").replace("\r", "\n")  # as markdown-it reads line ends
     searched, size = 0, 0
     while (candidate := _TITLE_LINE.search(text, searched)) is not None:
         end = max(_line_end(text, _line_end(text, candidate.start())), _line_end(text, size))

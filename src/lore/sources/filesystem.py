@@ -95,11 +95,11 @@ class FilesystemSource:
                 return None
             return asyncio.ensure_future(asyncio.to_thread(self._read_batch, batches[number]))
 
-        ahead = read(0)
+        number, ahead = 0, read(0)
         try:
-            for number in range(1, len(batches) + 1):
-                assert ahead is not None
+            while ahead is not None:
                 items = await ahead
+                number += 1
                 ahead = read(number)  # the next batch is read while the caller works on this one
                 for item in items:
                     yield item
