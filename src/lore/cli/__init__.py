@@ -22,11 +22,7 @@ COMMAND_MODULES = (
 
 def _register_commands() -> None:
     for name in COMMAND_MODULES:
-        try:
-            importlib.import_module(name)
-        except ModuleNotFoundError as err:
-            if err.name != name:  # a real missing dependency inside the module
-                raise
+        importlib.import_module(name)
 
 
 def main() -> None:
