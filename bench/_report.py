@@ -240,7 +240,7 @@ def targets(corpora: CorpusResults | None, cells: Sequence[CellResult]) -> list[
                 "sync keeps the embedder's throughput",
                 ">= 90%",
                 f"{embedder.ratio:.0%} ({embedder.pipeline_per_s:,.1f} of "
-                f"{embedder.alone_per_s:,.1f} texts/s)",
+                f"{embedder.alone_per_s:,.1f} texts/s, {embedder.texts:,} texts)",
                 "pass" if embedder.ratio >= 0.9 else "MISS",
             )
         )
