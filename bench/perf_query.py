@@ -9,8 +9,9 @@ the folder after a change to what is stored). Query embedding is excluded: queri
 with precomputed vectors. Modes and components take turns query by query, so load from
 other processes spreads over every row alike; the table shows medians and p95.
 
-Components: ``fulltext`` is the tantivy search alone, ``matrix`` the numpy scan alone,
-``hydrate`` the SQLite lookup of the final top 8. ``--profile hybrid`` prints a cProfile
+Components: ``fulltext`` is the tantivy search alone, ``matrix`` the numpy scan alone
+(on one thread, and shared with a helper thread as searches do), ``hydrate`` the SQLite
+lookup of the final top 8. ``--profile hybrid`` prints a cProfile
 of that mode instead of the table.
 """
 
@@ -41,7 +42,7 @@ FILTER = {"source": "synthetic"}
 
 def corpus_for(work: Path, scale: int) -> Corpus:
     folder = work / f"corpus-{scale}"
-    if not (folder / "texts.json").exists():
+    if not (folder / "texts.jsonl").exists():
         generate(scale).save(folder)
     return Corpus.load(folder)
 
@@ -70,7 +71,10 @@ async def measure(backend: SqliteBackend, corpus: Corpus, queries: int) -> Sampl
     vectors = corpus.query_vectors[:queries]
     matrix = backend._refresh(need_vectors=True)
     fulltext = backend._fulltext
-    top8 = [[(rowid, 1.0, {}) for rowid, _ in fulltext.search(text, frozenset(), TOP_K)] for text in texts]
+    # The scan's helper threads; None for a lore without them (a before/after run).
+    helpers = backend._helpers() if hasattr(backend, "_helpers") else None
+    no_ranks: dict[str, int] = {}
+    top8 = [[(rowid, 1.0, no_ranks) for rowid, _ in fulltext.search(q, frozenset(), TOP_K)] for q in texts]
 
     def mode(chosen: SearchMode, labels: dict[str, str] | None = None) -> Callable[[int], object]:
         return lambda i: backend.retrieve(texts[i], top_k=TOP_K, mode=chosen, labels=labels)
@@ -92,6 +96,8 @@ async def measure(backend: SqliteBackend, corpus: Corpus, queries: int) -> Sampl
         "matrix top100 +label": lambda i: matrix.search(vectors[i], frozenset({"source=synthetic"}), 100),
         "hydrate top8": hydrate,
     }
+    if helpers is not None:
+        rows["matrix top100 (2 threads)"] = lambda i: matrix.search(vectors[i], frozenset(), 100, helpers)
     for run in rows.values():  # warm-up: caches, searcher, matrix
         for i in range(min(10, queries)):
             await _call(run, i)

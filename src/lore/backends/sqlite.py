@@ -145,7 +145,7 @@ class SqliteBackend:
         self._fulltext_generation: str | None = None
         self._matrix_generation: str | None = None
         self._matrix = VectorMatrix(embedder.dimension)
-        self._bm25_thread: ThreadPoolExecutor | None = None
+        self._threads: ThreadPoolExecutor | None = None
         try:
             self._path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as err:
@@ -483,24 +483,27 @@ class SqliteBackend:
             if vector is None:
                 rankings[SearchMode.BM25.value] = self._fulltext.search(query, label_filter, depth)
             elif chosen is SearchMode.VECTOR:
-                rankings[SearchMode.VECTOR.value] = matrix.search(vector, label_filter, depth)
+                hits = matrix.search(vector, label_filter, depth, self._helpers())
+                rankings[SearchMode.VECTOR.value] = hits
             else:
-                # tantivy and numpy both release the GIL: BM25 runs on the helper thread
-                # while this one scans the vectors.
-                lexical = self._helper().submit(self._fulltext.search, query, label_filter, depth)
+                # tantivy and numpy both release the GIL: BM25 runs on a helper thread
+                # while this one scans the vectors (with the other helper, for a large
+                # matrix).
+                helpers = self._helpers()
+                lexical = helpers.submit(self._fulltext.search, query, label_filter, depth)
                 try:
-                    vector_hits = matrix.search(vector, label_filter, depth)
+                    vector_hits = matrix.search(vector, label_filter, depth, helpers)
                 finally:
                     rankings[SearchMode.BM25.value] = lexical.result()
                 rankings[SearchMode.VECTOR.value] = vector_hits
             return self._passages(self._fuse(rankings), top_k)
 
-    def _helper(self) -> ThreadPoolExecutor:
-        """The thread a hybrid search runs its BM25 channel on (searches are serialised
-        by ``_read_guard``, so one suffices); made on first use."""
-        if self._bm25_thread is None:
-            self._bm25_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lore-bm25")
-        return self._bm25_thread
+    def _helpers(self) -> ThreadPoolExecutor:
+        """Threads a search runs its BM25 channel and part of its vector scan on (searches
+        are serialised by ``_read_guard``, so two suffice); made on first use."""
+        if self._threads is None:
+            self._threads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="lore-search")
+        return self._threads
 
     def _mode(self, mode: SearchMode | str | None) -> SearchMode:
         if mode is None:
@@ -563,9 +566,9 @@ class SqliteBackend:
                     self._release()
             finally:
                 with self._read_guard:
-                    if self._bm25_thread is not None:
-                        self._bm25_thread.shutdown()
-                        self._bm25_thread = None
+                    if self._threads is not None:
+                        self._threads.shutdown()
+                        self._threads = None
                 self._fulltext.close()
                 self._store.conn.close()
                 self._reads.conn.close()

@@ -1,10 +1,13 @@
 """The vector channel of the SQLite backend: an exact cosine scan with numpy.
 
 All vectors sit in one float32 matrix in memory (rows are L2-normalised, so the dot
-product is the cosine). Measured in this workplace, an exact scan of 100k x 384 takes
-5.9 ms p50, which is within budget and has perfect recall, so there is no ANN index.
-Label filters are a row mask computed from posting lists, applied before the top-k
-selection.
+product is the cosine). An exact scan has perfect recall, so there is no ANN index; at
+100k x 384 it reads 150 MB and is bound by memory bandwidth (on this 2-core machine, idle:
+17 ms p50 on one thread, 11 ms shared with a helper thread; bench/perf_query.py).
+Quantised pre-scans were tried: numpy converts float16 back to float32 far too slowly,
+and an int8 copy saved about a fifth before any exact rescoring, not worth a second
+copy of the matrix. Label filters are a row mask computed from posting lists, applied
+before the top-k selection.
 
 The matrix follows the database incrementally. Chunk rowids only grow (AUTOINCREMENT,
 allocated inside the write transaction), so rows added since the last refresh are those
@@ -18,7 +21,8 @@ almost every query.
 from __future__ import annotations
 
 import sqlite3
-from collections import defaultdict
+from collections import defaultdict, deque
+from concurrent.futures import Executor
 
 import numpy as np
 import numpy.typing as npt
@@ -32,15 +36,42 @@ Positions = npt.NDArray[np.int64]
 _GATHER_FRACTION = 0.1
 #: Dead rows tolerated (as a fraction of live ones) before a full reload.
 _DEAD_FRACTION = 0.1
+#: Rows per block of a scan shared between threads (6 MiB at dimension 384).
+_BLOCK_ROWS = 4_096
 
 
-def _dot(matrix: Vectors, query: Vectors) -> Vectors:
-    """Matrix-vector product on the calling thread. ``matrix @ query`` would go to a
-    multi-threaded BLAS, which on a busy machine (or beside concurrent searches) spends
-    far longer coordinating threads than computing: measured here at 3k x 384 under
-    load, 20 ms for ``@`` against 0.3 ms for ``einsum``; at 100k rows the two are even."""
-    scores: Vectors = np.einsum("ij,j->i", matrix, query)
-    return scores
+def _dot(matrix: Vectors, query: Vectors, helpers: Executor | None = None) -> Vectors:
+    """Matrix-vector product. ``matrix @ query`` would go to a multi-threaded BLAS,
+    which on a busy machine (or beside concurrent searches) spends far longer
+    coordinating threads than computing: measured here at 3k x 384 under load, 20 ms for
+    ``@`` against 0.3 ms for ``einsum``.
+
+    A large matrix is scanned in blocks by the calling thread and, when given, a helper
+    thread, each taking the next block until none is left (``einsum`` releases the GIL):
+    at 100k x 384 the scan is bound by memory bandwidth, which one core does not use up
+    (idle, 18 ms on one thread against 12 ms on two). Each row's sum is computed the same
+    way in any block, so the scores are the same to the bit."""
+    if helpers is None or len(matrix) < 4 * _BLOCK_ROWS:
+        scores: Vectors = np.einsum("ij,j->i", matrix, query)
+        return scores
+    out = np.empty(len(matrix), dtype=np.float32)
+    rows = len(matrix)
+    blocks = deque((start, min(start + _BLOCK_ROWS, rows)) for start in range(0, rows, _BLOCK_ROWS))
+
+    def scan() -> None:
+        while True:
+            try:
+                start, end = blocks.popleft()  # atomic: no two threads take one block
+            except IndexError:
+                return
+            np.einsum("ij,j->i", matrix[start:end], query, out=out[start:end])
+
+    helper = helpers.submit(scan)
+    try:
+        scan()
+    finally:
+        helper.result()
+    return out
 
 
 class VectorMatrix:
@@ -124,21 +155,24 @@ class VectorMatrix:
             allowed = posting if allowed is None else np.intersect1d(allowed, posting, assume_unique=True)
         return allowed
 
-    def search(self, query: Vectors, label_filter: frozenset[str], limit: int) -> list[tuple[int, float]]:
-        """``(rowid, cosine)`` best first, only rows carrying every filter term."""
+    def search(
+        self, query: Vectors, label_filter: frozenset[str], limit: int, helpers: Executor | None = None
+    ) -> list[tuple[int, float]]:
+        """``(rowid, cosine)`` best first, only rows carrying every filter term. A large
+        scan is shared with a thread of ``helpers`` when given."""
         allowed = self._allowed(label_filter)
         if self._count == 0 or (allowed is not None and len(allowed) == 0):
             return []
         matrix = self.matrix
         if allowed is None:
             positions = None
-            scores = _dot(matrix, query)
+            scores = _dot(matrix, query, helpers)
         elif len(allowed) < _GATHER_FRACTION * self._count:
             positions = allowed
             scores = _dot(matrix[allowed], query)
         else:
             positions = allowed
-            scores = _dot(matrix, query)[allowed]
+            scores = _dot(matrix, query, helpers)[allowed]
         top = min(limit, len(scores))
         best = np.argpartition(-scores, top - 1)[:top] if top < len(scores) else np.arange(len(scores))
         # Stable order among equal scores: by position, i.e. by insertion order.
