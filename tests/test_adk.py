@@ -24,38 +24,25 @@ from google.adk.tools.retrieval.base_retrieval_tool import BaseRetrievalTool
 from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 
+import agent_corpus
+from agent_corpus import ETCD_RUNBOOK
 from lore.config import load_settings
 from lore.integrations.adk import KnowledgeSearchTool, adk_tools
-from lore.sync import run_sync
 from lore.tool.core import INPUT_SCHEMA, TOOL_DESCRIPTION, TOOL_NAME, KnowledgeSearch, build_knowledge_search
 
 APP = "lore-test"
 USER = "oncall-alice"
 
-RUNBOOK = (
-    "---\ntitle: etcd has no leader\n---\n# etcd has no leader\n\n## Meaning\n\n"
-    "The alert etcdNoLeader fires when a member reports no leader.\n"
-)
+RUNBOOKS = {"etcd-no-leader.md": ETCD_RUNBOOK}
 
 
 def write_config(root: Path, *, backend: str = "sqlite") -> Path:
-    (root / "runbooks").mkdir(parents=True, exist_ok=True)
-    (root / "runbooks" / "etcd-no-leader.md").write_text(RUNBOOK, encoding="utf-8")
-    config = root / "lore.toml"
-    config.write_text(
-        f'backend = "{backend}"\ndb_path = "lore.db"\nembedder = "hashing"\naudit_path = "audit.jsonl"\n\n'
-        '[[sources]]\nname = "runbooks"\ntype = "filesystem"\npath = "runbooks"\n'
-        'visibility = "all-viewers"\n',
-        encoding="utf-8",
-    )
-    return config
+    return agent_corpus.write_config(root, RUNBOOKS, backend=backend)
 
 
 @pytest.fixture(scope="module")
 def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    config = write_config(tmp_path_factory.mktemp("adk"))
-    assert run_sync(load_settings(config)).ok
-    return config
+    return agent_corpus.synced_config(tmp_path_factory.mktemp("adk"), RUNBOOKS)
 
 
 @pytest.fixture
@@ -66,9 +53,7 @@ def search(config: Path) -> KnowledgeSearch:
 
 
 def last_audit(config: Path) -> dict[str, Any]:
-    lines = (config.parent / "audit.jsonl").read_text(encoding="utf-8").splitlines()
-    entry: dict[str, Any] = json.loads(lines[-1])
-    return entry
+    return agent_corpus.audit_entries(config)[-1]
 
 
 async def tool_context(user_id: str = USER) -> ToolContext:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +12,10 @@ pytest.importorskip("langchain_core", reason="langchain-core is not installed (e
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 
+import agent_corpus
 from lore.config import load_settings
 from lore.errors import RetrievalError
 from lore.integrations.langchain import KnowledgeSearchRetriever
-from lore.sync import run_sync
 from lore.tool.core import KnowledgeSearch, build_knowledge_search
 
 RUNBOOKS = {
@@ -32,25 +31,10 @@ RUNBOOKS = {
 FAKE_TOKEN = "ghp_" + "x" * 36
 
 
-def write_config(root: Path) -> Path:
-    (root / "runbooks").mkdir(parents=True, exist_ok=True)
-    for name, text in RUNBOOKS.items():
-        (root / "runbooks" / name).write_text(text.replace("{token}", FAKE_TOKEN), encoding="utf-8")
-    config = root / "lore.toml"
-    config.write_text(
-        'backend = "sqlite"\ndb_path = "lore.db"\nembedder = "hashing"\naudit_path = "audit.jsonl"\n\n'
-        '[[sources]]\nname = "runbooks"\ntype = "filesystem"\npath = "runbooks"\n'
-        'visibility = "all-viewers"\n',
-        encoding="utf-8",
-    )
-    return config
-
-
 @pytest.fixture(scope="module")
 def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    config = write_config(tmp_path_factory.mktemp("langchain"))
-    assert run_sync(load_settings(config)).ok
-    return config
+    runbooks = {name: text.replace("{token}", FAKE_TOKEN) for name, text in RUNBOOKS.items()}
+    return agent_corpus.synced_config(tmp_path_factory.mktemp("langchain"), runbooks)
 
 
 @pytest.fixture
@@ -61,10 +45,7 @@ def search(config: Path) -> KnowledgeSearch:
 
 
 def last_audit(config: Path) -> dict[str, Any]:
-    entry: dict[str, Any] = json.loads(
-        (config.parent / "audit.jsonl").read_text(encoding="utf-8").splitlines()[-1]
-    )
-    return entry
+    return agent_corpus.audit_entries(config)[-1]
 
 
 async def test_ainvoke_returns_documents_with_provenance(search: KnowledgeSearch, config: Path) -> None:

@@ -3,7 +3,6 @@ subprocess) and streamable HTTP on 127.0.0.1, over a real SQLite index."""
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import subprocess
@@ -17,9 +16,9 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.types import TextContent
 
+import agent_corpus
 from lore.config import load_settings
 from lore.mcp_server import build_server
-from lore.sync import run_sync
 from lore.tool.core import INPUT_SCHEMA, TOOL_DESCRIPTION, TOOL_NAME, KnowledgeSearch, build_knowledge_search
 
 LORE = Path(sys.executable).with_name("lore")
@@ -38,32 +37,16 @@ RUNBOOKS = {
 
 
 def write_config(root: Path, *, backend: str = "sqlite") -> Path:
-    corpus = root / "runbooks"
-    corpus.mkdir(parents=True, exist_ok=True)
-    for name, text in RUNBOOKS.items():
-        (corpus / name).write_text(text, encoding="utf-8")
-    config = root / "lore.toml"
-    config.write_text(
-        f'backend = "{backend}"\ndb_path = "lore.db"\nembedder = "hashing"\naudit_path = "audit.jsonl"\n\n'
-        '[[sources]]\nname = "runbooks"\ntype = "filesystem"\npath = "runbooks"\n'
-        'visibility = "all-viewers"\n',
-        encoding="utf-8",
-    )
-    return config
+    return agent_corpus.write_config(root, RUNBOOKS, backend=backend)
 
 
 @pytest.fixture(scope="module")
 def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    config = write_config(tmp_path_factory.mktemp("mcp"))
-    assert run_sync(load_settings(config)).ok
-    return config
+    return agent_corpus.synced_config(tmp_path_factory.mktemp("mcp"), RUNBOOKS)
 
 
 def audit_lines(config: Path) -> list[dict[str, Any]]:
-    path = config.parent / "audit.jsonl"
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    return agent_corpus.audit_entries(config)
 
 
 def server_env(**extra: str) -> dict[str, str]:
