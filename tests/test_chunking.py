@@ -435,6 +435,55 @@ def test_for_embedder_leaves_room_for_the_contextual_header() -> None:
     assert Chunker.for_embedder(WindowEmbedder(512), max_tokens=400, overlap_tokens=10).max_tokens == 400
 
 
+class CountingWindowEmbedder(WindowEmbedder):
+    """Declares ``TokenCounting``: one token per whitespace-separated word."""
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+
+def test_an_embedder_that_counts_tokens_sizes_the_chunks_with_its_own_count() -> None:
+    embedder = CountingWindowEmbedder(64)
+    chunker = Chunker.for_embedder(embedder, overlap_tokens=0)
+    assert chunker.count_tokens == embedder.count_tokens
+    assert "test/window" in chunker.signature
+    body = " ".join(f"Word{i}." for i in range(200))
+
+    chunks = chunker.chunk(doc(body, title="T"))
+
+    assert [len(c.text.split()) for c in chunks] == [32, 32, 32, 32, 32, 32, 8]  # 64 - 32 room
+    assert "".join(c.text + " " for c in chunks).split() == body.split()
+
+
+def test_a_long_header_shrinks_the_budget_of_its_section_to_fit_the_window() -> None:
+    chunker = Chunker(50, 0, lambda text: len(text.split()), window=60)
+    title = " ".join(["long"] * 20)
+    body = "## Short\n\n" + " ".join(f"a{i}." for i in range(100))
+    body += "\n\n## " + " ".join(["deep"] * 10) + "\n\n" + " ".join(f"b{i}." for i in range(100))
+
+    chunks = chunker.chunk(doc(body, title=title))
+
+    for chunk in chunks:
+        header = SECTION_SEPARATOR.join([title, chunk.section])
+        assert len(header.split()) + len(chunk.text.split()) <= 60 - 2
+    # Title 20 words + "›" + section: 22 words under "Short", 32 under the deep heading.
+    assert max(len(c.text.split()) for c in chunks if c.section == "Short") == 60 - 2 - 22
+    # A header that leaves less than a quarter of the window is truncated by the model
+    # rather than shredding the section into slivers.
+    flood = Chunker(50, 0, lambda text: len(text.split()), window=80)
+    slivers = flood.chunk(doc("plain " * 100, title="t " * 78))
+    assert {len(c.text.split()) for c in slivers} == {80 // 4}
+
+
+def test_the_signature_names_everything_that_decides_the_cuts() -> None:
+    base = Chunker(100, 10)
+    assert base.signature == Chunker(100, 10).signature
+    assert base.signature != Chunker(120, 10).signature
+    assert base.signature != Chunker(100, 0).signature
+    assert base.signature != Chunker(100, 10, window=256).signature
+    assert base.signature != Chunker(100, 10, len, counter_id="model").signature
+
+
 @pytest.mark.parametrize(
     ("make", "message"),
     [

@@ -92,3 +92,14 @@ def test_rrf_properties(rankings: dict[str, list[str]]) -> None:
         for name, rank in ranks.items():
             assert rankings[name][rank - 1] == item
     assert reciprocal_rank_fusion(rankings) == fused  # deterministic
+
+
+def test_a_floor_keeps_the_last_of_few_lexical_matches_above_no_match() -> None:
+    scored = {"bm25": [("rare", 8.0), ("also", 6.0)], "vector": [("near", 0.9), ("rare", 0.5), ("also", 0.1)]}
+    plain = {item: score for item, score, _ in normalized_score_fusion(scored)}
+    floored = {item: score for item, score, _ in normalized_score_fusion(scored, floors={"bm25": 0.0})}
+    assert plain["also"] == 0.0  # min-max: the second of two matches counts as no match
+    assert floored["also"] == 6.0 / 8.0  # from the floor: it matched three quarters as well
+    assert floored["rare"] == plain["rare"] == 1.0 + 0.5
+    # A floor above the lowest score seen never raises it.
+    assert normalized_score_fusion({"bm25": [("a", 2.0), ("b", -1.0)]}, floors={"bm25": 0.0})[1][1] == 0.0

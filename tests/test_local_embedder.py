@@ -14,11 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from lore.chunking import Chunker
 from lore.config import LoreSettings
 from lore.embedders import local
 from lore.embedders.local import BUNDLED_MODEL_ID, LocalEmbedder, bundled_model_path, from_settings
 from lore.errors import ConfigError, MissingExtraError
-from lore.protocols import Embedder
+from lore.protocols import Embedder, TokenCounting
 from lore.resolve import resolve_embedder
 
 DISK = (
@@ -114,6 +115,26 @@ def test_same_text_same_vector_across_batches(embedder: LocalEmbedder) -> None:
     batched = embedder.embed_documents([DNS, "short", DISK, "another passage about kafka lag"])
     # MiniLM has no query/document prompts, so both sides embed the text as it is.
     np.testing.assert_allclose(alone[0], batched[2], atol=1e-5)
+
+
+@pytest.mark.slow
+def test_counts_tokens_with_the_model_tokenizer_and_never_truncates(embedder: LocalEmbedder) -> None:
+    assert isinstance(embedder, TokenCounting)
+    assert embedder.count_tokens("") == 0
+    assert embedder.count_tokens("the disk is full") == 4  # no [CLS]/[SEP]
+    pieces = embedder._loaded().tokenizer.tokenize("kube-apiserver")
+    assert embedder.count_tokens("kube-apiserver") == len(pieces)
+    # Embedding switches truncation on in the model's own tokenizer; counting must not see it.
+    embedder.embed_documents(["x " * 600])
+    assert embedder.count_tokens("x " * 600) == 600
+
+
+def test_chunker_for_the_local_embedder_counts_with_its_tokenizer() -> None:
+    embedder = from_settings(LoreSettings(embedder="local"))
+    chunker = Chunker.for_embedder(embedder)
+    assert chunker.count_tokens == embedder.count_tokens
+    assert BUNDLED_MODEL_ID in chunker.signature
+    assert embedder._model is None, "building the chunker must not load the model"
 
 
 @pytest.mark.slow

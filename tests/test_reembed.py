@@ -74,6 +74,17 @@ def test_switch_records_the_embedder_for_status(tmp_path: Path) -> None:
         )
 
 
+def test_a_searching_process_learns_of_a_reembed_made_by_another(tmp_path: Path) -> None:
+    old = build_index(tmp_path / "lore.db")
+    with SqliteBackend(tmp_path / "lore.db", old) as searching:
+        assert searching.search("etcdNoLeader", top_k=1)  # vectors loaded, generation seen
+        with SqliteBackend(tmp_path / "lore.db", StoredVectorsEmbedder("test-counting-64", 64)) as other:
+            reembed_index(other, CountingEmbedder(32))
+        # Same dimension or not, its query vectors would no longer match the stored ones.
+        with pytest.raises(EmbedderMismatchError, match="re-embedded with 'test-counting-32'"):
+            searching.search("etcdNoLeader", top_k=1)
+
+
 class _ForgetfulBackend(SqliteBackend):
     """Loses what it is asked to stage: the driver must stop, not loop for ever."""
 

@@ -301,6 +301,33 @@ async def test_changed_document_reuses_vectors_of_its_unchanged_chunks(
     assert index.held("notes")[original.uri].revision == edited.revision
 
 
+async def test_changed_chunking_settings_rechunk_every_document_once(
+    index: SqliteBackend, embedder: CountingEmbedder, chunker: Chunker
+) -> None:
+    body = "\n\n".join(f"## Step {n}\n\n" + " ".join(f"word{n}x{i}." for i in range(40)) for n in range(3))
+    documents = [doc("mem://notes/long.md", body, title="Long runbook"), *three_docs()]
+    first = await sync_sources([ListSource("notes", documents)], index, embedder, chunker)
+    assert first.ok
+    assert not first.rechunked  # a fresh index has nothing to re-chunk
+    before = index.held("notes")["mem://notes/long.md"].chunk_count
+    embedder.reset()
+
+    smaller = Chunker.for_embedder(embedder, max_tokens=24, overlap_tokens=0)
+    report = await sync_sources([ListSource("notes", documents)], index, embedder, smaller)
+
+    assert report.rechunked
+    assert (report.seen, report.updated, report.unchanged) == (4, 4, 0)
+    assert index.held("notes")["mem://notes/long.md"].chunk_count > before
+    # The three short notes are cut exactly as before: their vectors are reused.
+    assert report.chunks_reused >= 3
+    assert report.chunks_embedded == embedder.documents_embedded
+
+    embedder.reset()
+    again = await sync_sources([ListSource("notes", documents)], index, embedder, smaller)
+    assert not again.rechunked
+    assert (again.unchanged, embedder.document_calls) == (4, 0)
+
+
 async def test_complete_listing_prunes_documents_gone_from_the_source(
     index: SqliteBackend, embedder: CountingEmbedder, chunker: Chunker
 ) -> None:

@@ -108,16 +108,32 @@ class Channels:
 
 def fused(
     channels: Channels, boosts: Boosts, *, fusion: str = "rrf", k: int = 60, depth: int = 100,
-    bm25_weight: float = 1.0, vector_weight: float = 1.0,
+    bm25_weight: float = 1.0, vector_weight: float = 1.0, per_document: bool = False,
 ) -> Callable[[EvalQuery], list[int]]:
     keep = max(depth, EVAL_TOP_K)
     weights = {"bm25": bm25_weight, "vector": vector_weight}
     bm25 = channels.bm25(boosts)
 
+    def best_per_document(hits: list[Hit], canonical: dict[str, int]) -> list[Hit]:
+        seen: set[str] = set()
+        kept = []
+        for rowid, score in hits:
+            uri = channels.where[rowid][0]
+            if uri not in seen:
+                seen.add(uri)
+                kept.append((canonical.setdefault(uri, rowid), score))
+        return kept
+
     def ranked(query: EvalQuery) -> list[int]:
         lists = {"bm25": bm25[query.qid][:keep], "vector": channels.vector[query.qid][:keep]}
-        if fusion == "score":
-            result = normalized_score_fusion(lists, weights=weights)
+        if per_document:
+            # Each channel ranks documents (by their best chunk), so a document is fused once
+            # with its document rank in each channel, whichever of its chunks each one found.
+            canonical: dict[str, int] = {}  # one id per document, whichever chunk each channel found
+            lists = {channel: best_per_document(hits, canonical) for channel, hits in lists.items()}
+        if fusion == "score":  # as the backends do: a BM25 list shorter than asked for has a floor of 0
+            exhausted = {"bm25": 0.0} if len(bm25[query.qid]) < keep else None
+            result = normalized_score_fusion(lists, weights=weights, floors=exhausted)
         else:
             result = reciprocal_rank_fusion({c: [r for r, _ in hits] for c, hits in lists.items()},
                                             k=k, weights=weights)
@@ -151,6 +167,7 @@ def main() -> None:
     parser.add_argument("--pool", type=int, default=800, help="chunks fetched per channel and query")
     parser.add_argument("--quick", action="store_true", help="only the default and main alternatives")
     parser.add_argument("--final", action="store_true", help="only the defaults before and after tuning")
+    parser.add_argument("--documents", action="store_true", help="chunk-level against document-level fusion")
     args = parser.parse_args()
     if args.beir is not None:
         queries = load_beir_queries(BeirPaths.from_directory(args.beir, args.split))
@@ -167,6 +184,15 @@ def main() -> None:
 
     channels = Channels(args.index, queries, args.pool)
     default = Boosts(2.0, 1.5, 1.0)
+    if args.documents:
+        even = Boosts(1.0, 1.0, 1.0)
+        table("fusing chunk ranks or document ranks (boosts 1/1/1)", [
+            (f"{fusion} k={k}{' per document' if per_document else ''}",
+             channels.score(fused(channels, even, fusion=fusion, k=k, per_document=per_document)))
+            for fusion, k in (("rrf", 60), ("rrf", 20), ("score", 60))
+            for per_document in (False, True)
+        ])
+        return
     if args.final:
         even = Boosts(1.0, 1.0, 1.0)
         table("before and after tuning", [

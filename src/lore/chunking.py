@@ -23,16 +23,21 @@ from frontmatter.default_handlers import BaseHandler, YAMLHandler
 
 from lore import text_blocks
 from lore.errors import ConfigError
-from lore.models import Chunk, Document, make_chunk_id, sha256_hex
-from lore.protocols import Embedder
+from lore.models import SECTION_SEPARATOR, Chunk, Document, make_chunk_id, sha256_hex
+from lore.protocols import Embedder, TokenCounting
 from lore.text_blocks import HEADING, SPLITTERS, Block
 
 TokenCounter = Callable[[str], int]
 
 #: Room kept free in the embedder's window for the contextual header that
 #: ``lore.models.embedding_text`` puts before each chunk (title › section) and for the
-#: model's own special tokens.
+#: model's own special tokens. A longer header shrinks that section's budget instead.
 HEADER_ROOM_TOKENS = 32
+#: The model's own tokens around every input ([CLS] and [SEP] for BERT-style models).
+SPECIAL_TOKENS = 2
+#: Bump when a change to the splitting rules changes chunks: the next sync re-chunks
+#: every document (re-embedding only texts that changed), as for a change of settings.
+CHUNKING_VERSION = 2
 #: The default budget never grows past this even for long-window embedders: long chunks
 #: blur retrieval and passages are cut at ``safety.max_passage_chars`` anyway.
 DEFAULT_MAX_TOKENS = 256
@@ -138,18 +143,25 @@ class _Group:
 
     section: str
     units: list[_Unit]
+    budget: int
 
 
 class Chunker:
     """Splits documents into chunks of at most ``max_tokens`` (by ``count_tokens``),
     each starting with up to ``overlap_tokens`` of the previous chunk's tail when both
-    sit in the same section."""
+    sit in the same section.
+
+    Given the embedder's ``window``, a section whose contextual header (title › section)
+    is long gets a smaller budget, so header and chunk together still fit the window."""
 
     def __init__(
         self,
         max_tokens: int = DEFAULT_MAX_TOKENS,
         overlap_tokens: int = 32,
         count_tokens: TokenCounter | None = None,
+        *,
+        window: int | None = None,
+        counter_id: str = "estimate",
     ) -> None:
         if max_tokens < 1:
             raise ConfigError(f"chunk size must be at least 1 token, got {max_tokens}")
@@ -161,13 +173,24 @@ class Chunker:
         self.max_tokens = max_tokens
         self.overlap_tokens = overlap_tokens
         self.count_tokens: TokenCounter = count_tokens or estimate_tokens
+        self.window = window
+        self._counter_id = counter_id if count_tokens is not None else "estimate"
+
+    @property
+    def signature(self) -> str:
+        """Everything that decides where chunks are cut; sync re-chunks when it changes."""
+        return (
+            f"v{CHUNKING_VERSION} max={self.max_tokens} overlap={self.overlap_tokens} "
+            f"window={self.window} tokens={self._counter_id}"
+        )
 
     @classmethod
     def for_embedder(
         cls, embedder: Embedder, *, max_tokens: int | None = None, overlap_tokens: int = 32
     ) -> Chunker:
         """A chunker whose chunks, with their contextual header, fit the embedder's input
-        window, so no chunk is silently truncated when it is embedded."""
+        window, so no chunk is silently truncated when it is embedded. Tokens are counted
+        with the embedder's own tokenizer when it declares one (``TokenCounting``)."""
         window = embedder.max_input_tokens
         if max_tokens is None:
             max_tokens = min(DEFAULT_MAX_TOKENS, window - HEADER_ROOM_TOKENS)
@@ -181,7 +204,11 @@ class Chunker:
                 f"chunk size {max_tokens} exceeds the input window of embedder "
                 f"{embedder.model_id!r} ({window} tokens); lower chunk_tokens"
             )
-        return cls(max_tokens, overlap_tokens)
+        if isinstance(embedder, TokenCounting):
+            return cls(
+                max_tokens, overlap_tokens, embedder.count_tokens, window=window, counter_id=embedder.model_id
+            )
+        return cls(max_tokens, overlap_tokens, window=window)
 
     def chunk(self, document: Document) -> list[Chunk]:
         media_type = base_media_type(document.media_type)
@@ -191,37 +218,57 @@ class Chunker:
         if not body.strip():
             return []
         parse = _PARSERS.get(media_type, text_blocks.plain_blocks)
+        budgets: dict[str, int] = {}
+
+        def budget(section: str) -> int:
+            if section not in budgets:
+                budgets[section] = self._budget(document.title, section)
+            return budgets[section]
+
         pieces = [
             (start, end, group.section)
-            for group in self._groups(body, parse(body, document.title))
-            for start, end in self._pack(body, group.units)
+            for group in self._groups(body, parse(body, document.title), budget)
+            for start, end in self._pack(body, group.units, group.budget)
         ]
         return [
             self._make_chunk(document, ordinal, body[start:end], section)
             for ordinal, (start, end, section) in enumerate(pieces)
         ]
 
+    def _budget(self, title: str, section: str) -> int:
+        """Tokens a chunk of this section may hold so that, under its header, it still
+        fits the window; never below a quarter of the window (a pathological header is
+        truncated by the model rather than shredding its section into slivers)."""
+        if self.window is None:
+            return self.max_tokens
+        header = SECTION_SEPARATOR.join(part for part in (title, section) if part)
+        room = self.window - SPECIAL_TOKENS - (self.count_tokens(header) if header else 0)
+        return min(self.max_tokens, max(room, self.window // 4, MIN_MAX_TOKENS))
+
     # -- blocks to groups of units -----------------------------------------------------
 
-    def _groups(self, body: str, blocks: list[Block]) -> list[_Group]:
+    def _groups(self, body: str, blocks: list[Block], budget: Callable[[str], int]) -> list[_Group]:
         groups: list[_Group] = []
         for block in blocks:
             tokens = self.count_tokens(body[block.start : block.end])
-            oversized = tokens > self.max_tokens
+            limit = budget(block.section)
+            oversized = tokens > limit
             section = block.key if oversized and block.key else block.section
+            if section != block.section:
+                limit = budget(section)
             units = (
-                self._split(body, block.start, block.end, block.kind, 0)
+                self._split(body, block.start, block.end, block.kind, 0, limit)
                 if oversized
                 else [_Unit(block.start, block.end, tokens, block.kind)]
             )
             starts_group = block.kind == HEADING or (oversized and bool(block.key))
             if starts_group or not groups or groups[-1].section != section:
-                groups.append(_Group(section, units))
+                groups.append(_Group(section, units, limit))
             else:
                 groups[-1].units.extend(units)
         return _carry_bare_headings(groups)
 
-    def _split(self, body: str, start: int, end: int, kind: str, level: int) -> list[_Unit]:
+    def _split(self, body: str, start: int, end: int, kind: str, level: int, limit: int) -> list[_Unit]:
         """Pieces of an over-budget span, each within budget unless it is one word."""
         splitters = SPLITTERS[kind]
         for depth in range(level, len(splitters)):
@@ -233,24 +280,24 @@ class Chunker:
         units: list[_Unit] = []
         for piece_start, piece_end in spans:
             tokens = self.count_tokens(body[piece_start:piece_end])
-            if tokens <= self.max_tokens:
+            if tokens <= limit:
                 units.append(_Unit(piece_start, piece_end, tokens, kind))
             else:
-                units.extend(self._split(body, piece_start, piece_end, kind, depth))
+                units.extend(self._split(body, piece_start, piece_end, kind, depth, limit))
         return units
 
     # -- packing -------------------------------------------------------------------------
 
-    def _pack(self, body: str, units: list[_Unit]) -> list[tuple[int, int]]:
+    def _pack(self, body: str, units: list[_Unit], limit: int) -> list[tuple[int, int]]:
         """Greedy: fill each chunk with whole units; the next chunk opens with overlap."""
         chunks: list[tuple[int, int]] = []
         current: list[_Unit] = []
         used = 0
         opening: int | None = None
         for unit in units:
-            if current and used + unit.tokens > self.max_tokens:
+            if current and used + unit.tokens > limit:
                 chunks.append((opening if opening is not None else current[0].start, current[-1].end))
-                opening, used = self._overlap(body, current, self.max_tokens - unit.tokens)
+                opening, used = self._overlap(body, current, limit - unit.tokens)
                 current = []
             current.append(unit)
             used += unit.tokens
@@ -300,10 +347,10 @@ def _carry_bare_headings(groups: list[_Group]) -> list[_Group]:
     pending: _Group | None = None
     for group in groups:
         if all(unit.kind == HEADING for unit in group.units):
-            pending = _Group(group.section, [*(pending.units if pending else []), *group.units])
+            pending = _Group(group.section, [*(pending.units if pending else []), *group.units], group.budget)
             continue
         if pending is not None:
-            group = _Group(group.section, [*pending.units, *group.units])
+            group = _Group(group.section, [*pending.units, *group.units], group.budget)
             pending = None
         merged.append(group)
     if pending is not None:

@@ -193,6 +193,8 @@ class SyncReport:
     chunks_reused: int = 0
     failures: list[SyncFailure] = field(default_factory=list)
     skipped_sources: list[str] = field(default_factory=list)
+    #: The chunking settings changed since the last sync, so every document was re-chunked.
+    rechunked: bool = False
     seconds: float = 0.0
 
     @property
@@ -209,6 +211,7 @@ class SyncReport:
         self.chunks_reused += other.chunks_reused
         self.failures.extend(other.failures)
         self.skipped_sources.extend(other.skipped_sources)
+        self.rechunked = self.rechunked or other.rechunked
 
 
 @dataclass(frozen=True, slots=True)

@@ -174,6 +174,20 @@ class Embedder(Protocol):
 
 
 @runtime_checkable
+class TokenCounting(Protocol):
+    """Optional capability of an embedder: counting tokens with the model's own tokenizer.
+
+    An embedder declares it by implementing ``count_tokens``; the chunker then fills the
+    model's window exactly instead of by lore's (deliberately pessimistic) estimate, which
+    means fewer, fuller chunks and no silent truncation.
+    """
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens the model sees for ``text``, special tokens excluded."""
+        ...
+
+
+@runtime_checkable
 class Reranker(Protocol):
     """Reorders a retriever's candidates by a stronger (slower) relevance model."""
 

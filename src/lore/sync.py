@@ -9,7 +9,9 @@ Properties, each one a promise to the operator:
   is touched; ``restricted`` sources are skipped (reported) because the index has no
   per-viewer filtering;
 - idempotent and revision-aware: a document whose revision is already held is neither
-  chunked, embedded nor written, so a second run over an unchanged corpus costs a listing;
+  chunked, embedded nor written, so a second run over an unchanged corpus costs a listing.
+  A change of chunking settings (or of the embedder's window) re-chunks every document
+  once; only chunk texts that actually changed are embedded again;
 - fail-soft per document: a document that cannot be chunked, embedded or written is
   reported and the run goes on;
 - never deletes first: ``upsert`` writes the new version before removing the old, and
@@ -66,6 +68,8 @@ from lore.sources import build_source
 #: Index state keys written by sync and read by ``lore status``.
 LAST_SYNC_KEY = "sync:last_finished_at"
 EMBEDDER_STATE_KEY = "sync:embedder"
+#: ``Chunker.signature`` of the last sync that re-chunked every changed document.
+CHUNKING_STATE_KEY = "sync:chunking"
 
 
 def source_stats_key(source: str) -> str:
@@ -279,17 +283,21 @@ async def _sync_source(
     chunker: Chunker,
     pipeline: _Pipeline,
     progress: SyncProgress | None,
+    chunking_changed: bool,
 ) -> SyncReport:
-    """One source into the index. The caller's pipeline is flushed before returning."""
-    report = SyncReport()
-    pipeline.report = report
+    """One source into the index. The caller's pipeline is flushed before returning.
+    ``chunking_changed``: what the index holds was cut by other chunking settings, so
+    every document is chunked again, whatever its revision."""
     name = source.name
     held: Mapping[str, IndexedDocument] = index.held(name)
+    rechunk = chunking_changed and bool(held)
+    report = SyncReport(rechunked=rechunk)
+    pipeline.report = report
     seen: set[str] = set()
     #: Tombstoned uris, removed only after the new documents are written (a rename's new
     #: uri lands before the old one goes).
     gone: dict[str, None] = {}
-    since = index.get_state(resume_token_key(name)) if source.incremental else None
+    since = index.get_state(resume_token_key(name)) if source.incremental and not rechunk else None
     complete = True
     if progress is not None:
         progress.source_started(name, None if source.incremental else (len(held) or None))
@@ -309,7 +317,7 @@ async def _sync_source(
                 report.failures.append(SyncFailure(name, item.uri, item.reason))
                 continue
             previous = held.get(item.uri)
-            if previous is not None and previous.revision == item.revision:
+            if previous is not None and previous.revision == item.revision and not rechunk:
                 report.unchanged += 1
                 continue
             document = _with_source_labels(item, source)
@@ -391,17 +399,21 @@ async def sync_sources(
     with index.write_lock():
         index.check_embedder(embedder.model_id, embedder.dimension)
         pipeline = _Pipeline(index, embedder, progress, batch_size)
+        chunking_changed = index.get_state(CHUNKING_STATE_KEY) != chunker.signature
         try:
             for source in sources:
                 if source.visibility != Visibility.ALL_VIEWERS:
                     report.skipped_sources.append(source.name)
                     continue
-                own = await _sync_source(source, index, chunker, pipeline, progress)
+                own = await _sync_source(source, index, chunker, pipeline, progress, chunking_changed)
                 _record(index, source.name, own, _now())
                 report.merge(own)
         finally:
             pipeline.close()
         finished_at = _now()
+        if report.ok:
+            # Not after failures: a failed document keeps its old chunks until re-chunked.
+            index.set_state(CHUNKING_STATE_KEY, chunker.signature)
         index.set_state(LAST_SYNC_KEY, finished_at)
         index.set_state(
             EMBEDDER_STATE_KEY,

@@ -3,8 +3,8 @@
 It holds derived data only (SQLite is the source of truth) and knows chunks by their
 SQLite rowid. Fields:
 
-- ``title``, ``section``, ``body``: English text, stemmed, stop words removed; title and
-  section are boosted above body at query time.
+- ``title``, ``section``, ``body``: English text, stemmed, stop words removed; each field
+  may be boosted at query time (equal weights by default: docs/quality.md).
 - ``ident``: the same text split only at whitespace and most punctuation, lowercased and
   not stemmed, so ``kube-apiserver``, ``etcdNoLeader``, ``ERR_1234``, ``10.0.0.1`` and
   ``payments-consumer-group`` are single terms and match whole.
@@ -13,8 +13,8 @@ SQLite rowid. Fields:
 Queries are built from our own tokenisation (the same analyzers as the index) as term
 queries, never by handing user text to tantivy's query parser, so no query text can be
 a syntax error. Why tantivy and not SQLite FTS5: at 100k chunks FTS5 OR-queries took 67 ms
-p50 here, against about 6 ms for this channel's full multi-field query (bench/perf_query.py;
-a bare single-field tantivy OR-query is well under 1 ms).
+p50 here, against 3-5 ms for this channel's full multi-field top-100 query over the bench's
+Zipf-distributed words (bench/perf_query.py; a single-term query takes 0.2 ms).
 """
 
 from __future__ import annotations
@@ -242,15 +242,17 @@ class FullTextIndex:
         scoring = self._scoring_query(query)
         if scoring is None:
             return []
-        must = [(tantivy.Occur.Must, scoring)]
-        # Filters score nothing (constant 0), so they only restrict, inside the search.
-        must.extend(
-            (tantivy.Occur.Must, tantivy.Query.const_score_query(self._term("labels", term), 0.0))
-            for term in sorted(label_filter)
-        )
+        if label_filter:
+            must = [(tantivy.Occur.Must, scoring)]
+            # Filters score nothing (constant 0), so they only restrict, inside the search.
+            must.extend(
+                (tantivy.Occur.Must, tantivy.Query.const_score_query(self._term("labels", term), 0.0))
+                for term in sorted(label_filter)
+            )
+            scoring = tantivy.Query.boolean_query(must)
         try:
             searcher = index.searcher()
-            hits = searcher.search(tantivy.Query.boolean_query(must), limit, count=False).hits
+            hits = searcher.search(scoring, limit, count=False).hits
             rowids = searcher.fast_field_values("rowid", [address for _, address in hits])
         except _TANTIVY_ERRORS as err:
             raise RetrievalError(f"full-text search failed: {err}") from err
@@ -263,16 +265,26 @@ class FullTextIndex:
     def _term(self, field: str, value: str) -> tantivy.Query:
         return tantivy.Query.term_query(self._schema, field, value)
 
+    def _clause(self, field: str, token: str, boost: float) -> tuple[tantivy.Occur, tantivy.Query]:
+        term = self._term(field, token)
+        # A bare term query where the boost is 1: tantivy can answer a disjunction of
+        # plain term queries with block-max WAND, and any wrapper (a boost, a nested
+        # boolean) rules that out. Measured gain on the bench's queries: a few percent.
+        return tantivy.Occur.Should, term if boost == 1.0 else tantivy.Query.boost_query(term, boost)
+
     def _scoring_query(self, query: str) -> tantivy.Query | None:
-        clauses: list[tuple[tantivy.Occur, tantivy.Query]] = []
-        for token in _unique(self._analyzers[_STEMMED].analyze(query)):
-            for field, boost in self._boosts.items():
-                clause = self._term(field, token)
-                clauses.append((tantivy.Occur.Should, tantivy.Query.boost_query(clause, boost)))
-        for token in _unique(self._analyzers[_IDENT].analyze(query)):
-            clause = tantivy.Query.boost_query(self._term("ident", token), self._identifier_boost)
-            clauses.append((tantivy.Occur.Should, clause))
-        return tantivy.Query.boolean_query(clauses) if clauses else None
+        clauses = [
+            self._clause(field, token, boost)
+            for token in _unique(self._analyzers[_STEMMED].analyze(query))
+            for field, boost in self._boosts.items()
+        ]
+        clauses.extend(
+            self._clause("ident", token, self._identifier_boost)
+            for token in _unique(self._analyzers[_IDENT].analyze(query))
+        )
+        if not clauses:
+            return None
+        return clauses[0][1] if len(clauses) == 1 else tantivy.Query.boolean_query(clauses)
 
     def close(self) -> None:
         self.release_writer()

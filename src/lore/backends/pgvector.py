@@ -1,8 +1,9 @@
 """PostgreSQL + pgvector: the scale-out backend for teams that already run PostgreSQL.
 
 Both seams on one object, like the SQLite default. Hybrid retrieval runs two channels in
-the database and fuses them by rank in Python (``lore.fusion``), because a text rank and a
-cosine distance share no scale:
+the database and fuses them in Python (``lore.fusion``: min-max normalised scores by
+default, reciprocal ranks with ``fusion = "rrf"``), because a text rank and a cosine
+distance share no scale as they come:
 
 - full text: an ``english`` tsvector (title > section > body, GIN) matched by an OR of the
   query's words, plus an exact ``text[]`` of identifiers (``kube-apiserver``, ``ERR_1234``,
@@ -119,7 +120,7 @@ class PgVectorBackend:
         index_name: str = "lore",
         rrf_k: int = 60,
         candidate_depth: int = 100,
-        fusion: Literal["rrf", "score"] = "rrf",
+        fusion: Literal["rrf", "score"] = "score",
         pool_size: int = 4,
         connect_timeout: float = 5.0,
     ) -> None:
@@ -399,14 +400,15 @@ class PgVectorBackend:
         terms: frozenset[str],
         mode: SearchMode,
     ) -> list[Passage]:
-        depth = max(self._depth, top_k)
+        # Only fusion needs candidates beyond top_k; a single channel asks for what it returns.
+        depth = max(self._depth, top_k) if mode is SearchMode.HYBRID else top_k
         channels: dict[str, list[tuple[str, float]]] = {}
         with self._connection(RetrievalError) as conn:
             if mode in (SearchMode.HYBRID, SearchMode.BM25):
                 channels[TEXT_CHANNEL] = self._text_channel(conn, text, sorted(terms), depth)
             if vector is not None:
                 channels[VECTOR_CHANNEL] = self._vector_channel(conn, vector, sorted(terms), depth)
-            fused = self._fuse(channels)[:top_k]
+            fused = self._fuse(channels, depth)[:top_k]
             rows = self._fetch(conn, [item for item, _, _ in fused])
         passages = []
         for chunk_id, score, ranks in fused:
@@ -415,12 +417,15 @@ class PgVectorBackend:
                 passages.append(passage_from_row(row, score, ranks))
         return passages
 
-    def _fuse(self, channels: Mapping[str, list[tuple[str, float]]]) -> Ranked:
+    def _fuse(self, channels: Mapping[str, list[tuple[str, float]]], depth: int) -> Ranked:
         if len(channels) == 1:  # one channel: its own scores, nothing to fuse
             name, hits = next(iter(channels.items()))
             return [(item, score, {name: rank}) for rank, (item, score) in enumerate(hits, start=1)]
         if self._fusion == "score":
-            return normalized_score_fusion(channels)
+            lexical = channels.get(TEXT_CHANNEL, [])
+            # Fewer text hits than asked for: every other chunk has no query term (score 0).
+            exhausted = {TEXT_CHANNEL: 0.0} if len(lexical) < depth else None
+            return normalized_score_fusion(channels, floors=exhausted)
         return reciprocal_rank_fusion(
             {name: [item for item, _ in ranked] for name, ranked in channels.items()}, k=self._rrf_k
         )

@@ -18,8 +18,8 @@ Layout of an index named ``lore``:
 
 Hybrid search is one ``query_points`` call: a sparse and a dense ``Prefetch`` (each with
 the label filter, so filtering happens inside both channels before any cut), fused by
-Qdrant's reciprocal-rank fusion (``RrfQuery`` with lore's ``rrf_k``; ``fusion = "score"``
-selects Qdrant's distribution-based score fusion instead). The two channels' own
+Qdrant's distribution-based score fusion (DBSF, for lore's default ``fusion = "score"``) or
+its reciprocal-rank fusion (``RrfQuery`` with lore's ``rrf_k``, for ``fusion = "rrf"``). The two channels' own
 rankings come back in the same batch request, for ``Passage.channel_ranks``.
 
 Writes are not transactional across points: ``upsert`` writes the new chunks, then
@@ -116,7 +116,7 @@ class QdrantBackend:
         index_name: str = "lore",
         rrf_k: int = 60,
         candidate_depth: int = 100,
-        fusion: Literal["rrf", "score"] = "rrf",
+        fusion: Literal["rrf", "score"] = "score",
         timeout: int = 10,
     ) -> None:
         if (path is None) == (url is None):

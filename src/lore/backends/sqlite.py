@@ -117,7 +117,7 @@ class SqliteBackend:
         *,
         rrf_k: int = 60,
         candidate_depth: int = 100,
-        fusion: Literal["rrf", "score"] = "rrf",
+        fusion: Literal["rrf", "score"] = "score",
         title_boost: float = 1.0,
         section_boost: float = 1.0,
         identifier_boost: float = 1.0,
@@ -473,7 +473,8 @@ class SqliteBackend:
         chosen = self._mode(mode)
         _check_query(query, top_k)
         label_filter = _label_filter(labels)
-        depth = max(self._candidate_depth, top_k)
+        # Only fusion needs candidates beyond top_k; a single channel asks for what it returns.
+        depth = max(self._candidate_depth, top_k) if chosen is SearchMode.HYBRID else top_k
         vector = None if chosen is SearchMode.BM25 else self._query_vector(query, query_vector)
         if self._pending and self._lock_depth:
             self._flush()  # a sync's own searches see its writes
@@ -496,7 +497,7 @@ class SqliteBackend:
                 finally:
                     rankings[SearchMode.BM25.value] = lexical.result()
                 rankings[SearchMode.VECTOR.value] = vector_hits
-            return self._passages(self._fuse(rankings), top_k)
+            return self._passages(self._fuse(rankings, depth), top_k)
 
     def _helpers(self) -> ThreadPoolExecutor:
         """Threads a search runs its BM25 channel and part of its vector scan on (searches
@@ -524,6 +525,16 @@ class SqliteBackend:
     def _refresh(self, *, need_vectors: bool) -> VectorMatrix:
         """Catch up with changes (made in any process) since the last search."""
         generation = self._reads.generation()
+        if generation not in (self._fulltext_generation, self._matrix_generation):
+            # Another process may have run `lore reembed`: this object's embedder would
+            # then put its queries in another space than the stored vectors.
+            stored = self._reads.embedder()
+            if stored is not None and stored != (self._embedder.model_id, self._embedder.dimension):
+                raise EmbedderMismatchError(
+                    f"the index {self._path} was re-embedded with {stored[0]!r} (dimension {stored[1]}) "
+                    f"while this process searches with {self._embedder.model_id!r}; restart it with "
+                    "the new embedder configured"
+                )
         if generation != self._fulltext_generation:
             self._fulltext.reload()
             self._fulltext_generation = generation
@@ -535,12 +546,15 @@ class SqliteBackend:
             self._matrix_generation = generation
         return self._matrix
 
-    def _fuse(self, rankings: Mapping[str, list[tuple[int, float]]]) -> Ranked:
+    def _fuse(self, rankings: Mapping[str, list[tuple[int, float]]], depth: int) -> Ranked:
         if len(rankings) == 1:
             channel, hits = next(iter(rankings.items()))
             return [(rowid, score, {channel: rank}) for rank, (rowid, score) in enumerate(hits, start=1)]
         if self._fusion == "score":
-            return normalized_score_fusion(rankings)
+            lexical = rankings.get(SearchMode.BM25.value, [])
+            # Fewer BM25 hits than asked for: every other chunk has no query term (score 0).
+            exhausted = {SearchMode.BM25.value: 0.0} if len(lexical) < depth else None
+            return normalized_score_fusion(rankings, floors=exhausted)
         ids = {channel: [rowid for rowid, _ in hits] for channel, hits in rankings.items()}
         return reciprocal_rank_fusion(ids, k=self._rrf_k)
 

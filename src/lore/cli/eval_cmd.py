@@ -217,12 +217,17 @@ def _beir_paths(
     return paths
 
 
+def _chunker(current: LoreSettings, embedder: Embedder) -> Chunker:
+    """Cut exactly as ``lore sync`` cuts, by the real embedder behind a query cache (its
+    tokenizer counts for the chunker), so an index shared with sync is never re-chunked."""
+    model = embedder.inner if isinstance(embedder, QueryVectorCache) else embedder
+    return Chunker.for_embedder(model, max_tokens=current.chunk_tokens, overlap_tokens=current.chunk_overlap)
+
+
 async def _index_corpus(
     source: BeirSource, index: KnowledgeIndex, embedder: Embedder, current: LoreSettings, progress: _Progress
 ) -> SyncReport:
-    chunker = Chunker.for_embedder(
-        embedder, max_tokens=current.chunk_tokens, overlap_tokens=current.chunk_overlap
-    )
+    chunker = _chunker(current, embedder)
     progress.source_started(source.name, source.count())
     return await sync_sources(
         [source],
@@ -319,9 +324,7 @@ def _sync_first(current: LoreSettings, backend: Any, embedder: Embedder, progres
     if not isinstance(backend, KnowledgeIndex):
         raise ConfigError(f"backend {current.backend!r} cannot be written to; drop --sync")
     sources = [build_source(config, current) for config in current.sources]
-    chunker = Chunker.for_embedder(
-        embedder, max_tokens=current.chunk_tokens, overlap_tokens=current.chunk_overlap
-    )
+    chunker = _chunker(current, embedder)
     with progress.step("syncing the configured sources"):
         report = asyncio.run(
             sync_sources(sources, backend, embedder, chunker, batch_size=current.embedding_batch_size)
@@ -478,9 +481,7 @@ def generate_command(
     chunk's document is the expected answer. Chunks are cut exactly as sync cuts them."""
     current = _settings(config)
     sources = _generation_sources(current, corpus, source_name)
-    chunker = Chunker.for_embedder(
-        resolve_embedder(current), max_tokens=current.chunk_tokens, overlap_tokens=current.chunk_overlap
-    )
+    chunker = _chunker(current, resolve_embedder(current))
     chunks = sample_chunks(asyncio.run(_chunks_of(sources, chunker)), sample, seed=seed)
     if not chunks:
         raise ConfigError("no chunk long enough to ask a question about")

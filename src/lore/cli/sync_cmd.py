@@ -108,6 +108,8 @@ def sync_command() -> None:
     with _progress_bar() as bar:
         report = run_sync(current, progress=bar)
     console.print(_summary(report))
+    if report.rechunked:
+        console.print("chunking settings changed since the last sync: every document was re-chunked")
     for name in report.skipped_sources:
         console.print(f"skipped source [bold]{name}[/bold]: visibility is restricted", highlight=False)
     if report.failures:

@@ -96,6 +96,7 @@ class LocalEmbedder:
         self._model_id = model_id
         self._dimension, self._max_tokens = _declared_sizes(model_dir)
         self._model: Any = None
+        self._tokenizer: Any = None
         self._lock = threading.Lock()
 
     @property
@@ -116,6 +117,25 @@ class LocalEmbedder:
         if self._max_tokens is None:
             self._max_tokens = int(self._loaded().max_seq_length)
         return self._max_tokens
+
+    def count_tokens(self, text: str) -> int:
+        """The model tokenizer's count (``lore.protocols.TokenCounting``), without the
+        special tokens and without truncation."""
+        if self._tokenizer is None:
+            self._tokenizer = self._counting_tokenizer()
+        return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
+
+    def _counting_tokenizer(self) -> Any:
+        # A copy of the Rust tokenizer behind the model's fast tokenizer: a call costs
+        # microseconds (the transformers wrapper costs ten times that), and the copy's
+        # truncation and padding are its own: transformers switches the model's on and off
+        # around every encode, possibly in another thread.
+        from tokenizers import Tokenizer
+
+        tokenizer = Tokenizer.from_str(self._loaded().tokenizer.backend_tokenizer.to_str())
+        tokenizer.no_truncation()
+        tokenizer.no_padding()
+        return tokenizer
 
     def embed_documents(self, texts: Sequence[str]) -> Vectors:
         return self._encode(texts, prompt="document")

@@ -324,7 +324,9 @@ class RetrievalConformance(_Suite):
                     store, embedder, uri, text, vectors=_orthogonal_to(q, seed=10 + i)[np.newaxis, :]
                 )
         passages = await store.retrieve(query, top_k=5, mode=SearchMode.HYBRID)
-        assert _uris(passages)[:3] == ["both.md", "lexical.md", "semantic.md"]
+        # Which single-channel find comes second depends on the fusion (RRF ties them).
+        assert _uris(passages)[0] == "both.md"
+        assert set(_uris(passages)[1:3]) == {"lexical.md", "semantic.md"}
         if passages[0].channel_ranks:
             assert set(passages[0].channel_ranks) == CHANNELS
 
