@@ -15,7 +15,7 @@ from lore.cli.app import app
 from lore.cli.migrate_cmd import Location, migrate_between, migrate_index
 from lore.errors import ConfigError, EmbedderMismatchError
 from lore.models import SearchMode
-from lore.sync import LAST_SYNC_KEY, resume_token_key
+from lore.sync import CHUNKING_STATE_KEY, LAST_SYNC_KEY, resume_token_key
 from lore.testing import DEFAULT_SOURCE, add_document
 from lore.testing.embedders import CountingEmbedder
 
@@ -43,6 +43,7 @@ def _fill(index: Any, embedder: CountingEmbedder) -> None:
     add_document(index, embedder, "runbooks/disk.md", "Disk pressure: clean the image cache.", revision="r9")
     index.set_state(LAST_SYNC_KEY, "2026-11-01T00:00:00+00:00")
     index.set_state(resume_token_key(DEFAULT_SOURCE), "token-42")
+    index.set_state(CHUNKING_STATE_KEY, "v2 max=64 overlap=8 window=256 tokens=estimate")
 
 
 @pytest.fixture
@@ -67,6 +68,8 @@ async def _check_copy(source: Any, target: Any, target_embedder: CountingEmbedde
         assert got == expected
     assert target.get_state(resume_token_key(DEFAULT_SOURCE)) == "token-42"
     assert target.get_state(LAST_SYNC_KEY) == "2026-11-01T00:00:00+00:00"
+    # The chunks were cut by the source's chunking, so the next sync must not re-chunk.
+    assert target.get_state(CHUNKING_STATE_KEY) == source.get_state(CHUNKING_STATE_KEY)
     # Same vectors, so the vector channel ranks identically; the full-text engines differ
     # in scoring, so hybrid is compared on the best hit.
     assert await _results(target, SearchMode.VECTOR) == await _results(source, SearchMode.VECTOR)
@@ -90,7 +93,7 @@ async def test_sqlite_to_qdrant(sqlite_index: tuple[Path, CountingEmbedder], tmp
     target = QdrantBackend(target_embedder, path=tmp_path / "qdrant")
     try:
         report = migrate_index(source, target)
-        assert (report.documents, report.chunks, report.state_keys) == (4, 5, 2)
+        assert (report.documents, report.chunks, report.state_keys) == (4, 5, 3)
         assert report.embedder == (embedder.model_id, embedder.dimension)
         await _check_copy(source, target, target_embedder)
         again = migrate_index(source, target)  # idempotent: updates the copy in place

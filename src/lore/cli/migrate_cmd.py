@@ -24,7 +24,13 @@ from lore.errors import ConfigError
 from lore.models import SOURCE_LABEL, Chunk, Document
 from lore.protocols import KnowledgeIndex, Vectors
 from lore.reembed import StoredVectorsEmbedder
-from lore.sync import EMBEDDER_STATE_KEY, LAST_SYNC_KEY, resume_token_key, source_stats_key
+from lore.sync import (
+    CHUNKING_STATE_KEY,
+    EMBEDDER_STATE_KEY,
+    LAST_SYNC_KEY,
+    resume_token_key,
+    source_stats_key,
+)
 
 #: ``--from`` / ``--to`` schemes.
 KINDS = ("sqlite", "pgvector", "qdrant")
@@ -84,7 +90,8 @@ def migrate_index(source: ExportableIndex, target: KnowledgeIndex) -> MigrationR
             documents += 1
             chunks += len(document_chunks)
             sources.add(str(document.labels.get(SOURCE_LABEL, "")))
-        keys = [LAST_SYNC_KEY, EMBEDDER_STATE_KEY]
+        # The chunking signature too: the copied chunks were cut by it, so no re-chunk.
+        keys = [LAST_SYNC_KEY, EMBEDDER_STATE_KEY, CHUNKING_STATE_KEY]
         for name in sorted(sources):
             keys += [resume_token_key(name), source_stats_key(name)]
         copied = 0
