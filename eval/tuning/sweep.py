@@ -9,10 +9,10 @@ The index is opened with the local embedder and read only. The query vectors are
 computed once; each channel (BM25 per field-boost setting, vectors once) is searched
 once per query to ``--pool`` chunks, and every fusion setting is then computed from
 those cached channel rankings with ``lore.fusion`` -- the same functions, on the same
-chunk ids, as ``SqliteBackend._fuse``. Metrics are ``lore.eval.metrics`` (per document,
-100 documents per ranking). A fused list keeps ``max(candidate_depth, 200)`` chunks per
-channel, because ``lore eval`` asks for 200 chunks (``top_k``) and the backend searches
-``max(candidate_depth, top_k)`` per channel.
+chunk ids, as ``fuse_channels`` in the backends (plus channel weights). Metrics are
+``lore.eval.metrics`` (per document, 100 documents per ranking). A fused list keeps
+``max(candidate_depth, 200)`` chunks per channel, because ``lore eval`` asks for 200
+chunks (``top_k``) and the backend searches ``max(candidate_depth, top_k)`` per channel.
 
 ``--present-only`` scores only queries whose relevant documents are all in the index
 (for a partly built index). Prints one table per experiment.
@@ -131,7 +131,7 @@ def fused(
             # with its document rank in each channel, whichever of its chunks each one found.
             canonical: dict[str, int] = {}  # one id per document, whichever chunk each channel found
             lists = {channel: best_per_document(hits, canonical) for channel, hits in lists.items()}
-        if fusion == "score":  # as the backends do: a BM25 list shorter than asked for has a floor of 0
+        if fusion == "score":  # as fuse_channels does: a BM25 list shorter than asked for has a floor of 0
             exhausted = {"bm25": 0.0} if len(bm25[query.qid]) < keep else None
             result = normalized_score_fusion(lists, weights=weights, floors=exhausted)
         else:

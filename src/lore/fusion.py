@@ -113,3 +113,26 @@ def normalized_score_fusion(
             normalised = (score - low) / (high - low) if high > low else 1.0
             scores[item] += channel_weights[channel] * normalised
     return _ordered(scores, ranks, first_seen)
+
+
+def fuse_channels(
+    channels: Mapping[str, Sequence[tuple[Id, float]]],
+    *,
+    fusion: str,
+    depth: int,
+    rrf_k: int = 60,
+    lexical: str = "bm25",
+) -> list[tuple[Id, float, dict[str, int]]]:
+    """What every backend that fuses in Python does with its channels' ``(id, score)``
+    lists, each asked for ``depth`` hits. One channel keeps its own scores. With
+    ``fusion = "score"``, a ``lexical`` channel that returned fewer than ``depth`` hits
+    has returned everything it matched, so every other id scores its floor of 0."""
+    if len(channels) == 1:
+        name, hits = next(iter(channels.items()))
+        return [(item, score, {name: rank}) for rank, (item, score) in enumerate(hits, start=1)]
+    if fusion == "score":
+        exhausted = len(channels.get(lexical, ())) < depth
+        return normalized_score_fusion(channels, floors={lexical: 0.0} if exhausted else None)
+    ids = {name: [item for item, _ in hits] for name, hits in channels.items()}
+    return reciprocal_rank_fusion(ids, k=rrf_k)
+

@@ -64,7 +64,7 @@ from lore.errors import (
     MissingExtraError,
     RetrievalError,
 )
-from lore.fusion import normalized_score_fusion, reciprocal_rank_fusion
+from lore.fusion import fuse_channels
 from lore.models import (
     Chunk,
     Document,
@@ -408,7 +408,9 @@ class PgVectorBackend:
                 channels[TEXT_CHANNEL] = self._text_channel(conn, text, sorted(terms), depth)
             if vector is not None:
                 channels[VECTOR_CHANNEL] = self._vector_channel(conn, vector, sorted(terms), depth)
-            fused = self._fuse(channels, depth)[:top_k]
+            fused = fuse_channels(
+                channels, fusion=self._fusion, depth=depth, rrf_k=self._rrf_k, lexical=TEXT_CHANNEL
+            )[:top_k]
             rows = self._fetch(conn, [item for item, _, _ in fused])
         passages = []
         for chunk_id, score, ranks in fused:
@@ -416,19 +418,6 @@ class PgVectorBackend:
             if row is not None:  # deleted between the channel queries and the fetch
                 passages.append(passage_from_row(row, score, ranks))
         return passages
-
-    def _fuse(self, channels: Mapping[str, list[tuple[str, float]]], depth: int) -> Ranked:
-        if len(channels) == 1:  # one channel: its own scores, nothing to fuse
-            name, hits = next(iter(channels.items()))
-            return [(item, score, {name: rank}) for rank, (item, score) in enumerate(hits, start=1)]
-        if self._fusion == "score":
-            lexical = channels.get(TEXT_CHANNEL, [])
-            # Fewer text hits than asked for: every other chunk has no query term (score 0).
-            exhausted = {TEXT_CHANNEL: 0.0} if len(lexical) < depth else None
-            return normalized_score_fusion(channels, floors=exhausted)
-        return reciprocal_rank_fusion(
-            {name: [item for item, _ in ranked] for name, ranked in channels.items()}, k=self._rrf_k
-        )
 
     def _text_channel(
         self, conn: psycopg.Connection[TupleRow], text: str, terms: list[str], depth: int

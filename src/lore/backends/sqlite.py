@@ -67,7 +67,7 @@ from lore.errors import (
     RetrievalError,
     UnsupportedModeError,
 )
-from lore.fusion import normalized_score_fusion, reciprocal_rank_fusion
+from lore.fusion import fuse_channels
 from lore.models import (
     SOURCE_LABEL,
     Chunk,
@@ -497,7 +497,8 @@ class SqliteBackend:
                 finally:
                     rankings[SearchMode.BM25.value] = lexical.result()
                 rankings[SearchMode.VECTOR.value] = vector_hits
-            return self._passages(self._fuse(rankings, depth), top_k)
+            fused = fuse_channels(rankings, fusion=self._fusion, depth=depth, rrf_k=self._rrf_k)
+            return self._passages(fused, top_k)
 
     def _helpers(self) -> ThreadPoolExecutor:
         """Threads a search runs its BM25 channel and part of its vector scan on (searches
@@ -545,18 +546,6 @@ class SqliteBackend:
                 raise RetrievalError(f"the vectors in {self._path} do not fit the embedder: {err}") from err
             self._matrix_generation = generation
         return self._matrix
-
-    def _fuse(self, rankings: Mapping[str, list[tuple[int, float]]], depth: int) -> Ranked:
-        if len(rankings) == 1:
-            channel, hits = next(iter(rankings.items()))
-            return [(rowid, score, {channel: rank}) for rank, (rowid, score) in enumerate(hits, start=1)]
-        if self._fusion == "score":
-            lexical = rankings.get(SearchMode.BM25.value, [])
-            # Fewer BM25 hits than asked for: every other chunk has no query term (score 0).
-            exhausted = {SearchMode.BM25.value: 0.0} if len(lexical) < depth else None
-            return normalized_score_fusion(rankings, floors=exhausted)
-        ids = {channel: [rowid for rowid, _ in hits] for channel, hits in rankings.items()}
-        return reciprocal_rank_fusion(ids, k=self._rrf_k)
 
     def _passages(self, ranked: Ranked, top_k: int) -> list[Passage]:
         """The first ``top_k`` ranked chunks still in SQLite (the full-text index may
