@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,3 +24,18 @@ def shared_root() -> Path:
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return REPO_ROOT
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """lore's default cache (``platformdirs``: $XDG_CACHE_HOME/lore) points into the test
+    session, for this process and every ``lore`` it starts: tests never read or write the
+    user's cache. Set in the environment because several tests strip LORE_* from children."""
+    cache = tmp_path_factory.mktemp("xdg-cache")
+    previous = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(cache)
+    yield cache
+    if previous is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = previous

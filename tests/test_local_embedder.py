@@ -5,20 +5,22 @@ Tests that load the real model are marked slow; they share one loaded embedder.
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
 import textwrap
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from lore.chunking import Chunker
-from lore.config import LoreSettings
-from lore.embedders import local
+from lore.config import LoreSettings, load_settings
+from lore.embedders import local, openvino_runtime
 from lore.embedders.local import BUNDLED_MODEL_ID, LocalEmbedder, bundled_model_path, from_settings
-from lore.errors import ConfigError, MissingExtraError
+from lore.errors import ConfigError, EmbeddingError, MissingExtraError
 from lore.protocols import Embedder, TokenCounting
 from lore.resolve import resolve_embedder
 
@@ -148,13 +150,133 @@ def test_loads_offline_in_a_fresh_process(tmp_path: Path) -> None:
         import os
         from lore.config import LoreSettings
         from lore.embedders.local import from_settings
-        vectors = from_settings(LoreSettings(embedder="local")).embed_documents(["disk full"])
-        print(vectors.shape[1], os.environ["HF_HUB_OFFLINE"])
+        embedder = from_settings(LoreSettings(embedder="local"))
+        vectors = embedder.embed_documents(["disk full"])
+        print(vectors.shape[1], os.environ["HF_HUB_OFFLINE"], embedder.runtime)
         """
     )
     result = subprocess.run(
         [sys.executable, "-c", script], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600
     )
     assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.split() == ["384", "1"]
+    assert result.stdout.split() == ["384", "1", "openvino"]
     assert not (tmp_path / "hf-home" / "hub").exists(), "nothing may be fetched into the hub cache"
+
+
+# -- runtimes: PyTorch and OpenVINO ------------------------------------------------------
+
+
+def test_runtime_and_cache_dir_come_from_settings(tmp_path: Path) -> None:
+    embedder = from_settings(LoreSettings(embedding_runtime="torch", cache_dir=tmp_path / "c"))
+    assert (embedder.runtime, embedder.cache_dir) == ("torch", tmp_path / "c")
+    assert from_settings(LoreSettings()).runtime == "auto"
+    assert LoreSettings().resolved_cache_dir().name == "lore"
+
+
+def test_an_unknown_runtime_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="embedding_runtime"):
+        load_settings(embedding_runtime="gpu")
+
+
+def test_a_relative_cache_dir_is_relative_to_the_config_file(tmp_path: Path) -> None:
+    (tmp_path / "lore.toml").write_text('cache_dir = "derived"\n', encoding="utf-8")
+    settings = load_settings(tmp_path / "lore.toml")
+    assert settings.resolved_cache_dir() == tmp_path / "derived"
+
+
+TEXTS = [DISK, DNS, "etcdNoLeader", "x " * 600, "kube-apiserver 503 after the certificate rotated"]
+
+
+@pytest.fixture(scope="module")
+def torch_vectors() -> np.ndarray:
+    return from_settings(LoreSettings(embedding_runtime="torch")).embed_documents(TEXTS)
+
+
+def openvino_embedder(cache_dir: Path, runtime: local.Runtime = "openvino") -> LocalEmbedder:
+    return from_settings(LoreSettings(embedding_runtime=runtime, cache_dir=cache_dir, embedding_batch_size=2))
+
+
+@pytest.mark.slow
+def test_openvino_gives_the_vectors_pytorch_gives(
+    tmp_path: Path, torch_vectors: np.ndarray, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="lore.embedders.openvino_runtime")
+    embedder = openvino_embedder(tmp_path, runtime="auto")
+    vectors = embedder.embed_documents(TEXTS)
+    assert embedder.runtime == "openvino", "auto takes OpenVINO where it is installed"
+    assert vectors.dtype == np.float32
+    assert vectors.flags.c_contiguous
+    np.testing.assert_allclose(vectors, torch_vectors, atol=1e-5)
+    assert "converting" in caplog.text
+    assert list(tmp_path.glob("openvino/*/model.xml")), "the converted model is cached"
+    # Same text, same vector, whatever else shares its batch.
+    np.testing.assert_allclose(embedder.embed_queries([DISK])[0], vectors[0], atol=1e-5)
+
+
+@pytest.mark.slow
+def test_a_second_load_reads_the_cached_model(
+    tmp_path: Path, torch_vectors: np.ndarray, caplog: pytest.LogCaptureFixture
+) -> None:
+    openvino_embedder(tmp_path).embed_documents(["warm the cache"])
+    caplog.clear()
+    caplog.set_level(logging.INFO, logger="lore.embedders.openvino_runtime")
+    embedder = openvino_embedder(tmp_path)
+    np.testing.assert_allclose(embedder.embed_documents(TEXTS), torch_vectors, atol=1e-5)
+    assert "converting" not in caplog.text
+
+
+@pytest.mark.slow
+def test_a_torn_cached_model_is_converted_again(
+    tmp_path: Path, torch_vectors: np.ndarray, caplog: pytest.LogCaptureFixture
+) -> None:
+    openvino_embedder(tmp_path).embed_documents(["warm the cache"])
+    [cached] = tmp_path.glob("openvino/*/model.xml")
+    cached.write_text("<net", encoding="utf-8")
+    embedder = openvino_embedder(tmp_path)
+    np.testing.assert_allclose(embedder.embed_documents(TEXTS), torch_vectors, atol=1e-5)
+    assert "ignoring unreadable cached OpenVINO model" in caplog.text
+    assert embedder.runtime == "openvino"
+
+
+@pytest.mark.slow
+def test_an_unwritable_cache_only_costs_the_conversion(tmp_path: Path, torch_vectors: np.ndarray) -> None:
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("", encoding="utf-8")
+    embedder = openvino_embedder(blocker)
+    np.testing.assert_allclose(embedder.embed_documents(TEXTS), torch_vectors, atol=1e-5)
+    assert embedder.runtime == "openvino"
+
+
+@pytest.mark.slow
+def test_openvino_embeds_from_several_threads_at_once(tmp_path: Path, torch_vectors: np.ndarray) -> None:
+    embedder = openvino_embedder(tmp_path)
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = list(pool.map(lambda _: embedder.embed_documents(TEXTS), range(8)))
+    for vectors in results:
+        np.testing.assert_allclose(vectors, torch_vectors, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_without_openvino_auto_runs_on_pytorch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "openvino", None)  # what an environment without it sees
+    embedder = openvino_embedder(tmp_path, runtime="auto")
+    embedder.embed_documents(["disk full"])
+    assert embedder.runtime == "torch"
+    with pytest.raises(MissingExtraError) as raised:
+        openvino_embedder(tmp_path).embed_documents(["disk full"])
+    assert raised.value.package == "openvino"
+
+
+@pytest.mark.slow
+def test_a_converted_model_that_disagrees_is_never_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The check at load compares OpenVINO's token embeddings with PyTorch's; a tolerance
+    no float meets stands in for a conversion that went wrong."""
+    monkeypatch.setattr(openvino_runtime, "_TOLERANCE", -1.0)
+    embedder = openvino_embedder(tmp_path, runtime="auto")
+    embedder.embed_documents(["disk full"])
+    assert embedder.runtime == "torch"
+    assert "computes different embeddings" in caplog.text
+    with pytest.raises(EmbeddingError, match="computes different embeddings"):
+        openvino_embedder(tmp_path).embed_documents(["disk full"])

@@ -487,6 +487,38 @@ async def test_texts_are_embedded_in_full_batches_across_documents(
     assert embedder.document_calls == 4  # ceil(100 / 32), not one call per document
 
 
+class BatchRecordingEmbedder(CountingEmbedder):
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: list[list[str]] = []
+
+    def embed_documents(self, texts: Sequence[str]) -> Vectors:
+        self.batches.append(list(texts))
+        return super().embed_documents(texts)
+
+
+async def test_batches_group_texts_of_similar_token_counts_not_characters(index: SqliteBackend) -> None:
+    """A model pads every text of a batch to the longest one's tokens; characters are a
+    poor proxy (one long identifier, many short words), so batches follow the chunker's
+    own token count."""
+
+    def words(text: str) -> int:
+        return len(text.split())
+
+    chunker = Chunker(200, 0, words)
+    few_long = [doc(f"mem://n/long{n}.md", "supercalifragilistic" * (n + 4), title="T") for n in range(4)]
+    many_short = [doc(f"mem://n/short{n}.md", "a b " * (n + 4), title="T") for n in range(4)]
+    embedder = BatchRecordingEmbedder()
+
+    await sync_sources([ListSource("n", [*few_long, *many_short])], index, embedder, chunker, batch_size=2)
+
+    counts = [words(text) for batch in embedder.batches for text in batch]
+    assert len(counts) == 8
+    assert counts == sorted(counts), "each batch holds the next texts by token count"
+    by_characters = [len(text) for batch in embedder.batches for text in batch]
+    assert by_characters != sorted(by_characters), "the corpus must tell the two orders apart"
+
+
 async def test_identical_text_is_embedded_once_and_reused_later(
     index: SqliteBackend, embedder: CountingEmbedder, chunker: Chunker
 ) -> None:

