@@ -93,7 +93,7 @@ class LoreSettings(BaseSettings):
     #: ``outputDimensionality``); None: the model's own size.
     embedding_dimensions: int | None = Field(default=None, gt=0)
     #: What runs the local model: "auto" is OpenVINO where installed (same vectors, about
-    #: 1.3x PyTorch's throughput on a small CPU; docs/embedders.md), else PyTorch.
+    #: 1.2x PyTorch's throughput on a small CPU; docs/embedders.md), else PyTorch.
     embedding_runtime: Literal["auto", "torch", "openvino"] = "auto"
     #: Derived files worth keeping between runs (the local model converted for OpenVINO);
     #: None: the user cache directory (``~/.cache/lore`` on Linux).

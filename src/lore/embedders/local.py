@@ -8,7 +8,7 @@ model directory on disk; a hub name that is not a directory is refused.
 
 The model is loaded on first use: building the embedder (``lore status``) costs two
 small JSON reads. The transformer runs on OpenVINO where it is installed (the ``local``
-extra brings it): the same vectors as PyTorch, checked at load, at about 1.3x the
+extra brings it): the same vectors as PyTorch, checked at load, at about 1.2x the
 throughput (``lore.embedders.openvino_runtime``). ``embedding_runtime = "torch"`` keeps
 PyTorch. ONNX Runtime was measured no faster than PyTorch at equal output, and int8 faster
 but with different vectors (``bench/embedder_throughput.py``, docs/embedders.md).

@@ -1,5 +1,5 @@
 """Run the local model's transformer on OpenVINO instead of PyTorch: the same weights, the
-same vectors (checked when the model loads), about 1.3x the throughput on this project's
+same vectors (checked when the model loads), about 1.2x the throughput on this project's
 2-core AVX2 machines (``bench/embedder_throughput.py``, docs/embedders.md).
 
 sentence-transformers keeps doing everything around the transformer: tokenizing, sorting
