@@ -216,8 +216,7 @@ class _Pipeline:
         # so mixed lengths waste work. Lengths in the chunker's tokens (the model's own,
         # for the local embedder), not characters: sorted by characters, SciFact's batches
         # carried 21% padding, sorted by tokens 3.5% (the ratio of padded to real tokens).
-        lengths = {key: self._count_tokens(text) for key, text in texts.items()}
-        keys = sorted(texts, key=lengths.__getitem__)
+        keys = sorted(texts, key=lambda key: self._count_tokens(texts[key]))
         computed: dict[str, npt.NDArray[np.float32]] = {}
         failed: set[str] = set()
         for start in range(0, len(keys), self._batch_size):
