@@ -125,7 +125,7 @@ def test_no_real_hosts_addresses_or_secrets(playbooks: dict[str, str]) -> None:
             address = match.group(0)
             if all(int(part) <= 255 for part in match.groups()):
                 assert address.startswith(allowed_prefixes), (path, address)
-        for host in re.findall(r"\b(?:[a-z0-9-]+\.)+(?:com|net|org|io)\b", text):
+        for host in re.findall(r"\b(?:[a-z0-9-]+\.)+(?:com|net|org|io)\b(?!\.\w)", text):
             if host.endswith(label_domains):
                 continue
             assert host == "example.com" or host.endswith(".example.com"), (path, host)
