@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+import zipfile
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -195,6 +196,21 @@ async def test_an_unreadable_playbook_is_a_failure_and_a_missing_pack_an_error(t
     assert "UTF-8" in items[0].reason
     with pytest.raises(SourceError, match="missing"):
         [item async for item in VaultSource(tmp_path / "absent").documents()]
+
+
+async def test_the_pack_is_read_through_importlib_resources_even_from_a_zip(
+    tmp_path: Path, documents: list[Document], playbooks: dict[str, str]
+) -> None:
+    # A zip import (zipapp, a zipped site-packages) has no directory on disk: the source
+    # must list and read through the Traversable, never through a filesystem path.
+    archive = tmp_path / "lore.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        for path, text in playbooks.items():
+            zipped.writestr(f"lore/vault/playbooks/{path}", text)
+    from_zip = await collect(VaultSource(zipfile.Path(archive, "lore/vault/playbooks/")))
+    assert [(d.uri, d.revision, d.title, d.text) for d in from_zip] == [
+        (d.uri, d.revision, d.title, d.text) for d in documents
+    ]
 
 
 def test_the_playbooks_are_declared_package_data(repo_root: Path) -> None:
