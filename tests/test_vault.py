@@ -327,3 +327,43 @@ def test_front_matter_is_plain_yaml(playbooks: dict[str, str]) -> None:
         raw = text.split("---\n", 2)[1]
         assert isinstance(yaml.safe_load(raw), dict), path
 
+
+
+#: Questions in plain words with no identifier of the playbook in them: only the vector
+#: channel of the real model can bridge the vocabulary.
+PARAPHRASED_QUERIES: Sequence[tuple[str, str]] = (
+    ("the website's security certificate is about to run out", "network/tls-certificate-expiry.md"),
+    ("pods keep dying right after they start and kubernetes waits longer each time",
+     "kubernetes/pod-crashloopbackoff.md"),
+    ("cannot create new files although there is plenty of free space on the volume",
+     "linux/inodes-exhausted.md"),
+    ("the read replica of our postgres database is falling behind", "postgresql/replication-lag.md"),
+    ("messages pile up in the queue faster than the workers handle them", "kafka/consumer-lag.md"),
+    ("the cache is throwing away keys because it ran out of room", "redis/memory-evictions.md"),
+    ("services on one machine cannot look up hostnames", "network/dns-resolution-failures.md"),
+    ("the kernel killed our biggest process because the machine ran out of RAM",
+     "linux/memory-pressure-oom-killer.md"),
+    ("new version of the service never finishes deploying", "kubernetes/deployment-rollout-stuck.md"),
+    ("the server time differs from the other machines by several seconds", "linux/clock-skew-ntp.md"),
+)
+
+
+@pytest.mark.slow
+async def test_paraphrased_questions_find_their_playbook_with_the_real_model(tmp_path: Path) -> None:
+    from lore.config import LoreSettings
+    from lore.embedders.local import from_settings
+
+    embedder = from_settings(LoreSettings(embedder="local"))
+    index = SqliteBackend(tmp_path / "lore.db", embedder)
+    try:
+        report = await sync_sources([vault_source()], index, embedder, Chunker.for_embedder(embedder))
+        assert report.ok
+        misses = []
+        for query, expected in PARAPHRASED_QUERIES:
+            passages = await index.retrieve(query, top_k=10, mode=SearchMode.HYBRID)
+            ranked = list(dict.fromkeys(p.uri for p in passages))[:3]
+            if VAULT_URI_PREFIX + expected not in ranked:
+                misses.append((query, expected, ranked))
+        assert not misses, misses
+    finally:
+        index.close()
