@@ -23,6 +23,7 @@ from lore.chunking import Chunker, split_front_matter
 from lore.errors import SourceError
 from lore.models import SOURCE_TYPE_LABEL, Document, SearchMode, SourceFailure, Visibility, sha256_hex
 from lore.protocols import KnowledgeSource
+from lore.sources.filesystem import FilesystemSource
 from lore.sources.vault import VAULT_URI_PREFIX, VaultSource, vault_source
 from lore.sync import sync_sources
 from lore.testing.embedders import CountingEmbedder
@@ -328,6 +329,30 @@ def test_front_matter_is_plain_yaml(playbooks: dict[str, str]) -> None:
         assert isinstance(yaml.safe_load(raw), dict), path
 
 
+
+
+async def test_a_user_sources_sync_never_prunes_or_rewrites_the_pack(tmp_path: Path) -> None:
+    runbooks = tmp_path / "runbooks"
+    runbooks.mkdir()
+    (runbooks / "disk-full.md").write_text("# Disk full\n\nOur own steps for a full disk.\n")
+    (runbooks / "old.md").write_text("# Old\n\nRetired page.\n")
+    user = FilesystemSource("runbooks", runbooks, visibility=Visibility.ALL_VIEWERS)
+    embedder = CountingEmbedder()
+    chunker = Chunker.for_embedder(embedder)
+    index = SqliteBackend(tmp_path / "lore.db", embedder)
+    try:
+        first = await sync_sources([vault_source(), user], index, embedder, chunker)
+        pack = dict(index.held("vault"))
+        assert len(pack) == first.added - 2
+        (runbooks / "old.md").unlink()
+        # The user source alone, and then beside the pack: only its own page goes.
+        alone = await sync_sources([user], index, embedder, chunker)
+        assert (alone.deleted, alone.unchanged) == (1, 1)
+        both = await sync_sources([vault_source(), user], index, embedder, chunker)
+        assert (both.deleted, both.unchanged, both.chunks_embedded) == (0, len(pack) + 1, 0)
+        assert dict(index.held("vault")) == pack
+    finally:
+        index.close()
 
 #: Questions in plain words with no identifier of the playbook in them: only the vector
 #: channel of the real model can bridge the vocabulary.
