@@ -12,10 +12,17 @@ Properties, each one a promise to the operator:
   chunked, embedded nor written, so a second run over an unchanged corpus costs a listing.
   A change of chunking settings (or of the embedder's window) re-chunks every document
   once; only chunk texts that actually changed are embedded again;
-- fail-soft per document: a document that cannot be chunked, embedded or written is
-  reported and the run goes on;
+- fail-soft per document: a document that cannot be read, chunked, embedded or written is
+  reported and the run goes on, and it costs that document only: the chunking settings
+  are recorded whatever failed, and documents still cut by older settings are remembered
+  per source and re-chunked by the next sync;
 - never deletes first: ``upsert`` writes the new version before removing the old, and
-  pruning happens only after a *complete* listing and after every new document is written.
+  pruning happens only after a *complete* listing and after every new document is written;
+- never deletes most of a source: a complete listing that leaves out more than
+  ``max_prune_fraction`` of a source's documents (an unmounted volume lists as an empty
+  folder) deletes nothing and is reported, unless the caller allows a mass delete;
+- interruptible: a Ctrl-C stops at the next document boundary; every document written
+  is complete, and the next sync converges.
 
 Embedding is the expensive step, so texts of many documents are embedded together in
 full batches of similar lengths, on one worker thread, while the main thread writes the
@@ -27,6 +34,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -45,6 +54,7 @@ from lore.errors import (
     EmbedderAuthError,
     EmbedderMismatchError,
     IndexLockedError,
+    LoreError,
     VisibilityError,
 )
 from lore.models import (
@@ -53,6 +63,7 @@ from lore.models import (
     Chunk,
     Document,
     IndexedDocument,
+    RefusedPrune,
     SourceFailure,
     SyncFailure,
     SyncReport,
@@ -61,7 +72,7 @@ from lore.models import (
     embed_key,
     embedding_text,
 )
-from lore.protocols import Embedder, KnowledgeIndex, KnowledgeSource, Vectors
+from lore.protocols import Checkpointing, Embedder, KnowledgeIndex, KnowledgeSource, PreflightChecked, Vectors
 from lore.resolve import resolve_embedder, resolve_index
 from lore.sources import build_source
 
@@ -80,6 +91,15 @@ def resume_token_key(source: str) -> str:
     return f"sync:source:{source}:resume_token"
 
 
+def old_chunking_key(source: str) -> str:
+    """Uris of the source's documents still cut by chunking settings older than
+    ``CHUNKING_STATE_KEY`` (they failed during the run that changed them): a JSON list."""
+    return f"sync:source:{source}:old_chunking"
+
+
+logger = logging.getLogger(__name__)
+
+
 #: Errors after which every further document would fail the same way: stop the run
 #: with the error's own message instead of reporting thousands of identical failures.
 _FATAL = (EmbedderAuthError, EmbedderMismatchError, IndexLockedError, BackendUnavailableError)
@@ -90,6 +110,16 @@ _FATAL = (EmbedderAuthError, EmbedderMismatchError, IndexLockedError, BackendUna
 #: batches of 32: 1.035x the real tokens at 16 batches, 1.010x at 64), small enough to
 #: bound memory and to write (and show progress) every half minute on a small CPU.
 _BATCHES_PER_GROUP = 16
+#: Pruning that removes this many documents or fewer is never a mass delete, so a small
+#: index can still lose a page.
+MASS_DELETE_FLOOR = 1
+
+
+def is_mass_delete(missing: int, indexed: int, max_prune_fraction: float) -> bool:
+    """Whether pruning ``missing`` of a source's ``indexed`` documents is refused: more
+    than one document, and more than ``max_prune_fraction`` of them (half by default:
+    4 of 10 go, 6 of 10 are refused; 1 of 1 goes, 2 of 2 are refused)."""
+    return missing > MASS_DELETE_FLOOR and missing > max_prune_fraction * indexed
 
 
 class SyncProgress(Protocol):
@@ -123,8 +153,10 @@ class _Pending:
 
 
 def check_sources(sources: Iterable[KnowledgeSource]) -> None:
-    """Refuse the run if any source leaves its visibility undeclared (fail-closed), or if
-    two sources share a name (the ledger and pruning are per source name)."""
+    """Refuse the run if any source leaves its visibility undeclared (fail-closed), if
+    two sources share a name (the ledger and pruning are per source name), or if a source
+    that will be indexed fails its preflight check (a folder that does not exist)."""
+    sources = list(sources)
     names: set[str] = set()
     for source in sources:
         if source.name in names:
@@ -136,6 +168,9 @@ def check_sources(sources: Iterable[KnowledgeSource]) -> None:
                 f"visibility = \"{Visibility.ALL_VIEWERS}\" or \"{Visibility.RESTRICTED}\" in its "
                 "[[sources]] table (lore indexes only what every viewer may read)"
             )
+    for source in sources:
+        if source.visibility == Visibility.ALL_VIEWERS and isinstance(source, PreflightChecked):
+            source.preflight()
 
 
 def _describe(err: BaseException) -> str:
@@ -160,8 +195,13 @@ class _Pipeline:
         self._count_tokens = count_tokens
         #: Where written documents are counted; set per source (flushed between sources).
         self.report = SyncReport()
+        #: Uris written for the current source; set per source, like ``report``.
+        self.written: set[str] = set()
         self._progress = progress
         self._batch_size = batch_size
+        self._checkpoint = index.checkpoint if isinstance(index, Checkpointing) else None
+        #: Set when the run ends early (Ctrl-C): the worker stops between batches.
+        self._stopping = threading.Event()
         self._group: list[_Pending] = []
         self._group_keys: set[str] = set()
         self._inflight: tuple[list[_Pending], asyncio.Future[None]] | None = None
@@ -180,7 +220,18 @@ class _Pipeline:
         await self._drain()
 
     def close(self) -> None:
-        self._executor.shutdown(wait=True)
+        self._stopping.set()
+        self._executor.shutdown(wait=True, cancel_futures=True)
+
+    def checkpoint(self) -> None:
+        """Let the index fold its write-ahead log back into the database. Housekeeping,
+        not correctness: a failure is logged and the run goes on."""
+        if self._checkpoint is None:
+            return
+        try:
+            self._checkpoint()
+        except LoreError as err:
+            logger.warning("checkpointing the index failed: %s", _describe(err))
 
     async def _launch(self) -> None:
         group, self._group, self._group_keys = self._group, [], set()
@@ -204,6 +255,7 @@ class _Pipeline:
         await future
         for pending in group:
             self._write(pending)
+        self.checkpoint()
 
     def _embed_group(self, group: list[_Pending]) -> None:
         """Runs on the worker thread; touches only the embedder and the group."""
@@ -220,6 +272,8 @@ class _Pipeline:
         computed: dict[str, npt.NDArray[np.float32]] = {}
         failed: set[str] = set()
         for start in range(0, len(keys), self._batch_size):
+            if self._stopping.is_set():
+                return  # the run was interrupted; nobody waits for this group
             batch = keys[start : start + self._batch_size]
             try:
                 matrix = self._embedder.embed_documents([texts[k] for k in batch])
@@ -263,6 +317,7 @@ class _Pipeline:
         except Exception as err:  # one document's write failure must not stop the run
             report.failures.append(SyncFailure(pending.source, uri, f"writing failed: {_describe(err)}"))
             return
+        self.written.add(uri)
         if pending.is_new:
             report.added += 1
         else:
@@ -291,20 +346,27 @@ async def _sync_source(
     pipeline: _Pipeline,
     progress: SyncProgress | None,
     chunking_changed: bool,
+    max_prune_fraction: float | None,
 ) -> SyncReport:
     """One source into the index. The caller's pipeline is flushed before returning.
     ``chunking_changed``: what the index holds was cut by other chunking settings, so
-    every document is chunked again, whatever its revision."""
+    every document is chunked again, whatever its revision. ``max_prune_fraction``:
+    None allows pruning any number of documents."""
     name = source.name
     held: Mapping[str, IndexedDocument] = index.held(name)
     rechunk = chunking_changed and bool(held)
+    recorded_old = set() if chunking_changed else _old_chunking(index, name)
+    #: Held documents cut by older chunking settings: chunked again even if unchanged.
+    old_cut = set(held) if rechunk else recorded_old & set(held)
     report = SyncReport(rechunked=rechunk)
     pipeline.report = report
+    pipeline.written = set()
+    deleted: set[str] = set()
     seen: set[str] = set()
     #: Tombstoned uris, removed only after the new documents are written (a rename's new
     #: uri lands before the old one goes).
     gone: dict[str, None] = {}
-    since = index.get_state(resume_token_key(name)) if source.incremental and not rechunk else None
+    since = index.get_state(resume_token_key(name)) if source.incremental and not old_cut else None
     complete = True
     if progress is not None:
         progress.source_started(name, None if source.incremental else (len(held) or None))
@@ -324,7 +386,7 @@ async def _sync_source(
                 report.failures.append(SyncFailure(name, item.uri, item.reason))
                 continue
             previous = held.get(item.uri)
-            if previous is not None and previous.revision == item.revision and not rechunk:
+            if previous is not None and previous.revision == item.revision and item.uri not in old_cut:
                 report.unchanged += 1
                 continue
             document = _with_source_labels(item, source)
@@ -345,10 +407,19 @@ async def _sync_source(
 
     await pipeline.flush()
     for uri in gone:
-        _delete(index, name, uri, report)
+        if _delete(index, name, uri, report):
+            deleted.add(uri)
     if complete and not source.incremental:
-        for uri in sorted(set(held) - seen):
-            _delete(index, name, uri, report)
+        missing = sorted(set(held) - seen)
+        if max_prune_fraction is not None and is_mass_delete(len(missing), len(held), max_prune_fraction):
+            report.refused_prunes.append(RefusedPrune(name, len(missing), len(held)))
+        else:
+            deleted.update(uri for uri in missing if _delete(index, name, uri, report))
+    if deleted:
+        pipeline.checkpoint()
+    still_old = old_cut - pipeline.written - deleted
+    if still_old != recorded_old:
+        index.set_state(old_chunking_key(name), json.dumps(sorted(still_old)))
     if complete and source.incremental and not report.failures:
         # Only advance past failed documents' changes once they have been indexed.
         token = source.resume_token()
@@ -359,15 +430,27 @@ async def _sync_source(
     return report
 
 
-def _delete(index: KnowledgeIndex, source: str, uri: str, report: SyncReport) -> None:
+def _old_chunking(index: KnowledgeIndex, source: str) -> set[str]:
+    raw = index.get_state(old_chunking_key(source))
+    if not raw:
+        return set()
+    try:
+        uris = json.loads(raw)
+    except ValueError:  # unreadable bookkeeping: nothing is known to be old
+        return set()
+    return {uri for uri in uris if isinstance(uri, str)} if isinstance(uris, list) else set()
+
+
+def _delete(index: KnowledgeIndex, source: str, uri: str, report: SyncReport) -> bool:
     try:
         index.delete_by_uri(uri)
     except _FATAL:
         raise
     except Exception as err:  # a stale document left behind is reported, the run goes on
         report.failures.append(SyncFailure(source, uri, f"removing failed: {_describe(err)}"))
-        return
+        return False
     report.deleted += 1
+    return True
 
 
 def _record(index: KnowledgeIndex, source: str, report: SyncReport, finished_at: str) -> None:
@@ -379,6 +462,7 @@ def _record(index: KnowledgeIndex, source: str, report: SyncReport, finished_at:
         "unchanged": report.unchanged,
         "deleted": report.deleted,
         "failures": len(report.failures),
+        "prune_refused": sum(refused.missing for refused in report.refused_prunes),
     }
     index.set_state(source_stats_key(source), json.dumps(stats, sort_keys=True))
 
@@ -391,16 +475,23 @@ async def sync_sources(
     *,
     progress: SyncProgress | None = None,
     batch_size: int = 32,
+    max_prune_fraction: float = 0.5,
+    allow_mass_delete: bool = False,
 ) -> SyncReport:
     """Bring ``index`` up to date with ``sources``; see the module docstring.
 
     Raises ``VisibilityError`` (before touching the index) for a source with undeclared
-    visibility, ``IndexLockedError`` when another sync runs, ``EmbedderMismatchError`` when
-    the index was built with another model. Everything per document goes into the report.
+    visibility, ``ConfigError`` for a source that fails its preflight check,
+    ``IndexLockedError`` when another sync runs, ``EmbedderMismatchError`` when the index
+    was built with another model. Everything per document goes into the report, and so
+    does a refused mass delete (``is_mass_delete``; ``allow_mass_delete`` lifts it).
     """
     check_sources(sources)
     if batch_size < 1:
         raise ConfigError(f"embedding batch size must be at least 1, got {batch_size}")
+    if not 0 <= max_prune_fraction <= 1:
+        raise ConfigError(f"max_prune_fraction must be from 0 to 1, got {max_prune_fraction}")
+    prune_limit = None if allow_mass_delete else max_prune_fraction
     started = time.perf_counter()
     report = SyncReport()
     with index.write_lock():
@@ -412,15 +503,16 @@ async def sync_sources(
                 if source.visibility != Visibility.ALL_VIEWERS:
                     report.skipped_sources.append(source.name)
                     continue
-                own = await _sync_source(source, index, chunker, pipeline, progress, chunking_changed)
+                own = await _sync_source(
+                    source, index, chunker, pipeline, progress, chunking_changed, prune_limit
+                )
                 _record(index, source.name, own, _now())
                 report.merge(own)
         finally:
             pipeline.close()
         finished_at = _now()
-        if report.ok:
-            # Not after failures: a failed document keeps its old chunks until re-chunked.
-            index.set_state(CHUNKING_STATE_KEY, chunker.signature)
+        # Also after failures: each source remembers its documents that kept old chunks.
+        index.set_state(CHUNKING_STATE_KEY, chunker.signature)
         index.set_state(LAST_SYNC_KEY, finished_at)
         index.set_state(
             EMBEDDER_STATE_KEY,
@@ -435,11 +527,13 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def run_sync(settings: LoreSettings, *, progress: SyncProgress | None = None) -> SyncReport:
+def run_sync(
+    settings: LoreSettings, *, progress: SyncProgress | None = None, allow_mass_delete: bool = False
+) -> SyncReport:
     """Sync every configured source into the configured index (what ``lore sync`` does).
 
-    Sources are built and their visibility checked before the embedder is loaded or the
-    index opened, so a configuration mistake costs nothing and changes nothing.
+    Sources are built, their visibility and paths checked before the embedder is loaded
+    or the index opened, so a configuration mistake costs nothing and changes nothing.
     """
     if not settings.sources:
         where = f"in {settings.config_file}" if settings.config_file else "(no lore.toml found)"
@@ -456,7 +550,9 @@ def run_sync(settings: LoreSettings, *, progress: SyncProgress | None = None) ->
         )
         return asyncio.run(
             sync_sources(
-                sources, index, embedder, chunker, progress=progress, batch_size=settings.embedding_batch_size
+                sources, index, embedder, chunker, progress=progress,
+                batch_size=settings.embedding_batch_size,
+                max_prune_fraction=settings.max_prune_fraction, allow_mass_delete=allow_mass_delete,
             )
         )
     finally:
