@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import shutil
+import subprocess
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -825,3 +829,52 @@ async def test_a_first_sync_checkpoints_so_the_wal_stays_small_next_to_the_datab
     assert len(index.peaks) >= 4
     assert log < database / 4, (log, database)
     assert max(index.peaks) < database / 2, (index.peaks, database)
+
+
+# -- updated_at from git, end to end (issue 10, section 5) -------------------------------------
+
+
+async def test_a_new_updated_at_rewrites_provenance_without_embedding(
+    index: SqliteBackend, embedder: CountingEmbedder, chunker: Chunker
+) -> None:
+    await sync_sources([ListSource("notes", three_docs())], index, embedder, chunker)
+    embedder.reset()
+    redated = [replace(three_docs()[0], updated_at=datetime(2021, 1, 1, tzinfo=UTC)), *three_docs()[1:]]
+
+    report = await sync_sources([ListSource("notes", redated)], index, embedder, chunker)
+
+    assert (report.updated, report.unchanged, embedder.document_calls) == (1, 2, 0)
+    assert index.held("notes")["mem://notes/etcd.md"].updated_at == datetime(2021, 1, 1, tzinfo=UTC)
+
+
+def test_a_fresh_checkout_reads_commit_dates_so_old_runbooks_are_stale(tmp_path: Path) -> None:
+    """Before: every file of a fresh clone had the clone's mtime, so nothing was stale."""
+    if shutil.which("git") is None:
+        pytest.skip("no git binary")
+    origin = tmp_path / "origin"
+    write_corpus(origin / "docs", 3)
+    committed = datetime(2020, 2, 3, 4, 5, 6, tzinfo=UTC)
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid",
+           "GIT_AUTHOR_DATE": committed.isoformat(), "GIT_COMMITTER_DATE": committed.isoformat()}
+    for args in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "runbooks"]):
+        subprocess.run(["git", *args], cwd=origin, env=env, check=True, capture_output=True)
+    checkout = tmp_path / "checkout"
+    clone = ["git", "clone", "-q", str(origin), str(checkout)]
+    subprocess.run(clone, env=env, check=True, capture_output=True)
+    # write_config adds dns.md and tls.md: untracked files, so they keep their mtime (now).
+    settings = load_settings(write_config(checkout))
+
+    report = run_sync(settings)
+
+    assert report.ok
+    index = resolve_retriever(settings)
+    assert isinstance(index, SqliteBackend)
+    try:
+        held = index.held("docs")
+        assert {uri.rsplit("/", 1)[1]: held[uri].updated_at for uri in held if "page-" in uri} == {
+            f"page-{n:04d}.md": committed for n in range(3)
+        }
+        assert held["file://docs/dns.md"].updated_at > committed
+    finally:
+        index.close()

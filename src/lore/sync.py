@@ -71,6 +71,7 @@ from lore.models import (
     Visibility,
     embed_key,
     embedding_text,
+    utc,
 )
 from lore.protocols import Checkpointing, Embedder, KnowledgeIndex, KnowledgeSource, PreflightChecked, Vectors
 from lore.resolve import resolve_embedder, resolve_index
@@ -386,7 +387,7 @@ async def _sync_source(
                 report.failures.append(SyncFailure(name, item.uri, item.reason))
                 continue
             previous = held.get(item.uri)
-            if previous is not None and previous.revision == item.revision and item.uri not in old_cut:
+            if previous is not None and _unchanged(previous, item) and item.uri not in old_cut:
                 report.unchanged += 1
                 continue
             document = _with_source_labels(item, source)
@@ -428,6 +429,13 @@ async def _sync_source(
     if progress is not None:
         progress.source_finished(name)
     return report
+
+
+def _unchanged(held: IndexedDocument, document: Document) -> bool:
+    """Same text and same last change. A new ``updated_at`` alone (a folder that became a
+    git checkout, so its dates now come from commits) rewrites the document's provenance;
+    its chunk texts are the same, so nothing is embedded again."""
+    return held.revision == document.revision and utc(held.updated_at) == utc(document.updated_at)
 
 
 def _old_chunking(index: KnowledgeIndex, source: str) -> set[str]:
