@@ -26,41 +26,24 @@ Properties, each one a promise to the operator:
 
 Embedding is the expensive step, so texts of many documents are embedded together in
 full batches of similar lengths, on one worker thread, while the main thread writes the
-previous group and reads the next documents. Index calls stay on the calling thread (SQLite connections are
-bound to the thread that opened them).
+previous group and reads the next documents (``sync_pipeline.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import logging
-import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Protocol
 
-import numpy as np
-import numpy.typing as npt
-
-from lore.chunking import Chunker, TokenCounter
+from lore.chunking import Chunker
 from lore.config import LoreSettings
-from lore.errors import (
-    BackendUnavailableError,
-    ConfigError,
-    EmbedderAuthError,
-    EmbedderMismatchError,
-    IndexLockedError,
-    LoreError,
-    VisibilityError,
-)
+from lore.errors import ConfigError, VisibilityError
 from lore.models import (
     SOURCE_LABEL,
     SOURCE_TYPE_LABEL,
-    Chunk,
     Document,
     IndexedDocument,
     RefusedPrune,
@@ -70,12 +53,12 @@ from lore.models import (
     Tombstone,
     Visibility,
     embed_key,
-    embedding_text,
     utc,
 )
-from lore.protocols import Checkpointing, Embedder, KnowledgeIndex, KnowledgeSource, PreflightChecked, Vectors
+from lore.protocols import Embedder, KnowledgeIndex, KnowledgeSource, PreflightChecked
 from lore.resolve import resolve_embedder, resolve_index
 from lore.sources import build_source
+from lore.sync_pipeline import FATAL, Pending, Pipeline, SyncProgress, describe
 
 #: Index state keys written by sync and read by ``lore status``.
 LAST_SYNC_KEY = "sync:last_finished_at"
@@ -98,19 +81,7 @@ def old_chunking_key(source: str) -> str:
     return f"sync:source:{source}:old_chunking"
 
 
-logger = logging.getLogger(__name__)
 
-
-#: Errors after which every further document would fail the same way: stop the run
-#: with the error's own message instead of reporting thousands of identical failures.
-_FATAL = (EmbedderAuthError, EmbedderMismatchError, IndexLockedError, BackendUnavailableError)
-
-#: How many embedding batches' worth of missing texts are gathered before a group is
-#: embedded: large enough that batches are full and that sorting a group's texts by
-#: length leaves little padding (SciFact's chunks, sorted by MiniLM's token counts, in
-#: batches of 32: 1.035x the real tokens at 16 batches, 1.010x at 64), small enough to
-#: bound memory and to write (and show progress) every half minute on a small CPU.
-_BATCHES_PER_GROUP = 16
 #: Pruning that removes this many documents or fewer is never a mass delete, so a small
 #: index can still lose a page.
 MASS_DELETE_FLOOR = 1
@@ -121,36 +92,6 @@ def is_mass_delete(missing: int, indexed: int, max_prune_fraction: float) -> boo
     than one document, and more than ``max_prune_fraction`` of them (half by default:
     4 of 10 go, 6 of 10 are refused; 1 of 1 goes, 2 of 2 are refused)."""
     return missing > MASS_DELETE_FLOOR and missing > max_prune_fraction * indexed
-
-
-class SyncProgress(Protocol):
-    """What sync reports while it runs; the CLI renders it as a progress bar."""
-
-    def source_started(self, source: str, expected_documents: int | None) -> None:
-        """``expected_documents`` is what the index held for the source after the last
-        sync (a good estimate for a complete listing), None when nothing is known."""
-        ...
-
-    def document_seen(self, source: str, uri: str) -> None: ...
-
-    def chunks_embedded(self, count: int) -> None: ...
-
-    def source_finished(self, source: str) -> None: ...
-
-
-@dataclass
-class _Pending:
-    """A changed document waiting for its vectors."""
-
-    source: str
-    document: Document
-    chunks: list[Chunk]
-    keys: list[str]
-    is_new: bool
-    vectors: dict[str, npt.NDArray[np.float32]] = field(default_factory=dict)
-    #: Keys whose vectors came from the index's cache rather than the embedder.
-    cached: frozenset[str] = frozenset()
-    error: str | None = None
 
 
 def check_sources(sources: Iterable[KnowledgeSource]) -> None:
@@ -174,167 +115,6 @@ def check_sources(sources: Iterable[KnowledgeSource]) -> None:
             source.preflight()
 
 
-def _describe(err: BaseException) -> str:
-    message = str(err).strip()
-    return message if message else type(err).__name__
-
-
-class _Pipeline:
-    """Groups changed documents, embeds their missing texts in full batches on a worker
-    thread, and writes each document as soon as its vectors are ready."""
-
-    def __init__(
-        self,
-        index: KnowledgeIndex,
-        embedder: Embedder,
-        progress: SyncProgress | None,
-        batch_size: int,
-        count_tokens: TokenCounter,
-    ) -> None:
-        self._index = index
-        self._embedder = embedder
-        self._count_tokens = count_tokens
-        #: Where written documents are counted; set per source (flushed between sources).
-        self.report = SyncReport()
-        #: Uris written for the current source; set per source, like ``report``.
-        self.written: set[str] = set()
-        self._progress = progress
-        self._batch_size = batch_size
-        self._checkpoint = index.checkpoint if isinstance(index, Checkpointing) else None
-        #: Set when the run ends early (Ctrl-C): the worker stops between batches.
-        self._stopping = threading.Event()
-        self._group: list[_Pending] = []
-        self._group_keys: set[str] = set()
-        self._inflight: tuple[list[_Pending], asyncio.Future[None]] | None = None
-        # One worker: embedding calls never run concurrently with each other.
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lore-embed")
-
-    async def add(self, pending: _Pending) -> None:
-        self._group.append(pending)
-        self._group_keys.update(pending.keys)
-        if len(self._group_keys) >= self._batch_size * _BATCHES_PER_GROUP:
-            await self._launch()
-
-    async def flush(self) -> None:
-        """Embed and write everything added so far."""
-        await self._launch()
-        await self._drain()
-
-    def close(self) -> None:
-        self._stopping.set()
-        self._executor.shutdown(wait=True, cancel_futures=True)
-
-    def checkpoint(self) -> None:
-        """Let the index fold its write-ahead log back into the database. Housekeeping,
-        not correctness: a failure is logged and the run goes on."""
-        if self._checkpoint is None:
-            return
-        try:
-            self._checkpoint()
-        except LoreError as err:
-            logger.warning("checkpointing the index failed: %s", _describe(err))
-
-    async def _launch(self) -> None:
-        group, self._group, self._group_keys = self._group, [], set()
-        if not group:
-            await self._drain()
-            return
-        cached = self._index.cached_vectors(sorted({k for p in group for k in p.keys}))
-        for pending in group:
-            pending.vectors = {k: cached[k] for k in pending.keys if k in cached}
-            pending.cached = frozenset(pending.vectors)
-        future = asyncio.get_running_loop().run_in_executor(self._executor, self._embed_group, group)
-        # Write the previous group while this one is being embedded.
-        await self._drain()
-        self._inflight = (group, future)
-
-    async def _drain(self) -> None:
-        if self._inflight is None:
-            return
-        group, future = self._inflight
-        self._inflight = None
-        await future
-        for pending in group:
-            self._write(pending)
-        self.checkpoint()
-
-    def _embed_group(self, group: list[_Pending]) -> None:
-        """Runs on the worker thread; touches only the embedder and the group."""
-        texts: dict[str, str] = {}
-        for pending in group:
-            for key, chunk in zip(pending.keys, pending.chunks, strict=True):
-                if key not in pending.vectors:
-                    texts.setdefault(key, embedding_text(chunk))
-        # Similar lengths share a batch: a model pads every text of a batch to its longest,
-        # so mixed lengths waste work. Lengths in the chunker's tokens (the model's own,
-        # for the local embedder), not characters: sorted by characters, SciFact's batches
-        # carried 21% padding, sorted by tokens 3.5% (the ratio of padded to real tokens).
-        keys = sorted(texts, key=lambda key: self._count_tokens(texts[key]))
-        computed: dict[str, npt.NDArray[np.float32]] = {}
-        failed: set[str] = set()
-        for start in range(0, len(keys), self._batch_size):
-            if self._stopping.is_set():
-                return  # the run was interrupted; nobody waits for this group
-            batch = keys[start : start + self._batch_size]
-            try:
-                matrix = self._embedder.embed_documents([texts[k] for k in batch])
-                computed.update(zip(batch, matrix, strict=True))
-            except _FATAL:
-                raise
-            except Exception:  # isolated below, one document at a time
-                failed.update(batch)
-        for pending in group:
-            if any(k in failed for k in pending.keys):
-                self._embed_alone(pending, texts, computed)
-            for key in pending.keys:
-                if key not in pending.vectors and key in computed:
-                    pending.vectors[key] = computed[key]
-
-    def _embed_alone(
-        self, pending: _Pending, texts: Mapping[str, str], computed: dict[str, npt.NDArray[np.float32]]
-    ) -> None:
-        """A shared batch failed: retry this document's texts on their own, so one bad
-        document (too long, rejected by a remote API) does not fail its neighbours."""
-        missing = [k for k in dict.fromkeys(pending.keys) if k not in pending.vectors and k not in computed]
-        try:
-            matrix = self._embedder.embed_documents([texts[k] for k in missing])
-            computed.update(zip(missing, matrix, strict=True))
-        except _FATAL:
-            raise
-        except Exception as err:  # recorded as this document's failure
-            pending.error = f"embedding failed: {_describe(err)}"
-
-    def _write(self, pending: _Pending) -> None:
-        report = self.report
-        uri = pending.document.uri
-        if pending.error is not None:
-            report.failures.append(SyncFailure(pending.source, uri, pending.error))
-            return
-        vectors = self._matrix(pending)
-        try:
-            self._index.upsert(pending.document, pending.chunks, vectors)
-        except _FATAL:
-            raise
-        except Exception as err:  # one document's write failure must not stop the run
-            report.failures.append(SyncFailure(pending.source, uri, f"writing failed: {_describe(err)}"))
-            return
-        self.written.add(uri)
-        if pending.is_new:
-            report.added += 1
-        else:
-            report.updated += 1
-        embedded = sum(1 for k in pending.keys if k not in pending.cached)
-        report.chunks_embedded += embedded
-        report.chunks_reused += len(pending.keys) - embedded
-        if self._progress is not None and embedded:
-            self._progress.chunks_embedded(embedded)
-
-    def _matrix(self, pending: _Pending) -> Vectors:
-        if not pending.keys:
-            return np.empty((0, self._embedder.dimension), dtype=np.float32)
-        return np.stack([pending.vectors[k] for k in pending.keys]).astype(np.float32, copy=False)
-
-
 def _with_source_labels(document: Document, source: KnowledgeSource) -> Document:
     labels = {**document.labels, SOURCE_LABEL: source.name, SOURCE_TYPE_LABEL: source.source_type}
     return replace(document, labels=labels)
@@ -344,7 +124,7 @@ async def _sync_source(
     source: KnowledgeSource,
     index: KnowledgeIndex,
     chunker: Chunker,
-    pipeline: _Pipeline,
+    pipeline: Pipeline,
     progress: SyncProgress | None,
     chunking_changed: bool,
     max_prune_fraction: float | None,
@@ -393,18 +173,18 @@ async def _sync_source(
             document = _with_source_labels(item, source)
             try:
                 chunks = chunker.chunk(document)
-            except _FATAL:
+            except FATAL:
                 raise
             except Exception as err:  # a document the chunker cannot split is reported, not fatal
-                report.failures.append(SyncFailure(name, item.uri, f"chunking failed: {_describe(err)}"))
+                report.failures.append(SyncFailure(name, item.uri, f"chunking failed: {describe(err)}"))
                 continue
             keys = [embed_key(chunk) for chunk in chunks]
-            await pipeline.add(_Pending(name, document, chunks, keys, is_new=previous is None))
-    except _FATAL:
+            await pipeline.add(Pending(name, document, chunks, keys, is_new=previous is None))
+    except FATAL:
         raise
     except Exception as err:  # the listing is incomplete: keep everything, prune nothing
         complete = False
-        report.failures.append(SyncFailure(name, "", f"listing failed, nothing pruned: {_describe(err)}"))
+        report.failures.append(SyncFailure(name, "", f"listing failed, nothing pruned: {describe(err)}"))
 
     await pipeline.flush()
     for uri in gone:
@@ -452,10 +232,10 @@ def _old_chunking(index: KnowledgeIndex, source: str) -> set[str]:
 def _delete(index: KnowledgeIndex, source: str, uri: str, report: SyncReport) -> bool:
     try:
         index.delete_by_uri(uri)
-    except _FATAL:
+    except FATAL:
         raise
     except Exception as err:  # a stale document left behind is reported, the run goes on
-        report.failures.append(SyncFailure(source, uri, f"removing failed: {_describe(err)}"))
+        report.failures.append(SyncFailure(source, uri, f"removing failed: {describe(err)}"))
         return False
     report.deleted += 1
     return True
@@ -504,7 +284,7 @@ async def sync_sources(
     report = SyncReport()
     with index.write_lock():
         index.check_embedder(embedder.model_id, embedder.dimension)
-        pipeline = _Pipeline(index, embedder, progress, batch_size, chunker.count_tokens)
+        pipeline = Pipeline(index, embedder, progress, batch_size, chunker.count_tokens)
         chunking_changed = index.get_state(CHUNKING_STATE_KEY) != chunker.signature
         try:
             for source in sources:
