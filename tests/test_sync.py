@@ -55,6 +55,7 @@ from lore.sources.filesystem import FilesystemSource
 from lore.sync import (
     LAST_SYNC_KEY,
     is_mass_delete,
+    old_chunking_key,
     resume_token_key,
     run_sync,
     source_stats_key,
@@ -704,6 +705,7 @@ async def test_a_document_that_failed_during_a_rechunk_is_rechunked_next_time(
     assert (changed.updated, [f.uri for f in changed.failures]) == (3, ["mem://notes/unsplittable.md"])
     # The failed document keeps its old chunks, and is remembered as cut the old way.
     assert index.held("notes")["mem://notes/unsplittable.md"].chunk_count == before
+    assert json.loads(index.get_state(old_chunking_key("notes")) or "") == ["mem://notes/unsplittable.md"]
 
     smaller = Chunker.for_embedder(embedder, max_tokens=24, overlap_tokens=0)
     assert smaller.signature == picky.signature
@@ -712,6 +714,7 @@ async def test_a_document_that_failed_during_a_rechunk_is_rechunked_next_time(
     assert not healed.rechunked
     assert (healed.updated, healed.unchanged, healed.failures) == (1, 3, [])
     assert index.held("notes")["mem://notes/unsplittable.md"].chunk_count > before
+    assert json.loads(index.get_state(old_chunking_key("notes")) or "") == []
     embedder.reset()
     settled = await sync_sources([ListSource("notes", documents)], index, embedder, smaller)
     assert (settled.unchanged, settled.updated, embedder.document_calls) == (4, 0, 0)

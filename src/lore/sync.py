@@ -136,9 +136,9 @@ async def _sync_source(
     name = source.name
     held: Mapping[str, IndexedDocument] = index.held(name)
     rechunk = chunking_changed and bool(held)
-    recorded_old = set() if chunking_changed else _old_chunking(index, name)
+    recorded_old = _old_chunking(index, name)
     #: Held documents cut by older chunking settings: chunked again even if unchanged.
-    old_cut = set(held) if rechunk else recorded_old & set(held)
+    old_cut = set(held) if chunking_changed else recorded_old & set(held)
     report = SyncReport(rechunked=rechunk)
     pipeline.report = report
     pipeline.written = set()
