@@ -23,7 +23,7 @@ from lore.config import LoreSettings
 from lore.embedders.local import from_settings
 from lore.eval.datasets import iter_beir_documents
 from lore.models import embedding_text
-from lore.sync import _BATCHES_PER_GROUP
+from lore.sync_pipeline import BATCHES_PER_GROUP
 
 SCIFACT = Path(__file__).resolve().parents[1].parent / "shared" / "benchmarks" / "scifact"
 
@@ -59,11 +59,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     real = sum(tokens)
     print(f"{args.beir.name}: {len(texts)} chunk texts, {real} tokens, batches of {args.batch}")
     print(f"{'texts per group':>16} {'by characters':>14} {'by tokens':>10}")
-    groups = sorted({args.batch * n for n in (4, 16, 64)} | {args.batch * _BATCHES_PER_GROUP, len(texts)})
+    groups = sorted({args.batch * n for n in (4, 16, 64)} | {args.batch * BATCHES_PER_GROUP, len(texts)})
     for group in groups:
         by_chars = padded_tokens(tokens, lambda i: len(texts[i]), group, args.batch) / real
         by_tokens = padded_tokens(tokens, lambda i: tokens[i], group, args.batch) / real
-        label = f"{group}" + (" (sync)" if group == args.batch * _BATCHES_PER_GROUP else "")
+        label = f"{group}" + (" (sync)" if group == args.batch * BATCHES_PER_GROUP else "")
         label += " (all)" if group == len(texts) else ""
         print(f"{label:>16} {by_chars:>13.3f}x {by_tokens:>9.3f}x")
     return 0

@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
+import signal
+import sqlite3
 import subprocess
 import sys
+import time
+from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -228,3 +233,101 @@ def test_subprocess_sync_and_status(tmp_path: Path) -> None:
     assert synced.returncode == 0, synced.stderr
     assert status.returncode == 0, status.stderr
     assert "handbook" in status.stdout
+
+
+# -- sync's exits: a missing path, a FIFO, a refused mass delete, Ctrl-C (issue 10, §4-5) ----
+
+
+def test_subprocess_missing_source_path_exits_2_and_creates_nothing(tmp_path: Path) -> None:
+    make_project(tmp_path)
+    shutil.rmtree(tmp_path / "docs")
+
+    result = run_lore("sync", cwd=tmp_path)
+
+    assert_one_line_error(result, "source 'handbook': path")
+    assert "does not exist" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lore.toml"]
+
+
+def test_subprocess_a_fifo_in_the_source_is_reported_and_sync_finishes(tmp_path: Path) -> None:
+    """Before: reading ``x.md`` blocked forever with the write lock held (run_lore's timeout)."""
+    make_project(tmp_path)
+    os.mkfifo(tmp_path / "docs" / "x.md")
+
+    first = run_lore("sync", cwd=tmp_path)
+    second = run_lore("sync", cwd=tmp_path)  # the lock was released
+
+    assert first.returncode == 1, (first.stdout, first.stderr)
+    assert "x.md: not a regular file (a FIFO); skipped" in first.stdout
+    assert "added" in first.stdout
+    assert second.returncode == 1, (second.stdout, second.stderr)
+
+
+def test_a_refused_mass_delete_exits_1_and_says_how_to_allow_it(tmp_path: Path, runner: CliRunner) -> None:
+    config = make_project(tmp_path)
+    for number in range(4):
+        (tmp_path / "docs" / f"extra-{number}.md").write_text(f"# Extra {number}\n\nMore text {number}.\n")
+    assert runner.invoke(app, ["--config", str(config), "sync"]).exit_code == 0
+    for page in (tmp_path / "docs").iterdir():
+        page.unlink()  # as if the volume were unmounted
+
+    refused = runner.invoke(app, ["--config", str(config), "sync"])
+    allowed = runner.invoke(app, ["--config", str(config), "sync", "--allow-mass-delete"])
+
+    assert refused.exit_code == 1, refused.output
+    flat = " ".join(refused.output.split())
+    assert "refused to delete 6 of the 6 indexed documents of source handbook" in flat
+    assert "--allow-mass-delete" in flat
+    assert allowed.exit_code == 0, allowed.output
+    assert summary_rows(refused.output)["deleted"] == "0"
+    assert summary_rows(allowed.output)["deleted"] == "6"
+
+
+def summary_rows(output: str) -> dict[str, str]:
+    """The figures of sync's summary table (``│ deleted │ 6 │`` rows)."""
+    rows = [[cell.strip() for cell in line.strip().strip("│").split("│")] for line in output.splitlines()]
+    return {row[0]: row[1] for row in rows if len(row) == 2}
+
+
+def indexed_documents(db: Path) -> int:
+    """Documents committed so far, read beside a running sync (WAL: readers never wait)."""
+    try:
+        with closing(sqlite3.connect(f"{db.as_uri()}?mode=ro", uri=True)) as conn:
+            return int(conn.execute("SELECT count(*) FROM documents").fetchone()[0])
+    except sqlite3.Error:  # not created yet
+        return 0
+
+
+def test_subprocess_ctrl_c_exits_130_and_the_next_sync_converges(tmp_path: Path) -> None:
+    """A real SIGINT to a real ``lore sync`` in the middle of a corpus of 2,500 pages."""
+    make_project(tmp_path)
+    total = 2_500 + 2
+    for number in range(total - 2):
+        words = " ".join(f"w{number}x{i}" for i in range(80))
+        (tmp_path / "docs" / f"page-{number:05d}.md").write_text(f"# Page {number}\n\n{words}\n")
+    env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
+    env.pop("LORE_CONFIG", None)
+    db = tmp_path / "lore.db"
+    with subprocess.Popen([str(LORE), "sync"], cwd=tmp_path, env=env, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE) as running:
+        try:
+            while running.poll() is None and indexed_documents(db) < 50:
+                time.sleep(0.05)
+            running.send_signal(signal.SIGINT)
+            _, stderr = running.communicate(timeout=300)
+        finally:
+            running.kill()
+    written = indexed_documents(db)
+
+    assert running.returncode == 130, stderr
+    assert "interrupted" in stderr
+    assert "Traceback" not in stderr
+    assert 0 < written < total, "the sync was not interrupted mid-run"
+    resumed = run_lore("sync", cwd=tmp_path)
+    settled = run_lore("sync", cwd=tmp_path)
+    assert resumed.returncode == 0, (resumed.stdout, resumed.stderr)
+    assert indexed_documents(db) == total
+    figures = summary_rows(settled.stdout)
+    assert (figures["unchanged"], figures["updated"], figures["chunks embedded"]) == (str(total), "0", "0")
+    with closing(sqlite3.connect(db)) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import os
-from datetime import UTC, datetime
+import shutil
+import socket
+import subprocess
+import threading
+from datetime import UTC, datetime, timedelta
 from pathlib import Path, PurePosixPath
 
 import pytest
@@ -160,6 +166,126 @@ async def test_byte_order_mark_is_dropped_and_revision_follows_content(tmp_path:
 
     assert (first.title, first.text) == ("BOM", "Body\n")
     assert first.revision != second.revision
+
+
+def collect_in_a_daemon_thread(src: FilesystemSource) -> dict[str, SourceItem]:
+    """``collect`` on a daemon thread: a read that blocks forever (a FIFO opened without
+    O_NONBLOCK) fails the test instead of hanging the whole session."""
+    found: list[dict[str, SourceItem]] = []
+    worker = threading.Thread(target=lambda: found.append(asyncio.run(collect(src))), daemon=True)
+    worker.start()
+    worker.join(timeout=60)
+    if worker.is_alive():
+        for fifo in (p for p in src.root.rglob("*") if p.is_fifo()):
+            with contextlib.suppress(OSError):  # a writer lets a blocked reader go
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        pytest.fail("reading the source blocked")
+    return found[0]
+
+
+def test_a_fifo_or_socket_named_like_a_runbook_is_skipped_and_reported(tmp_path: Path) -> None:
+    write(tmp_path, "good.md", "# Good\n")
+    os.mkfifo(tmp_path / "x.md")
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(tmp_path / "listening.md"))
+        (tmp_path / "to-fifo.md").symlink_to(tmp_path / "x.md")
+
+        items = collect_in_a_daemon_thread(source(tmp_path))
+
+    assert isinstance(items["file://runbooks/good.md"], Document)
+    reasons = {uri: item.reason for uri, item in items.items() if isinstance(item, SourceFailure)}
+    assert reasons == {
+        "file://runbooks/x.md": "not a regular file (a FIFO); skipped",
+        "file://runbooks/to-fifo.md": "not a regular file (a FIFO); skipped",
+        "file://runbooks/listening.md": "not a regular file (a socket); skipped",
+    }
+
+
+def git(root: Path, *args: str, when: datetime | None = None) -> None:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid"}
+    if when is not None:
+        env["GIT_AUTHOR_DATE"] = env["GIT_COMMITTER_DATE"] = when.isoformat()
+    subprocess.run(["git", *args], cwd=root, env=env, check=True, capture_output=True)
+
+
+FIRST_COMMIT = datetime(2021, 5, 6, 7, 8, 9, tzinfo=UTC)
+SECOND_COMMIT = datetime(2022, 1, 2, 3, 4, 5, tzinfo=UTC)
+
+
+@pytest.fixture
+def checkout(tmp_path: Path) -> Path:
+    """A work tree whose source folder is a subdirectory, as in most repositories: three
+    committed files, one changed in a later commit, a merge, and a file outside the folder."""
+    if shutil.which("git") is None:
+        pytest.skip("no git binary")
+    repo = tmp_path / "repo"
+    write(repo, "docs/old.md", "# Old\n")
+    write(repo, "docs/edited.md", "# Edited\n")
+    write(repo, "docs/with space.md", "# Spaced name\n")
+    write(repo, "docs/dated.md", "---\nupdated: 2019-09-09\n---\n# Dated\n")
+    write(repo, "README.md", "# Repository\n")
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "first", when=FIRST_COMMIT)
+    git(repo, "checkout", "-q", "-b", "side")
+    write(repo, "docs/edited.md", "# Edited again\n")
+    git(repo, "commit", "-q", "-am", "second", when=SECOND_COMMIT)
+    git(repo, "checkout", "-q", "main")
+    git(repo, "merge", "-q", "--no-ff", "-m", "merge", "side", when=SECOND_COMMIT + timedelta(days=1))
+    return repo
+
+
+async def test_updated_at_is_the_last_commit_that_touched_the_file(checkout: Path) -> None:
+    write(checkout, "docs/modified.md", "# Committed\n")
+    git(checkout, "add", ".")
+    git(checkout, "commit", "-q", "-m", "third", when=SECOND_COMMIT + timedelta(days=2))
+    write(checkout, "docs/modified.md", "# Changed, not committed\n")
+    write(checkout, "docs/untracked.md", "# New\n")
+
+    items = await collect(source(checkout / "docs"))
+    updated = {uri.rsplit("/", 1)[1]: document(items, uri).updated_at for uri in items}
+
+    assert updated == {
+        "old.md": FIRST_COMMIT,
+        "with space.md": FIRST_COMMIT,
+        "edited.md": SECOND_COMMIT,
+        "dated.md": datetime(2019, 9, 9, tzinfo=UTC),  # front matter still wins
+        "modified.md": MTIME,  # a working copy that differs from HEAD: its mtime
+        "untracked.md": MTIME,
+    }
+
+
+async def test_one_git_pass_for_the_whole_folder(checkout: Path, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A wrapper ``git`` first on PATH counts invocations: a constant few, not one per file."""
+    for number in range(40):
+        write(checkout, f"docs/many/page-{number}.md", f"# Page {number}\n")
+    git(checkout, "add", ".")
+    git(checkout, "commit", "-q", "-m", "many", when=SECOND_COMMIT)
+    shim_dir, calls = tmp_path / "shim", tmp_path / "git-calls"
+    shim_dir.mkdir()
+    shim = shim_dir / "git"
+    shim.write_text(f'#!/bin/sh\necho "$1" >> {calls}\nexec {shutil.which("git")} "$@"\n')
+    shim.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{shim_dir}{os.pathsep}{os.environ['PATH']}")
+
+    items = await collect(source(checkout / "docs"))
+
+    assert document(items, "file://runbooks/many/page-7.md").updated_at == SECOND_COMMIT
+    assert calls.read_text().split() == ["rev-parse", "log", "diff"]
+
+
+async def test_without_git_or_outside_a_work_tree_mtime_stands(checkout: Path, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    plain = tmp_path / "plain"
+    write(plain, "page.md", "# Not in a repository\n")
+    outside = await collect(source(plain))
+    monkeypatch.setenv("PATH", str(tmp_path / "no-binaries-here"))
+    no_git = await collect(source(checkout / "docs"))
+
+    assert document(outside, "file://runbooks/page.md").updated_at == MTIME
+    assert document(no_git, "file://runbooks/old.md").updated_at == MTIME
 
 
 async def test_include_and_exclude_globs(corpus: Path) -> None:

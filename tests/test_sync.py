@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import shutil
+import subprocess
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -37,6 +41,7 @@ from lore.models import (
     Chunk,
     Document,
     IndexedDocument,
+    RefusedPrune,
     SearchMode,
     SourceFailure,
     SourceItem,
@@ -46,8 +51,11 @@ from lore.models import (
 )
 from lore.protocols import KnowledgeIndex, Vectors
 from lore.resolve import resolve_retriever
+from lore.sources.filesystem import FilesystemSource
 from lore.sync import (
     LAST_SYNC_KEY,
+    is_mass_delete,
+    old_chunking_key,
     resume_token_key,
     run_sync,
     source_stats_key,
@@ -649,3 +657,227 @@ def test_example_corpus_syncs_cleanly_and_identifiers_find_their_page(
             assert passages[0].uri.endswith(page), identifier
     finally:
         retriever.close()
+
+
+# -- a failure costs that document only (issue 10, section 4) -------------------------------
+
+
+def write_corpus(root: Path, count: int, *, words: int = 12) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    for number in range(count):
+        body = " ".join(f"term{number}x{i}" for i in range(words))
+        (root / f"page-{number:04d}.md").write_text(f"# Page {number}\n\n{body}\n", encoding="utf-8")
+
+
+async def test_a_permanently_failing_file_costs_only_that_file(
+    tmp_path: Path, index: SqliteBackend, embedder: CountingEmbedder, chunker: Chunker
+) -> None:
+    """Before: the chunking signature was recorded only after a sync without failures, so
+    every later sync re-chunked and rewrote every document ("chunking settings changed")."""
+    root = tmp_path / "docs"
+    write_corpus(root, 6)
+    (root / "latin1.md").write_bytes("# Caf\u00e9\n".encode("latin-1"))  # never valid UTF-8
+    folder = FilesystemSource("docs", root, visibility=Visibility.ALL_VIEWERS)
+    first = await sync_sources([folder], index, embedder, chunker)
+    assert (first.added, [f.uri for f in first.failures]) == (6, ["file://docs/latin1.md"])
+    embedder.reset()
+    recording = RecordingIndex(index)
+
+    second = await sync_sources([folder], recording, embedder, chunker)
+
+    assert not second.rechunked
+    assert (second.unchanged, second.updated, second.added, len(second.failures)) == (6, 0, 0, 1)
+    assert embedder.document_calls == 0
+    assert recording.upserts == []
+
+
+async def test_a_document_that_failed_during_a_rechunk_is_rechunked_next_time(
+    index: SqliteBackend, embedder: CountingEmbedder, chunker: Chunker
+) -> None:
+    body = "\n\n".join(f"## Step {n}\n\n" + " ".join(f"word{n}x{i}." for i in range(40)) for n in range(3))
+    documents = [doc("mem://notes/unsplittable.md", body), *three_docs()]
+    await sync_sources([ListSource("notes", documents)], index, embedder, chunker)
+    before = index.held("notes")["mem://notes/unsplittable.md"].chunk_count
+
+    picky = PickyChunker.for_embedder(embedder, max_tokens=24, overlap_tokens=0)
+    changed = await sync_sources([ListSource("notes", documents)], index, embedder, picky)
+    assert changed.rechunked
+    assert (changed.updated, [f.uri for f in changed.failures]) == (3, ["mem://notes/unsplittable.md"])
+    # The failed document keeps its old chunks, and is remembered as cut the old way.
+    assert index.held("notes")["mem://notes/unsplittable.md"].chunk_count == before
+    assert json.loads(index.get_state(old_chunking_key("notes")) or "") == ["mem://notes/unsplittable.md"]
+
+    smaller = Chunker.for_embedder(embedder, max_tokens=24, overlap_tokens=0)
+    assert smaller.signature == picky.signature
+    healed = await sync_sources([ListSource("notes", documents)], index, embedder, smaller)
+
+    assert not healed.rechunked
+    assert (healed.updated, healed.unchanged, healed.failures) == (1, 3, [])
+    assert index.held("notes")["mem://notes/unsplittable.md"].chunk_count > before
+    assert json.loads(index.get_state(old_chunking_key("notes")) or "") == []
+    embedder.reset()
+    settled = await sync_sources([ListSource("notes", documents)], index, embedder, smaller)
+    assert (settled.unchanged, settled.updated, embedder.document_calls) == (4, 0, 0)
+
+
+# -- a source that suddenly lists nothing deletes nothing -----------------------------------
+
+
+def ten_docs() -> list[Document]:
+    return [doc(f"mem://notes/page-{n}.md", f"# Page {n}\n\nBody number {n}.") for n in range(10)]
+
+
+@pytest.mark.parametrize(
+    ("missing", "indexed", "refused"),
+    [(1, 1, False), (2, 2, True), (1, 3, False), (2, 3, True), (2, 4, False), (3, 4, True),
+     (5, 10, False), (6, 10, True), (0, 0, False)],
+)
+def test_mass_delete_rule(missing: int, indexed: int, refused: bool) -> None:
+    assert is_mass_delete(missing, indexed, 0.5) is refused
+
+
+async def test_an_emptied_source_deletes_nothing_unless_a_mass_delete_is_allowed(
+    index: SqliteBackend, embedder: CountingEmbedder, chunker: Chunker
+) -> None:
+    await sync_sources([ListSource("notes", ten_docs())], index, embedder, chunker)
+
+    empty = await sync_sources([ListSource("notes", [])], index, embedder, chunker)
+    most = await sync_sources([ListSource("notes", ten_docs()[:4])], index, embedder, chunker)
+
+    assert (empty.deleted, empty.refused_prunes) == (0, [RefusedPrune("notes", 10, 10)])
+    assert (most.deleted, most.refused_prunes) == (0, [RefusedPrune("notes", 6, 10)])
+    assert len(index.held("notes")) == 10
+    stats = json.loads(index.get_state(source_stats_key("notes")) or "{}")
+    assert stats["prune_refused"] == 6
+
+    half = await sync_sources([ListSource("notes", ten_docs()[:5])], index, embedder, chunker)
+    assert (half.deleted, half.refused_prunes) == (5, [])
+    allowed = await sync_sources(
+        [ListSource("notes", [])], index, embedder, chunker, allow_mass_delete=True
+    )
+    assert (allowed.deleted, allowed.refused_prunes, dict(index.held("notes"))) == (5, [], {})
+
+
+async def test_max_prune_fraction_is_configurable(
+    index: SqliteBackend, embedder: CountingEmbedder, chunker: Chunker
+) -> None:
+    await sync_sources([ListSource("notes", ten_docs())], index, embedder, chunker)
+
+    strict = await sync_sources(
+        [ListSource("notes", ten_docs()[:8])], index, embedder, chunker, max_prune_fraction=0.1
+    )
+    loose = await sync_sources(
+        [ListSource("notes", [])], index, embedder, chunker, max_prune_fraction=1.0
+    )
+
+    assert strict.refused_prunes == [RefusedPrune("notes", 2, 10)]
+    assert (loose.deleted, loose.refused_prunes) == (10, [])
+    with pytest.raises(ConfigError, match="max_prune_fraction"):
+        await sync_sources([ListSource("notes", [])], index, embedder, chunker, max_prune_fraction=1.5)
+
+
+# -- a source path that does not exist is a configuration error -----------------------------
+
+
+def test_a_missing_source_path_is_a_config_error_and_creates_nothing(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    config.write_text(config.read_text().replace('path = "docs"', 'path = "no-such-folder"'))
+
+    with pytest.raises(ConfigError, match=r"source 'docs': path .*no-such-folder does not exist"):
+        run_sync(load_settings(config))
+    assert list((tmp_path / "state").iterdir()) == []
+
+
+# -- the write-ahead log of a first sync stays small -----------------------------------------
+
+
+class WalWatchingBackend(SqliteBackend):
+    """Records the -wal file's size before every checkpoint: the peaks a sync reaches."""
+
+    peaks: list[int]
+
+    def checkpoint(self) -> None:
+        self.peaks.append(wal_size(self.path))
+        super().checkpoint()
+
+
+def file_size(path: Path) -> int:
+    return path.stat().st_size if path.exists() else 0
+
+
+def wal_size(db: Path) -> int:
+    return file_size(db.with_name(db.name + "-wal"))
+
+
+async def test_a_first_sync_checkpoints_so_the_wal_stays_small_next_to_the_database(
+    tmp_path: Path, db_path: Path
+) -> None:
+    """Before: autocheckpoints (every 10,000 pages) never shrink the log, so a first sync's
+    -wal file was as large as the database or larger."""
+    embedder = CountingEmbedder(dimension=384)
+    write_corpus(tmp_path / "docs", 600, words=60)
+    index = WalWatchingBackend(db_path, embedder)
+    index.peaks = []
+    try:
+        chunker = Chunker.for_embedder(embedder, max_tokens=64, overlap_tokens=8)
+        folder = FilesystemSource("docs", tmp_path / "docs", visibility=Visibility.ALL_VIEWERS)
+        report = await sync_sources([folder], index, embedder, chunker, batch_size=8)
+        assert report.ok
+        assert report.added == 600
+        database, log = file_size(db_path), wal_size(db_path)
+    finally:
+        index.close()
+
+    print(f"database {database:,} bytes, -wal after sync {log:,}, peaks {index.peaks}")
+    assert len(index.peaks) >= 4
+    assert log < database / 4, (log, database)
+    assert max(index.peaks) < database / 2, (index.peaks, database)
+
+
+# -- updated_at from git, end to end (issue 10, section 5) -------------------------------------
+
+
+async def test_a_new_updated_at_rewrites_provenance_without_embedding(
+    index: SqliteBackend, embedder: CountingEmbedder, chunker: Chunker
+) -> None:
+    await sync_sources([ListSource("notes", three_docs())], index, embedder, chunker)
+    embedder.reset()
+    redated = [replace(three_docs()[0], updated_at=datetime(2021, 1, 1, tzinfo=UTC)), *three_docs()[1:]]
+
+    report = await sync_sources([ListSource("notes", redated)], index, embedder, chunker)
+
+    assert (report.updated, report.unchanged, embedder.document_calls) == (1, 2, 0)
+    assert index.held("notes")["mem://notes/etcd.md"].updated_at == datetime(2021, 1, 1, tzinfo=UTC)
+
+
+def test_a_fresh_checkout_reads_commit_dates_so_old_runbooks_are_stale(tmp_path: Path) -> None:
+    """Before: every file of a fresh clone had the clone's mtime, so nothing was stale."""
+    if shutil.which("git") is None:
+        pytest.skip("no git binary")
+    origin = tmp_path / "origin"
+    write_corpus(origin / "docs", 3)
+    committed = datetime(2020, 2, 3, 4, 5, 6, tzinfo=UTC)
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid",
+           "GIT_AUTHOR_DATE": committed.isoformat(), "GIT_COMMITTER_DATE": committed.isoformat()}
+    for args in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "runbooks"]):
+        subprocess.run(["git", *args], cwd=origin, env=env, check=True, capture_output=True)
+    checkout = tmp_path / "checkout"
+    clone = ["git", "clone", "-q", str(origin), str(checkout)]
+    subprocess.run(clone, env=env, check=True, capture_output=True)
+    # write_config adds dns.md and tls.md: untracked files, so they keep their mtime (now).
+    settings = load_settings(write_config(checkout))
+
+    report = run_sync(settings)
+
+    assert report.ok
+    index = resolve_retriever(settings)
+    assert isinstance(index, SqliteBackend)
+    try:
+        held = index.held("docs")
+        assert {uri.rsplit("/", 1)[1]: held[uri].updated_at for uri in held if "page-" in uri} == {
+            f"page-{n:04d}.md": committed for n in range(3)
+        }
+        assert held["file://docs/dns.md"].updated_at > committed
+    finally:
+        index.close()

@@ -124,6 +124,11 @@ class LoreSettings(BaseSettings):
     reranker_url: str | None = None
     reranker_api_key: SecretStr | None = None
 
+    # -- sync ------------------------------------------------------------------------
+    #: Largest share of a source's documents one sync may prune (more than one document
+    #: and more than this share is refused unless ``lore sync --allow-mass-delete``).
+    max_prune_fraction: float = Field(default=0.5, ge=0, le=1)
+
     # -- freshness, safety, audit ----------------------------------------------------
     stale_after_days: int = Field(default=180, gt=0)
     audit_path: Path = Path("lore-audit.jsonl")

@@ -180,6 +180,18 @@ class SyncFailure:
     reason: str
 
 
+@dataclass(frozen=True, slots=True)
+class RefusedPrune:
+    """A complete listing left out more of a source's indexed documents than one sync
+    deletes (``max_prune_fraction``): what an unmounted volume or an emptied checkout
+    looks like. Nothing of the source was deleted; ``lore sync --allow-mass-delete``
+    deletes them."""
+
+    source: str
+    missing: int
+    indexed: int
+
+
 @dataclass(slots=True)
 class SyncReport:
     """What one ``lore sync`` did. ``ok`` is False when any document failed."""
@@ -193,6 +205,7 @@ class SyncReport:
     chunks_reused: int = 0
     failures: list[SyncFailure] = field(default_factory=list)
     skipped_sources: list[str] = field(default_factory=list)
+    refused_prunes: list[RefusedPrune] = field(default_factory=list)
     #: The chunking settings changed since the last sync, so every document was re-chunked.
     rechunked: bool = False
     seconds: float = 0.0
@@ -211,6 +224,7 @@ class SyncReport:
         self.chunks_reused += other.chunks_reused
         self.failures.extend(other.failures)
         self.skipped_sources.extend(other.skipped_sources)
+        self.refused_prunes.extend(other.refused_prunes)
         self.rechunked = self.rechunked or other.rechunked
 
 

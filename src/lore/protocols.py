@@ -188,6 +188,26 @@ class TokenCounting(Protocol):
 
 
 @runtime_checkable
+class PreflightChecked(Protocol):
+    """Optional capability of a source: a cheap check that its configuration points at
+    something (a folder that exists), run before the index is opened, so a typo in a
+    path is a configuration error that changes nothing."""
+
+    def preflight(self) -> None:
+        """Raise ``ConfigError`` when the source cannot be listed at all."""
+        ...
+
+
+@runtime_checkable
+class Checkpointing(Protocol):
+    """Optional capability of an index with a write-ahead log: sync calls ``checkpoint``
+    between groups of documents, so the log of a long first sync stays small instead of
+    growing to a multiple of the database."""
+
+    def checkpoint(self) -> None: ...
+
+
+@runtime_checkable
 class Reranker(Protocol):
     """Reorders a retriever's candidates by a stronger (slower) relevance model."""
 

@@ -12,15 +12,21 @@ Properties, each one a promise to the operator:
   chunked, embedded nor written, so a second run over an unchanged corpus costs a listing.
   A change of chunking settings (or of the embedder's window) re-chunks every document
   once; only chunk texts that actually changed are embedded again;
-- fail-soft per document: a document that cannot be chunked, embedded or written is
-  reported and the run goes on;
+- fail-soft per document: a document that cannot be read, chunked, embedded or written is
+  reported and the run goes on, and it costs that document only: the chunking settings
+  are recorded whatever failed, and documents still cut by older settings are remembered
+  per source and re-chunked by the next sync;
 - never deletes first: ``upsert`` writes the new version before removing the old, and
-  pruning happens only after a *complete* listing and after every new document is written.
+  pruning happens only after a *complete* listing and after every new document is written;
+- never deletes most of a source: a complete listing that leaves out more than
+  ``max_prune_fraction`` of a source's documents (an unmounted volume lists as an empty
+  folder) deletes nothing and is reported, unless the caller allows a mass delete;
+- interruptible: a Ctrl-C stops at the next document boundary; every document written
+  is complete, and the next sync converges.
 
 Embedding is the expensive step, so texts of many documents are embedded together in
 full batches of similar lengths, on one worker thread, while the main thread writes the
-previous group and reads the next documents. Index calls stay on the calling thread (SQLite connections are
-bound to the thread that opened them).
+previous group and reads the next documents (``sync_pipeline.py``).
 """
 
 from __future__ import annotations
@@ -29,41 +35,30 @@ import asyncio
 import json
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Protocol
 
-import numpy as np
-import numpy.typing as npt
-
-from lore.chunking import Chunker, TokenCounter
+from lore.chunking import Chunker
 from lore.config import LoreSettings
-from lore.errors import (
-    BackendUnavailableError,
-    ConfigError,
-    EmbedderAuthError,
-    EmbedderMismatchError,
-    IndexLockedError,
-    VisibilityError,
-)
+from lore.errors import ConfigError, VisibilityError
 from lore.models import (
     SOURCE_LABEL,
     SOURCE_TYPE_LABEL,
-    Chunk,
     Document,
     IndexedDocument,
+    RefusedPrune,
     SourceFailure,
     SyncFailure,
     SyncReport,
     Tombstone,
     Visibility,
     embed_key,
-    embedding_text,
+    utc,
 )
-from lore.protocols import Embedder, KnowledgeIndex, KnowledgeSource, Vectors
+from lore.protocols import Embedder, KnowledgeIndex, KnowledgeSource, PreflightChecked
 from lore.resolve import resolve_embedder, resolve_index
 from lore.sources import build_source
+from lore.sync_pipeline import FATAL, Pending, Pipeline, SyncProgress, describe
 
 #: Index state keys written by sync and read by ``lore status``.
 LAST_SYNC_KEY = "sync:last_finished_at"
@@ -80,51 +75,30 @@ def resume_token_key(source: str) -> str:
     return f"sync:source:{source}:resume_token"
 
 
-#: Errors after which every further document would fail the same way: stop the run
-#: with the error's own message instead of reporting thousands of identical failures.
-_FATAL = (EmbedderAuthError, EmbedderMismatchError, IndexLockedError, BackendUnavailableError)
-
-#: How many embedding batches' worth of missing texts are gathered before a group is
-#: embedded: large enough that batches are full and that sorting a group's texts by
-#: length leaves little padding (SciFact's chunks, sorted by MiniLM's token counts, in
-#: batches of 32: 1.035x the real tokens at 16 batches, 1.010x at 64), small enough to
-#: bound memory and to write (and show progress) every half minute on a small CPU.
-_BATCHES_PER_GROUP = 16
+def old_chunking_key(source: str) -> str:
+    """Uris of the source's documents still cut by chunking settings older than
+    ``CHUNKING_STATE_KEY`` (they failed during the run that changed them): a JSON list."""
+    return f"sync:source:{source}:old_chunking"
 
 
-class SyncProgress(Protocol):
-    """What sync reports while it runs; the CLI renders it as a progress bar."""
 
-    def source_started(self, source: str, expected_documents: int | None) -> None:
-        """``expected_documents`` is what the index held for the source after the last
-        sync (a good estimate for a complete listing), None when nothing is known."""
-        ...
-
-    def document_seen(self, source: str, uri: str) -> None: ...
-
-    def chunks_embedded(self, count: int) -> None: ...
-
-    def source_finished(self, source: str) -> None: ...
+#: Pruning that removes this many documents or fewer is never a mass delete, so a small
+#: index can still lose a page.
+MASS_DELETE_FLOOR = 1
 
 
-@dataclass
-class _Pending:
-    """A changed document waiting for its vectors."""
-
-    source: str
-    document: Document
-    chunks: list[Chunk]
-    keys: list[str]
-    is_new: bool
-    vectors: dict[str, npt.NDArray[np.float32]] = field(default_factory=dict)
-    #: Keys whose vectors came from the index's cache rather than the embedder.
-    cached: frozenset[str] = frozenset()
-    error: str | None = None
+def is_mass_delete(missing: int, indexed: int, max_prune_fraction: float) -> bool:
+    """Whether pruning ``missing`` of a source's ``indexed`` documents is refused: more
+    than one document, and more than ``max_prune_fraction`` of them (half by default:
+    4 of 10 go, 6 of 10 are refused; 1 of 1 goes, 2 of 2 are refused)."""
+    return missing > MASS_DELETE_FLOOR and missing > max_prune_fraction * indexed
 
 
 def check_sources(sources: Iterable[KnowledgeSource]) -> None:
-    """Refuse the run if any source leaves its visibility undeclared (fail-closed), or if
-    two sources share a name (the ledger and pruning are per source name)."""
+    """Refuse the run if any source leaves its visibility undeclared (fail-closed), if
+    two sources share a name (the ledger and pruning are per source name), or if a source
+    that will be indexed fails its preflight check (a folder that does not exist)."""
+    sources = list(sources)
     names: set[str] = set()
     for source in sources:
         if source.name in names:
@@ -136,147 +110,9 @@ def check_sources(sources: Iterable[KnowledgeSource]) -> None:
                 f"visibility = \"{Visibility.ALL_VIEWERS}\" or \"{Visibility.RESTRICTED}\" in its "
                 "[[sources]] table (lore indexes only what every viewer may read)"
             )
-
-
-def _describe(err: BaseException) -> str:
-    message = str(err).strip()
-    return message if message else type(err).__name__
-
-
-class _Pipeline:
-    """Groups changed documents, embeds their missing texts in full batches on a worker
-    thread, and writes each document as soon as its vectors are ready."""
-
-    def __init__(
-        self,
-        index: KnowledgeIndex,
-        embedder: Embedder,
-        progress: SyncProgress | None,
-        batch_size: int,
-        count_tokens: TokenCounter,
-    ) -> None:
-        self._index = index
-        self._embedder = embedder
-        self._count_tokens = count_tokens
-        #: Where written documents are counted; set per source (flushed between sources).
-        self.report = SyncReport()
-        self._progress = progress
-        self._batch_size = batch_size
-        self._group: list[_Pending] = []
-        self._group_keys: set[str] = set()
-        self._inflight: tuple[list[_Pending], asyncio.Future[None]] | None = None
-        # One worker: embedding calls never run concurrently with each other.
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lore-embed")
-
-    async def add(self, pending: _Pending) -> None:
-        self._group.append(pending)
-        self._group_keys.update(pending.keys)
-        if len(self._group_keys) >= self._batch_size * _BATCHES_PER_GROUP:
-            await self._launch()
-
-    async def flush(self) -> None:
-        """Embed and write everything added so far."""
-        await self._launch()
-        await self._drain()
-
-    def close(self) -> None:
-        self._executor.shutdown(wait=True)
-
-    async def _launch(self) -> None:
-        group, self._group, self._group_keys = self._group, [], set()
-        if not group:
-            await self._drain()
-            return
-        cached = self._index.cached_vectors(sorted({k for p in group for k in p.keys}))
-        for pending in group:
-            pending.vectors = {k: cached[k] for k in pending.keys if k in cached}
-            pending.cached = frozenset(pending.vectors)
-        future = asyncio.get_running_loop().run_in_executor(self._executor, self._embed_group, group)
-        # Write the previous group while this one is being embedded.
-        await self._drain()
-        self._inflight = (group, future)
-
-    async def _drain(self) -> None:
-        if self._inflight is None:
-            return
-        group, future = self._inflight
-        self._inflight = None
-        await future
-        for pending in group:
-            self._write(pending)
-
-    def _embed_group(self, group: list[_Pending]) -> None:
-        """Runs on the worker thread; touches only the embedder and the group."""
-        texts: dict[str, str] = {}
-        for pending in group:
-            for key, chunk in zip(pending.keys, pending.chunks, strict=True):
-                if key not in pending.vectors:
-                    texts.setdefault(key, embedding_text(chunk))
-        # Similar lengths share a batch: a model pads every text of a batch to its longest,
-        # so mixed lengths waste work. Lengths in the chunker's tokens (the model's own,
-        # for the local embedder), not characters: sorted by characters, SciFact's batches
-        # carried 21% padding, sorted by tokens 3.5% (the ratio of padded to real tokens).
-        keys = sorted(texts, key=lambda key: self._count_tokens(texts[key]))
-        computed: dict[str, npt.NDArray[np.float32]] = {}
-        failed: set[str] = set()
-        for start in range(0, len(keys), self._batch_size):
-            batch = keys[start : start + self._batch_size]
-            try:
-                matrix = self._embedder.embed_documents([texts[k] for k in batch])
-                computed.update(zip(batch, matrix, strict=True))
-            except _FATAL:
-                raise
-            except Exception:  # isolated below, one document at a time
-                failed.update(batch)
-        for pending in group:
-            if any(k in failed for k in pending.keys):
-                self._embed_alone(pending, texts, computed)
-            for key in pending.keys:
-                if key not in pending.vectors and key in computed:
-                    pending.vectors[key] = computed[key]
-
-    def _embed_alone(
-        self, pending: _Pending, texts: Mapping[str, str], computed: dict[str, npt.NDArray[np.float32]]
-    ) -> None:
-        """A shared batch failed: retry this document's texts on their own, so one bad
-        document (too long, rejected by a remote API) does not fail its neighbours."""
-        missing = [k for k in dict.fromkeys(pending.keys) if k not in pending.vectors and k not in computed]
-        try:
-            matrix = self._embedder.embed_documents([texts[k] for k in missing])
-            computed.update(zip(missing, matrix, strict=True))
-        except _FATAL:
-            raise
-        except Exception as err:  # recorded as this document's failure
-            pending.error = f"embedding failed: {_describe(err)}"
-
-    def _write(self, pending: _Pending) -> None:
-        report = self.report
-        uri = pending.document.uri
-        if pending.error is not None:
-            report.failures.append(SyncFailure(pending.source, uri, pending.error))
-            return
-        vectors = self._matrix(pending)
-        try:
-            self._index.upsert(pending.document, pending.chunks, vectors)
-        except _FATAL:
-            raise
-        except Exception as err:  # one document's write failure must not stop the run
-            report.failures.append(SyncFailure(pending.source, uri, f"writing failed: {_describe(err)}"))
-            return
-        if pending.is_new:
-            report.added += 1
-        else:
-            report.updated += 1
-        embedded = sum(1 for k in pending.keys if k not in pending.cached)
-        report.chunks_embedded += embedded
-        report.chunks_reused += len(pending.keys) - embedded
-        if self._progress is not None and embedded:
-            self._progress.chunks_embedded(embedded)
-
-    def _matrix(self, pending: _Pending) -> Vectors:
-        if not pending.keys:
-            return np.empty((0, self._embedder.dimension), dtype=np.float32)
-        return np.stack([pending.vectors[k] for k in pending.keys]).astype(np.float32, copy=False)
+    for source in sources:
+        if source.visibility == Visibility.ALL_VIEWERS and isinstance(source, PreflightChecked):
+            source.preflight()
 
 
 def _with_source_labels(document: Document, source: KnowledgeSource) -> Document:
@@ -288,23 +124,30 @@ async def _sync_source(
     source: KnowledgeSource,
     index: KnowledgeIndex,
     chunker: Chunker,
-    pipeline: _Pipeline,
+    pipeline: Pipeline,
     progress: SyncProgress | None,
     chunking_changed: bool,
+    max_prune_fraction: float | None,
 ) -> SyncReport:
     """One source into the index. The caller's pipeline is flushed before returning.
     ``chunking_changed``: what the index holds was cut by other chunking settings, so
-    every document is chunked again, whatever its revision."""
+    every document is chunked again, whatever its revision. ``max_prune_fraction``:
+    None allows pruning any number of documents."""
     name = source.name
     held: Mapping[str, IndexedDocument] = index.held(name)
     rechunk = chunking_changed and bool(held)
+    recorded_old = _old_chunking(index, name)
+    #: Held documents cut by older chunking settings: chunked again even if unchanged.
+    old_cut = set(held) if chunking_changed else recorded_old & set(held)
     report = SyncReport(rechunked=rechunk)
     pipeline.report = report
+    pipeline.written = set()
+    deleted: set[str] = set()
     seen: set[str] = set()
     #: Tombstoned uris, removed only after the new documents are written (a rename's new
     #: uri lands before the old one goes).
     gone: dict[str, None] = {}
-    since = index.get_state(resume_token_key(name)) if source.incremental and not rechunk else None
+    since = index.get_state(resume_token_key(name)) if source.incremental and not old_cut else None
     complete = True
     if progress is not None:
         progress.source_started(name, None if source.incremental else (len(held) or None))
@@ -324,31 +167,40 @@ async def _sync_source(
                 report.failures.append(SyncFailure(name, item.uri, item.reason))
                 continue
             previous = held.get(item.uri)
-            if previous is not None and previous.revision == item.revision and not rechunk:
+            if previous is not None and _unchanged(previous, item) and item.uri not in old_cut:
                 report.unchanged += 1
                 continue
             document = _with_source_labels(item, source)
             try:
                 chunks = chunker.chunk(document)
-            except _FATAL:
+            except FATAL:
                 raise
             except Exception as err:  # a document the chunker cannot split is reported, not fatal
-                report.failures.append(SyncFailure(name, item.uri, f"chunking failed: {_describe(err)}"))
+                report.failures.append(SyncFailure(name, item.uri, f"chunking failed: {describe(err)}"))
                 continue
             keys = [embed_key(chunk) for chunk in chunks]
-            await pipeline.add(_Pending(name, document, chunks, keys, is_new=previous is None))
-    except _FATAL:
+            await pipeline.add(Pending(name, document, chunks, keys, is_new=previous is None))
+    except FATAL:
         raise
     except Exception as err:  # the listing is incomplete: keep everything, prune nothing
         complete = False
-        report.failures.append(SyncFailure(name, "", f"listing failed, nothing pruned: {_describe(err)}"))
+        report.failures.append(SyncFailure(name, "", f"listing failed, nothing pruned: {describe(err)}"))
 
     await pipeline.flush()
     for uri in gone:
-        _delete(index, name, uri, report)
+        if _delete(index, name, uri, report):
+            deleted.add(uri)
     if complete and not source.incremental:
-        for uri in sorted(set(held) - seen):
-            _delete(index, name, uri, report)
+        missing = sorted(set(held) - seen)
+        if max_prune_fraction is not None and is_mass_delete(len(missing), len(held), max_prune_fraction):
+            report.refused_prunes.append(RefusedPrune(name, len(missing), len(held)))
+        else:
+            deleted.update(uri for uri in missing if _delete(index, name, uri, report))
+    if deleted:
+        pipeline.checkpoint()
+    still_old = old_cut - pipeline.written - deleted
+    if still_old != recorded_old:
+        index.set_state(old_chunking_key(name), json.dumps(sorted(still_old)))
     if complete and source.incremental and not report.failures:
         # Only advance past failed documents' changes once they have been indexed.
         token = source.resume_token()
@@ -359,15 +211,34 @@ async def _sync_source(
     return report
 
 
-def _delete(index: KnowledgeIndex, source: str, uri: str, report: SyncReport) -> None:
+def _unchanged(held: IndexedDocument, document: Document) -> bool:
+    """Same text and same last change. A new ``updated_at`` alone (a folder that became a
+    git checkout, so its dates now come from commits) rewrites the document's provenance;
+    its chunk texts are the same, so nothing is embedded again."""
+    return held.revision == document.revision and utc(held.updated_at) == utc(document.updated_at)
+
+
+def _old_chunking(index: KnowledgeIndex, source: str) -> set[str]:
+    raw = index.get_state(old_chunking_key(source))
+    if not raw:
+        return set()
+    try:
+        uris = json.loads(raw)
+    except ValueError:  # unreadable bookkeeping: nothing is known to be old
+        return set()
+    return {uri for uri in uris if isinstance(uri, str)} if isinstance(uris, list) else set()
+
+
+def _delete(index: KnowledgeIndex, source: str, uri: str, report: SyncReport) -> bool:
     try:
         index.delete_by_uri(uri)
-    except _FATAL:
+    except FATAL:
         raise
     except Exception as err:  # a stale document left behind is reported, the run goes on
-        report.failures.append(SyncFailure(source, uri, f"removing failed: {_describe(err)}"))
-        return
+        report.failures.append(SyncFailure(source, uri, f"removing failed: {describe(err)}"))
+        return False
     report.deleted += 1
+    return True
 
 
 def _record(index: KnowledgeIndex, source: str, report: SyncReport, finished_at: str) -> None:
@@ -379,6 +250,7 @@ def _record(index: KnowledgeIndex, source: str, report: SyncReport, finished_at:
         "unchanged": report.unchanged,
         "deleted": report.deleted,
         "failures": len(report.failures),
+        "prune_refused": sum(refused.missing for refused in report.refused_prunes),
     }
     index.set_state(source_stats_key(source), json.dumps(stats, sort_keys=True))
 
@@ -391,36 +263,44 @@ async def sync_sources(
     *,
     progress: SyncProgress | None = None,
     batch_size: int = 32,
+    max_prune_fraction: float = 0.5,
+    allow_mass_delete: bool = False,
 ) -> SyncReport:
     """Bring ``index`` up to date with ``sources``; see the module docstring.
 
     Raises ``VisibilityError`` (before touching the index) for a source with undeclared
-    visibility, ``IndexLockedError`` when another sync runs, ``EmbedderMismatchError`` when
-    the index was built with another model. Everything per document goes into the report.
+    visibility, ``ConfigError`` for a source that fails its preflight check,
+    ``IndexLockedError`` when another sync runs, ``EmbedderMismatchError`` when the index
+    was built with another model. Everything per document goes into the report, and so
+    does a refused mass delete (``is_mass_delete``; ``allow_mass_delete`` lifts it).
     """
     check_sources(sources)
     if batch_size < 1:
         raise ConfigError(f"embedding batch size must be at least 1, got {batch_size}")
+    if not 0 <= max_prune_fraction <= 1:
+        raise ConfigError(f"max_prune_fraction must be from 0 to 1, got {max_prune_fraction}")
+    prune_limit = None if allow_mass_delete else max_prune_fraction
     started = time.perf_counter()
     report = SyncReport()
     with index.write_lock():
         index.check_embedder(embedder.model_id, embedder.dimension)
-        pipeline = _Pipeline(index, embedder, progress, batch_size, chunker.count_tokens)
+        pipeline = Pipeline(index, embedder, progress, batch_size, chunker.count_tokens)
         chunking_changed = index.get_state(CHUNKING_STATE_KEY) != chunker.signature
         try:
             for source in sources:
                 if source.visibility != Visibility.ALL_VIEWERS:
                     report.skipped_sources.append(source.name)
                     continue
-                own = await _sync_source(source, index, chunker, pipeline, progress, chunking_changed)
+                own = await _sync_source(
+                    source, index, chunker, pipeline, progress, chunking_changed, prune_limit
+                )
                 _record(index, source.name, own, _now())
                 report.merge(own)
         finally:
             pipeline.close()
         finished_at = _now()
-        if report.ok:
-            # Not after failures: a failed document keeps its old chunks until re-chunked.
-            index.set_state(CHUNKING_STATE_KEY, chunker.signature)
+        # Also after failures: each source remembers its documents that kept old chunks.
+        index.set_state(CHUNKING_STATE_KEY, chunker.signature)
         index.set_state(LAST_SYNC_KEY, finished_at)
         index.set_state(
             EMBEDDER_STATE_KEY,
@@ -435,11 +315,13 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def run_sync(settings: LoreSettings, *, progress: SyncProgress | None = None) -> SyncReport:
+def run_sync(
+    settings: LoreSettings, *, progress: SyncProgress | None = None, allow_mass_delete: bool = False
+) -> SyncReport:
     """Sync every configured source into the configured index (what ``lore sync`` does).
 
-    Sources are built and their visibility checked before the embedder is loaded or the
-    index opened, so a configuration mistake costs nothing and changes nothing.
+    Sources are built, their visibility and paths checked before the embedder is loaded
+    or the index opened, so a configuration mistake costs nothing and changes nothing.
     """
     if not settings.sources:
         where = f"in {settings.config_file}" if settings.config_file else "(no lore.toml found)"
@@ -456,7 +338,9 @@ def run_sync(settings: LoreSettings, *, progress: SyncProgress | None = None) ->
         )
         return asyncio.run(
             sync_sources(
-                sources, index, embedder, chunker, progress=progress, batch_size=settings.embedding_batch_size
+                sources, index, embedder, chunker, progress=progress,
+                batch_size=settings.embedding_batch_size,
+                max_prune_fraction=settings.max_prune_fraction, allow_mass_delete=allow_mass_delete,
             )
         )
     finally:

@@ -267,6 +267,14 @@ class SqliteBackend:
             if self._pending >= _FLUSH_EVERY:
                 self._flush()
 
+    def checkpoint(self) -> None:
+        """``Checkpointing``: copy the write-ahead log into the database and truncate it.
+        The autocheckpoint (every ``_CHECKPOINT_PAGES``) never shrinks the file, so a first
+        sync's log grew to three times its result. Waits at most the busy timeout for a
+        reader's snapshot; a checkpoint that could not finish is simply retried next time."""
+        with self._write_guard, _translated(IndexingError, f"cannot checkpoint {self._path}"):
+            self._store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+
     # -- the full-text journal -----------------------------------------------------------
 
     def _prepare_fulltext(self) -> None:

@@ -1,7 +1,8 @@
 """``lore sync``, ``lore status`` and ``lore sources``.
 
-``sync`` exits 1 when any document failed (the rest is indexed all the same), so a CI job
-or cron wrapper notices; configuration problems exit 2 through ``lore.cli.main``.
+``sync`` exits 1 when any document failed (the rest is indexed all the same) or a mass
+delete was refused, so a CI job or cron wrapper notices; configuration problems exit 2
+through ``lore.cli.main``; Ctrl-C exits 130.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
+from typing import Annotated
 
 import typer
 from rich.progress import (
@@ -24,7 +26,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from lore.cli.app import app, console, settings
+from lore.cli.app import app, console, err_console, settings
 from lore.config import LoreSettings, SourceConfig
 from lore.models import IndexedDocument, SyncReport, Visibility, utc
 from lore.protocols import KnowledgeIndex
@@ -101,22 +103,51 @@ def _summary(report: SyncReport) -> Table:
     return table
 
 
+#: What a shell reports for a process ended by SIGINT (128 + 2).
+EXIT_INTERRUPTED = 130
+
+
 @app.command("sync")
-def sync_command() -> None:
+def sync_command(
+    allow_mass_delete: Annotated[
+        bool,
+        typer.Option(
+            "--allow-mass-delete",
+            help="Prune however many documents a source no longer lists (default: refuse more "
+            "than max_prune_fraction of a source's documents, half unless configured).",
+        ),
+    ] = False,
+) -> None:
     """Index every configured source: changed documents only, unchanged ones are skipped."""
     current = settings()
-    with _progress_bar() as bar:
-        report = run_sync(current, progress=bar)
+    try:
+        with _progress_bar() as bar:
+            report = run_sync(current, progress=bar, allow_mass_delete=allow_mass_delete)
+    except KeyboardInterrupt:
+        # Not click's "Aborted!" and exit 1, which reads like "some documents failed".
+        err_console.print(
+            "interrupted: every document written so far is complete; run `lore sync` again to finish"
+        )
+        raise typer.Exit(EXIT_INTERRUPTED) from None
     console.print(_summary(report))
     if report.rechunked:
         console.print("chunking settings changed since the last sync: every document was re-chunked")
     for name in report.skipped_sources:
         console.print(f"skipped source [bold]{name}[/bold]: visibility is restricted", highlight=False)
+    for refused in report.refused_prunes:
+        console.print(
+            f"[red]refused to delete {refused.missing} of the {refused.indexed} indexed documents of "
+            f"source {refused.source}[/red]: its listing no longer has them (an unmounted or emptied "
+            f"folder?), more than max_prune_fraction = {current.max_prune_fraction} allows; nothing "
+            "was deleted. If they were really removed, run `lore sync --allow-mass-delete`.",
+            highlight=False,
+        )
     if report.failures:
         console.print(f"[red]{len(report.failures)} failed:[/red]")
         for failure in report.failures:
             where = failure.uri or "(listing)"
             console.print(f"  {failure.source}: {where}: {failure.reason}", highlight=False, markup=False)
+    if report.failures or report.refused_prunes:
         raise typer.Exit(1)
 
 

@@ -2,6 +2,10 @@
 
 Every listing is complete (``incremental = False``): sync compares revisions, which are
 sha256 hashes of the file bytes, so only changed files are re-chunked and re-embedded.
+A document's ``updated_at`` is its front matter's date, else (inside a git work tree) the
+last commit that touched the file, else the file's mtime (``git_times.py``). Only regular
+files are read: a FIFO or device matching a glob is reported and skipped, never opened in
+a way that could block.
 
 Globs use pathspec's gitignore semantics rather than fnmatch, because that is what
 people already write in ``.gitignore``: ``**/*.md`` also matches ``a.md`` at the root,
@@ -15,6 +19,7 @@ import asyncio
 import hashlib
 import os
 import re
+import stat
 from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import UTC, date, datetime
 from pathlib import Path, PurePosixPath
@@ -26,6 +31,7 @@ from lore.chunking import FRONT_MATTER_MEDIA_TYPES, split_front_matter
 from lore.config import LoreSettings, SourceConfig
 from lore.errors import ConfigError, SourceError
 from lore.models import LABEL_VALUE_SEPARATOR, Document, SourceFailure, SourceItem, Visibility, utc
+from lore.sources.git_times import last_commit_times
 from lore.text_blocks import markdown_title, rst_title
 
 MEDIA_TYPES: dict[str, str] = {
@@ -88,12 +94,13 @@ class FilesystemSource:
         directory under it cannot be listed, because a partial listing would make sync
         prune documents that still exist."""
         paths = await asyncio.to_thread(self.list_files)
+        committed = await asyncio.to_thread(last_commit_times, self.root) if paths else {}
         batches = [paths[start : start + _READ_BATCH] for start in range(0, len(paths), _READ_BATCH)]
 
         def read(number: int) -> asyncio.Future[list[Document | SourceFailure]] | None:
             if number == len(batches):
                 return None
-            return asyncio.ensure_future(asyncio.to_thread(self._read_batch, batches[number]))
+            return asyncio.ensure_future(asyncio.to_thread(self._read_batch, batches[number], committed))
 
         number, ahead = 0, read(0)
         try:
@@ -109,6 +116,13 @@ class FilesystemSource:
 
     def resume_token(self) -> str | None:
         return None
+
+    def preflight(self) -> None:
+        """A root that does not exist is a mistake in lore.toml (exit 2, nothing created),
+        not a listing failure; an existing but empty folder is left to sync's prune guard."""
+        if not self.root.is_dir():
+            what = "is not a directory" if self.root.exists() else "does not exist"
+            raise ConfigError(f"source {self.name!r}: path {self.root} {what}; fix its path in lore.toml")
 
     def uri_for(self, relative: str) -> str:
         """``file://<source name>/<path relative to the root>``: stable across machines."""
@@ -134,31 +148,57 @@ class FilesystemSource:
                     found.append(relative)
         return sorted(found)
 
-    def _read_batch(self, paths: Sequence[str]) -> list[Document | SourceFailure]:
-        return [self._read(relative) for relative in paths]
+    def _read_batch(
+        self, paths: Sequence[str], committed: Mapping[str, datetime]
+    ) -> list[Document | SourceFailure]:
+        return [self._read(relative, committed.get(relative)) for relative in paths]
 
-    def _read(self, relative: str) -> Document | SourceFailure:
+    def _read(self, relative: str, committed: datetime | None = None) -> Document | SourceFailure:
+        """``committed``: the file's last commit time when the folder is in a git work tree
+        and the file is unmodified there; else the file's mtime stands for its last change."""
         uri = self.uri_for(relative)
         path = self.root / relative
         try:
             if path.is_symlink() and not path.resolve(strict=True).is_relative_to(self.root.resolve()):
                 return SourceFailure(uri, "symbolic link to a file outside the source root; not read")
-            stat = path.stat()
-            if stat.st_size > self.max_file_bytes:
-                limit = f"this source's max_file_bytes ({self.max_file_bytes:,})"
-                return SourceFailure(uri, f"file is {stat.st_size:,} bytes, over {limit}")
-            data = path.read_bytes()
+            # Checked before opening, so a device is never opened, and again on the open
+            # descriptor (below), in case the path was swapped in between.
+            if (kind := _special_kind(path.stat().st_mode)) is not None:
+                return SourceFailure(uri, f"not a regular file ({kind}); skipped")
+            read = self._read_regular(path)
         except (OSError, RuntimeError) as err:  # RuntimeError: a symlink loop
             return SourceFailure(uri, f"cannot read file: {getattr(err, 'strerror', None) or err}")
+        if isinstance(read, str):
+            return SourceFailure(uri, read)
+        data, mtime = read
         if b"\x00" in data[:_SNIFF_BYTES]:
             return SourceFailure(uri, "binary file (contains NUL bytes); only UTF-8 text is indexed")
         try:
             text = data.decode("utf-8-sig")
         except UnicodeDecodeError as err:
             return SourceFailure(uri, f"not valid UTF-8 (byte 0x{data[err.start]:02x} at offset {err.start})")
-        return self._document(relative, text, hashlib.sha256(data).hexdigest(), stat.st_mtime)
+        changed = committed or datetime.fromtimestamp(mtime, UTC)
+        return self._document(relative, text, hashlib.sha256(data).hexdigest(), changed)
 
-    def _document(self, relative: str, text: str, revision: str, mtime: float) -> Document:
+    def _read_regular(self, path: Path) -> tuple[bytes, float] | str:
+        """The bytes and mtime of a regular file, or why it was not read. O_NONBLOCK: a FIFO
+        opened for reading blocks until a writer appears (forever, holding sync's write
+        lock); with it, the open returns at once and fstat says what was opened."""
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(fd, "rb") as handle:
+            info = os.fstat(fd)
+            if (kind := _special_kind(info.st_mode)) is not None:
+                return f"not a regular file ({kind}); skipped"
+            if info.st_size > self.max_file_bytes:
+                limit = f"this source's max_file_bytes ({self.max_file_bytes:,})"
+                return f"file is {info.st_size:,} bytes, over {limit}"
+            # One byte over the limit tells a file that grew since fstat from one that fits.
+            data = handle.read(self.max_file_bytes + 1)
+        if len(data) > self.max_file_bytes:
+            return f"file grew past this source's max_file_bytes ({self.max_file_bytes:,}) while read"
+        return data, info.st_mtime
+
+    def _document(self, relative: str, text: str, revision: str, changed: datetime) -> Document:
         posix = PurePosixPath(relative)
         media_type = MEDIA_TYPES.get(posix.suffix.lower(), "text/plain")
         metadata: dict[str, Any] = {}
@@ -174,10 +214,19 @@ class FilesystemSource:
             title=_title(metadata, body, media_type, posix),
             text=body,
             revision=revision,
-            updated_at=_updated_at(metadata) or datetime.fromtimestamp(mtime, UTC),
+            updated_at=_updated_at(metadata) or changed,
             labels=labels,
             media_type=media_type,
         )
+
+
+def _special_kind(mode: int) -> str | None:
+    """What a non-regular file is, for the report; None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    kinds = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a directory"))
+    return next((name for test, name in kinds if test(mode)), "a special file")
 
 
 def _join(base: PurePosixPath, name: str) -> str:
