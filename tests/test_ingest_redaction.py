@@ -1,0 +1,206 @@
+"""Secrets are redacted at ingest: a planted corpus synced through the real filesystem
+source, chunker and SQLite backend, embedded by the real OpenAI client talking to a
+loopback server, leaves no planted secret in ``lore.db``, in the tantivy directory, in a
+full-text search, nor in any request body the embedding server received.
+
+Each check has a control: the same corpus synced with redaction switched off (what lore
+did before redaction at ingest) shows that the check finds the secrets when they are
+there, so a passing check is not a blind one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+import lore.sync
+from lore.backends.sqlite import SqliteBackend
+from lore.chunking import Chunker
+from lore.config import load_settings
+from lore.models import Document, SearchMode
+from lore.resolve import resolve_index
+from lore.safety.secrets import redact_document
+from lore.sync import CHUNKING_STATE_KEY, run_sync
+from lore.testing.attacks import PlantedCase, secret_cases, write_attack_corpus
+from test_remote_embedders import FakeProvider, openai_dialect, start
+
+SOURCE = "runbooks"
+#: Obviously fake embedding credential (the loopback server checks it).
+KEY = "test-key-" + "not-a-real-secret"
+#: Lines of a fake private key long enough to be split across several chunks.
+KEY_LINES = [f"FAKEKEYLINE{i:03d}" + "Q" * 50 for i in range(60)]
+PRIVATE_KEY_DOC = (
+    "# Bastion access plantedlongkey\n\n## Deploy key\n\n"
+    "The bastion's deploy key, pasted here during the 2024 incident:\n\n"
+    "-----BEGIN OPENSSH " + "PRIVATE KEY-----\n" + "\n".join(KEY_LINES)
+    + "\n-----END OPENSSH " + "PRIVATE KEY-----\n\n"
+    "Rotate it after every use.\n"
+)
+
+
+def secrets_planted() -> list[str]:
+    return [payload for case in secret_cases() for payload in case.payloads] + KEY_LINES
+
+
+def write_corpus(root: Path, embedding_url: str) -> Path:
+    runbooks = root / "runbooks"
+    write_attack_corpus(runbooks, secret_cases())
+    (runbooks / "bastion-key.md").write_text(PRIVATE_KEY_DOC, encoding="utf-8")
+    config = root / "lore.toml"
+    config.write_text(
+        'backend = "sqlite"\ndb_path = "lore.db"\nembedder = "openai"\n'
+        f'embedding_base_url = "{embedding_url}/v1"\nembedding_api_key = "{KEY}"\n'
+        'embedding_model = "fake-embed-small"\nchunk_tokens = 96\nchunk_overlap = 16\n\n'
+        f'[[sources]]\nname = "{SOURCE}"\ntype = "filesystem"\npath = "runbooks"\n'
+        'visibility = "all-viewers"\n',
+        encoding="utf-8",
+    )
+    return config
+
+
+@pytest.fixture
+def embedding_server() -> Iterator[FakeProvider]:
+    fake = FakeProvider(openai_dialect)
+    server, thread = start(fake)
+    yield fake
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
+@pytest.fixture(autouse=True)
+def _no_ambient_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+
+
+def without_ingest_redaction(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What sync did before: no redaction, and the chunker's own signature."""
+    monkeypatch.setattr(lore.sync, "redact_document", lambda document: document)
+    monkeypatch.setattr(lore.sync, "ingest_signature", lambda chunker: chunker.signature)
+
+
+def found_in_files(paths: list[Path], secrets: list[str]) -> set[str]:
+    blobs = [path.read_bytes().lower() for path in paths if path.is_file()]
+    return {secret for secret in secrets if any(secret.lower().encode() in blob for blob in blobs)}
+
+
+def database_files(root: Path) -> list[Path]:
+    return [root / "lore.db", root / "lore.db-wal"]
+
+
+def tantivy_files(root: Path) -> list[Path]:
+    return sorted((root / "lore.db.tantivy").rglob("*"))
+
+
+def sent_to_embedder(fake: FakeProvider, secrets: list[str]) -> set[str]:
+    bodies = [json.dumps(request.body).lower() for request in fake.requests]
+    return {secret for secret in secrets if any(secret.lower() in body for body in bodies)}
+
+
+def found_by_full_text(config: Path, secrets: list[str]) -> set[str]:
+    """Secrets a BM25 search for the whole token returns in a passage."""
+    index = resolve_index(load_settings(config))
+    assert isinstance(index, SqliteBackend)
+    found = set()
+    try:
+        for secret in secrets:
+            passages = index.search(secret, top_k=5, mode=SearchMode.BM25)
+            if any(secret.lower() in passage.text.lower() for passage in passages):
+                found.add(secret)
+    finally:
+        index.close()
+    return found
+
+
+def stored_chunk_texts(config: Path) -> list[str]:
+    index = resolve_index(load_settings(config))
+    assert isinstance(index, SqliteBackend)
+    try:
+        return [chunk.text for _document, chunks, _vectors in index.export() for chunk in chunks]
+    finally:
+        index.close()
+
+
+def test_no_planted_secret_is_stored_indexed_or_sent_to_the_embedder(
+    tmp_path: Path, embedding_server: FakeProvider
+) -> None:
+    config = write_corpus(tmp_path, embedding_server.url)
+    report = run_sync(load_settings(config))
+    assert report.ok, report.failures
+    assert embedding_server.requests
+    assert not embedding_server.problems
+    secrets = secrets_planted()
+
+    assert found_in_files(database_files(tmp_path), secrets) == set()
+    # tantivy compresses its stored text, so its bytes alone prove little (the control
+    # finds nothing there either); the full-text search below is the real check.
+    assert found_in_files(tantivy_files(tmp_path), secrets) == set()
+    assert sent_to_embedder(embedding_server, secrets) == set()
+    assert found_by_full_text(config, secrets) == set()
+    texts = stored_chunk_texts(config)
+    assert any("[REDACTED:private_key]" in text for text in texts)
+    assert not any("FAKEKEYLINE" in text for text in texts)
+
+
+def test_the_checks_find_the_secrets_when_redaction_is_off(
+    tmp_path: Path, embedding_server: FakeProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The control: each check above would have caught the secrets stored before.
+    without_ingest_redaction(monkeypatch)
+    config = write_corpus(tmp_path, embedding_server.url)
+    assert run_sync(load_settings(config)).ok
+    secrets = secrets_planted()
+
+    assert found_in_files(database_files(tmp_path), secrets) == set(secrets)
+    assert sent_to_embedder(embedding_server, secrets) == set(secrets)
+    assert found_by_full_text(config, [ghp_token()]) == {ghp_token()}
+    # The old leak: every chunk after the BEGIN line held bare key material.
+    bare = [text for text in stored_chunk_texts(config) if "FAKEKEYLINE" in text and "BEGIN" not in text]
+    assert bare
+
+
+def ghp_token() -> str:
+    return next(case for case in secret_cases() if case.name == "github_classic").payloads[0]
+
+
+def test_an_index_built_without_ingest_redaction_is_cleaned_on_the_next_sync(
+    tmp_path: Path, embedding_server: FakeProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = write_corpus(tmp_path, embedding_server.url)
+    with monkeypatch.context() as old_lore:
+        without_ingest_redaction(old_lore)
+        assert run_sync(load_settings(config)).ok
+    assert found_by_full_text(config, [ghp_token()]) == {ghp_token()}
+
+    # Nothing in the corpus changed: only the signature says the chunks must be redone.
+    report = run_sync(load_settings(config))
+    assert report.ok, report.failures
+    assert report.rechunked
+    secrets = secrets_planted()
+    assert found_by_full_text(config, secrets) == set()
+    assert found_in_files(database_files(tmp_path), secrets) == set()
+    assert not [s for s in secrets if any(s.lower() in text.lower() for text in stored_chunk_texts(config))]
+    index = resolve_index(load_settings(config))
+    assert index is not None
+    try:
+        assert "redaction=" in (index.get_state(CHUNKING_STATE_KEY) or "")
+    finally:
+        index.close()
+
+
+def test_the_redaction_version_is_part_of_the_signature() -> None:
+    chunker = Chunker(100, 10)
+    assert lore.sync.ingest_signature(chunker).startswith(chunker.signature)
+    assert lore.sync.ingest_signature(chunker) != chunker.signature
+
+
+def test_redact_document_keeps_a_clean_document_as_it_is() -> None:
+    clean = Document("file://x/a.md", "Disk full", "Free space with `df -h`.", "r1", datetime.now(UTC))
+    assert redact_document(clean) is clean
+    case: PlantedCase = secret_cases()[0]
+    dirty = Document("file://x/b.md", "Keys", case.text, "r1", datetime.now(UTC))
+    assert case.payloads[0] not in redact_document(dirty).text
