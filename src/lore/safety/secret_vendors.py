@@ -50,8 +50,9 @@ from lore.safety.secret_shapes import is_placeholder, redacted
 #: the BEGIN line; ``secret_rules.PRIVATE_KEY`` takes the whole block), BasicAuth and
 #: JWT (lore's rules add placeholder and structure checks), IPPublic (not a secret),
 #: Keyword and the entropy plugins (line heuristics, replaced by lore's keyed rules).
-_PLUGINS: tuple[tuple[type[RegexBasedDetector], str], ...] = (
-    (AWSKeyDetector, "aws_access_key_id"),
+#: A plugin's kind, or one kind per regex of its ``denylist`` (the last one repeats).
+_PLUGINS: tuple[tuple[type[RegexBasedDetector], str | tuple[str, ...]], ...] = (
+    (AWSKeyDetector, ("aws_access_key_id", "aws_secret_access_key")),
     (GitHubTokenDetector, "github_token"),
     (GitLabTokenDetector, "gitlab_token"),
     (SlackDetector, "slack_token"),
@@ -127,10 +128,11 @@ class LibraryRule:
 
 def library_rules() -> list[LibraryRule]:
     rules = []
-    for plugin, kind in _PLUGINS:
-        for pattern in plugin().denylist:
+    for plugin, kinds in _PLUGINS:
+        names = (kinds,) if isinstance(kinds, str) else kinds
+        for position, pattern in enumerate(plugin().denylist):
             if isinstance(pattern, re.Pattern):
-                rules.append(LibraryRule(kind, pattern))
+                rules.append(LibraryRule(names[min(position, len(names) - 1)], pattern))
     return rules
 
 
@@ -159,7 +161,7 @@ EXTRA_VENDORS: tuple[PatternRule, ...] = (
     _token("linear_api_key", r"lin_api_[A-Za-z0-9]{40}"),
     _token("doppler_token", r"dp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,}"),
     _token("pulumi_token", r"pul-[a-f0-9]{40}"),
-    _token("sentry_token", r"sntr[ysu]_[A-Za-z0-9+/=_]{40,}"),
+    _token("sentry_token", r"sntry[su]_[A-Za-z0-9+/=_]{40,}"),
     _token("newrelic_key", r"NRAK-[A-Z0-9]{27}|NRII-[A-Za-z0-9_\-]{32}"),
     _token("mailgun_key", r"key-[a-f0-9]{32}"),
     _token("age_secret_key", r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}"),
