@@ -286,6 +286,11 @@ STRUCTURE_FIRES: list[tuple[str, str, str]] = [
     ("key_material", "signingKey: " + _hex(64), _hex(64)),
     ("key_material", "ENCRYPTION_KEY='" + _hex(32) + "'", _hex(32)),
     ("key_material", "master_key = " + _hex(40), _hex(40)),  # a SHA-1's length, but under a key name
+    # credentials in URL query parameters still go (Azure SAS ``sig``), ids do not (above)
+    ("high_entropy", "https://acct.blob.internal/c?sv=2022-11-02&sig=" + "Zq8r2LmX9vB4nT7kP1sW6y",
+     "Zq8r2LmX9"),
+    ("high_entropy", "vault write auth/approle/login role_id=payments secret_id=" + "Zq8r2LmX9vB4nT7kP1sW6y",
+     "Zq8r2LmX9"),
 ]
 
 NEW_LOOK_ALIKES: list[str] = [
@@ -329,6 +334,29 @@ NEW_LOOK_ALIKES: list[str] = [
     "request 550e8400-e29b-41d4-a716-446655440000 and node i-0a1b2c3d4e5f67890",
     "payload: " + _b64("the quick brown fox jumps over the lazy dog"),
     "uid: 1000, inode 1234567890123, build 20240115.3",
+    # shapes that the shared corpora hold (bench/redaction_false_positives.py), none a secret
+    "2048 SHA256:" + _random_b64(32)[:43] + " bastion.internal (RSA)",
+    "auth_tag: " + _random_b64(16) + " iv: " + _random_b64(16),
+    "irb> a.update(authentication_token: Devise.friendly_token.first(16))",
+    "(user: elastic, password: it should have been added to the vault)",
+    "curl -u 'xxx:yyy' https://es.internal:9243/_cat/shards",
+    "error: refs/keep-around/3f2a9c1b4d5e6f708192a3b4c5d6e7f809a1b2c3: invalid sha1 pointer",
+    "--pid=container:k8s_sidekiq_payments-export-966444c8-sbpj5_default_148e5cfb-21a2-11ea-b2f5-4201ac100006_0",
+    '"ulid": "01EKFRDZCR4HEZNWQG8Z2RZ22Y", correlation_id:01F7HWR7B46Q5S8QGP8MTZ7BG5',
+    "https://video.example/watch?v=fDeeYqCnuoM&list=PL05JrBw4t0KoPzC03-4yXuJEWdUo7VZfX&index=13",
+    "https://drive.example/open?id=0BzamLYNnSQa_cjN5NGtaRnpyRXc",
+    "CF-RAY: 659b165e985bfdb1-PDX",
+    '"Value": "' + _b64("patroni-11-db-main.c.payments-production.internal") + '"',
+    '"token": "get_me_from_vault"',
+    "privatekey: /etc/docker/registry/storage/0/private-key",
+    '"client_secret": "client_secret_value", "cookie_secret": "cookie_secret_value"',
+    '"name": "Section_B1ED9B265059440CBD99E88E6CBBB5F7", "n": "TOTP_91FEC9FFBDEE4A1BB75D05336278E3ED"',
+    "password: wrong-password and api_key: super-secret-key",
+    "ID: 1s0q9mp65e2f370q9s7ip75g6sj0sifg",
+    "Go BuildID=mocZaRlBkbCciCWvbae0/jd2tWQJoTiGknHio9Lgw/8XHiDaWStpC9onSk_TwM/82Iaw_TMpLExCoau_B1N",
+    "psql --password --port=5432 --host=localhost",
+    "--certificate=user-content.example.net.crt --private-key=user-content.example.net.key",
+    "https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX",
 ]
 
 

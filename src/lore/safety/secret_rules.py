@@ -169,6 +169,32 @@ def _prose_password(match: re.Match[str]) -> str | None:
     return _span("password", match, start, end)
 
 
+#: Keys naming a digest or an identifier: ``SHA256:<fingerprint>``, ``correlation_id``,
+#: ``cluster_uuid``, and the public parts of ciphertext (``iv``, ``auth_tag``).
+_ID_KEY = re.compile(
+    r"(?:^|[-_.])(?:id|ids|uuid|ulid|guid|uid|jid|sid|ray|etag|digest|checksum|fingerprint|iv|nonce"
+    r"|auth[-_]?tag|(?:sha|md|blake)\d*(?:sum)?)$",
+    re.I,
+)
+_CAMEL_ID_KEY = re.compile(r"[a-z](?:Id|ID|Uuid|UUID|Digest|Checksum)$")
+#: URL query parameters that carry credentials (Azure SAS ``sig``, Google ``key``);
+#: other parameters (``list=``, ``id=``) hold ids, so a random look is not enough there.
+_CREDENTIAL_PARAMS = frozenset(
+    {"sig", "signature", "key", "apikey", "auth", "code", "token", "secret", "credential",
+     "x-amz-signature", "x-amz-security-token", "x-goog-signature", "access_token", "id_token"}
+)  # fmt: skip
+
+
+def _high_entropy(match: re.Match[str]) -> str | None:
+    key, text = match["key"], match.string
+    if (_ID_KEY.search(key) or _CAMEL_ID_KEY.search(key)) and "secret" not in key.lower():
+        return None
+    before = text[match.start() - 1] if match.start() > 0 else ""
+    if before != "" and before in "?&" and key.lower() not in _CREDENTIAL_PARAMS:
+        return None
+    return group("high_entropy", "bare", looks_random)(match)
+
+
 def structural_rules() -> list[PatternRule]:
     return [
         PatternRule(
@@ -200,7 +226,8 @@ def structural_rules() -> list[PatternRule]:
         PatternRule(
             "password",
             re.compile(rf"(?P<key>--(?:password|passwd|api-key|token))[ \t]+{_VALUE}", re.I),
-            keyed("password", lambda v: True),
+            # ``psql --password --port=5432``: a flag that prompts, followed by the next flag
+            keyed("password", lambda v: not v.startswith("-")),
         ),
         PatternRule(
             "password",
@@ -233,7 +260,7 @@ def structural_rules() -> list[PatternRule]:
                 rf"(?<![A-Za-z0-9_.\-])(?P<key>[A-Za-z_][A-Za-z0-9_.\-]{{0,60}}){_SEPARATOR}"
                 r"""["']?(?P<bare>[A-Za-z0-9+/=_\-]{20,})(?![A-Za-z0-9+/=_\-])"""
             ),
-            group("high_entropy", "bare", looks_random),
+            _high_entropy,
         ),
     ]
 

@@ -24,26 +24,37 @@ _PLACEHOLDER_WORDS = frozenset(
         "password", "passwd", "pass", "pwd", "secret", "token", "apikey", "api_key", "key",
         "changeme", "change_me", "redacted", "example", "none", "null", "nil", "true", "false",
         "required", "optional", "empty", "xxx", "todo", "tbd", "n/a", "value", "string",
+        # prose after "password:": "password: it should be in 1Password"
+        "it", "is", "see", "ask", "use", "from", "in", "on", "at", "to", "stored", "should", "will",
+        "must", "not", "set", "this", "that", "same", "as", "above", "below", "generated", "random",
     }
 )  # fmt: skip
 _PLACEHOLDER_SHAPES = re.compile(
     r"""^(?:
         [<{\[$%(`].*          # <your-password>, {{ secret }}, [REDACTED], $VAR, %(pw)s, `...`
-      | \*+ | \.{2,}.* | (.)\1{3,}   # ****, ..., xxxx
+      | \*+ | \.{2,}.* | (.)\1{2,}   # ****, ..., xxx
       | (?:your|my|the|some|example)[-_ ]?[a-z_-]*     # your-password, my_token, example
-      | .*(?:placeholder|changeme|change[-_]me).*
+      | .*(?:placeholder|changeme|change[-_]me|[-_]here|[-_]value|from[-_]vault|get[-_]me).*
+      | [a-z]+(?:[-_][a-z]+)*[-_](?:password|passwd|secret|token|key)(?:[-_][a-z]+)*  # wrong-password
+      | (?:/|\./|~/)[\w.\-/]*/[\w.\-]+    # a file path: where the secret is, not the secret
+      | [\w.\-/]+\.(?:key|pem|crt|cer|der|p12|pfx|jks|json|txt|ya?ml|env|gpg|asc|kdbx)  # a file name
+      | [A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+\(.*    # code: Devise.friendly_token.first(16)
     )$""",
     re.IGNORECASE | re.VERBOSE,
 )
-#: Commit SHAs, digests and UUIDs: identifiers, not credentials.
+#: Commit SHAs, digests, UUIDs and ULIDs: identifiers, not credentials.
 _HEX_ID = re.compile(
-    r"^(?:[0-9a-f]{7,64}|[0-9A-F]{7,64}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$"
+    r"^(?:[0-9a-f]{7,64}|[0-9A-F]{7,64}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+    r"|[0-7][0-9A-HJKMNP-TV-Z]{25})$"
 )
 #: k8s-style resource names (lowercase words joined by dashes/dots: ``payments-api-7d9f8``).
-_RESOURCE_NAME = re.compile(r"^[a-z0-9]+(?:[-.][a-z0-9]+)+$")
-_WORD_SEGMENT = re.compile(r"(?:^|[-.])[a-z]{3,}(?=$|[-.])")
+_RESOURCE_NAME = re.compile(r"^[a-z0-9]+(?:[-._][a-z0-9]+)+$")
+_WORD_SEGMENT = re.compile(r"(?:^|[-._])[a-z]{3,}(?=$|[-._])")
 #: Runs of word-like letters ("Payment", "linux"): common in names and paths, rare in tokens.
 _WORDISH_RUN = re.compile(r"[A-Za-z][a-z]{3,}")
+#: Lowercase words between separators ("sidekiq" in ``k8s_sidekiq_gitlab-…``).
+_WORD_PART = re.compile(r"(?:^|(?<=[-_./:]))[a-z]{4,}(?=$|[-_./:])")
+_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
 
 
 def is_placeholder(value: str) -> bool:
@@ -51,13 +62,14 @@ def is_placeholder(value: str) -> bool:
     return not value or value.lower() in _PLACEHOLDER_WORDS or bool(_PLACEHOLDER_SHAPES.match(value))
 
 
-def entropy(value: str) -> float:
-    counts = Counter(value)
-    return -sum(n / len(value) * math.log2(n / len(value)) for n in counts.values())
-
-
-def is_resource_name(value: str) -> bool:
-    return bool(_RESOURCE_NAME.match(value) and _WORD_SEGMENT.search(value))
+def _is_identifier(value: str) -> bool:
+    """Names and ids built of words and hex (container names, ``TOTP_91FEC9…`` field
+    names, ``659b165e985bfdb1-PDX`` ray ids, ``refs/keep-around/<sha>``): random tokens
+    hold neither two separated words nor mostly hex digits."""
+    if len(_WORD_PART.findall(value)) >= 2:
+        return True
+    alnum = [ch for ch in value if ch.isalnum()]
+    return bool(alnum) and sum(ch in _HEX_DIGITS for ch in alnum) >= 0.8 * len(alnum)
 
 
 def is_base64_of_text(value: str) -> bool:
@@ -74,13 +86,27 @@ def is_base64_of_text(value: str) -> bool:
         text = decoded.decode("utf-8")
     except UnicodeDecodeError:
         return False
+    if not text.isprintable():
+        return False
     letters = sum(ch.isalpha() or ch == " " for ch in text)
-    return " " in text and letters >= 0.8 * len(text)
+    if " " in text and letters >= 0.8 * len(text):
+        return True
+    # a hostname or a path: words of letters joined by dots, dashes, slashes
+    return sum(len(run) for run in re.findall(r"[a-z]{3,}", text)) >= 0.6 * len(text)
+
+
+def entropy(value: str) -> float:
+    counts = Counter(value)
+    return -sum(n / len(value) * math.log2(n / len(value)) for n in counts.values())
+
+
+def is_resource_name(value: str) -> bool:
+    return bool(_RESOURCE_NAME.match(value) and _WORD_SEGMENT.search(value))
 
 
 def looks_random(value: str, *, min_length: int = 20) -> bool:
     """A value with the shape of a generated token rather than a word, name or id."""
-    if len(value) < min_length or _HEX_ID.match(value) or is_resource_name(value):
+    if len(value) < min_length or _HEX_ID.match(value) or is_resource_name(value) or _is_identifier(value):
         return False
     classes = sum(
         bool(re.search(pattern, value)) for pattern in (r"[a-z]", r"[A-Z]", r"[0-9]", r"[^A-Za-z0-9]")

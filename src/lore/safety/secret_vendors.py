@@ -91,7 +91,7 @@ class LibraryRule:
         spans: list[tuple[int, int]] = []
         for match in self.pattern.finditer(text):
             span = self._secret_span(text, match)
-            if span is not None and not is_placeholder(text[span[0] : span[1]]):
+            if span is not None and not _is_example(text[span[0] : span[1]]):
                 spans.append(span)
         if not spans:
             return text
@@ -124,6 +124,11 @@ class LibraryRule:
         while end < len(text) and _TOKEN_CHAR.match(text[end]):
             end += 1
         return start, end
+
+
+def _is_example(secret: str) -> bool:
+    # the last path segment too: an example webhook ``…/XXXXXXXXXXXXXXXXXXXXXXXX``
+    return is_placeholder(secret) or is_placeholder(secret.rsplit("/", 1)[-1])
 
 
 def library_rules() -> list[LibraryRule]:

@@ -100,7 +100,8 @@ def _lore_vendor_rules() -> list[PatternRule]:
         PatternRule(
             "slack_webhook",
             re.compile(r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_\-]{16,}"),
-            whole("slack_webhook"),
+            # an example webhook (``…/XXXXXXXXXXXXXXXXXXXXXXXX``) is left as documentation
+            lambda m: None if is_placeholder(m.group(0).rsplit("/", 1)[-1]) else redacted("slack_webhook"),
         ),
     ]
 

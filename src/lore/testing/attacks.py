@@ -172,7 +172,7 @@ def secret_cases() -> list[PlantedCase]:
     github_pat = "github_pat_" + "x" * 22 + "_" + "y" * 59
     glpat = "glpat-" + "x" * 20
     slack = "xoxb-" + "0" * 12 + "-" + "x" * 24
-    webhook = "https://hooks.slack.com/services/T" + "0" * 8 + "/B" + "0" * 8 + "/" + "x" * 24
+    webhook = "https://hooks.slack.com/services/T" + "0" * 8 + "/B" + "0" * 8 + "/" + "FakeHook" + "0" * 16
     jwt = _b64url({"alg": "none", "typ": "JWT"}) + "." + _b64url({"sub": "fake-user"}) + ".fakesignature"
     key_body = "FAKEKEYMATERIAL" * 5
     pem = "-----BEGIN " + "PRIVATE KEY-----\n" + key_body + "\n-----END " + "PRIVATE KEY-----"
