@@ -204,3 +204,47 @@ def test_redact_document_keeps_a_clean_document_as_it_is() -> None:
     case: PlantedCase = secret_cases()[0]
     dirty = Document("file://x/b.md", "Keys", case.text, "r1", datetime.now(UTC))
     assert case.payloads[0] not in redact_document(dirty).text
+
+
+# -- lore eval generate: prompts leave the machine ----------------------------------------
+
+
+def test_eval_generate_sends_the_llm_no_planted_secret(tmp_path: Path) -> None:
+    from test_eval_cli import ChatServer, invoke, write_config
+
+    runbooks = tmp_path / "runbooks"
+    runbooks.mkdir()
+    padding = "Check the dashboards, the recent deploys and the error budget before acting. " * 4
+    cases = secret_cases()
+    for case in cases:
+        body = f"# Runbook {case.query}\n\n## Procedure\n\n{padding}\n\n{case.text}\n\n{padding}\n"
+        (runbooks / f"{case.name}.md").write_text(body, encoding="utf-8")
+    (runbooks / "bastion-key.md").write_text(PRIVATE_KEY_DOC + "\n" + padding, encoding="utf-8")
+    chat = ChatServer(["How do I recover the payments service?"])
+    try:
+        result = invoke(
+            "--config", str(write_config(tmp_path)), "eval", "generate", "--provider", chat.base_url,
+            "--model", "tiny-chat", "--sample", "200", "--corpus", str(runbooks),
+            "--out", str(tmp_path / "generated.jsonl"), "--concurrency", "1",
+        )  # fmt: skip
+    finally:
+        chat.close()
+    assert result.exit_code == 0, result.output
+    assert len(chat.requests) >= len(cases)
+    bodies = [json.dumps(body).lower() for _path, _headers, body in chat.requests]
+    leaked = [s for s in secrets_planted() if any(s.lower() in body for body in bodies)]
+    assert leaked == []
+    assert any("[redacted:private_key]" in body for body in bodies)
+
+
+def test_user_prompt_redacts_chunks_that_were_not_redacted_before() -> None:
+    # A library caller may hand generate_golden_set chunks cut from unredacted text.
+    from lore.eval.generate import user_prompt
+    from lore.models import Chunk
+
+    case = next(case for case in secret_cases() if case.name == "github_classic")
+    chunk = Chunk(
+        id="file://x/a.md#0", uri="file://x/a.md", ordinal=0, text=case.text, section="Setup",
+        content_hash="0" * 64, title="Tokens", revision="r1", updated_at=datetime.now(UTC),
+    )  # fmt: skip
+    assert case.payloads[0] not in user_prompt(chunk)
