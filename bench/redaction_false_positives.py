@@ -14,6 +14,7 @@ import argparse
 import asyncio
 import difflib
 import sys
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +35,9 @@ class CorpusFindings:
     chunks: int = 0
     documents_altered: int = 0
     chunks_altered: int = 0
+    characters: int = 0
+    #: CPU seconds spent in the redactor (the machine may be shared: not wall time).
+    redact_seconds: float = 0.0
     kinds: Counter[str] = field(default_factory=Counter)
     #: (uri, original line, redacted line)
     lines: list[tuple[str, str, str]] = field(default_factory=list)
@@ -46,7 +50,10 @@ async def measure(folder: Path, redactor: SecretRedactor, chunker: Chunker) -> C
         if not isinstance(item, Document):
             continue
         result.documents += 1
+        started = time.process_time()
         text, found = redactor.redact(item.text)
+        result.redact_seconds += time.process_time() - started
+        result.characters += len(item.text)
         chunks = chunker.chunk(Document(item.uri, item.title, text, item.revision, item.updated_at,
                                         media_type=item.media_type))  # fmt: skip
         result.chunks += len(chunks)
@@ -83,10 +90,11 @@ def main() -> int:
     redactor, chunker = SecretRedactor(), Chunker()
     results = [asyncio.run(measure(folder, redactor, chunker)) for folder in sorted(SHARED_CORPORA.iterdir())
                if folder.is_dir()]  # fmt: skip
-    print(f"{'corpus':32} {'docs':>6} {'altered':>8} {'chunks':>7} {'altered':>8}  kinds")
+    print(f"{'corpus':32} {'docs':>6} {'altered':>8} {'chunks':>7} {'altered':>8} {'MB/s cpu':>9}  kinds")
     for r in results:
         kinds = ", ".join(f"{kind} {n}" for kind, n in r.kinds.most_common()) or "-"
-        counts = f"{r.documents:6} {r.documents_altered:8} {r.chunks:7} {r.chunks_altered:8}"
+        speed = r.characters / 1e6 / r.redact_seconds if r.redact_seconds else 0.0
+        counts = f"{r.documents:6} {r.documents_altered:8} {r.chunks:7} {r.chunks_altered:8} {speed:9.2f}"
         print(f"{r.name:32} {counts}  {kinds}")
     for r in results:
         shown = r.lines if args.sample <= 0 else r.lines[: args.sample]

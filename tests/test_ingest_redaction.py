@@ -36,8 +36,11 @@ KEY_LINES = [f"FAKEKEYLINE{i:03d}" + "Q" * 50 for i in range(60)]
 PRIVATE_KEY_DOC = (
     "# Bastion access plantedlongkey\n\n## Deploy key\n\n"
     "The bastion's deploy key, pasted here during the 2024 incident:\n\n"
-    "-----BEGIN OPENSSH " + "PRIVATE KEY-----\n" + "\n".join(KEY_LINES)
-    + "\n-----END OPENSSH " + "PRIVATE KEY-----\n\n"
+    "-----BEGIN OPENSSH "
+    + "PRIVATE KEY-----\n"
+    + "\n".join(KEY_LINES)
+    + "\n-----END OPENSSH "
+    + "PRIVATE KEY-----\n\n"
     "Rotate it after every use.\n"
 )
 

@@ -383,7 +383,7 @@ def test_every_detect_secrets_plugin_and_extra_vendor_has_a_firing_case() -> Non
     from lore.safety.secret_vendors import _PLUGINS, EXTRA_VENDORS
 
     fired = {kind for kind, _, _ in VENDOR_FIRES + FIRES}
-    plugin_kinds = {k for _, kinds in _PLUGINS for k in ((kinds,) if isinstance(kinds, str) else kinds)}
+    plugin_kinds = {k for _, kinds, _ in _PLUGINS for k in ((kinds,) if isinstance(kinds, str) else kinds)}
     missing = (plugin_kinds | {rule.kind for rule in EXTRA_VENDORS}) - fired
     # Cloudant and SoftLayer need their own hostnames in the text; covered by detect-secrets.
     assert missing <= {"cloudant_credentials", "softlayer_credentials", "ibm_cos_hmac_secret"}, missing

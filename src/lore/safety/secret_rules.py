@@ -30,6 +30,13 @@ class Rule(Protocol):
     @property
     def kind(self) -> str: ...
 
+    @property
+    def hints(self) -> tuple[str, ...]:
+        """Strings of which a text must hold one for the rule to match (none: always run);
+        matched ignoring case when written in lower case. A substring test is far cheaper
+        than a regex scan, and spares most texts most regexes."""
+        ...
+
     def apply(self, text: str, findings: Counter[str]) -> str: ...
 
 
@@ -39,6 +46,7 @@ class PatternRule:
     pattern: re.Pattern[str]
     #: From the match to its replacement, or None to keep the match (a look-alike).
     replace: Callable[[re.Match[str]], str | None]
+    hints: tuple[str, ...] = ()
 
     def apply(self, text: str, findings: Counter[str]) -> str:
         def replace(match: re.Match[str]) -> str:
@@ -92,6 +100,7 @@ PRIVATE_KEY = PatternRule(
         re.DOTALL,
     ),
     whole("private_key"),
+    ("private key",),
 )
 
 _DB_SCHEME = (
@@ -201,33 +210,39 @@ def structural_rules() -> list[PatternRule]:
             "db_connection_string",
             re.compile(rf"\b(?:jdbc:)?(?:{_DB_SCHEME})://{_USER_PASSWORD}", re.IGNORECASE),
             group("db_connection_string", "password"),
+            ("@",),
         ),
         PatternRule(
             "url_password",
             re.compile(rf"\b[a-z][a-z0-9+.\-]*://{_USER_PASSWORD}", re.IGNORECASE),
             group("url_password", "password"),
+            ("@",),
         ),
         PatternRule(
             "bearer_token",
             re.compile(r"\bbearer[ \t]+(?P<value>(?=[A-Za-z0-9\-._~+/]*\d)[A-Za-z0-9\-._~+/]{16,}=*)", re.I),
             group("bearer_token", "value"),
+            ("bearer",),
         ),
         PatternRule(
             "basic_auth",
             re.compile(r"\bbasic[ \t]+(?P<value>[A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])", re.I),
             group("basic_auth", "value", lambda v: ":" in decode_base64(v)),
+            ("basic",),
         ),
         *_command_line_rules(),
         PatternRule(
             "password",
             re.compile(rf"{_KEY_PREFIX}{_STRONG_KEY}){_SEPARATOR}{_VALUE}", re.I),
             keyed("password", lambda v: True),
+            ("pass", "pwd", "api", "secret", "private", "token"),
         ),
         PatternRule(
             "password",
             re.compile(rf"(?P<key>--(?:password|passwd|api-key|token))[ \t]+{_VALUE}", re.I),
             # ``psql --password --port=5432``: a flag that prompts, followed by the next flag
             keyed("password", lambda v: not v.startswith("-")),
+            ("--pass", "--api-key", "--token"),
         ),
         PatternRule(
             "password",
@@ -239,6 +254,7 @@ def structural_rules() -> list[PatternRule]:
                 re.I,
             ),
             _prose_password,
+            ("pass",),
         ),
         PatternRule(
             "key_material",
@@ -248,11 +264,13 @@ def structural_rules() -> list[PatternRule]:
                 re.I,
             ),
             _key_material,
+            ("key",),
         ),
         PatternRule(
             "secret",
             re.compile(rf"{_KEY_PREFIX}{_WEAK_KEY}){_SEPARATOR}{_VALUE}", re.I),
             keyed("secret", lambda v: len(v) >= 16 and not is_resource_name(v)),
+            ("secret", "token"),
         ),
         PatternRule(
             "high_entropy",
@@ -273,6 +291,7 @@ def _command_line_rules() -> list[PatternRule]:
             "password",
             re.compile(rf"\b(?:{command})\b{_SAME_COMMAND}(?:{option}){_VALUE}"),
             keyed("password", lambda v: True),
+            tuple(command.split("|")),
         )
 
     return [
@@ -287,6 +306,7 @@ def _command_line_rules() -> list[PatternRule]:
             "password",
             re.compile(r"[ \t]-pass(?:in|out)?[ \t]+['\"]?pass:(?P<bare>[^\s'\"]+)"),
             group("password", "bare"),
+            ("pass:",),
         ),  # openssl -passin pass:SECRET
         PatternRule(
             "password",
@@ -295,6 +315,7 @@ def _command_line_rules() -> list[PatternRule]:
                 r"(?P<user>[^\s:'\"]*):(?P<bare>[^\s'\"]+)"
             ),
             group("password", "bare"),
+            ("-u", "--user"),
         ),
     ]
 
@@ -309,6 +330,7 @@ def pii_rules(*, emails: bool, phone_numbers: bool) -> list[PatternRule]:
                     r"(?<![\w.+-])(?P<local>[A-Za-z0-9._%+-]+)@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b"
                 ),
                 _email,
+                ("@",),
             )
         )
     if phone_numbers:

@@ -46,32 +46,44 @@ from detect_secrets.plugins.twilio import TwilioKeyDetector
 from lore.safety.secret_rules import PatternRule, whole
 from lore.safety.secret_shapes import is_placeholder, redacted
 
+
 #: The plugins whose regexes name a token format. Not used: PrivateKey (matches only
 #: the BEGIN line; ``secret_rules.PRIVATE_KEY`` takes the whole block), BasicAuth and
 #: JWT (lore's rules add placeholder and structure checks), IPPublic (not a secret),
 #: Keyword and the entropy plugins (line heuristics, replaced by lore's keyed rules).
-#: A plugin's kind, or one kind per regex of its ``denylist`` (the last one repeats).
-_PLUGINS: tuple[tuple[type[RegexBasedDetector], str | tuple[str, ...]], ...] = (
-    (AWSKeyDetector, ("aws_access_key_id", "aws_secret_access_key")),
-    (GitHubTokenDetector, "github_token"),
-    (GitLabTokenDetector, "gitlab_token"),
-    (SlackDetector, "slack_token"),
-    (StripeDetector, "stripe_key"),
-    (OpenAIDetector, "openai_api_key"),
-    (NpmDetector, "npm_token"),
-    (PypiTokenDetector, "pypi_token"),
-    (SendGridDetector, "sendgrid_api_key"),
-    (TwilioKeyDetector, "twilio_key"),
-    (MailchimpDetector, "mailchimp_api_key"),
-    (DiscordBotTokenDetector, "discord_bot_token"),
-    (TelegramBotTokenDetector, "telegram_bot_token"),
-    (SquareOAuthDetector, "square_oauth_secret"),
-    (ArtifactoryDetector, "artifactory_token"),
-    (AzureStorageKeyDetector, "azure_storage_key"),
-    (IbmCloudIamDetector, "ibm_cloud_iam_key"),
-    (IbmCosHmacDetector, "ibm_cos_hmac_secret"),
-    (CloudantDetector, "cloudant_credentials"),
-    (SoftlayerDetector, "softlayer_credentials"),
+def _keyword_hints(*prefixes: str) -> tuple[str, ...]:
+    """``cl_api_key``, ``sl-password``, ``cloudant``: a prefix joined to a credential word."""
+    words = ("key", "pwd", "pw", "pass", "token", "api")
+    return (*prefixes[:1], *(f"{p}{sep}{w}" for p in prefixes for sep in ("", "_", "-") for w in words))
+
+
+#: A plugin's kind (or one kind per regex of its ``denylist``, the last one repeating),
+#: and its hints: strings one of which a text must hold for it to match.
+_PLUGINS: tuple[tuple[type[RegexBasedDetector], str | tuple[str, ...], tuple[str, ...]], ...] = (
+    (
+        AWSKeyDetector,
+        ("aws_access_key_id", "aws_secret_access_key"),
+        ("akia", "asia", "abia", "acca", "a3t", "aws"),
+    ),
+    (GitHubTokenDetector, "github_token", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_")),
+    (GitLabTokenDetector, "gitlab_token", ("gl", "gr1348941")),
+    (SlackDetector, "slack_token", ("xox", "hooks.slack.com")),
+    (StripeDetector, "stripe_key", ("k_live_",)),
+    (OpenAIDetector, "openai_api_key", ("t3blbkfj",)),
+    (NpmDetector, "npm_token", ("_authtoken",)),
+    (PypiTokenDetector, "pypi_token", ("pypi-",)),
+    (SendGridDetector, "sendgrid_api_key", ("sg.",)),
+    (TwilioKeyDetector, "twilio_key", ("AC", "SK")),
+    (MailchimpDetector, "mailchimp_api_key", ("-us",)),
+    (DiscordBotTokenDetector, "discord_bot_token", ()),
+    (TelegramBotTokenDetector, "telegram_bot_token", (":",)),
+    (SquareOAuthDetector, "square_oauth_secret", ("sq0csp-",)),
+    (ArtifactoryDetector, "artifactory_token", ("AKC", *(f"AP{c}" for c in "0123456789ABCDEF"))),
+    (AzureStorageKeyDetector, "azure_storage_key", ("accountkey=",)),
+    (IbmCloudIamDetector, "ibm_cloud_iam_key", ("key", "pwd", "pass", "token")),
+    (IbmCosHmacDetector, "ibm_cos_hmac_secret", ("secret",)),
+    (CloudantDetector, "cloudant_credentials", _keyword_hints("cloudant", "clou", "cl")),
+    (SoftlayerDetector, "softlayer_credentials", _keyword_hints("softlayer", "sl")),
 )
 
 _TOKEN_CHAR = re.compile(r"[A-Za-z0-9_\-]")
@@ -86,6 +98,7 @@ class LibraryRule:
 
     kind: str
     pattern: re.Pattern[str]
+    hints: tuple[str, ...] = ()
 
     def apply(self, text: str, findings: Counter[str]) -> str:
         spans: list[tuple[int, int]] = []
@@ -133,42 +146,50 @@ def _is_example(secret: str) -> bool:
 
 def library_rules() -> list[LibraryRule]:
     rules = []
-    for plugin, kinds in _PLUGINS:
+    for plugin, kinds, hints in _PLUGINS:
         names = (kinds,) if isinstance(kinds, str) else kinds
         for position, pattern in enumerate(plugin().denylist):
             if isinstance(pattern, re.Pattern):
-                rules.append(LibraryRule(names[min(position, len(names) - 1)], pattern))
+                rules.append(LibraryRule(names[min(position, len(names) - 1)], pattern, hints))
     return rules
 
 
-def _token(kind: str, pattern: str, flags: int = 0) -> PatternRule:
+def _token(kind: str, pattern: str, *hints: str) -> PatternRule:
     """A vendor token: a documented prefix, not glued to a longer word on either side."""
     bounded = rf"(?<![A-Za-z0-9_\-])(?:{pattern})(?![A-Za-z0-9_\-])"
-    return PatternRule(kind, re.compile(bounded, flags), whole(kind))
+    return PatternRule(kind, re.compile(bounded), whole(kind), hints)
 
 
 #: What detect-secrets 1.5 misses, from each vendor's documented token format.
 EXTRA_VENDORS: tuple[PatternRule, ...] = (
-    _token("anthropic_api_key", r"sk-ant-(?:api|admin|oat|sid)\d{2}-[A-Za-z0-9_\-]{32,}"),
-    _token("openai_api_key", r"sk-(?:proj|svcacct|admin|None)-[A-Za-z0-9_\-]{20,}|sk-[A-Za-z0-9]{48}"),
-    _token("stripe_key", r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}|whsec_[A-Za-z0-9]{24,}"),
-    _token("npm_token", r"npm_[A-Za-z0-9]{36}"),
-    _token("google_api_key", r"AIza[0-9A-Za-z_\-]{35}"),
-    _token("google_oauth_secret", r"GOCSPX-[A-Za-z0-9_\-]{28}"),
-    _token("huggingface_token", r"(?:hf|api_org)_[A-Za-z0-9]{34,}"),
-    _token("vault_token", r"hv[sbr]\.[A-Za-z0-9_\-]{24,}"),
-    _token("digitalocean_token", r"do[opr]_v1_[a-f0-9]{64}"),
-    _token("shopify_token", r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}"),
-    _token("grafana_token", r"glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}|glc_[A-Za-z0-9+/]{32,}={0,2}"),
-    _token("databricks_token", r"dapi[a-f0-9]{32}(?:-\d)?"),
-    _token("postman_api_key", r"PMAK-[a-f0-9]{24}-[a-f0-9]{34}"),
-    _token("atlassian_api_token", r"ATATT3[A-Za-z0-9_\-=]{100,}"),
-    _token("linear_api_key", r"lin_api_[A-Za-z0-9]{40}"),
-    _token("doppler_token", r"dp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,}"),
-    _token("pulumi_token", r"pul-[a-f0-9]{40}"),
-    _token("sentry_token", r"sntry[su]_[A-Za-z0-9+/=_]{40,}"),
-    _token("newrelic_key", r"NRAK-[A-Z0-9]{27}|NRII-[A-Za-z0-9_\-]{32}"),
-    _token("mailgun_key", r"key-[a-f0-9]{32}"),
-    _token("age_secret_key", r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}"),
-    _token("azure_client_secret", r"[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.\-]{31,34}"),
+    _token("anthropic_api_key", r"sk-ant-(?:api|admin|oat|sid)\d{2}-[A-Za-z0-9_\-]{32,}", "sk-ant-"),
+    _token("openai_api_key", r"sk-(?:proj|svcacct|admin|None)-[A-Za-z0-9_\-]{20,}|sk-[A-Za-z0-9]{48}", "sk-"),
+    _token(
+        "stripe_key",
+        r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}|whsec_[A-Za-z0-9]{24,}",
+        "k_live_",
+        "k_test_",
+        "whsec_",
+    ),
+    _token("npm_token", r"npm_[A-Za-z0-9]{36}", "npm_"),
+    _token("google_api_key", r"AIza[0-9A-Za-z_\-]{35}", "aiza"),
+    _token("google_oauth_secret", r"GOCSPX-[A-Za-z0-9_\-]{28}", "gocspx-"),
+    _token("huggingface_token", r"(?:hf|api_org)_[A-Za-z0-9]{34,}", "hf_", "api_org_"),
+    _token("vault_token", r"hv[sbr]\.[A-Za-z0-9_\-]{24,}", "hvs.", "hvb.", "hvr."),
+    _token("digitalocean_token", r"do[opr]_v1_[a-f0-9]{64}", "_v1_"),
+    _token("shopify_token", r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}", "shp"),
+    _token(
+        "grafana_token", r"glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}|glc_[A-Za-z0-9+/]{32,}={0,2}", "glsa_", "glc_"
+    ),
+    _token("databricks_token", r"dapi[a-f0-9]{32}(?:-\d)?", "dapi"),
+    _token("postman_api_key", r"PMAK-[a-f0-9]{24}-[a-f0-9]{34}", "pmak-"),
+    _token("atlassian_api_token", r"ATATT3[A-Za-z0-9_\-=]{100,}", "atatt3"),
+    _token("linear_api_key", r"lin_api_[A-Za-z0-9]{40}", "lin_api_"),
+    _token("doppler_token", r"dp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,}", "dp."),
+    _token("pulumi_token", r"pul-[a-f0-9]{40}", "pul-"),
+    _token("sentry_token", r"sntry[su]_[A-Za-z0-9+/=_]{40,}", "sntry"),
+    _token("newrelic_key", r"NRAK-[A-Z0-9]{27}|NRII-[A-Za-z0-9_\-]{32}", "nrak-", "nrii-"),
+    _token("mailgun_key", r"key-[a-f0-9]{32}", "key-"),
+    _token("age_secret_key", r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}", "age-secret-key-1"),
+    _token("azure_client_secret", r"[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.\-]{31,34}", "q~"),
 )
