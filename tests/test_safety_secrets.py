@@ -7,6 +7,7 @@ stored in this file.
 from __future__ import annotations
 
 import base64
+from collections import Counter
 
 import pytest
 
@@ -399,3 +400,22 @@ def test_new_cases_stay_redacted_once() -> None:
     text = "\n".join(t for _, t, _ in VENDOR_FIRES + STRUCTURE_FIRES)
     once, _ = REDACTOR.redact(text)
     assert REDACTOR.redact(once) == (once, {})
+
+
+def _every_rule_over_the_whole_text(text: str) -> tuple[str, Counter[str]]:
+    from lore.safety.secret_rules import PRIVATE_KEY
+
+    findings: Counter[str] = Counter()
+    text = PRIVATE_KEY.apply(text, findings)
+    for rule in REDACTOR._line_rules:
+        text = rule.apply(text, findings)
+    return text, findings
+
+
+def test_blocks_and_hints_only_skip_rules_that_could_not_match() -> None:
+    cases = [text for _, text, _ in FIRES + VENDOR_FIRES + STRUCTURE_FIRES]
+    cases += NEW_LOOK_ALIKES + [text for _, text in LOOK_ALIKES]
+    for text in cases:
+        assert REDACTOR.redact(text) == _every_rule_over_the_whole_text(text), text
+    whole = "\n".join(cases * 3)
+    assert REDACTOR.redact(whole) == _every_rule_over_the_whole_text(whole)
