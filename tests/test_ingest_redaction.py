@@ -11,7 +11,7 @@ there, so a passing check is not a blind one.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -22,10 +22,14 @@ from lore.backends.sqlite import SqliteBackend
 from lore.chunking import Chunker
 from lore.config import load_settings
 from lore.models import Document, SearchMode
+from lore.protocols import Vectors
+from lore.reembed import reembed_index
 from lore.resolve import resolve_index
 from lore.safety.secrets import redact_document
 from lore.sync import CHUNKING_STATE_KEY, run_sync
+from lore.testing import add_document
 from lore.testing.attacks import PlantedCase, secret_cases, write_attack_corpus
+from lore.testing.embedders import CountingEmbedder
 from test_remote_embedders import FakeProvider, openai_dialect, start
 
 SOURCE = "runbooks"
@@ -251,3 +255,29 @@ def test_user_prompt_redacts_chunks_that_were_not_redacted_before() -> None:
         content_hash="0" * 64, title="Tokens", revision="r1", updated_at=datetime.now(UTC),
     )  # fmt: skip
     assert case.payloads[0] not in user_prompt(chunk)
+
+
+# -- lore reembed on an index that still holds secrets -----------------------------------
+
+
+class RecordingEmbedder(CountingEmbedder):
+    def __init__(self, dimension: int) -> None:
+        super().__init__(dimension)
+        self.texts: list[str] = []
+
+    def embed_documents(self, texts: Sequence[str]) -> Vectors:
+        self.texts += texts
+        return super().embed_documents(texts)
+
+
+def test_reembed_sends_the_new_embedder_no_secret_of_an_old_index(tmp_path: Path) -> None:
+    old = CountingEmbedder(32)
+    planted = "\n\n".join(case.text for case in secret_cases())
+    with SqliteBackend(tmp_path / "lore.db", old) as backend:
+        # Written directly, as an index built before redaction at ingest holds it.
+        add_document(backend, old, "runbooks/keys.md", planted, title="Keys")
+        new = RecordingEmbedder(64)
+        reembed_index(backend, new)
+    assert new.texts
+    sent = "\n".join(new.texts).lower()
+    assert [s for s in secrets_planted() if s.lower() in sent] == []
