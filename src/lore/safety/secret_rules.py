@@ -150,11 +150,9 @@ def _key_material(match: re.Match[str]) -> str | None:
     return group("key_material", "value", _is_key_material)(match)
 
 
-#: After "password … is": the first word of the value, and its trailing punctuation kept.
-_PROSE_STOP = frozenset({"the", "a", "an", "in", "at", "on", "stored", "kept", "set", "not", "never"})
-
-
 def _prose_password(match: re.Match[str]) -> str | None:
+    """A password given in prose ("the password is X"): X when quoted, or when it holds a
+    digit ("the password is stored in Vault" names none; "hunter2", "Welcome123!" do)."""
     name = next(name for name in ("dq", "sq", "bq", "bare") if match[name] is not None)
     value = match[name]
     start, end = match.span(name)
@@ -167,7 +165,6 @@ def _prose_password(match: re.Match[str]) -> str | None:
         value = trimmed
         if (
             len(value) < 6
-            or value.lower() in _PROSE_STOP
             or not re.search(r"\d", value)
             or (not re.search(r"[A-Za-z]", value) and not value.isdigit())
             or value.startswith(("/", "http", "$"))
