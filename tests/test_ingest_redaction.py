@@ -281,3 +281,29 @@ def test_reembed_sends_the_new_embedder_no_secret_of_an_old_index(tmp_path: Path
     assert new.texts
     sent = "\n".join(new.texts).lower()
     assert [s for s in secrets_planted() if s.lower() in sent] == []
+
+
+# -- bench/redaction_false_positives.py, so that it does not rot -------------------------
+
+
+def test_the_false_positive_bench_counts_what_it_alters(tmp_path: Path) -> None:
+    import asyncio
+    import importlib.util
+    import sys
+
+    from lore.safety.secrets import SecretRedactor
+
+    path = Path(__file__).resolve().parents[1] / "bench" / "redaction_false_positives.py"
+    spec = importlib.util.spec_from_file_location("lore_bench_redaction_false_positives", path)
+    assert spec is not None
+    assert spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = bench  # its dataclasses look their module up there
+    spec.loader.exec_module(bench)
+
+    write_attack_corpus(tmp_path / "corpus", secret_cases())  # + benign.md, which must stay as it is
+    result = asyncio.run(bench.measure(tmp_path / "corpus", SecretRedactor(), Chunker()))
+    assert result.documents == len(secret_cases()) + 1
+    assert result.documents_altered == len(secret_cases())
+    assert result.chunks_altered >= len(secret_cases())
+    assert not any("benign" in uri for uri, _, _ in result.lines)
