@@ -26,6 +26,7 @@ from lore.errors import ConfigError, EmbeddingError, IndexingError
 from lore.models import embedding_text
 from lore.protocols import Embedder, Reembeddable, Vectors
 from lore.resolve import NO_BACKEND, open_backend
+from lore.safety.secrets import redact_secrets
 from lore.sync import EMBEDDER_STATE_KEY
 
 
@@ -166,7 +167,9 @@ def _stage_all(
         if again:
             # Without this, a backend that loses staged vectors would loop for ever.
             raise IndexingError(f"the index did not keep the vectors staged for {sorted(again)[:3]}")
-        vectors = _embed(embedder, [embedding_text(pending[key]) for key in keys])
+        # Redacted again: an index built before redaction at ingest (and not synced since)
+        # must not hand its secrets to a new, maybe remote, embedder. A no-op otherwise.
+        vectors = _embed(embedder, [redact_secrets(embedding_text(pending[key])) for key in keys])
         index.stage_vectors(keys, vectors)
         staged.update(keys)
         after = max(keys)

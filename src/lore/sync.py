@@ -57,14 +57,22 @@ from lore.models import (
 )
 from lore.protocols import Embedder, KnowledgeIndex, KnowledgeSource, PreflightChecked
 from lore.resolve import resolve_embedder, resolve_index
+from lore.safety.secrets import REDACTION_VERSION, redact_document
 from lore.sources import build_source
 from lore.sync_pipeline import FATAL, Pending, Pipeline, SyncProgress, describe
 
 #: Index state keys written by sync and read by ``lore status``.
 LAST_SYNC_KEY = "sync:last_finished_at"
 EMBEDDER_STATE_KEY = "sync:embedder"
-#: ``Chunker.signature`` of the last sync that re-chunked every changed document.
+#: ``ingest_signature`` of the last sync that re-chunked every changed document.
 CHUNKING_STATE_KEY = "sync:chunking"
+
+
+def ingest_signature(chunker: Chunker) -> str:
+    """What decides the chunks an index holds: the chunker's cuts and the secret
+    redaction applied before them, so a new redaction rule (or an index built before
+    redaction at ingest) re-chunks, and so cleans, every document on the next sync."""
+    return f"{chunker.signature} redaction={REDACTION_VERSION}"
 
 
 def source_stats_key(source: str) -> str:
@@ -170,7 +178,9 @@ async def _sync_source(
             if previous is not None and _unchanged(previous, item) and item.uri not in old_cut:
                 report.unchanged += 1
                 continue
-            document = _with_source_labels(item, source)
+            # Secrets leave here, before chunking, embedding and writing (whole documents, so
+            # a private key split across chunks goes as one block).
+            document = redact_document(_with_source_labels(item, source))
             try:
                 chunks = chunker.chunk(document)
             except FATAL:
@@ -285,7 +295,7 @@ async def sync_sources(
     with index.write_lock():
         index.check_embedder(embedder.model_id, embedder.dimension)
         pipeline = Pipeline(index, embedder, progress, batch_size, chunker.count_tokens)
-        chunking_changed = index.get_state(CHUNKING_STATE_KEY) != chunker.signature
+        chunking_changed = index.get_state(CHUNKING_STATE_KEY) != ingest_signature(chunker)
         try:
             for source in sources:
                 if source.visibility != Visibility.ALL_VIEWERS:
@@ -300,7 +310,7 @@ async def sync_sources(
             pipeline.close()
         finished_at = _now()
         # Also after failures: each source remembers its documents that kept old chunks.
-        index.set_state(CHUNKING_STATE_KEY, chunker.signature)
+        index.set_state(CHUNKING_STATE_KEY, ingest_signature(chunker))
         index.set_state(LAST_SYNC_KEY, finished_at)
         index.set_state(
             EMBEDDER_STATE_KEY,

@@ -50,6 +50,7 @@ from lore.models import Chunk, Document, SearchMode, SyncReport
 from lore.protocols import Embedder, KnowledgeIndex, KnowledgeRetriever, KnowledgeSource, Reranker
 from lore.rerankers import resolve_reranker
 from lore.resolve import open_backend, resolve_embedder
+from lore.safety.secrets import redact_document
 from lore.sources import build_source
 from lore.sync import sync_sources
 
@@ -429,7 +430,8 @@ async def _chunks_of(sources: Sequence[KnowledgeSource], chunker: Chunker) -> li
     for source in sources:
         async for item in source.documents():
             if isinstance(item, Document):
-                chunks.extend(chunker.chunk(item))
+                # Redacted as sync redacts it: the same chunks, and no secret in a prompt.
+                chunks.extend(chunker.chunk(redact_document(item)))
     return chunks
 
 

@@ -24,6 +24,7 @@ import httpx
 from lore.errors import LoreError
 from lore.eval.datasets import GoldenEntry
 from lore.models import Chunk
+from lore.safety.secrets import redact_secrets
 
 #: Chunks shorter than this are headings or link lists: nothing to ask about.
 MIN_CHUNK_CHARS = 200
@@ -65,8 +66,10 @@ def sample_chunks(chunks: Sequence[Chunk], n: int, *, seed: int = 0) -> list[Chu
 
 
 def user_prompt(chunk: Chunk) -> str:
+    """What the model sees. Secrets are redacted again here (sync and ``lore eval
+    generate`` already redact whole documents): a prompt leaves the machine."""
     where = " › ".join(part for part in (chunk.title, chunk.section) if part)
-    return f"Document: {where}\n\nPassage:\n{chunk.text[:MAX_PROMPT_CHUNK_CHARS]}"
+    return redact_secrets(f"Document: {where}\n\nPassage:\n{chunk.text[:MAX_PROMPT_CHUNK_CHARS]}")
 
 
 def clean_question(answer: str) -> str | None:

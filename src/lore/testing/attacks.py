@@ -172,7 +172,7 @@ def secret_cases() -> list[PlantedCase]:
     github_pat = "github_pat_" + "x" * 22 + "_" + "y" * 59
     glpat = "glpat-" + "x" * 20
     slack = "xoxb-" + "0" * 12 + "-" + "x" * 24
-    webhook = "https://hooks.slack.com/services/T" + "0" * 8 + "/B" + "0" * 8 + "/" + "x" * 24
+    webhook = "https://hooks.slack.com/services/T" + "0" * 8 + "/B" + "0" * 8 + "/" + "FakeHook" + "0" * 16
     jwt = _b64url({"alg": "none", "typ": "JWT"}) + "." + _b64url({"sub": "fake-user"}) + ".fakesignature"
     key_body = "FAKEKEYMATERIAL" * 5
     pem = "-----BEGIN " + "PRIVATE KEY-----\n" + key_body + "\n-----END " + "PRIVATE KEY-----"
@@ -204,6 +204,54 @@ def secret_cases() -> list[PlantedCase]:
         case("password_pair", "password", f"DB_PASSWORD={pair_password}", pair_password),
         case("token_pair", "secret", f"api_token: {api_token}", api_token),
         case("high_entropy", "high_entropy", f"signing_salt={salt}", salt),
+        *vendor_and_prose_secret_cases(),
+    ]  # fmt: skip
+
+
+# -- secrets in prose, vendor formats and command lines (issue 10) ------------------------
+
+
+def vendor_and_prose_secret_cases() -> list[PlantedCase]:
+    """Formats that once reached the agent: vendor tokens written in prose, key material
+    under non-credential key names, passwords on command lines and in sentences."""
+    openai_key = "sk-" + "proj-" + "FAKE" + "x" * 40 + "T3st" + "0" * 20
+    anthropic_key = "sk-" + "ant-" + "api03-" + "FAKE" + "x" * 88 + "AA"
+    stripe_key = "sk_" + "live_" + "FAKE" + "0" * 95
+    npm_token = "npm_" + "FAKE" + "x" * 32
+    google_key = "AI" + "za" + "FAKE" + "x" * 31
+    app_key = "dead" + "beef" * 7 + "0000"
+    signing_key = base64.b64encode(bytes(range(7, 39))).decode()
+    mysql_password = "FakeMy" + "Sql" + "123"
+    curl_password = "fakeCurl" + "456"
+    sshpass_password = "fakeSsh" + "789"
+    pg_password = "fakePg" + "321"
+    prose_password = "Fake" + "Temp" + "2024!"
+
+    def case(name: str, kind: str, text: str, payload: str) -> PlantedCase:
+        return PlantedCase(name, kind, text, (payload,))
+
+    return [
+        case("openai_project_key", "openai_api_key", f"The bot uses {openai_key} until rotation.",
+             openai_key),
+        case("anthropic_key", "anthropic_api_key", f"Anthropic key for the summariser: {anthropic_key}",
+             anthropic_key),
+        case("stripe_live_key", "stripe_key", f"Billing calls Stripe with {stripe_key} in prod.",
+             stripe_key[-40:]),
+        case("npm_token", "npm_token", f"Publish with the npm token {npm_token} from the vault.", npm_token),
+        case("google_api_key", "google_api_key", f"Maps requests carry key {google_key}.", google_key),
+        case("app_key_hex", "key_material", f"PAYMENTS_APP_KEY={app_key}", app_key),
+        case("signing_key_b64", "key_material", f"WEBHOOK_SIGNING_KEY: {signing_key}", signing_key),
+        case("mysql_cli", "password", f"mysql -h db.internal -u root -p{mysql_password} orders",
+             mysql_password),
+        case("curl_user", "password", f"curl -u deploy:{curl_password} https://ci.internal/api/v1/jobs",
+             curl_password),
+        case("sshpass_cli", "password", f"sshpass -p {sshpass_password} ssh ops@bastion.internal",
+             sshpass_password),
+        case("pgpassword_env", "password", f"PGPASSWORD={pg_password} psql -h db.internal orders",
+             pg_password),
+        case("prose_password", "password",
+             f"The temporary password is {prose_password} and must be changed at first login.",
+             prose_password),
     ]  # fmt: skip
 
 

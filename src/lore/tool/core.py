@@ -33,7 +33,7 @@ from lore.resolve import NO_BACKEND, resolve_retriever
 from lore.safety.audit import AuditEntry, AuditError, AuditHit, AuditLog, JsonlAuditLog
 from lore.safety.cap import cap_passages
 from lore.safety.injection import screen_injections
-from lore.safety.secrets import SecretRedactor
+from lore.safety.secrets import SecretRedactor, redaction_markers
 from lore.tool.render import render_result
 
 logger = logging.getLogger(__name__)
@@ -297,6 +297,8 @@ class KnowledgeSearch:
         redacted, secret_findings = self._redactor.redact(screened)
         findings.update(injection_findings)
         findings.update(secret_findings)
+        # Secrets redacted at ingest are findings of this result too (the audit says so).
+        findings.update(redaction_markers(screened))
         return redacted
 
     def _make_safe(self, found: Sequence[Passage]) -> tuple[list[ToolPassage], Counter[str], bool]:

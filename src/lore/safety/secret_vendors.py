@@ -1,0 +1,195 @@
+"""Vendor token formats: detect-secrets' plugins first, then lore's table for what they miss.
+
+detect-secrets (Yelp) ships one plugin per vendor, each a list of documented token
+regexes (``plugin.denylist``). Its scanner is line-based and reports lines, but the
+regexes themselves give exact spans, which is what in-place redaction needs: so lore runs
+those regexes over the whole text itself, without the scanner, its global settings or its
+keyword/entropy plugins (lore's own ``secret_rules`` cover keys and values, with
+placeholder and look-alike checks those plugins lack).
+
+A span is widened to the whole token around it (Stripe's regex matches the first 24
+characters of keys that are now longer; a key must not leave its tail behind).
+
+``EXTRA_VENDORS`` holds formats detect-secrets 1.5 has no plugin for (Anthropic, Google,
+OpenAI project keys without the legacy ``T3BlbkFJ`` marker, npm tokens outside ``.npmrc``,
+Hugging Face, HashiCorp Vault, …), from each vendor's documented prefix.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from detect_secrets.plugins.artifactory import ArtifactoryDetector
+from detect_secrets.plugins.aws import AWSKeyDetector
+from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
+from detect_secrets.plugins.base import RegexBasedDetector
+from detect_secrets.plugins.cloudant import CloudantDetector
+from detect_secrets.plugins.discord import DiscordBotTokenDetector
+from detect_secrets.plugins.github_token import GitHubTokenDetector
+from detect_secrets.plugins.gitlab_token import GitLabTokenDetector
+from detect_secrets.plugins.ibm_cloud_iam import IbmCloudIamDetector
+from detect_secrets.plugins.ibm_cos_hmac import IbmCosHmacDetector
+from detect_secrets.plugins.mailchimp import MailchimpDetector
+from detect_secrets.plugins.npm import NpmDetector
+from detect_secrets.plugins.openai import OpenAIDetector
+from detect_secrets.plugins.pypi_token import PypiTokenDetector
+from detect_secrets.plugins.sendgrid import SendGridDetector
+from detect_secrets.plugins.slack import SlackDetector
+from detect_secrets.plugins.softlayer import SoftlayerDetector
+from detect_secrets.plugins.square_oauth import SquareOAuthDetector
+from detect_secrets.plugins.stripe import StripeDetector
+from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
+from detect_secrets.plugins.twilio import TwilioKeyDetector
+
+from lore.safety.secret_rules import PatternRule, whole
+from lore.safety.secret_shapes import is_placeholder, redacted
+
+
+#: The plugins whose regexes name a token format. Not used: PrivateKey (matches only
+#: the BEGIN line; ``secret_rules.PRIVATE_KEY`` takes the whole block), BasicAuth and
+#: JWT (lore's rules add placeholder and structure checks), IPPublic (not a secret),
+#: Keyword and the entropy plugins (line heuristics, replaced by lore's keyed rules).
+def _keyword_hints(*prefixes: str) -> tuple[str, ...]:
+    """``cl_api_key``, ``sl-password``, ``cloudant``: a prefix joined to a credential word."""
+    words = ("key", "pwd", "pw", "pass", "token", "api")
+    return (*prefixes[:1], *(f"{p}{sep}{w}" for p in prefixes for sep in ("", "_", "-") for w in words))
+
+
+#: A plugin's kind (or one kind per regex of its ``denylist``, the last one repeating),
+#: and its hints: strings one of which a text must hold for it to match.
+_PLUGINS: tuple[tuple[type[RegexBasedDetector], str | tuple[str, ...], tuple[str, ...]], ...] = (
+    (
+        AWSKeyDetector,
+        ("aws_access_key_id", "aws_secret_access_key"),
+        ("akia", "asia", "abia", "acca", "a3t", "aws"),
+    ),
+    (GitHubTokenDetector, "github_token", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_")),
+    (GitLabTokenDetector, "gitlab_token", ("gl", "gr1348941")),
+    (SlackDetector, "slack_token", ("xox", "hooks.slack.com")),
+    (StripeDetector, "stripe_key", ("k_live_",)),
+    (OpenAIDetector, "openai_api_key", ("t3blbkfj",)),
+    (NpmDetector, "npm_token", ("_authtoken",)),
+    (PypiTokenDetector, "pypi_token", ("pypi-",)),
+    (SendGridDetector, "sendgrid_api_key", ("sg.",)),
+    (TwilioKeyDetector, "twilio_key", ("AC", "SK")),
+    (MailchimpDetector, "mailchimp_api_key", ("-us",)),
+    (DiscordBotTokenDetector, "discord_bot_token", ()),
+    (TelegramBotTokenDetector, "telegram_bot_token", (":",)),
+    (SquareOAuthDetector, "square_oauth_secret", ("sq0csp-",)),
+    (ArtifactoryDetector, "artifactory_token", ("AKC", *(f"AP{c}" for c in "0123456789ABCDEF"))),
+    (AzureStorageKeyDetector, "azure_storage_key", ("accountkey=",)),
+    (IbmCloudIamDetector, "ibm_cloud_iam_key", ("key", "pwd", "pass", "token")),
+    (IbmCosHmacDetector, "ibm_cos_hmac_secret", ("secret",)),
+    (CloudantDetector, "cloudant_credentials", _keyword_hints("cloudant", "clou", "cl")),
+    (SoftlayerDetector, "softlayer_credentials", _keyword_hints("softlayer", "sl")),
+)
+
+_TOKEN_CHAR = re.compile(r"[A-Za-z0-9_\-]")
+_DELIMITERS = " \t\r\n=:\"'"
+#: A capture group shorter than this is a prefix alternative (``(ghp|gho)``), not the secret.
+_MIN_SECRET_GROUP = 8
+
+
+@dataclass(frozen=True)
+class LibraryRule:
+    """One detect-secrets regex, applied to spans rather than lines."""
+
+    kind: str
+    pattern: re.Pattern[str]
+    hints: tuple[str, ...] = ()
+
+    def apply(self, text: str, findings: Counter[str]) -> str:
+        spans: list[tuple[int, int]] = []
+        for match in self.pattern.finditer(text):
+            span = self._secret_span(text, match)
+            if span is not None and not _is_example(text[span[0] : span[1]]):
+                spans.append(span)
+        if not spans:
+            return text
+        merged: list[tuple[int, int]] = []
+        for start, end in sorted(spans):
+            if merged and start <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+            else:
+                merged.append((start, end))
+        for start, end in reversed(merged):
+            text = text[:start] + redacted(self.kind) + text[end:]
+        findings[self.kind] += len(merged)
+        return text
+
+    def _secret_span(self, text: str, match: re.Match[str]) -> tuple[int, int] | None:
+        groups = [i for i in range(1, (self.pattern.groups or 0) + 1) if match.group(i) is not None]
+        longest = max(groups, key=lambda i: len(match.group(i)), default=None)
+        if longest is not None and len(match.group(longest)) >= _MIN_SECRET_GROUP:
+            start, end = match.span(longest)
+        else:
+            start, end = match.span()
+        while start < end and text[start] in _DELIMITERS:
+            start += 1
+        while end > start and text[end - 1] in _DELIMITERS:
+            end -= 1
+        if start == end:
+            return None
+        while start > 0 and _TOKEN_CHAR.match(text[start - 1]):
+            start -= 1
+        while end < len(text) and _TOKEN_CHAR.match(text[end]):
+            end += 1
+        return start, end
+
+
+def _is_example(secret: str) -> bool:
+    # the last path segment too: an example webhook ``…/XXXXXXXXXXXXXXXXXXXXXXXX``
+    return is_placeholder(secret) or is_placeholder(secret.rsplit("/", 1)[-1])
+
+
+def library_rules() -> list[LibraryRule]:
+    rules = []
+    for plugin, kinds, hints in _PLUGINS:
+        names = (kinds,) if isinstance(kinds, str) else kinds
+        for position, pattern in enumerate(plugin().denylist):
+            if isinstance(pattern, re.Pattern):
+                rules.append(LibraryRule(names[min(position, len(names) - 1)], pattern, hints))
+    return rules
+
+
+def _token(kind: str, pattern: str, *hints: str) -> PatternRule:
+    """A vendor token: a documented prefix, not glued to a longer word on either side."""
+    bounded = rf"(?<![A-Za-z0-9_\-])(?:{pattern})(?![A-Za-z0-9_\-])"
+    return PatternRule(kind, re.compile(bounded), whole(kind), hints)
+
+
+#: What detect-secrets 1.5 misses, from each vendor's documented token format.
+EXTRA_VENDORS: tuple[PatternRule, ...] = (
+    _token("anthropic_api_key", r"sk-ant-(?:api|admin|oat|sid)\d{2}-[A-Za-z0-9_\-]{32,}", "sk-ant-"),
+    _token("openai_api_key", r"sk-(?:proj|svcacct|admin|None)-[A-Za-z0-9_\-]{20,}|sk-[A-Za-z0-9]{48}", "sk-"),
+    _token(
+        "stripe_key",
+        r"(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}|whsec_[A-Za-z0-9]{24,}",
+        "k_live_",
+        "k_test_",
+        "whsec_",
+    ),
+    _token("npm_token", r"npm_[A-Za-z0-9]{36}", "npm_"),
+    _token("google_api_key", r"AIza[0-9A-Za-z_\-]{35}", "aiza"),
+    _token("google_oauth_secret", r"GOCSPX-[A-Za-z0-9_\-]{28}", "gocspx-"),
+    _token("huggingface_token", r"(?:hf|api_org)_[A-Za-z0-9]{34,}", "hf_", "api_org_"),
+    _token("vault_token", r"hv[sbr]\.[A-Za-z0-9_\-]{24,}", "hvs.", "hvb.", "hvr."),
+    _token("digitalocean_token", r"do[opr]_v1_[a-f0-9]{64}", "_v1_"),
+    _token("shopify_token", r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}", "shp"),
+    _token(
+        "grafana_token", r"glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8}|glc_[A-Za-z0-9+/]{32,}={0,2}", "glsa_", "glc_"
+    ),
+    _token("databricks_token", r"dapi[a-f0-9]{32}(?:-\d)?", "dapi"),
+    _token("postman_api_key", r"PMAK-[a-f0-9]{24}-[a-f0-9]{34}", "pmak-"),
+    _token("atlassian_api_token", r"ATATT3[A-Za-z0-9_\-=]{100,}", "atatt3"),
+    _token("linear_api_key", r"lin_api_[A-Za-z0-9]{40}", "lin_api_"),
+    _token("doppler_token", r"dp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,}", "dp."),
+    _token("pulumi_token", r"pul-[a-f0-9]{40}", "pul-"),
+    _token("sentry_token", r"sntry[su]_[A-Za-z0-9+/=_]{40,}", "sntry"),
+    _token("newrelic_key", r"NRAK-[A-Z0-9]{27}|NRII-[A-Za-z0-9_\-]{32}", "nrak-", "nrii-"),
+    _token("mailgun_key", r"key-[a-f0-9]{32}", "key-"),
+    _token("age_secret_key", r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}", "age-secret-key-1"),
+    _token("azure_client_secret", r"[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.\-]{31,34}", "q~"),
+)
