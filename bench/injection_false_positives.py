@@ -44,7 +44,8 @@ def row(name: str, documents: int | None, counts: Counter[str]) -> str:
     chunks = counts["chunks"] or 1
     return (
         f"{name:32} {'' if documents is None else documents:>9} {counts['chunks']:>7} "
-        f"{counts['any']:>6} {counts['any'] / chunks:>7.2%} {counts['wording']:>6} {counts['wording'] / chunks:>7.2%}"
+        f"{counts['any']:>6} {counts['any'] / chunks:>7.2%} "
+        f"{counts['wording']:>6} {counts['wording'] / chunks:>7.2%}"
     )
 
 
@@ -73,7 +74,8 @@ def main() -> int:
                     found.update(findings)
                     wording = bool(set(findings) - POLICY_KINDS)
                     for line in changed_lines(field, screened) if findings else []:
-                        samples.append((wording, f"{document.uri}: {dict(findings)} {line[1:].strip()[:160]}"))
+                        shown = f"{document.uri}: {dict(findings)} {line[1:].strip()[:160]}"
+                        samples.append((wording, shown))
                 kinds.update(found)
                 counts["any"] += bool(found)
                 counts["wording"] += bool(set(found) - POLICY_KINDS)

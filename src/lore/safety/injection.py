@@ -83,7 +83,9 @@ def _nfkc(text: str) -> str:
     if text.isascii():
         return text
     parts = _KEEP_FROM_NFKC.split(text)
-    return "".join(part if index % 2 else unicodedata.normalize("NFKC", part) for index, part in enumerate(parts))
+    return "".join(
+        part if index % 2 else unicodedata.normalize("NFKC", part) for index, part in enumerate(parts)
+    )
 
 
 #: Terminal control characters (ESC starts ANSI sequences that can hide or rewrite what
