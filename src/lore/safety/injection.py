@@ -179,12 +179,14 @@ def _build_rules(allowed_link_hosts: Collection[str]) -> list[_Rule]:
         ),
         _Rule(
             "role_marker",
-            # "Human:" / "User:" turns: capitalised, not indented and followed by a sentence,
-            # because YAML (kubeconfig "  user:") and field lists ("User: postgres") have
-            # the same words at line start.
+            # "Human:" / "User:" turns: capitalised, not indented and followed by a sentence
+            # (three words after "Human:", five after "User:"), because YAML (kubeconfig
+            # "  user:") and field lists ("User: replication_user (read only)") have the
+            # same words at line start.
             re.compile(
-                r"^>?[ \t]{0,3}(?:\*\*|__)?(?:Human|HUMAN|User|USER)(?:\*\*|__)?[ \t]*:(?:\*\*|__)?"
-                r"(?=[ \t]*[^\s:]+(?:[ \t]+[^\s]+){2,})",
+                r"^>?[ \t]{0,3}(?:\*\*|__)?(?:(?:Human|HUMAN)(?:\*\*|__)?[ \t]*:(?:\*\*|__)?"
+                r"(?=[ \t]*[^\s:]+(?:[ \t]+[^\s]+){2,})"
+                r"|(?:User|USER)(?:\*\*|__)?[ \t]*:(?:\*\*|__)?(?=[ \t]*[^\s:]+(?:[ \t]+[^\s]+){4,}))",
                 re.MULTILINE,
             ),
             _fixed("role marker"),
