@@ -19,7 +19,14 @@ from mcp.types import TextContent
 import agent_corpus
 from lore.config import load_settings
 from lore.mcp_server import build_server
-from lore.tool.core import INPUT_SCHEMA, TOOL_DESCRIPTION, TOOL_NAME, KnowledgeSearch, build_knowledge_search
+from lore.tool.core import (
+    INPUT_SCHEMA,
+    TOOL_DESCRIPTION,
+    TOOL_NAME,
+    UNTRUSTED_NOTICE,
+    KnowledgeSearch,
+    build_knowledge_search,
+)
 
 LORE = Path(sys.executable).with_name("lore")
 
@@ -82,6 +89,9 @@ async def check_client(client: Client, config: Path) -> None:
     assert top["title"] == "etcd has no leader"
     assert {"revision", "updated_at", "age_days", "stale", "score", "chunk_id"} <= top.keys()
     assert structured["metadata"]["engine"] == "sqlite"
+    # structuredContent carries no fence or preamble, so it says what its passages are.
+    assert structured["untrusted"] is True
+    assert structured["notice"] == UNTRUSTED_NOTICE
     text = result.content[0]
     assert isinstance(text, TextContent)
     assert "[1] etcd has no leader" in text.text
@@ -101,6 +111,17 @@ async def test_stdio_lists_and_calls_the_tool(config: Path) -> None:
         assert "top_k" in result.structured_content["error"]
         assert isinstance(result.content[0], TextContent)
         assert "top_k" in result.content[0].text
+
+        # 2.0 is an integer to JSON Schema, so to the advertised schema: it is served.
+        result = await client.call_tool(TOOL_NAME, {"query": "etcdNoLeader", "top_k": 2.0})
+        assert not result.is_error
+        assert result.structured_content is not None
+        assert result.structured_content["error"] is None
+        # 2.5 is not; the error names the schema's own bounds.
+        result = await client.call_tool(TOOL_NAME, {"query": "etcdNoLeader", "top_k": 2.5})
+        assert result.is_error
+        assert isinstance(result.content[0], TextContent)
+        assert "top_k: must be a whole number from 1 to 50" in result.content[0].text
 
 
 def free_port() -> int:

@@ -375,8 +375,10 @@ def write_attack_corpus(directory: Path, cases: Sequence[PlantedCase] | None = N
     for case in cases if cases is not None else all_cases():
         path = directory / f"planted-{case.name.replace('_', '-')}.md"
         path.write_text(
-            f"# {case.title or 'Runbook ' + case.query}\n\n"
-            f"## {case.section or 'Procedure'}\n\n"
+            # The query word in the title and section as well, so a planted title or
+            # section still ranks its document as high as every other case's.
+            f"# {case.title + ' ' + case.query if case.title else 'Runbook ' + case.query}\n\n"
+            f"## {case.section + ' ' + case.query if case.section else 'Procedure'}\n\n"
             f"This runbook covers the {case.query} recovery for the payments service.\n\n"
             f"{case.text}\n\n"
             f"Afterwards confirm the {case.query} service reports healthy.\n",
