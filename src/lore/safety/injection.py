@@ -5,20 +5,31 @@ instruction-like spans in retrieved text and neutralises them: each is replaced 
 visible marker such as ``[lore: removed instruction-like text]`` (never silently dropped)
 and counted per kind, so the agent and the operator both see that something was there.
 
+First the text is normalised, so that no spelling a model reads as a phrase hides it from
+the patterns: every default-ignorable code point is removed (the Unicode property, via
+``regex``), then NFKC folds fullwidth, mathematical and other compatibility letters into
+plain ones (superscripts, subscripts and fractions excepted: "10⁶" must not read "106").
+The text returned is the normalised text: what the agent reads is what was screened.
+
 Kinds, in the order they are screened:
 
-- ``invisible_character``: zero-width, bidirectional-control and Unicode tag characters
-  are stripped first, so they cannot hide a phrase from the patterns below;
+- ``invisible_character``: default-ignorable code points (zero-width characters, bidi
+  controls, the combining grapheme joiner, variation selectors, Hangul fillers, tag
+  characters, ...), stripped during normalisation; emoji glue (a joiner or variation
+  selector right after a pictograph) is stripped without being reported;
 - ``control_character``: terminal control characters (ANSI escapes, a lone carriage
   return) are stripped too: they can hide text from a human reading a terminal;
 - ``html_comment``: hidden from a rendered page, fully visible to a model;
 - ``fake_delimiter``: text imitating the fence lore puts around passages;
 - ``role_marker``: chat-template tokens (``<|im_start|>``, ``[INST]``, ``<<SYS>>``), role
-  prefixes at line start (``system:``, ``assistant:``), ``### Instruction`` headings;
+  prefixes at line start (``system:``, ``assistant:``, ``Human:``, ``User:``),
+  ``### Instruction`` headings;
 - ``tool_call_imitation``: ``<tool_call>`` blocks, ``{"tool": ...}`` JSON, ``functions.x(``;
-- ``instruction_override``: "ignore previous instructions" and its paraphrases, "you are
-  now ...", "new instructions:", requests to reveal the prompt or hide things from the
-  user. The rest of the line is removed with the phrase, since that is the payload;
+- ``instruction_override``: "ignore previous instructions", "disregard everything above"
+  and their paraphrases, in English and eight other languages
+  (``lore.safety.override_phrases``), "you are now ...", "new instructions:", requests to
+  reveal the prompt or hide things from the user. The rest of the line is removed with
+  the phrase, since that is the payload;
 - ``external_image`` / ``external_link``: Markdown or HTML images and links to hosts not
   in ``safety.allowed_link_hosts``. An image URL is fetched as soon as a client renders
   it, and a link can carry data out in its query string; the URL goes, the text stays.
@@ -26,6 +37,7 @@ Kinds, in the order they are screened:
 The patterns are deliberately narrow, because runbooks say "ignore the warning if ..." and
 "the system: ..." all the time: an override needs both a verb of dismissal and a target
 such as "previous instructions", and a role marker must start a line.
+``bench/injection_false_positives.py`` measures how often they fire on real runbooks.
 """
 
 from __future__ import annotations
