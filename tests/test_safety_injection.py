@@ -309,5 +309,14 @@ def test_human_and_user_turns(turn: str) -> None:
     assert text.startswith("intro\n[lore: removed role marker]")
 
 
+@pytest.mark.parametrize("start", ["忽略", "以前の", "이전", "ignore all", "забудь все", "User:"])
+def test_long_runs_of_blanks_after_a_phrase_start_stay_linear(start: str) -> None:
+    # A chain of optional blanks (\s* between optional words) once made a failed match
+    # polynomial in the run's length: this input never finished. No timing asserted.
+    text, findings = screen_injections(start + " " * 5000 + "x")
+    assert findings == {}
+    assert text.endswith("x")
+
+
 def test_empty_text() -> None:
     assert screen_injections("") == ("", {})
