@@ -42,6 +42,7 @@ such as "previous instructions", and a role marker must start a line.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections import Counter
@@ -51,7 +52,7 @@ from urllib.parse import urlsplit
 
 import regex
 
-from lore.safety.override_phrases import OVERRIDE_PATTERNS
+from lore.safety.override_phrases import CJK_PATTERNS, WORD_PATTERNS
 
 #: Every marker starts with this, so tests and readers can recognise neutralised spans.
 NEUTRALISED_MARKER = "[lore: removed"
@@ -228,7 +229,15 @@ def _build_rules(allowed_link_hosts: Collection[str]) -> list[_Rule]:
         ),
         _Rule(
             "instruction_override",
-            re.compile("(?:" + "|".join(OVERRIDE_PATTERNS) + ")" + _REST_OF_LINE, i),
+            # Tried only where a word starts: the same matches as each pattern's own \b,
+            # but the engine skips the other positions instead of trying ~50 alternatives
+            # at each (about 3x faster on ordinary prose).
+            re.compile(r"(?<!\w)(?=\w)(?:" + "|".join(WORD_PATTERNS) + ")" + _REST_OF_LINE, i),
+            _fixed("instruction-like text"),
+        ),
+        _Rule(
+            "instruction_override",
+            re.compile("(?:" + "|".join(CJK_PATTERNS) + ")" + _REST_OF_LINE, i),
             _fixed("instruction-like text"),
         ),
         _Rule(
@@ -305,7 +314,61 @@ def screen_injections(text: str, *, allowed_link_hosts: Collection[str] = ()) ->
     text = _IGNORABLE.sub(strip_invisible, _nfkc(text))
     for rule in _rules(allowed_link_hosts):
         text = rule.pattern.sub(_counting(rule, findings), text)
-    return text, findings
+    return _screen_homoglyphs(text, findings, allowed_link_hosts), findings
+
+
+#: Kinds matched a second time over the text with look-alike letters folded to Latin.
+#: Their replacements are fixed markers; link rules keep parts of their match (the link
+#: text), which must come from the text as written, so they are not folded.
+_FOLDED_KINDS = frozenset({"fake_delimiter", "role_marker", "tool_call_imitation", "instruction_override"})
+
+
+@functools.cache
+def _homoglyphs() -> dict[int, str]:
+    """Every non-ASCII character Unicode's confusables table (``confusables.txt``, via
+    ``confusable-homoglyphs``) lists as a look-alike of one ASCII letter: Cyrillic "і",
+    "о", "е", Greek "ο", Cherokee, Armenian, ... One character each way, so a span
+    found in the folded text is the same span in the text as written."""
+    from confusable_homoglyphs import utils
+
+    table: dict[int, str] = {}
+    for character, entries in utils.load("confusables.json").items():
+        if len(character) != 1 or character.isascii():
+            continue
+        for entry in entries:
+            if len(entry["c"]) == 1 and entry["c"].isascii() and entry["c"].isalpha():
+                table[ord(character)] = entry["c"]
+                break
+    return table
+
+
+def _screen_homoglyphs(text: str, findings: Counter[str], allowed_link_hosts: Collection[str]) -> str:
+    """A model reads "Ignоre previous instructions" (a Cyrillic "о") as the phrase.
+    The phrase rules run again over the text with look-alikes folded; what they find is
+    replaced in the text as written. Run after the plain pass, so Russian or Greek prose
+    is matched by its own patterns first, unfolded."""
+    if text.isascii():
+        return text
+    table = _homoglyphs()
+    folded = text.translate(table)
+    if folded == text:
+        return text
+    for rule in _rules(allowed_link_hosts):
+        if rule.kind not in _FOLDED_KINDS:
+            continue
+        pieces: list[str] = []
+        last = 0
+        for match in rule.pattern.finditer(folded):
+            replacement = rule.replace(match)
+            if replacement is None:
+                continue
+            findings[rule.kind] += 1
+            pieces += [text[last : match.start()], replacement]
+            last = match.end()
+        if pieces:
+            text = "".join(pieces) + text[last:]
+            folded = text.translate(table)
+    return text
 
 
 def _counting(rule: _Rule, findings: Counter[str]) -> Callable[[re.Match[str]], str]:

@@ -203,15 +203,8 @@ KOREAN = [
     rf"새로운{_B}(?:지시|지침|명령){_B}:",
 ]
 
-OVERRIDE_PATTERNS: list[str] = [
-    *ENGLISH,
-    *FRENCH,
-    *GERMAN,
-    *SPANISH,
-    *PORTUGUESE,
-    *ITALIAN,
-    *RUSSIAN,
-    *CHINESE,
-    *JAPANESE,
-    *KOREAN,
-]
+#: Patterns that start at the start of a word (each begins with ``\b``).
+WORD_PATTERNS: list[str] = [*ENGLISH, *FRENCH, *GERMAN, *SPANISH, *PORTUGUESE, *ITALIAN, *RUSSIAN]
+#: Patterns for scripts written without spaces, which may start inside a "word".
+CJK_PATTERNS: list[str] = [*CHINESE, *JAPANESE, *KOREAN]
+OVERRIDE_PATTERNS: list[str] = [*WORD_PATTERNS, *CJK_PATTERNS]
