@@ -27,6 +27,7 @@ from lore.tool.core import (
     KnowledgeSearch,
     build_knowledge_search,
 )
+from test_rerankers import RerankServer, score_by_keyword
 
 LORE = Path(sys.executable).with_name("lore")
 
@@ -190,3 +191,26 @@ def test_backend_none_refuses_to_start(tmp_path: Path) -> None:
     assert completed.stdout == ""  # nothing that an MCP client could mistake for a server
     assert 'backend is "none"' in completed.stderr
     assert "Traceback" not in completed.stderr
+
+
+async def test_stdio_uses_the_configured_reranker(config: Path) -> None:
+    """reranker settings reach `lore mcp` (here from the environment): the loopback
+    Cohere-format server is asked, and the answer says it reranked."""
+    with RerankServer(score_by_keyword) as reranker:
+        params = StdioServerParameters(
+            command=str(LORE),
+            args=["--config", str(config), "mcp"],
+            cwd=str(config.parent),
+            env=server_env(
+                LORE_RERANKER="http", LORE_RERANKER_URL=reranker.url, LORE_RERANKER_MODEL="rr-test"
+            ),
+        )
+        async with Client(params) as client:
+            result = await client.call_tool(TOOL_NAME, {"query": "etcd leader", "top_k": 1})
+    assert not result.is_error
+    assert result.structured_content is not None
+    metadata = result.structured_content["metadata"]
+    assert (metadata["reranker"], metadata["reranked"]) == ("http:rr-test", True)
+    assert result.structured_content["passages"][0]["uri"].endswith("etcd-no-leader.md")
+    assert len(reranker.requests) == 1
+    assert reranker.requests[0][2]["model"] == "rr-test"
