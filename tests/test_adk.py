@@ -28,7 +28,14 @@ import agent_corpus
 from agent_corpus import ETCD_RUNBOOK
 from lore.config import load_settings
 from lore.integrations.adk import KnowledgeSearchTool, adk_tools
-from lore.tool.core import INPUT_SCHEMA, TOOL_DESCRIPTION, TOOL_NAME, KnowledgeSearch, build_knowledge_search
+from lore.tool.core import (
+    INPUT_SCHEMA,
+    TOOL_DESCRIPTION,
+    TOOL_NAME,
+    UNTRUSTED_NOTICE,
+    KnowledgeSearch,
+    build_knowledge_search,
+)
 
 APP = "lore-test"
 USER = "oncall-alice"
@@ -95,6 +102,8 @@ async def test_run_async_delegates_with_the_session_user(search: KnowledgeSearch
     result = await tool.run_async(args={"query": "etcdNoLeader", "top_k": 1}, tool_context=context)
     assert result["error"] is None
     assert result["passages"][0]["uri"].endswith("etcd-no-leader.md")
+    assert result["untrusted"] is True
+    assert result["notice"] == UNTRUSTED_NOTICE
     audit = last_audit(config)
     assert audit["principal"] == USER
     assert audit["query"] == "etcdNoLeader"
@@ -186,6 +195,8 @@ async def test_agent_turn_calls_the_tool_and_the_model_gets_the_safe_result(
     )
     assert response["passages"][0]["uri"].endswith("etcd-no-leader.md")
     assert response["metadata"]["engine"] == "sqlite"
+    # What reached the model says the passages are untrusted.
+    assert response["untrusted"] is True
     assert last_audit(config)["principal"] == USER
     final = events[-1].content
     assert final is not None

@@ -19,6 +19,7 @@ import json
 import os
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -135,9 +136,38 @@ async def check_every_case(planted: Planted, ask: Ask, *, who: str | None, calls
 
 def test_the_corpus_plants_both_kinds_of_attack() -> None:
     # What the report quotes: "N injection + M secret cases, 0 reached the model".
-    assert len(injection_cases()) >= 25
+    assert len(injection_cases()) >= 45
     assert len(secret_cases()) >= 10
+    assert len(CASES) >= 60
     assert len(CASES) == len(injection_cases()) + len(secret_cases())
+    assert len({case.name for case in CASES}) == len(CASES)
+
+
+class ChainBypassed(KnowledgeSearch):
+    """The control: the real tool with screening and redaction switched off (the cap and
+    the audit still run). Only a test builds this."""
+
+    def _clean(self, text: str, findings: Counter[str]) -> str:
+        return text
+
+
+async def test_control_without_the_chain_every_case_leaks(planted: Planted) -> None:
+    """The same corpus, the same checks, the chain bypassed: every case's payloads reach
+    the agent, through the Python API and the OpenAI handler alike, so the tests above
+    can fail and a 0 from them means something."""
+    from lore.integrations.openai_tools import handle_openai_tool_call
+
+    settings = load_settings(planted.config)
+    search = build_knowledge_search(settings)
+    assert search is not None
+    bypassed = ChainBypassed(search.retriever, settings=settings)
+    for case in CASES:
+        arguments = {"query": case.query, "top_k": planted.chunks[case.name] + 2}
+        result = await bypassed.run(arguments, principal="control")
+        assert result.error is None
+        assert len(unsafe_payloads(result, [case])) == len(case.payloads), case.name
+        text = await handle_openai_tool_call(bypassed, json.dumps(arguments), principal="control")
+        assert unsafe_payloads(text, [case]), case.name
 
 
 async def test_python_api(planted: Planted) -> None:

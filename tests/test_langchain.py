@@ -16,7 +16,7 @@ import agent_corpus
 from lore.config import load_settings
 from lore.errors import RetrievalError
 from lore.integrations.langchain import KnowledgeSearchRetriever
-from lore.tool.core import KnowledgeSearch, build_knowledge_search
+from lore.tool.core import UNTRUSTED_NOTICE, KnowledgeSearch, build_knowledge_search
 
 RUNBOOKS = {
     "etcd-no-leader.md": (
@@ -63,6 +63,8 @@ async def test_ainvoke_returns_documents_with_provenance(search: KnowledgeSearch
     provenance = {"section", "revision", "updated_at", "age_days", "stale", "score", "chunk_id"}
     assert provenance <= doc.metadata.keys()
     assert doc.id == doc.metadata["chunk_id"]
+    assert doc.metadata["untrusted"] is True
+    assert doc.metadata["notice"] == UNTRUSTED_NOTICE
     audit = last_audit(config)
     assert audit["principal"] == "lc-agent"
     assert audit["top_k"] == 1

@@ -19,7 +19,15 @@ from mcp.types import TextContent
 import agent_corpus
 from lore.config import load_settings
 from lore.mcp_server import build_server
-from lore.tool.core import INPUT_SCHEMA, TOOL_DESCRIPTION, TOOL_NAME, KnowledgeSearch, build_knowledge_search
+from lore.tool.core import (
+    INPUT_SCHEMA,
+    TOOL_DESCRIPTION,
+    TOOL_NAME,
+    UNTRUSTED_NOTICE,
+    KnowledgeSearch,
+    build_knowledge_search,
+)
+from test_rerankers import RerankServer, score_by_keyword
 
 LORE = Path(sys.executable).with_name("lore")
 
@@ -82,6 +90,9 @@ async def check_client(client: Client, config: Path) -> None:
     assert top["title"] == "etcd has no leader"
     assert {"revision", "updated_at", "age_days", "stale", "score", "chunk_id"} <= top.keys()
     assert structured["metadata"]["engine"] == "sqlite"
+    # structuredContent carries no fence or preamble, so it says what its passages are.
+    assert structured["untrusted"] is True
+    assert structured["notice"] == UNTRUSTED_NOTICE
     text = result.content[0]
     assert isinstance(text, TextContent)
     assert "[1] etcd has no leader" in text.text
@@ -101,6 +112,17 @@ async def test_stdio_lists_and_calls_the_tool(config: Path) -> None:
         assert "top_k" in result.structured_content["error"]
         assert isinstance(result.content[0], TextContent)
         assert "top_k" in result.content[0].text
+
+        # 2.0 is an integer to JSON Schema, so to the advertised schema: it is served.
+        result = await client.call_tool(TOOL_NAME, {"query": "etcdNoLeader", "top_k": 2.0})
+        assert not result.is_error
+        assert result.structured_content is not None
+        assert result.structured_content["error"] is None
+        # 2.5 is not; the error names the schema's own bounds.
+        result = await client.call_tool(TOOL_NAME, {"query": "etcdNoLeader", "top_k": 2.5})
+        assert result.is_error
+        assert isinstance(result.content[0], TextContent)
+        assert "top_k: must be a whole number from 1 to 50" in result.content[0].text
 
 
 def free_port() -> int:
@@ -169,3 +191,26 @@ def test_backend_none_refuses_to_start(tmp_path: Path) -> None:
     assert completed.stdout == ""  # nothing that an MCP client could mistake for a server
     assert 'backend is "none"' in completed.stderr
     assert "Traceback" not in completed.stderr
+
+
+async def test_stdio_uses_the_configured_reranker(config: Path) -> None:
+    """reranker settings reach `lore mcp` (here from the environment): the loopback
+    Cohere-format server is asked, and the answer says it reranked."""
+    with RerankServer(score_by_keyword) as reranker:
+        params = StdioServerParameters(
+            command=str(LORE),
+            args=["--config", str(config), "mcp"],
+            cwd=str(config.parent),
+            env=server_env(
+                LORE_RERANKER="http", LORE_RERANKER_URL=reranker.url, LORE_RERANKER_MODEL="rr-test"
+            ),
+        )
+        async with Client(params) as client:
+            result = await client.call_tool(TOOL_NAME, {"query": "etcd leader", "top_k": 1})
+    assert not result.is_error
+    assert result.structured_content is not None
+    metadata = result.structured_content["metadata"]
+    assert (metadata["reranker"], metadata["reranked"]) == ("http:rr-test", True)
+    assert result.structured_content["passages"][0]["uri"].endswith("etcd-no-leader.md")
+    assert len(reranker.requests) == 1
+    assert reranker.requests[0][2]["model"] == "rr-test"

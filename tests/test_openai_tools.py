@@ -16,7 +16,14 @@ import agent_corpus
 from agent_corpus import ETCD_RUNBOOK
 from lore.config import load_settings
 from lore.integrations.openai_tools import handle_openai_tool_call, openai_tool_schema, openai_tools
-from lore.tool.core import INPUT_SCHEMA, TOOL_DESCRIPTION, TOOL_NAME, KnowledgeSearch, build_knowledge_search
+from lore.tool.core import (
+    INPUT_SCHEMA,
+    TOOL_DESCRIPTION,
+    TOOL_NAME,
+    UNTRUSTED_NOTICE,
+    KnowledgeSearch,
+    build_knowledge_search,
+)
 
 RUNBOOKS = {"etcd-no-leader.md": ETCD_RUNBOOK}
 
@@ -68,6 +75,9 @@ async def test_json_result_is_the_structured_result(search: KnowledgeSearch) -> 
     result = json.loads(content)
     assert result["error"] is None
     assert result["passages"][0]["uri"].endswith("etcd-no-leader.md")
+    # The model reading the JSON is told, in the JSON, what the passages are.
+    assert result["untrusted"] is True
+    assert result["notice"] == UNTRUSTED_NOTICE
 
 
 async def test_malformed_arguments_are_an_error_the_model_can_read(search: KnowledgeSearch) -> None:
@@ -76,7 +86,12 @@ async def test_malformed_arguments_are_an_error_the_model_can_read(search: Knowl
     assert content.startswith("error: knowledge_search arguments are not valid JSON")
     assert fake_secret not in content
     structured = json.loads(await handle_openai_tool_call(search, "[1, 2]", output="json"))
-    assert structured == {"error": "knowledge_search arguments must be a JSON object", "passages": []}
+    assert structured == {
+        "untrusted": True,
+        "notice": UNTRUSTED_NOTICE,
+        "error": "knowledge_search arguments must be a JSON object",
+        "passages": [],
+    }
 
 
 async def test_invalid_arguments_go_through_the_core(search: KnowledgeSearch, config: Path) -> None:

@@ -6,7 +6,8 @@
 Documents are built from the tool's result, never from the retriever underneath: their
 text has been screened for injected instructions, redacted and capped, and each call is
 in the audit log. ``Document.metadata`` carries the provenance (uri, title, section,
-revision, updated_at, age_days, stale, score, rank, chunk_id).
+revision, updated_at, age_days, stale, score, rank, chunk_id) and ``untrusted: True`` with
+the tool's ``notice``: page content is reference data, never instructions.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 
 from lore.errors import RetrievalError
-from lore.tool.core import KnowledgeSearch, ToolPassage, ToolResult
+from lore.tool.core import UNTRUSTED_NOTICE, KnowledgeSearch, ToolPassage, ToolResult
 
 T = TypeVar("T")
 
@@ -67,6 +68,8 @@ class KnowledgeSearchRetriever(BaseRetriever):
 
 def _document(passage: ToolPassage, result: ToolResult) -> Document:
     metadata: dict[str, Any] = {
+        "untrusted": True,
+        "notice": UNTRUSTED_NOTICE,
         "rank": passage.rank,
         "title": passage.title,
         "section": passage.section,

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from lore.config import LoreSettings, load_settings
 from lore.resolve import NO_BACKEND
-from lore.tool.core import INPUT_SCHEMA, TOOL_DESCRIPTION, TOOL_NAME, KnowledgeSearch
+from lore.tool.core import INPUT_SCHEMA, TOOL_DESCRIPTION, TOOL_NAME, UNTRUSTED_NOTICE, KnowledgeSearch
 
 
 def openai_tool_schema() -> dict[str, Any]:
@@ -53,8 +53,9 @@ async def handle_openai_tool_call(
 ) -> str:
     """Answer one tool call; the string is the ``content`` of the ``role: tool`` message.
 
-    ``text`` (default) is the core's citation-numbered rendering with passages marked as
-    untrusted reference data; ``json`` is the structured result. Never raises: bad
+    ``text`` (default) is the core's citation-numbered rendering with passages fenced as
+    untrusted reference data; ``json`` is the structured result (``ToolResult.to_dict()``,
+    whose ``untrusted`` and ``notice`` fields say the same). Never raises: bad
     arguments come back as an error message the model can act on.
     """
     try:
@@ -69,4 +70,6 @@ async def handle_openai_tool_call(
 
 
 def _error(message: str, output: Literal["text", "json"]) -> str:
-    return json.dumps({"error": message, "passages": []}) if output == "json" else f"error: {message}"
+    if output == "text":
+        return f"error: {message}"
+    return json.dumps({"untrusted": True, "notice": UNTRUSTED_NOTICE, "error": message, "passages": []})

@@ -5,20 +5,31 @@ instruction-like spans in retrieved text and neutralises them: each is replaced 
 visible marker such as ``[lore: removed instruction-like text]`` (never silently dropped)
 and counted per kind, so the agent and the operator both see that something was there.
 
+First the text is normalised, so that no spelling a model reads as a phrase hides it from
+the patterns: every default-ignorable code point is removed (the Unicode property, via
+``regex``), then NFKC folds fullwidth, mathematical and other compatibility letters into
+plain ones (superscripts, subscripts and fractions excepted: "10⁶" must not read "106").
+The text returned is the normalised text: what the agent reads is what was screened.
+
 Kinds, in the order they are screened:
 
-- ``invisible_character``: zero-width, bidirectional-control and Unicode tag characters
-  are stripped first, so they cannot hide a phrase from the patterns below;
+- ``invisible_character``: default-ignorable code points (zero-width characters, bidi
+  controls, the combining grapheme joiner, variation selectors, Hangul fillers, tag
+  characters, ...), stripped during normalisation; emoji glue (a joiner or variation
+  selector right after a pictograph) is stripped without being reported;
 - ``control_character``: terminal control characters (ANSI escapes, a lone carriage
   return) are stripped too: they can hide text from a human reading a terminal;
 - ``html_comment``: hidden from a rendered page, fully visible to a model;
 - ``fake_delimiter``: text imitating the fence lore puts around passages;
 - ``role_marker``: chat-template tokens (``<|im_start|>``, ``[INST]``, ``<<SYS>>``), role
-  prefixes at line start (``system:``, ``assistant:``), ``### Instruction`` headings;
+  prefixes at line start (``system:``, ``assistant:``, ``Human:``, ``User:``),
+  ``### Instruction`` headings;
 - ``tool_call_imitation``: ``<tool_call>`` blocks, ``{"tool": ...}`` JSON, ``functions.x(``;
-- ``instruction_override``: "ignore previous instructions" and its paraphrases, "you are
-  now ...", "new instructions:", requests to reveal the prompt or hide things from the
-  user. The rest of the line is removed with the phrase, since that is the payload;
+- ``instruction_override``: "ignore previous instructions", "disregard everything above"
+  and their paraphrases, in English and eight other languages
+  (``lore.safety.override_phrases``), "you are now ...", "new instructions:", requests to
+  reveal the prompt or hide things from the user. The rest of the line is removed with
+  the phrase, since that is the payload;
 - ``external_image`` / ``external_link``: Markdown or HTML images and links to hosts not
   in ``safety.allowed_link_hosts``. An image URL is fetched as soon as a client renders
   it, and a link can carry data out in its query string; the URL goes, the text stays.
@@ -26,15 +37,22 @@ Kinds, in the order they are screened:
 The patterns are deliberately narrow, because runbooks say "ignore the warning if ..." and
 "the system: ..." all the time: an override needs both a verb of dismissal and a target
 such as "previous instructions", and a role marker must start a line.
+``bench/injection_false_positives.py`` measures how often they fire on real runbooks.
 """
 
 from __future__ import annotations
 
+import functools
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from urllib.parse import urlsplit
+
+import regex
+
+from lore.safety.override_phrases import CJK_PATTERNS, WORD_PATTERNS
 
 #: Every marker starts with this, so tests and readers can recognise neutralised spans.
 NEUTRALISED_MARKER = "[lore: removed"
@@ -47,18 +65,40 @@ def marker(what: str) -> str:
     return f"{NEUTRALISED_MARKER} {what}]"
 
 
-_INVISIBLE = re.compile(
-    "["
-    "\u00ad"  # soft hyphen
-    "\u180e"  # Mongolian vowel separator
-    "\u200b-\u200f"  # zero-width space/joiners, LRM, RLM
-    "\u202a-\u202e"  # bidi embeddings and overrides
-    "\u2060-\u2064"  # word joiner, invisible operators
-    "\u2066-\u2069"  # bidi isolates
-    "\ufeff"  # zero-width no-break space
-    "\U000e0000-\U000e007f"  # Unicode tags: invisible ASCII look-alikes ("ASCII smuggling")
-    "]+"
+#: Every default-ignorable code point (the Unicode property, not a hand list: zero-width
+#: characters, bidi controls, the combining grapheme joiner, variation selectors, Hangul
+#: fillers, tag characters, ...). A renderer draws none of them, so they serve only to
+#: split a phrase for a pattern while a model still reads it whole. ``regex`` carries the
+#: property table; the standard ``re`` module has no ``\p{...}``.
+_IGNORABLE = regex.compile(r"\p{Default_Ignorable_Code_Point}+")
+#: Joiners and variation selectors straight after a pictograph (⚠️, 👩‍💻) are ordinary
+#: emoji spelling: they are removed like the others but not reported as findings.
+_EMOJI_GLUE = regex.compile(r"[\u200d\ufe0e\ufe0f]+")
+_PICTOGRAPH = regex.compile(r"\p{Extended_Pictographic}")
+
+#: Characters NFKC would fold that carry meaning in runbooks ("10⁶", "H₂O", "½"): kept as
+#: written. No attack phrase is spelled in superscripts, and "10⁶" must not become "106".
+_KEEP_FROM_NFKC = re.compile(
+    "(["
+    + "".join(
+        chr(code)
+        for code in range(0x20000)
+        if unicodedata.decomposition(chr(code)).startswith(("<super>", "<sub>", "<fraction>"))
+    )
+    + "])"
 )
+
+
+def _nfkc(text: str) -> str:
+    """NFKC except for superscripts, subscripts and vulgar fractions: fullwidth
+    ``ｉｇｎｏｒｅ``, mathematical ``𝐢𝐠𝐧𝐨𝐫𝐞``, ligatures and other compatibility letters
+    become the plain letters a model reads them as."""
+    if text.isascii():
+        return text
+    parts = _KEEP_FROM_NFKC.split(text)
+    return "".join(
+        part if index % 2 else unicodedata.normalize("NFKC", part) for index, part in enumerate(parts)
+    )
 
 
 #: Terminal control characters (ESC starts ANSI sequences that can hide or rewrite what
@@ -80,52 +120,6 @@ def _fixed(what: str) -> Callable[[re.Match[str]], str]:
 
 
 _REST_OF_LINE = r"[^\n]*"
-_DISMISS = r"(?:ignore|disregard|forget|override|overrule|bypass|neglect|abandon|discard|throw\s+away)"
-_EARLIER = (
-    r"(?:previous|prior|above|earlier|preceding|foregoing|former|original|initial|system|"
-    r"developer|safety|given|current)"
-)
-_ORDERS = (
-    r"(?:instructions?|prompts?|directions|directives?|rules|guidelines|guidance|context|"
-    r"constraints|restrictions|programming|commands)"
-)
-_MACHINE = r"(?:AI|A\.I\.|LLM|large\s+language\s+model|language\s+model|assistant|chat\s?bot|AI\s+agent)"
-
-_OVERRIDE_PATTERNS = [
-    # ignore (all) (of) (the|your) previous (safety) instructions
-    rf"\b{_DISMISS}\s+(?:(?:all|any|every|each|of|the|your|my|these|those|its)\s+)*{_EARLIER}\s+"
-    rf"(?:[\w-]+\s+)?{_ORDERS}\b",
-    # ignore everything above / forget everything you were told
-    rf"\b{_DISMISS}\s+(?:everything|anything|all)\s+(?:above|before|prior|previously|said|"
-    rf"you\s+(?:were|have\s+been)\s+told|you\s+know)",
-    # ignore (all) instructions above
-    rf"\b{_DISMISS}\s+(?:all\s+|any\s+|the\s+|your\s+)?{_ORDERS}\s+(?:above|before|given|so\s+far)",
-    rf"\b(?:do\s+not|don't|never)\s+(?:follow|obey)\s+(?:the\s+|your\s+|any\s+)?{_EARLIER}\s+{_ORDERS}",
-    r"\byou\s+are\s+now\s+(?:a\s+|an\s+|the\s+|in\s+)?(?:new|different|unrestricted|unfiltered|"
-    r"uncensored|jailbroken|evil|rogue|malicious|DAN\b|developer\s+mode|god\s+mode)",
-    rf"\byou\s+are\s+now\s+(?:a|an)\s+{_MACHINE}\s+(?:that|who|with|named|called|without)\b",
-    rf"\byou\s+are\s+no\s+longer\s+(?:an?\s+{_MACHINE}|bound|restricted|constrained|limited\s+by)",
-    r"\b(?:new|real|actual|true|secret|hidden|override|overriding|system)\s+(?:system\s+)?"
-    r"instructions?\s*:",
-    r"\bsystem\s+prompt\s*:",
-    r"\b(?:reveal|print|output|show|repeat|leak|disclose|display|dump)\s+(?:\w+\s+){0,3}?"
-    r"(?:system\s+prompt|hidden\s+prompt|initial\s+instructions|original\s+instructions|"
-    r"your\s+instructions|your\s+prompt)",
-    rf"\bfrom\s+now\s+on,?\s+(?:you|the\s+{_MACHINE})\s+(?:must|will|shall|should|are\s+to)\s+"
-    r"(?:only\s+)?(?:respond|reply|answer|act|obey|follow|ignore|pretend)",
-    rf"\b(?:if|when)\s+you\s+are\s+(?:an?\s+)?{_MACHINE}\b",
-    rf"\b(?:note|message|attention|instructions?|important)\s+(?:to|for)\s+(?:the\s+|any\s+|all\s+)?"
-    rf"{_MACHINE}s?\b",
-    rf"\b(?:attention|hey|dear)\s*,?\s+{_MACHINE}s?\s*[:,!]",
-    r"\b(?:do\s+not|don't|never)\s+(?:tell|inform|alert|notify|warn)\s+the\s+user\b",
-    r"\b(?:do\s+not|don't|never)\s+(?:reveal|mention|disclose)\s+(?:this|these|that|it)\s+to\s+the\s+user\b",
-    r"\b(?:act|behave)\s+as\s+(?:an?\s+)?(?:unrestricted|jailbroken|unfiltered|uncensored|evil|DAN\b)",
-    r"\bpretend\s+(?:to\s+be|you\s+are|that\s+you\s+are)\s+(?:an?\s+)?(?:unrestricted|jailbroken|"
-    r"unfiltered|uncensored|evil|different|DAN\b)",
-    r"\b(?:developer|DAN|jailbreak)\s+mode\s+(?:enabled|activated|on)\b",
-    r"\b(?:disable|bypass|ignore|turn\s+off|deactivate)\s+your\s+(?:safety\s+|content\s+|security\s+)?"
-    r"(?:filters?|guardrails?|restrictions|guidelines|safeguards)",
-]
 
 _ROLE_WORDS = r"(?:system|assistant|developer)"
 
@@ -197,6 +191,20 @@ def _build_rules(allowed_link_hosts: Collection[str]) -> list[_Rule]:
             _fixed("role marker"),
         ),
         _Rule(
+            "role_marker",
+            # "Human:" / "User:" turns: capitalised, not indented and followed by a sentence
+            # (three words after "Human:", five after "User:"), because YAML (kubeconfig
+            # "  user:") and field lists ("User: replication_user (read only)") have the
+            # same words at line start.
+            re.compile(
+                r"^>?[ \t]{0,3}(?:\*\*|__)?(?:(?:Human|HUMAN)(?:\*\*|__)?[ \t]*:(?:\*\*|__)?"
+                r"(?=[ \t]*[^\s:]+(?:[ \t]+[^\s]+){2,})"
+                r"|(?:User|USER)(?:\*\*|__)?[ \t]*:(?:\*\*|__)?(?=[ \t]*[^\s:]+(?:[ \t]+[^\s]+){4,}))",
+                re.MULTILINE,
+            ),
+            _fixed("role marker"),
+        ),
+        _Rule(
             "tool_call_imitation",
             re.compile(
                 r"<(?P<tag>(?:[a-z]+:)?(?:tool_calls?|function_calls?|tool_use|tool_code|tool_result|invoke))"
@@ -221,7 +229,15 @@ def _build_rules(allowed_link_hosts: Collection[str]) -> list[_Rule]:
         ),
         _Rule(
             "instruction_override",
-            re.compile("(?:" + "|".join(_OVERRIDE_PATTERNS) + ")" + _REST_OF_LINE, i),
+            # Tried only where a word starts: the same matches as each pattern's own \b,
+            # but the engine skips the other positions instead of trying ~50 alternatives
+            # at each (about 3x faster on ordinary prose).
+            re.compile(r"(?<!\w)(?=\w)(?:" + "|".join(WORD_PATTERNS) + ")" + _REST_OF_LINE, i),
+            _fixed("instruction-like text"),
+        ),
+        _Rule(
+            "instruction_override",
+            re.compile("(?:" + "|".join(CJK_PATTERNS) + ")" + _REST_OF_LINE, i),
             _fixed("instruction-like text"),
         ),
         _Rule(
@@ -280,19 +296,79 @@ def screen_injections(text: str, *, allowed_link_hosts: Collection[str] = ()) ->
     """``text`` with instruction-like spans neutralised, and the findings per kind."""
     findings: Counter[str] = Counter()
 
-    def strip_invisible(_match: re.Match[str]) -> str:
-        findings["invisible_character"] += 1
+    def strip_invisible(match: re.Match[str] | regex.Match[str]) -> str:
+        start = match.start()
+        emoji = start > 0 and _PICTOGRAPH.match(match.string[start - 1]) and _EMOJI_GLUE.fullmatch(match[0])
+        if not emoji:
+            findings["invisible_character"] += 1
         return ""
 
     def strip_control(_match: re.Match[str]) -> str:
         findings["control_character"] += 1
         return ""
 
-    text = _INVISIBLE.sub(strip_invisible, text)
+    text = _IGNORABLE.sub(strip_invisible, text)
     text = _CONTROL.sub(strip_control, text)
+    # NFKC can compose what the removals left apart, or produce a filler of its own
+    # (halfwidth U+FFA0 becomes U+3164), so it sits between two removal passes.
+    text = _IGNORABLE.sub(strip_invisible, _nfkc(text))
     for rule in _rules(allowed_link_hosts):
         text = rule.pattern.sub(_counting(rule, findings), text)
-    return text, findings
+    return _screen_homoglyphs(text, findings, allowed_link_hosts), findings
+
+
+#: Kinds matched a second time over the text with look-alike letters folded to Latin.
+#: Their replacements are fixed markers; link rules keep parts of their match (the link
+#: text), which must come from the text as written, so they are not folded.
+_FOLDED_KINDS = frozenset({"fake_delimiter", "role_marker", "tool_call_imitation", "instruction_override"})
+
+
+@functools.cache
+def _homoglyphs() -> dict[int, str]:
+    """Every non-ASCII character Unicode's confusables table (``confusables.txt``, via
+    ``confusable-homoglyphs``) lists as a look-alike of one ASCII letter: Cyrillic "і",
+    "о", "е", Greek "ο", Cherokee, Armenian, ... One character each way, so a span
+    found in the folded text is the same span in the text as written."""
+    from confusable_homoglyphs import utils
+
+    table: dict[int, str] = {}
+    for character, entries in utils.load("confusables.json").items():
+        if len(character) != 1 or character.isascii():
+            continue
+        for entry in entries:
+            if len(entry["c"]) == 1 and entry["c"].isascii() and entry["c"].isalpha():
+                table[ord(character)] = entry["c"]
+                break
+    return table
+
+
+def _screen_homoglyphs(text: str, findings: Counter[str], allowed_link_hosts: Collection[str]) -> str:
+    """A model reads "Ignоre previous instructions" (a Cyrillic "о") as the phrase.
+    The phrase rules run again over the text with look-alikes folded; what they find is
+    replaced in the text as written. Run after the plain pass, so Russian or Greek prose
+    is matched by its own patterns first, unfolded."""
+    if text.isascii():
+        return text
+    table = _homoglyphs()
+    folded = text.translate(table)
+    if folded == text:
+        return text
+    for rule in _rules(allowed_link_hosts):
+        if rule.kind not in _FOLDED_KINDS:
+            continue
+        pieces: list[str] = []
+        last = 0
+        for match in rule.pattern.finditer(folded):
+            replacement = rule.replace(match)
+            if replacement is None:
+                continue
+            findings[rule.kind] += 1
+            pieces += [text[last : match.start()], replacement]
+            last = match.end()
+        if pieces:
+            text = "".join(pieces) + text[last:]
+            folded = text.translate(table)
+    return text
 
 
 def _counting(rule: _Rule, findings: Counter[str]) -> Callable[[re.Match[str]], str]:

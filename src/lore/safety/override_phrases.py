@@ -1,0 +1,210 @@
+"""The phrases ``instruction_override`` screening looks for, in English and in the other
+languages operations teams most often write in.
+
+Every pattern needs both a verb of dismissal and a target ("previous instructions",
+"everything above", "系统提示"), because runbooks say "ignore the warning if ..." and
+"disregard the alert when ..." all the time. The patterns run on text already normalised
+(NFKC, default-ignorable code points removed: ``lore.safety.injection``), case-insensitively,
+so fullwidth letters and zero-width joiners do not hide a phrase.
+"""
+
+from __future__ import annotations
+
+_DISMISS = (
+    r"(?:ignore|disregard|forget|override|overrule|bypass|neglect|abandon|discard|throw\s+away|"
+    r"pay\s+no\s+(?:attention|heed|mind)\s+to|stop\s+(?:following|obeying)|set\s+aside|put\s+aside)"
+)
+_EARLIER = (
+    r"(?:previous|prior|above|earlier|preceding|foregoing|former|original|initial|system|"
+    r"developer|safety|given|current|old|existing)"
+)
+_ORDERS = (
+    r"(?:instructions?|prompts?|directions|directives?|rules|guidelines|guidance|context|"
+    r"constraints|restrictions|programming|commands|orders)"
+)
+_MACHINE = r"(?:AI|A\.I\.|LLM|large\s+language\s+model|language\s+model|assistant|chat\s?bot|AI\s+agent)"
+#: "everything above", "all that was said before", "what you were told so far", ...
+_EVERYTHING = r"(?:everything|anything|all(?:\s+of\s+(?:it|this|that))?|what(?:ever)?|all\s+that|the\s+rest)"
+_SAID = (
+    r"(?:(?:that|which)\s+)?(?:(?:is|was|were|has\s+been|have\s+been|came|comes|appears?|"
+    r"you(?:'ve|\s+have|\s+were|\s+are|\s+got)?(?:\s+been)?)\s+)?"
+    r"(?:(?:written|said|stated|told|given|mentioned|shown|provided|read|seen|sent|instructed)\s+)?"
+)
+_BEFORE = (
+    r"(?:above|before|earlier|previously|prior(?:\s+to\s+this)?|so\s+far|until\s+now|up\s+to\s+(?:now|here|"
+    r"this\s+point)|in\s+(?:the\s+|this\s+)?(?:previous|prior|earlier|above)\s+\w+)"
+)
+
+ENGLISH = [
+    # ignore (all) (of) (the|your) previous (safety) instructions
+    rf"\b{_DISMISS}\s+(?:(?:all|any|every|each|of|the|your|my|these|those|its)\s+)*{_EARLIER}\s+"
+    rf"(?:[\w-]+\s+)?{_ORDERS}\b",
+    # ignore your instructions / override your programming
+    rf"\b{_DISMISS}\s+(?:all\s+(?:of\s+)?)?your\s+(?:[\w-]+\s+)?{_ORDERS}\b",
+    # disregard everything above / forget everything you were told / ignore all that came before
+    rf"\b{_DISMISS}\s+{_EVERYTHING}\s+{_SAID}{_BEFORE}",
+    rf"\b{_DISMISS}\s+(?:everything|anything)\s+you\s+(?:know|were\s+told|have\s+been\s+told)",
+    # "ignore all of the above and ...", but not "disregard the above error"
+    rf"\b{_DISMISS}\s+(?:all\s+(?:of\s+)?)?the\s+(?:text\s+|content\s+|message\s+|conversation\s+)?above"
+    r"(?=\s*(?:$|[.;:,!)\-]|and\b|then\b|instead\b|now\b))",
+    # ignore (all) instructions above
+    rf"\b{_DISMISS}\s+(?:all\s+|any\s+|the\s+|your\s+)?{_ORDERS}\s+(?:above|before|given|so\s+far)",
+    rf"\b(?:do\s+not|don't|never|no\s+longer)\s+(?:follow|obey)\s+(?:the\s+|your\s+|any\s+)?{_EARLIER}\s+{_ORDERS}",
+    r"\byou\s+are\s+now\s+(?:a\s+|an\s+|the\s+|in\s+)?(?:new|different|unrestricted|unfiltered|"
+    r"uncensored|jailbroken|evil|rogue|malicious|DAN\b|developer\s+mode|god\s+mode)",
+    rf"\byou\s+are\s+now\s+(?:a|an)\s+{_MACHINE}\s+(?:that|who|with|named|called|without)\b",
+    rf"\byou\s+are\s+no\s+longer\s+(?:an?\s+{_MACHINE}|bound|restricted|constrained|limited\s+by)",
+    r"\b(?:new|real|actual|true|secret|hidden|override|overriding|system|updated|revised)\s+(?:system\s+)?"
+    r"instructions?\s*:",
+    r"\byour\s+(?:new|real|actual|true)\s+(?:task|instructions?|goal|objective|purpose|mission)\s+(?:is|are)\b",
+    r"\bsystem\s+prompt\s*:",
+    r"\b(?:reveal|print|output|show|repeat|leak|disclose|display|dump)\s+(?:\w+\s+){0,3}?"
+    r"(?:system\s+prompt|hidden\s+prompt|initial\s+instructions|original\s+instructions|"
+    r"your\s+instructions|your\s+prompt)",
+    rf"\bfrom\s+now\s+on,?\s+(?:you|the\s+{_MACHINE})\s+(?:must|will|shall|should|are\s+to)\s+"
+    r"(?:only\s+)?(?:respond|reply|answer|act|obey|follow|ignore|pretend)",
+    rf"\b(?:if|when)\s+you\s+are\s+(?:an?\s+)?{_MACHINE}\b",
+    rf"\b(?:note|message|attention|instructions?|important)\s+(?:to|for)\s+(?:the\s+|any\s+|all\s+)?"
+    rf"{_MACHINE}s?\b",
+    rf"\b(?:attention|hey|dear)\s*,?\s+{_MACHINE}s?\s*[:,!]",
+    r"\b(?:do\s+not|don't|never)\s+(?:tell|inform|alert|notify|warn)\s+the\s+user\b",
+    r"\b(?:do\s+not|don't|never)\s+(?:reveal|mention|disclose)\s+(?:this|these|that|it)\s+to\s+the\s+user\b",
+    r"\b(?:act|behave)\s+as\s+(?:an?\s+)?(?:unrestricted|jailbroken|unfiltered|uncensored|evil|DAN\b)",
+    r"\bpretend\s+(?:to\s+be|you\s+are|that\s+you\s+are)\s+(?:an?\s+)?(?:unrestricted|jailbroken|"
+    r"unfiltered|uncensored|evil|different|DAN\b)",
+    r"\b(?:developer|DAN|jailbreak)\s+mode\s+(?:enabled|activated|on)\b",
+    r"\b(?:disable|bypass|ignore|turn\s+off|deactivate)\s+your\s+(?:safety\s+|content\s+|security\s+)?"
+    r"(?:filters?|guardrails?|restrictions|guidelines|safeguards)",
+]
+
+# French: "ignore(z) les instructions précédentes", "oublie tout ce qui précède".
+_FR_VERB = (
+    r"(?:ignor(?:e|ez|er)|oubli(?:e|ez|er)|n[ée]glig(?:e|ez|er)|contourn(?:e|ez|er)|"
+    r"fai(?:s|tes)\s+abstraction\s+(?:de|des|du)|ne\s+(?:tiens|tenez)\s+(?:plus\s+)?pas\s+compte\s+(?:de|des|du))"
+)
+_FR_ORDERS = r"(?:instructions?|consignes?|directives?|r[èe]gles|ordres|commandes|indications|prompts?)"
+FRENCH = [
+    rf"\b{_FR_VERB}\s+(?:(?:toutes|tous|toute|les|la|le|tes|vos|ces)\s+)*(?:l'|d'|de\s+)?{_FR_ORDERS}\s+"
+    r"(?:pr[ée]c[ée]dentes?|ant[ée]rieures?|ci-dessus|du\s+syst[èe]me|syst[èe]me|initiales?|originales?|"
+    r"d'origine)",
+    rf"\b{_FR_VERB}\s+tout\s+ce\s+qui\s+(?:pr[ée]c[èe]de|est\s+(?:[ée]crit\s+)?ci-dessus|a\s+[ée]t[ée]\s+dit)",
+    rf"\bnouvelles?\s+{_FR_ORDERS}\s*:",
+    r"\b(?:r[ée]v[èe]le|affiche|montre|divulgue)[rz]?\s+(?:-?moi\s+)?(?:ton|votre|le)\s+(?:prompt|invite)\s+"
+    r"(?:syst[èe]me|initial)",
+]
+
+# German: "Ignoriere alle vorherigen Anweisungen", "Vergiss alles, was oben steht".
+_DE_VERB = (
+    r"(?:ignorier(?:e|en|t)?|vergiss|vergesst|vergessen|missacht(?:e|en|et)|[üu]bergeh(?:e|en|t)|"
+    r"beacht(?:e|en|et)\s+nicht)"
+)
+_DE_EARLIER = (
+    r"(?:vorherigen|vorigen|bisherigen|obigen|vorangegangenen|fr[üu]heren|urspr[üu]nglichen|"
+    r"vorhergehenden|alten|gegebenen)"
+)
+_DE_ORDERS = r"(?:Anweisungen|Instruktionen|Befehle|Regeln|Vorgaben|Anordnungen|Richtlinien|Prompts?)"
+GERMAN = [
+    rf"\b{_DE_VERB}(?:\s+(?:sie|du|ihr))?\s+(?:(?:alle|s[äa]mtliche|die|deine|ihre|jegliche|eure)\s+)*"
+    rf"{_DE_EARLIER}\s+{_DE_ORDERS}",
+    rf"\b{_DE_VERB}(?:\s+(?:sie|du|ihr))?\s+(?:alle|die)\s+{_DE_ORDERS}\s+(?:oben|davor|zuvor|bisher)",
+    rf"\b{_DE_VERB}(?:\s+(?:sie|du|ihr))?\s+alles(?:\s+bisher\s+Gesagte|\s+Vorherige|,?\s+was\s+"
+    r"(?:oben|vorher|bisher|zuvor|davor)|\s+(?:oben|vorher|bisher|zuvor|davor))",
+    rf"\bneue\s+{_DE_ORDERS}\s*:",
+    r"\b(?:zeig(?:e|en)?|gib|verrat(?:e|en)?|enth[üu]ll(?:e|en)?)(?:\s+(?:mir|uns|sie))?\s+"
+    r"(?:deinen|ihren|den)\s+System-?prompt",
+]
+
+# Spanish: "ignora todas las instrucciones anteriores", "olvida todo lo anterior".
+_ES_VERB = (
+    r"(?:ignor(?:a|e|ar|en)|olvid(?:a|e|ar|en)|descart(?:a|e|ar|en)|omit(?:e|a|ir|an)|"
+    r"haz\s+caso\s+omiso\s+(?:a|de)|no\s+(?:sigas|siga|sigan|obedezcas|obedezca))"
+)
+_ES_ORDERS = r"(?:instrucciones|indicaciones|[óo]rdenes|reglas|directrices|normas|prompts?)"
+SPANISH = [
+    rf"\b{_ES_VERB}\s+(?:(?:todas|todos|las|los|tus|sus|estas|de)\s+)*{_ES_ORDERS}\s+"
+    r"(?:anteriores|previas|de\s+arriba|del\s+sistema|originales|iniciales)",
+    rf"\b{_ES_VERB}\s+todo\s+lo\s+(?:anterior|(?:que\s+)?(?:se\s+)?(?:dijo|dicho|est[áa]\s+arriba|te\s+dijeron))",
+    rf"\bnuevas\s+{_ES_ORDERS}\s*:",
+    r"\b(?:revela|muestra|imprime|mu[ée]strame|rev[ée]lame)\s+(?:tu|el|su)\s+prompt\s+(?:del\s+)?sistema",
+]
+
+# Portuguese: "ignore todas as instruções anteriores", "esqueça tudo acima".
+_PT_VERB = (
+    r"(?:ignor(?:e|a|ar|em)|esque[çc](?:a|e|er|am)|desconsider(?:e|a|ar|em)|descart(?:e|a|ar|em)|"
+    r"n[ãa]o\s+(?:siga|sigas|sigam|obede[çc]a))"
+)
+_PT_ORDERS = r"(?:instru[çc][õo]es|ordens|regras|diretrizes|orienta[çc][õo]es|comandos|prompts?)"
+PORTUGUESE = [
+    rf"\b{_PT_VERB}\s+(?:(?:todas|todos|as|os|suas|tuas|de)\s+)*{_PT_ORDERS}\s+"
+    r"(?:anteriores|pr[ée]vias|acima|do\s+sistema|originais|iniciais)",
+    rf"\b{_PT_VERB}\s+tudo\s+(?:o\s+que\s+(?:foi\s+dito|est[áa]\s+acima)|acima|antes|o\s+que\s+veio\s+antes)",
+    rf"\bnovas\s+{_PT_ORDERS}\s*:",
+    r"\b(?:revele|mostre|exiba|imprima)\s+(?:o\s+)?(?:seu|teu)\s+prompt\s+(?:do\s+)?sistema",
+]
+
+# Italian: "ignora tutte le istruzioni precedenti".
+ITALIAN = [
+    r"\b(?:ignora|ignori|ignorate|dimentica|dimentichi|dimenticate|trascura)\s+(?:(?:tutte|tutti|le|gli|i)\s+)*"
+    r"(?:istruzioni|regole|indicazioni|direttive)\s+(?:precedenti|sopra|di\s+sistema|iniziali)",
+    r"\bnuove\s+istruzioni\s*:",
+]
+
+# Russian: "игнорируй все предыдущие инструкции", "забудь всё, что было сказано выше".
+_RU_VERB = (
+    r"(?:(?:про)?игнорируй(?:те)?|забудь(?:те)?|не\s+обращай(?:те)?\s+внимания\s+на|отбрось(?:те)?|"
+    r"пренебреги(?:те)?|не\s+(?:следуй|слушай|выполняй)(?:те)?|отмени(?:те)?)"
+)
+_RU_EARLIER = (
+    r"(?:предыдущи[еех]|прежни[еех]|предшествующи[еех]|вышеуказанны[еех]|вышеизложенны[еех]|системны[еех]|"
+    r"изначальны[еех]|исходны[еех]|стары[еех]|данны[еех]\s+ранее)"
+)
+_RU_ORDERS = r"(?:инструкци[ияй]|указани[яй]|команд[ыу]?|правила|распоряжени[яй]|установк[иу])"
+RUSSIAN = [
+    rf"\b{_RU_VERB}\s+(?:(?:все|всё|любые|свои|твои|ваши|эти)\s+)*{_RU_EARLIER}\s+{_RU_ORDERS}",
+    rf"\b{_RU_VERB}\s+(?:все|всё)(?:\s+(?:вышесказанное|вышеизложенное|написанное\s+выше|сказанное\s+(?:выше|ранее)|"
+    r"выше|ранее|прежнее)|,?\s+что\s+(?:было\s+)?(?:сказано|написано|указано)\s+(?:выше|ранее|до\s+этого))",
+    rf"\bновые\s+{_RU_ORDERS}\s*:",
+    r"\b(?:покажи|раскрой|выведи|напечатай|сообщи)(?:те)?\s+(?:мне\s+)?(?:свой|твой|ваш|свои)?\s*"
+    r"(?:системный\s+промпт|системные\s+инструкции|системную\s+подсказку)",
+]
+
+# Chinese (simplified and traditional): "忽略之前的所有指令", "忽略以上内容". No \b: no spaces.
+# Whitespace here is at most one character ([ \t]?): chains of \s* around optional words
+# would make a failed match polynomial in the length of a run of blanks.
+#: At most one blank between CJK words (they are written without spaces).
+_B = r"[ \t]?"
+_ZH_VERB = (
+    r"(?:忽略|忽視|忽视|无视|無視|忘记|忘記|忘掉|不要理会|不要理會|别管|別管|放弃|放棄|跳过|跳過|"
+    r"不要遵循|不要遵守|不再遵守)"
+)
+_ZH_EARLIER = r"(?:之前|以前|先前|此前|上面|上述|以上|前面|前述|原来|原來|原有|原始|系统|系統|你的|你收到的)"
+_ZH_ORDERS = r"(?:指令|指示|命令|说明|說明|提示词|提示詞|提示|规则|規則|要求|设定|設定|内容|內容|对话|對話)"
+CHINESE = [
+    rf"{_ZH_VERB}{_B}(?:掉)?{_B}(?:你{_B})?(?:所有|全部|一切)?{_B}(?:的)?{_B}{_ZH_EARLIER}{_B}(?:的)?{_B}"
+    rf"(?:所有|全部|一切)?{_B}(?:的)?{_B}{_ZH_ORDERS}",
+    rf"(?:新的|新){_B}(?:指令|指示|命令){_B}:",
+    rf"(?:显示|顯示|输出|輸出|泄露|洩露|透露|打印|告诉我|告訴我|重复|重複){_B}(?:一下)?{_B}(?:你的)?{_B}(?:系统|系統){_B}"
+    r"(?:提示词|提示詞|提示|指令|prompt)",
+]
+
+# Japanese: "以前の指示をすべて無視して", "上記の命令は忘れてください".
+JAPANESE = [
+    rf"(?:これまで|以前|前|上記|先ほど|今まで|既存|最初|元|システム){_B}の{_B}(?:(?:すべて|全て){_B}の{_B})?"
+    rf"(?:指示|命令|指令|ルール|プロンプト|設定|制約){_B}(?:を|は|も){_B}(?:すべて|全て)?{_B}(?:無視|忘れ|破棄|取り消)",
+    rf"(?:すべて|全て){_B}の{_B}(?:指示|命令|指令|ルール){_B}を{_B}(?:無視|忘れ)",
+    rf"新しい{_B}(?:指示|命令|指令){_B}:",
+    rf"システム{_B}プロンプト{_B}(?:を|の内容を){_B}(?:表示|出力|教え|見せ|開示|漏ら)",
+]
+
+# Korean: "이전 지시를 모두 무시하고".
+KOREAN = [
+    rf"(?:이전|앞의|위의|기존|모든){_B}(?:의{_B})?(?:모든{_B})?(?:지시|지침|명령|규칙|프롬프트)(?:사항)?{_B}(?:을|를|은|는)?{_B}"
+    rf"(?:모두{_B})?(?:무시|잊어)",
+    rf"새로운{_B}(?:지시|지침|명령){_B}:",
+]
+
+#: Patterns that start at the start of a word (each begins with ``\b``).
+WORD_PATTERNS: list[str] = [*ENGLISH, *FRENCH, *GERMAN, *SPANISH, *PORTUGUESE, *ITALIAN, *RUSSIAN]
+#: Patterns for scripts written without spaces, which may start inside a "word".
+CJK_PATTERNS: list[str] = [*CHINESE, *JAPANESE, *KOREAN]
+OVERRIDE_PATTERNS: list[str] = [*WORD_PATTERNS, *CJK_PATTERNS]
