@@ -169,7 +169,7 @@ def _visibility(config: SourceConfig) -> str:
 
 
 def _source_path(current: LoreSettings, config: SourceConfig) -> str:
-    return str(current.resolve_path(config.path)) if config.path is not None else "-"
+    return config.location(current) or "-"
 
 
 @app.command("status")
