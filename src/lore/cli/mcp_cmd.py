@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from lore.cli.app import app, err_console, settings
+from lore.cli.app import app, say, settings
 from lore.errors import ConfigError
 
 
@@ -31,5 +31,5 @@ def mcp_command(
         )
     if http:
         # stderr: stdout stays clean in both modes.
-        err_console.print(f"lore MCP server on http://{mcp_server.HTTP_HOST}:{port}{mcp_server.HTTP_PATH}")
+        say(f"lore MCP server on http://{mcp_server.HTTP_HOST}:{port}{mcp_server.HTTP_PATH}", stderr=True)
     mcp_server.run(search, http=http, port=port)

@@ -19,7 +19,7 @@ from typing import Annotated
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from lore.cli.app import app, console, settings
+from lore.cli.app import app, console, say, settings
 from lore.config import LoreSettings
 from lore.errors import ConfigError
 from lore.reembed import ReembedResult, open_for_reembed, reembed_index
@@ -94,7 +94,7 @@ def _describe(embedder: tuple[str, int]) -> str:
 
 def _say(text: str) -> None:
     # Unwrapped: the lines name models and paths that must stay searchable in a log.
-    console.print(text, highlight=False, soft_wrap=True)
+    say(text)
 
 
 @app.command("reembed")

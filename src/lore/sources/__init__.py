@@ -74,7 +74,8 @@ def typed_source_config(item: object, number: int = 1) -> SourceConfig:
         return model.model_validate(item)
     except ValidationError as err:
         problems = "; ".join(
-            f"{'.'.join(str(part) for part in error['loc']) or 'table'}: {error['msg']}" for error in err.errors()
+            f"{'.'.join(str(part) for part in error['loc']) or 'table'}: {error['msg']}"
+            for error in err.errors()
         )
         raise ConfigError(f"{table}: {problems}") from err
 
