@@ -4,7 +4,9 @@ real ``lore`` subprocess to prove bad input ends in one line and a non-zero exit
 from __future__ import annotations
 
 import io
+import json
 import os
+import signal
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -228,3 +230,26 @@ def test_subprocess_sync_and_status(tmp_path: Path) -> None:
     assert synced.returncode == 0, synced.stderr
     assert status.returncode == 0, status.stderr
     assert "handbook" in status.stdout
+
+
+def test_subprocess_ctrl_c_exits_130_with_one_line(tmp_path: Path) -> None:
+    make_project(tmp_path)
+    assert run_lore("sync", cwd=tmp_path).returncode == 0
+    env = {key: value for key, value in os.environ.items() if not key.startswith("LORE_")}
+    server = subprocess.Popen(
+        [str(LORE), "mcp"], cwd=tmp_path, env=env,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    assert server.stdin is not None
+    assert server.stdout is not None
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}
+    server.stdin.write(json.dumps(initialize).encode() + b"\n")
+    server.stdin.flush()
+    assert b'"id":1' in server.stdout.readline()  # serving: now deep inside a command
+
+    server.send_signal(signal.SIGINT)
+    _, err = server.communicate(timeout=60)
+
+    assert server.returncode == 130
+    assert err.decode() == "interrupted\n"

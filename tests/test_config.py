@@ -48,7 +48,8 @@ def _no_lore_environment(monkeypatch: pytest.MonkeyPatch) -> None:
          """[[sources]] "runbooks": unknown type 'filesytem' (did you mean 'filesystem'?)"""),
         ('[[sources]]\npath = "docs"\nincludes = ["*.md"]\n',
          "unknown key 'includes' in [[sources]] #1 (did you mean 'include'?)"),
-        (SOURCE + "max_file_bytes = 0\n", """[[sources]] "runbooks": max_file_bytes: Input should be greater than 0"""),
+        (SOURCE + "max_file_bytes = 0\n",
+         """[[sources]] "runbooks": max_file_bytes: Input should be greater than 0"""),
         ('zzz_unrelated = 1\n', "unknown key 'zzz_unrelated'"),
     ],
 )
@@ -65,7 +66,7 @@ def test_a_misspelt_key_is_an_error_naming_it(tmp_path: Path, toml: str, message
 def test_no_suggestion_when_nothing_is_close(tmp_path: Path) -> None:
     config = write_config(tmp_path, "zzz_unrelated = 1\n")
 
-    with pytest.raises(ConfigError, match="unknown key 'zzz_unrelated'$"):
+    with pytest.raises(ConfigError, match=r"unknown key 'zzz_unrelated'$"):
         load_settings(config)
 
 
@@ -102,10 +103,11 @@ def test_unknown_top_level_environment_variables_are_left_alone(
 
 
 def test_python_callers_get_the_same_validation() -> None:
+    misspelt = SourceConfig.model_validate({"name": "docs", "path": ".", "excludes": []})
     with pytest.raises(ConfigError, match="unknown key 'excludes'"):
-        LoreSettings(sources=[SourceConfig.model_validate({"name": "docs", "path": ".", "excludes": []})])
+        LoreSettings(sources=[misspelt])
     with pytest.raises(ConfigError, match="unknown key 'excludes'"):
-        build_source(SourceConfig.model_validate({"name": "docs", "path": ".", "excludes": []}), LoreSettings())
+        build_source(misspelt, LoreSettings())
     typed = typed_source_config(SourceConfig.model_validate({"name": "docs", "path": "."}))
     assert isinstance(typed, FilesystemSourceConfig)
 

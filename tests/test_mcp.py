@@ -169,3 +169,18 @@ def test_backend_none_refuses_to_start(tmp_path: Path) -> None:
     assert completed.stdout == ""  # nothing that an MCP client could mistake for a server
     assert 'backend is "none"' in completed.stderr
     assert "Traceback" not in completed.stderr
+
+
+# -- bad input and a missing extra ----------------------------------------------------------
+
+
+def test_without_the_mcp_extra_is_one_line_naming_it(config: Path) -> None:
+    # The real CLI entry point in a child where importing the SDK fails as when it is absent.
+    program = "import sys; sys.modules['mcp'] = None; sys.argv[0] = 'lore'; from lore.cli import main; main()"
+    result = subprocess.run(
+        [sys.executable, "-c", program, "--config", str(config), "mcp"],
+        cwd=config.parent, env=server_env(), capture_output=True, text=True, timeout=60,
+    )
+
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == "error: this feature needs the optional package 'mcp': pip install 'lore[mcp]'\n"

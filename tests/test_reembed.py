@@ -252,3 +252,22 @@ def test_cli_bad_input_is_one_line(tmp_path: Path, args: list[str], expected: st
     assert lines[0].startswith("error:")
     assert expected in lines[0]
     assert read_stored_embedder(tmp_path / "lore.db") == ("test-counting-64", 64)
+
+
+def test_cli_without_a_terminal_needs_yes(tmp_path: Path) -> None:
+    build_index(tmp_path / "lore.db")
+    write_config(tmp_path)
+    env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
+    env.pop("LORE_CONFIG", None)
+
+    result = subprocess.run(
+        [str(LORE), "reembed"], cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,
+        capture_output=True, text=True, timeout=120,
+    )
+
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert result.stderr.startswith("error: stdin is not a terminal")
+    assert "--yes" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "re-embed 3 chunks" in result.stdout  # the plan is shown, then refused
+    assert read_stored_embedder(tmp_path / "lore.db") == ("test-counting-64", 64)

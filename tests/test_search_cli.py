@@ -156,6 +156,11 @@ def test_no_match_is_a_normal_answer(
     [
         (["search", "etcd", "--label", "service"], "--label must look like key=value"),
         (["search", "etcd", "--label", "=etcd"], "--label must look like key=value"),
+        # Labels are matched one value per key: a list would silently match nothing.
+        (["search", "etcd", "--label", "tags=etcd,raft"],
+         "--label 'tags=etcd,raft': a label filter matches one value, not a list; --label tags=etcd"),
+        (["search", "etcd", "--label", "tags=etcd", "--label", "tags=raft"],
+         "--label tags given twice ('etcd', 'raft')"),
         (["search", "etcd", "--top-k", "0"], "--top-k must be a whole number from 1 to 50, got '0'"),
         (["search", "etcd", "--top-k", "51"], "--top-k must be a whole number from 1 to 50"),
         (["search", "etcd", "-k", "abc"], "--top-k must be a whole number from 1 to 50, got 'abc'"),

@@ -4,7 +4,8 @@
     lore reembed --embedder local --model sentence-transformers/all-MiniLM-L6-v2 --yes
 
 Searches keep working on the old vectors until the new ones are complete; an interrupted
-run resumes where it stopped. Exit codes as everywhere: 0 done (or nothing to do), 1
+run resumes where it stopped. Without a terminal to ask on (a script, CI, a pipe) it
+re-embeds only with ``--yes``. Exit codes as everywhere: 0 done (or nothing to do), 1
 declined at the prompt, 2 a problem the message explains.
 """
 
@@ -21,7 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from lore.cli.app import app, console, say, settings
 from lore.config import LoreSettings
-from lore.errors import ConfigError
+from lore.errors import ConfigError, LoreError
 from lore.reembed import ReembedResult, open_for_reembed, reembed_index
 from lore.resolve import resolve_embedder
 
@@ -129,9 +130,15 @@ def reembed_command(
             f"re-embed {status.chunks} chunks ({status.texts} distinct texts{resumed}): "
             f"{_describe(stored)} -> {_describe(new)}"
         )
-        if not yes and interactive() and not typer.confirm("Continue?", default=False):
-            _say("nothing changed")
-            raise typer.Exit(1)
+        if not yes:
+            if not interactive():
+                # Re-embedding costs time and, with a remote provider, money: a script
+                # must say so explicitly rather than inherit a yes nobody gave.
+                raise LoreError("stdin is not a terminal, so nobody can confirm: nothing changed; "
+                                "run `lore reembed --yes` to re-embed without asking")
+            if not typer.confirm("Continue?", default=False):
+                _say("nothing changed")
+                raise typer.Exit(1)
         with _progress_bar() as bar:
             result = reembed_index(index, new_embedder, batch_size=target.embedding_batch_size, progress=bar)
     finally:

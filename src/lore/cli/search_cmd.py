@@ -18,7 +18,7 @@ from rich.text import Text
 from lore.cli.app import app, console, settings
 from lore.config import LoreSettings
 from lore.errors import ConfigError, LoreError, QueryError
-from lore.models import SearchMode
+from lore.models import LABEL_VALUE_SEPARATOR, SearchMode
 from lore.protocols import KnowledgeIndex, KnowledgeRetriever
 from lore.resolve import NO_BACKEND, resolve_retriever
 from lore.sync import LAST_SYNC_KEY
@@ -29,12 +29,30 @@ SNIPPET_CHARS = 320
 
 
 def parse_labels(pairs: list[str]) -> dict[str, str]:
+    """``--label key=value`` options as a filter: every one must match (AND).
+
+    A filter holds one value per key (``filter_terms`` in lore.models), and a multi-valued
+    label is stored one term per value, so ``tags=a,b`` would match nothing and a repeated
+    key would silently keep only its last value: both are refused, saying what works.
+    """
     labels: dict[str, str] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
-        if not sep or not key.strip() or not value.strip():
+        key, value = key.strip(), value.strip()
+        if not sep or not key or not value:
             raise QueryError(f"--label must look like key=value, got {pair!r}")
-        labels[key.strip()] = value.strip()
+        if LABEL_VALUE_SEPARATOR in value:
+            first = value.split(LABEL_VALUE_SEPARATOR)[0].strip()
+            raise QueryError(
+                f"--label {pair!r}: a label filter matches one value, not a list; --label {key}={first} "
+                f"finds every passage with {first} among its {key}"
+            )
+        if key in labels and labels[key] != value:
+            raise QueryError(
+                f"--label {key} given twice ({labels[key]!r}, {value!r}): a search filters on one value "
+                "per key; repeat --label only with different keys (they must all match)"
+            )
+        labels[key] = value
     return labels
 
 
