@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -226,3 +228,24 @@ def test_unwritable_audit_log_refuses_the_search(
     assert "audit log" in err
     assert "could not be written" in err
     assert "Restore etcd" not in out
+
+
+def test_subprocess_bytes_that_are_not_utf8_are_one_line_and_audited(project: Path, index_dir: Path) -> None:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("LORE_")}
+    env.update(LORE_AUDIT_PATH=str(project / "audit.jsonl"), NO_COLOR="1", COLUMNS="200")
+    lore = Path(sys.executable).with_name("lore")
+
+    result = subprocess.run(
+        [os.fsencode(lore), b"search", b"\xff\xfe etcd"],
+        cwd=index_dir, env=env, capture_output=True, timeout=120,
+    )
+
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.decode() == (
+        "error: invalid arguments: query: not valid Unicode text (an unpaired surrogate, or bytes that are "
+        "not UTF-8)\n"
+    )
+    lines = (project / "audit.jsonl").read_text(encoding="utf-8").splitlines()
+    (entry,) = [json.loads(line) for line in lines]
+    assert entry["error"].startswith("invalid arguments: query: not valid Unicode text")
+    assert entry["query"] == "\ufffd\ufffd etcd"
