@@ -31,6 +31,15 @@ path = "runbooks"
 visibility = "all-viewers"
 """
 
+PAYMENTS_INSPECT = (
+    "List the crashlooping payments pods:\n\n```bash\nkubectl -n payments get pods\n"
+    "kubectl -n payments logs deploy/payments-api --previous\n```\n"
+)
+# Terminal escapes and rich markup in retrieved text must reach the screen as inert text.
+PAYMENTS_RESTART = (
+    "Restart the crashlooping \x1b[31mpayments\x1b[0m [bold]deployment[/bold] \x1b]0;pwned\x07 last."
+)
+
 
 def run_cli(
     args: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
@@ -64,6 +73,11 @@ def index_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
             backend, embedder, "runbooks/kafka.md",
             "Consumer group orders-v2 lags: check the partition reassignment.",
             title="Kafka consumer lag", labels={"service": "kafka"}, source="runbooks",
+        )  # fmt: skip
+        add_document(
+            backend, embedder, "runbooks/payments.md", title="Payments pods crashloop",
+            sections=[("Inspect", PAYMENTS_INSPECT), ("Restart", PAYMENTS_RESTART)],
+            labels={"service": "payments"}, source="runbooks",
         )  # fmt: skip
         planted = "\n\n".join(case.text for case in [injection_cases()[0], secret_cases()[2]])
         add_document(
@@ -249,3 +263,62 @@ def test_subprocess_bytes_that_are_not_utf8_are_one_line_and_audited(project: Pa
     (entry,) = [json.loads(line) for line in lines]
     assert entry["error"].startswith("invalid arguments: query: not valid Unicode text")
     assert entry["query"] == "\ufffd\ufffd etcd"
+
+
+def test_human_output_keeps_line_breaks_and_code_blocks_grouped_by_document(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run_cli(["search", "crashlooping payments pods", "--label", "service=payments"],
+                             monkeypatch, capsys)  # fmt: skip
+
+    assert code == 0, err
+    lines = [line.rstrip() for line in out.splitlines()]
+    # The code block keeps its lines, not "```bash kubectl -n payments get pods …".
+    assert "kubectl -n payments get pods" in [line.strip() for line in lines]
+    assert "kubectl -n payments logs deploy/payments-api --previous" in [line.strip() for line in lines]
+    assert "```" not in out
+    # Both sections under one document heading, the provenance shown once.
+    assert out.count("Payments pods crashloop") == 1
+    assert out.count("runbooks/payments.md") == 1
+    assert "Payments pods crashloop § " in out
+    assert any(line.lstrip().startswith(("1  ", "2  ")) and "§ " in line and "crashloop" not in line
+               for line in lines)  # fmt: skip
+    assert "[bold]deployment[/bold]" in out
+    assert "\x1b" not in out
+    assert "\x07" not in out
+
+
+def test_rendering_itself_neutralises_terminal_escapes_and_markup() -> None:
+    """Even text that skipped the safety chain cannot drive the terminal: the renderer
+    shows control characters as escapes (here on a real terminal, colours on)."""
+    import io
+
+    from rich.console import Console
+
+    from lore.cli import search_cmd
+    from lore.tool.core import ToolMetadata, ToolPassage, ToolResult
+
+    passage = ToolPassage(
+        rank=1, title="T\x1b[2J", section="S", uri="runbooks/x.md", score=1.0, revision="rev-1",
+        text="red \x1b[31mEVIL\x1b[0m [bold]x[/bold] [link=https://evil.example]y[/link] \x1b]0;pwned\x07\n\n"
+             "```bash\necho \x1b[5mblink\n```\n",
+        updated_at="2026-01-01T00:00:00+00:00", age_days=1, stale=False, source_type="filesystem",
+        chunk_id="c",
+    )  # fmt: skip
+    metadata = ToolMetadata(query="q\x1b[8m", engine="sqlite", degraded=False, result_count=1, safety={},
+                            truncated=False, latency_ms=1.0)  # fmt: skip
+    screen = io.StringIO()
+    terminal = Console(file=screen, force_terminal=True, color_system="truecolor", width=100)
+    original = search_cmd.console
+    search_cmd.console = terminal
+    try:
+        search_cmd._print_human(ToolResult(passages=[passage], metadata=metadata, error=None))
+    finally:
+        search_cmd.console = original
+    out = screen.getvalue()
+
+    for injected in ("\x1b[31mEVIL", "\x1b]0;", "\x07", "\x1b[2J", "\x1b[5mblink", "\x1b[8m", "\x1b]8;"):
+        assert injected not in out
+    assert "\\x1b[31mEVIL" in out  # shown, escaped
+    assert "[bold]x[/bold]" in out
+    assert "[link=https://evil.example]y[/link]" in out
