@@ -12,6 +12,11 @@ environment variables, overridden by explicit keyword arguments.
     visibility = "all-viewers"
 
 Every field below maps to ``LORE_<FIELD>`` (``LORE_TOP_K=5``, ``LORE_BACKEND=pgvector``).
+
+A key no model declares is an error naming it and the nearest valid key, at the top level,
+in nested tables (``[safety]``, ``LORE_SAFETY__*``) and in each ``[[sources]]`` table, which
+the model of its ``type`` validates (``lore.sources``). Unknown top-level ``LORE_*``
+variables are ignored: other programs may use the prefix.
 """
 
 from __future__ import annotations
