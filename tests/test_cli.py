@@ -253,3 +253,17 @@ def test_subprocess_ctrl_c_exits_130_with_one_line(tmp_path: Path) -> None:
 
     assert server.returncode == 130
     assert err.decode() == "interrupted\n"
+
+
+def test_sources_prints_config_text_with_brackets_as_written(tmp_path: Path) -> None:
+    (tmp_path / "docs[old]").mkdir()
+    (tmp_path / "lore.toml").write_text(
+        'db_path = "lore.db"\nembedder = "hashing"\n\n[[sources]]\nname = "handbook"\n'
+        'path = "docs[old]"\nvisibility = "[everyone]"\n'
+    )
+
+    result = run_lore("sources", cwd=tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    assert "[everyone] (invalid)" in result.stdout
+    assert f"{tmp_path}/docs[old]" in result.stdout
