@@ -89,6 +89,16 @@ def target_settings(current: LoreSettings, embedder: str | None, model: str | No
     return current.model_copy(update=update)
 
 
+def _confirm() -> bool:
+    try:
+        return typer.confirm("Continue?", default=False)
+    except typer.Abort as err:
+        # typer turns Ctrl-C at a prompt into "Aborted." and exit 1; the CLI's rule is 130.
+        if isinstance(err.__context__, KeyboardInterrupt):
+            raise KeyboardInterrupt from None
+        return False  # the input ended: no answer is not a yes
+
+
 def _describe(embedder: tuple[str, int]) -> str:
     return f"{embedder[0]} ({embedder[1]} dimensions)"
 
@@ -136,7 +146,7 @@ def reembed_command(
                 # must say so explicitly rather than inherit a yes nobody gave.
                 raise LoreError("stdin is not a terminal, so nobody can confirm: nothing changed; "
                                 "run `lore reembed --yes` to re-embed without asking")
-            if not typer.confirm("Continue?", default=False):
+            if not _confirm():
                 _say("nothing changed")
                 raise typer.Exit(1)
         with _progress_bar() as bar:
