@@ -130,3 +130,9 @@ def test_subprocess_any_command_with_a_typo_exits_2_with_one_line(tmp_path: Path
         """error: lore.toml: unknown key 'excludes' in [[sources]] "runbooks" (did you mean 'exclude'?)\n"""
     )
     assert not (tmp_path / "lore.db").exists()
+
+
+def test_a_dump_keeps_each_source_types_own_keys(tmp_path: Path) -> None:
+    settings = load_settings(write_config(tmp_path, SOURCE + 'exclude = ["drafts/"]\n'))
+
+    assert settings.model_dump()["sources"][0]["exclude"] == ["drafts/"]

@@ -232,3 +232,26 @@ def test_stdio_a_lone_surrogate_gets_an_error_result_and_an_audit_record(config:
     assert after[-1]["query"] == "etcd \ufffd leader"
     assert good["id"] == 3
     assert good["result"]["isError"] is False
+
+
+def test_only_a_lone_surrogate_is_recovered() -> None:
+    import mcp_types
+    from pydantic import ValidationError
+
+    from lore.mcp_input import recover
+
+    def failure(line: str) -> ValidationError:
+        try:
+            mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+        except ValidationError as err:
+            return err
+        raise AssertionError("the SDK's parser accepted it")
+
+    surrogate = failure('{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"knowledge_search",'
+                        '"arguments":{"query":"a \\ud800"}},"x":"\\udfff"}')
+    recovered = recover(surrogate)
+    assert recovered is not None
+    params = recovered.message.params  # type: ignore[union-attr]
+    assert params["arguments"] == {"query": "a \ud800"}  # kept, for the tool core to refuse
+    assert recover(failure('{"jsonrpc":"2.0","id":7,"method":')) is None  # truly not JSON
+    assert recover(failure('{"jsonrpc":"2.0","id":7}')) is None  # JSON, not a message

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, SerializeAsAny, ValidationError, field_validator
 from pydantic_core import ErrorDetails
 from pydantic_settings import (
     BaseSettings,
@@ -145,7 +145,8 @@ class LoreSettings(BaseSettings):
     audit_path: Path = Path("lore-audit.jsonl")
     safety: SafetySettings = Field(default_factory=SafetySettings)
 
-    sources: list[SourceConfig] = Field(default_factory=list)
+    #: Each one an instance of its type's model; SerializeAsAny so dumps keep its own keys.
+    sources: list[SerializeAsAny[SourceConfig]] = Field(default_factory=list)
 
     @field_validator("sources", mode="before")
     @classmethod
