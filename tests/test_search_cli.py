@@ -177,6 +177,8 @@ def test_no_match_is_a_normal_answer(
          "--label 'tags=etcd,raft': a label filter matches one value, not a list; --label tags=etcd"),
         (["search", "etcd", "--label", "tags=etcd", "--label", "tags=raft"],
          "--label tags given twice ('etcd', 'raft')"),
+        # What Python makes of argv bytes that are not UTF-8 (surrogateescape).
+        (["search", "etcd", "--label", "tags=\udcff"], "invalid arguments: labels: not valid Unicode text"),
         (["search", "etcd", "--top-k", "0"], "--top-k must be a whole number from 1 to 50, got '0'"),
         (["search", "etcd", "--top-k", "51"], "--top-k must be a whole number from 1 to 50"),
         (["search", "etcd", "-k", "abc"], "--top-k must be a whole number from 1 to 50, got 'abc'"),
