@@ -4,6 +4,7 @@ real ``lore`` subprocess to prove bad input ends in one line and a non-zero exit
 from __future__ import annotations
 
 import io
+import json
 import os
 import shutil
 import signal
@@ -331,3 +332,40 @@ def test_subprocess_ctrl_c_exits_130_and_the_next_sync_converges(tmp_path: Path)
     assert (figures["unchanged"], figures["updated"], figures["chunks embedded"]) == (str(total), "0", "0")
     with closing(sqlite3.connect(db)) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_subprocess_ctrl_c_exits_130_with_one_line(tmp_path: Path) -> None:
+    make_project(tmp_path)
+    assert run_lore("sync", cwd=tmp_path).returncode == 0
+    env = {key: value for key, value in os.environ.items() if not key.startswith("LORE_")}
+    server = subprocess.Popen(
+        [str(LORE), "mcp"], cwd=tmp_path, env=env,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    assert server.stdin is not None
+    assert server.stdout is not None
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}
+    server.stdin.write(json.dumps(initialize).encode() + b"\n")
+    server.stdin.flush()
+    assert b'"id":1' in server.stdout.readline()  # serving: now deep inside a command
+
+    server.send_signal(signal.SIGINT)
+    _, err = server.communicate(timeout=60)
+
+    assert server.returncode == 130
+    assert err.decode() == "interrupted\n"
+
+
+def test_sources_prints_config_text_with_brackets_as_written(tmp_path: Path) -> None:
+    (tmp_path / "docs[old]").mkdir()
+    (tmp_path / "lore.toml").write_text(
+        'db_path = "lore.db"\nembedder = "hashing"\n\n[[sources]]\nname = "handbook"\n'
+        'path = "docs[old]"\nvisibility = "[everyone]"\n'
+    )
+
+    result = run_lore("sources", cwd=tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    assert "[everyone] (invalid)" in result.stdout
+    assert f"{tmp_path}/docs[old]" in result.stdout

@@ -3,7 +3,9 @@ subprocess) and streamable HTTP on 127.0.0.1, over a real SQLite index."""
 
 from __future__ import annotations
 
+import json
 import os
+import select
 import socket
 import subprocess
 import sys
@@ -214,3 +216,87 @@ async def test_stdio_uses_the_configured_reranker(config: Path) -> None:
     assert result.structured_content["passages"][0]["uri"].endswith("etcd-no-leader.md")
     assert len(reranker.requests) == 1
     assert reranker.requests[0][2]["model"] == "rr-test"
+
+
+# -- bad input and a missing extra ----------------------------------------------------------
+
+
+def test_without_the_mcp_extra_is_one_line_naming_it(config: Path) -> None:
+    # The real CLI entry point in a child where importing the SDK fails as when it is absent.
+    program = "import sys; sys.modules['mcp'] = None; sys.argv[0] = 'lore'; from lore.cli import main; main()"
+    result = subprocess.run(
+        [sys.executable, "-c", program, "--config", str(config), "mcp"],
+        cwd=config.parent, env=server_env(), capture_output=True, text=True, timeout=60,
+    )
+
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == "error: this feature needs the optional package 'mcp': pip install 'lore[mcp]'\n"
+
+
+def rpc_line(server: subprocess.Popen[bytes], raw: bytes) -> dict[str, Any]:
+    """Write one raw JSON-RPC line; the reply, read with a deadline (no reply fails the test)."""
+    assert server.stdin is not None
+    assert server.stdout is not None
+    server.stdin.write(raw + b"\n")
+    server.stdin.flush()
+    ready, _, _ = select.select([server.stdout], [], [], 30)
+    assert ready, "no reply from lore mcp"
+    reply: dict[str, Any] = json.loads(server.stdout.readline())
+    return reply
+
+
+def test_stdio_a_lone_surrogate_gets_an_error_result_and_an_audit_record(config: Path) -> None:
+    server = subprocess.Popen(
+        [str(LORE), "--config", str(config), "mcp"], cwd=config.parent, env=server_env(),
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    try:
+        initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+        assert rpc_line(server, json.dumps(initialize).encode())["id"] == 1
+        assert server.stdin is not None
+        server.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        before = len(audit_lines(config))
+
+        # Valid JSON (RFC 8259 allows the escape) that the SDK's parser rejects.
+        reply = rpc_line(server, b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":'
+                                 b'{"name":"knowledge_search","arguments":{"query":"etcd \\ud800 leader"}}}')
+        after = audit_lines(config)
+        # The server still answers the next call.
+        good = rpc_line(server, b'{"jsonrpc":"2.0","id":3,"method":"tools/call","params":'
+                                b'{"name":"knowledge_search","arguments":{"query":"etcdNoLeader"}}}')
+    finally:
+        server.terminate()
+        server.communicate(timeout=30)
+
+    assert reply["id"] == 2
+    assert reply["result"]["isError"] is True
+    assert "not valid Unicode text" in reply["result"]["content"][0]["text"]
+    assert len(after) == before + 1
+    assert after[-1]["error"].startswith("invalid arguments: query: not valid Unicode text")
+    assert after[-1]["query"] == "etcd \ufffd leader"
+    assert good["id"] == 3
+    assert good["result"]["isError"] is False
+
+
+def test_only_a_lone_surrogate_is_recovered() -> None:
+    import mcp_types
+    from pydantic import ValidationError
+
+    from lore.mcp_input import recover
+
+    def failure(line: str) -> ValidationError:
+        try:
+            mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+        except ValidationError as err:
+            return err
+        raise AssertionError("the SDK's parser accepted it")
+
+    surrogate = failure('{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"knowledge_search",'
+                        '"arguments":{"query":"a \\ud800"}},"x":"\\udfff"}')
+    recovered = recover(surrogate)
+    assert recovered is not None
+    params = recovered.message.params  # type: ignore[union-attr]
+    assert params["arguments"] == {"query": "a \ud800"}  # kept, for the tool core to refuse
+    assert recover(failure('{"jsonrpc":"2.0","id":7,"method":')) is None  # truly not JSON
+    assert recover(failure('{"jsonrpc":"2.0","id":7}')) is None  # JSON, not a message

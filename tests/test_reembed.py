@@ -5,6 +5,7 @@ re-embedding scenarios themselves in ``tests/backends/test_reembed_backends.py``
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -251,4 +252,51 @@ def test_cli_bad_input_is_one_line(tmp_path: Path, args: list[str], expected: st
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith("error:")
     assert expected in lines[0]
+    assert read_stored_embedder(tmp_path / "lore.db") == ("test-counting-64", 64)
+
+
+def test_cli_without_a_terminal_needs_yes(tmp_path: Path) -> None:
+    build_index(tmp_path / "lore.db")
+    write_config(tmp_path)
+    env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
+    env.pop("LORE_CONFIG", None)
+
+    result = subprocess.run(
+        [str(LORE), "reembed"], cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,
+        capture_output=True, text=True, timeout=120,
+    )
+
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert result.stderr.startswith("error: stdin is not a terminal")
+    assert "--yes" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "re-embed 3 chunks" in result.stdout  # the plan is shown, then refused
+    assert read_stored_embedder(tmp_path / "lore.db") == ("test-counting-64", 64)
+
+
+def test_cli_ctrl_c_at_the_prompt_exits_130_with_one_line(tmp_path: Path) -> None:
+    build_index(tmp_path / "lore.db")
+    write_config(tmp_path)
+    env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
+    env.pop("LORE_CONFIG", None)
+    terminal, child_end = os.openpty()  # a real terminal on stdin, so lore asks
+    try:
+        process = subprocess.Popen(
+            [str(LORE), "reembed"], cwd=tmp_path, env=env,
+            stdin=child_end, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+        os.close(child_end)
+        assert process.stdout is not None
+        asked = b""
+        while b"Continue?" not in asked:
+            chunk = process.stdout.read1(4096)
+            assert chunk, (asked, process.stderr.read() if process.stderr else b"")
+            asked += chunk
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=60)
+    finally:
+        os.close(terminal)
+
+    assert process.returncode == 130, err
+    assert err.decode() == "interrupted\n"
     assert read_stored_embedder(tmp_path / "lore.db") == ("test-counting-64", 64)

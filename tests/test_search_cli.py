@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -28,6 +30,15 @@ type = "filesystem"
 path = "runbooks"
 visibility = "all-viewers"
 """
+
+PAYMENTS_INSPECT = (
+    "List the crashlooping payments pods:\n\n```bash\nkubectl -n payments get pods\n"
+    "kubectl -n payments logs deploy/payments-api --previous\n```\n"
+)
+# Terminal escapes and rich markup in retrieved text must reach the screen as inert text.
+PAYMENTS_RESTART = (
+    "Restart the crashlooping \x1b[31mpayments\x1b[0m [bold]deployment[/bold] \x1b]0;pwned\x07 last."
+)
 
 
 def run_cli(
@@ -62,6 +73,11 @@ def index_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
             backend, embedder, "runbooks/kafka.md",
             "Consumer group orders-v2 lags: check the partition reassignment.",
             title="Kafka consumer lag", labels={"service": "kafka"}, source="runbooks",
+        )  # fmt: skip
+        add_document(
+            backend, embedder, "runbooks/payments.md", title="Payments pods crashloop",
+            sections=[("Inspect", PAYMENTS_INSPECT), ("Restart", PAYMENTS_RESTART)],
+            labels={"service": "payments"}, source="runbooks",
         )  # fmt: skip
         planted = "\n\n".join(case.text for case in [injection_cases()[0], secret_cases()[2]])
         add_document(
@@ -156,6 +172,13 @@ def test_no_match_is_a_normal_answer(
     [
         (["search", "etcd", "--label", "service"], "--label must look like key=value"),
         (["search", "etcd", "--label", "=etcd"], "--label must look like key=value"),
+        # Labels are matched one value per key: a list would silently match nothing.
+        (["search", "etcd", "--label", "tags=etcd,raft"],
+         "--label 'tags=etcd,raft': a label filter matches one value, not a list; --label tags=etcd"),
+        (["search", "etcd", "--label", "tags=etcd", "--label", "tags=raft"],
+         "--label tags given twice ('etcd', 'raft')"),
+        # What Python makes of argv bytes that are not UTF-8 (surrogateescape).
+        (["search", "etcd", "--label", "tags=\udcff"], "invalid arguments: labels: not valid Unicode text"),
         (["search", "etcd", "--top-k", "0"], "--top-k must be a whole number from 1 to 50, got '0'"),
         (["search", "etcd", "--top-k", "51"], "--top-k must be a whole number from 1 to 50"),
         (["search", "etcd", "-k", "abc"], "--top-k must be a whole number from 1 to 50, got 'abc'"),
@@ -221,3 +244,83 @@ def test_unwritable_audit_log_refuses_the_search(
     assert "audit log" in err
     assert "could not be written" in err
     assert "Restore etcd" not in out
+
+
+def test_subprocess_bytes_that_are_not_utf8_are_one_line_and_audited(project: Path, index_dir: Path) -> None:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("LORE_")}
+    env.update(LORE_AUDIT_PATH=str(project / "audit.jsonl"), NO_COLOR="1", COLUMNS="200")
+    lore = Path(sys.executable).with_name("lore")
+
+    result = subprocess.run(
+        [os.fsencode(lore), b"search", b"\xff\xfe etcd"],
+        cwd=index_dir, env=env, capture_output=True, timeout=120,
+    )
+
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.decode() == (
+        "error: invalid arguments: query: not valid Unicode text (an unpaired surrogate, or bytes that are "
+        "not UTF-8)\n"
+    )
+    lines = (project / "audit.jsonl").read_text(encoding="utf-8").splitlines()
+    (entry,) = [json.loads(line) for line in lines]
+    assert entry["error"].startswith("invalid arguments: query: not valid Unicode text")
+    assert entry["query"] == "\ufffd\ufffd etcd"
+
+
+def test_human_output_keeps_line_breaks_and_code_blocks_grouped_by_document(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run_cli(["search", "crashlooping payments pods", "--label", "service=payments"],
+                             monkeypatch, capsys)  # fmt: skip
+
+    assert code == 0, err
+    lines = [line.rstrip() for line in out.splitlines()]
+    # The code block keeps its lines, not "```bash kubectl -n payments get pods …".
+    assert "kubectl -n payments get pods" in [line.strip() for line in lines]
+    assert "kubectl -n payments logs deploy/payments-api --previous" in [line.strip() for line in lines]
+    assert "```" not in out
+    # Both sections under one document heading, the provenance shown once.
+    assert out.count("Payments pods crashloop") == 1
+    assert out.count("runbooks/payments.md") == 1
+    assert "Payments pods crashloop § " in out
+    assert any(line.lstrip().startswith(("1  ", "2  ")) and "§ " in line and "crashloop" not in line
+               for line in lines)  # fmt: skip
+    assert "[bold]deployment[/bold]" in out
+    assert "\x1b" not in out
+    assert "\x07" not in out
+
+
+def test_rendering_itself_neutralises_terminal_escapes_and_markup() -> None:
+    """Even text that skipped the safety chain cannot drive the terminal: the renderer
+    shows control characters as escapes (here on a real terminal, colours on)."""
+    import io
+
+    from rich.console import Console
+
+    from lore.cli import search_cmd
+    from lore.tool.core import ToolMetadata, ToolPassage, ToolResult
+
+    passage = ToolPassage(
+        rank=1, title="T\x1b[2J", section="S", uri="runbooks/x.md", score=1.0, revision="rev-1",
+        text="red \x1b[31mEVIL\x1b[0m [bold]x[/bold] [link=https://evil.example]y[/link] \x1b]0;pwned\x07\n\n"
+             "```bash\necho \x1b[5mblink\n```\n",
+        updated_at="2026-01-01T00:00:00+00:00", age_days=1, stale=False, source_type="filesystem",
+        chunk_id="c",
+    )  # fmt: skip
+    metadata = ToolMetadata(query="q\x1b[8m", engine="sqlite", degraded=False, result_count=1, safety={},
+                            truncated=False, latency_ms=1.0)  # fmt: skip
+    screen = io.StringIO()
+    terminal = Console(file=screen, force_terminal=True, color_system="truecolor", width=100)
+    original = search_cmd.console
+    search_cmd.console = terminal
+    try:
+        search_cmd._print_human(ToolResult(passages=[passage], metadata=metadata, error=None))
+    finally:
+        search_cmd.console = original
+    out = screen.getvalue()
+
+    for injected in ("\x1b[31mEVIL", "\x1b]0;", "\x07", "\x1b[2J", "\x1b[5mblink", "\x1b[8m", "\x1b]8;"):
+        assert injected not in out
+    assert "\\x1b[31mEVIL" in out  # shown, escaped
+    assert "[bold]x[/bold]" in out
+    assert "[link=https://evil.example]y[/link]" in out

@@ -12,15 +12,23 @@ environment variables, overridden by explicit keyword arguments.
     visibility = "all-viewers"
 
 Every field below maps to ``LORE_<FIELD>`` (``LORE_TOP_K=5``, ``LORE_BACKEND=pgvector``).
+
+A key no model declares is an error naming it and the nearest valid key, at the top level,
+in nested tables (``[safety]``, ``LORE_SAFETY__*``) and in each ``[[sources]]`` table, which
+the model of its ``type`` validates (``lore.sources``). Unknown top-level ``LORE_*``
+variables are ignored: other programs may use the prefix.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, SerializeAsAny, ValidationError, field_validator
+from pydantic_core import ErrorDetails
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -34,8 +42,14 @@ DEFAULT_CONFIG_FILE = "lore.toml"
 
 
 class SourceConfig(BaseModel):
-    """One ``[[sources]]`` table. Fields beyond these are kept for source types that
-    need them (a git url, a Confluence space)."""
+    """One ``[[sources]]`` table: the keys every source type shares.
+
+    The rest of a table belongs to its type, which declares a model of its own (a
+    subclass, e.g. ``FilesystemSourceConfig``) registered in ``lore.sources``. Loading
+    settings replaces each table by that model, which refuses keys it does not declare:
+    a misspelt ``exclude`` must not index the drafts it meant to leave out. Extra keys are
+    allowed here only so that Python callers may pass a whole table to this class.
+    """
 
     model_config = ConfigDict(extra="allow")
 
@@ -43,18 +57,17 @@ class SourceConfig(BaseModel):
     type: str = "filesystem"
     #: Deliberately without a default: an undeclared visibility is refused at sync.
     visibility: str | None = None
-    path: Path | None = None
-    include: list[str] = Field(
-        default_factory=lambda: ["**/*.md", "**/*.markdown", "**/*.txt", "**/*.rst",
-                                 "**/*.yaml", "**/*.yml", "**/*.toml", "**/*.json"]
-    )
-    exclude: list[str] = Field(default_factory=lambda: [".git/**", "**/node_modules/**"])
     labels: dict[str, str] = Field(default_factory=dict)
-    max_file_bytes: int = Field(default=2_000_000, gt=0)
+
+    def location(self, settings: LoreSettings) -> str | None:
+        """Where the source reads from, for ``lore sources``; None when it has no such thing."""
+        return None
 
 
 class SafetySettings(BaseModel):
     """The safety chain every tool result passes through (see ``lore.safety``)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     redact_emails: bool = False
     redact_phone_numbers: bool = False
@@ -69,7 +82,10 @@ class LoreSettings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="LORE_",
         env_nested_delimiter="__",
-        extra="ignore",
+        # A misspelt key must be an error, not a default silently used instead. Unknown
+        # top-level LORE_* variables are still ignored (pydantic-settings reads only the
+        # variables of declared fields): other programs may share the prefix.
+        extra="forbid",
     )
 
     # -- where the index lives -------------------------------------------------------
@@ -134,7 +150,19 @@ class LoreSettings(BaseSettings):
     audit_path: Path = Path("lore-audit.jsonl")
     safety: SafetySettings = Field(default_factory=SafetySettings)
 
-    sources: list[SourceConfig] = Field(default_factory=list)
+    #: Each one an instance of its type's model; SerializeAsAny so dumps keep its own keys.
+    sources: list[SerializeAsAny[SourceConfig]] = Field(default_factory=list)
+
+    @field_validator("sources", mode="before")
+    @classmethod
+    def _typed_sources(cls, value: object) -> object:
+        """Each table validated by its type's own model (raises ConfigError, naming the
+        source, for an unknown type or key)."""
+        if not isinstance(value, list | tuple):
+            return value  # pydantic reports the wrong type
+        from lore.sources import typed_source_config  # lore.sources imports this module
+
+        return [typed_source_config(item, number) for number, item in enumerate(value, start=1)]
 
     #: Where this configuration was read from (None: defaults and environment only).
     config_file: Path | None = None
@@ -189,20 +217,56 @@ def find_config_file(explicit: str | os.PathLike[str] | None = None) -> Path | N
 
 
 def load_settings(config_file: str | os.PathLike[str] | None = None, **overrides: Any) -> LoreSettings:
-    """Read settings; any problem becomes one ``ConfigError`` naming the bad field."""
+    """Read settings; any problem becomes one one-line ``ConfigError`` that says where it
+    is (the file, or the environment variable) and names the bad key or field."""
     path = find_config_file(config_file)
+    where = str(path) if path is not None else "settings"
     _CONFIG_FILE_FOR_LOAD["path"] = path
     try:
         settings = LoreSettings(**overrides)
     except ValidationError as err:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'settings'}: {e['msg']}" for e in err.errors()
-        )
-        where = f" in {path}" if path else ""
-        raise ConfigError(f"invalid settings{where}: {problems}") from err
+        problems = "; ".join(_describe_error(error, where) for error in err.errors())
+        raise ConfigError(problems) from err
+    except ConfigError as err:  # a [[sources]] table, refused by its type's model
+        raise ConfigError(f"{where}: {err}") from err
     except (OSError, ValueError) as err:  # tomllib.TOMLDecodeError is a ValueError
         raise ConfigError(f"cannot read {path}: {err}") from err
     finally:
         _CONFIG_FILE_FOR_LOAD["path"] = None
     settings.config_file = path.resolve() if path else None
     return settings
+
+
+def unknown_key_message(key: str, valid: Iterable[str], table: str | None = None) -> str:
+    """``unknown key 'excludes' in [[sources]] "runbooks" (did you mean 'exclude'?)``."""
+    message = f"unknown key {key!r}"
+    if table:
+        message += f" in {table}"
+    close = difflib.get_close_matches(key, list(valid), n=1)
+    return message + (f" (did you mean {close[0]!r}?)" if close else "")
+
+
+def _describe_error(error: ErrorDetails, where: str) -> str:
+    loc = error["loc"]
+    env_var = "LORE_" + "__".join(str(part) for part in loc).upper()
+    origin = env_var if env_var in os.environ else where
+    if error["type"] == "extra_forbidden" and loc:
+        model, table = _model_at(loc[:-1])
+        valid = [name for name in model.model_fields if name != "config_file"]
+        return f"{origin}: {unknown_key_message(str(loc[-1]), valid, table)}"
+    field = ".".join(str(part) for part in loc) or "settings"
+    return f"{origin}: {field}: {error['msg']}"
+
+
+def _model_at(loc: Sequence[int | str]) -> tuple[type[BaseModel], str | None]:
+    """The settings model of the nested table at ``loc`` (``("safety",)``), and how the
+    table is written in lore.toml (``[safety]``)."""
+    model: type[BaseModel] = LoreSettings
+    for part in loc:
+        field = model.model_fields.get(str(part))
+        annotation = field.annotation if field is not None else None
+        if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+            break
+        model = annotation
+    names = [str(part) for part in loc if isinstance(part, str)]
+    return model, (f"[{'.'.join(names)}]" if names else None)

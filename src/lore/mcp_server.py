@@ -31,6 +31,7 @@ from mcp.types import (
 )
 from starlette.applications import Starlette
 
+from lore.mcp_input import RecoveringReadStream
 from lore.tool.core import KnowledgeSearch
 
 SERVER_NAME = "lore"
@@ -122,7 +123,9 @@ async def serve_stdio(search: KnowledgeSearch) -> None:
     """Serve until the client closes stdin. Nothing else may write to stdout meanwhile."""
     server = build_server(search, principal=os_user())
     async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+        # A call the SDK cannot parse (a lone surrogate) still gets a reply and an audit record.
+        recovering = RecoveringReadStream(read_stream)
+        await server.run(recovering, write_stream, server.create_initialization_options())
 
 
 def http_app(search: KnowledgeSearch) -> Starlette:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import sys
 
-from lore.cli.app import app, err_console
+from lore.cli.app import INTERRUPTED_EXIT, app, print_error
 from lore.errors import LoreError
 
 #: Each module registers its commands on ``app`` when imported.
@@ -26,12 +27,22 @@ def _register_commands() -> None:
 
 
 def main() -> None:
-    _register_commands()
     try:
+        _register_commands()
         app()
     except LoreError as err:
-        err_console.print(f"[red]error:[/red] {err}", highlight=False, soft_wrap=True)
+        print_error(str(err))
         sys.exit(2)
-    except KeyboardInterrupt:
-        err_console.print("interrupted")
-        sys.exit(130)
+    except KeyboardInterrupt:  # outside a command: while importing, parsing arguments
+        _interrupted()
+    except SystemExit as exit_:
+        # Inside a command, typer turns Ctrl-C into a silent exit 130; say why once.
+        if exit_.code == INTERRUPTED_EXIT:
+            _interrupted()
+        raise
+
+
+def _interrupted() -> None:
+    with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C while saying so
+        print_error("interrupted", prefix="")
+    sys.exit(INTERRUPTED_EXIT)

@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from lore.config import LoreSettings, load_settings
 
@@ -25,6 +26,21 @@ app = typer.Typer(
 )
 console = Console()
 err_console = Console(stderr=True)
+#: The exit code of a command stopped by Ctrl-C (128 + SIGINT), as shells report it.
+INTERRUPTED_EXIT = 130
+
+
+def print_error(message: str, *, prefix: str = "error: ") -> None:
+    """One line on stderr. The message is plain text, never markup: it quotes config
+    (``[[sources]]``), paths and queries, whose brackets rich would otherwise eat."""
+    line = Text(prefix, style="red")
+    line.append(message)
+    err_console.print(line, highlight=False, soft_wrap=True)
+
+
+def say(text: str, *, stderr: bool = False) -> None:
+    """A line of plain text (model names, paths, URLs) exactly as written."""
+    (err_console if stderr else console).print(Text(text), highlight=False, soft_wrap=True)
 
 
 class _State:

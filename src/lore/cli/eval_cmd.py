@@ -445,7 +445,9 @@ def _generation_sources(
     if not corpus.is_dir():
         raise ConfigError(f"corpus directory not found: {corpus}")
     name = source_name or corpus.resolve().name
-    config = SourceConfig(name=name, type="filesystem", path=corpus.resolve(), visibility="all-viewers")
+    config = SourceConfig.model_validate(
+        {"name": name, "type": "filesystem", "path": corpus.resolve(), "visibility": "all-viewers"}
+    )
     return [build_source(config, current)]
 
 

@@ -6,8 +6,22 @@ from typing import Annotated
 
 import typer
 
-from lore.cli.app import app, err_console, settings
-from lore.errors import ConfigError
+from lore.cli.app import app, say, settings
+from lore.errors import ConfigError, MissingExtraError
+
+#: What the ``mcp`` extra brings: the SDK and the HTTP stack it serves with.
+_MCP_EXTRA_MODULES = ("mcp", "anyio", "starlette", "uvicorn")
+
+
+def _require_mcp_extra() -> None:
+    """MissingExtraError (one line naming the extra) instead of an ImportError traceback."""
+    try:
+        import lore.mcp_server  # noqa: F401
+    except ModuleNotFoundError as err:
+        package = (err.name or "").partition(".")[0]
+        if package in _MCP_EXTRA_MODULES:
+            raise MissingExtraError("mcp", package) from err
+        raise
 
 
 @app.command("mcp")
@@ -19,6 +33,7 @@ def mcp_command(
 ) -> None:
     """Serve the knowledge_search tool over MCP (stdio by default)."""
     # Imported here so that other commands do not pay for the MCP SDK at start-up.
+    _require_mcp_extra()
     from lore import mcp_server
     from lore.tool.core import build_knowledge_search
 
@@ -31,5 +46,5 @@ def mcp_command(
         )
     if http:
         # stderr: stdout stays clean in both modes.
-        err_console.print(f"lore MCP server on http://{mcp_server.HTTP_HOST}:{port}{mcp_server.HTTP_PATH}")
+        say(f"lore MCP server on http://{mcp_server.HTTP_HOST}:{port}{mcp_server.HTTP_PATH}", stderr=True)
     mcp_server.run(search, http=http, port=port)

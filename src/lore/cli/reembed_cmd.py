@@ -4,7 +4,8 @@
     lore reembed --embedder local --model sentence-transformers/all-MiniLM-L6-v2 --yes
 
 Searches keep working on the old vectors until the new ones are complete; an interrupted
-run resumes where it stopped. Exit codes as everywhere: 0 done (or nothing to do), 1
+run resumes where it stopped. Without a terminal to ask on (a script, CI, a pipe) it
+re-embeds only with ``--yes``. Exit codes as everywhere: 0 done (or nothing to do), 1
 declined at the prompt, 2 a problem the message explains.
 """
 
@@ -19,9 +20,9 @@ from typing import Annotated
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from lore.cli.app import app, console, settings
+from lore.cli.app import app, console, say, settings
 from lore.config import LoreSettings
-from lore.errors import ConfigError
+from lore.errors import ConfigError, LoreError
 from lore.reembed import ReembedResult, open_for_reembed, reembed_index
 from lore.resolve import resolve_embedder
 
@@ -88,13 +89,23 @@ def target_settings(current: LoreSettings, embedder: str | None, model: str | No
     return current.model_copy(update=update)
 
 
+def _confirm() -> bool:
+    try:
+        return typer.confirm("Continue?", default=False)
+    except typer.Abort as err:
+        # typer turns Ctrl-C at a prompt into "Aborted." and exit 1; the CLI's rule is 130.
+        if isinstance(err.__context__, KeyboardInterrupt):
+            raise KeyboardInterrupt from None
+        return False  # the input ended: no answer is not a yes
+
+
 def _describe(embedder: tuple[str, int]) -> str:
     return f"{embedder[0]} ({embedder[1]} dimensions)"
 
 
 def _say(text: str) -> None:
     # Unwrapped: the lines name models and paths that must stay searchable in a log.
-    console.print(text, highlight=False, soft_wrap=True)
+    say(text)
 
 
 @app.command("reembed")
@@ -129,9 +140,15 @@ def reembed_command(
             f"re-embed {status.chunks} chunks ({status.texts} distinct texts{resumed}): "
             f"{_describe(stored)} -> {_describe(new)}"
         )
-        if not yes and interactive() and not typer.confirm("Continue?", default=False):
-            _say("nothing changed")
-            raise typer.Exit(1)
+        if not yes:
+            if not interactive():
+                # Re-embedding costs time and, with a remote provider, money: a script
+                # must say so explicitly rather than inherit a yes nobody gave.
+                raise LoreError("stdin is not a terminal, so nobody can confirm: nothing changed; "
+                                "run `lore reembed --yes` to re-embed without asking")
+            if not _confirm():
+                _say("nothing changed")
+                raise typer.Exit(1)
         with _progress_bar() as bar:
             result = reembed_index(index, new_embedder, batch_size=target.embedding_batch_size, progress=bar)
     finally:

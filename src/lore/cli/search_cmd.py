@@ -9,32 +9,51 @@ from __future__ import annotations
 import asyncio
 import getpass
 import json
+from pathlib import PurePosixPath
 from typing import Annotated, Any
 
 import typer
+from rich.console import RenderableType
+from rich.markdown import Markdown
 from rich.padding import Padding
 from rich.text import Text
 
 from lore.cli.app import app, console, settings
 from lore.config import LoreSettings
 from lore.errors import ConfigError, LoreError, QueryError
-from lore.models import SearchMode
+from lore.models import LABEL_VALUE_SEPARATOR, SearchMode
 from lore.protocols import KnowledgeIndex, KnowledgeRetriever
 from lore.resolve import NO_BACKEND, resolve_retriever
 from lore.sync import LAST_SYNC_KEY
 from lore.tool.core import MAX_TOP_K, KnowledgeSearch, ToolPassage, ToolResult
 from lore.tool.render import describe_age
 
-SNIPPET_CHARS = 320
-
 
 def parse_labels(pairs: list[str]) -> dict[str, str]:
+    """``--label key=value`` options as a filter: every one must match (AND).
+
+    A filter holds one value per key (``filter_terms`` in lore.models), and a multi-valued
+    label is stored one term per value, so ``tags=a,b`` would match nothing and a repeated
+    key would silently keep only its last value: both are refused, saying what works.
+    """
     labels: dict[str, str] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
-        if not sep or not key.strip() or not value.strip():
+        key, value = key.strip(), value.strip()
+        if not sep or not key or not value:
             raise QueryError(f"--label must look like key=value, got {pair!r}")
-        labels[key.strip()] = value.strip()
+        if LABEL_VALUE_SEPARATOR in value:
+            first = value.split(LABEL_VALUE_SEPARATOR)[0].strip()
+            raise QueryError(
+                f"--label {pair!r}: a label filter matches one value, not a list; --label {key}={first} "
+                f"finds every passage with {first} among its {key}"
+            )
+        if key in labels and labels[key] != value:
+            raise QueryError(
+                f"--label {key} given twice ({labels[key]!r}, {value!r}): a search filters on one value "
+                "per key; repeat --label only with different keys (they must all match)"
+            )
+        labels[key] = value
     return labels
 
 
@@ -141,21 +160,36 @@ def search_command(
         _print_human(result)
 
 
-def _snippet(text: str) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= SNIPPET_CHARS else flat[: SNIPPET_CHARS - 1].rstrip() + "…"
+def terminal_safe(text: str) -> str:
+    """``text`` with every control character (ESC and the rest of C0 and C1, DEL) and
+    bidirectional override shown as an escape instead of sent to the terminal: retrieved
+    text must not be able to recolour, retitle or rewrite the operator's screen. rich
+    passes such characters through (it escapes its own markup, not the terminal's)."""
+    return text.translate(_TERMINAL_ESCAPES)
+
+
+_CONTROL_POINTS = [*range(0x00, 0x20), *range(0x7F, 0xA0), *range(0x202A, 0x202F), *range(0x2066, 0x206A)]
+_TERMINAL_ESCAPES = {
+    point: (f"\\x{point:02x}" if point < 0x100 else f"\\u{point:04x}")
+    for point in _CONTROL_POINTS
+    if chr(point) not in "\n\t"
+}
+#: Passages of these files (and of sources without file names) are rendered as Markdown;
+#: YAML, JSON, TOML, rst and plain text keep their lines as written.
+_MARKDOWN_SUFFIXES = {".md", ".markdown", ""}
 
 
 def _print_human(result: ToolResult) -> None:
     metadata = result.metadata
     if metadata is None:  # pragma: no cover - only error results lack metadata
         return
+    query = terminal_safe(repr(metadata.query))
     if not result.passages:
-        console.print(Text(f"no matching knowledge for {metadata.query!r}"))
+        console.print(Text(f"no matching knowledge for {query}"))
         return
     console.print(
         Text(
-            f"{metadata.result_count} passages for {metadata.query!r} · {metadata.engine} · "
+            f"{metadata.result_count} passages for {query} · {metadata.engine} · "
             f"{metadata.latency_ms:.0f} ms",
             style="dim",
         )
@@ -165,32 +199,56 @@ def _print_human(result: ToolResult) -> None:
     if metadata.safety:
         found = ", ".join(f"{kind}×{count}" for kind, count in sorted(metadata.safety.items()))
         console.print(Text(f"safety: neutralised or redacted {found}", "yellow"))
-    for passage in result.passages:
+    for document in _by_document(result.passages):
+        first = document[0]
         console.print()
-        console.print(_heading(passage))
-        console.print(_provenance(passage))
-        # Text, not markup: a passage's "[bold]" or "[link=...]" must print as written.
-        console.print(Padding(Text(_snippet(passage.text)), (0, 0, 0, 4)))
+        console.print(_heading(first))
+        console.print(_provenance(first))
+        console.print(Padding(_body(first), (0, 0, 0, 4)))
+        for passage in document[1:]:  # further sections, under the document they belong to
+            console.print(_heading(passage, continued=True))
+            console.print(Padding(_body(passage), (0, 0, 0, 4)))
     if metadata.truncated:
         console.print()
         console.print(Text("output cap reached: passages were shortened or omitted", "yellow"))
 
 
-def _heading(passage: ToolPassage) -> Text:
+def _by_document(passages: list[ToolPassage]) -> list[list[ToolPassage]]:
+    """Passages grouped by document, documents in the rank order of their best passage."""
+    documents: dict[str, list[ToolPassage]] = {}
+    for passage in passages:
+        documents.setdefault(passage.uri, []).append(passage)
+    return list(documents.values())
+
+
+def _body(passage: ToolPassage) -> RenderableType:
+    """The passage as the safety chain returned it (never the raw text), with its line
+    breaks and code blocks. Markdown, not markup: a passage's "[bold]" prints as written,
+    and links show their address rather than hiding it behind a clickable word."""
+    text = terminal_safe(passage.text)
+    if PurePosixPath(passage.uri).suffix.lower() in _MARKDOWN_SUFFIXES:
+        return Markdown(text, hyperlinks=False)
+    return Text(text)
+
+
+def _heading(passage: ToolPassage, *, continued: bool = False) -> Text:
     heading = Text(f"{passage.rank:>2}  ", style="bold cyan")
-    heading.append(passage.title or passage.uri, style="bold")
+    if not continued:
+        heading.append(terminal_safe(passage.title or passage.uri), style="bold")
     if passage.section:
-        heading.append(f" § {passage.section}")
+        heading.append(f"{'' if continued else ' '}§ {terminal_safe(passage.section)}")
+    elif continued:
+        heading.append("(another passage of this document)")
     heading.append(f"   score {passage.score:.4f}", style="dim")
     return heading
 
 
 def _provenance(passage: ToolPassage) -> Text:
     line = Text("    ")
-    line.append(passage.uri, style="underline")
+    line.append(terminal_safe(passage.uri), style="underline")
     line.append(" · ")
     line.append(describe_age(passage.age_days, passage.stale), style="red" if passage.stale else "green")
     if passage.source_type:
-        line.append(f" · {passage.source_type}", style="dim")
-    line.append(f" · rev {passage.revision[:12]}", style="dim")
+        line.append(f" · {terminal_safe(passage.source_type)}", style="dim")
+    line.append(f" · rev {terminal_safe(passage.revision[:12])}", style="dim")
     return line

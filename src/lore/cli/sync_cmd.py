@@ -16,6 +16,7 @@ from types import TracebackType
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -195,12 +196,13 @@ def _visibility(config: SourceConfig) -> str:
     if config.visibility is None:
         return "[red]undeclared (refused)[/red]"
     if config.visibility not in {v.value for v in Visibility}:
-        return f"[red]{config.visibility} (invalid)[/red]"
+        return f"[red]{escape(config.visibility)} (invalid)[/red]"
     return config.visibility
 
 
 def _source_path(current: LoreSettings, config: SourceConfig) -> str:
-    return str(current.resolve_path(config.path)) if config.path is not None else "-"
+    # Table cells are markup: a path like "docs/[old]" must print as written.
+    return escape(config.location(current) or "-")
 
 
 @app.command("status")
@@ -209,11 +211,11 @@ def status_command() -> None:
     current = settings()
     now = datetime.now(UTC)
     where = current.config_file or "(none: defaults and LORE_* environment)"
-    console.print(f"config: {where}", highlight=False)
-    console.print(f"backend: {current.backend}", highlight=False)
+    console.print(f"config: {where}", highlight=False, markup=False)
+    console.print(f"backend: {current.backend}", highlight=False, markup=False)
     index = _open_for_reading(current)
     if index is None:
-        console.print(f"embedder: {current.embedder}", highlight=False)
+        console.print(f"embedder: {current.embedder}", highlight=False, markup=False)
         console.print("last sync: never (run `lore sync`)")
         statuses = [SourceStatus(c.name, 0, 0, 0, None) for c in current.sources]
     else:

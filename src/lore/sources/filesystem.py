@@ -26,6 +26,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from pathspec import GitIgnoreSpec
+from pydantic import ConfigDict, Field
 
 from lore.chunking import FRONT_MATTER_MEDIA_TYPES, split_front_matter
 from lore.config import LoreSettings, SourceConfig
@@ -59,6 +60,25 @@ _SNIFF_BYTES = 8192
 #: hand-offs than reading a typical runbook does.
 _READ_BATCH = 32
 
+
+
+class FilesystemSourceConfig(SourceConfig):
+    """A ``[[sources]]`` table of ``type = "filesystem"``; any other key is refused."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: Optional here so that ``lore sources`` can list the table; sync refuses it.
+    path: Path | None = None
+    include: list[str] = Field(default_factory=lambda: list(DEFAULT_INCLUDE))
+    exclude: list[str] = Field(default_factory=lambda: [".git/**", "**/node_modules/**"])
+    max_file_bytes: int = Field(default=2_000_000, gt=0)
+
+    def location(self, settings: LoreSettings) -> str | None:
+        return str(settings.resolve_path(self.path)) if self.path is not None else None
+
+
+#: What ``lore.sources`` validates a filesystem table with.
+CONFIG_MODEL = FilesystemSourceConfig
 
 class FilesystemSource:
     """Files under ``root`` matching ``include`` and not ``exclude``, in sorted order."""
@@ -298,7 +318,7 @@ def front_matter_labels(metadata: Mapping[str, Any]) -> dict[str, str]:
 
 
 def from_config(
-    config: SourceConfig, settings: LoreSettings, visibility: Visibility | None
+    config: FilesystemSourceConfig, settings: LoreSettings, visibility: Visibility | None
 ) -> FilesystemSource:
     """The ``[[sources]]`` table of ``type = "filesystem"``; a relative ``path`` is
     relative to the lore.toml it is written in."""

@@ -17,6 +17,7 @@ import asyncio
 import copy
 import enum
 import logging
+import re
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -184,6 +185,13 @@ def _parse_arguments(arguments: Mapping[str, Any], default_top_k: int) -> _Reque
     errors = sorted(_VALIDATOR.iter_errors(dict(arguments)), key=lambda e: list(e.path))
     if errors:
         raise QueryError("invalid arguments: " + "; ".join(_describe(error) for error in errors))
+    if invalid := [key for key, value in arguments.items() if _has_surrogate(value)]:
+        # A lone surrogate: "\ud800" in JSON, or CLI bytes that are not UTF-8. No index,
+        # log or reply can encode it as UTF-8.
+        raise QueryError(
+            f"invalid arguments: {', '.join(invalid)}: not valid Unicode text "
+            "(an unpaired surrogate, or bytes that are not UTF-8)"
+        )
     labels = dict(arguments.get("labels") or {})
     source_type = arguments.get("source_type")
     if source_type is not None:
@@ -198,6 +206,17 @@ def _parse_arguments(arguments: Mapping[str, Any], default_top_k: int) -> _Reque
     # passed on as one instead of failing later with the backend's own, wider range.
     top_k = int(arguments.get("top_k", min(default_top_k, MAX_TOP_K)))
     return _Request(query=arguments["query"].strip(), top_k=top_k, labels=labels)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _has_surrogate(value: object) -> bool:
+    if isinstance(value, str):
+        return _SURROGATE.search(value) is not None
+    if isinstance(value, Mapping):
+        return any(_has_surrogate(key) or _has_surrogate(item) for key, item in value.items())
+    return isinstance(value, list) and any(_has_surrogate(item) for item in value)
 
 
 def _describe(error: jsonschema.ValidationError) -> str:
@@ -346,7 +365,8 @@ class KnowledgeSearch:
         if not isinstance(query, str):
             return ""
         limit = INPUT_SCHEMA["properties"]["query"]["maxLength"]
-        return self._redactor.redact(query[:limit])[0]
+        # U+FFFD for a lone surrogate: the audit log is UTF-8 and must record the call.
+        return self._redactor.redact(_SURROGATE.sub("\ufffd", query[:limit]))[0]
 
     def _clean(self, text: str, findings: Counter[str]) -> str:
         screened, injection_findings = screen_injections(text, allowed_link_hosts=self._allowed_link_hosts)
