@@ -114,7 +114,7 @@ class FilesystemSource:
         directory under it cannot be listed, because a partial listing would make sync
         prune documents that still exist."""
         paths = await asyncio.to_thread(self.list_files)
-        committed = await asyncio.to_thread(last_commit_times, self.root) if paths else {}
+        committed = await asyncio.to_thread(self.commit_times) if paths else {}
         batches = [paths[start : start + _READ_BATCH] for start in range(0, len(paths), _READ_BATCH)]
 
         def read(number: int) -> asyncio.Future[list[Document | SourceFailure]] | None:
@@ -167,6 +167,10 @@ class FilesystemSource:
                 if self._include.match_file(relative) and not self._exclude.match_file(relative):
                     found.append(relative)
         return sorted(found)
+
+    def commit_times(self) -> Mapping[str, datetime]:
+        """Each tracked file's last commit time, when the root is inside a git work tree."""
+        return last_commit_times(self.root)
 
     def _read_batch(
         self, paths: Sequence[str], committed: Mapping[str, datetime]

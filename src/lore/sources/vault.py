@@ -18,6 +18,7 @@ exactly as the same file in a user's runbook folder would be, except for:
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
 from importlib.resources.abc import Traversable
@@ -93,7 +94,11 @@ class VaultSource(FilesystemSource):
                     found.append(str(relative))
         return sorted(found)
 
-    def _read(self, relative: str) -> Document | SourceFailure:
+    def commit_times(self) -> Mapping[str, datetime]:
+        # The pack's date is its release, never the history of the tree lore was installed from.
+        return {}
+
+    def _read(self, relative: str, committed: datetime | None = None) -> Document | SourceFailure:
         uri = self.uri_for(relative)
         try:
             data = self.pack.joinpath(*relative.split("/")).read_bytes()
@@ -103,7 +108,7 @@ class VaultSource(FilesystemSource):
             text = data.decode("utf-8")
         except UnicodeDecodeError as err:
             return SourceFailure(uri, f"not valid UTF-8 (byte 0x{data[err.start]:02x} at offset {err.start})")
-        document = self._document(relative, text, self.revision_for(data), self.released.timestamp())
+        document = self._document(relative, text, self.revision_for(data), self.released)
         # A playbook's own date keys (if one ever had any) must not beat the pack's date.
         return replace(document, updated_at=self.released)
 
