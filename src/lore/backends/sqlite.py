@@ -270,10 +270,11 @@ class SqliteBackend:
     # -- the full-text journal -----------------------------------------------------------
 
     def _prepare_fulltext(self) -> None:
-        """Rebuild a missing full-text index and replay a crashed writer's journal."""
-        missing = not self._fulltext.ready
+        """Rebuild a missing (or emptied) full-text index and replay a crashed writer's
+        journal."""
         with _translated(IndexingError, f"cannot read the index {self._path}"):
             leftover = self._store.journal_end() is not None
+            missing = not self._fulltext.ready or self._fulltext_lost(leftover)
         if not missing and not leftover:
             return
         try:
@@ -287,6 +288,34 @@ class SqliteBackend:
                     "writing to the index; try again when it has finished"
                 ) from err
             # Otherwise the live writer applies its own journal.
+
+    def _fulltext_lost(self, leftover: bool) -> bool:
+        """An index marked usable that holds nothing while SQLite holds chunks and no
+        journal explains it: left by a rebuild of an older lore that was killed or ran out
+        of disk. Searching it would quietly turn hybrid search into vector-only search."""
+        if leftover:
+            return False
+        try:
+            return self._fulltext.document_count() == 0 and self._store.chunk_count() > 0
+        except RetrievalError:
+            return True
+
+    def fulltext_state(self) -> str:
+        """One line for ``lore status``: whether BM25 searches see every stored chunk."""
+        with self._write_guard, _translated(IndexingError, f"cannot read the index {self._path}"):
+            chunks = self._store.chunk_count()
+            pending = self._store.journal_end() is not None
+        if not self._fulltext.ready:
+            return f"missing at {self._fulltext.directory}: run `lore reindex`"
+        try:
+            held = self._fulltext.document_count()
+        except RetrievalError as err:
+            return f"unreadable ({err}): run `lore reindex`"
+        if held == chunks:
+            return f"ready ({held} chunks)"
+        if pending:
+            return f"catching up ({held} of {chunks} chunks; the journal is applied by the next write or open)"
+        return f"out of step ({held} of {chunks} chunks): run `lore reindex`"
 
     def _flush(self) -> None:
         """Hand tantivy the journal entries its writer lacks, commit there, then forget
