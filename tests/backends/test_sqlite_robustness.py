@@ -15,14 +15,17 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from lore.backends.fulltext import PAUSE_ENV, FullTextIndex
 from lore.backends.sqlite import SqliteBackend
 from lore.embedders.hashing import HashingEmbedder
-from lore.models import SearchMode
+from lore.models import Passage, SearchMode
 from lore.testing import add_document
+from lore.testing.conformance import QueryTextConformance
+from lore.testing.embedders import CountingEmbedder
 
 REPO_SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -112,3 +115,45 @@ def test_status_shows_the_fulltext_state(tmp_path: Path) -> None:
     result = _lore(config, "status")
     assert result.returncode == 0, result.stderr
     assert "full-text index: ready (2 chunks)" in result.stdout
+
+
+# -- 3. vector-only search after edits, in one long-running backend ----------------------
+
+
+def test_vector_search_returns_top_k_while_deleted_rows_sit_in_the_matrix(tmp_path: Path) -> None:
+    embedder = HashingEmbedder()
+    with SqliteBackend(tmp_path / "lore.db", embedder) as backend:
+        with backend.write_lock():
+            for number in range(40):
+                add_document(backend, embedder, f"doc-{number}.md", f"kafka consumer lag runbook {number}")
+        wanted = "etcd quorum lost after a node restart"
+        add_document(backend, embedder, "gone.md", wanted)
+        add_document(backend, embedder, "edited.md", wanted)
+        assert len(backend.search(wanted, top_k=5, mode=SearchMode.VECTOR)) == 5  # the matrix is loaded
+        # The closest two rows die: one document deleted, one edited to other text.
+        backend.delete_by_uri("gone.md")
+        add_document(backend, embedder, "edited.md", "certificate rotation for the ingress")
+        hits = backend.search(wanted, top_k=41, mode=SearchMode.VECTOR)
+        assert len(hits) == 41
+        assert "gone.md" not in {hit.uri for hit in hits}
+        hybrid = backend.search(wanted, top_k=41, mode=SearchMode.HYBRID)
+        assert len(hybrid) == 41
+
+
+# -- 6. the conformance case for blank queries can fail ---------------------------------
+
+
+class _AnswersBlankQueries(SqliteBackend):
+    """A backend that breaks the contract: a blank query returns an empty list."""
+
+    async def retrieve(self, query: str, **options: Any) -> list[Passage]:
+        if not query.strip():
+            return []
+        return await super().retrieve(query, **options)
+
+
+async def test_empty_query_case_fails_a_backend_that_answers_blank_queries(tmp_path: Path) -> None:
+    embedder = CountingEmbedder()
+    with _AnswersBlankQueries(tmp_path / "lore.db", embedder) as store:
+        with pytest.raises(pytest.fail.Exception):
+            await QueryTextConformance().test_empty_query(store, embedder, "   ")

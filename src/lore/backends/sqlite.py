@@ -510,10 +510,13 @@ class SqliteBackend:
         rankings: dict[str, list[tuple[int, float]]] = {}
         with self._read_guard, _translated(RetrievalError, f"cannot search the index {self._path}"):
             matrix = self._refresh(need_vectors=vector is not None)
+            # Deleted chunks may still sit in the matrix (and are dropped from its hits),
+            # so the vector channel asks for that many more.
+            vector_depth = depth + matrix.dead
             if vector is None:
                 rankings[SearchMode.BM25.value] = self._fulltext.search(query, label_filter, depth)
             elif chosen is SearchMode.VECTOR:
-                hits = matrix.search(vector, label_filter, depth, self._helpers())
+                hits = matrix.search(vector, label_filter, vector_depth, self._helpers())
                 rankings[SearchMode.VECTOR.value] = hits
             else:
                 # tantivy and numpy both release the GIL: BM25 runs on a helper thread
@@ -522,7 +525,7 @@ class SqliteBackend:
                 helpers = self._helpers()
                 lexical = helpers.submit(self._fulltext.search, query, label_filter, depth)
                 try:
-                    vector_hits = matrix.search(vector, label_filter, depth, helpers)
+                    vector_hits = matrix.search(vector, label_filter, vector_depth, helpers)
                 finally:
                     rankings[SearchMode.BM25.value] = lexical.result()
                 rankings[SearchMode.VECTOR.value] = vector_hits
