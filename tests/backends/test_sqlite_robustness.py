@@ -13,7 +13,6 @@ import shutil
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -154,6 +153,5 @@ class _AnswersBlankQueries(SqliteBackend):
 
 async def test_empty_query_case_fails_a_backend_that_answers_blank_queries(tmp_path: Path) -> None:
     embedder = CountingEmbedder()
-    with _AnswersBlankQueries(tmp_path / "lore.db", embedder) as store:
-        with pytest.raises(pytest.fail.Exception):
-            await QueryTextConformance().test_empty_query(store, embedder, "   ")
+    with _AnswersBlankQueries(tmp_path / "lore.db", embedder) as store, pytest.raises(pytest.fail.Exception):
+        await QueryTextConformance().test_empty_query(store, embedder, "   ")

@@ -314,7 +314,7 @@ class SqliteBackend:
         if held == chunks:
             return f"ready ({held} chunks)"
         if pending:
-            return f"catching up ({held} of {chunks} chunks; the journal is applied by the next write or open)"
+            return f"catching up ({held} of {chunks} chunks; the next write or open applies the journal)"
         return f"out of step ({held} of {chunks} chunks): run `lore reindex`"
 
     def _flush(self) -> None:

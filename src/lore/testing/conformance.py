@@ -513,7 +513,7 @@ class QueryTextConformance(_Suite):
         _add_corpus(store, embedder)
         embedder.reset()
         for mode in [None, *store.modes]:
-            with pytest.raises(QueryError, match="(?i)empty|blank"):
+            with pytest.raises(QueryError, match=r"(?i)empty|blank"):
                 await store.retrieve(query, top_k=5, mode=mode)
         assert embedder.query_calls == 0, "a blank query must not reach the embedder"
 
