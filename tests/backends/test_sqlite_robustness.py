@@ -155,3 +155,19 @@ async def test_empty_query_case_fails_a_backend_that_answers_blank_queries(tmp_p
     embedder = CountingEmbedder()
     with _AnswersBlankQueries(tmp_path / "lore.db", embedder) as store, pytest.raises(pytest.fail.Exception):
         await QueryTextConformance().test_empty_query(store, embedder, "   ")
+
+
+# -- 2. diagnosing an index: status with another embedder configured --------------------
+
+
+def test_status_reports_an_embedder_mismatch_instead_of_dying(tmp_path: Path) -> None:
+    config = _write_config(tmp_path)  # configures the hashing embedder
+    embedder = CountingEmbedder()  # another model id
+    with SqliteBackend(tmp_path / "lore.db", embedder) as backend:
+        add_document(backend, embedder, "a.md", "rotate the signing key")
+    result = _lore(config, "status")
+    assert result.returncode == 0, result.stderr
+    assert "embedder mismatch" in result.stdout
+    assert embedder.model_id in result.stdout
+    assert "`lore reembed`" in result.stdout
+    assert "full-text index: ready (1 chunks)" in result.stdout

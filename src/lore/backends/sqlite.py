@@ -47,12 +47,13 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
 from lore.backends import sqlite_reembed
 from lore.backends.fulltext import FullTextIndex, FullTextRow
+from lore.backends.query_embedding import embed_query
 from lore.backends.sqlite_schema import connect, migrate
 from lore.backends.sqlite_store import ChunkStore, FullTextOp
 from lore.backends.vector_matrix import VectorMatrix
@@ -78,7 +79,7 @@ from lore.models import (
     SearchMode,
     filter_terms,
 )
-from lore.protocols import Embedder, Vectors
+from lore.protocols import Embedder, Retrieval, Vectors
 
 MAX_TOP_K = 1_000
 MAX_QUERY_CHARS = 50_000
@@ -109,6 +110,7 @@ class SqliteBackend:
 
     modes: tuple[SearchMode, ...] = (SearchMode.HYBRID, SearchMode.BM25, SearchMode.VECTOR)
     engine = "sqlite"
+    supports_reindex = True
 
     def __init__(
         self,
@@ -300,6 +302,9 @@ class SqliteBackend:
         except RetrievalError:
             return True
 
+    def status_lines(self) -> list[tuple[str, str]]:
+        return [("full-text index", self.fulltext_state())]
+
     def fulltext_state(self) -> str:
         """One line for ``lore status``: whether BM25 searches see every stored chunk."""
         with self._write_guard, _translated(IndexingError, f"cannot read the index {self._path}"):
@@ -484,9 +489,19 @@ class SqliteBackend:
         labels: Mapping[str, str] | None = None,
         mode: SearchMode | None = None,
     ) -> list[Passage]:
+        return (await self.retrieve_detailed(query, top_k=top_k, labels=labels, mode=mode)).passages
+
+    async def retrieve_detailed(
+        self,
+        query: str,
+        *,
+        top_k: int = 8,
+        labels: Mapping[str, str] | None = None,
+        mode: SearchMode | None = None,
+    ) -> Retrieval:
         # A search is milliseconds of numpy, tantivy and query embedding; a worker
         # thread keeps a server's event loop responsive meanwhile.
-        return await asyncio.to_thread(self.search, query, top_k=top_k, labels=labels, mode=mode)
+        return await asyncio.to_thread(self.search_detailed, query, top_k=top_k, labels=labels, mode=mode)
 
     def search(
         self,
@@ -499,12 +514,29 @@ class SqliteBackend:
     ) -> list[Passage]:
         """``retrieve`` without the event loop. ``query_vector`` lets a caller that has
         already embedded the query (an evaluation over several modes) skip embedding."""
+        found = self.search_detailed(query, top_k=top_k, labels=labels, mode=mode, query_vector=query_vector)
+        return found.passages
+
+    def search_detailed(
+        self,
+        query: str,
+        *,
+        top_k: int = 8,
+        labels: Mapping[str, str] | None = None,
+        mode: SearchMode | str | None = None,
+        query_vector: Vectors | None = None,
+    ) -> Retrieval:
+        """``search``, saying when the answer is degraded (``lore.backends.query_embedding``)."""
         chosen = self._mode(mode)
         _check_query(query, top_k)
         label_filter = _label_filter(labels)
+        vector, reason = None, None
+        if chosen is not SearchMode.BM25:
+            vector, reason = self._query_vector(query, query_vector, chosen)
+            if vector is None:
+                chosen = SearchMode.BM25
         # Only fusion needs candidates beyond top_k; a single channel asks for what it returns.
         depth = max(self._candidate_depth, top_k) if chosen is SearchMode.HYBRID else top_k
-        vector = None if chosen is SearchMode.BM25 else self._query_vector(query, query_vector)
         if self._pending and self._lock_depth:
             self._flush()  # a sync's own searches see its writes
         rankings: dict[str, list[tuple[int, float]]] = {}
@@ -530,7 +562,7 @@ class SqliteBackend:
                     rankings[SearchMode.BM25.value] = lexical.result()
                 rankings[SearchMode.VECTOR.value] = vector_hits
             fused = fuse_channels(rankings, fusion=self._fusion, depth=depth, rrf_k=self._rrf_k)
-            return self._passages(fused, top_k)
+            return Retrieval(self._passages(fused, top_k), reason)
 
     def _helpers(self) -> ThreadPoolExecutor:
         """Threads a search runs its BM25 channel and part of its vector scan on (searches
@@ -548,12 +580,19 @@ class SqliteBackend:
             raise UnsupportedModeError(f"unknown search mode {mode!r}; the sqlite backend offers: {offered}")
         return chosen
 
-    def _query_vector(self, query: str, given: Vectors | None) -> Vectors:
+    def _query_vector(
+        self, query: str, given: Vectors | None, mode: SearchMode
+    ) -> tuple[Vectors | None, str | None]:
         dimension = self._embedder.dimension
-        vector = self._embedder.embed_queries([query])[0] if given is None else np.asarray(given, np.float32)
+        if given is None:
+            vector, reason = embed_query(self._embedder, query, mode)
+            if vector is None:
+                return None, reason
+        else:
+            vector = np.asarray(given, np.float32)
         if vector.shape != (dimension,):
             raise QueryError(f"the query vector must have shape ({dimension},), got {vector.shape}")
-        return vector
+        return vector, None
 
     def _refresh(self, *, need_vectors: bool) -> VectorMatrix:
         """Catch up with changes (made in any process) since the last search."""
@@ -644,6 +683,21 @@ def read_stored_embedder(path: Path) -> tuple[str, int] | None:
         raise ConfigError(f"cannot read the SQLite index {path}: {err}") from err
 
 
+def missing_index(settings: LoreSettings) -> str | None:
+    path = settings.resolve_path(settings.db_path)
+    return None if path.exists() else f"no index at {path}: run `lore sync` first"
+
+
+def stored_embedder_of(settings: LoreSettings) -> tuple[str, int] | None:
+    # The constructor insists on a matching embedder, so the file is read directly.
+    return read_stored_embedder(settings.resolve_path(settings.db_path))
+
+
+def at_location(target: str, settings: LoreSettings) -> LoreSettings:
+    # Relative to where the command runs, as the user typed it, not to lore.toml.
+    return settings.model_copy(update={"backend": "sqlite", "db_path": Path(target).resolve()})
+
+
 def from_settings(settings: LoreSettings, embedder: Embedder) -> SqliteBackend:
     return SqliteBackend(
         settings.resolve_path(settings.db_path),
@@ -655,3 +709,10 @@ def from_settings(settings: LoreSettings, embedder: Embedder) -> SqliteBackend:
         section_boost=settings.bm25_section_boost,
         identifier_boost=settings.bm25_identifier_boost,
     )
+
+
+if TYPE_CHECKING:  # mypy checks this module against what commands call on every backend
+    import lore.backends.sqlite as _this
+    from lore.backends import BackendModule
+
+    _module: BackendModule = _this
