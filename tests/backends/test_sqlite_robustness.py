@@ -8,11 +8,13 @@ would hide a regression and fails instead.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,7 @@ import pytest
 from lore.backends.fulltext import PAUSE_ENV, FullTextIndex
 from lore.backends.sqlite import SqliteBackend
 from lore.embedders.hashing import HashingEmbedder
+from lore.errors import IndexingError
 from lore.models import Passage, SearchMode
 from lore.testing import add_document
 from lore.testing.conformance import QueryTextConformance
@@ -171,3 +174,143 @@ def test_status_reports_an_embedder_mismatch_instead_of_dying(tmp_path: Path) ->
     assert embedder.model_id in result.stdout
     assert "`lore reembed`" in result.stdout
     assert "full-text index: ready (1 chunks)" in result.stdout
+
+
+# -- 2 and 4. a read-only mount and a full disk -------------------------------------------
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{reason} (CI=true: this must run in CI, not skip)", pytrace=False)
+    pytest.skip(reason)
+
+
+def _mount(*args: str) -> None:
+    try:
+        subprocess.run(["mount", *args], check=True, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as err:
+        detail = getattr(err, "stderr", "") or err
+        _unavailable(f"cannot mount ({' '.join(args)}): {detail}; these tests need root")
+
+
+def _umount(target: Path) -> None:
+    subprocess.run(["umount", "-l", str(target)], check=False, capture_output=True, timeout=30)
+
+
+@pytest.fixture
+def read_only_view(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
+    """``(built, served)``: a folder, and the same folder through a read-only bind mount."""
+    built, served = tmp_path / "built", tmp_path / "served"
+    built.mkdir()
+    served.mkdir()
+    _mount("--bind", str(built), str(served))
+    try:
+        _mount("-o", "remount,ro,bind", str(served))
+        yield built, served
+    finally:
+        _umount(served)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    _mount("-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk))
+    try:
+        yield disk
+    finally:
+        _umount(disk)
+
+
+def _fill_disk(disk: Path) -> None:
+    """Write until not one more byte fits (a page of a new file is what the next write needs)."""
+    fd = os.open(disk / "filler", os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        for size in (1 << 20, 1 << 16, 1 << 12, 1 << 9, 1):
+            block = b"\0" * size
+            while True:
+                try:
+                    if os.write(fd, block) < size:
+                        break
+                except OSError:
+                    break
+    finally:
+        os.close(fd)
+    with pytest.raises(OSError, match="No space left"):
+        (disk / "probe").write_bytes(b"x" * 8192)
+
+
+def _search_json(config: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
+    result = _lore(config, "search", "kafka consumer lag", "--json", "--top-k", "5", env=env)
+    assert result.returncode == 0, result.stderr
+    parsed: dict[str, Any] = json.loads(result.stdout)
+    return parsed
+
+
+def test_index_on_a_read_only_mount_is_searched(read_only_view: tuple[Path, Path], tmp_path: Path) -> None:
+    built, served = read_only_view
+    _write_config(built)
+    _fill(built / "lore.db", documents=10)
+    config = served / "lore.toml"
+
+    # The audit file's folder is read-only: still refused, but the message says what to change.
+    refused = _lore(config, "search", "kafka consumer lag")
+    assert refused.returncode == 2
+    assert str(served / "lore-audit.jsonl") in refused.stderr
+    assert "audit_path" in refused.stderr
+    assert "LORE_AUDIT_PATH" in refused.stderr
+    assert "read-only file system" in refused.stderr
+    assert "Traceback" not in refused.stderr
+
+    audit = {"LORE_AUDIT_PATH": str(tmp_path / "audit.jsonl")}
+    answer = _search_json(config, audit)
+    assert len(answer["passages"]) == 5
+    assert (tmp_path / "audit.jsonl").read_text().count("\n") == 1
+    bm25 = _lore(config, "search", "kafka consumer lag", "--mode", "bm25", "--json", env=audit)
+    assert bm25.returncode == 0, bm25.stderr
+    assert json.loads(bm25.stdout)["passages"]
+
+    status = _lore(config, "status")
+    assert status.returncode == 0, status.stderr
+    assert "access: read-only" in status.stdout
+    assert "full-text index: ready (10 chunks)" in status.stdout
+
+    # Derived data missing from the image: rebuilt privately, the mount is not written.
+    shutil.rmtree(built / "lore.db.tantivy")
+    bm25 = _lore(config, "search", "kafka consumer lag", "--mode", "bm25", "--json", env=audit)
+    assert bm25.returncode == 0, bm25.stderr
+    assert len(json.loads(bm25.stdout)["passages"]) == 8
+    assert not (built / "lore.db.tantivy").exists()
+
+    with SqliteBackend(served / "lore.db", HashingEmbedder()) as backend:
+        assert backend.read_only is not None
+        with pytest.raises(IndexingError, match="read-only"):
+            add_document(backend, HashingEmbedder(), "new.md", "cannot be written")
+
+
+def test_full_disk_keeps_reads_working(small_disk: Path, tmp_path: Path) -> None:
+    config = _write_config(small_disk)
+    _fill(small_disk / "lore.db", documents=20)
+    _fill_disk(small_disk)
+
+    status = _lore(config, "status")
+    assert status.returncode == 0, status.stderr
+    assert "full-text index: ready (20 chunks)" in status.stdout
+    assert "is full" in status.stdout
+
+    # The audit record cannot be appended: refused, naming the disk, the file and the setting.
+    refused = _lore(config, "search", "kafka consumer lag")
+    assert refused.returncode == 2
+    assert str(small_disk / "lore-audit.jsonl") in refused.stderr
+    assert "is full" in refused.stderr
+    assert "LORE_AUDIT_PATH" in refused.stderr
+    assert "Traceback" not in refused.stderr
+
+    answer = _search_json(config, {"LORE_AUDIT_PATH": str(tmp_path / "audit.jsonl")})
+    assert len(answer["passages"]) == 5
+
+    with (
+        SqliteBackend(small_disk / "lore.db", HashingEmbedder()) as backend,
+        pytest.raises(IndexingError, match="is full"),
+    ):
+        add_document(backend, HashingEmbedder(), "new.md", "cannot be written")

@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import os
+import shutil
 import sqlite3
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -54,7 +55,8 @@ import numpy as np
 from lore.backends import sqlite_reembed
 from lore.backends.fulltext import FullTextIndex, FullTextRow
 from lore.backends.query_embedding import embed_query
-from lore.backends.sqlite_schema import connect, migrate
+from lore.backends.sqlite_readonly import connect_read_only, open_connections, private_fulltext_dir, writable
+from lore.backends.sqlite_schema import migrate
 from lore.backends.sqlite_store import ChunkStore, FullTextOp
 from lore.backends.vector_matrix import VectorMatrix
 from lore.config import LoreSettings
@@ -89,8 +91,6 @@ MAX_QUERY_CHARS = 50_000
 _FLUSH_EVERY = 20_000
 #: Journal entries read (with their chunks' text) per step of a replay.
 _JOURNAL_BATCH = 5_000
-#: WAL pages (4 KiB) written before the writer checkpoints them into the database.
-_CHECKPOINT_PAGES = 10_000
 
 _MODE_NAMES = frozenset(mode.value for mode in SearchMode)
 
@@ -153,21 +153,22 @@ class SqliteBackend:
         except OSError as err:
             raise IndexingError(f"cannot create the directory for {self._path}: {err}") from err
         # One connection for the write side, one for searches: in WAL mode a search
-        # never waits for a write, even within one process.
-        self._store = ChunkStore(connect(self._path))
-        try:
-            # Every document is its own commit, and a checkpoint (which syncs to disk)
-            # every 1,000 WAL pages, SQLite's default, came every few dozen documents.
-            self._store.conn.execute(f"PRAGMA wal_autocheckpoint = {_CHECKPOINT_PAGES}")
-            self._reads = ChunkStore(connect(self._path))
-        except sqlite3.Error as err:
-            self._store.conn.close()
-            raise IndexingError(f"cannot open the index database {self._path}: {err}") from err
-        except IndexingError:
-            self._store.conn.close()
-            raise
+        # never waits for a write, even within one process. Read-only when the file
+        # cannot be written (a read-only mount, a full disk): searches still work.
+        self._store, self._reads, self._read_only = open_connections(self._path)
+        fulltext_dir = self._path.with_name(self._path.name + ".tantivy")
+        #: A private copy of the full-text index, when its own directory is read-only.
+        self._private: Path | None = None
+        if self._read_only is not None and not writable(fulltext_dir.parent):
+            try:
+                self._private = private_fulltext_dir(fulltext_dir, FullTextIndex.usable(fulltext_dir))
+            except IndexingError:
+                self._store.conn.close()
+                self._reads.conn.close()
+                raise
+            fulltext_dir = self._private
         self._fulltext = FullTextIndex(
-            self._path.with_name(self._path.name + ".tantivy"),
+            fulltext_dir,
             title_boost=title_boost,
             section_boost=section_boost,
             identifier_boost=identifier_boost,
@@ -211,6 +212,7 @@ class SqliteBackend:
             if stored is not None:
                 self._ensure_same_embedder(stored, model_id, dimension)
                 return
+            self._require_writable()
             what = f"cannot record the embedder in {self._path}"
             with _translated(IndexingError, what), self._store.transaction(bump=False):
                 self._store.record_embedder(model_id, dimension)
@@ -227,7 +229,15 @@ class SqliteBackend:
         finally:
             self._release()
 
+    def _require_writable(self) -> None:
+        if self._read_only is not None:
+            raise IndexingError(
+                f"the index {self._path} is open read-only because {self._read_only}: it can be "
+                "searched but not written"
+            )
+
     def _acquire(self) -> None:
+        self._require_writable()
         with self._write_guard:
             if self._lock_depth == 0:
                 try:
@@ -279,6 +289,14 @@ class SqliteBackend:
             missing = not self._fulltext.ready or self._fulltext_lost(leftover)
         if not missing and not leftover:
             return
+        if self._read_only is not None:
+            if self._private is not None:
+                # Derived data in a private directory: rebuilt from SQLite, which is
+                # not written (no lock, no journal to forget).
+                with self._write_guard, _translated(IndexingError, f"cannot read the index {self._path}"):
+                    self._fulltext.recreate()
+                    self._fulltext.replace_all(self._store.all_fulltext_rows())
+            return  # on a full disk: searched as it is, `lore status` says how far behind
         try:
             with self.write_lock():  # releasing the lock replays the journal
                 if missing:
@@ -302,8 +320,16 @@ class SqliteBackend:
         except RetrievalError:
             return True
 
+    @property
+    def read_only(self) -> str | None:
+        """Why the index is open read-only (a read-only mount, a full disk), or None."""
+        return self._read_only
+
     def status_lines(self) -> list[tuple[str, str]]:
-        return [("full-text index", self.fulltext_state())]
+        lines = [("full-text index", self.fulltext_state())]
+        if self._read_only is not None:
+            lines.append(("access", f"read-only: {self._read_only}; searches work, syncs cannot write"))
+        return lines
 
     def fulltext_state(self) -> str:
         """One line for ``lore status``: whether BM25 searches see every stored chunk."""
@@ -436,6 +462,7 @@ class SqliteBackend:
             return self._store.get_state(key)
 
     def set_state(self, key: str, value: str) -> None:
+        self._require_writable()
         what = f"cannot save state {key!r} in {self._path}"
         with self._write_guard, _translated(IndexingError, what), self._store.transaction(bump=False):
             self._store.set_state(key, value)
@@ -646,6 +673,8 @@ class SqliteBackend:
                 self._fulltext.close()
                 self._store.conn.close()
                 self._reads.conn.close()
+                if self._private is not None:
+                    shutil.rmtree(self._private.parent, ignore_errors=True)
 
     def __enter__(self) -> SqliteBackend:
         return self
@@ -676,9 +705,13 @@ def read_stored_embedder(path: Path) -> tuple[str, int] | None:
     """``(model_id, dimension)`` recorded in the index at ``path`` (None before the first
     sync), read without opening the backend, whose constructor insists on a matching
     embedder. Read-only, so a wrong path never creates an empty database."""
+    if not Path(path).is_file():
+        raise ConfigError(f"cannot read the SQLite index {path}: there is no such file")
     try:
-        with closing(sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)) as conn:
+        with closing(connect_read_only(Path(path))) as conn:
             return ChunkStore(conn).embedder()
+    except IndexingError as err:
+        raise ConfigError(f"cannot read the SQLite index {path}: {err}") from err
     except sqlite3.Error as err:
         raise ConfigError(f"cannot read the SQLite index {path}: {err}") from err
 
