@@ -266,7 +266,7 @@ async def test_to_dict_is_json_with_every_field(tmp_path: Path) -> None:
         "stale", "source_type", "chunk_id",
     }  # fmt: skip
     assert set(data["metadata"]) == {
-        "query", "engine", "degraded", "result_count", "safety", "truncated", "latency_ms",
+        "query", "engine", "degraded", "result_count", "safety", "truncated", "latency_ms", "degraded_reason",
     }  # fmt: skip
 
 

@@ -28,7 +28,7 @@ import jsonschema
 from lore.config import LoreSettings, load_settings
 from lore.errors import LoreError, QueryError, UnsupportedModeError
 from lore.models import SOURCE_TYPE_LABEL, Passage, SearchMode, utc
-from lore.protocols import KnowledgeRetriever
+from lore.protocols import KnowledgeRetriever, ReportingRetriever
 from lore.resolve import NO_BACKEND, resolve_retriever
 from lore.safety.audit import AuditEntry, AuditError, AuditHit, AuditLog, JsonlAuditLog
 from lore.safety.cap import cap_passages
@@ -119,6 +119,9 @@ class ToolMetadata:
     safety: dict[str, int]
     truncated: bool
     latency_ms: float
+    #: Why ``degraded`` is true for this call beyond the embedder (e.g. the query could
+    #: not be embedded, so BM25 answered alone); None otherwise. (backends: issue 10)
+    degraded_reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -228,6 +231,7 @@ class KnowledgeSearch:
     ) -> ToolResult:
         started = time.perf_counter()
         request: _Request | None = None
+        degraded_reason: str | None = None
         passages: list[ToolPassage] = []
         findings: Counter[str] = Counter()
         truncated = False
@@ -239,9 +243,7 @@ class KnowledgeSearch:
                 raise UnsupportedModeError(
                     f"{self._retriever.engine} does not offer {mode.value} search (offers: {offered})"
                 )
-            found = await self._retriever.retrieve(
-                request.query, top_k=request.top_k, labels=request.labels or None, mode=mode
-            )
+            found, degraded_reason = await self._retrieve(request, mode)
             passages, findings, truncated = self._make_safe(found[: request.top_k])
         except LoreError as err:
             error = self._redactor.redact(str(err))[0]
@@ -277,13 +279,28 @@ class KnowledgeSearch:
         metadata = ToolMetadata(
             query=shown_query,
             engine=self._retriever.engine,
-            degraded=self._retriever.degraded,
+            degraded=self._retriever.degraded or degraded_reason is not None,
             result_count=len(passages),
             safety=dict(findings),
             truncated=truncated,
             latency_ms=round(latency_ms, 3),
+            degraded_reason=self._redactor.redact(degraded_reason)[0] if degraded_reason else None,
         )
         return ToolResult(passages=passages, metadata=metadata, error=error)
+
+    async def _retrieve(self, request: _Request, mode: SearchMode | None) -> tuple[list[Passage], str | None]:
+        """Passages, and why the answer is degraded when the retriever declares it can say
+        (``ReportingRetriever``: BM25 alone when the query embedding failed)."""
+        labels = request.labels or None
+        if isinstance(self._retriever, ReportingRetriever):
+            found = await self._retriever.retrieve_detailed(
+                request.query, top_k=request.top_k, labels=labels, mode=mode
+            )
+            return found.passages, found.degraded_reason
+        passages = await self._retriever.retrieve(
+            request.query, top_k=request.top_k, labels=labels, mode=mode
+        )
+        return passages, None
 
     def _redact_raw_query(self, arguments: Any) -> str:
         query = arguments.get("query") if isinstance(arguments, Mapping) else None
