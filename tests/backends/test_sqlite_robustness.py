@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -198,9 +199,18 @@ def _umount(target: Path) -> None:
 
 
 @pytest.fixture
-def read_only_view(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
+def mount_root() -> Iterator[Path]:
+    """Mount points outside pytest's numbered temp folders, which other pytest sessions on
+    the machine clean up: they must never walk into (or delete inside) a live mount."""
+    root = Path(tempfile.mkdtemp(prefix="lore-test-mounts-"))
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def read_only_view(mount_root: Path) -> Iterator[tuple[Path, Path]]:
     """``(built, served)``: a folder, and the same folder through a read-only bind mount."""
-    built, served = tmp_path / "built", tmp_path / "served"
+    built, served = mount_root / "built", mount_root / "served"
     built.mkdir()
     served.mkdir()
     _mount("--bind", str(built), str(served))
@@ -212,8 +222,8 @@ def read_only_view(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
 
 
 @pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    disk = tmp_path / "disk"
+def small_disk(mount_root: Path) -> Iterator[Path]:
+    disk = mount_root / "disk"
     disk.mkdir()
     _mount("-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk))
     try:
