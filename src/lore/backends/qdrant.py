@@ -612,7 +612,11 @@ def from_settings(settings: LoreSettings, embedder: Embedder) -> QdrantBackend:
 
 
 def missing_index(settings: LoreSettings) -> str | None:
-    return None  # local mode creates its folder like a server creates a collection
+    if settings.qdrant_path is not None and not settings.qdrant_url:
+        folder = settings.resolve_path(settings.qdrant_path)
+        if not folder.exists():
+            return f"no Qdrant index at {folder}: run `lore sync` first"
+    return None  # a server: whether the collection exists is found by opening it
 
 
 def stored_embedder_of(settings: LoreSettings) -> tuple[str, int] | None:
