@@ -53,11 +53,12 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from lore.backends import sqlite_reembed
-from lore.backends.fulltext import FullTextIndex, FullTextRow
+from lore.backends.fulltext import FullTextIndex
 from lore.backends.query_embedding import embed_query
+from lore.backends.sqlite_journal import FullTextJournal, translated
 from lore.backends.sqlite_readonly import connect_read_only, open_connections, private_fulltext_dir, writable
 from lore.backends.sqlite_schema import migrate
-from lore.backends.sqlite_store import ChunkStore, FullTextOp
+from lore.backends.sqlite_store import ChunkStore
 from lore.backends.vector_matrix import VectorMatrix
 from lore.config import LoreSettings
 from lore.errors import (
@@ -65,7 +66,6 @@ from lore.errors import (
     EmbedderMismatchError,
     IndexingError,
     IndexLockedError,
-    LoreError,
     QueryError,
     RetrievalError,
     UnsupportedModeError,
@@ -89,20 +89,10 @@ MAX_QUERY_CHARS = 50_000
 #: commit per document would dominate sync time, and a longer backlog only lengthens the
 #: replay after a crash.
 _FLUSH_EVERY = 20_000
-#: Journal entries read (with their chunks' text) per step of a replay.
-_JOURNAL_BATCH = 5_000
 
 _MODE_NAMES = frozenset(mode.value for mode in SearchMode)
 
 Ranked = list[tuple[int, float, dict[str, int]]]
-
-
-@contextmanager
-def _translated(error: type[LoreError], what: str) -> Iterator[None]:
-    try:
-        yield
-    except sqlite3.Error as err:
-        raise error(f"{what}: {err}") from err
 
 
 class SqliteBackend:
@@ -140,10 +130,6 @@ class SqliteBackend:
         self._read_guard = threading.Lock()
         self._lock_fd: int | None = None
         self._lock_depth = 0
-        self._pending = 0
-        #: tantivy's writer holds every journal entry up to this sequence number, committed
-        #: or staged (see ``_stage``); 0 when that is not known, so the journal is replayed.
-        self._staged = 0
         self._fulltext_generation: str | None = None
         self._matrix_generation: str | None = None
         self._matrix = VectorMatrix(embedder.dimension)
@@ -173,6 +159,7 @@ class SqliteBackend:
             section_boost=section_boost,
             identifier_boost=identifier_boost,
         )
+        self._journal = FullTextJournal(self._store, self._fulltext, self._path, self._write_guard)
         try:
             migrate(self._store.conn, self._path)
             stored = self.stored_embedder()
@@ -195,7 +182,7 @@ class SqliteBackend:
 
     def stored_embedder(self) -> tuple[str, int] | None:
         """``(model_id, dimension)`` the vectors were made with; None before the first use."""
-        with self._write_guard, _translated(IndexingError, f"cannot read the index {self._path}"):
+        with self._write_guard, translated(IndexingError, f"cannot read the index {self._path}"):
             return self._store.embedder()
 
     def _ensure_same_embedder(self, stored: tuple[str, int], model_id: str, dimension: int) -> None:
@@ -214,7 +201,7 @@ class SqliteBackend:
                 return
             self._require_writable()
             what = f"cannot record the embedder in {self._path}"
-            with _translated(IndexingError, what), self._store.transaction(bump=False):
+            with translated(IndexingError, what), self._store.transaction(bump=False):
                 self._store.record_embedder(model_id, dimension)
 
     # -- locking -------------------------------------------------------------------------
@@ -261,7 +248,7 @@ class SqliteBackend:
             if self._lock_depth > 0:
                 return
             try:
-                self._flush()
+                self._journal.flush()
             finally:
                 try:
                     self._fulltext.release_writer()
@@ -274,33 +261,31 @@ class SqliteBackend:
     @contextmanager
     def _writing(self, what: str) -> Iterator[None]:
         with self.write_lock(), self._write_guard:
-            with _translated(IndexingError, what):
+            with translated(IndexingError, what):
                 yield
-            if self._pending >= _FLUSH_EVERY:
-                self._flush()
+            if self._journal.pending >= _FLUSH_EVERY:
+                self._journal.flush()
 
     # -- the full-text journal -----------------------------------------------------------
 
     def _prepare_fulltext(self) -> None:
         """Rebuild a missing (or emptied) full-text index and replay a crashed writer's
         journal."""
-        with _translated(IndexingError, f"cannot read the index {self._path}"):
+        with translated(IndexingError, f"cannot read the index {self._path}"):
             leftover = self._store.journal_end() is not None
-            missing = not self._fulltext.ready or self._fulltext_lost(leftover)
+            missing = not self._fulltext.ready or self._journal.lost(leftover)
         if not missing and not leftover:
             return
         if self._read_only is not None:
             if self._private is not None:
                 # Derived data in a private directory: rebuilt from SQLite, which is
                 # not written (no lock, no journal to forget).
-                with self._write_guard, _translated(IndexingError, f"cannot read the index {self._path}"):
-                    self._fulltext.recreate()
-                    self._fulltext.replace_all(self._store.all_fulltext_rows())
+                self._journal.rebuild_private()
             return  # on a full disk: searched as it is, `lore status` says how far behind
         try:
             with self.write_lock():  # releasing the lock replays the journal
                 if missing:
-                    self._rebuild_locked()
+                    self._journal.rebuild()
         except IndexLockedError as err:
             if missing:
                 raise IndexLockedError(
@@ -308,17 +293,6 @@ class SqliteBackend:
                     "writing to the index; try again when it has finished"
                 ) from err
             # Otherwise the live writer applies its own journal.
-
-    def _fulltext_lost(self, leftover: bool) -> bool:
-        """An index marked usable that holds nothing while SQLite holds chunks and no
-        journal explains it: left by a rebuild of an older lore that was killed or ran out
-        of disk. Searching it would quietly turn hybrid search into vector-only search."""
-        if leftover:
-            return False
-        try:
-            return self._fulltext.document_count() == 0 and self._store.chunk_count() > 0
-        except RetrievalError:
-            return True
 
     @property
     def read_only(self) -> str | None:
@@ -333,80 +307,12 @@ class SqliteBackend:
 
     def fulltext_state(self) -> str:
         """One line for ``lore status``: whether BM25 searches see every stored chunk."""
-        with self._write_guard, _translated(IndexingError, f"cannot read the index {self._path}"):
-            chunks = self._store.chunk_count()
-            pending = self._store.journal_end() is not None
-        if not self._fulltext.ready:
-            return f"missing at {self._fulltext.directory}: run `lore reindex`"
-        try:
-            held = self._fulltext.document_count()
-        except RetrievalError as err:
-            return f"unreadable ({err}): run `lore reindex`"
-        if held == chunks:
-            return f"ready ({held} chunks)"
-        if pending:
-            return f"catching up ({held} of {chunks} chunks; the next write or open applies the journal)"
-        return f"out of step ({held} of {chunks} chunks): run `lore reindex`"
-
-    def _flush(self) -> None:
-        """Hand tantivy the journal entries its writer lacks, commit there, then forget
-        the journal."""
-        with self._write_guard, _translated(IndexingError, f"cannot apply the journal of {self._path}"):
-            if self._store.journal_end() is None:
-                self._pending = 0
-                return
-            try:
-                while entries := self._store.journal(self._staged, _JOURNAL_BATCH):
-                    rows = self._store.fulltext_rows([chunk for _, op, chunk in entries if op == "add"])
-                    self._fulltext.stage([(op, chunk) for _, op, chunk in entries], rows)
-                    self._staged = entries[-1][0]
-                self._fulltext.commit()
-                with self._store.transaction():
-                    self._store.forget_journal(self._staged)
-            except BaseException:
-                self._staged = 0  # whatever tantivy dropped is replayed from the journal
-                raise
-            self._pending = 0
-
-    def _stageable(self, count: int) -> int | None:
-        """Inside the transaction that journaled ``count`` entries: the last one's sequence
-        number when they are all the journal holds past ``_staged`` (so they can go to
-        tantivy in order), else None."""
-        past = self._store.journal_past(self._staged, count + 1)
-        return past[-1] if count and len(past) == count else None
-
-    def _stage(self, ops: Sequence[FullTextOp], rows: Mapping[int, FullTextRow], through: int | None) -> None:
-        """Hand a committed change to tantivy's writer at once, so tantivy indexes it on
-        its own thread while sync goes on; the flush then only commits. Skipped when
-        earlier entries are missing there: the flush applies the journal in order."""
-        if through is None:
-            return
-        try:
-            self._fulltext.stage(ops, rows)
-        except IndexingError:
-            # Committed and journaled in SQLite, so nothing is lost: tantivy dropped what
-            # was staged, and the next flush replays the journal (and reports an error
-            # that persists).
-            self._staged = 0
-            return
-        self._staged = through
+        return self._journal.state()
 
     def rebuild_fulltext(self) -> int:
         """Rebuild the BM25 index from SQLite (``lore reindex``); returns the chunk count."""
         with self.write_lock(), self._write_guard:
-            return self._rebuild_locked()
-
-    def _rebuild_locked(self) -> int:
-        with _translated(IndexingError, f"cannot rebuild the full-text index of {self._path}"):
-            end = self._store.journal_end()
-            if not self._fulltext.ready:
-                self._fulltext.recreate()
-            count = self._fulltext.replace_all(self._store.all_fulltext_rows())
-            if end is not None:
-                with self._store.transaction():
-                    self._store.forget_journal(end)
-                self._staged = end
-        return count
+            return self._journal.rebuild()
 
     # -- KnowledgeIndex ------------------------------------------------------------------
 
@@ -420,9 +326,8 @@ class SqliteBackend:
                 if stored is None and self._store.embedder() is None:
                     self._store.record_embedder(self._embedder.model_id, matrix.shape[1])
                 ops, rows = self._store.replace_document(document, source, chunks, matrix, datetime.now(UTC))
-                through = self._stageable(len(ops))
-            self._pending += len(ops)
-            self._stage(ops, rows, through)
+                through = self._journal.stageable(len(ops))
+            self._journal.stage(ops, rows, through)
 
     def _checked_vectors(
         self, document: Document, chunks: Sequence[Chunk], vectors: Vectors, stored: tuple[str, int] | None
@@ -445,43 +350,42 @@ class SqliteBackend:
             if self._store.holds(uri):
                 with self._store.transaction():
                     ops = self._store.delete_document(uri)
-                    through = self._stageable(len(ops))
-                self._pending += len(ops)
-                self._stage(ops, {}, through)
+                    through = self._journal.stageable(len(ops))
+                    self._journal.stage(ops, {}, through)
 
     def held(self, source: str) -> Mapping[str, IndexedDocument]:
-        with self._write_guard, _translated(IndexingError, f"cannot read the ledger of {self._path}"):
+        with self._write_guard, translated(IndexingError, f"cannot read the ledger of {self._path}"):
             return self._store.held(source)
 
     def cached_vectors(self, embed_keys: Sequence[str]) -> Mapping[str, Vectors]:
-        with self._write_guard, _translated(IndexingError, f"cannot read vectors from {self._path}"):
+        with self._write_guard, translated(IndexingError, f"cannot read vectors from {self._path}"):
             return self._store.cached_vectors(embed_keys)
 
     def get_state(self, key: str) -> str | None:
-        with self._write_guard, _translated(IndexingError, f"cannot read state from {self._path}"):
+        with self._write_guard, translated(IndexingError, f"cannot read state from {self._path}"):
             return self._store.get_state(key)
 
     def set_state(self, key: str, value: str) -> None:
         self._require_writable()
         what = f"cannot save state {key!r} in {self._path}"
-        with self._write_guard, _translated(IndexingError, what), self._store.transaction(bump=False):
+        with self._write_guard, translated(IndexingError, what), self._store.transaction(bump=False):
             self._store.set_state(key, value)
 
     def export(self) -> Iterator[tuple[Document, list[Chunk], Vectors]]:
         """Every document with its chunks and stored vectors (for ``lore migrate``).
         Documents come back with empty ``text``: only their chunks are stored."""
         dimension = self._embedder.dimension
-        with self._read_guard, _translated(IndexingError, f"cannot read the index {self._path}"):
+        with self._read_guard, translated(IndexingError, f"cannot read the index {self._path}"):
             documents = self._reads.documents()
         for document in documents:
-            with self._read_guard, _translated(IndexingError, f"cannot read the index {self._path}"):
+            with self._read_guard, translated(IndexingError, f"cannot read the index {self._path}"):
                 chunks, vectors = self._reads.chunks_with_vectors(document.uri, dimension)
             yield document, chunks, vectors
 
     # -- Reembeddable (``lore reembed``; the SQL is in sqlite_reembed.py) ---------------
 
     def reembed_status(self, model_id: str, dimension: int) -> ReembedStatus:
-        with self._write_guard, _translated(IndexingError, f"cannot read the index {self._path}"):
+        with self._write_guard, translated(IndexingError, f"cannot read the index {self._path}"):
             return sqlite_reembed.status(self._store.conn, model_id, dimension)
 
     def begin_reembed(self, model_id: str, dimension: int) -> None:
@@ -489,7 +393,7 @@ class SqliteBackend:
             sqlite_reembed.begin(self._store, model_id, dimension)
 
     def unstaged_chunks(self, limit: int, after: str | None = None) -> Mapping[str, Chunk]:
-        with self._write_guard, _translated(IndexingError, f"cannot read the index {self._path}"):
+        with self._write_guard, translated(IndexingError, f"cannot read the index {self._path}"):
             return sqlite_reembed.unstaged(self._store.conn, limit, after)
 
     def stage_vectors(self, keys: Sequence[str], vectors: Vectors) -> None:
@@ -564,10 +468,10 @@ class SqliteBackend:
                 chosen = SearchMode.BM25
         # Only fusion needs candidates beyond top_k; a single channel asks for what it returns.
         depth = max(self._candidate_depth, top_k) if chosen is SearchMode.HYBRID else top_k
-        if self._pending and self._lock_depth:
-            self._flush()  # a sync's own searches see its writes
+        if self._journal.pending and self._lock_depth:
+            self._journal.flush()  # a sync's own searches see its writes
         rankings: dict[str, list[tuple[int, float]]] = {}
-        with self._read_guard, _translated(RetrievalError, f"cannot search the index {self._path}"):
+        with self._read_guard, translated(RetrievalError, f"cannot search the index {self._path}"):
             matrix = self._refresh(need_vectors=vector is not None)
             # Deleted chunks may still sit in the matrix (and are dropped from its hits),
             # so the vector channel asks for that many more.
