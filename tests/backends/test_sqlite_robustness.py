@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -324,3 +325,28 @@ def test_full_disk_keeps_reads_working(small_disk: Path, tmp_path: Path) -> None
         pytest.raises(IndexingError, match="is full"),
     ):
         add_document(backend, HashingEmbedder(), "new.md", "cannot be written")
+
+
+def test_rebuild_that_runs_out_of_disk_is_redone_by_the_next_open(small_disk: Path) -> None:
+    """The full-text rebuild on open fails for lack of space: the open reports it, and once
+    there is room again the next open rebuilds (before the fix, the empty index it left
+    was marked usable and BM25 found nothing from then on)."""
+    db_path = small_disk / "lore.db"
+    _fill(db_path, documents=30)
+    shutil.rmtree(small_disk / "lore.db.tantivy")
+    # A process (a server) holding the database open keeps its -shm allocated, so the
+    # next open can write SQLite; only the tantivy rebuild lacks room.
+    holder = sqlite3.connect(db_path)
+    try:
+        holder.execute("SELECT COUNT(*) FROM chunks").fetchone()
+        (small_disk / "reserve").write_bytes(b"\0" * 12_288)
+        _fill_disk(small_disk)
+        (small_disk / "reserve").unlink()  # room for the empty index, not for its segments
+        with pytest.raises(IndexingError, match="full-text index"):
+            SqliteBackend(db_path, HashingEmbedder()).close()
+        (small_disk / "filler").unlink()
+    finally:
+        holder.close()
+    with SqliteBackend(db_path, HashingEmbedder()) as reopened:
+        assert len(reopened.search("kafka consumer lag", top_k=50, mode=SearchMode.BM25)) == 30
+        assert reopened.fulltext_state() == "ready (30 chunks)"
