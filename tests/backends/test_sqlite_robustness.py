@@ -235,7 +235,7 @@ def small_disk(mount_root: Path) -> Iterator[Path]:
 
 def _fill_disk(disk: Path) -> None:
     """Write until not one more byte fits (a page of a new file is what the next write needs)."""
-    fd = os.open(disk / "filler", os.O_WRONLY | os.O_CREAT, 0o600)
+    fd = os.open(disk / "filler", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
         for size in (1 << 20, 1 << 16, 1 << 12, 1 << 9, 1):
             block = b"\0" * size
@@ -325,6 +325,16 @@ def test_full_disk_keeps_reads_working(small_disk: Path, tmp_path: Path) -> None
         pytest.raises(IndexingError, match="is full"),
     ):
         add_document(backend, HashingEmbedder(), "new.md", "cannot be written")
+
+    # A full-text index lost meanwhile cannot be rebuilt on the full disk: a private one
+    # (on another disk) answers, and the full disk is not touched.
+    shutil.rmtree(small_disk / "lore.db.tantivy")
+    _fill_disk(small_disk)  # what the index held is taken too
+    bm25 = _lore(config, "search", "kafka consumer lag", "--mode", "bm25", "--json", "--top-k", "30",
+                 env={"LORE_AUDIT_PATH": str(tmp_path / "audit.jsonl")})
+    assert bm25.returncode == 0, bm25.stderr
+    assert len(json.loads(bm25.stdout)["passages"]) == 20
+    assert not (small_disk / "lore.db.tantivy").exists()
 
 
 def test_rebuild_that_runs_out_of_disk_is_redone_by_the_next_open(small_disk: Path) -> None:

@@ -145,14 +145,19 @@ class SqliteBackend:
         fulltext_dir = self._path.with_name(self._path.name + ".tantivy")
         #: A private copy of the full-text index, when its own directory is read-only.
         self._private: Path | None = None
-        if self._read_only is not None and not writable(fulltext_dir.parent):
+        usable = FullTextIndex.usable(fulltext_dir)
+        if self._read_only is not None and not (usable and writable(fulltext_dir.parent)):
+            # tantivy cannot open a reader on a read-only mount, and a missing index cannot
+            # be rebuilt on a full disk: a private copy (elsewhere) serves the searches.
             try:
-                self._private = private_fulltext_dir(fulltext_dir, FullTextIndex.usable(fulltext_dir))
+                self._private = private_fulltext_dir(fulltext_dir, usable)
             except IndexingError:
-                self._store.conn.close()
-                self._reads.conn.close()
-                raise
-            fulltext_dir = self._private
+                if not writable(fulltext_dir.parent):
+                    self._store.conn.close()
+                    self._reads.conn.close()
+                    raise
+            else:
+                fulltext_dir = self._private
         self._fulltext = FullTextIndex(
             fulltext_dir,
             title_boost=title_boost,
