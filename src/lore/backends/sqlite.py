@@ -33,6 +33,12 @@ Crash consistency between SQLite and tantivy, which cannot share a transaction:
 4. At query time every hit is looked up in SQLite by rowid; a hit whose chunk is gone
    is dropped. So tantivy may briefly lag behind SQLite, but never shows deleted text
    and never loses data that SQLite committed.
+5. A full rebuild marks the tantivy directory usable only once it has committed, so a
+   rebuild killed or out of disk is redone by the next open (``fulltext.py``). The
+   journal's replay, staging and rebuilds are in ``sqlite_journal.py``.
+
+Where the database cannot be written (a read-only mount, a full disk) the backend opens
+read-only and searches still work (``sqlite_readonly.py``).
 """
 
 from __future__ import annotations
