@@ -330,8 +330,17 @@ def test_full_disk_keeps_reads_working(small_disk: Path, tmp_path: Path) -> None
     # (on another disk) answers, and the full disk is not touched.
     shutil.rmtree(small_disk / "lore.db.tantivy")
     _fill_disk(small_disk)  # what the index held is taken too
-    bm25 = _lore(config, "search", "kafka consumer lag", "--mode", "bm25", "--json", "--top-k", "30",
-                 env={"LORE_AUDIT_PATH": str(tmp_path / "audit.jsonl")})
+    bm25 = _lore(
+        config,
+        "search",
+        "kafka consumer lag",
+        "--mode",
+        "bm25",
+        "--json",
+        "--top-k",
+        "30",
+        env={"LORE_AUDIT_PATH": str(tmp_path / "audit.jsonl")},
+    )
     assert bm25.returncode == 0, bm25.stderr
     assert len(json.loads(bm25.stdout)["passages"]) == 20
     assert not (small_disk / "lore.db.tantivy").exists()
