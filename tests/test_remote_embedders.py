@@ -7,6 +7,7 @@ A request of the wrong shape gets HTTP 400 from the fake and is recorded in
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import importlib.util
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -28,13 +30,17 @@ import numpy as np
 import pytest
 from pydantic import SecretStr
 
+from lore.backends.sqlite import SqliteBackend
 from lore.config import LoreSettings
 from lore.embedders import gemini, ollama, openai
 from lore.embedders._http import RetryPolicy, _retry_after
 from lore.embedders.openai import _auth_headers
 from lore.errors import ConfigError, EmbedderAuthError, EmbeddingError, MissingExtraError
+from lore.models import SearchMode
 from lore.protocols import Embedder
 from lore.resolve import resolve_embedder
+from lore.testing import add_document
+from lore.tool.core import KnowledgeSearch
 
 #: Obviously fake credentials.
 KEY = "test-key-" + "not-a-real-secret"
@@ -77,6 +83,9 @@ class FakeProvider:
     problems: list[str] = field(default_factory=list)
     script: list[Reply] = field(default_factory=list)
     url: str = ""
+    #: While set to an unset event, every request hangs until it is set (a provider that
+    #: accepts connections and never answers).
+    stall: threading.Event | None = None
 
     def handle(self, request: Request) -> Reply:
         self.requests.append(request)
@@ -208,6 +217,8 @@ def start(fake: FakeProvider) -> tuple[ThreadingHTTPServer, threading.Thread]:
             except ValueError:
                 body = None
             headers = {name.lower(): value for name, value in self.headers.items()}
+            if fake.stall is not None:
+                fake.stall.wait(60)
             status, extra_headers, payload = fake.handle(Request(self.path, headers, body))
             data = json.dumps(payload).encode()
             self.send_response(status)
@@ -632,3 +643,78 @@ def test_litellm_auth_error(server: FakeProvider) -> None:
         resolve_embedder(settings).embed_documents(["x"])
     assert "litellm" in str(raised.value)
     assert WRONG_KEY not in str(raised.value)
+
+
+# -- query time: a short deadline, and BM25 when the provider fails ----------------------
+
+
+@pytest.fixture
+def openai_server() -> Iterator[FakeProvider]:
+    fake = FakeProvider(openai_dialect)
+    http_server, thread = start(fake)
+    yield fake
+    if fake.stall is not None:
+        fake.stall.set()  # let hanging handlers finish, so the server can close
+    http_server.shutdown()
+    http_server.server_close()
+    thread.join()
+
+
+def test_a_hanging_provider_fails_the_query_at_its_deadline(openai_server: FakeProvider) -> None:
+    embedder = resolve_embedder(settings_for("openai", openai_server, query_embedding_timeout=0.3))
+    assert embedder.dimension == FAKE_DIM  # probed while the provider still answers
+    openai_server.stall = threading.Event()
+    with pytest.raises(EmbeddingError, match=r"within 0.3 s \(query_embedding_timeout\)"):
+        embedder.embed_queries(["etcd quorum lost"])
+    assert len(openai_server.requests) == 1  # the probe; the stalled request never got an answer
+
+
+def test_a_failing_provider_gets_one_quick_retry_for_a_query(openai_server: FakeProvider) -> None:
+    openai_server.script.extend([(500, {}, {"error": {"message": "internal failure"}})] * 6)
+    embedder = resolve_embedder(
+        settings_for("openai", openai_server, embedding_dimensions=FAKE_DIM, query_embedding_timeout=30)
+    )
+    with pytest.raises(EmbeddingError, match="HTTP 500 after 2 attempts"):
+        embedder.embed_queries(["etcd quorum lost"])
+    assert len(openai_server.requests) == 2
+    # Sync (documents) keeps the patient policy.
+    sync_side = openai.from_settings(settings_for("openai", openai_server), retry=NO_RETRY_WAIT)
+    with pytest.raises(EmbeddingError, match="after 3 attempts"):
+        sync_side.embed_documents(["runbook"])
+
+
+@pytest.mark.parametrize("failure", ["hang", "http-500"])
+def test_search_answers_from_bm25_when_the_query_cannot_be_embedded(
+    openai_server: FakeProvider, tmp_path: Path, failure: str
+) -> None:
+    """The tool returns BM25 results with ``degraded`` and the reason, instead of an error."""
+    settings = settings_for(
+        "openai",
+        openai_server,
+        query_embedding_timeout=0.5,
+        db_path=tmp_path / "lore.db",
+        audit_path=tmp_path / "audit.jsonl",
+    )
+    embedder = resolve_embedder(settings)
+    with SqliteBackend(tmp_path / "lore.db", embedder) as backend:
+        add_document(backend, embedder, "kafka.md", "kafka consumer lag on the payments group")
+        add_document(backend, embedder, "etcd.md", "etcd quorum lost after a node restart")
+        if failure == "hang":
+            openai_server.stall = threading.Event()
+        else:
+            openai_server.script.extend([(500, {}, {"error": {"message": "internal failure"}})] * 6)
+        tool = KnowledgeSearch(backend, settings=settings)
+        result = asyncio.run(tool.run({"query": "kafka consumer lag"}))
+        assert result.error is None
+        assert [passage.uri for passage in result.passages] == ["kafka.md"]
+        assert result.metadata is not None
+        assert result.metadata.degraded is True
+        reason = result.metadata.degraded_reason or ""
+        assert "BM25" in reason
+        assert ("query_embedding_timeout" if failure == "hang" else "HTTP 500") in reason
+        assert KEY not in reason
+        # Asking for vectors alone has no fallback: an error that names the provider.
+        vector_only = asyncio.run(tool.run({"query": "kafka consumer lag"}, mode=SearchMode.VECTOR))
+        assert vector_only.passages == []
+        assert vector_only.error is not None
+        assert "openai" in vector_only.error

@@ -314,7 +314,7 @@ async def test_to_dict_is_json_with_every_field(tmp_path: Path) -> None:
     }  # fmt: skip
     assert set(data["metadata"]) == {
         "query", "engine", "degraded", "result_count", "safety", "truncated", "latency_ms",
-        "reranker", "reranked",
+        "reranker", "reranked", "degraded_reason",
     }  # fmt: skip
 
 

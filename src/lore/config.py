@@ -111,6 +111,10 @@ class LoreSettings(BaseSettings):
     #: What runs the local model: "auto" is OpenVINO where installed (same vectors, about
     #: 1.2x PyTorch's throughput on a small CPU; docs/embedders.md), else PyTorch.
     embedding_runtime: Literal["auto", "torch", "openvino"] = "auto"
+    #: Seconds a remote embedder may take to embed a search query, retries included. Past
+    #: it, hybrid search answers from BM25 alone and says so (``degraded``); sync keeps
+    #: its own, patient retry policy.
+    query_embedding_timeout: float = Field(default=5.0, gt=0, le=120)
     #: Derived files worth keeping between runs (the local model converted for OpenVINO);
     #: None: the user cache directory (``~/.cache/lore`` on Linux).
     cache_dir: Path | None = None

@@ -14,8 +14,9 @@ Optional capabilities are *declared* as attributes (``incremental``, ``modes``,
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -258,4 +259,54 @@ class Reembeddable(KnowledgeIndex, Protocol):
         """Make the staged vectors live, record ``embedder`` as the index's, and use it for
         this object's searches, all in one step. Raises ``IndexingError`` (changing
         nothing) while any chunk lacks a staged vector."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Retrieval:
+    """A retriever's answer with what the tool must tell the agent about it."""
+
+    passages: list[Passage]
+    #: Why this answer is weaker than the mode asked for, e.g. the query could not be
+    #: embedded (provider down, deadline passed) so BM25 answered alone; None otherwise.
+    degraded_reason: str | None = None
+
+
+@runtime_checkable
+class ReportingRetriever(KnowledgeRetriever, Protocol):
+    """Optional capability of a retriever: answering with a ``Retrieval``, so that a
+    degraded answer (BM25 alone when the query embedding failed) says so instead of
+    failing the call. The tool core uses it when declared."""
+
+    async def retrieve_detailed(
+        self,
+        query: str,
+        *,
+        top_k: int = 8,
+        labels: Mapping[str, str] | None = None,
+        mode: SearchMode | None = None,
+    ) -> Retrieval: ...
+
+
+@runtime_checkable
+class StoringBackend(Reembeddable, ReportingRetriever, Protocol):
+    """What every backend that stores data (``lore.backends.*``) offers the commands:
+    both seams, re-embedding, export for ``lore migrate``, lines for ``lore status``,
+    and, where ``supports_reindex`` says so, rebuilding derived full-text data."""
+
+    #: True when ``rebuild_fulltext`` rebuilds derived data (``lore reindex``).
+    supports_reindex: bool
+
+    def rebuild_fulltext(self) -> int:
+        """Rebuild derived full-text data from the source of truth; the chunk count.
+        Raises ``ConfigError`` where ``supports_reindex`` is False."""
+        ...
+
+    def export(self) -> Iterator[tuple[Document, list[Chunk], Vectors]]:
+        """Every document with its chunks and stored vectors (``lore migrate``)."""
+        ...
+
+    def status_lines(self) -> list[tuple[str, str]]:
+        """``(what, state)`` pairs for ``lore status`` beyond the ledger, e.g. the
+        full-text index of the SQLite backend, or that it is open read-only."""
         ...

@@ -15,51 +15,19 @@ running it again embeds only the rest.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
+from lore.backends import StoredVectorsEmbedder as StoredVectorsEmbedder  # re-exported
 from lore.config import LoreSettings
 from lore.errors import ConfigError, EmbeddingError, IndexingError
 from lore.models import embedding_text
-from lore.protocols import Embedder, Reembeddable, Vectors
-from lore.resolve import NO_BACKEND, open_backend
+from lore.protocols import Embedder, Reembeddable, StoringBackend, Vectors
+from lore.resolve import NO_BACKEND, backend_module, open_backend
 from lore.safety.secrets import redact_secrets
 from lore.sync import EMBEDDER_STATE_KEY
-
-
-class StoredVectorsEmbedder:
-    """Stands in for the embedder an index was built with: same id and dimension, so a
-    backend opens the index, but it never embeds. ``lore migrate`` copies stored vectors
-    with it; ``lore reembed`` reads stored chunks with it until the switch."""
-
-    max_input_tokens = 256
-    degraded = False
-
-    def __init__(self, model_id: str, dimension: int) -> None:
-        self._model_id = model_id
-        self._dimension = dimension
-
-    @property
-    def model_id(self) -> str:
-        return self._model_id
-
-    @property
-    def dimension(self) -> int:
-        return self._dimension
-
-    def embed_documents(self, texts: Sequence[str]) -> Vectors:
-        raise self._refusal()
-
-    def embed_queries(self, texts: Sequence[str]) -> Vectors:
-        raise self._refusal()
-
-    def _refusal(self) -> EmbeddingError:
-        return EmbeddingError(
-            f"this index was opened to copy or re-embed its stored vectors; {self._model_id!r} is not loaded"
-        )
 
 
 class ReembedProgress(Protocol):
@@ -87,35 +55,22 @@ def stored_embedder_of(settings: LoreSettings) -> tuple[str, int] | None:
     """The embedder the configured index was built with; None when it was never synced."""
     if settings.backend == NO_BACKEND:
         raise ConfigError("backend 'none' holds no index to re-embed")
-    if settings.backend == "sqlite":
-        # Its constructor insists on a matching embedder, and a missing file must not be
-        # created just to find it empty.
-        from lore.backends.sqlite import read_stored_embedder
-
-        path = settings.resolve_path(settings.db_path)
-        if not path.is_file():
-            raise ConfigError(f"there is no index at {path}: run `lore sync` first")
-        return read_stored_embedder(path)
-    # The server backends check the embedder only when writing; the stand-in is never used.
-    backend = _reembeddable(settings, StoredVectorsEmbedder("unknown", 1))
-    try:
-        return backend.stored_embedder()
-    finally:
-        backend.close()
+    module = backend_module(settings.backend)
+    missing = module.missing_index(settings)
+    if missing is not None:
+        raise ConfigError(missing)
+    return module.stored_embedder_of(settings)
 
 
-def open_for_reembed(settings: LoreSettings) -> Reembeddable | None:
+def open_for_reembed(settings: LoreSettings) -> StoringBackend | None:
     """The configured index, opened with a stand-in for the embedder it was built with;
     None when it has never been synced (there is nothing to re-embed)."""
     stored = stored_embedder_of(settings)
-    return None if stored is None else _reembeddable(settings, StoredVectorsEmbedder(*stored))
-
-
-def _reembeddable(settings: LoreSettings, embedder: StoredVectorsEmbedder) -> Reembeddable:
-    backend = open_backend(settings, embedder)
-    if not isinstance(backend, Reembeddable):
-        backend.close()
-        raise ConfigError(f"backend {settings.backend!r} cannot switch embedders (`lore reembed`)")
+    if stored is None:
+        return None
+    backend = open_backend(settings, StoredVectorsEmbedder(*stored))
+    if backend is None:  # pragma: no cover - "none" is refused above
+        raise ConfigError("backend 'none' holds no index to re-embed")
     return backend
 
 

@@ -1,18 +1,21 @@
 """Build the configured parts by name: embedder, index (write side), retriever (read side).
 
 Backends and embedders are imported lazily, so a missing optional extra only matters when
-that part is chosen. Each backend module exposes ``from_settings(settings, embedder)``;
-each embedder module exposes ``from_settings(settings)``.
+that part is chosen. Each backend module offers the functions of
+``lore.backends.BackendModule`` (``from_settings``, ``missing_index``, ...); each embedder
+module exposes ``from_settings(settings)``. Commands call these, never a backend by name.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from types import ModuleType
+from typing import cast
 
+from lore.backends import BackendModule, StoredVectorsEmbedder
 from lore.config import LoreSettings
 from lore.errors import ConfigError
-from lore.protocols import Embedder, KnowledgeIndex, KnowledgeRetriever
+from lore.protocols import Embedder, KnowledgeIndex, KnowledgeRetriever, StoringBackend
 
 #: Backend name -> module. A backend that stores data implements both seams.
 BACKENDS: dict[str, str] = {
@@ -33,7 +36,7 @@ EMBEDDERS: dict[str, str] = {
 }
 
 
-def _module(kind: str, name: str, registry: dict[str, str], extra: list[str]) -> Any:
+def _module(kind: str, name: str, registry: dict[str, str], extra: list[str]) -> ModuleType:
     if name not in registry:
         valid = ", ".join([*registry, *extra])
         raise ConfigError(f"unknown {kind} {name!r}; valid names: {valid}")
@@ -46,26 +49,57 @@ def resolve_embedder(settings: LoreSettings) -> Embedder:
     return embedder
 
 
-def open_backend(settings: LoreSettings, embedder: Embedder | None = None) -> Any:
+def backend_module(name: str) -> BackendModule:
+    """The module of backend ``name`` (``ConfigError`` for an unknown name or ``none``)."""
+    # Each module is checked against BackendModule where it is defined (a typed
+    # assignment at its end), so the cast only names what the import cannot know.
+    return cast(BackendModule, _module("backend", name, BACKENDS, [NO_BACKEND]))
+
+
+def open_backend(settings: LoreSettings, embedder: Embedder | None = None) -> StoringBackend | None:
     """The configured store; ``None`` for ``backend = "none"``. The embedder is built
     from settings only when none is passed in."""
     if settings.backend == NO_BACKEND:
         return None
-    module = _module("backend", settings.backend, BACKENDS, [NO_BACKEND])
+    module = backend_module(settings.backend)
     return module.from_settings(settings, embedder if embedder is not None else resolve_embedder(settings))
 
 
+def missing_index(settings: LoreSettings) -> str | None:
+    """Why the configured index certainly does not exist yet (so a read-only command must
+    not open, and thereby create, it), or None."""
+    if settings.backend == NO_BACKEND:
+        return "backend is 'none': there is no index"
+    return backend_module(settings.backend).missing_index(settings)
+
+
+def open_for_inspection(settings: LoreSettings) -> tuple[StoringBackend | None, str | None]:
+    """The configured index opened to be looked at (``lore status``, ``lore sources``),
+    and what is wrong with the configured embedder for it, if anything.
+
+    It is opened with a stand-in for the embedder it was built with, so a mismatch with
+    the configured one is reported rather than refused: that is exactly when someone runs
+    ``lore status``. None when no index exists yet."""
+    if missing_index(settings) is not None:
+        return None, None
+    module = backend_module(settings.backend)
+    stored = module.stored_embedder_of(settings)
+    if stored is None:
+        return module.from_settings(settings, resolve_embedder(settings)), None
+    configured = resolve_embedder(settings)
+    problem = None
+    if configured.model_id != stored[0] or configured.dimension != stored[1]:
+        problem = (
+            f"the index was built with {stored[0]!r} ({stored[1]} dimensions) but the configured embedder is "
+            f"{configured.model_id!r} ({configured.dimension} dimensions): searches and syncs refuse it; "
+            "configure the original embedder, or run `lore reembed`"
+        )
+    return module.from_settings(settings, StoredVectorsEmbedder(*stored)), problem
+
+
 def resolve_index(settings: LoreSettings, embedder: Embedder | None = None) -> KnowledgeIndex | None:
-    backend = open_backend(settings, embedder)
-    if backend is None or not isinstance(backend, KnowledgeIndex):
-        return None
-    return backend
+    return open_backend(settings, embedder)
 
 
 def resolve_retriever(settings: LoreSettings, embedder: Embedder | None = None) -> KnowledgeRetriever | None:
-    backend = open_backend(settings, embedder)
-    if backend is None:
-        return None
-    if not isinstance(backend, KnowledgeRetriever):
-        raise ConfigError(f"backend {settings.backend!r} cannot answer searches")
-    return backend
+    return open_backend(settings, embedder)

@@ -3,17 +3,21 @@ re-embedding, checked with a counting embedder and by comparing search results."
 
 from __future__ import annotations
 
+import http.server
+import threading
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
+from pydantic import SecretStr
 from typer.testing import CliRunner
 
 from lore.backends.sqlite import SqliteBackend
 from lore.cli.app import app
 from lore.cli.migrate_cmd import Location, migrate_between, migrate_index
-from lore.errors import ConfigError, EmbedderMismatchError
+from lore.config import LoreSettings
+from lore.errors import ConfigError, EmbedderMismatchError, LoreError
 from lore.models import SearchMode
 from lore.sync import CHUNKING_STATE_KEY, LAST_SYNC_KEY, resume_token_key
 from lore.testing import DEFAULT_SOURCE, add_document
@@ -167,7 +171,7 @@ def test_bad_locations_are_config_errors(spec: str) -> None:
 
 
 def test_missing_sqlite_source(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="no SQLite index"):
+    with pytest.raises(ConfigError, match="no index at"):
         migrate_between(
             Location("sqlite", str(tmp_path / "nope.db")), Location("qdrant", str(tmp_path / "q")), "lore"
         )
@@ -177,3 +181,46 @@ def test_missing_sqlite_source(tmp_path: Path) -> None:
 def test_dsn_is_not_printed() -> None:
     location = Location.parse("pgvector:postgresql://lore:not-a-password@127.0.0.1:5432/lore")
     assert "not-a-password" not in str(location)
+
+
+class _HeaderRecorder(http.server.BaseHTTPRequestHandler):
+    """Stands in for a Qdrant server: records the api-key header, refuses every request."""
+
+    seen: ClassVar[list[str | None]] = []
+
+    def _refuse(self) -> None:
+        self.seen.append(self.headers.get("api-key"))
+        body = b'{"status": {"error": "forbidden"}}'
+        self.send_response(403)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_PUT = do_POST = _refuse
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.mark.filterwarnings("ignore:Api key is used with an insecure connection")
+def test_migrate_sends_the_configured_qdrant_api_key(sqlite_index: tuple[Path, CountingEmbedder]) -> None:
+    """``lore migrate --to qdrant:http://...`` uses ``qdrant_api_key`` like every other
+    command (it used to build the client by hand, without it)."""
+    pytest.importorskip("qdrant_client", reason="the qdrant extra is not installed")
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _HeaderRecorder)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    key = "test-" + "qdrant-" + "k" * 8
+    _HeaderRecorder.seen.clear()
+    try:
+        path, _ = sqlite_index
+        base = LoreSettings(qdrant_api_key=SecretStr(key))
+        target = Location("qdrant", f"http://127.0.0.1:{server.server_address[1]}")
+        with pytest.raises(LoreError):
+            migrate_between(Location("sqlite", str(path)), target, "lore", base)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert _HeaderRecorder.seen, "the target server was never asked"
+    assert set(_HeaderRecorder.seen) == {key}

@@ -171,3 +171,24 @@ async def test_search_with_another_embedder_is_refused(tmp_path: Path, embedder:
     finally:
         other.close()
         store.close()
+
+
+def test_search_without_a_local_index_does_not_create_one(tmp_path: Path) -> None:
+    """``lore search`` / ``lore status`` on a qdrant_path that was never synced: a clear
+    error (status: nothing synced), and no empty folder left behind to answer "no matches"."""
+    from typer.testing import CliRunner
+
+    import lore.cli.search_cmd
+    import lore.cli.sync_cmd  # noqa: F401  (register the commands)
+    from lore.cli.app import app
+
+    config = tmp_path / "lore.toml"
+    config.write_text('backend = "qdrant"\nqdrant_path = "index"\nembedder = "hashing"\n')
+    searched = CliRunner().invoke(app, ["--config", str(config), "search", "etcd"])
+    assert searched.exit_code != 0
+    assert isinstance(searched.exception, ConfigError)
+    assert "run `lore sync` first" in str(searched.exception)
+    status = CliRunner().invoke(app, ["--config", str(config), "status"])
+    assert status.exit_code == 0, status.output
+    assert "never" in status.output
+    assert not (tmp_path / "index").exists()

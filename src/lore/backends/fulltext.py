@@ -20,7 +20,9 @@ Zipf-distributed words (bench/perf_query.py; a single-term query takes 0.2 ms).
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +41,9 @@ _IDENT_PATTERN = r"\w+(?:[.\-]\w+)*"
 #: A pasted stack trace should still be searchable, but not become 10,000 clauses.
 MAX_QUERY_TERMS = 128
 _WRITER_HEAP_BYTES = 64_000_000
+#: Test-only: seconds to pause a rebuild after its rows are added and before its commit,
+#: so a test can kill the process exactly there (tests/backends/test_sqlite_robustness.py).
+PAUSE_ENV = "LORE_TEST_PAUSE_FULLTEXT_REBUILD"
 #: What the tantivy bindings raise (tantivy errors arrive as ValueError).
 _TANTIVY_ERRORS = (ValueError, OSError, RuntimeError)
 
@@ -138,7 +143,10 @@ class FullTextIndex:
     # -- writing (caller holds the backend's write lock) ---------------------------------
 
     def recreate(self) -> None:
-        """Start from an empty directory of the current layout."""
+        """Start from an empty directory of the current layout. It is not marked usable
+        (no marker file) until ``replace_all`` has committed its content: a rebuild that
+        is killed or runs out of disk must not leave an empty index that the next open
+        takes for a complete one."""
         self.release_writer()
         self._index = None
         shutil.rmtree(self._directory, ignore_errors=True)
@@ -149,8 +157,16 @@ class FullTextIndex:
             raise IndexingError(f"cannot create the full-text index {self._directory}: {err}") from err
         for name, analyzer in self._analyzers.items():
             index.register_tokenizer(name, analyzer)
-        (self._directory / _MARKER).write_text(json.dumps({"version": FULLTEXT_VERSION}), encoding="utf-8")
         self._index = index
+
+    def _mark_usable(self) -> None:
+        """Write the marker atomically (a partial marker must not count as one)."""
+        marker, partial = self._directory / _MARKER, self._directory / (_MARKER + ".partial")
+        try:
+            partial.write_text(json.dumps({"version": FULLTEXT_VERSION}), encoding="utf-8")
+            os.replace(partial, marker)
+        except OSError as err:
+            raise IndexingError(f"cannot finish the full-text index {self._directory}: {err}") from err
 
     def _writer_for(self) -> tantivy.IndexWriter:
         if self._writer is None:
@@ -200,14 +216,32 @@ class FullTextIndex:
             for row in rows:
                 writer.add_document(self._document(row))
                 count += 1
+            pause = os.environ.get(PAUSE_ENV)
+            if pause:
+                print(f"lore-test: full-text rebuild paused before commit ({count} rows)", flush=True)
+                time.sleep(float(pause))
             writer.commit()
             writer.wait_merging_threads()
         except _TANTIVY_ERRORS as err:
             raise IndexingError(f"cannot rebuild the full-text index {self._directory}: {err}") from err
         finally:
             self._writer = None
+        self._mark_usable()
         self._require().reload()
         return count
+
+    def document_count(self) -> int:
+        """Documents the committed index holds (what searches see)."""
+        index = self._require()
+        try:
+            index.reload()
+            return int(index.searcher().num_docs)
+        except _TANTIVY_ERRORS as err:
+            raise RetrievalError(f"cannot read the full-text index {self._directory}: {err}") from err
+
+    @property
+    def directory(self) -> Path:
+        return self._directory
 
     def release_writer(self) -> None:
         """Let merges finish and drop the writer, which frees tantivy's directory lock."""

@@ -27,12 +27,13 @@ import math
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
+from pydantic import SecretStr
 
-from lore.backends import lexical, pg_reembed
+from lore.backends import StoredVectorsEmbedder, lexical, pg_reembed
 from lore.backends.pg_schema import (
     EXPORT_CHUNK_COLUMNS,
     LOCK_CLASS,
@@ -53,6 +54,7 @@ from lore.backends.pg_schema import (
     vector_channel_statement,
     vector_statements,
 )
+from lore.backends.query_embedding import embed_query
 from lore.config import LoreSettings
 from lore.errors import (
     BackendUnavailableError,
@@ -74,7 +76,7 @@ from lore.models import (
     SearchMode,
     utc,
 )
-from lore.protocols import Embedder, Vectors
+from lore.protocols import Embedder, Retrieval, Vectors
 
 try:
     import psycopg
@@ -370,14 +372,40 @@ class PgVectorBackend:
         labels: Mapping[str, str] | None = None,
         mode: SearchMode | None = None,
     ) -> list[Passage]:
+        return (await self.retrieve_detailed(query, top_k=top_k, labels=labels, mode=mode)).passages
+
+    async def retrieve_detailed(
+        self,
+        query: str,
+        *,
+        top_k: int = 8,
+        labels: Mapping[str, str] | None = None,
+        mode: SearchMode | None = None,
+    ) -> Retrieval:
         chosen, terms = lexical.check_search(ENGINE, self.modes, query, top_k, labels, mode)
         text = lexical.clean_text(query)
         vector: npt.NDArray[np.float32] | None = None
+        reason = None
         if chosen is not SearchMode.BM25:
             await asyncio.to_thread(self._check_query_embedder)
-            matrix = await asyncio.to_thread(self._embedder.embed_queries, [text])
-            vector = np.asarray(matrix[0], dtype=np.float32)
-        return await asyncio.to_thread(self._search, text, vector, top_k, terms, chosen)
+            vector, reason = await asyncio.to_thread(embed_query, self._embedder, text, chosen)
+            if vector is None:
+                chosen = SearchMode.BM25
+        passages = await asyncio.to_thread(self._search, text, vector, top_k, terms, chosen)
+        return Retrieval(passages, reason)
+
+    # -- what commands need (lore.protocols.StoringBackend) ---------------------------
+
+    supports_reindex = False
+
+    def rebuild_fulltext(self) -> int:
+        raise ConfigError(
+            f"`lore reindex` rebuilds the SQLite backend's full-text index; {ENGINE} keeps no "
+            "derived full-text data"
+        )
+
+    def status_lines(self) -> list[tuple[str, str]]:
+        return [("where", self._where)]
 
     def _check_query_embedder(self) -> None:
         """Query vectors from another model are not comparable with the stored ones: that
@@ -548,3 +576,27 @@ def from_settings(settings: LoreSettings, embedder: Embedder) -> PgVectorBackend
         candidate_depth=settings.candidate_depth,
         fusion=settings.fusion,
     )
+
+
+def missing_index(settings: LoreSettings) -> str | None:
+    return None  # a server: whether the tables exist is found by opening it
+
+
+def stored_embedder_of(settings: LoreSettings) -> tuple[str, int] | None:
+    # The embedder is checked only when writing or searching; the stand-in never embeds.
+    backend = from_settings(settings, StoredVectorsEmbedder("unknown", 1))
+    try:
+        return backend.stored_embedder()
+    finally:
+        backend.close()
+
+
+def at_location(target: str, settings: LoreSettings) -> LoreSettings:
+    return settings.model_copy(update={"backend": "pgvector", "pg_dsn": SecretStr(target)})
+
+
+if TYPE_CHECKING:  # mypy checks this module against what commands call on every backend
+    import lore.backends.pgvector as _this
+    from lore.backends import BackendModule
+
+    _module: BackendModule = _this

@@ -41,12 +41,12 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
-from lore.backends import lexical, qdrant_reembed
+from lore.backends import StoredVectorsEmbedder, lexical, qdrant_reembed
 from lore.backends.qdrant_layout import (
     CHUNK_INDEXES,
     DENSE,
@@ -64,6 +64,7 @@ from lore.backends.qdrant_layout import (
     point_id,
 )
 from lore.backends.qdrant_local import FileLock, open_local, release_local
+from lore.backends.query_embedding import embed_query
 from lore.config import LoreSettings
 from lore.errors import (
     BackendUnavailableError,
@@ -82,7 +83,7 @@ from lore.models import (
     ReembedStatus,
     SearchMode,
 )
-from lore.protocols import Embedder, Vectors
+from lore.protocols import Embedder, Retrieval, Vectors
 
 try:
     import httpx
@@ -410,14 +411,40 @@ class QdrantBackend:
         labels: Mapping[str, str] | None = None,
         mode: SearchMode | None = None,
     ) -> list[Passage]:
+        return (await self.retrieve_detailed(query, top_k=top_k, labels=labels, mode=mode)).passages
+
+    async def retrieve_detailed(
+        self,
+        query: str,
+        *,
+        top_k: int = 8,
+        labels: Mapping[str, str] | None = None,
+        mode: SearchMode | None = None,
+    ) -> Retrieval:
         chosen, terms = lexical.check_search(ENGINE, self.modes, query, top_k, labels, mode)
         text = lexical.clean_text(query)
         vector: npt.NDArray[np.float32] | None = None
+        reason = None
         if chosen is not SearchMode.BM25:
             await asyncio.to_thread(self._check_query_embedder)
-            matrix = await asyncio.to_thread(self._embedder.embed_queries, [text])
-            vector = np.asarray(matrix[0], dtype=np.float32)
-        return await asyncio.to_thread(self._search, text, vector, top_k, terms, chosen)
+            vector, reason = await asyncio.to_thread(embed_query, self._embedder, text, chosen)
+            if vector is None:
+                chosen = SearchMode.BM25
+        passages = await asyncio.to_thread(self._search, text, vector, top_k, terms, chosen)
+        return Retrieval(passages, reason)
+
+    # -- what commands need (lore.protocols.StoringBackend) ---------------------------
+
+    supports_reindex = False
+
+    def rebuild_fulltext(self) -> int:
+        raise ConfigError(
+            f"`lore reindex` rebuilds the SQLite backend's full-text index; {ENGINE} keeps no "
+            "derived full-text data"
+        )
+
+    def status_lines(self) -> list[tuple[str, str]]:
+        return [("where", self._where)]
 
     def _check_query_embedder(self) -> None:
         """Query vectors from another model are not comparable with the stored ones: that
@@ -582,3 +609,37 @@ def from_settings(settings: LoreSettings, embedder: Embedder) -> QdrantBackend:
         candidate_depth=settings.candidate_depth,
         fusion=settings.fusion,
     )
+
+
+def missing_index(settings: LoreSettings) -> str | None:
+    if settings.qdrant_path is not None and not settings.qdrant_url:
+        folder = settings.resolve_path(settings.qdrant_path)
+        if not folder.exists():
+            return f"no Qdrant index at {folder}: run `lore sync` first"
+    return None  # a server: whether the collection exists is found by opening it
+
+
+def stored_embedder_of(settings: LoreSettings) -> tuple[str, int] | None:
+    # The embedder is checked only when writing or searching; the stand-in never embeds.
+    backend = from_settings(settings, StoredVectorsEmbedder("unknown", 1))
+    try:
+        return backend.stored_embedder()
+    finally:
+        backend.close()
+
+
+def at_location(target: str, settings: LoreSettings) -> LoreSettings:
+    """A ``http(s)://`` URL is a server (``qdrant_api_key`` from settings applies); anything
+    else is a local-mode folder, relative to where the command runs."""
+    if target.startswith(("http://", "https://")):
+        where: dict[str, object] = {"qdrant_url": target, "qdrant_path": None}
+    else:
+        where = {"qdrant_url": None, "qdrant_path": Path(target).resolve()}
+    return settings.model_copy(update={"backend": "qdrant", **where})
+
+
+if TYPE_CHECKING:  # mypy checks this module against what commands call on every backend
+    import lore.backends.qdrant as _this
+    from lore.backends import BackendModule
+
+    _module: BackendModule = _this

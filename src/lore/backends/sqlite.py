@@ -33,6 +33,12 @@ Crash consistency between SQLite and tantivy, which cannot share a transaction:
 4. At query time every hit is looked up in SQLite by rowid; a hit whose chunk is gone
    is dropped. So tantivy may briefly lag behind SQLite, but never shows deleted text
    and never loses data that SQLite committed.
+5. A full rebuild marks the tantivy directory usable only once it has committed, so a
+   rebuild killed or out of disk is redone by the next open (``fulltext.py``). The
+   journal's replay, staging and rebuilds are in ``sqlite_journal.py``.
+
+Where the database cannot be written (a read-only mount, a full disk) the backend opens
+read-only and searches still work (``sqlite_readonly.py``).
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import os
+import shutil
 import sqlite3
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -47,14 +54,17 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
 from lore.backends import sqlite_reembed
-from lore.backends.fulltext import FullTextIndex, FullTextRow
-from lore.backends.sqlite_schema import connect, migrate
-from lore.backends.sqlite_store import ChunkStore, FullTextOp
+from lore.backends.fulltext import FullTextIndex
+from lore.backends.query_embedding import embed_query
+from lore.backends.sqlite_journal import FullTextJournal, translated
+from lore.backends.sqlite_readonly import connect_read_only, open_connections, private_fulltext_dir, writable
+from lore.backends.sqlite_schema import migrate
+from lore.backends.sqlite_store import ChunkStore
 from lore.backends.vector_matrix import VectorMatrix
 from lore.config import LoreSettings
 from lore.errors import (
@@ -62,7 +72,6 @@ from lore.errors import (
     EmbedderMismatchError,
     IndexingError,
     IndexLockedError,
-    LoreError,
     QueryError,
     RetrievalError,
     UnsupportedModeError,
@@ -78,7 +87,7 @@ from lore.models import (
     SearchMode,
     filter_terms,
 )
-from lore.protocols import Embedder, Vectors
+from lore.protocols import Embedder, Retrieval, Vectors
 
 MAX_TOP_K = 1_000
 MAX_QUERY_CHARS = 50_000
@@ -86,22 +95,10 @@ MAX_QUERY_CHARS = 50_000
 #: commit per document would dominate sync time, and a longer backlog only lengthens the
 #: replay after a crash.
 _FLUSH_EVERY = 20_000
-#: Journal entries read (with their chunks' text) per step of a replay.
-_JOURNAL_BATCH = 5_000
-#: WAL pages (4 KiB) written before the writer checkpoints them into the database.
-_CHECKPOINT_PAGES = 10_000
 
 _MODE_NAMES = frozenset(mode.value for mode in SearchMode)
 
 Ranked = list[tuple[int, float, dict[str, int]]]
-
-
-@contextmanager
-def _translated(error: type[LoreError], what: str) -> Iterator[None]:
-    try:
-        yield
-    except sqlite3.Error as err:
-        raise error(f"{what}: {err}") from err
 
 
 class SqliteBackend:
@@ -109,6 +106,7 @@ class SqliteBackend:
 
     modes: tuple[SearchMode, ...] = (SearchMode.HYBRID, SearchMode.BM25, SearchMode.VECTOR)
     engine = "sqlite"
+    supports_reindex = True
 
     def __init__(
         self,
@@ -138,10 +136,6 @@ class SqliteBackend:
         self._read_guard = threading.Lock()
         self._lock_fd: int | None = None
         self._lock_depth = 0
-        self._pending = 0
-        #: tantivy's writer holds every journal entry up to this sequence number, committed
-        #: or staged (see ``_stage``); 0 when that is not known, so the journal is replayed.
-        self._staged = 0
         self._fulltext_generation: str | None = None
         self._matrix_generation: str | None = None
         self._matrix = VectorMatrix(embedder.dimension)
@@ -151,25 +145,32 @@ class SqliteBackend:
         except OSError as err:
             raise IndexingError(f"cannot create the directory for {self._path}: {err}") from err
         # One connection for the write side, one for searches: in WAL mode a search
-        # never waits for a write, even within one process.
-        self._store = ChunkStore(connect(self._path))
-        try:
-            # Every document is its own commit, and a checkpoint (which syncs to disk)
-            # every 1,000 WAL pages, SQLite's default, came every few dozen documents.
-            self._store.conn.execute(f"PRAGMA wal_autocheckpoint = {_CHECKPOINT_PAGES}")
-            self._reads = ChunkStore(connect(self._path))
-        except sqlite3.Error as err:
-            self._store.conn.close()
-            raise IndexingError(f"cannot open the index database {self._path}: {err}") from err
-        except IndexingError:
-            self._store.conn.close()
-            raise
+        # never waits for a write, even within one process. Read-only when the file
+        # cannot be written (a read-only mount, a full disk): searches still work.
+        self._store, self._reads, self._read_only = open_connections(self._path)
+        fulltext_dir = self._path.with_name(self._path.name + ".tantivy")
+        #: A private copy of the full-text index, when its own directory is read-only.
+        self._private: Path | None = None
+        usable = FullTextIndex.usable(fulltext_dir)
+        if self._read_only is not None and not (usable and writable(fulltext_dir.parent)):
+            # tantivy cannot open a reader on a read-only mount, and a missing index cannot
+            # be rebuilt on a full disk: a private copy (elsewhere) serves the searches.
+            try:
+                self._private = private_fulltext_dir(fulltext_dir, usable)
+            except IndexingError:
+                if not writable(fulltext_dir.parent):
+                    self._store.conn.close()
+                    self._reads.conn.close()
+                    raise
+            else:
+                fulltext_dir = self._private
         self._fulltext = FullTextIndex(
-            self._path.with_name(self._path.name + ".tantivy"),
+            fulltext_dir,
             title_boost=title_boost,
             section_boost=section_boost,
             identifier_boost=identifier_boost,
         )
+        self._journal = FullTextJournal(self._store, self._fulltext, self._path, self._write_guard)
         try:
             migrate(self._store.conn, self._path)
             stored = self.stored_embedder()
@@ -192,7 +193,7 @@ class SqliteBackend:
 
     def stored_embedder(self) -> tuple[str, int] | None:
         """``(model_id, dimension)`` the vectors were made with; None before the first use."""
-        with self._write_guard, _translated(IndexingError, f"cannot read the index {self._path}"):
+        with self._write_guard, translated(IndexingError, f"cannot read the index {self._path}"):
             return self._store.embedder()
 
     def _ensure_same_embedder(self, stored: tuple[str, int], model_id: str, dimension: int) -> None:
@@ -209,8 +210,9 @@ class SqliteBackend:
             if stored is not None:
                 self._ensure_same_embedder(stored, model_id, dimension)
                 return
+            self._require_writable()
             what = f"cannot record the embedder in {self._path}"
-            with _translated(IndexingError, what), self._store.transaction(bump=False):
+            with translated(IndexingError, what), self._store.transaction(bump=False):
                 self._store.record_embedder(model_id, dimension)
 
     # -- locking -------------------------------------------------------------------------
@@ -225,7 +227,15 @@ class SqliteBackend:
         finally:
             self._release()
 
+    def _require_writable(self) -> None:
+        if self._read_only is not None:
+            raise IndexingError(
+                f"the index {self._path} is open read-only because {self._read_only}: it can be "
+                "searched but not written"
+            )
+
     def _acquire(self) -> None:
+        self._require_writable()
         with self._write_guard:
             if self._lock_depth == 0:
                 try:
@@ -249,7 +259,7 @@ class SqliteBackend:
             if self._lock_depth > 0:
                 return
             try:
-                self._flush()
+                self._journal.flush()
             finally:
                 try:
                     self._fulltext.release_writer()
@@ -262,32 +272,39 @@ class SqliteBackend:
     @contextmanager
     def _writing(self, what: str) -> Iterator[None]:
         with self.write_lock(), self._write_guard:
-            with _translated(IndexingError, what):
+            with translated(IndexingError, what):
                 yield
-            if self._pending >= _FLUSH_EVERY:
-                self._flush()
+            if self._journal.pending >= _FLUSH_EVERY:
+                self._journal.flush()
 
     def checkpoint(self) -> None:
         """``Checkpointing``: copy the write-ahead log into the database and truncate it.
         The autocheckpoint (every ``_CHECKPOINT_PAGES``) never shrinks the file, so a first
         sync's log grew to three times its result. Waits at most the busy timeout for a
         reader's snapshot; a checkpoint that could not finish is simply retried next time."""
-        with self._write_guard, _translated(IndexingError, f"cannot checkpoint {self._path}"):
+        with self._write_guard, translated(IndexingError, f"cannot checkpoint {self._path}"):
             self._store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
 
     # -- the full-text journal -----------------------------------------------------------
 
     def _prepare_fulltext(self) -> None:
-        """Rebuild a missing full-text index and replay a crashed writer's journal."""
-        missing = not self._fulltext.ready
-        with _translated(IndexingError, f"cannot read the index {self._path}"):
+        """Rebuild a missing (or emptied) full-text index and replay a crashed writer's
+        journal."""
+        with translated(IndexingError, f"cannot read the index {self._path}"):
             leftover = self._store.journal_end() is not None
+            missing = not self._fulltext.ready or self._journal.lost(leftover)
         if not missing and not leftover:
             return
+        if self._read_only is not None:
+            if self._private is not None:
+                # Derived data in a private directory: rebuilt from SQLite, which is
+                # not written (no lock, no journal to forget).
+                self._journal.rebuild_private()
+            return  # on a full disk: searched as it is, `lore status` says how far behind
         try:
             with self.write_lock():  # releasing the lock replays the journal
                 if missing:
-                    self._rebuild_locked()
+                    self._journal.rebuild()
         except IndexLockedError as err:
             if missing:
                 raise IndexLockedError(
@@ -296,65 +313,25 @@ class SqliteBackend:
                 ) from err
             # Otherwise the live writer applies its own journal.
 
-    def _flush(self) -> None:
-        """Hand tantivy the journal entries its writer lacks, commit there, then forget
-        the journal."""
-        with self._write_guard, _translated(IndexingError, f"cannot apply the journal of {self._path}"):
-            if self._store.journal_end() is None:
-                self._pending = 0
-                return
-            try:
-                while entries := self._store.journal(self._staged, _JOURNAL_BATCH):
-                    rows = self._store.fulltext_rows([chunk for _, op, chunk in entries if op == "add"])
-                    self._fulltext.stage([(op, chunk) for _, op, chunk in entries], rows)
-                    self._staged = entries[-1][0]
-                self._fulltext.commit()
-                with self._store.transaction():
-                    self._store.forget_journal(self._staged)
-            except BaseException:
-                self._staged = 0  # whatever tantivy dropped is replayed from the journal
-                raise
-            self._pending = 0
+    @property
+    def read_only(self) -> str | None:
+        """Why the index is open read-only (a read-only mount, a full disk), or None."""
+        return self._read_only
 
-    def _stageable(self, count: int) -> int | None:
-        """Inside the transaction that journaled ``count`` entries: the last one's sequence
-        number when they are all the journal holds past ``_staged`` (so they can go to
-        tantivy in order), else None."""
-        past = self._store.journal_past(self._staged, count + 1)
-        return past[-1] if count and len(past) == count else None
+    def status_lines(self) -> list[tuple[str, str]]:
+        lines = [("full-text index", self.fulltext_state())]
+        if self._read_only is not None:
+            lines.append(("access", f"read-only: {self._read_only}; searches work, syncs cannot write"))
+        return lines
 
-    def _stage(self, ops: Sequence[FullTextOp], rows: Mapping[int, FullTextRow], through: int | None) -> None:
-        """Hand a committed change to tantivy's writer at once, so tantivy indexes it on
-        its own thread while sync goes on; the flush then only commits. Skipped when
-        earlier entries are missing there: the flush applies the journal in order."""
-        if through is None:
-            return
-        try:
-            self._fulltext.stage(ops, rows)
-        except IndexingError:
-            # Committed and journaled in SQLite, so nothing is lost: tantivy dropped what
-            # was staged, and the next flush replays the journal (and reports an error
-            # that persists).
-            self._staged = 0
-            return
-        self._staged = through
+    def fulltext_state(self) -> str:
+        """One line for ``lore status``: whether BM25 searches see every stored chunk."""
+        return self._journal.state()
 
     def rebuild_fulltext(self) -> int:
         """Rebuild the BM25 index from SQLite (``lore reindex``); returns the chunk count."""
         with self.write_lock(), self._write_guard:
-            return self._rebuild_locked()
-
-    def _rebuild_locked(self) -> int:
-        with _translated(IndexingError, f"cannot rebuild the full-text index of {self._path}"):
-            end = self._store.journal_end()
-            if not self._fulltext.ready:
-                self._fulltext.recreate()
-            count = self._fulltext.replace_all(self._store.all_fulltext_rows())
-            if end is not None:
-                with self._store.transaction():
-                    self._store.forget_journal(end)
-                self._staged = end
-        return count
+            return self._journal.rebuild()
 
     # -- KnowledgeIndex ------------------------------------------------------------------
 
@@ -368,9 +345,8 @@ class SqliteBackend:
                 if stored is None and self._store.embedder() is None:
                     self._store.record_embedder(self._embedder.model_id, matrix.shape[1])
                 ops, rows = self._store.replace_document(document, source, chunks, matrix, datetime.now(UTC))
-                through = self._stageable(len(ops))
-            self._pending += len(ops)
-            self._stage(ops, rows, through)
+                through = self._journal.stageable(len(ops))
+            self._journal.stage(ops, rows, through)
 
     def _checked_vectors(
         self, document: Document, chunks: Sequence[Chunk], vectors: Vectors, stored: tuple[str, int] | None
@@ -393,42 +369,42 @@ class SqliteBackend:
             if self._store.holds(uri):
                 with self._store.transaction():
                     ops = self._store.delete_document(uri)
-                    through = self._stageable(len(ops))
-                self._pending += len(ops)
-                self._stage(ops, {}, through)
+                    through = self._journal.stageable(len(ops))
+                    self._journal.stage(ops, {}, through)
 
     def held(self, source: str) -> Mapping[str, IndexedDocument]:
-        with self._write_guard, _translated(IndexingError, f"cannot read the ledger of {self._path}"):
+        with self._write_guard, translated(IndexingError, f"cannot read the ledger of {self._path}"):
             return self._store.held(source)
 
     def cached_vectors(self, embed_keys: Sequence[str]) -> Mapping[str, Vectors]:
-        with self._write_guard, _translated(IndexingError, f"cannot read vectors from {self._path}"):
+        with self._write_guard, translated(IndexingError, f"cannot read vectors from {self._path}"):
             return self._store.cached_vectors(embed_keys)
 
     def get_state(self, key: str) -> str | None:
-        with self._write_guard, _translated(IndexingError, f"cannot read state from {self._path}"):
+        with self._write_guard, translated(IndexingError, f"cannot read state from {self._path}"):
             return self._store.get_state(key)
 
     def set_state(self, key: str, value: str) -> None:
+        self._require_writable()
         what = f"cannot save state {key!r} in {self._path}"
-        with self._write_guard, _translated(IndexingError, what), self._store.transaction(bump=False):
+        with self._write_guard, translated(IndexingError, what), self._store.transaction(bump=False):
             self._store.set_state(key, value)
 
     def export(self) -> Iterator[tuple[Document, list[Chunk], Vectors]]:
         """Every document with its chunks and stored vectors (for ``lore migrate``).
         Documents come back with empty ``text``: only their chunks are stored."""
         dimension = self._embedder.dimension
-        with self._read_guard, _translated(IndexingError, f"cannot read the index {self._path}"):
+        with self._read_guard, translated(IndexingError, f"cannot read the index {self._path}"):
             documents = self._reads.documents()
         for document in documents:
-            with self._read_guard, _translated(IndexingError, f"cannot read the index {self._path}"):
+            with self._read_guard, translated(IndexingError, f"cannot read the index {self._path}"):
                 chunks, vectors = self._reads.chunks_with_vectors(document.uri, dimension)
             yield document, chunks, vectors
 
     # -- Reembeddable (``lore reembed``; the SQL is in sqlite_reembed.py) ---------------
 
     def reembed_status(self, model_id: str, dimension: int) -> ReembedStatus:
-        with self._write_guard, _translated(IndexingError, f"cannot read the index {self._path}"):
+        with self._write_guard, translated(IndexingError, f"cannot read the index {self._path}"):
             return sqlite_reembed.status(self._store.conn, model_id, dimension)
 
     def begin_reembed(self, model_id: str, dimension: int) -> None:
@@ -436,7 +412,7 @@ class SqliteBackend:
             sqlite_reembed.begin(self._store, model_id, dimension)
 
     def unstaged_chunks(self, limit: int, after: str | None = None) -> Mapping[str, Chunk]:
-        with self._write_guard, _translated(IndexingError, f"cannot read the index {self._path}"):
+        with self._write_guard, translated(IndexingError, f"cannot read the index {self._path}"):
             return sqlite_reembed.unstaged(self._store.conn, limit, after)
 
     def stage_vectors(self, keys: Sequence[str], vectors: Vectors) -> None:
@@ -463,9 +439,19 @@ class SqliteBackend:
         labels: Mapping[str, str] | None = None,
         mode: SearchMode | None = None,
     ) -> list[Passage]:
+        return (await self.retrieve_detailed(query, top_k=top_k, labels=labels, mode=mode)).passages
+
+    async def retrieve_detailed(
+        self,
+        query: str,
+        *,
+        top_k: int = 8,
+        labels: Mapping[str, str] | None = None,
+        mode: SearchMode | None = None,
+    ) -> Retrieval:
         # A search is milliseconds of numpy, tantivy and query embedding; a worker
         # thread keeps a server's event loop responsive meanwhile.
-        return await asyncio.to_thread(self.search, query, top_k=top_k, labels=labels, mode=mode)
+        return await asyncio.to_thread(self.search_detailed, query, top_k=top_k, labels=labels, mode=mode)
 
     def search(
         self,
@@ -478,21 +464,41 @@ class SqliteBackend:
     ) -> list[Passage]:
         """``retrieve`` without the event loop. ``query_vector`` lets a caller that has
         already embedded the query (an evaluation over several modes) skip embedding."""
+        found = self.search_detailed(query, top_k=top_k, labels=labels, mode=mode, query_vector=query_vector)
+        return found.passages
+
+    def search_detailed(
+        self,
+        query: str,
+        *,
+        top_k: int = 8,
+        labels: Mapping[str, str] | None = None,
+        mode: SearchMode | str | None = None,
+        query_vector: Vectors | None = None,
+    ) -> Retrieval:
+        """``search``, saying when the answer is degraded (``lore.backends.query_embedding``)."""
         chosen = self._mode(mode)
         _check_query(query, top_k)
         label_filter = _label_filter(labels)
+        vector, reason = None, None
+        if chosen is not SearchMode.BM25:
+            vector, reason = self._query_vector(query, query_vector, chosen)
+            if vector is None:
+                chosen = SearchMode.BM25
         # Only fusion needs candidates beyond top_k; a single channel asks for what it returns.
         depth = max(self._candidate_depth, top_k) if chosen is SearchMode.HYBRID else top_k
-        vector = None if chosen is SearchMode.BM25 else self._query_vector(query, query_vector)
-        if self._pending and self._lock_depth:
-            self._flush()  # a sync's own searches see its writes
+        if self._journal.pending and self._lock_depth:
+            self._journal.flush()  # a sync's own searches see its writes
         rankings: dict[str, list[tuple[int, float]]] = {}
-        with self._read_guard, _translated(RetrievalError, f"cannot search the index {self._path}"):
+        with self._read_guard, translated(RetrievalError, f"cannot search the index {self._path}"):
             matrix = self._refresh(need_vectors=vector is not None)
+            # Deleted chunks may still sit in the matrix (and are dropped from its hits),
+            # so the vector channel asks for that many more.
+            vector_depth = depth + matrix.dead
             if vector is None:
                 rankings[SearchMode.BM25.value] = self._fulltext.search(query, label_filter, depth)
             elif chosen is SearchMode.VECTOR:
-                hits = matrix.search(vector, label_filter, depth, self._helpers())
+                hits = matrix.search(vector, label_filter, vector_depth, self._helpers())
                 rankings[SearchMode.VECTOR.value] = hits
             else:
                 # tantivy and numpy both release the GIL: BM25 runs on a helper thread
@@ -501,12 +507,12 @@ class SqliteBackend:
                 helpers = self._helpers()
                 lexical = helpers.submit(self._fulltext.search, query, label_filter, depth)
                 try:
-                    vector_hits = matrix.search(vector, label_filter, depth, helpers)
+                    vector_hits = matrix.search(vector, label_filter, vector_depth, helpers)
                 finally:
                     rankings[SearchMode.BM25.value] = lexical.result()
                 rankings[SearchMode.VECTOR.value] = vector_hits
             fused = fuse_channels(rankings, fusion=self._fusion, depth=depth, rrf_k=self._rrf_k)
-            return self._passages(fused, top_k)
+            return Retrieval(self._passages(fused, top_k), reason)
 
     def _helpers(self) -> ThreadPoolExecutor:
         """Threads a search runs its BM25 channel and part of its vector scan on (searches
@@ -524,12 +530,19 @@ class SqliteBackend:
             raise UnsupportedModeError(f"unknown search mode {mode!r}; the sqlite backend offers: {offered}")
         return chosen
 
-    def _query_vector(self, query: str, given: Vectors | None) -> Vectors:
+    def _query_vector(
+        self, query: str, given: Vectors | None, mode: SearchMode
+    ) -> tuple[Vectors | None, str | None]:
         dimension = self._embedder.dimension
-        vector = self._embedder.embed_queries([query])[0] if given is None else np.asarray(given, np.float32)
+        if given is None:
+            vector, reason = embed_query(self._embedder, query, mode)
+            if vector is None:
+                return None, reason
+        else:
+            vector = np.asarray(given, np.float32)
         if vector.shape != (dimension,):
             raise QueryError(f"the query vector must have shape ({dimension},), got {vector.shape}")
-        return vector
+        return vector, None
 
     def _refresh(self, *, need_vectors: bool) -> VectorMatrix:
         """Catch up with changes (made in any process) since the last search."""
@@ -583,6 +596,8 @@ class SqliteBackend:
                 self._fulltext.close()
                 self._store.conn.close()
                 self._reads.conn.close()
+                if self._private is not None:
+                    shutil.rmtree(self._private.parent, ignore_errors=True)
 
     def __enter__(self) -> SqliteBackend:
         return self
@@ -613,11 +628,30 @@ def read_stored_embedder(path: Path) -> tuple[str, int] | None:
     """``(model_id, dimension)`` recorded in the index at ``path`` (None before the first
     sync), read without opening the backend, whose constructor insists on a matching
     embedder. Read-only, so a wrong path never creates an empty database."""
+    if not Path(path).is_file():
+        raise ConfigError(f"cannot read the SQLite index {path}: there is no such file")
     try:
-        with closing(sqlite3.connect(f"{Path(path).resolve().as_uri()}?mode=ro", uri=True)) as conn:
+        with closing(connect_read_only(Path(path))) as conn:
             return ChunkStore(conn).embedder()
+    except IndexingError as err:
+        raise ConfigError(f"cannot read the SQLite index {path}: {err}") from err
     except sqlite3.Error as err:
         raise ConfigError(f"cannot read the SQLite index {path}: {err}") from err
+
+
+def missing_index(settings: LoreSettings) -> str | None:
+    path = settings.resolve_path(settings.db_path)
+    return None if path.exists() else f"no index at {path}: run `lore sync` first"
+
+
+def stored_embedder_of(settings: LoreSettings) -> tuple[str, int] | None:
+    # The constructor insists on a matching embedder, so the file is read directly.
+    return read_stored_embedder(settings.resolve_path(settings.db_path))
+
+
+def at_location(target: str, settings: LoreSettings) -> LoreSettings:
+    # Relative to where the command runs, as the user typed it, not to lore.toml.
+    return settings.model_copy(update={"backend": "sqlite", "db_path": Path(target).resolve()})
 
 
 def from_settings(settings: LoreSettings, embedder: Embedder) -> SqliteBackend:
@@ -631,3 +665,10 @@ def from_settings(settings: LoreSettings, embedder: Embedder) -> SqliteBackend:
         section_boost=settings.bm25_section_boost,
         identifier_boost=settings.bm25_identifier_boost,
     )
+
+
+if TYPE_CHECKING:  # mypy checks this module against what commands call on every backend
+    import lore.backends.sqlite as _this
+    from lore.backends import BackendModule
+
+    _module: BackendModule = _this

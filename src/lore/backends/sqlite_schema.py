@@ -77,6 +77,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
+#: WAL pages (4 KiB) written before the writer checkpoints them into the database.
+CHECKPOINT_PAGES = 10_000
 
 
 def connect(path: Path) -> sqlite3.Connection:

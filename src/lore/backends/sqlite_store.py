@@ -97,6 +97,10 @@ class ChunkStore:
             [("embedder_model", model_id), ("embedder_dimension", str(dimension))],
         )
 
+    def chunk_count(self) -> int:
+        count: int = self.conn.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+        return count
+
     def generation(self) -> str:
         row = self.conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
         return str(row[0]) if row else "0"

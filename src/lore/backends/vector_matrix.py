@@ -85,10 +85,18 @@ class VectorMatrix:
         self._buffer: Vectors = np.empty((0, dimension), dtype=np.float32)
         self._rowids: Positions = np.empty(0, dtype=np.int64)
         self._count = 0
+        #: Rows of deleted chunks still in the matrix, as of the last refresh.
+        self._dead = 0
         self._postings: dict[str, Positions] = {}
 
     def __len__(self) -> int:
         return self._count
+
+    @property
+    def dead(self) -> int:
+        """Rows whose chunk was deleted: a scan asking for ``k`` live hits must ask for
+        ``k + dead``, since the backend drops dead hits."""
+        return self._dead
 
     @property
     def rowids(self) -> Positions:
@@ -114,6 +122,7 @@ class VectorMatrix:
         finally:
             conn.execute("COMMIT")
         self._append(added, labels)
+        self._dead = max(0, self._count - live)
 
     def _append(self, added: list[tuple[int, bytes]], labels: list[tuple[str, int]]) -> None:
         if not added:

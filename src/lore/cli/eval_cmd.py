@@ -49,7 +49,7 @@ from lore.eval.runner import RERANK_MODE, EvalRun, QueryVectorCache, evaluate, p
 from lore.models import Chunk, Document, SearchMode, SyncReport
 from lore.protocols import Embedder, KnowledgeIndex, KnowledgeRetriever, KnowledgeSource, Reranker
 from lore.rerankers import resolve_reranker
-from lore.resolve import open_backend, resolve_embedder
+from lore.resolve import backend_module, open_backend, resolve_embedder
 from lore.safety.secrets import redact_document
 from lore.sources import build_source
 from lore.sync import sync_sources
@@ -279,7 +279,7 @@ def beir_command(
         # The benchmark index is always embedded SQLite: it must never land in a shared server index.
         beir_settings = current.model_copy(update={"backend": "sqlite", "db_path": db_path.resolve()})
         cache = QueryVectorCache(resolve_embedder(current))
-        backend = open_backend(beir_settings, cache)
+        backend = backend_module("sqlite").from_settings(beir_settings, cache)
         try:
             # Settings mistakes surface before the expensive indexing, not after it.
             reranker = resolve_reranker(current)

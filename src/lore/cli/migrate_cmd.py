@@ -12,18 +12,18 @@ or a previous copy with the same embedder; running it again updates the copy in 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Annotated, Any, Protocol
+from typing import Annotated
 
 import typer
 
+from lore.backends import StoredVectorsEmbedder
 from lore.cli.app import app, console, settings
+from lore.config import LoreSettings
 from lore.errors import ConfigError
-from lore.models import SOURCE_LABEL, Chunk, Document
-from lore.protocols import KnowledgeIndex, Vectors
-from lore.reembed import StoredVectorsEmbedder
+from lore.models import SOURCE_LABEL
+from lore.protocols import KnowledgeIndex, StoringBackend
+from lore.resolve import BACKENDS, backend_module
 from lore.sync import (
     CHUNKING_STATE_KEY,
     EMBEDDER_STATE_KEY,
@@ -32,20 +32,8 @@ from lore.sync import (
     source_stats_key,
 )
 
-#: ``--from`` / ``--to`` schemes.
-KINDS = ("sqlite", "pgvector", "qdrant")
-
-
-class ExportableIndex(Protocol):
-    """What a source index offers for migration (every storing backend has it)."""
-
-    def stored_embedder(self) -> tuple[str, int] | None: ...
-
-    def export(self) -> Iterator[tuple[Document, list[Chunk], Vectors]]: ...
-
-    def get_state(self, key: str) -> str | None: ...
-
-    def close(self) -> None: ...
+#: ``--from`` / ``--to`` schemes: the backends' names.
+KINDS = tuple(BACKENDS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +64,7 @@ class MigrationReport:
     embedder: tuple[str, int]
 
 
-def migrate_index(source: ExportableIndex, target: KnowledgeIndex) -> MigrationReport:
+def migrate_index(source: StoringBackend, target: KnowledgeIndex) -> MigrationReport:
     """Copy everything ``source`` holds into ``target``, vectors included."""
     embedder = source.stored_embedder()
     if embedder is None:
@@ -103,50 +91,39 @@ def migrate_index(source: ExportableIndex, target: KnowledgeIndex) -> MigrationR
     return MigrationReport(documents, chunks, copied, embedder)
 
 
-def open_location(location: Location, embedder: StoredVectorsEmbedder, index_name: str) -> Any:
-    """The backend at ``location``; imported here so only the chosen extras are needed."""
-    if location.kind == "sqlite":
-        from lore.backends.sqlite import SqliteBackend
-
-        return SqliteBackend(Path(location.target), embedder)
-    if location.kind == "pgvector":
-        from lore.backends.pgvector import PgVectorBackend
-
-        return PgVectorBackend(location.target, embedder, index_name=index_name)
-    from lore.backends.qdrant import QdrantBackend
-
-    if location.target.startswith(("http://", "https://")):
-        return QdrantBackend(embedder, url=location.target, index_name=index_name)
-    return QdrantBackend(embedder, path=Path(location.target), index_name=index_name)
+def located_settings(location: Location, base: LoreSettings) -> LoreSettings:
+    """Settings naming ``location``; the rest (``qdrant_api_key``, fusion) are ``base``'s."""
+    return backend_module(location.kind).at_location(location.target, base)
 
 
-def stored_embedder_at(location: Location, index_name: str) -> tuple[str, int]:
-    if location.kind == "sqlite":
-        path = Path(location.target)
-        if not path.is_file():
-            raise ConfigError(f"no SQLite index at {path}")
-        from lore.backends.sqlite import read_stored_embedder
+def open_location(location: Location, embedder: StoredVectorsEmbedder, base: LoreSettings) -> StoringBackend:
+    """The backend at ``location``; imported on use, so only the chosen extras are needed."""
+    return backend_module(location.kind).from_settings(located_settings(location, base), embedder)
 
-        found = read_stored_embedder(path)
-    else:
-        # These backends do not check the embedder on opening; the stand-in is never used.
-        backend = open_location(location, StoredVectorsEmbedder("unknown", 1), index_name)
-        try:
-            found = backend.stored_embedder()
-        finally:
-            backend.close()
+
+def stored_embedder_at(location: Location, base: LoreSettings) -> tuple[str, int]:
+    at = located_settings(location, base)
+    module = backend_module(location.kind)
+    missing = module.missing_index(at)
+    if missing is not None:
+        raise ConfigError(f"{location}: {missing}")
+    found = module.stored_embedder_of(at)
     if found is None:
         raise ConfigError(f"the index at {location} records no embedder: it has never been synced")
     return found
 
 
-def migrate_between(source: Location, target: Location, index_name: str) -> MigrationReport:
+def migrate_between(
+    source: Location, target: Location, index_name: str, base: LoreSettings | None = None
+) -> MigrationReport:
+    """``base``: the settings both ends start from (default: defaults and ``LORE_*``)."""
     if source == target:
         raise ConfigError("--from and --to name the same index")
-    embedder = StoredVectorsEmbedder(*stored_embedder_at(source, index_name))
-    reader = open_location(source, embedder, index_name)
+    common = (base if base is not None else LoreSettings()).model_copy(update={"index_name": index_name})
+    embedder = StoredVectorsEmbedder(*stored_embedder_at(source, common))
+    reader = open_location(source, embedder, common)
     try:
-        writer = open_location(target, embedder, index_name)
+        writer = open_location(target, embedder, common)
         try:
             return migrate_index(reader, writer)
         finally:
@@ -171,7 +148,8 @@ def migrate(
 ) -> None:
     """Copy an index to another backend with its stored embeddings (nothing is re-embedded)."""
     source, target = Location.parse(from_), Location.parse(to)
-    report = migrate_between(source, target, index_name or settings().index_name)
+    current = settings()
+    report = migrate_between(source, target, index_name or current.index_name, current)
     model, dimension = report.embedder
     console.print(
         f"copied {report.documents} documents, {report.chunks} chunks and {report.state_keys} state "

@@ -23,7 +23,7 @@ from lore.config import LoreSettings
 from lore.errors import ConfigError, LoreError, QueryError
 from lore.models import LABEL_VALUE_SEPARATOR, SearchMode
 from lore.protocols import KnowledgeIndex, KnowledgeRetriever
-from lore.resolve import NO_BACKEND, resolve_retriever
+from lore.resolve import NO_BACKEND, missing_index, resolve_retriever
 from lore.sync import LAST_SYNC_KEY
 from lore.tool.core import MAX_TOP_K, KnowledgeSearch, ToolPassage, ToolResult
 from lore.tool.render import describe_age
@@ -89,11 +89,10 @@ def os_user() -> str:
 def _open_retriever(current: LoreSettings) -> KnowledgeRetriever:
     if current.backend == NO_BACKEND:
         raise ConfigError("backend is 'none': there is no index to search")
-    if current.backend == "sqlite":
-        db_path = current.resolve_path(current.db_path)
-        if not db_path.exists():
-            # Opening it would create an empty index and answer "no matching knowledge".
-            raise ConfigError(f"no index at {db_path}: run `lore sync` first")
+    # Opening a missing index would create an empty one and answer "no matching knowledge".
+    missing = missing_index(current)
+    if missing is not None:
+        raise ConfigError(missing)
     retriever = resolve_retriever(current)
     if retriever is None:  # pragma: no cover - only "none" yields None, handled above
         raise ConfigError("no retriever is configured")

@@ -31,7 +31,7 @@ from lore.cli.app import app, console, err_console, settings
 from lore.config import LoreSettings, SourceConfig
 from lore.models import IndexedDocument, SyncReport, Visibility, utc
 from lore.protocols import KnowledgeIndex
-from lore.resolve import resolve_embedder, resolve_index
+from lore.resolve import open_for_inspection
 from lore.sync import EMBEDDER_STATE_KEY, LAST_SYNC_KEY, run_sync, source_stats_key
 
 
@@ -169,9 +169,7 @@ class SourceStatus:
 def _open_for_reading(current: LoreSettings) -> KnowledgeIndex | None:
     """The index, or None when nothing was ever synced (or the backend has no write
     side). A SQLite file that does not exist yet is not created just to be counted."""
-    if current.backend == "sqlite" and not current.resolve_path(current.db_path).exists():
-        return None
-    return resolve_index(current, resolve_embedder(current))
+    return open_for_inspection(current)[0]
 
 
 def count_stale(documents: Mapping[str, IndexedDocument], stale_after_days: int, now: datetime) -> int:
@@ -213,7 +211,7 @@ def status_command() -> None:
     where = current.config_file or "(none: defaults and LORE_* environment)"
     console.print(f"config: {where}", highlight=False, markup=False)
     console.print(f"backend: {current.backend}", highlight=False, markup=False)
-    index = _open_for_reading(current)
+    index, embedder_problem = open_for_inspection(current)
     if index is None:
         console.print(f"embedder: {current.embedder}", highlight=False, markup=False)
         console.print("last sync: never (run `lore sync`)")
@@ -223,9 +221,14 @@ def status_command() -> None:
             statuses = [source_status(index, c.name, current.stale_after_days, now) for c in current.sources]
             embedder_state = index.get_state(EMBEDDER_STATE_KEY)
             last_sync = index.get_state(LAST_SYNC_KEY)
+            backend_lines = index.status_lines()
         finally:
             index.close()
         console.print(f"embedder: {_embedder_line(current, embedder_state)}", highlight=False, markup=False)
+        if embedder_problem is not None:
+            console.print(f"embedder mismatch: {embedder_problem}", style="red", markup=False)
+        for what, state in backend_lines:
+            console.print(f"{what}: {state}", highlight=False, markup=False)
         console.print(f"last sync: {_when(last_sync, 'never (run `lore sync`)')}", highlight=False)
 
     table = Table(show_header=True, header_style="bold")

@@ -112,6 +112,15 @@ def _should_retry(status: int) -> bool:
     return status == 429 or status >= 500
 
 
+#: Tries for a search query's embedding: one quick retry at most, within the deadline.
+_QUERY_ATTEMPTS = 2
+
+
+def _fits(deadline: float | None, wait: float) -> bool:
+    """Whether waiting ``wait`` seconds still leaves time for another attempt."""
+    return deadline is None or time.monotonic() + wait < deadline
+
+
 class JsonApi:
     """POST JSON to one provider's API, with lore's retries and errors."""
 
@@ -124,6 +133,7 @@ class JsonApi:
         secret: str | None = None,
         retry: RetryPolicy | None = None,
         timeout: httpx.Timeout = DEFAULT_TIMEOUT,
+        query_timeout: float | None = None,
     ) -> None:
         self.provider = provider
         self.base_url = base_url
@@ -134,23 +144,35 @@ class JsonApi:
         self._secret = secret
         self._retry = retry or RetryPolicy()
         self._timeout = timeout
+        #: Seconds a query's request may take in all (``query_embedding_timeout``).
+        self.query_timeout = query_timeout
         self._client: httpx.Client | None = None
 
-    def post(self, path: str, body: Mapping[str, Any]) -> Any:
-        """The decoded JSON answer of ``POST {base_url}/{path}``."""
+    def post(self, path: str, body: Mapping[str, Any], *, query: bool = False) -> Any:
+        """The decoded JSON answer of ``POST {base_url}/{path}``. For a search ``query``
+        the whole call, retries included, ends by ``query_timeout``: a search must not
+        wait minutes for a provider that is down, it answers from BM25 instead."""
         url = endpoint(self.base, path)
         attempts = max(1, self._retry.attempts)
+        deadline = None
+        if query and self.query_timeout is not None:
+            deadline = time.monotonic() + self.query_timeout
+            attempts = min(attempts, _QUERY_ATTEMPTS)
         for attempt in range(attempts):
             last = attempt == attempts - 1
             try:
-                response = self._http().post(url, json=body)
+                response = self._http().post(url, json=body, timeout=self._attempt_timeout(deadline))
             except httpx.TransportError as err:
-                if last:
+                if deadline is not None and isinstance(err, httpx.TimeoutException):
+                    raise self._too_slow() from err
+                wait = self._retry.backoff(attempt)
+                if last or not _fits(deadline, wait):
+                    tried = f"after {attempt + 1} attempts" if attempt else "in one attempt"
                     raise EmbeddingError(
                         f"{self.provider} embedding API at {self.where} could not be reached "
-                        f"after {attempts} attempts: {type(err).__name__}: {self._scrub(str(err))}"
+                        f"{tried}: {type(err).__name__}: {self._scrub(str(err))}"
                     ) from err
-                time.sleep(self._retry.backoff(attempt))
+                time.sleep(wait)
                 continue
             except httpx.HTTPError as err:  # redirects, undecodable bodies: retrying won't help
                 raise EmbeddingError(
@@ -160,11 +182,25 @@ class JsonApi:
             if response.is_success:
                 return self._decode(response)
             if not _should_retry(response.status_code) or last:
-                raise self._error(response, attempts if last else attempt + 1)
+                raise self._error(response, attempt + 1)
             asked = _retry_after(response)
             wait = self._retry.backoff(attempt) if asked is None else min(asked, self._retry.max_retry_after)
+            if not _fits(deadline, wait):
+                raise self._error(response, attempt + 1)
             time.sleep(wait)
         raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _attempt_timeout(self, deadline: float | None) -> httpx.Timeout:
+        if deadline is None:
+            return self._timeout
+        # Every phase (connect, write, each read) bounded by what is left of the deadline.
+        return httpx.Timeout(max(0.001, deadline - time.monotonic()))
+
+    def _too_slow(self) -> EmbeddingError:
+        return EmbeddingError(
+            f"{self.provider} embedding API at {self.where} did not embed the query within "
+            f"{self.query_timeout:g} s (query_embedding_timeout)"
+        )
 
     def close(self) -> None:
         if self._client is not None:

@@ -79,7 +79,7 @@ class GeminiEmbedder(RemoteEmbedder):
             if self._requested_dimensions is not None:
                 request["outputDimensionality"] = self._requested_dimensions
             requests.append(request)
-        payload = self._api.post(self._path, {"requests": requests})
+        payload = self._api.post(self._path, {"requests": requests}, query=query)
         with reading_response(self.provider):
             return [embedding["values"] for embedding in payload["embeddings"]]
 
@@ -91,7 +91,14 @@ def from_settings(settings: LoreSettings, *, retry: RetryPolicy | None = None) -
     base_url = settings.embedding_base_url or DEFAULT_BASE_URL
     key = api_key(settings, "GEMINI_API_KEY", "GOOGLE_API_KEY")
     headers = {"x-goog-api-key": key} if key else {}
-    api = JsonApi("gemini", base_url, headers=headers, secret=key, retry=retry)
+    api = JsonApi(
+        "gemini",
+        base_url,
+        headers=headers,
+        secret=key,
+        retry=retry,
+        query_timeout=settings.query_embedding_timeout,
+    )
     return GeminiEmbedder(
         api,
         settings.embedding_model or DEFAULT_MODEL,

@@ -56,6 +56,7 @@ class LiteLLMEmbedder(RemoteEmbedder):
         dimensions: int | None = None,
         retries: int = DEFAULT_RETRIES,
         timeout: float = DEFAULT_TIMEOUT_SECONDS,
+        query_timeout: float | None = None,
     ) -> None:
         if importlib.util.find_spec("litellm") is None:
             raise MissingExtraError("litellm", "litellm")
@@ -65,6 +66,8 @@ class LiteLLMEmbedder(RemoteEmbedder):
         self._requested_dimensions = dimensions
         self._retries = retries
         self._timeout = timeout
+        #: A search query's whole call, no retries: past it hybrid search answers from BM25.
+        self._query_timeout = query_timeout
         self._litellm: ModuleType | None = None
         self._window: int | None = None
 
@@ -99,6 +102,8 @@ class LiteLLMEmbedder(RemoteEmbedder):
         litellm = self._module()
         openai = importlib.import_module("openai")  # litellm's errors derive from openai's
         kwargs: dict[str, Any] = {"timeout": self._timeout, "max_retries": self._retries}
+        if query and self._query_timeout is not None:
+            kwargs.update(timeout=self._query_timeout, max_retries=0)
         if self._api_base:
             kwargs["api_base"] = self._api_base
         if self._api_key:
@@ -145,4 +150,5 @@ def from_settings(settings: LoreSettings) -> LiteLLMEmbedder:
         api_key=key or None,
         batch_size=settings.embedding_batch_size,
         dimensions=settings.embedding_dimensions,
+        query_timeout=settings.query_embedding_timeout,
     )

@@ -75,7 +75,7 @@ class OllamaEmbedder(RemoteEmbedder):
         body: dict[str, Any] = {"model": self.model, "input": [prefix + text for text in texts]}
         if self._requested_dimensions is not None:
             body["dimensions"] = self._requested_dimensions
-        payload = self._api.post("api/embed", body)
+        payload = self._api.post("api/embed", body, query=query)
         with reading_response(self.provider):
             embeddings: list[list[float]] = payload["embeddings"]
             return embeddings
@@ -88,7 +88,12 @@ def from_settings(settings: LoreSettings, *, retry: RetryPolicy | None = None) -
     key = api_key(settings)
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     api = JsonApi(
-        "ollama", settings.embedding_base_url or DEFAULT_BASE_URL, headers=headers, secret=key, retry=retry
+        "ollama",
+        settings.embedding_base_url or DEFAULT_BASE_URL,
+        headers=headers,
+        secret=key,
+        retry=retry,
+        query_timeout=settings.query_embedding_timeout,
     )
     return OllamaEmbedder(
         api,

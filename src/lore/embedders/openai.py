@@ -72,7 +72,7 @@ class OpenAIEmbedder(RemoteEmbedder):
         body: dict[str, Any] = {"model": self.model, "input": texts}
         if self._requested_dimensions is not None:
             body["dimensions"] = self._requested_dimensions
-        payload = self._api.post("embeddings", body)
+        payload = self._api.post("embeddings", body, query=query)
         with reading_response(self.provider):
             # The documented order is by ``index``, not by position in ``data``.
             items = sorted(payload["data"], key=lambda item: int(item["index"]))
@@ -85,7 +85,14 @@ class OpenAIEmbedder(RemoteEmbedder):
 def from_settings(settings: LoreSettings, *, retry: RetryPolicy | None = None) -> OpenAIEmbedder:
     base_url = settings.embedding_base_url or DEFAULT_BASE_URL
     key = api_key(settings, "OPENAI_API_KEY")
-    api = JsonApi("openai", base_url, headers=_auth_headers(base_url, key), secret=key, retry=retry)
+    api = JsonApi(
+        "openai",
+        base_url,
+        headers=_auth_headers(base_url, key),
+        secret=key,
+        retry=retry,
+        query_timeout=settings.query_embedding_timeout,
+    )
     return OpenAIEmbedder(
         api,
         settings.embedding_model or DEFAULT_MODEL,

@@ -16,6 +16,7 @@ the entry, so a failure cannot leak what was searched for.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import threading
@@ -94,8 +95,27 @@ class JsonlAuditLog:
                 finally:
                     os.close(fd)  # closing also releases the flock
             except OSError as err:
-                reason = err.strerror or str(err)
-                raise AuditError(f"audit log {self.path} could not be written: {reason}") from err
+                raise AuditError(_refusal(self.path, err)) from err
+
+
+#: What a user changes to put the audit log elsewhere.
+SETTING_HINT = "audit_path in lore.toml or LORE_AUDIT_PATH"
+
+
+def _refusal(path: Path, err: OSError) -> str:
+    """Why the call is refused and what to change: the cause (read-only file system, full
+    disk, permissions), the file, and the setting; never the entry."""
+    reason = err.strerror or str(err)
+    if err.errno == errno.ENOSPC:
+        cause = f"the disk holding {path.parent} is full"
+    elif err.errno == errno.EROFS:
+        cause = f"{path.parent} is on a read-only file system"
+    else:
+        cause = f"{path} is not writable"
+    return (
+        f"audit log {path} could not be written: {reason}; every search is audited, so this one is "
+        f"refused. {cause}: free space or fix it there, or point {SETTING_HINT} at a writable file"
+    )
 
 
 class MemoryAuditLog:

@@ -19,15 +19,15 @@ in ``modes`` are skipped, except that asking for one must raise ``UnsupportedMod
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 import numpy as np
 import pytest
 
-from lore.errors import EmbedderMismatchError, IndexingError, QueryError, UnsupportedModeError
+from lore.errors import EmbedderMismatchError, EmbeddingError, IndexingError, QueryError, UnsupportedModeError
 from lore.models import SOURCE_LABEL, SOURCE_TYPE_LABEL, IndexedDocument, Passage, SearchMode, embed_key
-from lore.protocols import KnowledgeIndex, KnowledgeRetriever, Vectors
+from lore.protocols import KnowledgeIndex, KnowledgeRetriever, ReportingRetriever, Vectors
 from lore.testing import DEFAULT_SOURCE, Store, add_document, embed_chunks, make_document
 from lore.testing.cases import CORPUS, HOSTILE_QUERIES, IDENTIFIER_DISTRACTORS, IDENTIFIERS
 from lore.testing.embedders import CountingEmbedder
@@ -43,6 +43,7 @@ __all__ = [
     "BackendConformance",
     "FilterConformance",
     "IndexConformance",
+    "ProviderDownEmbedder",
     "QueryTextConformance",
     "RetrievalConformance",
 ]
@@ -87,12 +88,26 @@ def _check_sorted_and_unique(passages: list[Passage]) -> None:
     assert len(ids) == len(set(ids)), "a chunk must appear once"
 
 
+class ProviderDownEmbedder(CountingEmbedder):
+    """A counting embedder whose query embedding can be made to fail, as a remote provider
+    that is down or past ``query_embedding_timeout`` does."""
+
+    def __init__(self, dimension: int = 64) -> None:
+        super().__init__(dimension)
+        self.queries_fail = False
+
+    def embed_queries(self, texts: Sequence[str]) -> Vectors:
+        if self.queries_fail:
+            raise EmbeddingError("test provider: HTTP 503 after 2 attempts: unavailable")
+        return super().embed_queries(texts)
+
+
 class _Suite:
     """Provides the ``embedder`` fixture the backend's ``store`` fixture builds with."""
 
     @pytest.fixture
     def embedder(self) -> CountingEmbedder:
-        return CountingEmbedder()
+        return ProviderDownEmbedder()
 
 
 class IndexConformance(_Suite):
@@ -248,6 +263,31 @@ class RetrievalConformance(_Suite):
         default = await store.retrieve("Kafka broker partitions", top_k=5)
         explicit = await store.retrieve("Kafka broker partitions", top_k=5, mode=store.modes[0])
         assert [p.chunk_id for p in default] == [p.chunk_id for p in explicit]
+
+    async def test_failed_query_embedding_degrades_hybrid_to_bm25(
+        self, store: Store, embedder: CountingEmbedder
+    ) -> None:
+        """Hybrid search answers from BM25 alone, and says why, when the query cannot be
+        embedded; vector search, which has nothing to fall back on, fails."""
+        _require_mode(store, SearchMode.HYBRID)
+        _require_mode(store, SearchMode.BM25)
+        if not isinstance(store, ReportingRetriever):
+            pytest.skip(f"{type(store).__name__} does not declare retrieve_detailed")
+        assert isinstance(embedder, ProviderDownEmbedder)
+        _add_corpus(store, embedder)
+        query = "TLS certificate rotation issuer"
+        healthy = await store.retrieve_detailed(query, top_k=3, mode=SearchMode.HYBRID)
+        assert healthy.degraded_reason is None
+        embedder.queries_fail = True
+        found = await store.retrieve_detailed(query, top_k=3, mode=SearchMode.HYBRID)
+        assert found.degraded_reason is not None
+        assert "HTTP 503" in found.degraded_reason
+        bm25 = await store.retrieve(query, top_k=3, mode=SearchMode.BM25)
+        assert [p.chunk_id for p in found.passages] == [p.chunk_id for p in bm25]
+        assert found.passages[0].uri == "runbooks/tls.md"
+        if SearchMode.VECTOR in store.modes:
+            with pytest.raises(EmbeddingError):
+                await store.retrieve(query, top_k=3, mode=SearchMode.VECTOR)
 
     async def test_undeclared_mode_is_refused(self, store: Store, embedder: CountingEmbedder) -> None:
         missing = [mode for mode in ALL_MODES if mode not in store.modes]
@@ -505,17 +545,17 @@ class QueryTextConformance(_Suite):
                     failures.append(f"{query[:40]!r} in {mode.value}: returned non-Passage items")
         assert not failures, "\n".join(failures)
 
-    @pytest.mark.parametrize("query", ["", "   ", "\n"])
+    @pytest.mark.parametrize("query", ["", "   ", "\n", "\t \r\n"])
     async def test_empty_query(self, store: Store, embedder: CountingEmbedder, query: str) -> None:
+        """A blank query is refused with a ``QueryError`` that says so, in every mode and
+        before anything is embedded: it is a mistake to report, not a search that found
+        nothing (or, worse, whatever an embedded blank happens to be near)."""
         _add_corpus(store, embedder)
-        for mode in store.modes:
-            try:
-                passages = await store.retrieve(query, top_k=5, mode=mode)
-            except QueryError as err:
-                message = str(err)
-                assert message, "a QueryError says what is wrong"
-                continue
-            assert isinstance(passages, list)
+        embedder.reset()
+        for mode in [None, *store.modes]:
+            with pytest.raises(QueryError, match=r"(?i)empty|blank"):
+                await store.retrieve(query, top_k=5, mode=mode)
+        assert embedder.query_calls == 0, "a blank query must not reach the embedder"
 
     async def test_operator_words_are_plain_words(self, store: Store, embedder: CountingEmbedder) -> None:
         _require_mode(store, SearchMode.BM25)

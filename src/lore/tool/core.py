@@ -30,7 +30,7 @@ import jsonschema
 from lore.config import LoreSettings, load_settings
 from lore.errors import LoreError, QueryError, RerankError, UnsupportedModeError
 from lore.models import SOURCE_TYPE_LABEL, Passage, SearchMode, utc
-from lore.protocols import KnowledgeRetriever, Reranker
+from lore.protocols import KnowledgeRetriever, ReportingRetriever, Reranker
 from lore.rerankers import resolve_reranker
 from lore.resolve import NO_BACKEND, resolve_retriever
 from lore.safety.audit import AuditEntry, AuditError, AuditHit, AuditLog, JsonlAuditLog
@@ -145,6 +145,9 @@ class ToolMetadata:
     #: Whether the reranker ordered these passages; False with a reranker configured
     #: means it failed and the passages are in the retriever's order.
     reranked: bool = False
+    #: Why ``degraded`` is true for this call beyond the embedder (e.g. the query could
+    #: not be embedded, so BM25 answered alone); None otherwise. (backends: issue 10)
+    degraded_reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -288,6 +291,7 @@ class KnowledgeSearch:
     ) -> ToolResult:
         started = time.perf_counter()
         request: _Request | None = None
+        degraded_reason: str | None = None
         passages: list[ToolPassage] = []
         findings: Counter[str] = Counter()
         truncated = reranked = False
@@ -299,7 +303,7 @@ class KnowledgeSearch:
                 raise UnsupportedModeError(
                     f"{self._retriever.engine} does not offer {mode.value} search (offers: {offered})"
                 )
-            found, reranked = await self._retrieve(request, mode)
+            found, reranked, degraded_reason = await self._retrieve(request, mode)
             passages, findings, truncated = self._make_safe(found[: request.top_k])
         except LoreError as err:
             error = self._redactor.redact(str(err))[0]
@@ -335,30 +339,42 @@ class KnowledgeSearch:
         metadata = ToolMetadata(
             query=shown_query,
             engine=self._retriever.engine,
-            degraded=self._retriever.degraded,
+            degraded=self._retriever.degraded or degraded_reason is not None,
             result_count=len(passages),
             safety=dict(findings),
             truncated=truncated,
             latency_ms=round(latency_ms, 3),
             reranker=self._reranker.model_id if self._reranker is not None else None,
             reranked=reranked,
+            degraded_reason=self._redactor.redact(degraded_reason)[0] if degraded_reason else None,
         )
         return ToolResult(passages=passages, metadata=metadata, error=error)
 
-    async def _retrieve(self, request: _Request, mode: SearchMode | None) -> tuple[list[Passage], bool]:
-        """The passages to show, and whether the reranker ordered them. With a reranker,
-        the retriever is asked for ``RERANK_CANDIDATES`` and the reranker picks ``top_k``;
-        a failing reranker costs the order, not the answer (the retriever's is kept)."""
+    async def _retrieve(
+        self, request: _Request, mode: SearchMode | None
+    ) -> tuple[list[Passage], bool, str | None]:
+        """The passages to show, whether the reranker ordered them, and why the answer is
+        degraded when the retriever declares it can say (``ReportingRetriever``: BM25 alone
+        when the query embedding failed). With a reranker, the retriever is asked for
+        ``RERANK_CANDIDATES`` and the reranker picks ``top_k``; a failing reranker costs
+        the order, not the answer (the retriever's is kept)."""
         labels = request.labels or None
         depth = request.top_k if self._reranker is None else max(request.top_k, RERANK_CANDIDATES)
-        candidates = await self._retriever.retrieve(request.query, top_k=depth, labels=labels, mode=mode)
+        degraded_reason: str | None = None
+        retriever = self._retriever
+        if isinstance(retriever, ReportingRetriever):
+            found = await retriever.retrieve_detailed(request.query, top_k=depth, labels=labels, mode=mode)
+            candidates, degraded_reason = list(found.passages), found.degraded_reason
+        else:
+            candidates = list(await retriever.retrieve(request.query, top_k=depth, labels=labels, mode=mode))
         if self._reranker is None:
-            return list(candidates), False
+            return candidates, False, degraded_reason
         try:
-            return list(await self._reranker.rerank(request.query, candidates, top_k=request.top_k)), True
+            reranked = await self._reranker.rerank(request.query, candidates, top_k=request.top_k)
+            return list(reranked), True, degraded_reason
         except RerankError as err:
             logger.warning("reranker %s failed, keeping retrieval order: %s", self._reranker.model_id, err)
-            return list(candidates[: request.top_k]), False
+            return candidates[: request.top_k], False, degraded_reason
 
     def _redact_raw_query(self, arguments: Any) -> str:
         query = arguments.get("query") if isinstance(arguments, Mapping) else None

@@ -1,0 +1,29 @@
+"""Embedding the query at search time, and what a search does when that fails.
+
+A remote provider that is down or slow must not take search down with it: in hybrid mode
+the BM25 channel answers alone and the answer says so (``Retrieval.degraded_reason``,
+shown to the agent as ``degraded`` in the tool's metadata). A search that asked for
+vectors only has nothing to fall back on and fails with the provider's error. How long
+the embedding may take is the embedder's business (``query_embedding_timeout`` for the
+remote ones, ``lore.embedders._http``), so a degraded answer comes within that deadline.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lore.errors import EmbeddingError
+from lore.models import SearchMode
+from lore.protocols import Embedder, Vectors
+
+
+def embed_query(embedder: Embedder, text: str, mode: SearchMode) -> tuple[Vectors | None, str | None]:
+    """``(vector, None)``; or, in hybrid mode when the embedder fails, ``(None, reason)``
+    and the caller searches BM25 alone."""
+    try:
+        matrix = embedder.embed_queries([text])
+    except EmbeddingError as err:
+        if mode is not SearchMode.HYBRID:
+            raise
+        return None, f"the query could not be embedded, so keyword (BM25) search answered alone: {err}"
+    return np.asarray(matrix[0], dtype=np.float32), None

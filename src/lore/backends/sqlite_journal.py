@@ -1,0 +1,139 @@
+"""Keeping the SQLite backend's tantivy index in step with SQLite through the
+``fulltext_journal`` table (the design is in the docstring of ``lore.backends.sqlite``).
+
+The backend holds the write lock and calls these; this module owns what tantivy's writer
+holds (``staged``) and what is waiting for a commit (``pending``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from lore.backends.fulltext import FullTextIndex, FullTextRow
+from lore.backends.sqlite_store import ChunkStore, FullTextOp
+from lore.errors import IndexingError, LoreError, RetrievalError
+
+#: Journal entries read (with their chunks' text) per step of a replay.
+_JOURNAL_BATCH = 5_000
+
+
+@contextmanager
+def translated(error: type[LoreError], what: str) -> Iterator[None]:
+    try:
+        yield
+    except sqlite3.Error as err:
+        raise error(f"{what}: {err}") from err
+
+
+class FullTextJournal:
+    """The journal's replay, staging and commits, and full rebuilds."""
+
+    def __init__(
+        self, store: ChunkStore, fulltext: FullTextIndex, path: Path, guard: threading.RLock
+    ) -> None:
+        self._store = store
+        self._fulltext = fulltext
+        self._path = path
+        self._guard = guard
+        #: tantivy's writer holds every journal entry up to this sequence number, committed
+        #: or staged (see ``stage``); 0 when that is not known, so the journal is replayed.
+        self.staged = 0
+        #: Journal entries written since tantivy's last commit.
+        self.pending = 0
+
+    def lost(self, leftover: bool) -> bool:
+        """An index marked usable that holds nothing while SQLite holds chunks and no
+        journal explains it: left by a rebuild of an older lore that was killed or ran out
+        of disk. Searching it would quietly turn hybrid search into vector-only search."""
+        if leftover:
+            return False
+        try:
+            return self._fulltext.document_count() == 0 and self._store.chunk_count() > 0
+        except RetrievalError:
+            return True
+
+    def state(self) -> str:
+        """One line for ``lore status``: whether BM25 searches see every stored chunk."""
+        with self._guard, translated(IndexingError, f"cannot read the index {self._path}"):
+            chunks = self._store.chunk_count()
+            pending = self._store.journal_end() is not None
+        if not self._fulltext.ready:
+            return f"missing at {self._fulltext.directory}: run `lore reindex`"
+        try:
+            held = self._fulltext.document_count()
+        except RetrievalError as err:
+            return f"unreadable ({err}): run `lore reindex`"
+        if held == chunks:
+            return f"ready ({held} chunks)"
+        if pending:
+            return f"catching up ({held} of {chunks} chunks; the next write or open applies the journal)"
+        return f"out of step ({held} of {chunks} chunks): run `lore reindex`"
+
+    def flush(self) -> None:
+        """Hand tantivy the journal entries its writer lacks, commit there, then forget
+        the journal."""
+        with self._guard, translated(IndexingError, f"cannot apply the journal of {self._path}"):
+            if self._store.journal_end() is None:
+                self.pending = 0
+                return
+            try:
+                while entries := self._store.journal(self.staged, _JOURNAL_BATCH):
+                    rows = self._store.fulltext_rows([chunk for _, op, chunk in entries if op == "add"])
+                    self._fulltext.stage([(op, chunk) for _, op, chunk in entries], rows)
+                    self.staged = entries[-1][0]
+                self._fulltext.commit()
+                with self._store.transaction():
+                    self._store.forget_journal(self.staged)
+            except BaseException:
+                self.staged = 0  # whatever tantivy dropped is replayed from the journal
+                raise
+            self.pending = 0
+
+    def stageable(self, count: int) -> int | None:
+        """Inside the transaction that journaled ``count`` entries: the last one's sequence
+        number when they are all the journal holds past ``staged`` (so they can go to
+        tantivy in order), else None."""
+        past = self._store.journal_past(self.staged, count + 1)
+        return past[-1] if count and len(past) == count else None
+
+    def stage(self, ops: Sequence[FullTextOp], rows: Mapping[int, FullTextRow], through: int | None) -> None:
+        """Hand a committed change to tantivy's writer at once, so tantivy indexes it on
+        its own thread while sync goes on; the flush then only commits. Skipped when
+        earlier entries are missing there: the flush applies the journal in order."""
+        self.pending += len(ops)
+        if through is None:
+            return
+        try:
+            self._fulltext.stage(ops, rows)
+        except IndexingError:
+            # Committed and journaled in SQLite, so nothing is lost: tantivy dropped what
+            # was staged, and the next flush replays the journal (and reports an error
+            # that persists).
+            self.staged = 0
+            return
+        self.staged = through
+
+    def rebuild(self) -> int:
+        """Rebuild tantivy from SQLite and forget the journal (the caller holds the write
+        lock); returns the chunk count."""
+        with translated(IndexingError, f"cannot rebuild the full-text index of {self._path}"):
+            end = self._store.journal_end()
+            if not self._fulltext.ready:
+                self._fulltext.recreate()
+            count = self._fulltext.replace_all(self._store.all_fulltext_rows())
+            if end is not None:
+                with self._store.transaction():
+                    self._store.forget_journal(end)
+                self.staged = end
+        return count
+
+    def rebuild_private(self) -> None:
+        """Rebuild a private copy (an index on a read-only mount): SQLite is not written,
+        so the journal stays."""
+        with self._guard, translated(IndexingError, f"cannot read the index {self._path}"):
+            self._fulltext.recreate()
+            self._fulltext.replace_all(self._store.all_fulltext_rows())

@@ -1,0 +1,371 @@
+"""The SQLite backend when things go wrong around it: a rebuild killed half-way, an index
+on a read-only mount, a full disk, rows deleted under a long-running reader.
+
+Read-only and full-disk cases use real mounts (a tmpfs, a read-only bind mount), which
+need root; elsewhere they skip with the reason, except under ``CI=true``, where a skip
+would hide a regression and fails instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lore.backends.fulltext import PAUSE_ENV, FullTextIndex
+from lore.backends.sqlite import SqliteBackend
+from lore.embedders.hashing import HashingEmbedder
+from lore.errors import IndexingError
+from lore.models import Passage, SearchMode
+from lore.testing import add_document
+from lore.testing.conformance import QueryTextConformance
+from lore.testing.embedders import CountingEmbedder
+
+REPO_SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+def _lore(config: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", "from lore.cli import main; main()", "--config", str(config), *args],
+        capture_output=True,
+        text=True,
+        env=_child_env(env),
+        timeout=120,
+    )
+
+
+def _child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LORE_")}
+    env["PYTHONPATH"] = str(REPO_SRC)
+    env.update(extra or {})
+    return env
+
+
+def _write_config(folder: Path, *, db: str = "lore.db", audit: str = "lore-audit.jsonl") -> Path:
+    config = folder / "lore.toml"
+    config.write_text(f'db_path = "{db}"\naudit_path = "{audit}"\nembedder = "hashing"\n')
+    return config
+
+
+def _fill(db_path: Path, documents: int = 40) -> None:
+    embedder = HashingEmbedder()
+    with SqliteBackend(db_path, embedder) as backend, backend.write_lock():
+        for number in range(documents):
+            add_document(backend, embedder, f"doc-{number}.md", f"kafka consumer lag runbook number {number}")
+
+
+# -- 1. an interrupted full-text rebuild ----------------------------------------------
+
+
+def test_killed_rebuild_leaves_no_empty_index_marked_usable(tmp_path: Path) -> None:
+    """``lore reindex`` killed (-9) between adding the rows and committing them: the next
+    open must rebuild, not trust an empty index (hybrid search would silently become
+    vector-only)."""
+    config = _write_config(tmp_path)
+    db_path = tmp_path / "lore.db"
+    _fill(db_path)
+    # A lost directory: the open that `lore reindex` does starts the rebuild itself.
+    shutil.rmtree(tmp_path / "lore.db.tantivy")
+    child = subprocess.Popen(
+        [sys.executable, "-c", "from lore.cli import main; main()", "--config", str(config), "reindex"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_child_env({PAUSE_ENV: "120"}),
+    )
+    try:
+        assert child.stdout is not None
+        line = child.stdout.readline()
+        assert "rebuild paused" in line, line + (child.stderr.read() if child.stderr else "")
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    embedder = HashingEmbedder()
+    with SqliteBackend(db_path, embedder) as reopened:
+        hits = reopened.search("kafka consumer lag", top_k=50, mode=SearchMode.BM25)
+        assert len(hits) == 40
+        assert reopened.fulltext_state() == "ready (40 chunks)"
+
+
+def test_empty_index_left_marked_usable_is_rebuilt_on_open(tmp_path: Path) -> None:
+    """What an older lore left behind after a killed or out-of-disk rebuild: an empty
+    tantivy index with its marker. The next open sees SQLite holding chunks and rebuilds."""
+    db_path = tmp_path / "lore.db"
+    _fill(db_path, documents=3)
+    broken = FullTextIndex(tmp_path / "lore.db.tantivy", title_boost=1, section_boost=1, identifier_boost=1)
+    broken.recreate()
+    broken._mark_usable()
+    broken.close()
+    with SqliteBackend(db_path, HashingEmbedder()) as reopened:
+        assert len(reopened.search("kafka consumer lag", top_k=10, mode=SearchMode.BM25)) == 3
+
+
+def test_status_shows_the_fulltext_state(tmp_path: Path) -> None:
+    config = _write_config(tmp_path)
+    _fill(tmp_path / "lore.db", documents=2)
+    result = _lore(config, "status")
+    assert result.returncode == 0, result.stderr
+    assert "full-text index: ready (2 chunks)" in result.stdout
+
+
+# -- 3. vector-only search after edits, in one long-running backend ----------------------
+
+
+def test_vector_search_returns_top_k_while_deleted_rows_sit_in_the_matrix(tmp_path: Path) -> None:
+    embedder = HashingEmbedder()
+    with SqliteBackend(tmp_path / "lore.db", embedder) as backend:
+        with backend.write_lock():
+            for number in range(40):
+                add_document(backend, embedder, f"doc-{number}.md", f"kafka consumer lag runbook {number}")
+        wanted = "etcd quorum lost after a node restart"
+        add_document(backend, embedder, "gone.md", wanted)
+        add_document(backend, embedder, "edited.md", wanted)
+        assert len(backend.search(wanted, top_k=5, mode=SearchMode.VECTOR)) == 5  # the matrix is loaded
+        # The closest two rows die: one document deleted, one edited to other text.
+        backend.delete_by_uri("gone.md")
+        add_document(backend, embedder, "edited.md", "certificate rotation for the ingress")
+        hits = backend.search(wanted, top_k=41, mode=SearchMode.VECTOR)
+        assert len(hits) == 41
+        assert "gone.md" not in {hit.uri for hit in hits}
+        hybrid = backend.search(wanted, top_k=41, mode=SearchMode.HYBRID)
+        assert len(hybrid) == 41
+
+
+# -- 6. the conformance case for blank queries can fail ---------------------------------
+
+
+class _AnswersBlankQueries(SqliteBackend):
+    """A backend that breaks the contract: a blank query returns an empty list."""
+
+    async def retrieve(self, query: str, **options: Any) -> list[Passage]:
+        if not query.strip():
+            return []
+        return await super().retrieve(query, **options)
+
+
+async def test_empty_query_case_fails_a_backend_that_answers_blank_queries(tmp_path: Path) -> None:
+    embedder = CountingEmbedder()
+    with _AnswersBlankQueries(tmp_path / "lore.db", embedder) as store, pytest.raises(pytest.fail.Exception):
+        await QueryTextConformance().test_empty_query(store, embedder, "   ")
+
+
+# -- 2. diagnosing an index: status with another embedder configured --------------------
+
+
+def test_status_reports_an_embedder_mismatch_instead_of_dying(tmp_path: Path) -> None:
+    config = _write_config(tmp_path)  # configures the hashing embedder
+    embedder = CountingEmbedder()  # another model id
+    with SqliteBackend(tmp_path / "lore.db", embedder) as backend:
+        add_document(backend, embedder, "a.md", "rotate the signing key")
+    result = _lore(config, "status")
+    assert result.returncode == 0, result.stderr
+    assert "embedder mismatch" in result.stdout
+    assert embedder.model_id in result.stdout
+    assert "`lore reembed`" in result.stdout
+    assert "full-text index: ready (1 chunks)" in result.stdout
+
+
+# -- 2 and 4. a read-only mount and a full disk -------------------------------------------
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{reason} (CI=true: this must run in CI, not skip)", pytrace=False)
+    pytest.skip(reason)
+
+
+def _mount(*args: str) -> None:
+    try:
+        subprocess.run(["mount", *args], check=True, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as err:
+        detail = getattr(err, "stderr", "") or err
+        _unavailable(f"cannot mount ({' '.join(args)}): {detail}; these tests need root")
+
+
+def _umount(target: Path) -> None:
+    subprocess.run(["umount", "-l", str(target)], check=False, capture_output=True, timeout=30)
+
+
+@pytest.fixture
+def mount_root() -> Iterator[Path]:
+    """Mount points outside pytest's numbered temp folders, which other pytest sessions on
+    the machine clean up: they must never walk into (or delete inside) a live mount."""
+    root = Path(tempfile.mkdtemp(prefix="lore-test-mounts-"))
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def read_only_view(mount_root: Path) -> Iterator[tuple[Path, Path]]:
+    """``(built, served)``: a folder, and the same folder through a read-only bind mount."""
+    built, served = mount_root / "built", mount_root / "served"
+    built.mkdir()
+    served.mkdir()
+    _mount("--bind", str(built), str(served))
+    try:
+        _mount("-o", "remount,ro,bind", str(served))
+        yield built, served
+    finally:
+        _umount(served)
+
+
+@pytest.fixture
+def small_disk(mount_root: Path) -> Iterator[Path]:
+    disk = mount_root / "disk"
+    disk.mkdir()
+    _mount("-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk))
+    try:
+        yield disk
+    finally:
+        _umount(disk)
+
+
+def _fill_disk(disk: Path) -> None:
+    """Write until not one more byte fits (a page of a new file is what the next write needs)."""
+    fd = os.open(disk / "filler", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        for size in (1 << 20, 1 << 16, 1 << 12, 1 << 9, 1):
+            block = b"\0" * size
+            while True:
+                try:
+                    if os.write(fd, block) < size:
+                        break
+                except OSError:
+                    break
+    finally:
+        os.close(fd)
+    with pytest.raises(OSError, match="No space left"):
+        (disk / "probe").write_bytes(b"x" * 8192)
+
+
+def _search_json(config: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
+    result = _lore(config, "search", "kafka consumer lag", "--json", "--top-k", "5", env=env)
+    assert result.returncode == 0, result.stderr
+    parsed: dict[str, Any] = json.loads(result.stdout)
+    return parsed
+
+
+def test_index_on_a_read_only_mount_is_searched(read_only_view: tuple[Path, Path], tmp_path: Path) -> None:
+    built, served = read_only_view
+    _write_config(built)
+    _fill(built / "lore.db", documents=10)
+    config = served / "lore.toml"
+
+    # The audit file's folder is read-only: still refused, but the message says what to change.
+    refused = _lore(config, "search", "kafka consumer lag")
+    assert refused.returncode == 2
+    assert str(served / "lore-audit.jsonl") in refused.stderr
+    assert "audit_path" in refused.stderr
+    assert "LORE_AUDIT_PATH" in refused.stderr
+    assert "read-only file system" in refused.stderr
+    assert "Traceback" not in refused.stderr
+
+    audit = {"LORE_AUDIT_PATH": str(tmp_path / "audit.jsonl")}
+    answer = _search_json(config, audit)
+    assert len(answer["passages"]) == 5
+    assert (tmp_path / "audit.jsonl").read_text().count("\n") == 1
+    bm25 = _lore(config, "search", "kafka consumer lag", "--mode", "bm25", "--json", env=audit)
+    assert bm25.returncode == 0, bm25.stderr
+    assert json.loads(bm25.stdout)["passages"]
+
+    status = _lore(config, "status")
+    assert status.returncode == 0, status.stderr
+    assert "access: read-only" in status.stdout
+    assert "full-text index: ready (10 chunks)" in status.stdout
+
+    # Derived data missing from the image: rebuilt privately, the mount is not written.
+    shutil.rmtree(built / "lore.db.tantivy")
+    bm25 = _lore(config, "search", "kafka consumer lag", "--mode", "bm25", "--json", env=audit)
+    assert bm25.returncode == 0, bm25.stderr
+    assert len(json.loads(bm25.stdout)["passages"]) == 8
+    assert not (built / "lore.db.tantivy").exists()
+
+    with SqliteBackend(served / "lore.db", HashingEmbedder()) as backend:
+        assert backend.read_only is not None
+        with pytest.raises(IndexingError, match="read-only"):
+            add_document(backend, HashingEmbedder(), "new.md", "cannot be written")
+
+
+def test_full_disk_keeps_reads_working(small_disk: Path, tmp_path: Path) -> None:
+    config = _write_config(small_disk)
+    _fill(small_disk / "lore.db", documents=20)
+    _fill_disk(small_disk)
+
+    status = _lore(config, "status")
+    assert status.returncode == 0, status.stderr
+    assert "full-text index: ready (20 chunks)" in status.stdout
+    assert "is full" in status.stdout
+
+    # The audit record cannot be appended: refused, naming the disk, the file and the setting.
+    refused = _lore(config, "search", "kafka consumer lag")
+    assert refused.returncode == 2
+    assert str(small_disk / "lore-audit.jsonl") in refused.stderr
+    assert "is full" in refused.stderr
+    assert "LORE_AUDIT_PATH" in refused.stderr
+    assert "Traceback" not in refused.stderr
+
+    answer = _search_json(config, {"LORE_AUDIT_PATH": str(tmp_path / "audit.jsonl")})
+    assert len(answer["passages"]) == 5
+
+    with (
+        SqliteBackend(small_disk / "lore.db", HashingEmbedder()) as backend,
+        pytest.raises(IndexingError, match="is full"),
+    ):
+        add_document(backend, HashingEmbedder(), "new.md", "cannot be written")
+
+    # A full-text index lost meanwhile cannot be rebuilt on the full disk: a private one
+    # (on another disk) answers, and the full disk is not touched.
+    shutil.rmtree(small_disk / "lore.db.tantivy")
+    _fill_disk(small_disk)  # what the index held is taken too
+    bm25 = _lore(
+        config,
+        "search",
+        "kafka consumer lag",
+        "--mode",
+        "bm25",
+        "--json",
+        "--top-k",
+        "30",
+        env={"LORE_AUDIT_PATH": str(tmp_path / "audit.jsonl")},
+    )
+    assert bm25.returncode == 0, bm25.stderr
+    assert len(json.loads(bm25.stdout)["passages"]) == 20
+    assert not (small_disk / "lore.db.tantivy").exists()
+
+
+def test_rebuild_that_runs_out_of_disk_is_redone_by_the_next_open(small_disk: Path) -> None:
+    """The full-text rebuild on open fails for lack of space: the open reports it, and once
+    there is room again the next open rebuilds (before the fix, the empty index it left
+    was marked usable and BM25 found nothing from then on)."""
+    db_path = small_disk / "lore.db"
+    _fill(db_path, documents=30)
+    shutil.rmtree(small_disk / "lore.db.tantivy")
+    # A process (a server) holding the database open keeps its -shm allocated, so the
+    # next open can write SQLite; only the tantivy rebuild lacks room.
+    holder = sqlite3.connect(db_path)
+    try:
+        holder.execute("SELECT COUNT(*) FROM chunks").fetchone()
+        (small_disk / "reserve").write_bytes(b"\0" * 12_288)
+        _fill_disk(small_disk)
+        (small_disk / "reserve").unlink()  # room for the empty index, not for its segments
+        with pytest.raises(IndexingError, match="full-text index"):
+            SqliteBackend(db_path, HashingEmbedder()).close()
+        (small_disk / "filler").unlink()
+    finally:
+        holder.close()
+    with SqliteBackend(db_path, HashingEmbedder()) as reopened:
+        assert len(reopened.search("kafka consumer lag", top_k=50, mode=SearchMode.BM25)) == 30
+        assert reopened.fulltext_state() == "ready (30 chunks)"
