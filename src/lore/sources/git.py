@@ -37,7 +37,7 @@ from pathspec import GitIgnoreSpec
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from lore.chunking import FRONT_MATTER_MEDIA_TYPES, split_front_matter
-from lore.errors import ConfigError
+from lore.errors import ConfigError, SourceError
 from lore.models import Document, SourceFailure, SourceItem, Tombstone, Visibility
 from lore.sources.filesystem import (
     DEFAULT_EXCLUDE,
@@ -60,6 +60,8 @@ from lore.sources.git_transport import (
 FETCHED_REF = "refs/lore/fetched"
 #: Commits handed out as resume tokens, kept so a force-push cannot take their trees away.
 LISTED_PREFIX = "refs/lore/listed/"
+#: Where a fallback full fetch lands; the listing keeps reading FETCHED_REF's commit.
+_REFETCH_REF = "refs/lore/refetch"
 _COMMIT_ID = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 _BRANCH = re.compile(r"^(?!-)(?!.*\.\.)(?!.*//)[^\s~^:?*\[\\\x00-\x1f\x7f]+(?<![./])$")
 #: Enough to tell text from binary; a NUL byte never occurs in UTF-8 text.
@@ -325,26 +327,37 @@ class _Repository:
         return done.stdout
 
     def fetch(self) -> str:
-        """Bring the branch's newest commit; on any failure the previous one stays."""
+        """Bring the branch's newest commit; on any failure the previous one stays. The
+        object filter is the clone's ``remote.origin.partialclonefilter``."""
         self._ensure_initialised(self.auth.remote)
         self.git("config", "remote.origin.url", self.auth.remote.url, what="setting the remote")
         self.auth.known_hosts_file.parent.mkdir(parents=True, exist_ok=True)
-        ref = f"refs/heads/{self.branch}" if self.branch else "HEAD"
+        ref = self._ref()
+        try:
+            self._fetch(ref)
+        except SourceError as err:
+            if "host key verification failed" not in str(err).lower():
+                raise
+            hint = f"the server's key must be in {self.auth.known_hosts_file} (lore's own known-hosts file)"
+            raise SourceError(f"{err}; {hint}") from err
+        out = self.git(
+            "rev-parse", "--verify", f"{FETCHED_REF}^{{commit}}", what="reading the fetched commit"
+        )
+        return out.decode().strip()
+
+    def _fetch(self, ref: str) -> None:
         self.git(
             "fetch",
             "--quiet",
             "--no-tags",
             "--no-write-fetch-head",
-            "--filter=blob:none",
             "origin",
             f"+{ref}:{FETCHED_REF}",
             what=f"fetching {_display(self.auth.remote)} ({self.branch or 'default branch'})",
         )
-        return (
-            self.git("rev-parse", "--verify", f"{FETCHED_REF}^{{commit}}", what="reading the fetched commit")
-            .decode()
-            .strip()
-        )
+
+    def _ref(self) -> str:
+        return f"refs/heads/{self.branch}" if self.branch else "HEAD"
 
     def _ensure_initialised(self, remote: RemoteUrl) -> None:
         if (self.path / "HEAD").is_file():
@@ -466,20 +479,28 @@ class _Repository:
         )
         missing = {line[1:].split()[0] for line in out.decode().splitlines() if line.startswith("?")}
         needed = sorted(missing.intersection(blob_ids))
-        if needed:
+        if not needed:
+            return
+        try:
             self.git(
-                "-c",
-                "fetch.negotiationAlgorithm=noop",
-                "fetch",
-                "--quiet",
-                "--no-tags",
-                "--no-write-fetch-head",
-                "--recurse-submodules=no",
-                "--filter=blob:none",
-                "--stdin",
+                *("-c", "fetch.negotiationAlgorithm=noop", "fetch", "--quiet", "--no-tags"),
+                *("--no-write-fetch-head", "--recurse-submodules=no", "--filter=blob:none", "--stdin"),
                 "origin",
                 what=f"downloading {len(needed)} files",
                 stdin="".join(f"{oid}\n" for oid in needed).encode(),
+            )
+        except SourceError:
+            # A server that speaks only protocol v0 (plain sshd without AcceptEnv
+            # GIT_PROTOCOL, say) may refuse wants of unadvertised objects; lazy fetching
+            # would fail the same way. Fetch everything once, and filter no more.
+            self.git(
+                *("fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--refetch", "--no-filter"),
+                *("origin", f"+{self._ref()}:{_REFETCH_REF}"),
+                what="downloading the whole repository (the server refused a partial fetch)",
+            )
+            self.git("update-ref", "-d", _REFETCH_REF, what="downloading the whole repository")
+            self.git(
+                "config", "--unset", "remote.origin.partialclonefilter", what="turning partial clone off"
             )
 
     def read_blobs(self, blob_ids: Sequence[str], max_bytes: int) -> dict[str, bytes | int]:

@@ -243,15 +243,19 @@ def run_git(
 
 
 def git_error(stderr: bytes, secrets: Sequence[str]) -> str:
-    """git's own words, minus progress chatter, on one line."""
-    lines = [line.strip() for line in stderr.decode("utf-8", "replace").splitlines()]
-    useful = [
-        line
-        for line in lines
-        if line and not line.startswith(("hint:", "remote: Counting", "remote: Compressing"))
-    ]
-    message = "; ".join(useful[-3:]) or "git failed with no message"
-    return scrub(message, secrets)
+    """git's (and ssh's) own words on one line: the first line, which says what went
+    wrong first (``REMOTE HOST IDENTIFICATION HAS CHANGED``), and the last two, minus
+    progress chatter, decoration and boilerplate."""
+    lines = [line.strip(" @\t") for line in stderr.decode("utf-8", "replace").splitlines()]
+    useful = [line for line in lines if line and not line.startswith(_CHATTER) and line not in _BOILERPLATE]
+    picked = useful if len(useful) <= 3 else [useful[0], *useful[-2:]]
+    return scrub("; ".join(picked) or "git failed with no message", secrets)
+
+
+_CHATTER = ("hint:", "remote: Counting", "remote: Compressing", "remote: Enumerating", "remote: Total")
+_BOILERPLATE = frozenset(
+    {"Please make sure you have the correct access rights", "and the repository exists."}
+)
 
 
 def read_token(token_env: str | None, token_file: Path | None, source: str) -> str | None:
