@@ -15,7 +15,8 @@ from lore.backends.sqlite import SqliteBackend
 from lore.chunking import Chunker
 from lore.errors import ConfigError, SourceError
 from lore.models import Document, SourceFailure, SourceItem, Tombstone, Visibility
-from lore.sources.git import FETCHED_REF, GitSource, GitSourceConfig, git_source, parse_git_config
+from lore.sources.git import GitSource, GitSourceConfig, git_source, parse_git_config
+from lore.sources.git_repo import FETCHED_REF
 from lore.sources.git_transport import git_error, parse_remote_url
 from lore.sync import resume_token_key, sync_sources
 from lore.testing.embedders import CountingEmbedder
@@ -123,6 +124,33 @@ async def test_complete_listing_over_http_with_a_token(
     assert token not in (source.repo_dir / "config").read_text()
     assert token not in caplog.text
 
+    # A partial clone: the excluded draft's blob was never downloaded.
+    missing = git("rev-list", "--objects", "--missing=print", "--no-walk", FETCHED_REF, cwd=source.repo_dir)
+    assert f"?{upstream.blob('drafts/wip.md')}" in missing.split()
+
+
+async def test_the_users_own_git_config_is_ignored(
+    http_server: SmartHttpServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    # An insteadOf that would send lore elsewhere, and a credential store that would keep the token.
+    (home / ".gitconfig").write_text(
+        f'[url "http://127.0.0.1:1/"]\n\tinsteadOf = {http_server.url("")}\n[credential]\n\thelper = store\n'
+    )
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("GIT_DIR", str(tmp_path / "not-a-repo"))  # inherited GIT_* variables are dropped
+    assert len(documents(await listing(http_source(http_server, tmp_path / "data")))) == 5
+    assert not (home / ".git-credentials").exists()
+
+
+def test_a_token_is_not_configured_for_plain_http_to_a_public_host(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="https:// only"):
+        git_source(
+            config("http://git.example.com/runbooks.git", allow_private_hosts=False, token_env=TOKEN_ENV),
+            tmp_path,
+        )
+
 
 async def test_wrong_or_missing_token_is_refused_without_prompting_or_leaking(
     http_server: SmartHttpServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -214,6 +242,40 @@ async def test_force_push_falls_back_to_a_complete_listing(
     }  # complete, unchanged files included
     assert tombstones(items) == {"git://runbooks@alerts/kafka.md"}  # from the pinned old tree
     assert source.resume_token() == head
+
+
+async def test_a_complete_listing_tombstones_what_an_earlier_listing_had(
+    http_server: SmartHttpServer, upstream: Upstream, tmp_path: Path
+) -> None:
+    """since=None (sync re-chunking everything) still reports deletions: sync does not
+    prune after an incremental source's listing."""
+    source = http_source(http_server, tmp_path / "data")
+    await listing(source)
+    (upstream.work / "notes.txt").unlink()
+    upstream.commit("third", THIRD)
+    upstream.push()
+
+    items = await listing(source)
+
+    assert len(documents(items)) == 4
+    assert tombstones(items) == {"git://runbooks@notes.txt"}
+
+
+async def test_a_new_clone_resumes_from_a_token_in_its_history(
+    http_server: SmartHttpServer, upstream: Upstream, tmp_path: Path
+) -> None:
+    """The index may outlive the clone (a fresh container): the token is found in the
+    history the new clone fetched, and the listing stays incremental."""
+    first = http_source(http_server, tmp_path / "first")
+    await listing(first)
+    token = first.resume_token()
+    upstream.write("alerts/redis.md", "# Redis memory\n\nEvict keys.\n")
+    upstream.commit("third", THIRD)
+    upstream.push()
+
+    items = await listing(http_source(http_server, tmp_path / "second"), since=token)
+
+    assert set(items) == {"git://runbooks@alerts/redis.md"}
 
 
 async def test_unknown_token_falls_back_to_a_complete_listing(

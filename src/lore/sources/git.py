@@ -7,15 +7,16 @@ reads are ever downloaded. There is no working tree. Files are read with
 ``git cat-file --batch`` at the fetched commit, so a fetch that fails halfway leaves
 nothing half-updated: the previous commit is still what ``refs/lore/fetched`` names, and
 the listing fails with ``SourceError`` (sync then prunes nothing and keeps its token).
+Why a partial clone and not ``--depth=1``: a shallow clone has no history, hence no dates.
 
 Incremental: the resume token is the commit listed. The next listing is
 ``git diff --name-status --no-renames <token> <new head>``: added and modified files as
 documents, deleted ones (a rename is a deletion plus an addition) as tombstones. When the
 token is not an ancestor of the new head (a force-push), or lore no longer has it, the
-listing is complete instead, with tombstones for what the token's tree had and the new one
-lacks, when that tree is still known. Each listed commit is kept reachable under
-``refs/lore/listed/`` until the next listing, so a force-push upstream cannot take the
-old tree away.
+listing is complete instead, with tombstones for what the token's tree (or that of an
+earlier listing) had and the new one lacks, when that tree is still known. Each listed
+commit is kept reachable under ``refs/lore/listed/`` until the next listing, so a
+force-push upstream cannot take the old tree away.
 
 File types, front matter, titles, labels and include/exclude globs are the filesystem
 source's (``lore.sources.filesystem``); globs apply to paths relative to ``path``.
@@ -25,11 +26,9 @@ from __future__ import annotations
 
 import asyncio
 import re
-import shutil
-import tempfile
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
@@ -37,7 +36,7 @@ from pathspec import GitIgnoreSpec
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from lore.chunking import FRONT_MATTER_MEDIA_TYPES, split_front_matter
-from lore.errors import ConfigError, SourceError
+from lore.errors import ConfigError
 from lore.models import Document, SourceFailure, SourceItem, Tombstone, Visibility
 from lore.sources.filesystem import (
     DEFAULT_EXCLUDE,
@@ -47,21 +46,9 @@ from lore.sources.filesystem import (
     _title,
     front_matter_labels,
 )
-from lore.sources.git_transport import (
-    GitAuth,
-    RemoteUrl,
-    git_environment,
-    parse_remote_url,
-    read_token,
-    run_git,
-)
+from lore.sources.git_repo import Repository
+from lore.sources.git_transport import GitAuth, parse_remote_url, read_token
 
-#: The commit the last successful fetch brought; the only ref a listing reads from.
-FETCHED_REF = "refs/lore/fetched"
-#: Commits handed out as resume tokens, kept so a force-push cannot take their trees away.
-LISTED_PREFIX = "refs/lore/listed/"
-#: Where a fallback full fetch lands; the listing keeps reading FETCHED_REF's commit.
-_REFETCH_REF = "refs/lore/refetch"
 _COMMIT_ID = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 _BRANCH = re.compile(r"^(?!-)(?!.*\.\.)(?!.*//)[^\s~^:?*\[\\\x00-\x1f\x7f]+(?<![./])$")
 #: Enough to tell text from binary; a NUL byte never occurs in UTF-8 text.
@@ -137,10 +124,20 @@ def parse_git_config(table: Mapping[str, Any]) -> GitSourceConfig:
 
 def git_source(config: GitSourceConfig, data_dir: Path) -> GitSource:
     """Build the source; the URL is checked now (ConfigError), nothing is fetched yet."""
-    parse_remote_url(config.url, allow_private_hosts=config.allow_private_hosts)
+    remote = parse_remote_url(config.url, allow_private_hosts=config.allow_private_hosts)
     if config.token_env and config.token_file:
         raise ConfigError(f"source {config.name!r}: set token_env or token_file, not both")
+    if (config.token_env or config.token_file) and not _token_transport_ok(remote.scheme, config):
+        raise ConfigError(
+            f"source {config.name!r}: a token is sent over https:// only, not {remote.scheme}://"
+        )
     return GitSource(config, Path(data_dir))
+
+
+def _token_transport_ok(scheme: str, config: GitSourceConfig) -> bool:
+    """https carries a token; plain http only to a private host the source allows (a test
+    or lab server on loopback); ssh and git:// never send it."""
+    return scheme == "https" or (scheme == "http" and config.allow_private_hosts)
 
 
 class GitSource:
@@ -193,13 +190,13 @@ class GitSource:
 
     # -- planning --------------------------------------------------------------------
 
-    def _connect(self) -> _Repository:
+    def _connect(self) -> Repository:
         remote = parse_remote_url(self.config.url, allow_private_hosts=self.config.allow_private_hosts)
         token = read_token(self.config.token_env, self.config.token_file, self.name)
-        if token and remote.scheme == "http" and not self.config.allow_private_hosts:
-            raise ConfigError(
-                f"source {self.name!r}: a token is sent over https:// only, not {remote.scheme}://"
-            )
+        if token and not _token_transport_ok(remote.scheme, self.config):
+            token = None
+        if self.config.ssh_key_file is not None and not self.config.ssh_key_file.is_file():
+            raise ConfigError(f"source {self.name!r}: ssh_key_file {self.config.ssh_key_file} is not a file")
         auth = GitAuth(
             remote,
             known_hosts_file=self.known_hosts_file,
@@ -207,19 +204,23 @@ class GitSource:
             ssh_key_file=self.config.ssh_key_file,
             token=token,
         )
-        return _Repository(self.name, self.repo_dir, auth, self.config.branch)
+        return Repository(self.name, self.repo_dir, auth, self.config.branch)
 
-    def _plan(self, git: _Repository, since: str | None, head: str) -> _Changes:
+    def _plan(self, git: Repository, since: str | None, head: str) -> _Changes:
         tree = git.list_tree(head, self.config.path)
         wanted = {path: entry for path, entry in tree.items() if self._selected(path)}
-        old = since if since and _COMMIT_ID.match(since) and git.has_listed(since) else None
+        old = since if since and _COMMIT_ID.match(since) and git.has_commit(since) else None
         if old is not None and git.is_ancestor(old, head):
             changed, deleted = git.diff(old, head, self.config.path)
             updated = [(path, wanted[path][1]) for path in changed if path in wanted]
             return _Changes(updated, deleted, {path: wanted[path][0] for path, _ in updated})
-        # A force-push, a token lore no longer has, or the first listing: everything, plus
-        # tombstones for what the old tree had, when it is still known.
-        deleted = git.diff(old, head, self.config.path)[1] if old is not None else []
+        # A force-push, a token lore does not have, or no token (a first listing, or sync
+        # re-chunking everything): every file. Sync prunes nothing after an incremental
+        # source's listing, so tombstones go with it for each path that an older tree lore
+        # still knows had and the new one lacks; a tombstone for a path absent from the
+        # new tree is always true, and sync ignores those it does not hold.
+        known = {commit for commit in (old, *git.listed()) if commit and commit != head}
+        deleted = sorted({path for commit in known for path in git.diff(commit, head, self.config.path)[1]})
         updated = [(path, entry[1]) for path, entry in sorted(wanted.items())]
         return _Changes(updated, deleted, {path: entry[0] for path, entry in wanted.items()})
 
@@ -235,7 +236,7 @@ class GitSource:
 
     def _read_batch(
         self,
-        git: _Repository,
+        git: Repository,
         paths: Sequence[str],
         blobs: Mapping[str, str],
         modes: Mapping[str, str],
@@ -300,251 +301,3 @@ class _Changes:
     deleted: list[str]
     #: Repository path -> git file mode, for the paths in ``updated``.
     modes: dict[str, str]
-
-
-class _Repository:
-    """The bare partial clone of one source, and the git commands run against it."""
-
-    def __init__(self, source: str, path: Path, auth: GitAuth, branch: str | None) -> None:
-        self.source = source
-        self.path = path
-        self.auth = auth
-        self.branch = branch
-        self.env = git_environment(auth)
-        self.secrets = auth.secrets()
-
-    def git(
-        self, *args: str, what: str, stdin: bytes | None = None, ok_codes: tuple[int, ...] = (0,)
-    ) -> bytes:
-        done = run_git(
-            ["--git-dir", str(self.path), *args],
-            env=self.env,
-            secrets=self.secrets,
-            what=f"source {self.source!r}: {what}",
-            stdin=stdin,
-            ok_codes=ok_codes,
-        )
-        return done.stdout
-
-    def fetch(self) -> str:
-        """Bring the branch's newest commit; on any failure the previous one stays. The
-        object filter is the clone's ``remote.origin.partialclonefilter``."""
-        self._ensure_initialised(self.auth.remote)
-        self.git("config", "remote.origin.url", self.auth.remote.url, what="setting the remote")
-        self.auth.known_hosts_file.parent.mkdir(parents=True, exist_ok=True)
-        ref = self._ref()
-        try:
-            self._fetch(ref)
-        except SourceError as err:
-            if "host key verification failed" not in str(err).lower():
-                raise
-            hint = f"the server's key must be in {self.auth.known_hosts_file} (lore's own known-hosts file)"
-            raise SourceError(f"{err}; {hint}") from err
-        out = self.git(
-            "rev-parse", "--verify", f"{FETCHED_REF}^{{commit}}", what="reading the fetched commit"
-        )
-        return out.decode().strip()
-
-    def _fetch(self, ref: str) -> None:
-        self.git(
-            "fetch",
-            "--quiet",
-            "--no-tags",
-            "--no-write-fetch-head",
-            "origin",
-            f"+{ref}:{FETCHED_REF}",
-            what=f"fetching {_display(self.auth.remote)} ({self.branch or 'default branch'})",
-        )
-
-    def _ref(self) -> str:
-        return f"refs/heads/{self.branch}" if self.branch else "HEAD"
-
-    def _ensure_initialised(self, remote: RemoteUrl) -> None:
-        if (self.path / "HEAD").is_file():
-            return
-        # Built beside its final place and renamed in, so an interrupted first sync never
-        # leaves a clone that looks complete.
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{self.path.name}-", dir=self.path.parent))
-        try:
-            init = _Repository(self.source, staging, self.auth, self.branch)
-            init.git("init", "--quiet", "--bare", what="creating the clone")
-            for key, value in (
-                ("core.repositoryformatversion", "1"),
-                ("extensions.partialClone", "origin"),
-                ("remote.origin.url", remote.url),
-                ("remote.origin.promisor", "true"),
-                ("remote.origin.partialclonefilter", "blob:none"),
-            ):
-                init.git("config", key, value, what="creating the clone")
-            if self.path.exists():
-                shutil.rmtree(self.path)  # a directory without HEAD is not a usable clone
-            staging.rename(self.path)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-
-    def list_tree(self, commit: str, sub_path: str) -> dict[str, tuple[str, str]]:
-        """Repository path -> (mode, blob id) of every file under ``sub_path``."""
-        out = self.git(
-            "ls-tree", "-r", "-z", "--full-tree", commit, "--", *_pathspec(sub_path), what="listing files"
-        )
-        files: dict[str, tuple[str, str]] = {}
-        for record in out.split(b"\0"):
-            if not record:
-                continue
-            meta, _, name = record.partition(b"\t")
-            mode, kind, oid = meta.decode().split()
-            if kind == "blob":
-                files[name.decode("utf-8", "surrogateescape")] = (mode, oid)
-        return files
-
-    def has_listed(self, commit: str) -> bool:
-        ref = f"{LISTED_PREFIX}{commit}"
-        return bool(
-            self.git("for-each-ref", "--format=%(objectname)", ref, what="reading the last listing").strip()
-        )
-
-    def is_ancestor(self, old: str, new: str) -> bool:
-        out = run_git(
-            ["--git-dir", str(self.path), "merge-base", "--is-ancestor", old, new],
-            env=self.env,
-            secrets=self.secrets,
-            what=f"source {self.source!r}: comparing commits",
-            ok_codes=(0, 1),
-        )
-        return out.returncode == 0
-
-    def diff(self, old: str, new: str, sub_path: str) -> tuple[list[str], list[str]]:
-        """(added or modified paths, deleted paths). Without rename detection, which would
-        download blobs to compare them: a rename is a deletion and an addition."""
-        out = self.git(
-            "diff",
-            "--name-status",
-            "-z",
-            "--no-renames",
-            old,
-            new,
-            "--",
-            *_pathspec(sub_path),
-            what="listing changes",
-        )
-        fields = [field.decode("utf-8", "surrogateescape") for field in out.split(b"\0")]
-        changed: list[str] = []
-        deleted: list[str] = []
-        for status, path in zip(fields[0::2], fields[1::2], strict=False):
-            (deleted if status == "D" else changed).append(path)
-        return changed, deleted
-
-    def last_commit_times(self, head: str, paths: Sequence[str], sub_path: str) -> dict[str, datetime]:
-        """When each path was last changed: one walk of the history, newest first, that
-        stops as soon as every path has been seen."""
-        wanted = set(paths)
-        found: dict[str, datetime] = {}
-        if not wanted:
-            return found
-        for when, touched in self._history(head, sub_path):
-            for path in touched & wanted:
-                found[path] = when
-            wanted -= touched
-            if not wanted:
-                break
-        return found
-
-    def _history(self, head: str, sub_path: str) -> Iterator[tuple[datetime, set[str]]]:
-        out = self.git(
-            "log",
-            "-z",
-            "--no-renames",
-            "--name-only",
-            "--format=%x01%ct",
-            head,
-            "--",
-            *_pathspec(sub_path),
-            what="reading history",
-        )
-        for record in out.split(b"\x01")[1:]:
-            header, _, names = record.partition(b"\0")
-            touched = {
-                name.decode("utf-8", "surrogateescape") for name in names.lstrip(b"\n").split(b"\0") if name
-            }
-            yield datetime.fromtimestamp(int(header), UTC), touched
-
-    def prefetch(self, commit: str, blob_ids: Sequence[str]) -> None:
-        """Download, in one request, the blobs about to be read that the clone lacks;
-        otherwise git would fetch them lazily, one round trip each."""
-        if not blob_ids:
-            return
-        out = self.git(
-            "rev-list", "--objects", "--missing=print", "--no-walk", commit, what="finding missing files"
-        )
-        missing = {line[1:].split()[0] for line in out.decode().splitlines() if line.startswith("?")}
-        needed = sorted(missing.intersection(blob_ids))
-        if not needed:
-            return
-        try:
-            self.git(
-                *("-c", "fetch.negotiationAlgorithm=noop", "fetch", "--quiet", "--no-tags"),
-                *("--no-write-fetch-head", "--recurse-submodules=no", "--filter=blob:none", "--stdin"),
-                "origin",
-                what=f"downloading {len(needed)} files",
-                stdin="".join(f"{oid}\n" for oid in needed).encode(),
-            )
-        except SourceError:
-            # A server that speaks only protocol v0 (plain sshd without AcceptEnv
-            # GIT_PROTOCOL, say) may refuse wants of unadvertised objects; lazy fetching
-            # would fail the same way. Fetch everything once, and filter no more.
-            self.git(
-                *("fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--refetch", "--no-filter"),
-                *("origin", f"+{self._ref()}:{_REFETCH_REF}"),
-                what="downloading the whole repository (the server refused a partial fetch)",
-            )
-            self.git("update-ref", "-d", _REFETCH_REF, what="downloading the whole repository")
-            self.git(
-                "config", "--unset", "remote.origin.partialclonefilter", what="turning partial clone off"
-            )
-
-    def read_blobs(self, blob_ids: Sequence[str], max_bytes: int) -> dict[str, bytes | int]:
-        """Blob id -> content, or its size when over ``max_bytes`` (not read)."""
-        unique = list(dict.fromkeys(blob_ids))
-        if not unique:
-            return {}
-        request = "".join(f"{oid}\n" for oid in unique).encode()
-        sizes: dict[str, int] = {}
-        for line in (
-            self.git("cat-file", "--batch-check", what="reading files", stdin=request).decode().splitlines()
-        ):
-            oid, _, size = line.split()
-            sizes[oid] = int(size)
-        small = [oid for oid in unique if sizes[oid] <= max_bytes]
-        result: dict[str, bytes | int] = {oid: sizes[oid] for oid in unique if sizes[oid] > max_bytes}
-        if small:
-            out = self.git(
-                "cat-file",
-                "--batch",
-                what="reading files",
-                stdin="".join(f"{oid}\n" for oid in small).encode(),
-            )
-            offset = 0
-            for oid in small:
-                end = out.index(b"\n", offset)
-                length = int(out[offset:end].split()[2])
-                result[oid] = out[end + 1 : end + 1 + length]
-                offset = end + 1 + length + 1  # the content is followed by a newline
-        return result
-
-    def pin(self, commit: str, *, keep: str | None) -> None:
-        """Keep ``commit`` (the new token) and ``keep`` (the one sync holds until it stores
-        the new one) reachable; drop older pins."""
-        out = self.git("for-each-ref", "--format=%(refname)", LISTED_PREFIX, what="reading the last listing")
-        for ref in out.decode().split():
-            if ref not in (f"{LISTED_PREFIX}{commit}", f"{LISTED_PREFIX}{keep}"):
-                self.git("update-ref", "-d", ref, what="forgetting an old listing")
-        self.git("update-ref", f"{LISTED_PREFIX}{commit}", commit, what="recording the listing")
-
-
-def _pathspec(sub_path: str) -> list[str]:
-    return [f":(top,literal){sub_path}"] if sub_path else []
-
-
-def _display(remote: RemoteUrl) -> str:
-    return remote.url
