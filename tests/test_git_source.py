@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+import shutil
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -376,11 +377,13 @@ def sshd(tmp_path: Path) -> Iterator[SshServer]:
 async def test_listing_over_ssh_with_lore_known_hosts(
     sshd: SshServer, upstream: Upstream, tmp_path: Path
 ) -> None:
-    known_hosts = tmp_path / "known_hosts"
+    keys = tmp_path / "lore keys"  # a space: ssh splits option values at spaces unless quoted
+    keys.mkdir()
+    known_hosts = keys / "known hosts"
     known_hosts.write_text(sshd.known_hosts_line())
+    key = Path(shutil.copy(sshd.client_key, keys / "deploy key"))
     source = git_source(
-        config(sshd.url(upstream.bare), ssh_key_file=sshd.client_key, known_hosts_file=known_hosts),
-        tmp_path / "data",
+        config(sshd.url(upstream.bare), ssh_key_file=key, known_hosts_file=known_hosts), tmp_path / "data"
     )
     items = await listing(source)
     assert len(documents(items)) == 5

@@ -45,6 +45,9 @@ TOKEN_USER = "x-access-token"
 #: ``http.lowSpeedLimit``), so a hung server cannot hold a sync forever.
 _LOW_SPEED_SECONDS = "60"
 _SSH_TIMEOUT_SECONDS = "30"
+#: No git command of a sync may run longer than this, whatever the transport (git://
+#: has no stall timeout of its own).
+GIT_COMMAND_TIMEOUT_SECONDS = 1800
 #: Inherited environment variables that would change what git does or where it looks.
 _DROPPED_ENV_PREFIXES = ("GIT_", "SSH_")
 
@@ -87,7 +90,7 @@ def parse_remote_url(url: str, *, allow_private_hosts: bool) -> RemoteUrl:
                 "(they would be stored in the clone's config); use token_env or token_file"
             )
         host = parts.hostname or ""
-        if not host or host.startswith("-"):
+        if not host or host.startswith("-") or (parts.username or "").startswith("-"):
             raise ConfigError(f"git url {url!r}: no valid host")
         if parts.path.startswith("/-"):
             raise ConfigError(f"git url {url!r}: path looks like a command-line option; refused")
@@ -189,30 +192,23 @@ def git_environment(auth: GitAuth) -> dict[str, str]:
 
 def ssh_command(auth: GitAuth) -> str:
     """ssh with lore's own known-hosts file and identity, and nothing from ``~/.ssh``."""
-    checking = "yes" if auth.strict_host_key_checking else "accept-new"
-    options = [
-        "ssh",
-        "-F",
-        os.devnull,
-        "-o",
-        "BatchMode=yes",
-        "-o",
-        "IdentitiesOnly=yes",
-        "-o",
-        "IdentityAgent=none",
-        "-o",
-        f"IdentityFile={auth.ssh_key_file if auth.ssh_key_file else 'none'}",
-        "-o",
-        f"UserKnownHostsFile={auth.known_hosts_file}",
-        "-o",
-        f"GlobalKnownHostsFile={os.devnull}",
-        "-o",
-        f"StrictHostKeyChecking={checking}",
-        "-o",
-        "UpdateHostKeys=no",
-        "-o",
-        f"ConnectTimeout={_SSH_TIMEOUT_SECONDS}",
-    ]
+    settings = {
+        "BatchMode": "yes",
+        "IdentitiesOnly": "yes",
+        "IdentityAgent": "none",
+        # Quoted: ssh splits these values at spaces (several files may be listed).
+        "IdentityFile": f'"{auth.ssh_key_file}"' if auth.ssh_key_file else "none",
+        "UserKnownHostsFile": f'"{auth.known_hosts_file}"',
+        "GlobalKnownHostsFile": os.devnull,
+        "StrictHostKeyChecking": "yes" if auth.strict_host_key_checking else "accept-new",
+        "UpdateHostKeys": "no",
+        "ConnectTimeout": _SSH_TIMEOUT_SECONDS,
+        "ServerAliveInterval": "15",
+        "ServerAliveCountMax": "4",
+    }
+    options = ["ssh", "-F", os.devnull]
+    for key, value in settings.items():
+        options += ["-o", f"{key}={value}"]
     return shlex.join(options)
 
 
@@ -234,7 +230,16 @@ def run_git(
 ) -> subprocess.CompletedProcess[bytes]:
     """Run git; a failure raises SourceError with git's last lines of stderr (scrubbed)."""
     try:
-        done = subprocess.run(["git", *args], input=stdin, capture_output=True, env=dict(env), check=False)
+        done = subprocess.run(
+            ["git", *args],
+            input=stdin,
+            capture_output=True,
+            env=dict(env),
+            check=False,
+            timeout=GIT_COMMAND_TIMEOUT_SECONDS,
+        )
+    except subprocess.TimeoutExpired as err:
+        raise SourceError(f"{what}: git did not finish within {GIT_COMMAND_TIMEOUT_SECONDS} s") from err
     except OSError as err:
         raise SourceError(f"{what}: cannot run git: {err.strerror or err}") from err
     if done.returncode not in ok_codes:
