@@ -232,6 +232,8 @@ async def test_force_push_falls_back_to_a_complete_listing(
     upstream.write("alerts/etcd.md", "# etcd has no leader\n\nA rewritten fix.\n")
     head = upstream.commit("rewritten", THIRD)
     upstream.push(force=True)
+    git("reflog", "expire", "--expire=now", "--all", cwd=upstream.bare)
+    git("gc", "--quiet", "--prune=now", cwd=upstream.bare)  # the old head is gone upstream
 
     items = await listing(source, since=token)
 
@@ -241,8 +243,14 @@ async def test_force_push_falls_back_to_a_complete_listing(
         "git://runbooks@old-name.md",
         "git://runbooks@notes.txt",
     }  # complete, unchanged files included
-    assert tombstones(items) == {"git://runbooks@alerts/kafka.md"}  # from the pinned old tree
+    assert tombstones(items) == {"git://runbooks@alerts/kafka.md"}  # from the old tree
     assert source.resume_token() == head
+
+    # Sync did not store the new token (say a document failed): it asks again from the old
+    # one, which upstream no longer has and lore still does, after a gc of the clone too.
+    git("gc", "--quiet", "--prune=now", cwd=source.repo_dir)
+    again = await listing(source, since=token)
+    assert tombstones(again) == {"git://runbooks@alerts/kafka.md"}
 
 
 async def test_a_complete_listing_tombstones_what_an_earlier_listing_had(
