@@ -16,6 +16,7 @@ from lore.backends.sqlite import SqliteBackend
 from lore.chunking import Chunker
 from lore.errors import ConfigError, SourceError
 from lore.models import Document, SourceFailure, SourceItem, Tombstone, Visibility
+from lore.protocols import KnowledgeSource
 from lore.sources.git import GitSource, GitSourceConfig, git_source, parse_git_config
 from lore.sources.git_repo import FETCHED_REF
 from lore.sources.git_transport import git_error, parse_remote_url
@@ -93,6 +94,7 @@ async def test_complete_listing_over_http_with_a_token(
 ) -> None:
     caplog.set_level(logging.DEBUG)
     source = http_source(http_server, tmp_path / "data")
+    assert isinstance(source, KnowledgeSource)
 
     items = await listing(source)
 
@@ -330,6 +332,27 @@ async def test_failed_fetch_keeps_the_previous_commit_and_index_and_reports_it(
         assert source.resume_token() is None
     finally:
         index.close()
+
+
+async def test_a_file_added_only_in_a_merge_is_dated_by_the_head_commit(
+    upstream: Upstream, tmp_path: Path
+) -> None:
+    git("checkout", "--quiet", "-b", "side", cwd=upstream.work)
+    upstream.write("side.md", "# Side\n")
+    upstream.commit("side", SECOND)
+    git("checkout", "--quiet", "main", cwd=upstream.work)
+    git("merge", "--quiet", "--no-ff", "--no-commit", "side", cwd=upstream.work)
+    upstream.write("merge-only.md", "# Written while resolving the merge\n")
+    upstream.commit("merge", THIRD)
+    upstream.push()
+    server = SmartHttpServer(upstream.bare.parent, token=None).start()
+    try:
+        docs = documents(await listing(git_source(config(server.url()), tmp_path / "data")))
+    finally:
+        server.stop()
+    assert docs["git://runbooks@merge-only.md"].updated_at == THIRD
+    assert docs["git://runbooks@side.md"].updated_at == SECOND
+    assert docs["git://runbooks@disk-full.md"].updated_at == FIRST
 
 
 async def test_unreadable_files_are_reported_per_file(upstream: Upstream, tmp_path: Path) -> None:

@@ -265,11 +265,7 @@ class GitSource:
                     reason = f"not valid UTF-8 (byte 0x{content[err.start]:02x} at offset {err.start})"
                     items.append(SourceFailure(uri, reason))
                     continue
-                when = dates.get(path)
-                if when is None:
-                    items.append(SourceFailure(uri, "no commit touching this file was found"))
-                    continue
-                items.append(self._document(path, text, blobs[path], when))
+                items.append(self._document(path, text, blobs[path], dates[path]))
         return items
 
     def _document(self, repo_path: str, text: str, blob_id: str, updated_at: datetime) -> Document:

@@ -7,13 +7,14 @@ reads only ``FETCHED_REF``'s commit, which a fetch moves only when it succeeds.
 from __future__ import annotations
 
 import shutil
+import subprocess
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
 from lore.errors import SourceError
-from lore.sources.git_transport import GitAuth, RemoteUrl, git_environment, run_git
+from lore.sources.git_transport import GitAuth, RemoteUrl, git_environment, git_error, run_git
 
 #: The commit the last successful fetch brought; the only ref a listing reads from.
 FETCHED_REF = "refs/lore/fetched"
@@ -171,37 +172,52 @@ class Repository:
 
     def last_commit_times(self, head: str, paths: Sequence[str], sub_path: str) -> dict[str, datetime]:
         """When each path was last changed: one walk of the history, newest first, that
-        stops as soon as every path has been seen."""
+        stops as soon as every path has been seen. A path no commit shows (a change made
+        only in a merge, which ``git log`` does not diff) takes the head commit's time."""
         wanted = set(paths)
         found: dict[str, datetime] = {}
         if not wanted:
             return found
-        for when, touched in self._history(head, sub_path):
+        history = self._history(head, sub_path)
+        for when, touched in history:
             for path in touched & wanted:
                 found[path] = when
             wanted -= touched
             if not wanted:
-                break
+                history.close()  # stops git; the rest of the history is not read
+                return found
+        stamp = self.git("log", "-1", "--format=%ct", head, what="reading history").strip()
+        found.update(dict.fromkeys(wanted, datetime.fromtimestamp(int(stamp), UTC)))
         return found
 
-    def _history(self, head: str, sub_path: str) -> Iterator[tuple[datetime, set[str]]]:
-        out = self.git(
-            "log",
-            "-z",
-            "--no-renames",
-            "--name-only",
-            "--format=%x01%ct",
-            head,
-            "--",
-            *_pathspec(sub_path),
-            what="reading history",
-        )
-        for record in out.split(b"\x01")[1:]:
-            header, _, names = record.partition(b"\0")
-            touched = {
-                name.decode("utf-8", "surrogateescape") for name in names.lstrip(b"\n").split(b"\0") if name
-            }
-            yield datetime.fromtimestamp(int(header), UTC), touched
+    def _history(self, head: str, sub_path: str) -> Generator[tuple[datetime, set[str]], None, None]:
+        """(commit time, paths it touched) per commit, streamed from ``git log``."""
+        args = ["git", "--git-dir", str(self.path), "log", "-z", "--no-renames", "--name-only"]
+        args += ["--format=%x01%ct", head, "--", *_pathspec(sub_path)]
+        with tempfile.TemporaryFile() as errors:
+            try:
+                process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=errors, env=self.env)
+            except OSError as err:
+                raise SourceError(f"source {self.source!r}: reading history: cannot run git: {err}") from err
+            assert process.stdout is not None
+            try:
+                pending = b""
+                for chunk in iter(lambda: process.stdout.read(65536), b""):  # type: ignore[union-attr]
+                    records = (pending + chunk).split(b"\x01")
+                    pending = records.pop()
+                    yield from (_commit_record(record) for record in records if record)
+                if pending:
+                    yield _commit_record(pending)
+            finally:
+                if process.poll() is None:
+                    process.kill()
+                code = process.wait()
+                process.stdout.close()
+            if code != 0:
+                errors.seek(0)
+                raise SourceError(
+                    f"source {self.source!r}: reading history: {git_error(errors.read(), self.secrets)}"
+                )
 
     def prefetch(self, commit: str, blob_ids: Sequence[str]) -> None:
         """Download, in one request, the blobs about to be read that the clone lacks;
@@ -274,6 +290,13 @@ class Repository:
             if ref not in (f"{LISTED_PREFIX}{commit}", f"{LISTED_PREFIX}{keep}"):
                 self.git("update-ref", "-d", ref, what="forgetting an old listing")
         self.git("update-ref", f"{LISTED_PREFIX}{commit}", commit, what="recording the listing")
+
+
+def _commit_record(record: bytes) -> tuple[datetime, set[str]]:
+    """``<commit time>\\0\\n<path>\\0<path>\\0...`` from ``git log -z --name-only``."""
+    header, _, names = record.partition(b"\0")
+    touched = {name.decode("utf-8", "surrogateescape") for name in names.lstrip(b"\n").split(b"\0") if name}
+    return datetime.fromtimestamp(int(header), UTC), touched
 
 
 def _pathspec(sub_path: str) -> list[str]:
