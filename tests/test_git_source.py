@@ -14,6 +14,7 @@ import pytest
 from git_servers import SmartHttpServer, SshServer, Upstream, git, keygen, start_sshd
 from lore.backends.sqlite import SqliteBackend
 from lore.chunking import Chunker
+from lore.config import SourceConfig
 from lore.errors import ConfigError, SourceError
 from lore.models import Document, SourceFailure, SourceItem, Tombstone, Visibility
 from lore.protocols import KnowledgeSource
@@ -531,5 +532,13 @@ def test_config_model_refuses_unknown_fields_with_one_config_error() -> None:
         }
     )
     assert parsed.visibility is Visibility.ALL_VIEWERS
+    assert parsed.path == ""
+    # What a generic [[sources]] table parsed as lore.config.SourceConfig dumps.
+    generic = SourceConfig.model_validate(
+        {"name": "runbooks", "type": "git", "url": "https://git.example.com/x.git", "path": "docs/"}
+    )
+    assert parse_git_config(generic.model_dump()).path == "docs"
+    with pytest.raises(ConfigError, match="inside the repository"):
+        parse_git_config({"name": "runbooks", "url": "https://git.example.com/x.git", "path": "../etc"})
     assert parsed.strict_host_key_checking is True
     assert parsed.allow_private_hosts is False

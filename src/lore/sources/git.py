@@ -29,7 +29,7 @@ import re
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path, PurePosixPath
+from pathlib import Path, PurePath, PurePosixPath
 from typing import Any, Literal
 
 from pathspec import GitIgnoreSpec
@@ -97,6 +97,12 @@ class GitSourceConfig(BaseModel):
         if value is not None and not _BRANCH.match(value):
             raise ValueError(f"{value!r} is not a valid branch name")
         return value
+
+    @field_validator("path", mode="before")
+    @classmethod
+    def _sub_path_text(cls, value: object) -> object:
+        # A generic ``[[sources]]`` table parsed elsewhere may carry a Path, or None.
+        return "" if value is None else str(value) if isinstance(value, PurePath) else value
 
     @field_validator("path")
     @classmethod
