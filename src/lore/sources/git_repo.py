@@ -117,7 +117,7 @@ class Repository:
             meta, _, name = record.partition(b"\t")
             mode, kind, oid = meta.decode().split()
             if kind == "blob":
-                files[name.decode("utf-8", "surrogateescape")] = (mode, oid)
+                files[name.decode("utf-8", "replace")] = (mode, oid)
         return files
 
     def has_commit(self, commit: str) -> bool:
@@ -163,7 +163,7 @@ class Repository:
             *_pathspec(sub_path),
             what="listing changes",
         )
-        fields = [field.decode("utf-8", "surrogateescape") for field in out.split(b"\0")]
+        fields = [field.decode("utf-8", "replace") for field in out.split(b"\0")]
         changed: list[str] = []
         deleted: list[str] = []
         for status, path in zip(fields[0::2], fields[1::2], strict=False):
@@ -263,8 +263,10 @@ class Repository:
         for line in (
             self.git("cat-file", "--batch-check", what="reading files", stdin=request).decode().splitlines()
         ):
-            oid, _, size = line.split()
-            sizes[oid] = int(size)
+            fields = line.split()
+            if len(fields) != 3:  # "<oid> missing": the server did not send it
+                raise SourceError(f"source {self.source!r}: reading files: object {fields[0]} is missing")
+            sizes[fields[0]] = int(fields[2])
         small = [oid for oid in unique if sizes[oid] <= max_bytes]
         result: dict[str, bytes | int] = {oid: sizes[oid] for oid in unique if sizes[oid] > max_bytes}
         if small:
@@ -295,7 +297,7 @@ class Repository:
 def _commit_record(record: bytes) -> tuple[datetime, set[str]]:
     """``<commit time>\\0\\n<path>\\0<path>\\0...`` from ``git log -z --name-only``."""
     header, _, names = record.partition(b"\0")
-    touched = {name.decode("utf-8", "surrogateescape") for name in names.lstrip(b"\n").split(b"\0") if name}
+    touched = {name.decode("utf-8", "replace") for name in names.lstrip(b"\n").split(b"\0") if name}
     return datetime.fromtimestamp(int(header), UTC), touched
 
 
