@@ -1,0 +1,305 @@
+"""A remote git repository as a knowledge source.
+
+The clone is a bare partial clone (``--filter=blob:none``) under
+``<data_dir>/git/<source name>``: full history of commits and trees, so each file's
+``updated_at`` is the time of the last commit that touched it, but only the blobs lore
+reads are ever downloaded. There is no working tree. Files are read with
+``git cat-file --batch`` at the fetched commit, so a fetch that fails halfway leaves
+nothing half-updated: the previous commit is still what ``refs/lore/fetched`` names, and
+the listing fails with ``SourceError`` (sync then prunes nothing and keeps its token).
+Why a partial clone and not ``--depth=1``: a shallow clone has no history, hence no dates.
+
+Incremental: the resume token is the commit listed. The next listing is
+``git diff --name-status --no-renames <token> <new head>``: added and modified files as
+documents, deleted ones (a rename is a deletion plus an addition) as tombstones. When the
+token is not an ancestor of the new head (a force-push), or lore no longer has it, the
+listing is complete instead, with tombstones for what the token's tree (or that of an
+earlier listing) had and the new one lacks, when that tree is still known. Each listed
+commit is kept reachable under ``refs/lore/listed/`` until the next listing, so a
+force-push upstream cannot take the old tree away.
+
+File types, front matter, titles, labels and include/exclude globs are the filesystem
+source's (``lore.sources.filesystem``); globs apply to paths relative to ``path``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path, PurePath, PurePosixPath
+from typing import Any, Literal
+
+from pathspec import GitIgnoreSpec
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from lore.chunking import FRONT_MATTER_MEDIA_TYPES, split_front_matter
+from lore.errors import ConfigError
+from lore.models import Document, SourceFailure, SourceItem, Tombstone, Visibility
+from lore.sources.filesystem import (
+    DEFAULT_EXCLUDE,
+    DEFAULT_INCLUDE,
+    FOLDER_LABEL,
+    MEDIA_TYPES,
+    _title,
+    front_matter_labels,
+)
+from lore.sources.git_repo import Repository
+from lore.sources.git_transport import GitAuth, parse_remote_url, read_token
+
+_COMMIT_ID = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
+_BRANCH = re.compile(r"^(?!-)(?!.*\.\.)(?!.*//)[^\s~^:?*\[\\\x00-\x1f\x7f]+(?<![./])$")
+#: Enough to tell text from binary; a NUL byte never occurs in UTF-8 text.
+_SNIFF_BYTES = 8192
+#: Blobs read per ``git cat-file --batch``: bounds memory, amortises process start-up.
+_READ_BATCH = 128
+_SYMLINK_MODE = "120000"
+
+
+class GitSourceConfig(BaseModel):
+    """One ``[[sources]]`` table of ``type = "git"``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+    type: Literal["git"] = "git"
+    url: str
+    #: None: the remote's default branch (its HEAD).
+    branch: str | None = None
+    #: Sub-path of the repository to index; globs are relative to it.
+    path: str = ""
+    include: list[str] = Field(default_factory=lambda: list(DEFAULT_INCLUDE))
+    exclude: list[str] = Field(default_factory=lambda: list(DEFAULT_EXCLUDE))
+    labels: dict[str, str] = Field(default_factory=dict)
+    #: Deliberately without a default: an undeclared visibility is refused at sync.
+    visibility: Visibility | None = None
+    ssh_key_file: Path | None = None
+    #: lore's own known-hosts file; default ``<data_dir>/git/known_hosts``.
+    known_hosts_file: Path | None = None
+    #: False accepts (and records) an unknown host's key on first contact; a changed key
+    #: is always refused.
+    strict_host_key_checking: bool = True
+    token_env: str | None = None
+    token_file: Path | None = None
+    allow_private_hosts: bool = False
+    max_file_bytes: int = Field(default=2_000_000, gt=0)
+
+    @field_validator("visibility", mode="before")
+    @classmethod
+    def _visibility(cls, value: object) -> object:
+        return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("branch")
+    @classmethod
+    def _branch(cls, value: str | None) -> str | None:
+        if value is not None and not _BRANCH.match(value):
+            raise ValueError(f"{value!r} is not a valid branch name")
+        return value
+
+    @field_validator("path", mode="before")
+    @classmethod
+    def _sub_path_text(cls, value: object) -> object:
+        # A generic ``[[sources]]`` table parsed elsewhere may carry a Path, or None.
+        return "" if value is None else str(value) if isinstance(value, PurePath) else value
+
+    @field_validator("path")
+    @classmethod
+    def _sub_path(cls, value: str) -> str:
+        cleaned = PurePosixPath(value.strip().strip("/")) if value.strip().strip("/") else None
+        if cleaned is None:
+            return ""
+        if cleaned.is_absolute() or ".." in cleaned.parts or str(cleaned).startswith("-"):
+            raise ValueError(f"{value!r} must be a relative path inside the repository")
+        return str(cleaned)
+
+
+def parse_git_config(table: Mapping[str, Any]) -> GitSourceConfig:
+    """A ``[[sources]]`` table as a GitSourceConfig, or one ConfigError saying what is wrong."""
+    try:
+        return GitSourceConfig.model_validate(dict(table))
+    except ValidationError as err:
+        name = table.get("name", "?")
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in error['loc']) or 'source'}: {error['msg']}"
+            for error in err.errors()
+        )
+        raise ConfigError(f"source {name!r}: {problems}") from err
+
+
+def git_source(config: GitSourceConfig, data_dir: Path) -> GitSource:
+    """Build the source; the URL is checked now (ConfigError), nothing is fetched yet."""
+    remote = parse_remote_url(config.url, allow_private_hosts=config.allow_private_hosts)
+    if config.token_env and config.token_file:
+        raise ConfigError(f"source {config.name!r}: set token_env or token_file, not both")
+    if (config.token_env or config.token_file) and not _token_transport_ok(remote.scheme, config):
+        raise ConfigError(
+            f"source {config.name!r}: a token is sent over https:// only, not {remote.scheme}://"
+        )
+    return GitSource(config, Path(data_dir))
+
+
+def _token_transport_ok(scheme: str, config: GitSourceConfig) -> bool:
+    """https carries a token; plain http only to a private host the source allows (a test
+    or lab server on loopback); ssh and git:// never send it."""
+    return scheme == "https" or (scheme == "http" and config.allow_private_hosts)
+
+
+class GitSource:
+    """Files of one branch of a remote repository, at its newest commit."""
+
+    source_type = "git"
+    incremental = True
+
+    def __init__(self, config: GitSourceConfig, data_dir: Path) -> None:
+        self.config = config
+        self.name = config.name
+        self.visibility = config.visibility
+        self.labels = dict(config.labels)
+        self.repo_dir = data_dir / "git" / config.name
+        self.known_hosts_file = config.known_hosts_file or data_dir / "git" / "known_hosts"
+        self._include = GitIgnoreSpec.from_lines(config.include)
+        self._exclude = GitIgnoreSpec.from_lines(config.exclude)
+        self._token: str | None = None
+
+    def __repr__(self) -> str:
+        return f"GitSource({self.name!r}, {self.config.url!r})"
+
+    def uri_for(self, repo_path: str) -> str:
+        """``git://<source name>@<path in the repository>``."""
+        return f"git://{self.name}@{repo_path}"
+
+    def resume_token(self) -> str | None:
+        return self._token
+
+    async def documents(self, since: str | None = None) -> AsyncIterator[SourceItem]:
+        """Fetch, then yield what changed since ``since`` (a commit this source handed out),
+        or everything. Raises SourceError before yielding anything when the fetch fails."""
+        self._token = None
+        git = await asyncio.to_thread(self._connect)
+        head = await asyncio.to_thread(git.fetch)
+        changes = await asyncio.to_thread(self._plan, git, since, head)
+        paths = [path for path, _ in changes.updated]
+        for path in changes.deleted:
+            yield Tombstone(self.uri_for(path))
+        dates = await asyncio.to_thread(git.last_commit_times, head, paths, self.config.path)
+        blobs = dict(changes.updated)
+        await asyncio.to_thread(git.prefetch, head, list(blobs.values()))
+        for start in range(0, len(paths), _READ_BATCH):
+            batch = paths[start : start + _READ_BATCH]
+            items = await asyncio.to_thread(self._read_batch, git, batch, blobs, changes.modes, dates)
+            for item in items:
+                yield item
+        await asyncio.to_thread(git.pin, head, keep=since)
+        self._token = head
+
+    # -- planning --------------------------------------------------------------------
+
+    def _connect(self) -> Repository:
+        remote = parse_remote_url(self.config.url, allow_private_hosts=self.config.allow_private_hosts)
+        token = read_token(self.config.token_env, self.config.token_file, self.name)
+        if token and not _token_transport_ok(remote.scheme, self.config):
+            token = None
+        if self.config.ssh_key_file is not None and not self.config.ssh_key_file.is_file():
+            raise ConfigError(f"source {self.name!r}: ssh_key_file {self.config.ssh_key_file} is not a file")
+        auth = GitAuth(
+            remote,
+            known_hosts_file=self.known_hosts_file,
+            strict_host_key_checking=self.config.strict_host_key_checking,
+            ssh_key_file=self.config.ssh_key_file,
+            token=token,
+        )
+        return Repository(self.name, self.repo_dir, auth, self.config.branch)
+
+    def _plan(self, git: Repository, since: str | None, head: str) -> _Changes:
+        tree = git.list_tree(head, self.config.path)
+        wanted = {path: entry for path, entry in tree.items() if self._selected(path)}
+        old = since if since and _COMMIT_ID.match(since) and git.has_commit(since) else None
+        if old is not None and git.is_ancestor(old, head):
+            changed, deleted = git.diff(old, head, self.config.path)
+            updated = [(path, wanted[path][1]) for path in changed if path in wanted]
+            return _Changes(updated, deleted, {path: wanted[path][0] for path, _ in updated})
+        # A force-push, a token lore does not have, or no token (a first listing, or sync
+        # re-chunking everything): every file. Sync prunes nothing after an incremental
+        # source's listing, so tombstones go with it for each path that an older tree lore
+        # still knows had and the new one lacks; a tombstone for a path absent from the
+        # new tree is always true, and sync ignores those it does not hold.
+        known = {commit for commit in (old, *git.listed()) if commit and commit != head}
+        deleted = sorted({path for commit in known for path in git.diff(commit, head, self.config.path)[1]})
+        updated = [(path, entry[1]) for path, entry in sorted(wanted.items())]
+        return _Changes(updated, deleted, {path: entry[0] for path, entry in wanted.items()})
+
+    def _relative(self, repo_path: str) -> str:
+        prefix = self.config.path
+        return repo_path[len(prefix) + 1 :] if prefix else repo_path
+
+    def _selected(self, repo_path: str) -> bool:
+        relative = self._relative(repo_path)
+        return bool(self._include.match_file(relative)) and not self._exclude.match_file(relative)
+
+    # -- reading ---------------------------------------------------------------------
+
+    def _read_batch(
+        self,
+        git: Repository,
+        paths: Sequence[str],
+        blobs: Mapping[str, str],
+        modes: Mapping[str, str],
+        dates: Mapping[str, datetime],
+    ) -> list[Document | SourceFailure]:
+        readable = [path for path in paths if modes.get(path) != _SYMLINK_MODE]
+        contents = git.read_blobs([blobs[path] for path in readable], self.config.max_file_bytes)
+        items: list[Document | SourceFailure] = []
+        for path in paths:
+            uri = self.uri_for(path)
+            if modes.get(path) == _SYMLINK_MODE:
+                items.append(SourceFailure(uri, "symbolic link; links in a git source are not followed"))
+                continue
+            content = contents[blobs[path]]
+            if isinstance(content, int):
+                limit = f"this source's max_file_bytes ({self.config.max_file_bytes:,})"
+                items.append(SourceFailure(uri, f"file is {content:,} bytes, over {limit}"))
+            elif b"\x00" in content[:_SNIFF_BYTES]:
+                items.append(
+                    SourceFailure(uri, "binary file (contains NUL bytes); only UTF-8 text is indexed")
+                )
+            else:
+                try:
+                    text = content.decode("utf-8-sig")
+                except UnicodeDecodeError as err:
+                    reason = f"not valid UTF-8 (byte 0x{content[err.start]:02x} at offset {err.start})"
+                    items.append(SourceFailure(uri, reason))
+                    continue
+                items.append(self._document(path, text, blobs[path], dates[path]))
+        return items
+
+    def _document(self, repo_path: str, text: str, blob_id: str, updated_at: datetime) -> Document:
+        relative = PurePosixPath(self._relative(repo_path))
+        media_type = MEDIA_TYPES.get(relative.suffix.lower(), "text/plain")
+        metadata: dict[str, Any] = {}
+        body = text
+        if media_type in FRONT_MATTER_MEDIA_TYPES:
+            metadata, body = split_front_matter(text)
+        labels = front_matter_labels(metadata)
+        if str(relative.parent) != ".":
+            labels[FOLDER_LABEL] = str(relative.parent)
+        labels.update(self.labels)
+        return Document(
+            uri=self.uri_for(repo_path),
+            title=_title(metadata, body, media_type, relative),
+            text=body,
+            revision=blob_id,
+            updated_at=updated_at,
+            labels=labels,
+            media_type=media_type,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Changes:
+    #: (repository path, blob id) to read, in order.
+    updated: list[tuple[str, str]]
+    deleted: list[str]
+    #: Repository path -> git file mode, for the paths in ``updated``.
+    modes: dict[str, str]
