@@ -10,6 +10,7 @@ there, so a passing check is not a blind one.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
@@ -307,3 +308,41 @@ def test_the_false_positive_bench_counts_what_it_alters(tmp_path: Path) -> None:
     assert result.documents_altered == len(secret_cases())
     assert result.chunks_altered >= len(secret_cases())
     assert not any("benign" in uri for uri, _, _ in result.lines)
+
+
+async def test_a_secret_pasted_into_a_question_never_reaches_the_remote_embedder(
+    tmp_path: Path, embedding_server: FakeProvider
+) -> None:
+    """The tool redacts the query before retrieval, so the remote embedder (and a remote
+    reranker) never sees a token an operator pasted into a question."""
+    from lore.tool import build_knowledge_search
+
+    config = write_corpus(tmp_path, embedding_server.url)
+    settings = load_settings(config)
+    assert (await asyncio.to_thread(run_sync, settings)).ok
+    search = build_knowledge_search(settings)
+    assert search is not None
+    case = next(case for case in secret_cases() if case.payloads)
+    before = len(embedding_server.requests)
+
+    result = await search.run({"query": f"why does {case.payloads[0]} fail to authenticate"})
+
+    assert result.error is None
+    sent = [json.dumps(request.body) for request in embedding_server.requests[before:]]
+    assert sent, "the query was not embedded remotely"
+    assert not any(case.payloads[0] in body for body in sent)
+
+
+def test_a_secret_in_front_matter_labels_is_redacted_at_ingest() -> None:
+    token = "ghp_" + "FAKE" + "a1B2c3D4e5" * 3 + "zz"
+    document = Document(
+        uri="file://runbooks/a.md", title="A", text="# A\n\nText.\n", revision="1",
+        updated_at=datetime(2026, 1, 1, tzinfo=UTC), labels={"owner": "sre", "note": f"token {token}"},
+    )  # fmt: skip
+
+    cleaned = redact_document(document)
+
+    assert cleaned.labels["owner"] == "sre"
+    assert token not in cleaned.labels["note"]
+    assert "[REDACTED:" in cleaned.labels["note"]
+    assert redact_document(cleaned) == cleaned

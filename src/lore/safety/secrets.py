@@ -183,9 +183,11 @@ def redact_secrets(text: str) -> str:
 
 def redact_document(document: Document) -> Document:
     """``document`` with secrets (not PII: that is a query-time setting) redacted from its
-    text and title, before sync chunks, embeds or stores it."""
+    text, title and label values (front matter is the author's text too), before sync
+    chunks, embeds or stores it."""
     text, found = _DEFAULT.redact(document.text)
     title, found_in_title = _DEFAULT.redact(document.title)
-    if not found and not found_in_title:
+    labels = {key: _DEFAULT.redact(value)[0] for key, value in document.labels.items()}
+    if not found and not found_in_title and labels == dict(document.labels):
         return document
-    return dataclasses.replace(document, text=text, title=title)
+    return dataclasses.replace(document, text=text, title=title, labels=labels)

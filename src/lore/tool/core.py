@@ -21,7 +21,7 @@ import re
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,7 +36,7 @@ from lore.resolve import NO_BACKEND, resolve_retriever
 from lore.safety.audit import AuditEntry, AuditError, AuditHit, AuditLog, JsonlAuditLog
 from lore.safety.cap import cap_passages
 from lore.safety.injection import screen_injections
-from lore.safety.secrets import SecretRedactor, redaction_markers
+from lore.safety.secrets import SecretRedactor, redact_secrets, redaction_markers
 from lore.tool.render import render_result
 
 logger = logging.getLogger(__name__)
@@ -298,6 +298,9 @@ class KnowledgeSearch:
         error: str | None = None
         try:
             request = _parse_arguments(arguments, self._settings.top_k)
+            # A token pasted into a question must not reach a remote embedder or reranker;
+            # the index holds secrets redacted the same way, so nothing is lost for search.
+            request = replace(request, query=redact_secrets(request.query))
             if mode is not None and mode not in self._retriever.modes:
                 offered = ", ".join(m.value for m in self._retriever.modes)
                 raise UnsupportedModeError(
