@@ -188,6 +188,20 @@ class TokenCounting(Protocol):
 
 
 @runtime_checkable
+class QueryWarmUp(Protocol):
+    """Optional capability of an embedder: getting ready to embed queries ahead of the first.
+
+    A server that starts before its first question (``lore mcp``) calls ``warm_up`` in a
+    background thread, so that loading a model overlaps with its own start-up. It must not
+    call a remote service: only local preparation.
+    """
+
+    def warm_up(self) -> None:
+        """Load what embedding a query needs; errors are left for the first real query."""
+        ...
+
+
+@runtime_checkable
 class Reranker(Protocol):
     """Reorders a retriever's candidates by a stronger (slower) relevance model."""
 

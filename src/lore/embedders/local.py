@@ -178,6 +178,17 @@ class LocalEmbedder:
             return encoder.encode(texts)
         return self._encode(texts, prompt="query")
 
+    def warm_up(self) -> None:
+        """Prepare the PyTorch-free query path and run it once (``QueryWarmUp``); where that
+        path is not available, do nothing: loading PyTorch in the background would slow down
+        whatever the process is starting meanwhile for longer than it saves."""
+        try:
+            encoder = self._torch_free_encoder()
+            if encoder is not None:
+                encoder.encode(["warm-up"])
+        except EmbeddingError as err:
+            logger.debug("query warm-up failed; the first query will say why: %s", err)
+
     def _torch_free_encoder(self) -> QueryEncoder | None:
         """The PyTorch-free query path where it gives the same vectors: a model pipeline that
         ``local_query`` reproduces and a converted model that matched PyTorch when it was
