@@ -193,14 +193,16 @@ def report(console: Console, samples: dict[tuple[str, str], list[Sample]], runs:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--runs", type=int, default=5, help="fresh processes per path and kind (default 5)")
+    parser.add_argument("--default-only", action="store_true", help="time the default query path alone")
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error("--runs must be at least 1")
     console = Console()
     if not console.is_terminal:
         console.width = 140
-    console.log(f"indexing examples/runbooks, then {args.runs} rounds of {len(PATHS) * 2} fresh processes")
-    samples = measure(args.runs)
+    paths = PATHS[:1] if args.default_only else PATHS
+    console.log(f"indexing examples/runbooks, then {args.runs} rounds of {len(paths) * 2} fresh processes")
+    samples = measure(args.runs, paths)
     report(console, samples, args.runs)
     return 0
 
