@@ -408,6 +408,19 @@ def test_queries_without_pytorch_give_the_vectors_pytorch_gives(
 
 
 @pytest.mark.slow
+def test_an_unwritable_compile_cache_only_costs_the_compile(checked_cache: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    shutil.copytree(checked_cache, cache)
+    for compiled in cache.glob("openvino/*/compiled"):
+        shutil.rmtree(compiled)
+    [model_dir] = cache.glob("openvino/*")
+    (model_dir / "compiled").write_text("", encoding="utf-8")  # a file where the directory goes
+    embedder = openvino_embedder(cache)
+    assert embedder.embed_queries([DISK]).shape == (1, 384)
+    assert embedder.query_path == "openvino"
+
+
+@pytest.mark.slow
 def test_the_pytorch_free_tokenizer_gives_the_model_tokenizer_ids(
     checked_cache: Path, embedder: LocalEmbedder
 ) -> None:

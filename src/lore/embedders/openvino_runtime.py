@@ -87,16 +87,18 @@ def validated_model(model_dir: Path, cache_dir: Path | None) -> Path | None:
 
 def compile_model(model_xml: Path) -> Any:
     """The model compiled for this CPU, for the lowest latency of one request (a query), with
-    OpenVINO's compiled-blob cache beside the model."""
+    OpenVINO's compiled-blob cache beside the model where that can be written."""
     import openvino
 
-    core = openvino.Core()
+    config = {"PERFORMANCE_HINT": "LATENCY"}
     try:
+        core = openvino.Core()
         core.set_property({"CACHE_DIR": str(model_xml.parent / _COMPILED)})
-    except Exception as err:  # an unwritable cache only costs the compile time
-        logger.debug("no OpenVINO compile cache for %s: %s", model_xml, err)
+        return core.compile_model(str(model_xml), "CPU", config)
+    except Exception as err:  # an unwritable cache (a read-only mount) only costs compile time
+        logger.debug("compiling %s without OpenVINO's cache: %s", model_xml, err)
     try:
-        return core.compile_model(str(model_xml), "CPU", {"PERFORMANCE_HINT": "LATENCY"})
+        return openvino.Core().compile_model(str(model_xml), "CPU", config)
     except Exception as err:  # OpenVINO raises RuntimeError and its own kinds
         raise EmbeddingError(f"OpenVINO cannot compile the cached model {model_xml}: {err}") from err
 
