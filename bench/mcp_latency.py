@@ -6,7 +6,8 @@ Syncs the corpus first (a no-op when it is current), starts ``lore mcp`` as a su
 with the MCP SDK's stdio client, warms it up, then times K tool calls over a rotating set
 of on-call questions. The same questions are timed through ``KnowledgeSearch.run`` in this
 process, so the table shows what the protocol and process boundary add (the ratio).
-Every call writes an audit line, as in production.
+Every call writes an audit line, as in production. A cold server (spawn, initialize, first
+result) is timed by ``bench/cold_start.py``.
 """
 
 from __future__ import annotations

@@ -161,3 +161,18 @@ def test_real_embedder_section(shared_root: Path) -> None:
     assert embedder.alone_per_s > 0
     assert embedder.ratio > 0
     assert embedder.queries == 1
+
+
+@pytest.mark.slow
+def test_cold_start_measures_fresh_processes(capfd: pytest.CaptureFixture[str]) -> None:
+    # capfd, not capsys: the MCP client hands sys.stderr to the server as a file descriptor.
+    cold = _load("cold_start")
+    samples = cold.measure(1, paths=cold.PATHS[:1])
+    assert set(samples) == {("search", cold.PATHS[0].name), ("mcp", cold.PATHS[0].name)}
+    for (sample,) in samples.values():
+        assert sample.wall_s > 0
+        assert sample.cpu_s > 0
+    cold.report(cold.Console(width=160), samples, 1)
+    printed = capfd.readouterr().out
+    assert "lore search (hybrid)" in printed
+    assert "lore mcp to 1st result" in printed

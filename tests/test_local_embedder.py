@@ -5,8 +5,10 @@ Tests that load the real model are marked slow; they share one loaded embedder.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -18,7 +20,7 @@ import pytest
 
 from lore.chunking import Chunker
 from lore.config import LoreSettings, load_settings
-from lore.embedders import local, openvino_runtime
+from lore.embedders import local, local_query, openvino_runtime
 from lore.embedders.local import BUNDLED_MODEL_ID, LocalEmbedder, bundled_model_path, from_settings
 from lore.errors import ConfigError, EmbeddingError, MissingExtraError
 from lore.protocols import Embedder, TokenCounting
@@ -280,3 +282,181 @@ def test_a_converted_model_that_disagrees_is_never_used(
     assert "computes different embeddings" in caplog.text
     with pytest.raises(EmbeddingError, match="computes different embeddings"):
         openvino_embedder(tmp_path).embed_documents(["disk full"])
+    # Nor is it cached, where the PyTorch-free query path would take it unchecked.
+    assert not list(tmp_path.glob("openvino/*/model.xml"))
+    assert openvino_embedder(tmp_path)._open_query_encoder() is None
+
+
+@pytest.mark.slow
+def test_a_cached_model_that_disagrees_is_removed(
+    checked_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = tmp_path / "cache"
+    shutil.copytree(checked_cache, cache)
+    assert openvino_embedder(cache)._open_query_encoder() is not None
+    monkeypatch.setattr(openvino_runtime, "_TOLERANCE", -1.0)
+    embedder = openvino_embedder(cache, runtime="auto")
+    embedder.embed_documents(["disk full"])
+    assert embedder.runtime == "torch"
+    assert not list(cache.glob("openvino/*/model.xml"))
+
+
+# -- queries without PyTorch (lore.embedders.local_query) --------------------------------
+
+
+def _model_copy(tmp_path: Path, **overrides: object) -> Path:
+    """The bundled model's config files (not its weights) in a directory of their own, with
+    ``overrides`` mapping a relative file name to the JSON it should hold instead."""
+    source = bundled_model_path()
+    copy = tmp_path / "model"
+    for path in source.rglob("*.json"):
+        target = copy / path.relative_to(source)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(path.read_bytes())
+    for name, data in overrides.items():
+        (copy / name).write_text(json.dumps(data), encoding="utf-8")
+    return copy
+
+
+def test_the_bundled_pipeline_is_the_one_reproduced_without_pytorch() -> None:
+    spec = local_query.pipeline(bundled_model_path())
+    assert spec == local_query.Pipeline(max_seq_length=256, normalize=True, pad_token="[PAD]")
+
+
+MODULES = [
+    {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+    {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+]
+MEAN = {"word_embedding_dimension": 384, "pooling_mode_mean_tokens": True, "pooling_mode_cls_token": False}
+
+
+@pytest.mark.parametrize(
+    ("overrides", "reason"),
+    [
+        ({"config_sentence_transformers.json": {"prompts": {"query": "query: "}}}, "prompts"),
+        ({"1_Pooling/config.json": {**MEAN, "pooling_mode_mean_tokens": False, "pooling_mode_cls_token": 1}},
+         "mean pooling"),
+        ({"1_Pooling/config.json": {"pooling_mode": "lasttoken"}}, "mean pooling"),
+        ({"1_Pooling/config.json": {**MEAN, "include_prompt": False}}, "prompt tokens"),
+        ({"modules.json": [*MODULES, {"path": "2_Dense", "type": "sentence_transformers.models.Dense"}]},
+         "Transformer, Pooling"),
+        ({"sentence_bert_config.json": {"max_seq_length": 256, "do_lower_case": True}}, "do_lower_case"),
+    ],
+)  # fmt: skip
+def test_other_pipelines_keep_sentence_transformers(
+    tmp_path: Path, overrides: dict[str, object], reason: str
+) -> None:
+    with pytest.raises(local_query.Unsupported, match=reason):
+        local_query.pipeline(_model_copy(tmp_path, **overrides))
+
+
+def test_a_model_without_normalize_is_reproduced_without_it(tmp_path: Path) -> None:
+    spec = local_query.pipeline(_model_copy(tmp_path, **{"modules.json": MODULES}))
+    assert not spec.normalize
+
+
+def test_without_a_checked_conversion_queries_take_sentence_transformers(tmp_path: Path) -> None:
+    """No cached model, or one not recorded as matching PyTorch: no PyTorch-free path (and
+    deciding so loads nothing)."""
+    embedder = openvino_embedder(tmp_path, runtime="auto")
+    assert openvino_runtime.validated_model(embedder.model_dir, tmp_path) is None
+    assert embedder._open_query_encoder() is None
+    target = openvino_runtime.cache_dir_for(embedder.model_dir, tmp_path)
+    assert target is not None
+    target.mkdir(parents=True)
+    (target / "model.xml").write_text("<net", encoding="utf-8")  # cached, never checked
+    assert openvino_runtime.validated_model(embedder.model_dir, tmp_path) is None
+    assert embedder._model is None
+    torch_only = from_settings(LoreSettings(embedding_runtime="torch", cache_dir=tmp_path))
+    assert torch_only._open_query_encoder() is None
+
+
+@pytest.fixture(scope="module")
+def checked_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A cache directory holding the bundled model converted and checked, as sync leaves it."""
+    cache = tmp_path_factory.mktemp("cache")
+    openvino_embedder(cache).embed_documents(["convert and check the model once"])
+    return cache
+
+
+QUERIES = [
+    *TEXTS,
+    "",
+    "  leading and trailing whitespace\t\n",
+    "Ünïcödé café naïve 日本語 ﬁ ligature 🚀",
+    "A" * 3000,
+    "payments-consumer-group lag > 10k; see https://grafana.example/d/kafka?var=1",
+]
+
+
+@pytest.mark.slow
+def test_queries_without_pytorch_give_the_vectors_pytorch_gives(
+    checked_cache: Path, torch_vectors: np.ndarray
+) -> None:
+    embedder = openvino_embedder(checked_cache)
+    vectors = embedder.embed_queries(QUERIES)
+    assert embedder.query_path == "openvino"
+    assert embedder._model is None, "the query path must not load sentence-transformers"
+    assert vectors.dtype == np.float32
+    assert vectors.shape == (len(QUERIES), 384)
+    np.testing.assert_allclose(vectors[: len(TEXTS)], torch_vectors, atol=1e-5)
+    reference = from_settings(LoreSettings(embedding_runtime="torch")).embed_documents(QUERIES)
+    np.testing.assert_allclose(vectors, reference, atol=1e-5)
+    # One at a time (as at search time) or all together: the same vectors.
+    np.testing.assert_allclose(embedder.embed_queries([QUERIES[3]])[0], vectors[3], atol=1e-5)
+    assert embedder.embed_queries([]).shape == (0, 384)
+
+
+@pytest.mark.slow
+def test_an_unwritable_compile_cache_only_costs_the_compile(checked_cache: Path, tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    shutil.copytree(checked_cache, cache)
+    for compiled in cache.glob("openvino/*/compiled"):
+        shutil.rmtree(compiled)
+    [model_dir] = cache.glob("openvino/*")
+    (model_dir / "compiled").write_text("", encoding="utf-8")  # a file where the directory goes
+    embedder = openvino_embedder(cache)
+    assert embedder.embed_queries([DISK]).shape == (1, 384)
+    assert embedder.query_path == "openvino"
+
+
+@pytest.mark.slow
+def test_the_pytorch_free_tokenizer_gives_the_model_tokenizer_ids(
+    checked_cache: Path, embedder: LocalEmbedder
+) -> None:
+    fast = openvino_embedder(checked_cache)
+    encoder = fast._torch_free_encoder()
+    assert encoder is not None
+    tokenizer = embedder._loaded().tokenizer
+    for text in QUERIES:
+        expected = tokenizer(text, truncation=True, max_length=256)["input_ids"]
+        assert encoder._tokenizer.encode(text).ids == expected, text[:40]
+
+
+@pytest.mark.slow
+def test_warm_up_prepares_the_query_path(checked_cache: Path) -> None:
+    embedder = openvino_embedder(checked_cache)
+    embedder.warm_up()
+    assert embedder.query_path == "openvino"
+    assert embedder._model is None
+
+
+@pytest.mark.slow
+def test_a_query_in_a_fresh_process_never_imports_pytorch(checked_cache: Path, tmp_path: Path) -> None:
+    script = textwrap.dedent(
+        f"""
+        import sys
+        from pathlib import Path
+        from lore.config import LoreSettings
+        from lore.embedders.local import from_settings
+        embedder = from_settings(LoreSettings(cache_dir=Path({str(checked_cache)!r})))
+        assert embedder.embed_queries(["etcd has no leader"]).shape == (1, 384)
+        heavy = [name for name in ("torch", "transformers", "sentence_transformers") if name in sys.modules]
+        print(embedder.query_path, heavy)
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["openvino", "[]"]

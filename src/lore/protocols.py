@@ -200,6 +200,20 @@ class PreflightChecked(Protocol):
 
 
 @runtime_checkable
+class QueryWarmUp(Protocol):
+    """Optional capability of an embedder: getting ready to embed queries ahead of the first.
+
+    A server that starts before its first question (``lore mcp``) calls ``warm_up`` in a
+    background thread, so that loading a model overlaps with its own start-up. It must not
+    call a remote service: only local preparation.
+    """
+
+    def warm_up(self) -> None:
+        """Load what embedding a query needs; errors are left for the first real query."""
+        ...
+
+
+@runtime_checkable
 class Checkpointing(Protocol):
     """Optional capability of an index with a write-ahead log: sync calls ``checkpoint``
     between groups of documents, so the log of a long first sync stays small instead of

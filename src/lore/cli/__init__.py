@@ -21,14 +21,46 @@ COMMAND_MODULES = (
 )
 
 
-def _register_commands() -> None:
-    for name in COMMAND_MODULES:
+#: The module that registers each command. A run imports only its command's module:
+#: importing all of them (sync, eval, reembed and what they import) costs about half a
+#: second of a cold ``lore search`` or ``lore mcp``. A command missing here still works:
+#: then every module is imported.
+COMMAND_MODULE: dict[str, str] = {
+    "sync": "lore.cli.sync_cmd",
+    "status": "lore.cli.sync_cmd",
+    "sources": "lore.cli.sync_cmd",
+    "search": "lore.cli.search_cmd",
+    "reindex": "lore.cli.index_cmd",
+    "eval": "lore.cli.eval_cmd",
+    "mcp": "lore.cli.mcp_cmd",
+    "migrate": "lore.cli.migrate_cmd",
+    "reembed": "lore.cli.reembed_cmd",
+}
+#: The root options that take a value (``lore --config FILE search ...``).
+_ROOT_VALUE_OPTIONS = frozenset({"--config", "-c"})
+
+
+def _command_name(argv: list[str]) -> str | None:
+    """The command word of a ``lore`` command line, or None (``lore --help``, no command)."""
+    words = iter(argv)
+    for word in words:
+        if word in _ROOT_VALUE_OPTIONS:
+            next(words, None)
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
+def _register_commands(argv: list[str] | None = None) -> None:
+    """Import the command modules; with ``argv``, only the one its command needs."""
+    module = COMMAND_MODULE.get(_command_name(argv) or "") if argv is not None else None
+    for name in (module,) if module else COMMAND_MODULES:
         importlib.import_module(name)
 
 
 def main() -> None:
     try:
-        _register_commands()
+        _register_commands(sys.argv[1:])
         app()
     except LoreError as err:
         print_error(str(err))

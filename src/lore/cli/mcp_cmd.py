@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Annotated
 
 import typer
@@ -32,18 +33,26 @@ def mcp_command(
     port: Annotated[int, typer.Option("--port", min=1, max=65535, help="Port for --http.")] = 8765,
 ) -> None:
     """Serve the knowledge_search tool over MCP (stdio by default)."""
-    # Imported here so that other commands do not pay for the MCP SDK at start-up.
     _require_mcp_extra()
-    from lore import mcp_server
+    from lore.protocols import QueryWarmUp
+    from lore.resolve import NO_BACKEND, resolve_embedder
     from lore.tool.core import build_knowledge_search
 
-    search = build_knowledge_search(settings())
+    current = settings()
+    embedder = resolve_embedder(current) if current.backend != NO_BACKEND else None
+    search = build_knowledge_search(current, embedder)
     if search is None:
         # A deployment without a corpus must not advertise a search it cannot answer.
         raise ConfigError(
             'backend is "none": there is no corpus to search, so lore mcp will not start. '
             "Set backend (lore.toml or LORE_BACKEND) to an index built with lore sync."
         )
+    if isinstance(embedder, QueryWarmUp):
+        # The model loads while the MCP SDK is imported below and the client initializes.
+        threading.Thread(target=embedder.warm_up, name="lore-query-warm-up", daemon=True).start()
+    # Imported here, after the warm-up started, so other commands never pay for the MCP SDK.
+    from lore import mcp_server
+
     if http:
         # stderr: stdout stays clean in both modes.
         say(f"lore MCP server on http://{mcp_server.HTTP_HOST}:{port}{mcp_server.HTTP_PATH}", stderr=True)

@@ -24,7 +24,6 @@ from lore.errors import ConfigError, LoreError, QueryError
 from lore.models import LABEL_VALUE_SEPARATOR, SearchMode
 from lore.protocols import KnowledgeIndex, KnowledgeRetriever
 from lore.resolve import NO_BACKEND, missing_index, resolve_retriever
-from lore.sync import LAST_SYNC_KEY
 from lore.tool.core import MAX_TOP_K, KnowledgeSearch, ToolPassage, ToolResult
 from lore.tool.render import describe_age
 
@@ -100,6 +99,9 @@ def _open_retriever(current: LoreSettings) -> KnowledgeRetriever:
 
 
 def _index_is_empty(retriever: KnowledgeRetriever, current: LoreSettings) -> bool:
+    # Imported here: lore.sync brings the chunker and the sources, which a search never needs.
+    from lore.sync import LAST_SYNC_KEY
+
     if not isinstance(retriever, KnowledgeIndex):
         return False  # a retrieval-only service: its emptiness is not ours to judge
     if current.sources:

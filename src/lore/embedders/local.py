@@ -12,6 +12,12 @@ extra brings it): the same vectors as PyTorch, checked at load, at about 1.2x th
 throughput (``lore.embedders.openvino_runtime``). ``embedding_runtime = "torch"`` keeps
 PyTorch. ONNX Runtime was measured no faster than PyTorch at equal output, and int8 faster
 but with different vectors (``bench/embedder_throughput.py``, docs/embedders.md).
+
+Queries skip PyTorch altogether once a checked OpenVINO copy of the model is cached
+(``lore.embedders.local_query``): importing torch and sentence-transformers costs seconds,
+a query milliseconds, and a process that only searches should pay for the query alone.
+Documents (sync, reembed) keep the sentence-transformers pipeline, which converts and
+checks the model and counts tokens with the model's tokenizer.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from typing import Any, Literal
 import numpy as np
 
 from lore.config import LoreSettings
+from lore.embedders.local_query import QueryEncoder
 from lore.errors import ConfigError, EmbeddingError, MissingExtraError
 from lore.protocols import Vectors
 
@@ -111,6 +118,11 @@ class LocalEmbedder:
         #: What runs the transformer: as configured until the model loads, then "torch"
         #: or "openvino" ("auto" picks OpenVINO when it is installed and converts the model).
         self.runtime: str = runtime
+        self._requested: Runtime = runtime
+        #: How queries are embedded: None until the first query, then "openvino" (no
+        #: PyTorch: ``lore.embedders.local_query``) or "sentence-transformers".
+        self.query_path: str | None = None
+        self._query_encoder: QueryEncoder | None = None
         self._model_id = model_id
         self._dimension, self._max_tokens = _declared_sizes(model_dir)
         self._model: Any = None
@@ -159,7 +171,57 @@ class LocalEmbedder:
         return self._encode(texts, prompt="document")
 
     def embed_queries(self, texts: Sequence[str]) -> Vectors:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        encoder = self._torch_free_encoder()
+        if encoder is not None:
+            return encoder.encode(texts)
         return self._encode(texts, prompt="query")
+
+    def warm_up(self) -> None:
+        """Prepare the PyTorch-free query path and run it once (``QueryWarmUp``); where that
+        path is not available, do nothing: loading PyTorch in the background would slow down
+        whatever the process is starting meanwhile for longer than it saves."""
+        try:
+            encoder = self._torch_free_encoder()
+            if encoder is not None:
+                encoder.encode(["warm-up"])
+        except EmbeddingError as err:
+            logger.debug("query warm-up failed; the first query will say why: %s", err)
+
+    def _torch_free_encoder(self) -> QueryEncoder | None:
+        """The PyTorch-free query path where it gives the same vectors: a model pipeline that
+        ``local_query`` reproduces and a converted model that matched PyTorch when it was
+        cached. Otherwise (``embedding_runtime = "torch"``, no OpenVINO, a first use before
+        any sync) queries go through sentence-transformers, which converts and caches the
+        model for the next process."""
+        with self._lock:
+            if self.query_path is None:
+                self._query_encoder = self._open_query_encoder()
+                self.query_path = "openvino" if self._query_encoder is not None else "sentence-transformers"
+            return self._query_encoder
+
+    def _open_query_encoder(self) -> QueryEncoder | None:
+        if self._requested == "torch" or self._model is not None:
+            return None  # the loaded model embeds queries as fast; same vectors either way
+        from lore.embedders import local_query, openvino_runtime
+
+        try:
+            spec = local_query.pipeline(self.model_dir)
+        except local_query.Unsupported as why:
+            logger.debug("queries through sentence-transformers: %s", why)
+            return None
+        model_xml = openvino_runtime.validated_model(self.model_dir, self.cache_dir)
+        if model_xml is None:
+            logger.info("no checked OpenVINO model cached yet: this process loads PyTorch once to make one")
+            return None
+        try:
+            encoder = local_query.QueryEncoder.load(self.model_dir, model_xml, spec, self.batch_size)
+        except EmbeddingError as err:
+            logger.warning("embedding queries through sentence-transformers: %s", err)
+            return None
+        self.runtime = "openvino"
+        return encoder
 
     def _encode(self, texts: Sequence[str], *, prompt: str) -> Vectors:
         if not texts:
@@ -207,18 +269,18 @@ class LocalEmbedder:
         return model
 
     def _switch_runtime(self, model: Any) -> str:
-        if self.runtime == "torch":
+        if self._requested == "torch":
             return "torch"
         from lore.embedders import openvino_runtime
 
         if not openvino_runtime.available():
-            if self.runtime == "openvino":
+            if self._requested == "openvino":
                 raise MissingExtraError("local", "openvino")
             return "torch"
         try:
             openvino_runtime.use_openvino(model, self.model_dir, self.cache_dir)
         except EmbeddingError as err:
-            if self.runtime == "openvino":
+            if self._requested == "openvino":
                 raise
             logger.warning("embedding on PyTorch instead of OpenVINO: %s", err)
             return "torch"

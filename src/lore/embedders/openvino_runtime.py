@@ -1,17 +1,24 @@
 """Run the local model's transformer on OpenVINO instead of PyTorch: the same weights, the
-same vectors (checked when the model loads), about 1.2x the throughput on this project's
-2-core AVX2 machines (``bench/embedder_throughput.py``, docs/embedders.md).
+same vectors (checked when the model is converted and whenever PyTorch loads it), about
+1.2x the throughput on this project's 2-core AVX2 machines (``bench/embedder_throughput.py``,
+docs/embedders.md).
 
-sentence-transformers keeps doing everything around the transformer: tokenizing, sorting
-by length, batching, prompts, pooling, normalising. Only the module that turns token ids
-into token embeddings is replaced by one that calls OpenVINO. That is how
-sentence-transformers' own ``backend="openvino"`` works too, but that backend goes through
-optimum-intel, which pins older transformers and huggingface_hub releases than the ones lore
-runs on; ``openvino.convert_model`` converts the loaded PyTorch module directly.
+Two ways use the converted model. Loaded through sentence-transformers (sync, and any
+process that has PyTorch loaded anyway), sentence-transformers keeps doing everything
+around the transformer: tokenizing, sorting by length, batching, prompts, pooling,
+normalising; only the module that turns token ids into token embeddings is replaced by one
+that calls OpenVINO (``lore.embedders.openvino_torch``). That is how sentence-transformers'
+own ``backend="openvino"`` works too, but that backend goes through optimum-intel, which
+pins older transformers and huggingface_hub releases than the ones lore runs on;
+``openvino.convert_model`` converts the loaded PyTorch module directly. Queries instead read
+the cached model without PyTorch at all (``lore.embedders.local_query``): this module
+imports neither torch nor transformers at its top, so finding the cache costs neither.
 
 Converting traces the PyTorch model (4-5 s for MiniLM), so the converted model is kept on
-disk, keyed by the model files and the OpenVINO version; reading it back and compiling
-takes about 0.5 s. A cache that cannot be written only costs the conversion next time.
+disk, keyed by the model files and the OpenVINO version, and only once it has matched
+PyTorch (a ``validated.json`` beside it says so). OpenVINO's own compiled-model cache sits
+beside it (``compiled/``), so that compiling it again takes about 0.2 s instead of 0.4 s.
+A cache that cannot be written only costs the conversion next time.
 """
 
 from __future__ import annotations
@@ -27,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from lore.errors import EmbeddingError
 
@@ -43,6 +49,11 @@ _PROBE = [
     "etcdNoLeader",
 ]
 _MODEL_XML = "model.xml"
+#: Written beside a converted model once it matched PyTorch; only then is it used without
+#: PyTorch to check it.
+_VALIDATED = "validated.json"
+#: OpenVINO's compiled-blob cache (the ``CACHE_DIR`` property), beside the model.
+_COMPILED = "compiled"
 
 
 def available() -> bool:
@@ -53,18 +64,61 @@ def available() -> bool:
     return True
 
 
+def cache_dir_for(model_dir: Path, cache_dir: Path | None) -> Path | None:
+    """Where the model converted from ``model_dir`` is (or would be) cached; None without a
+    cache directory or without OpenVINO."""
+    if cache_dir is None:
+        return None
+    try:
+        import openvino
+    except ImportError:
+        return None
+    return cache_dir / "openvino" / _cache_key(model_dir, openvino.__version__)
+
+
+def validated_model(model_dir: Path, cache_dir: Path | None) -> Path | None:
+    """The cached model.xml converted from ``model_dir``, if one exists that matched PyTorch
+    when it was written. Imports OpenVINO, never PyTorch."""
+    target = cache_dir_for(model_dir, cache_dir)
+    if target is None or not (target / _VALIDATED).is_file() or not (target / _MODEL_XML).is_file():
+        return None
+    return target / _MODEL_XML
+
+
+def compile_model(model_xml: Path) -> Any:
+    """The model compiled for this CPU, for the lowest latency of one request (a query), with
+    OpenVINO's compiled-blob cache beside the model where that can be written."""
+    import openvino
+
+    config = {"PERFORMANCE_HINT": "LATENCY"}
+    try:
+        core = openvino.Core()
+        core.set_property({"CACHE_DIR": str(model_xml.parent / _COMPILED)})
+        return core.compile_model(str(model_xml), "CPU", config)
+    except Exception as err:  # an unwritable cache (a read-only mount) only costs compile time
+        logger.debug("compiling %s without OpenVINO's cache: %s", model_xml, err)
+    try:
+        return openvino.Core().compile_model(str(model_xml), "CPU", config)
+    except Exception as err:  # OpenVINO raises RuntimeError and its own kinds
+        raise EmbeddingError(f"OpenVINO cannot compile the cached model {model_xml}: {err}") from err
+
+
 def use_openvino(model: Any, model_dir: Path, cache_dir: Path | None) -> None:
     """Swap the PyTorch transformer inside ``model`` (a loaded SentenceTransformer) for an
     OpenVINO-compiled copy. Raises EmbeddingError, leaving ``model`` as it was, when the
     model cannot be converted or the converted copy computes different embeddings."""
     import openvino
+    import torch
+
+    from lore.embedders.openvino_torch import OpenVINOTransformer
 
     transformer, attribute = _transformer_module(model)
     torch_model = getattr(transformer, attribute)
     probe = dict(model.tokenizer(_PROBE, padding=True, truncation=True, return_tensors="pt"))
     core = openvino.Core()
+    target = cache_dir_for(model_dir, cache_dir)
     try:
-        ir = _cached_or_converted(core, torch_model, probe, model_dir, cache_dir)
+        ir, converted = _cached_or_converted(core, torch_model, probe, model_dir, target)
         compiled = core.compile_model(ir, "CPU", {"PERFORMANCE_HINT": "LATENCY"})
         adapter = OpenVINOTransformer(compiled, torch_model.config)
         with torch.inference_mode():
@@ -75,34 +129,19 @@ def use_openvino(model: Any, model_dir: Path, cache_dir: Path | None) -> None:
     except Exception as err:  # conversion and inference raise many kinds; all mean "cannot"
         raise EmbeddingError(f"OpenVINO cannot run the model in {model_dir}: {err}") from err
     if got.shape != expected.shape or not np.allclose(got, expected, atol=_TOLERANCE, rtol=0):
+        if target is not None and not converted:
+            # A cached copy that disagrees must not serve the PyTorch-free query path either.
+            shutil.rmtree(target, ignore_errors=True)
         raise EmbeddingError(
             f"OpenVINO's copy of the model in {model_dir} computes different embeddings than PyTorch"
         )
+    if target is not None:
+        difference = float(np.max(np.abs(got - expected)))
+        if converted:
+            _save(ir, target, difference)
+        elif not (target / _VALIDATED).is_file():  # cached by a lore that did not record it
+            _write_validated(target, difference)
     setattr(transformer, attribute, adapter)
-
-
-class OpenVINOTransformer(torch.nn.Module):
-    """Stands where sentence-transformers keeps the Hugging Face model: called with the
-    tokenizer's tensors, it answers with the token embeddings."""
-
-    def __init__(self, compiled: Any, config: Any) -> None:
-        super().__init__()
-        self.compiled = compiled
-        self.config = config  # sentence-transformers reads the model's config
-        self._inputs = [port.get_any_name() for port in compiled.inputs]
-
-    def forward(self, **features: Any) -> Any:
-        from transformers.modeling_outputs import BaseModelOutput
-
-        try:
-            feed = {name: features[name].cpu().numpy() for name in self._inputs}
-        except KeyError as err:
-            raise EmbeddingError(f"the tokenizer gave no {err.args[0]!r}, which the model needs") from err
-        # One request per call: the HTTP service may embed from several threads at once.
-        outputs = self.compiled.create_infer_request().infer(feed)
-        hidden = torch.from_numpy(np.array(outputs[0], copy=True))
-        # Indexable both as [0] (sentence-transformers before 6) and by name (6 and later).
-        return BaseModelOutput(last_hidden_state=hidden)
 
 
 def _transformer_module(model: Any) -> tuple[Any, str]:
@@ -117,16 +156,17 @@ def _transformer_module(model: Any) -> tuple[Any, str]:
 
 
 def _cached_or_converted(
-    core: Any, torch_model: Any, probe: dict[str, Any], model_dir: Path, cache_dir: Path | None
-) -> Any:
+    core: Any, torch_model: Any, probe: dict[str, Any], model_dir: Path, target: Path | None
+) -> tuple[Any, bool]:
+    """The OpenVINO model, and whether it was converted now (so not yet saved)."""
     import openvino
 
-    target = cache_dir / "openvino" / _cache_key(model_dir, openvino.__version__) if cache_dir else None
     if target is not None and (target / _MODEL_XML).is_file():
         try:
-            return core.read_model(str(target / _MODEL_XML))
+            return core.read_model(str(target / _MODEL_XML)), False
         except Exception as err:  # a torn or foreign file: convert again and replace it
             logger.warning("ignoring unreadable cached OpenVINO model %s: %s", target, err)
+            shutil.rmtree(target, ignore_errors=True)
     logger.info("converting %s to OpenVINO (once; later loads read the cached copy)", model_dir)
     transformers_logger = logging.getLogger("transformers")
     level = transformers_logger.level
@@ -140,24 +180,33 @@ def _cached_or_converted(
             converted = openvino.convert_model(torch_model, example_input=probe)
         finally:
             transformers_logger.setLevel(level)
-    if target is not None:
-        _save(converted, target)
-    return converted
+    return converted, True
 
 
-def _save(converted: Any, target: Path) -> None:
+def _save(converted: Any, target: Path, difference: float) -> None:
     import openvino
 
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=target.parent))
         openvino.save_model(converted, str(staging / _MODEL_XML), compress_to_fp16=False)
+        _write_validated(staging, difference)
         try:
             os.replace(staging, target)  # readers see the whole model or none
         except OSError:  # another process saved it first
             shutil.rmtree(staging, ignore_errors=True)
     except OSError as err:
         logger.warning("cannot cache the OpenVINO model under %s: %s", target.parent, err)
+
+
+def _write_validated(directory: Path, difference: float) -> None:
+    record = {"max_abs_difference": difference, "tolerance": _TOLERANCE, "probe": _PROBE}
+    try:
+        partial = directory / f".{_VALIDATED}.{os.getpid()}"
+        partial.write_text(json.dumps(record), encoding="utf-8")
+        os.replace(partial, directory / _VALIDATED)
+    except OSError as err:
+        logger.warning("cannot record the checked OpenVINO model under %s: %s", directory, err)
 
 
 def _cache_key(model_dir: Path, openvino_version: str) -> str:

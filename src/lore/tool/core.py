@@ -30,7 +30,7 @@ import jsonschema
 from lore.config import LoreSettings, load_settings
 from lore.errors import LoreError, QueryError, RerankError, UnsupportedModeError
 from lore.models import SOURCE_TYPE_LABEL, Passage, SearchMode, utc
-from lore.protocols import KnowledgeRetriever, ReportingRetriever, Reranker
+from lore.protocols import Embedder, KnowledgeRetriever, ReportingRetriever, Reranker
 from lore.rerankers import resolve_reranker
 from lore.resolve import NO_BACKEND, resolve_retriever
 from lore.safety.audit import AuditEntry, AuditError, AuditHit, AuditLog, JsonlAuditLog
@@ -430,15 +430,18 @@ class KnowledgeSearch:
         return passages, findings, capped.truncated
 
 
-def build_knowledge_search(settings: LoreSettings | None = None) -> KnowledgeSearch | None:
+def build_knowledge_search(
+    settings: LoreSettings | None = None, embedder: Embedder | None = None
+) -> KnowledgeSearch | None:
     """The configured tool, or None when ``backend = "none"`` (integrations then attach
-    no search tool). Configuration problems raise ``ConfigError``."""
+    no search tool). Configuration problems raise ``ConfigError``. The embedder is built
+    from settings unless one is passed in."""
     settings = settings if settings is not None else load_settings()
     if settings.backend == NO_BACKEND:
         return None
     # Before the retriever, so a bad reranker setting leaves no store open behind it.
     reranker = resolve_reranker(settings)
-    retriever = resolve_retriever(settings)
+    retriever = resolve_retriever(settings, embedder)
     if retriever is None:
         return None
     return KnowledgeSearch(retriever, settings=settings, reranker=reranker)

@@ -1,0 +1,211 @@
+"""Cold start: a fresh ``lore search`` and a fresh ``lore mcp``, new query path against PyTorch.
+
+    .venv/bin/python bench/cold_start.py [--runs 5] [--query "etcd has no leader"]
+
+Indexes the example corpus (examples/runbooks) into a temporary directory with the local
+model (which converts the model for OpenVINO and caches it there, as a first ``lore sync``
+does), then times N fresh processes of each kind, round-robin so that the machine's load
+falls on every path alike:
+
+- ``lore search --mode hybrid``, end to end (spawn to exit), and
+- ``lore mcp`` over stdio, from spawn through ``initialize`` to the first ``tools/call``
+  result (the MCP SDK's stdio client, as an agent would start it),
+
+each on three query paths: the default (no PyTorch: ``lore.embedders.local_query``),
+sentence-transformers with OpenVINO (what every query ran before that path existed, forced
+here by switching the PyTorch-free path off inside the child process), and
+``embedding_runtime = "torch"``. The table gives medians, minimums and maximums, and each
+path's median against the default's. The targets are a cold search within 1.0 s and an MCP
+first result within 1.5 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+from mcp import Client, StdioServerParameters
+from rich.console import Console
+from rich.table import Table
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+PYTHON = sys.executable
+QUESTIONS = ("etcd has no leader", "pod stuck in CrashLoopBackOff", "node NotReady", "certificate expiry")
+TARGETS_S = {"search": 1.0, "mcp": 1.5}
+
+#: Runs the real ``lore`` entry point, with the PyTorch-free query path switched off.
+_WITHOUT_FAST_PATH = (
+    "import sys; from lore.embedders.local import LocalEmbedder; "
+    "LocalEmbedder._open_query_encoder = lambda self: None; "
+    "from lore.cli import main; sys.argv[0] = 'lore'; main()"
+)
+
+
+@dataclass(frozen=True)
+class QueryPath:
+    name: str
+    #: The interpreter arguments before lore's own (``-c`` script or the console script).
+    prefix: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()
+
+
+LORE = str(Path(PYTHON).with_name("lore"))
+PATHS = (
+    QueryPath("default: no PyTorch (tokenizers + OpenVINO)", (LORE,)),
+    QueryPath("sentence-transformers + OpenVINO (before)", (PYTHON, "-c", _WITHOUT_FAST_PATH)),
+    QueryPath("embedding_runtime = torch", (LORE,), (("LORE_EMBEDDING_RUNTIME", "torch"),)),
+)
+
+
+def write_config(root: Path) -> Path:
+    config = root / "lore.toml"
+    config.write_text(
+        f"""backend = "sqlite"
+db_path = "lore.db"
+embedder = "local"
+cache_dir = "cache"
+audit_path = "audit.jsonl"
+
+[[sources]]
+name = "runbooks"
+type = "filesystem"
+path = "{REPO_ROOT / "examples" / "runbooks"}"
+visibility = "all-viewers"
+""",
+        encoding="utf-8",
+    )
+    return config
+
+
+def child_env(path: QueryPath) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LORE_")}
+    # The checkout's own code, also where the venv has lore installed from elsewhere.
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT / "src"), env.get("PYTHONPATH")]))
+    env.update(path.env)
+    return env
+
+
+@dataclass(frozen=True)
+class Sample:
+    wall_s: float
+    #: CPU seconds of the lore process (user + system): what the load of a shared machine
+    #: does not inflate, unlike the wall time.
+    cpu_s: float
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def time_search(path: QueryPath, config: Path, query: str) -> Sample:
+    command = [*path.prefix, "--config", str(config), "search", query, "--mode", "hybrid", "-k", "3"]
+    cpu = _children_cpu()
+    started = time.perf_counter()
+    finished = subprocess.run(command, env=child_env(path), capture_output=True, text=True, check=False)
+    elapsed = time.perf_counter() - started
+    if finished.returncode != 0 or "passages for" not in finished.stdout:
+        raise SystemExit(f"{path.name}: lore search failed: {finished.stderr.strip()[-800:]}")
+    return Sample(elapsed, _children_cpu() - cpu)
+
+
+async def _first_result(path: QueryPath, config: Path, query: str) -> float:
+    params = StdioServerParameters(
+        command=path.prefix[0],
+        args=[*path.prefix[1:], "--config", str(config), "mcp"],
+        cwd=str(config.parent),
+        env=child_env(path),
+    )
+    before = {child.pid for child in psutil.Process().children()}
+    started = time.perf_counter()
+    async with Client(params) as client:  # spawn, then initialize
+        result = await client.call_tool("knowledge_search", {"query": query, "top_k": 3})
+        elapsed = time.perf_counter() - started
+        [server] = [child for child in psutil.Process().children() if child.pid not in before]
+        times = server.cpu_times()
+    if result.is_error:
+        raise SystemExit(f"{path.name}: tool call failed: {result.content}")
+    return Sample(elapsed, times.user + times.system)
+
+
+def time_mcp(path: QueryPath, config: Path, query: str) -> Sample:
+    return asyncio.run(_first_result(path, config, query))
+
+
+def sync(config: Path) -> None:
+    env = child_env(PATHS[0])
+    finished = subprocess.run(
+        [str(Path(PYTHON).with_name("lore")), "--config", str(config), "sync"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if finished.returncode != 0:
+        raise SystemExit(f"lore sync failed: {finished.stderr.strip()[-800:]}")
+
+
+def measure(runs: int, paths: tuple[QueryPath, ...] = PATHS) -> dict[tuple[str, str], list[Sample]]:
+    """One sample per fresh process, keyed by (kind, path name); every path runs once per round."""
+    samples: dict[tuple[str, str], list[Sample]] = {}
+    with tempfile.TemporaryDirectory(prefix="lore-cold-") as scratch:
+        config = write_config(Path(scratch))
+        sync(config)
+        for round_ in range(runs):
+            query = QUESTIONS[round_ % len(QUESTIONS)]
+            for path in paths:
+                samples.setdefault(("search", path.name), []).append(time_search(path, config, query))
+                samples.setdefault(("mcp", path.name), []).append(time_mcp(path, config, query))
+    return samples
+
+
+def report(console: Console, samples: dict[tuple[str, str], list[Sample]], runs: int) -> None:
+    load = os.getloadavg()[0]
+    table = Table(title=f"cold start, {runs} fresh processes per row, load average {load:.1f} at the end (s)")
+    columns = ("what", "query path", "median", "min", "max", "vs default", "CPU", "vs default", "target")
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("what", "query path") else "right")
+    for kind, label in (("search", "lore search (hybrid)"), ("mcp", "lore mcp to 1st result")):
+        rows = [(name, times) for (k, name), times in samples.items() if k == kind]
+        base = statistics.median(sample.wall_s for sample in rows[0][1])
+        base_cpu = statistics.median(sample.cpu_s for sample in rows[0][1])
+        for name, times in rows:
+            wall = [sample.wall_s for sample in times]
+            median, cpu = statistics.median(wall), statistics.median(sample.cpu_s for sample in times)
+            target = ""
+            if name == rows[0][0]:
+                target = f"≤ {TARGETS_S[kind]:.1f} {'pass' if median <= TARGETS_S[kind] else 'MISS'}"
+            figures = (f"{median:.2f}", f"{min(wall):.2f}", f"{max(wall):.2f}", f"{median / base:.2f}x")
+            table.add_row(label, name, *figures, f"{cpu:.2f}", f"{cpu / base_cpu:.2f}x", target)
+    console.print(table)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--runs", type=int, default=5, help="fresh processes per path and kind (default 5)")
+    parser.add_argument("--default-only", action="store_true", help="time the default query path alone")
+    args = parser.parse_args(argv)
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
+    console = Console()
+    if not console.is_terminal:
+        console.width = 140
+    paths = PATHS[:1] if args.default_only else PATHS
+    console.log(f"indexing examples/runbooks, then {args.runs} rounds of {len(paths) * 2} fresh processes")
+    samples = measure(args.runs, paths)
+    report(console, samples, args.runs)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,126 @@
+"""A cold ``lore search`` or ``lore mcp`` imports only what it needs: the command's own module,
+and no PyTorch once a checked OpenVINO model is cached. Timings are in bench/cold_start.py;
+these tests check what is imported, in fresh processes.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import typer
+from typer.core import TyperGroup
+
+import lore.cli
+from lore.cli import COMMAND_MODULE, COMMAND_MODULES, _command_name
+from lore.cli.app import app
+from lore.config import load_settings
+from lore.sync import run_sync
+
+HEAVY = ("torch", "transformers", "sentence_transformers")
+
+
+def test_every_command_is_mapped_to_the_module_that_registers_it() -> None:
+    for name in COMMAND_MODULES:
+        importlib.import_module(name)
+    group = typer.main.get_command(app)
+    assert isinstance(group, TyperGroup)
+    assert set(group.commands) == set(COMMAND_MODULE)
+    assert set(COMMAND_MODULE.values()) == set(COMMAND_MODULES)
+
+
+@pytest.mark.parametrize(
+    ("argv", "name"),
+    [
+        (["search", "etcd"], "search"),
+        (["--config", "x.toml", "mcp"], "mcp"),
+        (["-c", "search", "search", "q"], "search"),  # the option's value is not the command
+        (["--config=x.toml", "sync"], "sync"),
+        (["--help"], None),
+        ([], None),
+    ],
+)
+def test_the_command_word_is_found_after_the_root_options(argv: list[str], name: str | None) -> None:
+    assert _command_name(argv) == name
+
+
+def _probe(args: list[str], cwd: Path) -> tuple[str, str]:
+    """Run ``lore ARGS`` in a fresh interpreter; stdout, and which heavy modules it imported."""
+    script = textwrap.dedent(
+        f"""
+        import sys
+        from lore.cli import main
+        sys.argv = ["lore", *{args!r}]
+        try:
+            main()
+        finally:
+            loaded = [name for name in {HEAVY!r} if name in sys.modules]
+            print("PROBE", ",".join(loaded) or "none", "lore.sync" in sys.modules, file=sys.stderr)
+        """
+    )
+    env = {key: value for key, value in os.environ.items() if not key.startswith("LORE_")}
+    env["PYTHONPATH"] = str(Path(lore.cli.__file__).parents[2])
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
+    )
+    probe = [line for line in result.stderr.splitlines() if line.startswith("PROBE")]
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert probe, result.stderr[-2000:]
+    return result.stdout, probe[-1]
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two runbooks synced with the local model into a project whose cache holds the
+    converted, checked model (what a first ``lore sync`` leaves)."""
+    root = tmp_path_factory.mktemp("project")
+    (root / "runbooks").mkdir()
+    (root / "runbooks" / "etcd.md").write_text(
+        "# etcd quorum loss\n\n## Diagnosis\n\netcdNoLeader fires when members cannot elect a leader.\n",
+        encoding="utf-8",
+    )
+    (root / "runbooks" / "disk.md").write_text(
+        "# Node disk full\n\nThe root filesystem is full: free /var/lib/docker.\n", encoding="utf-8"
+    )
+    (root / "lore.toml").write_text(
+        'backend = "sqlite"\ndb_path = "lore.db"\nembedder = "local"\ncache_dir = "cache"\n'
+        'audit_path = "audit.jsonl"\n\n[[sources]]\nname = "runbooks"\ntype = "filesystem"\n'
+        'path = "runbooks"\nvisibility = "all-viewers"\n',
+        encoding="utf-8",
+    )
+    report = run_sync(load_settings(root / "lore.toml"))
+    assert report.chunks_embedded > 0
+    assert list((root / "cache").glob("openvino/*/validated.json"))
+    return root
+
+
+@pytest.mark.slow
+def test_a_cold_search_never_imports_pytorch(project: Path) -> None:
+    out, probe = _probe(["--config", str(project / "lore.toml"), "search", "etcd has no leader"], project)
+    assert "etcd quorum loss" in out
+    assert probe == "PROBE none False", "a search must import neither PyTorch nor lore.sync"
+
+
+@pytest.mark.slow
+def test_without_a_cached_model_the_first_search_loads_pytorch_once(project: Path, tmp_path: Path) -> None:
+    """Before any sync has converted the model, a search falls back to sentence-transformers
+    (which converts and caches it), and the next one does not."""
+    config = tmp_path / "lore.toml"
+    text = (project / "lore.toml").read_text(encoding="utf-8")
+    config.write_text(
+        text.replace('db_path = "lore.db"', f'db_path = "{project / "lore.db"}"').replace(
+            'path = "runbooks"', f'path = "{project / "runbooks"}"'
+        ),
+        encoding="utf-8",
+    )
+    out, probe = _probe(["--config", str(config), "search", "disk full"], tmp_path)
+    assert "Node disk full" in out
+    assert probe.startswith("PROBE torch")
+    out, probe = _probe(["--config", str(config), "search", "disk full"], tmp_path)
+    assert "Node disk full" in out
+    assert probe == "PROBE none False"
