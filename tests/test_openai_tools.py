@@ -17,6 +17,7 @@ from agent_corpus import ETCD_RUNBOOK
 from lore.config import load_settings
 from lore.integrations.openai_tools import handle_openai_tool_call, openai_tool_schema, openai_tools
 from lore.tool.core import INPUT_SCHEMA, TOOL_DESCRIPTION, TOOL_NAME, KnowledgeSearch, build_knowledge_search
+from optional_extras import require_extra
 
 RUNBOOKS = {"etcd-no-leader.md": ETCD_RUNBOOK}
 
@@ -140,7 +141,7 @@ def fake_openai() -> Iterator[tuple[str, list[dict[str, Any]]]]:
 async def test_round_trip_with_the_openai_client(
     search: KnowledgeSearch, config: Path, fake_openai: tuple[str, list[dict[str, Any]]]
 ) -> None:
-    openai = pytest.importorskip("openai", reason="the openai client is not installed")
+    openai = require_extra("openai", "dev")
     base_url, requests = fake_openai
     client = openai.AsyncOpenAI(base_url=base_url, api_key="fake-" + "loopback-" + "key", max_retries=0)
     messages: list[dict[str, Any]] = [{"role": "user", "content": "etcd has no leader, what now?"}]
