@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib
 import sys
 
+from rich.markup import escape
+
 from lore.cli.app import app, err_console
 from lore.errors import LoreError
 
@@ -30,7 +32,8 @@ def main() -> None:
     try:
         app()
     except LoreError as err:
-        err_console.print(f"[red]error:[/red] {err}", highlight=False, soft_wrap=True)
+        # escaped: messages hold brackets ("pip install 'lore[local]'") that are not markup
+        err_console.print(f"[red]error:[/red] {escape(str(err))}", highlight=False, soft_wrap=True)
         sys.exit(2)
     except KeyboardInterrupt:
         err_console.print("interrupted")
