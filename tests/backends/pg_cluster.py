@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 SERVER_USER = "postgres"
-PGVECTOR_EXTRA_REASON = "needs the 'pgvector' extra: pip install 'lore[pgvector]'"
 
 
 class ClusterError(RuntimeError):
