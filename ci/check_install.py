@@ -50,6 +50,15 @@ NEEDS_EXTRA = {
 }
 
 
+#: Commands of an extra, run on a base install: (extra, lore arguments, environment).
+#: The DSN names a closed port on 127.0.0.1; nothing is ever reached.
+REFUSED_WITHOUT_EXTRA = [
+    ("pgvector", ["sync"], {"LORE_BACKEND": "pgvector", "LORE_PG_DSN": "postgresql://lore@127.0.0.1:9/lore"}),
+    ("qdrant", ["sync"], {"LORE_BACKEND": "qdrant"}),
+    ("mcp", ["mcp"], {}),
+]
+
+
 class CheckFailed(Exception):
     pass
 
@@ -94,7 +103,8 @@ def run_lore(
     result = subprocess.run(
         [str(lore), *args], capture_output=True, text=True, env=env, cwd=REPO, check=False, timeout=900
     )
-    shown = " ".join(["lore", *args])
+    settings = [f"{key}={env[key]}" for key in ("LORE_BACKEND", "LORE_EMBEDDER") if key in env]
+    shown = " ".join([*settings, "lore", *args])
     print(f"check-install: {shown} -> exit {result.returncode}", flush=True)
     if "Traceback" in result.stderr:
         raise CheckFailed(f"{shown} printed a traceback:\n{result.stderr[-3000:]}")
@@ -125,6 +135,15 @@ def check_main_job(extras: set[str], scratch: Path) -> None:
                 f"lore[local]; got exit {refused.returncode}:\n{refused.stderr}"
             )
         env["LORE_EMBEDDER"] = "hashing"
+        # what the other extras bring, asked for without them: one line naming the extra
+        for extra, args, extra_env in REFUSED_WITHOUT_EXTRA:
+            if extra not in extras:
+                refused = run_lore([*config, *args], {**env, **extra_env}, expect_ok=False)
+                if refused.returncode != 2 or f"lore[{extra}]" not in refused.stderr:
+                    raise CheckFailed(
+                        f"without lore[{extra}], `lore {' '.join(args)}` must exit 2 naming it; "
+                        f"got exit {refused.returncode}:\n{refused.stderr}"
+                    )
     run_lore([*config, "sync"], env)
     found = run_lore([*config, "search", QUERY, "--top-k", "3"], env)
     if EXPECTED_HIT not in found.stdout.lower():

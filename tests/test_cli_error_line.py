@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 import lore.cli
@@ -22,3 +24,18 @@ def test_missing_extra_error_keeps_the_extra_name(
     err = capsys.readouterr().err
     assert "pip install 'lore[local]'" in err
     assert err.count("\n") == 1
+
+
+def test_lore_mcp_without_the_mcp_extra_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # None in sys.modules makes `import mcp` fail as it does where the package is absent.
+    monkeypatch.setitem(sys.modules, "mcp", None)
+    monkeypatch.delitem(sys.modules, "lore.mcp_server", raising=False)
+    monkeypatch.setattr(sys, "argv", ["lore", "mcp"])
+    with pytest.raises(SystemExit) as exited:
+        lore.cli.main()
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "pip install 'lore[mcp]'" in err
+    assert "Traceback" not in err

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from lore.cli.app import app, err_console, settings
-from lore.errors import ConfigError
+from lore.errors import ConfigError, MissingExtraError
 
 
 @app.command("mcp")
@@ -19,7 +19,10 @@ def mcp_command(
 ) -> None:
     """Serve the knowledge_search tool over MCP (stdio by default)."""
     # Imported here so that other commands do not pay for the MCP SDK at start-up.
-    from lore import mcp_server
+    try:
+        from lore import mcp_server
+    except ImportError as err:  # the SDK or one of the packages it brings is not installed
+        raise MissingExtraError("mcp", err.name or "mcp") from err
     from lore.tool.core import build_knowledge_search
 
     search = build_knowledge_search(settings())
