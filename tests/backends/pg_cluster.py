@@ -16,6 +16,7 @@ import os
 import pwd
 import shutil
 import socket
+import stat
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -58,12 +59,20 @@ INSTALL_PARTS = ("bin", "lib", "share")
 
 
 def _link_or_copy(source: str, destination: str) -> None:
-    # A hard link keeps the file's own mode (the wheel's files are world-readable) and costs
-    # nothing; across file systems, or where links are refused, a copy does the same job.
-    try:
-        os.link(source, destination)
-    except OSError:
-        shutil.copy2(source, destination)
+    # A hard link costs nothing but shares the file's mode, so only a file others may read
+    # (as a wheel's files are) is linked; any other, or one on another file system, is copied
+    # and made readable (and executable where its owner may execute it) by everyone.
+    mode = os.stat(source).st_mode
+    if mode & stat.S_IROTH:
+        try:
+            os.link(source, destination)
+            return
+        except OSError:
+            pass
+    shutil.copy2(source, destination)
+    readable = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
+    executable = stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH if mode & stat.S_IXUSR else 0
+    os.chmod(destination, stat.S_IMODE(mode) | readable | executable)
 
 
 def relocate_install(bin_dir: Path, root: Path) -> Path:
@@ -189,11 +198,17 @@ def start_cluster() -> Cluster:
             except OSError as err:
                 shutil.rmtree(root, ignore_errors=True)
                 raise ClusterError(f"cannot place the PostgreSQL binaries under {root}: {err}") from err
-        if not _server_user_can("-x", bin_dir / "initdb") or not _server_user_can("-x", root):
+        if not _server_user_can("-x", root):
             shutil.rmtree(root, ignore_errors=True)
             raise ClusterError(
                 f"the {SERVER_USER!r} user cannot reach {root} (a parent folder is not traversable "
                 "by other users): point TMPDIR at a folder every user can enter, e.g. TMPDIR=/tmp"
+            )
+        if not _server_user_can("-x", bin_dir / "initdb"):
+            shutil.rmtree(root, ignore_errors=True)
+            raise ClusterError(
+                f"the {SERVER_USER!r} user cannot run {bin_dir / 'initdb'}: set LORE_TEST_PG_BIN to "
+                f"a PostgreSQL bin directory that user can read, or LORE_TEST_PG_DSN to a running server"
             )
         # The data directory is created by initdb as the server user; it must own its parent.
         os.chown(root, user.pw_uid, user.pw_gid)

@@ -32,6 +32,9 @@ def _private_copy_of_the_server(tmp_path: Path) -> Path:
     shutil.copytree(package, site / package.name, symlinks=True)
     for libs in package.parent.glob(f"{package.name}*.libs"):  # the wheel's shared libraries
         shutil.copytree(libs, site / libs.name, symlinks=True)
+    for path in site.rglob("*"):  # as pip leaves files under umask 077: the owner's alone
+        if path.is_file() and not path.is_symlink():
+            path.chmod(path.stat().st_mode & 0o700)
     return site / package.name / bin_dir.relative_to(package)
 
 
