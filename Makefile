@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.lore-installed
 
-.PHONY: install run test lint typecheck bench clean
+.PHONY: install run test lint typecheck check-install bench clean
 
 # torch is pinned first so pip takes the CPU build that lies on this machine's disk
 # instead of resolving a multi-GB CUDA build for sentence-transformers.
@@ -22,8 +22,10 @@ run: install
 	$(BIN)/lore --config examples/lore.toml search "etcd cluster has no leader, what do I do?" --top-k 3
 	$(BIN)/lore --config examples/lore.toml search "payments-consumer-group lag keeps growing" --top-k 3
 
+# deptry: every import in src/ is declared in pyproject.toml, directly (see [tool.deptry]).
 lint: install
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check src tests bench ci
+	$(BIN)/deptry src
 
 typecheck: install
 	$(BIN)/mypy
@@ -37,6 +39,23 @@ test: lint typecheck
 	mkdir -p build/ci
 	$(EVAL_ENV) $(BIN)/lore eval golden eval/golden/examples.yaml --config examples/lore.toml \
 		--sync --check-baseline eval/baseline.json
+
+# What a user gets: `pip install lore`, then `pip install 'lore[local]'`, in a throwaway venv
+# without [dev] and not editable, each followed by the main job (ci/check_install.py). An
+# import that no extra declares, or that the wrong extra declares, fails here. pip's cache
+# is shared with `make install`, so this costs the install, not the downloads.
+USER_VENV := build/venv-user
+USER_ENV  := env -u PYTHONPATH
+
+check-install:
+	rm -rf $(USER_VENV)
+	$(PYTHON) -m venv $(USER_VENV)
+	$(USER_VENV)/bin/python -m pip install -q --upgrade pip
+	$(USER_VENV)/bin/python -m pip install -q .
+	$(USER_ENV) $(USER_VENV)/bin/python ci/check_install.py
+	$(USER_VENV)/bin/python -m pip install -q torch==2.13.0
+	$(USER_VENV)/bin/python -m pip install -q '.[local]'
+	$(USER_ENV) $(USER_VENV)/bin/python ci/check_install.py --extras local
 
 bench: install
 	$(BIN)/python bench/run.py

@@ -13,7 +13,9 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("google.adk", reason="google-adk is not installed (extra 'adk')")
+from optional_extras import require_extra
+
+require_extra("google.adk", "adk")
 
 from google.adk.agents.invocation_context import InvocationContext
 from google.adk.agents.llm_agent import LlmAgent

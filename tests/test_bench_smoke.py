@@ -15,6 +15,8 @@ from types import ModuleType
 import numpy as np
 import pytest
 
+from optional_extras import require_extra
+
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 
 
@@ -63,7 +65,7 @@ def test_synthetic_corpus_is_deterministic_and_prefix_stable(synthetic: ModuleTy
 def test_tiny_run_measures_every_engine_and_reports_targets(
     bench_run: ModuleType, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    pytest.importorskip("lancedb", reason="LanceDB is the benchmark's peer (a dev dependency)")
+    require_extra("lancedb", "dev")
     out = tmp_path / "bench.json"
     argv = ["--scales", "64", "--backends", "sqlite,lancedb", "--no-corpora", "--queries", "4"]
     argv += ["--json", str(out)]

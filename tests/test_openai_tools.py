@@ -24,6 +24,7 @@ from lore.tool.core import (
     KnowledgeSearch,
     build_knowledge_search,
 )
+from optional_extras import require_extra
 
 RUNBOOKS = {"etcd-no-leader.md": ETCD_RUNBOOK}
 
@@ -155,7 +156,7 @@ def fake_openai() -> Iterator[tuple[str, list[dict[str, Any]]]]:
 async def test_round_trip_with_the_openai_client(
     search: KnowledgeSearch, config: Path, fake_openai: tuple[str, list[dict[str, Any]]]
 ) -> None:
-    openai = pytest.importorskip("openai", reason="the openai client is not installed")
+    openai = require_extra("openai", "dev")
     base_url, requests = fake_openai
     client = openai.AsyncOpenAI(base_url=base_url, api_key="fake-" + "loopback-" + "key", max_retries=0)
     messages: list[dict[str, Any]] = [{"role": "user", "content": "etcd has no leader, what now?"}]

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
-import importlib.util
 import json
 import math
 import re
@@ -41,6 +40,7 @@ from lore.protocols import Embedder
 from lore.resolve import resolve_embedder
 from lore.testing import add_document
 from lore.tool.core import KnowledgeSearch
+from optional_extras import needs_extra
 
 #: Obviously fake credentials.
 KEY = "test-key-" + "not-a-real-secret"
@@ -588,9 +588,7 @@ def test_backoff_doubles_within_bounds() -> None:
 
 # Not importorskip: importing litellm here, before the embedder does, would skip the
 # embedder's own import settings.
-needs_litellm = pytest.mark.skipif(
-    importlib.util.find_spec("litellm") is None, reason="the optional extra lore[litellm] is not installed"
-)
+needs_litellm = needs_extra("litellm", "litellm")
 
 
 def test_litellm_needs_a_model_name() -> None:

