@@ -15,7 +15,9 @@ _MCP_EXTRA_MODULES = ("mcp", "anyio", "starlette", "uvicorn")
 
 
 def _require_mcp_extra() -> None:
-    """MissingExtraError (one line naming the extra) instead of an ImportError traceback."""
+    """MissingExtraError (one line naming the extra) instead of an ImportError traceback.
+
+    Only ``--http`` needs the SDK: stdio is served by ``lore.mcp_stdio`` without it."""
     try:
         import lore.mcp_server  # noqa: F401
     except ModuleNotFoundError as err:
@@ -33,7 +35,8 @@ def mcp_command(
     port: Annotated[int, typer.Option("--port", min=1, max=65535, help="Port for --http.")] = 8765,
 ) -> None:
     """Serve the knowledge_search tool over MCP (stdio by default)."""
-    _require_mcp_extra()
+    if http:
+        _require_mcp_extra()
     from lore.protocols import QueryWarmUp
     from lore.resolve import NO_BACKEND, resolve_embedder
     from lore.tool.core import build_knowledge_search
@@ -48,12 +51,16 @@ def mcp_command(
             "Set backend (lore.toml or LORE_BACKEND) to an index built with lore sync."
         )
     if isinstance(embedder, QueryWarmUp):
-        # The model loads while the MCP SDK is imported below and the client initializes.
+        # The model loads while the client initializes (and, for --http, the SDK is imported).
         threading.Thread(target=embedder.warm_up, name="lore-query-warm-up", daemon=True).start()
+    if not http:
+        from lore import mcp_stdio
+
+        mcp_stdio.run(search)
+        return
     # Imported here, after the warm-up started, so other commands never pay for the MCP SDK.
     from lore import mcp_server
 
-    if http:
-        # stderr: stdout stays clean in both modes.
-        say(f"lore MCP server on http://{mcp_server.HTTP_HOST}:{port}{mcp_server.HTTP_PATH}", stderr=True)
-    mcp_server.run(search, http=http, port=port)
+    # stderr: stdout stays clean in both modes.
+    say(f"lore MCP server on http://{mcp_server.HTTP_HOST}:{port}{mcp_server.HTTP_PATH}", stderr=True)
+    mcp_server.run_http(search, port=port)
