@@ -401,3 +401,31 @@ def test_stdio_never_imports_the_sdk(config: Path) -> None:
     assert replies[1]["id"] == 2
     assert replies[1]["result"]["isError"] is False
     assert replies[1]["result"]["structuredContent"]["passages"][0]["uri"].endswith("etcd-no-leader.md")
+
+
+def test_stdio_deep_nesting_is_a_parse_error(config: Path) -> None:
+    deep = b"[" * 100_000 + b"]" * 100_000
+    replies, code = exchange(config, [deep, b'{"jsonrpc":"2.0","id":2,"method":"ping"}'])
+
+    assert code == 0
+    assert replies[0]["error"]["code"] == -32700
+    assert replies[1] == {"jsonrpc": "2.0", "id": 2, "result": {}}
+
+
+def test_stdio_an_unwritable_audit_log_fails_the_call_not_the_server(tmp_path: Path) -> None:
+    config = agent_corpus.synced_config(tmp_path, RUNBOOKS)
+    (tmp_path / "audit.jsonl").mkdir()  # the audit line cannot be appended
+
+    replies, code = exchange(config, [
+        initialize("2025-06-18"),
+        b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"knowledge_search",'
+        b'"arguments":{"query":"etcdNoLeader"}}}',
+        b'{"jsonrpc":"2.0","id":3,"method":"ping"}',
+    ])
+
+    assert code == 0
+    assert replies[1]["id"] == 2
+    result = replies[1]["result"]  # fail closed: no passages without their audit record
+    assert result["isError"] is True
+    assert result["structuredContent"]["passages"] == []
+    assert replies[2] == {"jsonrpc": "2.0", "id": 3, "result": {}}

@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from importlib.metadata import PackageNotFoundError, version
 from typing import BinaryIO, TypeAlias
 
+from lore.errors import LoreError
 from lore.tool.core import KnowledgeSearch
 
 SERVER_NAME = "lore"
@@ -57,6 +58,7 @@ PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
 
 Json: TypeAlias = "bool | int | float | str | list[Json] | dict[str, Json] | None"
 JsonObject: TypeAlias = "dict[str, Json]"
@@ -130,7 +132,7 @@ class StdioSession:
             return None
         try:
             message = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nesting deeper than the parser goes
             return _error(None, PARSE_ERROR, "Parse error")
         if not isinstance(message, dict) or not isinstance(message.get("method"), str):
             if isinstance(message, dict) and "method" not in message and message.keys() & {"result", "error"}:
@@ -146,6 +148,11 @@ class StdioSession:
             result = self._dispatch(method, params)
         except _RpcError as err:
             return _error(request_id, err.code, err.message, err.data)
+        except LoreError as err:
+            # The core answers every bad call with a result; what reaches here (the audit log
+            # cannot be written) must fail this call closed, not the server.
+            print(f"error: {err}", file=sys.stderr, flush=True)
+            return _error(request_id, INTERNAL_ERROR, "Internal error", str(err))
         return {"jsonrpc": "2.0", "id": request_id, "result": result}
 
     def _dispatch(self, method: str, params: Json) -> JsonObject:
