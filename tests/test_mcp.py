@@ -429,3 +429,17 @@ def test_stdio_an_unwritable_audit_log_fails_the_call_not_the_server(tmp_path: P
     assert result["isError"] is True
     assert result["structuredContent"]["passages"] == []
     assert replies[2] == {"jsonrpc": "2.0", "id": 3, "result": {}}
+
+
+def test_stdio_a_client_gone_from_stdout_ends_the_server_quietly(config: Path) -> None:
+    server = subprocess.Popen(
+        [str(LORE), "--config", str(config), "mcp"], cwd=config.parent, env=server_env(),
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    assert server.stdout is not None
+    server.stdout.close()  # the reply will meet a closed pipe
+    _, err = server.communicate(b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n', timeout=120)
+
+    assert server.returncode == 0
+    assert b"Traceback" not in err
+    assert b"BrokenPipe" not in err

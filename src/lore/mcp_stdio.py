@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import getpass
 import json
+import os
 import sys
 from collections.abc import Mapping
 from importlib.metadata import PackageNotFoundError, version
@@ -250,6 +251,12 @@ def serve(search: KnowledgeSearch, stdin: BinaryIO, stdout: BinaryIO) -> None:
             if reply is not None:
                 stdout.write(encode(reply))
                 stdout.flush()
+    except BrokenPipeError:
+        # The client is gone: nobody is left to answer. Point fd 1 at /dev/null so that
+        # the interpreter's own flush at exit does not fail on the same pipe.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stdout.fileno())
+        os.close(devnull)
     finally:
         session.close()
 
