@@ -150,8 +150,8 @@ class StdioSession:
         except _RpcError as err:
             return _error(request_id, err.code, err.message, err.data)
         except LoreError as err:
-            # The core answers every bad call with a result; what reaches here (the audit log
-            # cannot be written) must fail this call closed, not the server.
+            # The core turns bad calls and failed searches into results; a LoreError that
+            # still escapes fails this one call, not the server and every call after it.
             print(f"error: {err}", file=sys.stderr, flush=True)
             return _error(request_id, INTERNAL_ERROR, "Internal error", str(err))
         return {"jsonrpc": "2.0", "id": request_id, "result": result}
