@@ -221,11 +221,12 @@ async def test_stdio_uses_the_configured_reranker(config: Path) -> None:
 # -- bad input and a missing extra ----------------------------------------------------------
 
 
-def test_without_the_mcp_extra_is_one_line_naming_it(config: Path) -> None:
+def test_without_the_mcp_extra_http_is_one_line_naming_it(config: Path) -> None:
     # The real CLI entry point in a child where importing the SDK fails as when it is absent.
+    # Only --http needs the SDK; stdio without it is test_stdio_never_imports_the_sdk.
     program = "import sys; sys.modules['mcp'] = None; sys.argv[0] = 'lore'; from lore.cli import main; main()"
     result = subprocess.run(
-        [sys.executable, "-c", program, "--config", str(config), "mcp"],
+        [sys.executable, "-c", program, "--config", str(config), "mcp", "--http"],
         cwd=config.parent, env=server_env(), capture_output=True, text=True, timeout=60,
     )
 
@@ -279,24 +280,166 @@ def test_stdio_a_lone_surrogate_gets_an_error_result_and_an_audit_record(config:
     assert good["result"]["isError"] is False
 
 
-def test_only_a_lone_surrogate_is_recovered() -> None:
-    import mcp_types
-    from pydantic import ValidationError
+# -- the hand-written stdio loop, byte for byte (lore.mcp_stdio) -----------------------------
 
-    from lore.mcp_input import recover
+#: Modules the stdio server must never import: the SDK and the stack it brings.
+SDK_MODULES = ("mcp", "mcp_types", "anyio", "starlette", "uvicorn", "sse_starlette")
 
-    def failure(line: str) -> ValidationError:
-        try:
-            mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-        except ValidationError as err:
-            return err
-        raise AssertionError("the SDK's parser accepted it")
 
-    surrogate = failure('{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"knowledge_search",'
-                        '"arguments":{"query":"a \\ud800"}},"x":"\\udfff"}')
-    recovered = recover(surrogate)
-    assert recovered is not None
-    params = recovered.message.params  # type: ignore[union-attr]
-    assert params["arguments"] == {"query": "a \ud800"}  # kept, for the tool core to refuse
-    assert recover(failure('{"jsonrpc":"2.0","id":7,"method":')) is None  # truly not JSON
-    assert recover(failure('{"jsonrpc":"2.0","id":7}')) is None  # JSON, not a message
+def exchange(
+    config: Path, lines: list[bytes], *, program: str | None = None
+) -> tuple[list[dict[str, Any]], int]:
+    """Every reply to ``lines`` written at once, read until the server exits on EOF."""
+    command = [str(LORE)] if program is None else [sys.executable, "-c", program]
+    completed = subprocess.run(
+        [*command, "--config", str(config), "mcp"], cwd=config.parent, env=server_env(),
+        input=b"".join(line + b"\n" for line in lines), capture_output=True, timeout=120,
+    )
+    assert b"Traceback" not in completed.stderr, completed.stderr
+    replies = [json.loads(line) for line in completed.stdout.splitlines()]
+    return replies, completed.returncode
+
+
+def initialize(version: str, request_id: int = 1) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "initialize", "params": {
+        "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }).encode()
+
+
+INITIALIZED = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
+
+
+def test_stdio_ping_unknown_method_and_notifications(config: Path) -> None:
+    replies, code = exchange(config, [
+        initialize("2025-06-18"),
+        INITIALIZED,
+        b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":9}}',
+        b'{"jsonrpc":"2.0","method":"notifications/whatever"}',
+        b'{"jsonrpc":"2.0","id":2,"method":"ping"}',
+        b'{"jsonrpc":"2.0","id":"three","method":"resources/list"}',
+        b"",  # a blank line is no message
+        b'{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"delete_everything","arguments":{}}}',
+        b'{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"arguments":{}}}',
+    ])
+
+    assert code == 0  # EOF on stdin: a clean exit
+    # Notifications got no reply: the replies are exactly the five requests', in order.
+    assert [reply["id"] for reply in replies] == [1, 2, "three", 4, 5]
+    assert replies[1] == {"jsonrpc": "2.0", "id": 2, "result": {}}
+    assert replies[2] == {"jsonrpc": "2.0", "id": "three",
+                          "error": {"code": -32601, "message": "Method not found", "data": "resources/list"}}
+    # An unknown tool is a tool error result, as the SDK server answers it.
+    assert replies[3]["result"] == {"content": [{"type": "text", "text": (
+        "unknown tool 'delete_everything'; this server offers 'knowledge_search'")}], "isError": True}
+    assert replies[4]["error"]["code"] == -32602
+
+
+def test_stdio_invalid_json_and_bytes_get_an_error_not_a_crash(config: Path) -> None:
+    replies, code = exchange(config, [
+        initialize("2025-06-18"),
+        b'{"jsonrpc":"2.0","id":2,"method":',  # cut short
+        b"\xff\xfe not even text",
+        b"[]",  # a batch: not part of MCP since 2025-06-18
+        b'{"jsonrpc":"2.0","id":3,"method":"ping","params":{"note":"\xff"}}',  # not UTF-8 inside a string
+    ])
+
+    assert code == 0
+    parse_error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}}
+    assert replies[1:3] == [parse_error, parse_error]
+    invalid = {"code": -32600, "message": "Invalid Request"}
+    assert replies[3] == {"jsonrpc": "2.0", "id": None, "error": invalid}
+    assert replies[4] == {"jsonrpc": "2.0", "id": 3, "result": {}}
+
+
+@pytest.mark.parametrize(("requested", "served"), [
+    ("2024-11-05", "2024-11-05"),  # an old revision the SDK still speaks is accepted as asked
+    ("2025-11-25", "2025-11-25"),
+    ("1999-01-01", "2025-11-25"),  # unknown: our latest handshake revision, for the client to decide
+])
+def test_stdio_protocol_version_negotiation(config: Path, requested: str, served: str) -> None:
+    replies, _ = exchange(config, [initialize(requested)])
+
+    result = replies[0]["result"]
+    assert result["protocolVersion"] == served
+    assert result["capabilities"] == {"tools": {"listChanged": False}}
+    assert result["serverInfo"]["name"] == "lore"
+    assert "knowledge_search" in result["instructions"]
+
+
+def test_stdio_modern_era_discover_and_envelope(config: Path) -> None:
+    meta = {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}
+    replies, _ = exchange(config, [
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": meta}).encode(),
+        json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": meta}).encode(),
+        initialize("2025-06-18", request_id=3),  # the era is decided: no handshake now
+    ])
+
+    discover = replies[0]["result"]
+    assert discover["supportedVersions"] == ["2026-07-28"]
+    assert discover["resultType"] == "complete"
+    assert discover["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "lore"
+    tools = replies[1]["result"]["tools"]
+    assert [tool["name"] for tool in tools] == [TOOL_NAME]
+    assert tools[0]["inputSchema"] == INPUT_SCHEMA
+    assert replies[2]["error"]["code"] == -32600
+
+
+def test_stdio_never_imports_the_sdk(config: Path) -> None:
+    """The CLI entry point with the SDK and its stack made unimportable (as when the
+    extra is absent) still initializes and answers a call: nothing on the stdio path
+    imports them, which is what keeps spawn-to-first-result short."""
+    blocked = "; ".join(f"sys.modules[{name!r}] = None" for name in SDK_MODULES)
+    program = f"import sys; {blocked}; sys.argv[0] = 'lore'; from lore.cli import main; main()"
+    replies, code = exchange(config, [
+        initialize("2025-06-18"),
+        INITIALIZED,
+        b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"knowledge_search",'
+        b'"arguments":{"query":"etcdNoLeader","top_k":1}}}',
+    ], program=program)
+
+    assert code == 0
+    assert replies[1]["id"] == 2
+    assert replies[1]["result"]["isError"] is False
+    assert replies[1]["result"]["structuredContent"]["passages"][0]["uri"].endswith("etcd-no-leader.md")
+
+
+def test_stdio_deep_nesting_is_a_parse_error(config: Path) -> None:
+    deep = b"[" * 100_000 + b"]" * 100_000
+    replies, code = exchange(config, [deep, b'{"jsonrpc":"2.0","id":2,"method":"ping"}'])
+
+    assert code == 0
+    assert replies[0]["error"]["code"] == -32700
+    assert replies[1] == {"jsonrpc": "2.0", "id": 2, "result": {}}
+
+
+def test_stdio_an_unwritable_audit_log_fails_the_call_not_the_server(tmp_path: Path) -> None:
+    config = agent_corpus.synced_config(tmp_path, RUNBOOKS)
+    (tmp_path / "audit.jsonl").mkdir()  # the audit line cannot be appended
+
+    replies, code = exchange(config, [
+        initialize("2025-06-18"),
+        b'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"knowledge_search",'
+        b'"arguments":{"query":"etcdNoLeader"}}}',
+        b'{"jsonrpc":"2.0","id":3,"method":"ping"}',
+    ])
+
+    assert code == 0
+    assert replies[1]["id"] == 2
+    result = replies[1]["result"]  # fail closed: no passages without their audit record
+    assert result["isError"] is True
+    assert result["structuredContent"]["passages"] == []
+    assert replies[2] == {"jsonrpc": "2.0", "id": 3, "result": {}}
+
+
+def test_stdio_a_client_gone_from_stdout_ends_the_server_quietly(config: Path) -> None:
+    server = subprocess.Popen(
+        [str(LORE), "--config", str(config), "mcp"], cwd=config.parent, env=server_env(),
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    assert server.stdout is not None
+    server.stdout.close()  # the reply will meet a closed pipe
+    _, err = server.communicate(b'{"jsonrpc":"2.0","id":1,"method":"ping"}\n', timeout=120)
+
+    assert server.returncode == 0
+    assert b"Traceback" not in err
+    assert b"BrokenPipe" not in err

@@ -13,9 +13,16 @@ from lore.errors import ConfigError, MissingExtraError
 #: What the ``mcp`` extra brings: the SDK and the HTTP stack it serves with.
 _MCP_EXTRA_MODULES = ("mcp", "anyio", "starlette", "uvicorn")
 
+_NO_CORPUS = (
+    'backend is "none": there is no corpus to search, so lore mcp will not start. '
+    "Set backend (lore.toml or LORE_BACKEND) to an index built with lore sync."
+)
+
 
 def _require_mcp_extra() -> None:
-    """MissingExtraError (one line naming the extra) instead of an ImportError traceback."""
+    """MissingExtraError (one line naming the extra) instead of an ImportError traceback.
+
+    Only ``--http`` needs the SDK: stdio is served by ``lore.mcp_stdio`` without it."""
     try:
         import lore.mcp_server  # noqa: F401
     except ModuleNotFoundError as err:
@@ -33,27 +40,33 @@ def mcp_command(
     port: Annotated[int, typer.Option("--port", min=1, max=65535, help="Port for --http.")] = 8765,
 ) -> None:
     """Serve the knowledge_search tool over MCP (stdio by default)."""
-    _require_mcp_extra()
+    if http:
+        _require_mcp_extra()
     from lore.protocols import QueryWarmUp
     from lore.resolve import NO_BACKEND, resolve_embedder
-    from lore.tool.core import build_knowledge_search
 
     current = settings()
-    embedder = resolve_embedder(current) if current.backend != NO_BACKEND else None
+    if current.backend == NO_BACKEND:
+        # A deployment without a corpus must not advertise a search it cannot answer.
+        raise ConfigError(_NO_CORPUS)
+    embedder = resolve_embedder(current)
+    if isinstance(embedder, QueryWarmUp):
+        # Started before the tool core (and, for --http, the SDK) is imported: the model
+        # loads on the other core meanwhile, and while the client initializes.
+        threading.Thread(target=embedder.warm_up, name="lore-query-warm-up", daemon=True).start()
+    from lore.tool.core import build_knowledge_search
+
     search = build_knowledge_search(current, embedder)
     if search is None:
-        # A deployment without a corpus must not advertise a search it cannot answer.
-        raise ConfigError(
-            'backend is "none": there is no corpus to search, so lore mcp will not start. '
-            "Set backend (lore.toml or LORE_BACKEND) to an index built with lore sync."
-        )
-    if isinstance(embedder, QueryWarmUp):
-        # The model loads while the MCP SDK is imported below and the client initializes.
-        threading.Thread(target=embedder.warm_up, name="lore-query-warm-up", daemon=True).start()
+        raise ConfigError(_NO_CORPUS)
+    if not http:
+        from lore import mcp_stdio
+
+        mcp_stdio.run(search)
+        return
     # Imported here, after the warm-up started, so other commands never pay for the MCP SDK.
     from lore import mcp_server
 
-    if http:
-        # stderr: stdout stays clean in both modes.
-        say(f"lore MCP server on http://{mcp_server.HTTP_HOST}:{port}{mcp_server.HTTP_PATH}", stderr=True)
-    mcp_server.run(search, http=http, port=port)
+    # stderr: stdout stays clean in both modes.
+    say(f"lore MCP server on http://{mcp_server.HTTP_HOST}:{port}{mcp_server.HTTP_PATH}", stderr=True)
+    mcp_server.run_http(search, port=port)
