@@ -11,9 +11,11 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+import numpy as np
 import pytest
 
 import lore.cli
@@ -22,6 +24,8 @@ from lore.backends.sqlite import SqliteBackend
 from lore.cli import main
 from lore.config import LoreSettings
 from lore.embedders.hashing import HashingEmbedder
+from lore.embedders.local import LocalEmbedder, bundled_model_path
+from lore.embedders.local_query import QueryEncoder
 from lore.protocols import Embedder
 from lore.testing import add_document
 
@@ -178,3 +182,41 @@ def test_a_json_search_imports_no_markdown_renderer(project: Path) -> None:
     assert result.returncode == 0, result.stderr[-2000:]
     assert json.loads(result.stdout)["passages"]
     assert "PROBE False" in result.stderr
+
+
+class _FirstInferenceRecorder:
+    """Stands in for the OpenVINO query encoder: records which inferences overlapped."""
+
+    def __init__(self) -> None:
+        self.running: list[str] = []
+        self.overlapped: list[str] = []
+        self.query_asked = threading.Event()
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        if self.running:
+            self.overlapped.append(texts[0])
+        self.running.append(texts[0])
+        if texts[0] == "warm-up":
+            self.query_asked.wait(timeout=30)  # the query arrives mid-way through the first inference
+            time.sleep(0.2)
+        self.running.remove(texts[0])
+        return np.zeros((len(texts), 384), dtype=np.float32)
+
+
+def test_a_query_waits_for_the_warm_up_inference_instead_of_running_beside_it() -> None:
+    recorder = _FirstInferenceRecorder()
+
+    class Recording(LocalEmbedder):
+        def _open_query_encoder(self) -> QueryEncoder | None:
+            return cast(QueryEncoder, recorder)
+
+    embedder = Recording(bundled_model_path(), model_id="bundled")
+    warming = threading.Thread(target=embedder.warm_up)
+    warming.start()
+    while not recorder.running:
+        time.sleep(0.01)
+    recorder.query_asked.set()
+    vectors = embedder.embed_queries(["etcd has no leader"])
+    warming.join()
+    assert vectors.shape == (1, 384)
+    assert recorder.overlapped == []
