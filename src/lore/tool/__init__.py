@@ -38,3 +38,7 @@ def __getattr__(name: str) -> object:
     if name in __all__:
         return getattr(importlib.import_module("lore.tool.core"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
