@@ -91,6 +91,9 @@ def child_env(path: QueryPath) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("LORE_")}
     # The checkout's own code, also where the venv has lore installed from elsewhere.
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT / "src"), env.get("PYTHONPATH")]))
+    # An installed lore runs from bytecode; without it every child would compile lore's
+    # modules from source again (about 0.15 s of a cold search), which no user pays.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     env.update(path.env)
     return env
 

@@ -9,12 +9,11 @@ from __future__ import annotations
 import asyncio
 import getpass
 import json
+import threading
 from pathlib import PurePosixPath
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import RenderableType
-from rich.markdown import Markdown
 from rich.padding import Padding
 from rich.text import Text
 
@@ -22,10 +21,17 @@ from lore.cli.app import app, console, settings
 from lore.config import LoreSettings
 from lore.errors import ConfigError, LoreError, QueryError
 from lore.models import LABEL_VALUE_SEPARATOR, SearchMode
-from lore.protocols import KnowledgeIndex, KnowledgeRetriever
-from lore.resolve import NO_BACKEND, missing_index, resolve_retriever
-from lore.tool.core import MAX_TOP_K, KnowledgeSearch, ToolPassage, ToolResult
-from lore.tool.render import describe_age
+from lore.tool.limits import MAX_TOP_K
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+
+    from lore.protocols import Embedder, KnowledgeRetriever
+    from lore.tool.core import ToolPassage, ToolResult
+
+# A cold search is mostly start-up: the modules below (the tool core and its safety chain,
+# the backend, numpy) cost about as much as loading the query model, so they are imported
+# inside the command, after the model started loading in another thread (``_warm_up``).
 
 
 def parse_labels(pairs: list[str]) -> dict[str, str]:
@@ -85,14 +91,37 @@ def os_user() -> str:
         return "unknown"
 
 
-def _open_retriever(current: LoreSettings) -> KnowledgeRetriever:
+def _check_index(current: LoreSettings) -> None:
+    from lore.resolve import NO_BACKEND, missing_index
+
     if current.backend == NO_BACKEND:
         raise ConfigError("backend is 'none': there is no index to search")
     # Opening a missing index would create an empty one and answer "no matching knowledge".
     missing = missing_index(current)
     if missing is not None:
         raise ConfigError(missing)
-    retriever = resolve_retriever(current)
+
+
+def _warm_up(current: LoreSettings, mode: SearchMode | None) -> tuple[Embedder, threading.Thread | None]:
+    """The configured embedder, with its query model loading in a background thread where
+    the embedder can (``QueryWarmUp``) and the search may embed the query (any mode but
+    bm25). OpenVINO compiles and runs without the GIL, so on a second core the model loads
+    while this thread imports the tool core and opens the index."""
+    from lore.protocols import QueryWarmUp
+    from lore.resolve import resolve_embedder
+
+    embedder = resolve_embedder(current)
+    if mode is SearchMode.BM25 or not isinstance(embedder, QueryWarmUp):
+        return embedder, None
+    thread = threading.Thread(target=embedder.warm_up, name="lore-query-warm-up", daemon=True)
+    thread.start()
+    return embedder, thread
+
+
+def _open_retriever(current: LoreSettings, embedder: Embedder) -> KnowledgeRetriever:
+    from lore.resolve import resolve_retriever
+
+    retriever = resolve_retriever(current, embedder)
     if retriever is None:  # pragma: no cover - only "none" yields None, handled above
         raise ConfigError("no retriever is configured")
     return retriever
@@ -100,6 +129,7 @@ def _open_retriever(current: LoreSettings) -> KnowledgeRetriever:
 
 def _index_is_empty(retriever: KnowledgeRetriever, current: LoreSettings) -> bool:
     # Imported here: lore.sync brings the chunker and the sources, which a search never needs.
+    from lore.protocols import KnowledgeIndex
     from lore.sync import LAST_SYNC_KEY
 
     if not isinstance(retriever, KnowledgeIndex):
@@ -138,7 +168,36 @@ def search_command(
     search_mode = parse_mode(mode)
     count = parse_top_k(top_k)
     current = settings()
-    retriever = _open_retriever(current)
+    _check_index(current)
+    embedder, warming = _warm_up(current, search_mode)
+    try:
+        result = _search(current, embedder, query, count, labels, search_mode)
+    finally:
+        if warming is not None:
+            # A thread still inside OpenVINO when the interpreter exits can abort the process
+            # (an error before the query was embedded): it finishes first, in milliseconds.
+            warming.join()
+
+    if json_output:
+        typer.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+    if result.error is not None:
+        raise LoreError(result.error)
+    if not json_output:
+        _print_human(result)
+
+
+def _search(
+    current: LoreSettings,
+    embedder: Embedder,
+    query: str,
+    count: int | None,
+    labels: dict[str, str],
+    search_mode: SearchMode | None,
+) -> ToolResult:
+    from lore.protocols import KnowledgeIndex
+    from lore.tool.core import KnowledgeSearch
+
+    retriever = _open_retriever(current, embedder)
     try:
         arguments: dict[str, Any] = {"query": query}
         if count is not None:
@@ -152,13 +211,7 @@ def search_command(
     finally:
         if isinstance(retriever, KnowledgeIndex):
             retriever.close()
-
-    if json_output:
-        typer.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
-    if result.error is not None:
-        raise LoreError(result.error)
-    if not json_output:
-        _print_human(result)
+    return result
 
 
 def terminal_safe(text: str) -> str:
@@ -226,6 +279,9 @@ def _body(passage: ToolPassage) -> RenderableType:
     """The passage as the safety chain returned it (never the raw text), with its line
     breaks and code blocks. Markdown, not markup: a passage's "[bold]" prints as written,
     and links show their address rather than hiding it behind a clickable word."""
+    # rich.markdown (and markdown-it) only for a human reader, never for --json.
+    from rich.markdown import Markdown
+
     text = terminal_safe(passage.text)
     if PurePosixPath(passage.uri).suffix.lower() in _MARKDOWN_SUFFIXES:
         return Markdown(text, hyperlinks=False)
@@ -245,6 +301,8 @@ def _heading(passage: ToolPassage, *, continued: bool = False) -> Text:
 
 
 def _provenance(passage: ToolPassage) -> Text:
+    from lore.tool.render import describe_age
+
     line = Text("    ")
     line.append(terminal_safe(passage.uri), style="underline")
     line.append(" · ")

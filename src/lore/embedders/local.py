@@ -128,6 +128,10 @@ class LocalEmbedder:
         self._model: Any = None
         self._tokenizer: Any = None
         self._lock = threading.Lock()
+        #: Held by ``warm_up`` while it runs the model's first inference. A query waits for
+        #: it rather than running its own first inference beside it: the first costs about
+        #: ten times a later one (OpenVINO sets itself up), two at once cost both.
+        self._warming = threading.Lock()
 
     @property
     def model_id(self) -> str:
@@ -175,6 +179,8 @@ class LocalEmbedder:
             return np.zeros((0, self.dimension), dtype=np.float32)
         encoder = self._torch_free_encoder()
         if encoder is not None:
+            with self._warming:
+                pass
             return encoder.encode(texts)
         return self._encode(texts, prompt="query")
 
@@ -183,9 +189,10 @@ class LocalEmbedder:
         path is not available, do nothing: loading PyTorch in the background would slow down
         whatever the process is starting meanwhile for longer than it saves."""
         try:
-            encoder = self._torch_free_encoder()
-            if encoder is not None:
-                encoder.encode(["warm-up"])
+            with self._warming:
+                encoder = self._torch_free_encoder()
+                if encoder is not None:
+                    encoder.encode(["warm-up"])
         except EmbeddingError as err:
             logger.debug("query warm-up failed; the first query will say why: %s", err)
 

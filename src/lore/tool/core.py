@@ -37,6 +37,7 @@ from lore.safety.audit import AuditEntry, AuditError, AuditHit, AuditLog, JsonlA
 from lore.safety.cap import cap_passages
 from lore.safety.injection import screen_injections
 from lore.safety.secrets import SecretRedactor, redact_secrets, redaction_markers
+from lore.tool.limits import MAX_TOP_K as MAX_TOP_K  # re-exported: the tool's ceiling
 from lore.tool.render import render_result
 
 logger = logging.getLogger(__name__)
@@ -74,8 +75,6 @@ class _FromSettings(enum.Enum):
 #: ``KnowledgeSearch(reranker=...)`` default: the reranker the settings configure.
 FROM_SETTINGS = _FromSettings.TOKEN
 
-#: Hard ceiling on ``top_k`` whatever the settings say, so one call cannot flood a context.
-MAX_TOP_K = 50
 
 INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
