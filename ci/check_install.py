@@ -55,7 +55,8 @@ NEEDS_EXTRA = {
 REFUSED_WITHOUT_EXTRA = [
     ("pgvector", ["sync"], {"LORE_BACKEND": "pgvector", "LORE_PG_DSN": "postgresql://lore@127.0.0.1:9/lore"}),
     ("qdrant", ["sync"], {"LORE_BACKEND": "qdrant"}),
-    ("mcp", ["mcp"], {}),
+    # stdio is served without the SDK (lore.mcp_stdio); --http needs it
+    ("mcp", ["mcp", "--http"], {}),
 ]
 
 

@@ -27,7 +27,7 @@ def test_missing_extra_error_keeps_the_extra_name(
     assert err.count("\n") == 1
 
 
-def test_lore_mcp_without_the_mcp_extra_is_one_line(
+def test_lore_mcp_http_without_the_mcp_extra_is_one_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # None in sys.modules makes `import mcp` fail as it does where the package is absent;
@@ -38,7 +38,7 @@ def test_lore_mcp_without_the_mcp_extra_is_one_line(
     # import mcp_server` would take the package's attribute without importing anything
     monkeypatch.delitem(sys.modules, "lore.mcp_server", raising=False)
     monkeypatch.delattr(lore, "mcp_server", raising=False)
-    monkeypatch.setattr(sys, "argv", ["lore", "mcp"])
+    monkeypatch.setattr(sys, "argv", ["lore", "mcp", "--http"])  # stdio needs no SDK
     with pytest.raises(SystemExit) as exited:
         lore.cli.main()
     assert exited.value.code == 2
