@@ -42,6 +42,7 @@ NEEDS_EXTRA = {
     "lore.backends.qdrant_local": "qdrant",
     "lore.backends.qdrant_reembed": "qdrant",
     "lore.embedders.openvino_runtime": "local",
+    "lore.embedders.openvino_torch": "local",
     "lore.integrations.adk": "adk",
     "lore.integrations.langchain": "langchain",
     "lore.mcp_server": "mcp",
