@@ -23,6 +23,11 @@ from lore.config import load_settings
 from lore.sync import run_sync
 
 HEAVY = ("torch", "transformers", "sentence_transformers")
+#: What a search has no use for, each a measurable share of a cold start: the secret
+#: scanner package (its patterns come from a cache), the chunker (sync only; the Markdown
+#: parser comes later, for the human output alone), OpenVINO's model converter (a cached
+#: model is only compiled), the reference JSON Schema validator.
+NEEDLESS = ("detect_secrets", "jsonschema", "lore.chunking", "openvino.tools.ovc")
 
 
 def test_every_command_is_mapped_to_the_module_that_registers_it() -> None:
@@ -49,7 +54,7 @@ def test_the_command_word_is_found_after_the_root_options(argv: list[str], name:
     assert _command_name(argv) == name
 
 
-def _probe(args: list[str], cwd: Path) -> tuple[str, str]:
+def _probe(args: list[str], cwd: Path, extra_env: dict[str, str] | None = None) -> tuple[str, str, str]:
     """Run ``lore ARGS`` in a fresh interpreter; stdout, and which heavy modules it imported."""
     script = textwrap.dedent(
         f"""
@@ -60,18 +65,22 @@ def _probe(args: list[str], cwd: Path) -> tuple[str, str]:
             main()
         finally:
             loaded = [name for name in {HEAVY!r} if name in sys.modules]
+            needless = [name for name in {NEEDLESS!r} if name in sys.modules]
             print("PROBE", ",".join(loaded) or "none", "lore.sync" in sys.modules, file=sys.stderr)
+            print("NEEDLESS", ",".join(needless) or "none", file=sys.stderr)
         """
     )
     env = {key: value for key, value in os.environ.items() if not key.startswith("LORE_")}
     env["PYTHONPATH"] = str(Path(lore.cli.__file__).parents[2])
+    env.update(extra_env or {})
     result = subprocess.run(
         [sys.executable, "-c", script], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
     )
     probe = [line for line in result.stderr.splitlines() if line.startswith("PROBE")]
     assert result.returncode == 0, result.stderr[-2000:]
     assert probe, result.stderr[-2000:]
-    return result.stdout, probe[-1]
+    needless = [line for line in result.stderr.splitlines() if line.startswith("NEEDLESS")]
+    return result.stdout, probe[-1], needless[-1]
 
 
 @pytest.fixture(scope="module")
@@ -101,9 +110,14 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.slow
 def test_a_cold_search_never_imports_pytorch(project: Path) -> None:
-    out, probe = _probe(["--config", str(project / "lore.toml"), "search", "etcd has no leader"], project)
+    env = {"LORE_CACHE_DIR": str(project / "cache")}
+    _probe(["--config", str(project / "lore.toml"), "search", "etcd"], project, env)  # caches patterns
+    out, probe, needless = _probe(
+        ["--config", str(project / "lore.toml"), "search", "etcd has no leader"], project, env
+    )
     assert "etcd quorum loss" in out
     assert probe == "PROBE none False", "a search must import neither PyTorch nor lore.sync"
+    assert needless == "NEEDLESS none"
 
 
 @pytest.mark.slow
@@ -118,9 +132,9 @@ def test_without_a_cached_model_the_first_search_loads_pytorch_once(project: Pat
         ),
         encoding="utf-8",
     )
-    out, probe = _probe(["--config", str(config), "search", "disk full"], tmp_path)
+    out, probe, _ = _probe(["--config", str(config), "search", "disk full"], tmp_path)
     assert "Node disk full" in out
     assert probe.startswith("PROBE torch")
-    out, probe = _probe(["--config", str(config), "search", "disk full"], tmp_path)
+    out, probe, _ = _probe(["--config", str(config), "search", "disk full"], tmp_path)
     assert "Node disk full" in out
     assert probe == "PROBE none False"

@@ -7,10 +7,16 @@ stored in this file.
 from __future__ import annotations
 
 import base64
+import json
+import os
+import subprocess
+import sys
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
+from lore.safety import secret_vendors
 from lore.safety.secrets import SecretRedactor, is_placeholder, looks_random, redact_secrets
 from lore.testing.attacks import PlantedCase, secret_cases, unsafe_payloads
 
@@ -288,10 +294,16 @@ STRUCTURE_FIRES: list[tuple[str, str, str]] = [
     ("key_material", "ENCRYPTION_KEY='" + _hex(32) + "'", _hex(32)),
     ("key_material", "master_key = " + _hex(40), _hex(40)),  # a SHA-1's length, but under a key name
     # credentials in URL query parameters still go (Azure SAS ``sig``), ids do not (above)
-    ("high_entropy", "https://acct.blob.internal/c?sv=2022-11-02&sig=" + "Zq8r2LmX9vB4nT7kP1sW6y",
-     "Zq8r2LmX9"),
-    ("high_entropy", "vault write auth/approle/login role_id=payments secret_id=" + "Zq8r2LmX9vB4nT7kP1sW6y",
-     "Zq8r2LmX9"),
+    (
+        "high_entropy",
+        "https://acct.blob.internal/c?sv=2022-11-02&sig=" + "Zq8r2LmX9vB4nT7kP1sW6y",
+        "Zq8r2LmX9",
+    ),
+    (
+        "high_entropy",
+        "vault write auth/approle/login role_id=payments secret_id=" + "Zq8r2LmX9vB4nT7kP1sW6y",
+        "Zq8r2LmX9",
+    ),
 ]
 
 NEW_LOOK_ALIKES: list[str] = [
@@ -384,7 +396,7 @@ def test_every_detect_secrets_plugin_and_extra_vendor_has_a_firing_case() -> Non
     from lore.safety.secret_vendors import _PLUGINS, EXTRA_VENDORS
 
     fired = {kind for kind, _, _ in VENDOR_FIRES + FIRES}
-    plugin_kinds = {k for _, kinds, _ in _PLUGINS for k in ((kinds,) if isinstance(kinds, str) else kinds)}
+    plugin_kinds = {k for _, _, kinds, _ in _PLUGINS for k in ((kinds,) if isinstance(kinds, str) else kinds)}
     missing = (plugin_kinds | {rule.kind for rule in EXTRA_VENDORS}) - fired
     # Cloudant and SoftLayer need their own hostnames in the text; covered by detect-secrets.
     assert missing <= {"cloudant_credentials", "softlayer_credentials", "ibm_cos_hmac_secret"}, missing
@@ -419,3 +431,52 @@ def test_blocks_and_hints_only_skip_rules_that_could_not_match() -> None:
         assert REDACTOR.redact(text) == _every_rule_over_the_whole_text(text), text
     whole = "\n".join(cases * 3)
     assert REDACTOR.redact(whole) == _every_rule_over_the_whole_text(whole)
+
+
+# -- detect-secrets' patterns, cached -------------------------------------------------------
+
+_PROBE_SCRIPT = (
+    "import sys\n"
+    "from lore.safety.secrets import redact_secrets\n"
+    "token = 'ghp_' + 'A1b2C3d4' * 5\n"
+    "print(redact_secrets('the token is ' + token), 'detect_secrets' in sys.modules)\n"
+)
+
+
+def _probe_redaction(cache_dir: Path) -> str:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("LORE_")}
+    env["LORE_CACHE_DIR"] = str(cache_dir)
+    env["PYTHONPATH"] = str(Path(secret_vendors.__file__).parents[2])
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE_SCRIPT], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.strip()
+
+
+def test_the_cached_patterns_are_detect_secrets_own() -> None:
+    fresh = secret_vendors._rules_from_plugins()
+    assert [
+        (r.kind, r.pattern.pattern, r.pattern.flags, r.hints) for r in secret_vendors.library_rules()
+    ] == [(r.kind, r.pattern.pattern, r.pattern.flags, r.hints) for r in fresh]
+    assert len(fresh) > 20
+
+
+def test_a_second_process_redacts_without_importing_detect_secrets(tmp_path: Path) -> None:
+    assert _probe_redaction(tmp_path) == "the token is [REDACTED:github_token] True"
+    assert (tmp_path / "detect-secrets-patterns.json").is_file()
+    assert _probe_redaction(tmp_path) == "the token is [REDACTED:github_token] False"
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "{torn",
+        json.dumps({"key": "another detect-secrets", "rules": [["github_token", "never", 0, []]]}),
+        json.dumps({"key": None, "rules": "not a list"}),
+    ],
+)
+def test_a_torn_or_foreign_cache_is_rebuilt(tmp_path: Path, content: str) -> None:
+    (tmp_path / "detect-secrets-patterns.json").write_text(content, encoding="utf-8")
+    assert _probe_redaction(tmp_path) == "the token is [REDACTED:github_token] True"
+    assert _probe_redaction(tmp_path) == "the token is [REDACTED:github_token] False"

@@ -17,11 +17,14 @@ from typing import Any
 
 import jsonschema
 import pytest
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 import agent_corpus
 from lore.backends.sqlite import SqliteBackend
 from lore.config import LoreSettings, SafetySettings, load_settings
-from lore.errors import BackendUnavailableError, ConfigError
+from lore.errors import BackendUnavailableError, ConfigError, QueryError
 from lore.models import SOURCE_TYPE_LABEL, Passage, SearchMode, filter_terms, label_terms
 from lore.safety.audit import AuditEntry, AuditHit, JsonlAuditLog, MemoryAuditLog
 from lore.safety.cap import cap_passages, cap_text
@@ -211,6 +214,32 @@ async def test_defaults_and_filters_reach_the_retriever(tmp_path: Path) -> None:
             "mode": SearchMode.BM25,
         },
     ]
+
+
+_JSON_SCALARS = st.none() | st.booleans() | st.integers(-5, 60) | st.floats(-5, 60) | st.text(max_size=6)
+_ARGUMENT_VALUES = _JSON_SCALARS | st.dictionaries(st.text(max_size=4), _JSON_SCALARS, max_size=3)
+_ARGUMENTS = st.dictionaries(
+    st.sampled_from(["query", "top_k", "source_type", "labels", "colour"]), _ARGUMENT_VALUES, max_size=4
+)
+
+
+@hypothesis_settings(max_examples=400, deadline=None)
+@given(arguments=_ARGUMENTS)
+def test_the_compiled_schema_agrees_with_the_reference_validator(arguments: dict[str, Any]) -> None:
+    # The tool validates with fastjsonschema (cheap to import); clients validate the
+    # advertised INPUT_SCHEMA with whatever they have. Both must accept the same inputs.
+    from lore.tool.core import _parse_arguments
+
+    expected = jsonschema.Draft202012Validator(INPUT_SCHEMA).is_valid(arguments)
+    refusal: str | None = None
+    try:
+        _parse_arguments(arguments, 8)
+    except QueryError as error:
+        refusal = str(error)
+    if refusal is None:
+        assert expected
+    elif expected:  # only the checks beyond the schema may refuse what it accepts
+        assert "not valid Unicode" in refusal or "contradicts" in refusal, refusal
 
 
 async def test_a_whole_float_top_k_is_what_the_schema_says_it_is(tmp_path: Path) -> None:

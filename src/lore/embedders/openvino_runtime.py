@@ -10,7 +10,7 @@ normalising; only the module that turns token ids into token embeddings is repla
 that calls OpenVINO (``lore.embedders.openvino_torch``). That is how sentence-transformers'
 own ``backend="openvino"`` works too, but that backend goes through optimum-intel, which
 pins older transformers and huggingface_hub releases than the ones lore runs on;
-``openvino.convert_model`` converts the loaded PyTorch module directly. Queries instead read
+OpenVINO's ``convert_model`` converts the loaded PyTorch module directly. Queries instead read
 the cached model without PyTorch at all (``lore.embedders.local_query``): this module
 imports neither torch nor transformers at its top, so finding the cache costs neither.
 
@@ -28,9 +28,11 @@ import json
 import logging
 import os
 import shutil
+import sys
 import tempfile
 import warnings
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -56,9 +58,33 @@ _VALIDATED = "validated.json"
 _COMPILED = "compiled"
 
 
+def _runtime() -> ModuleType:
+    """``openvino``, imported without its model converter when nothing has loaded that yet.
+
+    The package's ``__init__`` imports the converter (``openvino.tools.ovc``) inside a
+    ``try``/``except ImportError``, as an optional part, and that import is over half of the
+    package's import time, spent on every cold query that only compiles a cached model. A
+    ``None`` in ``sys.modules`` makes that one import fail as if it were absent; the marker
+    is removed at once, so converting (``_cached_or_converted``) still imports the converter
+    by its own name when it needs it. Raises ImportError without OpenVINO."""
+    loaded = sys.modules.get("openvino")
+    if loaded is not None:
+        return loaded
+    skipped = "openvino.tools.ovc" not in sys.modules
+    if skipped:
+        sys.modules["openvino.tools.ovc"] = None  # type: ignore[assignment]
+    try:
+        import openvino
+    finally:
+        if skipped and sys.modules.get("openvino.tools.ovc", ...) is None:
+            del sys.modules["openvino.tools.ovc"]
+    module: ModuleType = openvino
+    return module
+
+
 def available() -> bool:
     try:
-        import openvino  # noqa: F401
+        _runtime()
     except ImportError:
         return False
     return True
@@ -70,7 +96,7 @@ def cache_dir_for(model_dir: Path, cache_dir: Path | None) -> Path | None:
     if cache_dir is None:
         return None
     try:
-        import openvino
+        openvino = _runtime()
     except ImportError:
         return None
     return cache_dir / "openvino" / _cache_key(model_dir, openvino.__version__)
@@ -88,7 +114,7 @@ def validated_model(model_dir: Path, cache_dir: Path | None) -> Path | None:
 def compile_model(model_xml: Path) -> Any:
     """The model compiled for this CPU, for the lowest latency of one request (a query), with
     OpenVINO's compiled-blob cache beside the model where that can be written."""
-    import openvino
+    openvino = _runtime()
 
     config = {"PERFORMANCE_HINT": "LATENCY"}
     try:
@@ -159,8 +185,6 @@ def _cached_or_converted(
     core: Any, torch_model: Any, probe: dict[str, Any], model_dir: Path, target: Path | None
 ) -> tuple[Any, bool]:
     """The OpenVINO model, and whether it was converted now (so not yet saved)."""
-    import openvino
-
     if target is not None and (target / _MODEL_XML).is_file():
         try:
             return core.read_model(str(target / _MODEL_XML)), False
@@ -177,7 +201,10 @@ def _cached_or_converted(
         warnings.simplefilter("ignore")
         transformers_logger.setLevel(logging.ERROR)
         try:
-            converted = openvino.convert_model(torch_model, example_input=probe)
+            # by its own name: ``openvino.convert_model`` is absent when ``_runtime`` loaded it
+            from openvino.tools.ovc import convert_model
+
+            converted = convert_model(torch_model, example_input=probe)
         finally:
             transformers_logger.setLevel(level)
     return converted, True

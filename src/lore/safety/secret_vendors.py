@@ -17,31 +17,22 @@ Hugging Face, HashiCorp Vault, …), from each vendor's documented prefix.
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import importlib
+import importlib.util
+import json
+import logging
+import os
 import re
+import tempfile
 from collections import Counter
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from detect_secrets.plugins.artifactory import ArtifactoryDetector
-from detect_secrets.plugins.aws import AWSKeyDetector
-from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
-from detect_secrets.plugins.base import RegexBasedDetector
-from detect_secrets.plugins.cloudant import CloudantDetector
-from detect_secrets.plugins.discord import DiscordBotTokenDetector
-from detect_secrets.plugins.github_token import GitHubTokenDetector
-from detect_secrets.plugins.gitlab_token import GitLabTokenDetector
-from detect_secrets.plugins.ibm_cloud_iam import IbmCloudIamDetector
-from detect_secrets.plugins.ibm_cos_hmac import IbmCosHmacDetector
-from detect_secrets.plugins.mailchimp import MailchimpDetector
-from detect_secrets.plugins.npm import NpmDetector
-from detect_secrets.plugins.openai import OpenAIDetector
-from detect_secrets.plugins.pypi_token import PypiTokenDetector
-from detect_secrets.plugins.sendgrid import SendGridDetector
-from detect_secrets.plugins.slack import SlackDetector
-from detect_secrets.plugins.softlayer import SoftlayerDetector
-from detect_secrets.plugins.square_oauth import SquareOAuthDetector
-from detect_secrets.plugins.stripe import StripeDetector
-from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
-from detect_secrets.plugins.twilio import TwilioKeyDetector
+if TYPE_CHECKING:
+    from detect_secrets.plugins.base import RegexBasedDetector
 
 from lore.safety.secret_rules import PatternRule, whole
 from lore.safety.secret_shapes import is_placeholder, redacted
@@ -57,33 +48,41 @@ def _keyword_hints(*prefixes: str) -> tuple[str, ...]:
     return (*prefixes[:1], *(f"{p}{sep}{w}" for p in prefixes for sep in ("", "_", "-") for w in words))
 
 
-#: A plugin's kind (or one kind per regex of its ``denylist``, the last one repeating),
-#: and its hints: strings one of which a text must hold for it to match.
-_PLUGINS: tuple[tuple[type[RegexBasedDetector], str | tuple[str, ...], tuple[str, ...]], ...] = (
+#: A plugin (its module under ``detect_secrets.plugins`` and its class), its kind (or
+#: one kind per regex of its ``denylist``, the last one repeating), and its hints:
+#: strings one of which a text must hold for it to match. Named, not imported: see
+#: ``library_rules``.
+_PLUGINS: tuple[tuple[str, str, str | tuple[str, ...], tuple[str, ...]], ...] = (
     (
-        AWSKeyDetector,
+        "aws",
+        "AWSKeyDetector",
         ("aws_access_key_id", "aws_secret_access_key"),
         ("akia", "asia", "abia", "acca", "a3t", "aws"),
     ),
-    (GitHubTokenDetector, "github_token", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_")),
-    (GitLabTokenDetector, "gitlab_token", ("gl", "gr1348941")),
-    (SlackDetector, "slack_token", ("xox", "hooks.slack.com")),
-    (StripeDetector, "stripe_key", ("k_live_",)),
-    (OpenAIDetector, "openai_api_key", ("t3blbkfj",)),
-    (NpmDetector, "npm_token", ("_authtoken",)),
-    (PypiTokenDetector, "pypi_token", ("pypi-",)),
-    (SendGridDetector, "sendgrid_api_key", ("sg.",)),
-    (TwilioKeyDetector, "twilio_key", ("AC", "SK")),
-    (MailchimpDetector, "mailchimp_api_key", ("-us",)),
-    (DiscordBotTokenDetector, "discord_bot_token", ()),
-    (TelegramBotTokenDetector, "telegram_bot_token", (":",)),
-    (SquareOAuthDetector, "square_oauth_secret", ("sq0csp-",)),
-    (ArtifactoryDetector, "artifactory_token", ("AKC", *(f"AP{c}" for c in "0123456789ABCDEF"))),
-    (AzureStorageKeyDetector, "azure_storage_key", ("accountkey=",)),
-    (IbmCloudIamDetector, "ibm_cloud_iam_key", ("key", "pwd", "pass", "token")),
-    (IbmCosHmacDetector, "ibm_cos_hmac_secret", ("secret",)),
-    (CloudantDetector, "cloudant_credentials", _keyword_hints("cloudant", "clou", "cl")),
-    (SoftlayerDetector, "softlayer_credentials", _keyword_hints("softlayer", "sl")),
+    ("github_token", "GitHubTokenDetector", "github_token", ("ghp_", "gho_", "ghu_", "ghs_", "ghr_")),
+    ("gitlab_token", "GitLabTokenDetector", "gitlab_token", ("gl", "gr1348941")),
+    ("slack", "SlackDetector", "slack_token", ("xox", "hooks.slack.com")),
+    ("stripe", "StripeDetector", "stripe_key", ("k_live_",)),
+    ("openai", "OpenAIDetector", "openai_api_key", ("t3blbkfj",)),
+    ("npm", "NpmDetector", "npm_token", ("_authtoken",)),
+    ("pypi_token", "PypiTokenDetector", "pypi_token", ("pypi-",)),
+    ("sendgrid", "SendGridDetector", "sendgrid_api_key", ("sg.",)),
+    ("twilio", "TwilioKeyDetector", "twilio_key", ("AC", "SK")),
+    ("mailchimp", "MailchimpDetector", "mailchimp_api_key", ("-us",)),
+    ("discord", "DiscordBotTokenDetector", "discord_bot_token", ()),
+    ("telegram_token", "TelegramBotTokenDetector", "telegram_bot_token", (":",)),
+    ("square_oauth", "SquareOAuthDetector", "square_oauth_secret", ("sq0csp-",)),
+    (
+        "artifactory",
+        "ArtifactoryDetector",
+        "artifactory_token",
+        ("AKC", *(f"AP{c}" for c in "0123456789ABCDEF")),
+    ),
+    ("azure_storage_key", "AzureStorageKeyDetector", "azure_storage_key", ("accountkey=",)),
+    ("ibm_cloud_iam", "IbmCloudIamDetector", "ibm_cloud_iam_key", ("key", "pwd", "pass", "token")),
+    ("ibm_cos_hmac", "IbmCosHmacDetector", "ibm_cos_hmac_secret", ("secret",)),
+    ("cloudant", "CloudantDetector", "cloudant_credentials", _keyword_hints("cloudant", "clou", "cl")),
+    ("softlayer", "SoftlayerDetector", "softlayer_credentials", _keyword_hints("softlayer", "sl")),
 )
 
 _TOKEN_CHAR = re.compile(r"[A-Za-z0-9_\-]")
@@ -144,14 +143,99 @@ def _is_example(secret: str) -> bool:
     return is_placeholder(secret) or is_placeholder(secret.rsplit("/", 1)[-1])
 
 
-def library_rules() -> list[LibraryRule]:
+@functools.cache
+def library_rules() -> tuple[LibraryRule, ...]:
+    """detect-secrets' token regexes, from a cache of them when the installed
+    detect-secrets is the one the cache was made from: importing the package costs a cold
+    ``lore search`` 0.2 s (its ``__init__`` loads the scanner and ``requests``), compiling
+    the few dozen regexes a millisecond."""
+    key = _installed_key()
+    cached = _read_cache(key) if key is not None else None
+    if cached is not None:
+        return tuple(cached)
+    rules = _rules_from_plugins()
+    if key is not None:
+        _write_cache(key, rules)
+    return tuple(rules)
+
+
+def _rules_from_plugins() -> list[LibraryRule]:
     rules = []
-    for plugin, kinds, hints in _PLUGINS:
+    for module, name, kinds, hints in _PLUGINS:
+        plugin: type[RegexBasedDetector] = getattr(
+            importlib.import_module(f"detect_secrets.plugins.{module}"), name
+        )
         names = (kinds,) if isinstance(kinds, str) else kinds
         for position, pattern in enumerate(plugin().denylist):
             if isinstance(pattern, re.Pattern):
                 rules.append(LibraryRule(names[min(position, len(names) - 1)], pattern, hints))
     return rules
+
+
+#: Bumped when what lore takes from the plugins changes shape.
+_CACHE_FORMAT = 1
+_logger = logging.getLogger(__name__)
+
+
+def _installed_key() -> str | None:
+    """Identifies the installed plugin files (path, size, mtime) and lore's table of them,
+    without importing detect-secrets; None when it cannot be found this way."""
+    try:
+        spec = importlib.util.find_spec("detect_secrets")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or spec.origin is None:
+        return None
+    plugins = Path(spec.origin).parent / "plugins"
+    digest = hashlib.sha256(f"{_CACHE_FORMAT}|{_PLUGINS!r}".encode())
+    try:
+        for module, _, _, _ in _PLUGINS:
+            path = plugins / f"{module}.py"
+            info = path.stat()
+            digest.update(f"|{path}|{info.st_size}|{info.st_mtime_ns}".encode())
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
+def _cache_path() -> Path:
+    # The environment form of the ``cache_dir`` setting; the redactor is built without
+    # settings in some places, and a miss only costs the import.
+    configured = os.environ.get("LORE_CACHE_DIR")
+    if configured:
+        return Path(configured).expanduser() / "detect-secrets-patterns.json"
+    import platformdirs
+
+    return platformdirs.user_cache_path("lore") / "detect-secrets-patterns.json"
+
+
+def _read_cache(key: str) -> list[LibraryRule] | None:
+    try:
+        data = json.loads(_cache_path().read_text(encoding="utf-8"))
+        if not isinstance(data, dict) or data.get("key") != key:
+            return None
+        return [
+            LibraryRule(kind, re.compile(pattern, flags), tuple(hints))
+            for kind, pattern, flags, hints in data["rules"]
+        ]
+    except (OSError, ValueError, KeyError, TypeError, re.error):
+        return None  # absent, torn or foreign: rebuilt from the plugins
+
+
+def _write_cache(key: str, rules: list[LibraryRule]) -> None:
+    path = _cache_path()
+    data = {
+        "key": key,
+        "rules": [[rule.kind, rule.pattern.pattern, rule.pattern.flags, list(rule.hints)] for rule in rules],
+    }
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, staging = tempfile.mkstemp(prefix=".patterns-", dir=path.parent)
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            json.dump(data, out)
+        os.replace(staging, path)  # readers see the whole table or the previous one
+    except OSError as err:
+        _logger.debug("cannot cache detect-secrets' patterns under %s: %s", path.parent, err)
 
 
 def _token(kind: str, pattern: str, *hints: str) -> PatternRule:

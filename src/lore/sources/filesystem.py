@@ -28,12 +28,10 @@ from typing import Any
 from pathspec import GitIgnoreSpec
 from pydantic import ConfigDict, Field
 
-from lore.chunking import FRONT_MATTER_MEDIA_TYPES, split_front_matter
 from lore.config import LoreSettings, SourceConfig
 from lore.errors import ConfigError, SourceError
 from lore.models import LABEL_VALUE_SEPARATOR, Document, SourceFailure, SourceItem, Visibility, utc
 from lore.sources.git_times import last_commit_times
-from lore.text_blocks import markdown_title, rst_title
 
 MEDIA_TYPES: dict[str, str] = {
     ".md": "text/markdown",
@@ -223,6 +221,10 @@ class FilesystemSource:
         return data, info.st_mtime
 
     def _document(self, relative: str, text: str, revision: str, changed: datetime) -> Document:
+        # Here, not at the top: every command validates this module's CONFIG_MODEL when it
+        # loads settings, and a search must not pay for the Markdown parser's import.
+        from lore.chunking import FRONT_MATTER_MEDIA_TYPES, split_front_matter
+
         posix = PurePosixPath(relative)
         media_type = MEDIA_TYPES.get(posix.suffix.lower(), "text/plain")
         metadata: dict[str, Any] = {}
@@ -261,6 +263,8 @@ def _title(metadata: Mapping[str, Any], body: str, media_type: str, path: PurePo
     declared = metadata.get("title")
     if isinstance(declared, str | int | float) and str(declared).strip():
         return str(declared).strip()
+    from lore.text_blocks import markdown_title, rst_title  # see ``_document``
+
     heading = {"text/markdown": markdown_title, "text/x-rst": rst_title}.get(media_type)
     if heading is not None and (found := heading(body)):
         return found

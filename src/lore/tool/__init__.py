@@ -2,7 +2,7 @@
 
 The names below load ``lore.tool.core`` on first use (PEP 562), not with the package: a
 cold ``lore search`` reads ``lore.tool.limits`` first and starts loading the query model
-before it pays for the core's safety chain (regexes, detect-secrets, jsonschema).
+before it pays for the core's safety chain (regexes, detect-secrets' patterns, the input schema).
 """
 
 from __future__ import annotations
