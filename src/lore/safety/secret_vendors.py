@@ -160,10 +160,12 @@ def library_rules() -> tuple[LibraryRule, ...]:
 
 
 def _rules_from_plugins() -> list[LibraryRule]:
+    import detect_secrets.plugins
+
     rules = []
     for module, name, kinds, hints in _PLUGINS:
         plugin: type[RegexBasedDetector] = getattr(
-            importlib.import_module(f"detect_secrets.plugins.{module}"), name
+            importlib.import_module(f"{detect_secrets.plugins.__name__}.{module}"), name
         )
         names = (kinds,) if isinstance(kinds, str) else kinds
         for position, pattern in enumerate(plugin().denylist):
