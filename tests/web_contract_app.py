@@ -16,6 +16,7 @@ tests/test_page.py); nothing here is imported by ``src/``.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import hashlib
 import io
 import math
@@ -46,6 +47,7 @@ from lore.models import (
     SOURCE_TYPE_LABEL,
     Document,
     Passage,
+    SearchMode,
     filter_terms,
     label_terms,
 )
@@ -91,7 +93,7 @@ class Store:
 class TermRetriever:
     """Term counts weighted by rarity: enough to find a passage by its words."""
 
-    modes = ("bm25",)
+    modes: tuple[SearchMode, ...] = (SearchMode.BM25,)
     degraded = False
     engine = "contract-stand-in"
 
@@ -99,7 +101,12 @@ class TermRetriever:
         self._store = store
 
     async def retrieve(
-        self, query: str, *, top_k: int = 8, labels: Mapping[str, str] | None = None, mode: Any = None
+        self,
+        query: str,
+        *,
+        top_k: int = 8,
+        labels: Mapping[str, str] | None = None,
+        mode: SearchMode | None = None,
     ) -> list[Passage]:
         wanted = filter_terms(labels or {})
         chunks = [
@@ -240,7 +247,8 @@ def build_app(tokens: Mapping[str, tuple[str, Role]], *, stale_after_days: int =
         ]})  # fmt: skip
 
     def _folders(docs: Sequence[StoredDoc], prefix: str) -> dict[str, Any]:
-        here, below = [], {}
+        here: list[StoredDoc] = []
+        below: dict[str, list[StoredDoc]] = {}
         for stored in docs:
             folder = stored.document.labels.get(FOLDER_LABEL, "")
             rest = folder[len(prefix) :].lstrip("/") if folder.startswith(prefix) else folder
@@ -290,7 +298,7 @@ def build_app(tokens: Mapping[str, tuple[str, Role]], *, stale_after_days: int =
         body = await request.json()
         markdown = body.get("markdown") if isinstance(body, dict) else None
         if not isinstance(markdown, str):
-            return problem(400, "Bad Request", "body must be {\"markdown\": \"...\", \"title\": optional}")
+            return problem(400, "Bad Request", 'body must be {"markdown": "...", "title": optional}')
         if stored is None:
             if not uri.startswith("note://"):
                 return problem(404, "Not Found", f"no document {uri!r}")
@@ -307,7 +315,7 @@ def build_app(tokens: Mapping[str, tuple[str, Role]], *, stale_after_days: int =
         caller(request, Role.EDITOR)
         body = await request.json()
         if not isinstance(body, dict) or not isinstance(body.get("markdown"), str):
-            return problem(400, "Bad Request", "body must be {\"title\": \"...\", \"markdown\": \"...\"}")
+            return problem(400, "Bad Request", 'body must be {"title": "...", "markdown": "..."}')
         uri = f"note://{NOTE_SOURCE}/{secrets.token_hex(6)}"
         return JSONResponse(doc_json(put_note(uri, body.get("title"), body["markdown"])))
 
@@ -443,4 +451,7 @@ async def load_corpus(app: Any) -> None:
 
 
 def run_corpus_load(app: Any) -> None:
-    asyncio.run(load_corpus(app))
+    """``load_corpus`` from synchronous code, on a thread of its own: Playwright's sync API
+    keeps an event loop running on the test's thread."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(asyncio.run, load_corpus(app)).result()
