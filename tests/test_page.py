@@ -317,6 +317,32 @@ def test_a_viewer_sees_no_write_controls_and_the_api_refuses_them(
     assert still.json()["markdown"].endswith("read only for viewers")
 
 
+def test_a_bad_token_sign_out_and_an_ended_session(page: Page, served_lore: ServedLore) -> None:
+    served = page.goto("/")
+    assert served is not None
+    # The tests run under the policy lore serve sends: no inline script or style works.
+    assert served.headers["content-security-policy"] == "default-src 'self'"
+    page.get_by_label("API token").fill("not-a-token")
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.locator("#signin-error")).to_have_text("That token is not valid.")
+    expect(page.locator("#app")).to_be_hidden()
+
+    sign_in(page, served_lore.editor_token)
+    page.get_by_role("button", name="Sign out").click()
+    expect(page.get_by_label("API token")).to_be_visible()
+    assert "lore_session" not in {cookie["name"] for cookie in page.context.cookies()}
+    assert page.request.get("/v1/documents").status == 401
+
+    # A session that ends under the page (revoked, expired) brings back the sign-in form.
+    sign_in(page, served_lore.viewer_token)
+    csrf = page.evaluate("fetch('/v1/session').then(r => r.json()).then(b => b.csrf_token)")
+    assert page.request.delete("/v1/session", headers={"X-CSRF-Token": csrf}).status == 204
+    search_box = page.get_by_role("searchbox", name="Search knowledge")
+    search_box.fill("etcd")
+    search_box.press("Enter")
+    expect(page.locator("#signin-error")).to_have_text("Your session has ended; sign in again.")
+
+
 def test_a_write_without_the_csrf_header_is_refused(page: Page, served_lore: ServedLore) -> None:
     sign_in(page, served_lore.editor_token)
     refused = page.request.post("/v1/notes", data={"title": "csrf", "markdown": "no header"})

@@ -86,6 +86,7 @@ async function route() {
       } else {
         showOnly(VIEWS, "view-doc");
         await showDocument(uri);
+        $("doc-title").focus(); // a keyboard or screen-reader user lands on what opened
       }
     } else if (hash === "#/new-note" && allows("editor")) {
       showOnly(VIEWS, "view-editor");
@@ -93,6 +94,7 @@ async function route() {
     } else if (hash === "#/sync") {
       showOnly(VIEWS, "view-sync");
       await showSync();
+      $("sync-heading").focus();
     } else {
       showOnly(VIEWS, "view-search");
       if (!$("results").hasChildNodes()) await runSearch("");
