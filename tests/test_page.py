@@ -165,6 +165,8 @@ def test_sign_in_search_and_see_a_citation(page: Page, served_lore: ServedLore) 
     # The link to the source document opens it, rendered with its sections.
     first.get_by_role("link", name="Open source document").click()
     expect(page.locator("#doc-title")).to_have_text("etcd member has no leader (etcdNoLeader)")
+    meta = r"^from your repos runbooks · \d+ days old · revision \w+ · file://runbooks/kubernetes/etcd-no-leader.md$"
+    expect(page.locator("#doc-meta")).to_have_text(re.compile(meta))
     expect(page.locator("#doc-sections li").first).to_be_visible()
     expect(page.locator("#doc-body h2").first).to_be_visible()
 

@@ -42,10 +42,9 @@ export function badge(sourceType) {
 
 export function age(days, stale) {
   const text = days === 0 ? "updated today" : days === 1 ? "1 day old" : `${days} days old`;
-  return [
-    h("span", { class: "age" }, text),
-    stale ? h("span", { class: "stale", title: "older than the stale threshold: check before you act" }, "stale") : null,
-  ];
+  const nodes = [h("span", { class: "age" }, text)];
+  if (stale) nodes.push(" ", h("span", { class: "stale", title: "older than the stale threshold: check before you act" }, "stale"));
+  return nodes;
 }
 
 export function docHref(uri) {

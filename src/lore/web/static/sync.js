@@ -13,7 +13,8 @@ function when(iso) {
 }
 
 function counts(run) {
-  return `+${run.added ?? 0} ~${run.updated ?? 0} −${run.deleted ?? 0}` + (run.failures ? `, ${run.failures} failed` : "");
+  return `${run.added ?? 0} added, ${run.updated ?? 0} updated, ${run.deleted ?? 0} deleted` +
+    (run.failures ? `, ${run.failures} failed` : "");
 }
 
 function statusCell(run) {
