@@ -180,9 +180,16 @@ def test_sign_in_search_and_see_a_citation(page: Page, served_lore: ServedLore) 
 
     page.go_back()
     expect(page.locator(".citation").first).to_be_visible()
-    # The built-in playbook pack is badged as the vault; an old page is flagged stale.
+    # The built-in playbook pack is badged as the vault, and the search can keep to it.
     search(page, "mysql replication")
     expect(page.locator(".citation .badge", has_text="from vault").first).to_be_visible()
+    page.get_by_label("From").select_option("vault")
+    search(page, "replication lag")
+    badges = page.locator(".citation .badge")
+    expect(badges.first).to_be_visible()
+    assert set(badges.all_inner_texts()) == {"from vault"}
+    page.get_by_label("From").select_option("")
+    # An old page is flagged stale.
     search(page, "redis memory full evicting keys")
     old = page.locator(".citation", has_text="Redis memory full and evicting keys").first
     expect(old.locator(".stale")).to_have_text("stale")
@@ -343,6 +350,29 @@ def test_a_bad_token_sign_out_and_an_ended_session(page: Page, served_lore: Serv
     search_box.fill("etcd")
     search_box.press("Enter")
     expect(page.locator("#signin-error")).to_have_text("Your session has ended; sign in again.")
+
+
+def test_the_page_works_from_the_keyboard(page: Page, served_lore: ServedLore) -> None:
+    page.goto("/")
+    expect(page.get_by_label("API token")).to_be_focused()
+    page.keyboard.type(served_lore.viewer_token)
+    page.keyboard.press("Enter")
+    expect(page.locator("#whoami")).to_be_visible()
+    page.keyboard.press("/")
+    page.keyboard.type("postgres connection exhaustion")
+    page.keyboard.press("Enter")
+    first_link = page.locator(".citation-title a").first
+    expect(first_link).to_be_visible()
+    for _ in range(6):  # the source filter and the button come between the box and the results
+        page.keyboard.press("Tab")
+        if first_link.evaluate("link => link === document.activeElement"):
+            break
+    expect(first_link).to_be_focused()
+    title = first_link.inner_text().split(" § ")[0]
+    page.keyboard.press("Enter")
+    # Focus lands on what opened, so a screen reader announces it.
+    expect(page.locator("#doc-title")).to_be_focused()
+    expect(page.locator("#doc-title")).to_have_text(title)
 
 
 def test_a_write_without_the_csrf_header_is_refused(page: Page, served_lore: ServedLore) -> None:

@@ -41,8 +41,9 @@ function citation(passage) {
       " ", h("code", { class: "uri" }, passage.uri)));
 }
 
-async function runSearch(query) {
+async function runSearch(query, sourceType) {
   $("q").value = query;
+  $("source-type").value = sourceType;
   const results = $("results");
   const notice = $("results-notice");
   if (!query.trim()) {
@@ -51,7 +52,7 @@ async function runSearch(query) {
     return;
   }
   results.replaceChildren(h("p", { class: "muted" }, "Searching…"));
-  const body = await api("POST", "/v1/search", { query });
+  const body = await api("POST", "/v1/search", sourceType ? { query, labels: { source_type: sourceType } } : { query });
   if (body.error) {
     notice.hidden = true;
     results.replaceChildren(h("p", { class: "error" }, body.error));
@@ -77,7 +78,8 @@ async function route() {
   await guard(async () => {
     if (hash.startsWith("#/search")) {
       showOnly(VIEWS, "view-search");
-      await runSearch(new URLSearchParams(hash.split("?")[1] || "").get("q") || "");
+      const params = new URLSearchParams(hash.split("?")[1] || "");
+      await runSearch(params.get("q") || "", params.get("from") || "");
     } else if (doc) {
       const uri = decodeURIComponent(doc[1]);
       if (doc[2]) {
@@ -97,7 +99,7 @@ async function route() {
       $("sync-heading").focus();
     } else {
       showOnly(VIEWS, "view-search");
-      if (!$("results").hasChildNodes()) await runSearch("");
+      if (!$("results").hasChildNodes()) await runSearch("", "");
     }
   });
 }
@@ -164,7 +166,9 @@ function wireSession() {
 function wireSearch() {
   $("search-form").addEventListener("submit", (event) => {
     event.preventDefault();
-    navigate(`#/search?q=${encodeURIComponent($("q").value)}`);
+    const params = new URLSearchParams({ q: $("q").value });
+    if ($("source-type").value) params.set("from", $("source-type").value);
+    navigate(`#/search?${params}`);
   });
   // "/" focuses the search box from anywhere but a text field, as on most search pages.
   document.addEventListener("keydown", (event) => {
