@@ -197,15 +197,16 @@ def test_sign_in_search_and_see_a_citation(page: Page, served_lore: ServedLore) 
 
 def test_upload_a_docx_and_find_its_text(page: Page, served_lore: ServedLore, tmp_path: Path) -> None:
     word = "zorbulator" + secrets.token_hex(4)
-    upload = tmp_path / "vendor-failover.docx"
+    upload = tmp_path / "vendor failover #2.docx"  # the uri is one percent-encoded path segment
     upload.write_bytes(make_docx("Vendor failover guide", f"Run the {word} drill before failing over."))
     garbage = tmp_path / "firmware.bin"
     garbage.write_bytes(b"\x00\x01\x02 not a document \x00")
 
     sign_in(page, served_lore.editor_token)
     page.locator("#upload-input").set_input_files([upload, garbage])
-    done = page.locator(".upload-row.done", has_text="vendor-failover.docx")
+    done = page.locator(".upload-row.done", has_text="vendor failover #2.docx")
     expect(done).to_contain_text("added: Vendor failover guide")
+    expect(done.locator("progress")).to_have_js_property("value", 1)
     # One bad file gets its own error and does not fail the other.
     expect(page.locator(".upload-row.failed", has_text="firmware.bin")).to_contain_text("not a text")
 
@@ -226,6 +227,14 @@ def test_upload_a_docx_and_find_its_text(page: Page, served_lore: ServedLore, tm
     expect(hit.locator(".citation-title")).to_contain_text("Vendor failover guide")
     search(page, dropped)
     expect(page.locator(".citation", has_text=dropped).first).to_be_visible()
+
+    # An upload opens from its row, and an editor may edit or delete it.
+    done.get_by_role("link", name="Vendor failover guide").click()
+    expect(page.locator("#doc-title")).to_have_text("Vendor failover guide")
+    expect(page.locator("#doc-meta .badge")).to_have_text("uploaded")
+    expect(page.locator("#doc-body")).to_contain_text(word)
+    expect(page.get_by_role("button", name="Edit")).to_be_visible()
+    expect(page.get_by_role("button", name="Delete")).to_be_visible()
 
 
 def test_edit_a_note_see_it_in_search_then_delete_it(page: Page, served_lore: ServedLore) -> None:
@@ -375,6 +384,24 @@ def test_the_page_works_from_the_keyboard(page: Page, served_lore: ServedLore) -
     expect(page.locator("#doc-title")).to_have_text(title)
 
 
+def test_an_editor_cannot_change_a_read_only_source(page: Page, served_lore: ServedLore) -> None:
+    runbook = "file://runbooks/kubernetes/etcd-no-leader.md"
+    sign_in(page, served_lore.editor_token)
+    page.goto(f"/#/doc/{_quote(runbook)}")
+    expect(page.locator("#doc-title")).to_have_text("etcd member has no leader (etcdNoLeader)")
+    expect(page.get_by_role("button", name="Edit")).to_have_count(0)
+    expect(page.get_by_role("button", name="Delete")).to_have_count(0)
+    # Going to the edit view by its URL says why instead of offering an editor.
+    page.goto(f"/#/doc/{_quote(runbook)}/edit")
+    expect(page.locator("#error")).to_contain_text("read-only")
+    expect(page.locator("#view-editor")).to_be_hidden()
+    refused = httpx.delete(
+        f"{served_lore.base_url}/v1/documents/{_quote(runbook)}", headers=bearer(served_lore.editor_token)
+    )
+    assert refused.status_code == 403
+    assert "read-only" in refused.json()["detail"]
+
+
 def test_a_write_without_the_csrf_header_is_refused(page: Page, served_lore: ServedLore) -> None:
     sign_in(page, served_lore.editor_token)
     refused = page.request.post("/v1/notes", data={"title": "csrf", "markdown": "no header"})
@@ -390,13 +417,18 @@ def test_an_editor_syncs_a_source_now(page: Page, served_lore: ServedLore) -> No
     before = rows.count()
     page.get_by_role("button", name="Sync runbooks now").click()
     expect(page.locator("#flash")).to_contain_text("Sync queued for runbooks")
+    # The page follows the run until it is over, then shows it first in the history.
     expect(rows).to_have_count(before + 1)
+    expect(page.locator("#sync-state")).to_have_text("No sync running.")
+    expect(rows.first.locator("td").first).to_have_text("runbooks")
+    expect(page.get_by_role("button", name="Sync runbooks now")).to_be_enabled()
 
 
 def test_passages_are_sanitised_markdown(page: Page, served_lore: ServedLore) -> None:
     hostile = (
         '# Hostile note\n\n<img src=x onerror="window.pwned=1">\n\n<script>window.pwned=2</script>\n\n'
         "[click me](javascript:window.pwned=3) and [ok](https://example.com/runbook)\n\n"
+        '[relative](/v1/session) [data](data:text/html,hi) <a href="https://example.com/x">raw</a>\n\n'
         "```html\n<b>shown as code</b>\n```\n"
     )
     made = httpx.post(
@@ -409,7 +441,12 @@ def test_passages_are_sanitised_markdown(page: Page, served_lore: ServedLore) ->
     body = page.locator("#doc-body")
     expect(body.locator("pre code")).to_have_text("<b>shown as code</b>\n")
     expect(body.locator("img, script, b")).to_have_count(0)
-    expect(body.get_by_text("click me")).not_to_have_attribute("href", re.compile("."))
+    # Only https links are links (the bare URL inside the raw <a> is linkified): javascript:,
+    # relative and data: links stay text, and so does raw HTML, even a harmless <a>.
+    hrefs = body.locator("a").evaluate_all("links => links.map(link => link.getAttribute('href'))")
+    assert hrefs == ["https://example.com/runbook", "https://example.com/x"]
+    expect(body).to_contain_text("[click me](javascript:window.pwned=3)")
+    expect(body).to_contain_text('<a href="https://example.com/x">raw</a>')
     safe = body.get_by_role("link", name="ok")
     expect(safe).to_have_attribute("href", "https://example.com/runbook")
     expect(safe).to_have_attribute("rel", "noopener noreferrer nofollow")

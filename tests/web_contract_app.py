@@ -22,6 +22,7 @@ import io
 import math
 import re
 import secrets
+import time
 import zipfile
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -63,6 +64,8 @@ EXAMPLES_DIR = Path(__file__).resolve().parents[1] / "examples" / "runbooks"
 CSP = "default-src 'self'"
 EDITABLE_TYPES = ("upload", "manual")
 UPLOAD_SOURCE, NOTE_SOURCE = "uploads", "notes"
+#: How long a triggered sync "runs".
+SYNC_SECONDS = 1.0
 _WORD = re.compile(r"\w+")
 
 
@@ -81,6 +84,18 @@ class StoredDoc:
 class Store:
     docs: dict[str, StoredDoc] = field(default_factory=dict)
     runs: list[dict[str, Any]] = field(default_factory=list)
+    #: Runs of the sync "in progress": they land in ``runs`` when it is over, so the page
+    #: sees ``running`` true for a moment, as with a real sync.
+    pending: list[dict[str, Any]] = field(default_factory=list)
+    running_until: float = 0.0
+
+    def settle(self) -> bool:
+        """True while a sync runs."""
+        if self.pending and time.monotonic() >= self.running_until:
+            self.runs.extend(self.pending)
+            self.pending.clear()
+        return bool(self.pending)
+
     chunker: Chunker = field(default_factory=Chunker)
 
     def put(self, document: Document, source: str, source_type: str) -> StoredDoc:
@@ -341,21 +356,22 @@ def build_app(tokens: Mapping[str, tuple[str, Role]], *, stale_after_days: int =
     async def sync(request: Request) -> Response:
         if request.method == "GET":
             caller(request)
-            last: dict[str, dict[str, Any]] = {}
-            for run in reversed(store.runs):
-                last[run["source"]] = run
+            running = store.settle()
+            last = {run["source"]: run for run in store.runs}  # the newest run of each wins
             kinds = {s.source: s.source_type for s in store.docs.values()}
-            return JSONResponse({"running": False, "history": store.runs[::-1], "sources": [
+            return JSONResponse({"running": running, "history": store.runs[::-1], "sources": [
                 {"name": name, "source_type": kind, "last_run": last.get(name), "next_due": None}
                 for name, kind in sorted(kinds.items())
             ]})  # fmt: skip
         caller(request, Role.EDITOR)
         body = await request.json() if await request.body() else {}
         wanted = body.get("source") if isinstance(body, dict) else None
+        if store.settle():
+            return JSONResponse({"run_id": store.pending[0]["run_id"], "status": "running"}, status_code=202)
         names = sorted({s.source for s in store.docs.values()} if wanted is None else {wanted})
         run_id = secrets.token_hex(6)
-        for name in names:
-            store.runs.append(_run(name, run_id))
+        store.pending.extend(_run(name, run_id) for name in names)
+        store.running_until = time.monotonic() + SYNC_SECONDS
         return JSONResponse({"run_id": run_id, "status": "queued"}, status_code=202)
 
     async def index(request: Request) -> Response:

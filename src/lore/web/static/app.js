@@ -83,16 +83,18 @@ async function route() {
     } else if (doc) {
       const uri = decodeURIComponent(doc[1]);
       if (doc[2]) {
+        await openEditor(uri); // first: a read-only document never shows an editor
         showOnly(VIEWS, "view-editor");
-        await openEditor(uri);
+        $("editor-markdown").focus();
       } else {
         showOnly(VIEWS, "view-doc");
         await showDocument(uri);
         $("doc-title").focus(); // a keyboard or screen-reader user lands on what opened
       }
     } else if (hash === "#/new-note" && allows("editor")) {
-      showOnly(VIEWS, "view-editor");
       await openEditor(null);
+      showOnly(VIEWS, "view-editor");
+      $("editor-markdown").focus();
     } else if (hash === "#/sync") {
       showOnly(VIEWS, "view-sync");
       await showSync();

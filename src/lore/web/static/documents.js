@@ -137,7 +137,6 @@ export async function openEditor(uri) {
   $("editor-title").value = doc.title || "";
   $("editor-markdown").value = doc.markdown || "";
   preview();
-  $("editor-markdown").focus();
 }
 
 function preview() {
