@@ -412,16 +412,19 @@ def test_a_write_without_the_csrf_header_is_refused(page: Page, served_lore: Ser
 def test_an_editor_syncs_a_source_now(page: Page, served_lore: ServedLore) -> None:
     sign_in(page, served_lore.editor_token)
     page.get_by_role("link", name="Sync", exact=True).click()
-    rows = page.locator("#sync-history tbody tr")
+    history = page.locator("#sync-history details", has=page.locator("summary", has_text="runbooks"))
+    history.locator("summary").click()  # each source has its own history
+    rows = history.locator("tbody tr")
     expect(rows.first).to_be_visible()
     before = rows.count()
     page.get_by_role("button", name="Sync runbooks now").click()
     expect(page.locator("#flash")).to_contain_text("Sync queued for runbooks")
-    # The page follows the run until it is over, then shows it first in the history.
+    # The page follows the run until it is over; the history stays open and gains the run.
     expect(rows).to_have_count(before + 1)
     expect(page.locator("#sync-state")).to_have_text("No sync running.")
-    expect(rows.first.locator("td").first).to_have_text("runbooks")
+    expect(rows.first.locator(".sync-status")).to_have_text("ok")
     expect(page.get_by_role("button", name="Sync runbooks now")).to_be_enabled()
+    expect(page.locator("#sync-history details", has_text="vault").locator("tbody tr")).to_have_count(1)
 
 
 def test_passages_are_sanitised_markdown(page: Page, served_lore: ServedLore) -> None:

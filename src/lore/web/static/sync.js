@@ -23,12 +23,31 @@ function statusCell(run) {
 }
 
 function historyTable(runs) {
-  if (!runs.length) return h("p", { class: "muted" }, "No runs yet.");
   return h("div", { class: "table-wrap" }, h("table", {},
-    h("thead", {}, h("tr", {}, ["Source", "Started", "Finished", "Status", "Changes"].map((name) => h("th", { scope: "col" }, name)))),
+    h("thead", {}, h("tr", {}, ["Started", "Finished", "Status", "Changes"].map((name) => h("th", { scope: "col" }, name)))),
     h("tbody", {}, runs.map((run) => h("tr", {},
-      h("td", {}, run.source || "all"), h("td", {}, when(run.started_at)), h("td", {}, when(run.finished_at)),
+      h("td", {}, when(run.started_at)), h("td", {}, when(run.finished_at)),
       h("td", {}, statusCell(run)), h("td", {}, counts(run)))))));
+}
+
+// One collapsible history per source, newest run first; what the reader opened stays open
+// while the page polls a running sync.
+function historyBySource(runs) {
+  if (!runs.length) return [h("p", { class: "muted" }, "No runs yet.")];
+  const open = new Set([...document.querySelectorAll("#sync-history details[open]")].map((d) => d.dataset.source));
+  const groups = new Map();
+  for (const run of runs) {
+    const name = run.source || "all sources";
+    if (!groups.has(name)) groups.set(name, []);
+    groups.get(name).push(run);
+  }
+  return [...groups].map(([name, list]) => {
+    const details = h("details", { class: "history", open: open.has(name) },
+      h("summary", {}, name, " ", h("span", { class: "count" }, `${list.length} run${list.length === 1 ? "" : "s"}`)),
+      historyTable(list));
+    details.dataset.source = name;
+    return details;
+  });
 }
 
 function sourceRow(source, running, trigger) {
@@ -54,7 +73,7 @@ export function renderSync(status, trigger) {
     h("div", { class: "table-wrap" }, h("table", { class: "sync-table" },
       h("thead", {}, h("tr", {}, headings.map((name) => h("th", { scope: "col" }, name)))),
       h("tbody", {}, sources.map((source) => sourceRow(source, running, trigger))))));
-  $("sync-history").replaceChildren(historyTable(status.history || []));
+  $("sync-history").replaceChildren(...historyBySource(status.history || []));
 }
 
 let polling = 0;
