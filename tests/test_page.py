@@ -5,11 +5,13 @@ they fail.
 
 The server comes from ONE fixture, ``served_lore``. Until ``lore serve`` is merged it is the
 contract stand-in in tests/web_contract_app.py; swapping in the real server changes only
-that fixture (start ``lore serve`` on 127.0.0.1 with a viewer and an editor token).
+that fixture (start ``lore serve`` on 127.0.0.1 with a viewer and an editor token, and a
+second one with no token for the unauthenticated mode).
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import re
@@ -47,16 +49,24 @@ class ServedLore:
     base_url: str
     viewer_token: str
     editor_token: str
+    #: The same server started with no token configured (the unauthenticated mode).
+    unauthenticated_url: str
 
 
 @pytest.fixture(scope="module")
 def served_lore() -> Iterator[ServedLore]:
-    """The server the page is tested against: the contract stand-in on a free 127.0.0.1
-    port, loaded with the example runbooks and the vault pack. Tokens are made up per run."""
+    """The servers the page is tested against: the contract stand-in on free 127.0.0.1
+    ports, loaded with the example runbooks and the vault pack, once with a viewer and an
+    editor token (made up per run) and once with no token at all."""
     viewer, editor = "viewer-" + secrets.token_hex(12), "editor-" + secrets.token_hex(12)
-    app = web_contract_app.build_app(
-        {viewer: ("vera viewer", Role.VIEWER), editor: ("eddie editor", Role.EDITOR)}
-    )
+    tokens = {viewer: ("vera viewer", Role.VIEWER), editor: ("eddie editor", Role.EDITOR)}
+    with _serve(tokens) as base_url, _serve({}) as unauthenticated_url:
+        yield ServedLore(base_url, viewer, editor, unauthenticated_url)
+
+
+@contextlib.contextmanager
+def _serve(tokens: dict[str, tuple[str, Role]]) -> Iterator[str]:
+    app = web_contract_app.build_app(tokens)
     web_contract_app.run_corpus_load(app)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
@@ -69,10 +79,12 @@ def served_lore() -> Iterator[ServedLore]:
         if time.monotonic() > deadline or not thread.is_alive():
             pytest.fail("the contract stand-in did not start", pytrace=False)
         time.sleep(0.05)
-    yield ServedLore(f"http://127.0.0.1:{port}", viewer, editor)
-    server.should_exit = True
-    thread.join(timeout=10)
-    sock.close()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
 
 
 @pytest.fixture(scope="module")
@@ -400,6 +412,27 @@ def test_an_editor_cannot_change_a_read_only_source(page: Page, served_lore: Ser
     )
     assert refused.status_code == 403
     assert "read-only" in refused.json()["detail"]
+
+
+def test_unauthenticated_mode_needs_no_sign_in(browser: Browser, served_lore: ServedLore) -> None:
+    context = browser.new_context(viewport=DESKTOP, base_url=served_lore.unauthenticated_url)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto("/")
+    expect(page.locator("#whoami")).to_contain_text("local")
+    expect(page.locator("#whoami-role")).to_have_text("admin, unauthenticated")
+    expect(page.get_by_label("API token")).to_be_hidden()
+    expect(page.get_by_role("button", name="Sign out")).to_be_hidden()
+    # A local admin writes: the page sends the CSRF header this mode also asks for.
+    page.get_by_role("link", name="New note").click()
+    page.get_by_label("Title").fill("Local note")
+    page.get_by_label("Markdown").fill("# Local note\n\nwritten without a token")
+    page.get_by_role("button", name="Save").click()
+    expect(page.locator("#doc-title")).to_have_text("Local note")
+    assert page.request.post("/v1/notes", data={"title": "x", "markdown": "y"}).status == 403
+    context.close()
+    assert not errors, errors
 
 
 def test_a_write_without_the_csrf_header_is_refused(page: Page, served_lore: ServedLore) -> None:

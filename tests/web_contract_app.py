@@ -170,9 +170,13 @@ def _age(updated: datetime) -> int:
 
 
 def build_app(tokens: Mapping[str, tuple[str, Role]], *, stale_after_days: int = 180) -> Starlette:
-    """``tokens``: token -> (name, role). Call ``load_corpus`` on ``app.state.store`` first."""
+    """``tokens``: token -> (name, role); none is the unauthenticated mode (every request a
+    local admin). Call ``run_corpus_load`` on the app before serving it."""
     store = Store()
     sessions: dict[str, Caller] = {}
+    # No cookie to ride on in this mode, but a write must still carry the header, which a
+    # cross-site form cannot set.
+    local = Caller("local", Role.ADMIN, csrf_token=secrets.token_urlsafe(24)) if not tokens else None
     search = KnowledgeSearch(
         TermRetriever(store),
         settings=LoreSettings(stale_after_days=stale_after_days, top_k=5),
@@ -187,6 +191,10 @@ def build_app(tokens: Mapping[str, tuple[str, Role]], *, stale_after_days: int =
             if found is None:
                 raise _Refused(problem(401, "Unauthorized", "this token is not valid"))
             who = Caller(*found)
+        elif local is not None:
+            who = local
+            if request.method != "GET" and request.headers.get("x-csrf-token", "") != local.csrf_token:
+                raise _Refused(problem(403, "Forbidden", "missing or wrong X-CSRF-Token header"))
         else:
             session = sessions.get(request.cookies.get("lore_session", ""))
             if session is None:
@@ -209,8 +217,9 @@ def build_app(tokens: Mapping[str, tuple[str, Role]], *, stale_after_days: int =
 
         return guarded
 
-    def session_body(who: Caller) -> dict[str, str]:
-        return {"name": who.name, "role": who.role.value, "csrf_token": who.csrf_token}
+    def session_body(who: Caller) -> dict[str, Any]:
+        body: dict[str, Any] = {"name": who.name, "role": who.role.value, "csrf_token": who.csrf_token}
+        return body | {"unauthenticated": True} if who is local else body
 
     async def create_session(request: Request) -> Response:
         body = await request.json()
