@@ -101,12 +101,18 @@ def browser() -> Iterator[Browser]:
 
 
 @pytest.fixture
-def page(browser: Browser, served_lore: ServedLore) -> Iterator[Page]:
+def page_problems() -> list[str]:
+    """What went wrong on the page; a test that provokes an error response removes it."""
+    return []
+
+
+@pytest.fixture
+def page(browser: Browser, served_lore: ServedLore, page_problems: list[str]) -> Iterator[Page]:
     """A fresh browser profile at 1280 px. Any script error, CSP violation or failed load
     on the page fails the test (the 401 of the signed-out session probe is expected)."""
     context = browser.new_context(viewport=DESKTOP, base_url=served_lore.base_url)
     opened = context.new_page()
-    problems: list[str] = []
+    problems = page_problems
     opened.on("pageerror", lambda error: problems.append(f"page error: {error}"))
 
     def on_console(message: ConsoleMessage) -> None:
@@ -396,13 +402,19 @@ def test_the_page_works_from_the_keyboard(page: Page, served_lore: ServedLore) -
     expect(page.locator("#doc-title")).to_have_text(title)
 
 
-def test_an_editor_cannot_change_a_read_only_source(page: Page, served_lore: ServedLore) -> None:
+def test_an_editor_cannot_change_a_read_only_source(
+    page: Page, served_lore: ServedLore, page_problems: list[str]
+) -> None:
     runbook = "file://runbooks/kubernetes/etcd-no-leader.md"
     sign_in(page, served_lore.editor_token)
     page.goto(f"/#/doc/{_quote(runbook)}")
     expect(page.locator("#doc-title")).to_have_text("etcd member has no leader (etcdNoLeader)")
     expect(page.get_by_role("button", name="Edit")).to_have_count(0)
     expect(page.get_by_role("button", name="Delete")).to_have_count(0)
+    page.goto(f"/#/doc/{_quote('file://runbooks/no-such-page.md')}")
+    expect(page.locator("#error")).to_contain_text("no document")
+    expect(page.locator("#doc-title")).to_have_text("etcd member has no leader (etcdNoLeader)")
+    page_problems[:] = [problem for problem in page_problems if "status of 404" not in problem]
     # Going to the edit view by its URL says why instead of offering an editor.
     page.goto(f"/#/doc/{_quote(runbook)}/edit")
     expect(page.locator("#error")).to_contain_text("read-only")

@@ -41,6 +41,8 @@ function citation(passage) {
       " ", h("code", { class: "uri" }, passage.uri)));
 }
 
+let searches = 0;
+
 async function runSearch(query, sourceType) {
   $("q").value = query;
   $("source-type").value = sourceType;
@@ -52,7 +54,16 @@ async function runSearch(query, sourceType) {
     return;
   }
   results.replaceChildren(h("p", { class: "muted" }, "Searching…"));
-  const body = await api("POST", "/v1/search", sourceType ? { query, labels: { source_type: sourceType } } : { query });
+  const mine = ++searches;
+  let body;
+  try {
+    body = await api("POST", "/v1/search", sourceType ? { query, labels: { source_type: sourceType } } : { query });
+  } catch (error) {
+    notice.hidden = true;
+    results.replaceChildren(h("p", { class: "error" }, `Search failed: ${error.message}`));
+    throw error;
+  }
+  if (mine !== searches) return; // a newer search was started meanwhile; its answer wins
   if (body.error) {
     notice.hidden = true;
     results.replaceChildren(h("p", { class: "error" }, body.error));
@@ -87,8 +98,8 @@ async function route() {
         showOnly(VIEWS, "view-editor");
         $("editor-markdown").focus();
       } else {
+        await showDocument(uri); // first: an unknown uri leaves the page as it was, with the error
         showOnly(VIEWS, "view-doc");
-        await showDocument(uri);
         $("doc-title").focus(); // a keyboard or screen-reader user lands on what opened
       }
     } else if (hash === "#/new-note" && allows("editor")) {
