@@ -239,6 +239,16 @@ def test_upload_a_docx_and_find_its_text(page: Page, served_lore: ServedLore, tm
     expect(page.locator(".upload-row.done", has_text="dropped-note.md")).to_be_visible()
 
     expect(page.locator("#tree")).to_contain_text("Uploads")
+    # The tree is rebuilt after each upload; a folder the reader opened stays open.
+    folder = page.locator('#tree details[data-key="filesystem/runbooks/kubernetes"]')
+    folder.locator("summary").first.click()
+    expect(folder).to_have_attribute("open", "")
+    page.locator("#upload-input").set_input_files(
+        files=[{"name": "tree-check.md", "mimeType": "text/markdown", "buffer": b"# Tree check\n\nok"}]
+    )
+    expect(page.locator(".upload-row.done", has_text="tree-check.md")).to_be_visible()
+    expect(page.locator("#tree")).to_contain_text("Tree check")
+    expect(folder).to_have_attribute("open", "")
     search(page, word)
     hit = page.locator(".citation", has_text=word).first
     expect(hit.locator(".badge")).to_have_text("uploaded")

@@ -15,36 +15,44 @@ function treeDocument(doc) {
     " ", h("span", { class: "tree-age" }, ...age(doc.age_days, doc.stale)));
 }
 
-function treeFolder(folder) {
-  const name = folder.path.split("/").pop() || folder.path;
-  return h("li", {},
-    h("details", {},
-      h("summary", {}, name, " ", h("span", { class: "count" }, String(folder.count))),
-      treeList(folder)));
+// A branch of the tree. The tree is rebuilt after every upload, save and delete; the
+// branches the reader opened (or closed) stay so, by key.
+function branch(key, openByDefault, opened, summary, list) {
+  const details = h("details", { open: opened.has(key) ? opened.get(key) : openByDefault }, h("summary", {}, ...summary), list);
+  details.dataset.key = key;
+  return h("li", {}, details);
 }
 
-function treeList(node) {
-  return h("ul", {}, (node.folders || []).map(treeFolder), (node.documents || []).map(treeDocument));
+function count(n) {
+  return h("span", { class: "count", "aria-label": `${n} documents` }, String(n));
+}
+
+function treeList(key, node, opened) {
+  return h("ul", {},
+    (node.folders || []).map((folder) => branch(`${key}/${folder.path}`, false, opened,
+      [folder.path.split("/").pop() || folder.path, " ", count(folder.count)], treeList(`${key}/${folder.path}`, folder, opened))),
+    (node.documents || []).map(treeDocument));
 }
 
 export async function loadTree() {
   const body = await api("GET", "/v1/documents");
   const tree = $("tree");
+  const opened = new Map([...tree.querySelectorAll("details")].map((d) => [d.dataset.key, d.open]));
   const types = body.source_types || [];
   if (types.length === 0) {
     tree.replaceChildren(h("p", { class: "muted" }, "No documents yet."));
     return;
   }
-  tree.replaceChildren(h("ul", { class: "tree-root" }, types.map((kind) =>
-    h("li", {},
-      h("details", { open: true },
-        h("summary", {}, badge(kind.source_type), " ", TYPE_NAMES[kind.source_type] || kind.source_type,
-          " ", h("span", { class: "count", "aria-label": `${kind.count} documents` }, String(kind.count))),
-        h("ul", {}, (kind.sources || []).map((source) =>
-          h("li", {},
-            h("details", { open: (kind.sources || []).length === 1 },
-              h("summary", {}, source.name, " ", h("span", { class: "count" }, String(source.count))),
-              treeList(source))))))))));
+  tree.replaceChildren(h("ul", { class: "tree-root" }, types.map((kind) => {
+    const sources = kind.sources || [];
+    return branch(kind.source_type, true, opened,
+      [badge(kind.source_type), " ", TYPE_NAMES[kind.source_type] || kind.source_type, " ", count(kind.count)],
+      h("ul", {}, sources.map((source) => {
+        const key = `${kind.source_type}/${source.name}`;
+        return branch(key, sources.length === 1, opened, [source.name, " ", count(source.count)],
+          treeList(key, source, opened));
+      })));
+  })));
 }
 
 let current = null; // the document on screen, for edit and delete
