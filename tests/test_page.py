@@ -1,165 +1,41 @@
 """The knowledge page (src/lore/web/static/) in a real headless browser: Playwright for
 Python driving Debian's ``chromium`` package (installed by .ci/run; never a browser
-download). Without chromium the tests skip with the reason, except under ``CI=true``, where
-they fail.
-
-The server comes from ONE fixture, ``served_lore``. Until ``lore serve`` is merged it is the
-contract stand-in in tests/web_contract_app.py; swapping in the real server changes only
-that fixture (start ``lore serve`` on 127.0.0.1 with a viewer and an editor token, and a
-second one with no token for the unauthenticated mode).
-"""
+download). The server, the browser and the shared steps are in tests/page_harness.py; the
+server comes from its one fixture, ``served_lore``."""
 
 from __future__ import annotations
 
-import contextlib
-import io
-import os
 import re
 import secrets
-import socket
-import threading
-import time
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-import pytest
 
-from optional_extras import in_ci, require_extra
+# Playwright's names come through the harness, which skips (or, under CI, fails) first when
+# Playwright or chromium is missing.
+from page_harness import (
+    DESKTOP,
+    IMAGES,
+    PHONE,
+    Browser,
+    Page,
+    ServedLore,
+    bearer,
+    browser,
+    citations_for,
+    expect,
+    make_docx,
+    no_horizontal_overflow,
+    page,
+    page_problems,
+    quote_uri,
+    search,
+    served_lore,
+    sign_in,
+)
 
-require_extra("playwright.sync_api", "dev")
-require_extra("uvicorn", "mcp")
-docx = require_extra("docx", "dev")
-
-import uvicorn  # noqa: E402
-from playwright.sync_api import Browser, ConsoleMessage, Page, ViewportSize, expect, sync_playwright  # noqa: E402
-
-import web_contract_app  # noqa: E402
-from lore.access import Role  # noqa: E402
-
-CHROMIUM = Path(os.environ.get("LORE_TEST_CHROMIUM", "/usr/bin/chromium"))
-IMAGES = Path(__file__).resolve().parents[1] / "docs" / "images"
-DESKTOP: ViewportSize = {"width": 1280, "height": 900}
-PHONE: ViewportSize = {"width": 375, "height": 812}
-
-
-@dataclass(frozen=True)
-class ServedLore:
-    base_url: str
-    viewer_token: str
-    editor_token: str
-    #: The same server started with no token configured (the unauthenticated mode).
-    unauthenticated_url: str
-
-
-@pytest.fixture(scope="module")
-def served_lore() -> Iterator[ServedLore]:
-    """The servers the page is tested against: the contract stand-in on free 127.0.0.1
-    ports, loaded with the example runbooks and the vault pack, once with a viewer and an
-    editor token (made up per run) and once with no token at all."""
-    viewer, editor = "viewer-" + secrets.token_hex(12), "editor-" + secrets.token_hex(12)
-    tokens = {viewer: ("vera viewer", Role.VIEWER), editor: ("eddie editor", Role.EDITOR)}
-    with _serve(tokens) as base_url, _serve({}) as unauthenticated_url:
-        yield ServedLore(base_url, viewer, editor, unauthenticated_url)
-
-
-@contextlib.contextmanager
-def _serve(tokens: dict[str, tuple[str, Role]]) -> Iterator[str]:
-    app = web_contract_app.build_app(tokens)
-    web_contract_app.run_corpus_load(app)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            pytest.fail("the contract stand-in did not start", pytrace=False)
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    if not os.access(CHROMIUM, os.X_OK):
-        reason = f"{CHROMIUM} is absent: apt-get install chromium (what .ci/run does)"
-        if in_ci():
-            pytest.fail(f"CI=true and {reason}; a skip would hide it", pytrace=False)
-        pytest.skip(reason)
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=str(CHROMIUM))
-        yield launched
-        launched.close()
-
-
-@pytest.fixture
-def page_problems() -> list[str]:
-    """What went wrong on the page; a test that provokes an error response removes it."""
-    return []
-
-
-@pytest.fixture
-def page(browser: Browser, served_lore: ServedLore, page_problems: list[str]) -> Iterator[Page]:
-    """A fresh browser profile at 1280 px. Any script error, CSP violation or failed load
-    on the page fails the test (the 401 of the signed-out session probe is expected)."""
-    context = browser.new_context(viewport=DESKTOP, base_url=served_lore.base_url)
-    opened = context.new_page()
-    problems = page_problems
-    opened.on("pageerror", lambda error: problems.append(f"page error: {error}"))
-
-    def on_console(message: ConsoleMessage) -> None:
-        if message.type == "error" and "status of 401" not in message.text:
-            problems.append(f"console: {message.text}")
-
-    opened.on("console", on_console)
-    yield opened
-    context.close()
-    assert not problems, problems
-
-
-def sign_in(page: Page, token: str) -> None:
-    page.goto("/")
-    page.get_by_label("API token").fill(token)
-    page.get_by_role("button", name="Sign in").click()
-    expect(page.locator("#whoami")).to_be_visible()
-
-
-def search(page: Page, query: str) -> None:
-    box = page.get_by_role("searchbox", name="Search knowledge")
-    box.fill(query)
-    box.press("Enter")
-    expect(page.locator("#results-notice")).to_be_visible()
-    expect(page.locator("#results")).not_to_contain_text("Searching…")
-
-
-def citations_for(page: Page, uri_part: str) -> int:
-    return page.locator(".citation", has=page.locator(".uri", has_text=uri_part)).count()
-
-
-def bearer(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"}
-
-
-def no_horizontal_overflow(page: Page) -> None:
-    widths = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
-    assert widths[0] <= widths[1], f"page is {widths[0]} px wide in a {widths[1]} px viewport"
-
-
-def make_docx(heading: str, body: str) -> bytes:
-    document = docx.Document()
-    document.add_heading(heading, level=1)
-    document.add_paragraph(body)
-    out = io.BytesIO()
-    document.save(out)
-    return out.getvalue()
+# The fixtures are imported by name, which is how pytest finds them in a test module.
+__all__ = ["browser", "page", "page_problems", "served_lore"]
 
 
 def test_sign_in_search_and_see_a_citation(page: Page, served_lore: ServedLore) -> None:
@@ -243,9 +119,9 @@ def test_upload_a_docx_and_find_its_text(page: Page, served_lore: ServedLore, tm
     folder = page.locator('#tree details[data-key="filesystem/runbooks/kubernetes"]')
     folder.locator("summary").first.click()
     expect(folder).to_have_attribute("open", "")
-    page.locator("#upload-input").set_input_files(
-        files=[{"name": "tree-check.md", "mimeType": "text/markdown", "buffer": b"# Tree check\n\nok"}]
-    )
+    second = tmp_path / "tree-check.md"
+    second.write_text("# Tree check\n\nok\n")
+    page.locator("#upload-input").set_input_files(second)
     expect(page.locator(".upload-row.done", has_text="tree-check.md")).to_be_visible()
     expect(page.locator("#tree")).to_contain_text("Tree check")
     expect(folder).to_have_attribute("open", "")
@@ -295,7 +171,7 @@ def test_edit_a_note_see_it_in_search_then_delete_it(page: Page, served_lore: Se
     search(page, before)
     assert citations_for(page, note_uri) == 0
 
-    page.goto(f"/#/doc/{_quote(note_uri)}")
+    page.goto(f"/#/doc/{quote_uri(note_uri)}")
     page.get_by_role("button", name="Delete").click()
     dialog = page.get_by_role("dialog")
     expect(dialog).to_contain_text("Pager handoff checklist")
@@ -303,12 +179,6 @@ def test_edit_a_note_see_it_in_search_then_delete_it(page: Page, served_lore: Se
     expect(page.locator("#flash")).to_contain_text("Deleted")
     search(page, after)
     assert citations_for(page, note_uri) == 0
-
-
-def _quote(uri: str) -> str:
-    from urllib.parse import quote
-
-    return quote(uri, safe="")
 
 
 def test_a_viewer_sees_no_write_controls_and_the_api_refuses_them(
@@ -325,7 +195,7 @@ def test_a_viewer_sees_no_write_controls_and_the_api_refuses_them(
     sign_in(page, served_lore.viewer_token)
     expect(page.locator("#upload-panel")).to_be_hidden()
     expect(page.get_by_role("link", name="New note")).to_have_count(0)
-    page.goto(f"/#/doc/{_quote(uri)}")
+    page.goto(f"/#/doc/{quote_uri(uri)}")
     expect(page.locator("#doc-title")).to_have_text("Viewer test note")
     expect(page.get_by_role("button", name="Edit")).to_have_count(0)
     expect(page.get_by_role("button", name="Delete")).to_have_count(0)
@@ -337,8 +207,8 @@ def test_a_viewer_sees_no_write_controls_and_the_api_refuses_them(
     csrf = page.evaluate("fetch('/v1/session').then(r => r.json()).then(b => b.csrf_token)")
     with_cookie = {"X-CSRF-Token": csrf}
     attempts = [
-        ("DELETE", f"/v1/documents/{_quote(uri)}", None),
-        ("PUT", f"/v1/documents/{_quote(uri)}", {"markdown": "defaced"}),
+        ("DELETE", f"/v1/documents/{quote_uri(uri)}", None),
+        ("PUT", f"/v1/documents/{quote_uri(uri)}", {"markdown": "defaced"}),
         ("POST", "/v1/notes", {"title": "x", "markdown": "y"}),
         ("POST", "/v1/sync", {}),
     ]
@@ -358,7 +228,7 @@ def test_a_viewer_sees_no_write_controls_and_the_api_refuses_them(
     assert uploaded.status == 403
     assert "viewer" in uploaded.json()["detail"]
     still = httpx.get(
-        f"{served_lore.base_url}/v1/documents/{_quote(uri)}", headers=bearer(served_lore.viewer_token)
+        f"{served_lore.base_url}/v1/documents/{quote_uri(uri)}", headers=bearer(served_lore.viewer_token)
     )
     assert still.json()["markdown"].endswith("read only for viewers")
 
@@ -417,20 +287,20 @@ def test_an_editor_cannot_change_a_read_only_source(
 ) -> None:
     runbook = "file://runbooks/kubernetes/etcd-no-leader.md"
     sign_in(page, served_lore.editor_token)
-    page.goto(f"/#/doc/{_quote(runbook)}")
+    page.goto(f"/#/doc/{quote_uri(runbook)}")
     expect(page.locator("#doc-title")).to_have_text("etcd member has no leader (etcdNoLeader)")
     expect(page.get_by_role("button", name="Edit")).to_have_count(0)
     expect(page.get_by_role("button", name="Delete")).to_have_count(0)
-    page.goto(f"/#/doc/{_quote('file://runbooks/no-such-page.md')}")
+    page.goto(f"/#/doc/{quote_uri('file://runbooks/no-such-page.md')}")
     expect(page.locator("#error")).to_contain_text("no document")
     expect(page.locator("#doc-title")).to_have_text("etcd member has no leader (etcdNoLeader)")
     page_problems[:] = [problem for problem in page_problems if "status of 404" not in problem]
     # Going to the edit view by its URL says why instead of offering an editor.
-    page.goto(f"/#/doc/{_quote(runbook)}/edit")
+    page.goto(f"/#/doc/{quote_uri(runbook)}/edit")
     expect(page.locator("#error")).to_contain_text("read-only")
     expect(page.locator("#view-editor")).to_be_hidden()
     refused = httpx.delete(
-        f"{served_lore.base_url}/v1/documents/{_quote(runbook)}", headers=bearer(served_lore.editor_token)
+        f"{served_lore.base_url}/v1/documents/{quote_uri(runbook)}", headers=bearer(served_lore.editor_token)
     )
     assert refused.status_code == 403
     assert "read-only" in refused.json()["detail"]
@@ -495,7 +365,7 @@ def test_passages_are_sanitised_markdown(page: Page, served_lore: ServedLore) ->
         headers=bearer(served_lore.editor_token),
     )
     sign_in(page, served_lore.viewer_token)
-    page.goto(f"/#/doc/{_quote(made.json()['uri'])}")
+    page.goto(f"/#/doc/{quote_uri(made.json()['uri'])}")
     body = page.locator("#doc-body")
     expect(body.locator("pre code")).to_have_text("<b>shown as code</b>\n")
     expect(body.locator("img, script, b")).to_have_count(0)
