@@ -28,11 +28,13 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from http import HTTPStatus
 from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.datastructures import UploadFile
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, Response
@@ -165,6 +167,21 @@ class _Refused(Exception):
         self.response = response
 
 
+async def json_body(request: Request) -> Any:
+    try:
+        return await request.json()
+    except ValueError as err:  # json.JSONDecodeError, UnicodeDecodeError
+        raise _Refused(problem(400, "Bad Request", "the body is not valid JSON")) from err
+
+
+async def http_problem(request: Request, exc: Exception) -> Response:
+    """Starlette's own errors (unknown route, wrong method) as problem documents too."""
+    status = exc.status_code if isinstance(exc, HTTPException) else 500
+    return problem(
+        status, HTTPStatus(status).phrase, str(getattr(exc, "detail", "")) or HTTPStatus(status).phrase
+    )
+
+
 def _age(updated: datetime) -> int:
     return max(0, (datetime.now(UTC) - updated).days)
 
@@ -222,7 +239,7 @@ def build_app(tokens: Mapping[str, tuple[str, Role]], *, stale_after_days: int =
         return body | {"unauthenticated": True} if who is local else body
 
     async def create_session(request: Request) -> Response:
-        body = await request.json()
+        body = await json_body(request)
         found = tokens.get(str(body.get("token", "")).strip()) if isinstance(body, dict) else None
         if found is None:
             return problem(401, "Unauthorized", "this token is not valid")
@@ -244,7 +261,7 @@ def build_app(tokens: Mapping[str, tuple[str, Role]], *, stale_after_days: int =
 
     async def run_search(request: Request) -> Response:
         who = caller(request)
-        result = await search.run(await request.json(), principal=who.name)
+        result = await search.run(await json_body(request), principal=who.name)
         return JSONResponse(result.to_dict())
 
     def doc_json(stored: StoredDoc) -> dict[str, Any]:
@@ -319,7 +336,7 @@ def build_app(tokens: Mapping[str, tuple[str, Role]], *, stale_after_days: int =
                 return problem(404, "Not Found", f"no document {uri!r}")
             del store.docs[uri]
             return Response(status_code=204)
-        body = await request.json()
+        body = await json_body(request)
         markdown = body.get("markdown") if isinstance(body, dict) else None
         if not isinstance(markdown, str):
             return problem(400, "Bad Request", 'body must be {"markdown": "...", "title": optional}')
@@ -337,7 +354,7 @@ def build_app(tokens: Mapping[str, tuple[str, Role]], *, stale_after_days: int =
 
     async def new_note(request: Request) -> Response:
         caller(request, Role.EDITOR)
-        body = await request.json()
+        body = await json_body(request)
         if not isinstance(body, dict) or not isinstance(body.get("markdown"), str):
             return problem(400, "Bad Request", 'body must be {"title": "...", "markdown": "..."}')
         uri = f"note://{NOTE_SOURCE}/{secrets.token_hex(6)}"
@@ -373,7 +390,7 @@ def build_app(tokens: Mapping[str, tuple[str, Role]], *, stale_after_days: int =
                 for name, kind in sorted(kinds.items())
             ]})  # fmt: skip
         caller(request, Role.EDITOR)
-        body = await request.json() if await request.body() else {}
+        body = await json_body(request) if await request.body() else {}
         wanted = body.get("source") if isinstance(body, dict) else None
         if store.settle():
             return JSONResponse({"run_id": store.pending[0]["run_id"], "status": "running"}, status_code=202)
@@ -389,7 +406,8 @@ def build_app(tokens: Mapping[str, tuple[str, Role]], *, stale_after_days: int =
     async def health(request: Request) -> Response:
         return JSONResponse({"status": "ok"})
 
-    app = Starlette(middleware=[Middleware(CspMiddleware)], routes=[
+    errors = {HTTPException: http_problem}
+    app = Starlette(middleware=[Middleware(CspMiddleware)], exception_handlers=errors, routes=[
         Route("/", index),
         Route("/healthz", health),
         Mount("/static", StaticFiles(directory=STATIC_DIR)),
