@@ -343,6 +343,19 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
+def writable_index(settings: LoreSettings, embedder: Embedder) -> KnowledgeIndex:
+    index = resolve_index(settings, embedder)
+    if index is None:
+        raise ConfigError(f"backend {settings.backend!r} cannot be written to, so there is nothing to sync")
+    return index
+
+
+def settings_chunker(settings: LoreSettings, embedder: Embedder) -> Chunker:
+    return Chunker.for_embedder(
+        embedder, max_tokens=settings.chunk_tokens, overlap_tokens=settings.chunk_overlap
+    )
+
+
 def run_sync(
     settings: LoreSettings, *, progress: SyncProgress | None = None, allow_mass_delete: bool = False
 ) -> SyncReport:
@@ -357,14 +370,10 @@ def run_sync(
     sources = [build_source(config, settings) for config in settings.sources]
     check_sources(sources)
     embedder = resolve_embedder(settings)
-    index = resolve_index(settings, embedder)
-    if index is None:
-        raise ConfigError(f"backend {settings.backend!r} cannot be written to, so there is nothing to sync")
+    index = writable_index(settings, embedder)
     recorder = RunRecorder(RunTrigger.MANUAL)
     try:
-        chunker = Chunker.for_embedder(
-            embedder, max_tokens=settings.chunk_tokens, overlap_tokens=settings.chunk_overlap
-        )
+        chunker = settings_chunker(settings, embedder)
         asyncio.run(
             sync_sources(
                 sources, index, embedder, chunker, progress=progress,
