@@ -85,7 +85,7 @@ def test_durations_parse(text: str, seconds: int) -> None:
 
 @pytest.mark.parametrize("text", ["6", "6x", "h", "-1h", "1.5h", "", "30s"])
 def test_bad_durations_are_refused(text: str) -> None:
-    with pytest.raises(ValueError, match="duration|shortest"):
+    with pytest.raises(ValueError, match=r"duration|shortest"):
         parse_every(text)
 
 
@@ -123,13 +123,17 @@ def test_each_source_runs_on_its_cadence_with_jitter(tmp_path: Path) -> None:
         for name in ("hourly", "daily", "manual")
     }
     assert starts["manual"] == []
-    assert starts["hourly"][0] == T0 and starts["daily"][0] == T0  # never synced: due at once
+    assert starts["hourly"][0] == T0
+    assert starts["daily"][0] == T0
     for name, every in (("hourly", timedelta(hours=1)), ("daily", timedelta(hours=6))):
         gaps = [later - earlier for earlier, later in zip(starts[name], starts[name][1:], strict=False)]
         # A sleep lasts at most a minute, so a run starts within a minute of its due time.
-        assert gaps and all(every <= gap <= every * (1 + JITTER_FRACTION) + timedelta(minutes=1) for gap in gaps)
+        assert gaps
+        latest = every * (1 + JITTER_FRACTION) + timedelta(minutes=1)
+        assert all(every <= gap <= latest for gap in gaps)
         assert len(set(gaps)) > 1  # jittered
-    assert len(starts["hourly"]) in range(12, 14) and len(starts["daily"]) in (2, 3)
+    assert len(starts["hourly"]) in range(12, 14)
+    assert len(starts["daily"]) in (2, 3)
     assert all(run.trigger == RunTrigger.SCHEDULE and run.status == RunStatus.OK for run in runs)
     assert len(history(settings)) == len(runs)
 
@@ -205,10 +209,13 @@ def test_a_sync_in_another_process_makes_the_run_skip_and_it_is_recorded(tmp_pat
         other.close()
 
     assert record.status == RunStatus.SKIPPED
-    assert record.error is not None and "another lore process" in record.error
+    assert record.error is not None
+    assert "another lore process" in record.error
     assert [run.run_id for run in history(settings)] == [record.run_id]
     due = scheduler.next_due()["runbooks"]
-    assert due is not None and T0 + RETRY_AFTER <= due <= T0 + RETRY_AFTER + timedelta(hours=1) * JITTER_FRACTION
+    assert due is not None
+    retry = T0 + RETRY_AFTER
+    assert retry <= due <= retry + timedelta(hours=1) * JITTER_FRACTION
 
 
 def test_one_failing_source_does_not_stop_the_others(tmp_path: Path) -> None:
@@ -244,10 +251,14 @@ def test_manual_syncs_are_recorded_with_their_counts(tmp_path: Path) -> None:
 
     latest, first = history(settings)
 
-    assert (latest.trigger, latest.status, first.trigger) == (RunTrigger.MANUAL, RunStatus.OK, RunTrigger.MANUAL)
+    assert (latest.trigger, latest.status) == (RunTrigger.MANUAL, RunStatus.OK)
+    assert first.trigger == RunTrigger.MANUAL
     (part,) = latest.sources
-    assert (part.seen, part.added, part.updated, part.unchanged, part.deleted, part.failed) == (2, 0, 1, 1, 0, 0)
-    assert part.chunks_embedded == 1 and part.complete and part.resume_token is None
+    figures = (part.seen, part.added, part.updated, part.unchanged, part.deleted, part.failed)
+    assert figures == (2, 0, 1, 1, 0, 0)
+    assert part.chunks_embedded == 1
+    assert part.complete
+    assert part.resume_token is None
     assert first.sources[0].added == 2
     assert latest.started_at >= first.finished_at
 
@@ -295,7 +306,8 @@ def test_sync_report_ok_is_false_when_a_prune_was_refused(tmp_path: Path) -> Non
 
     report: SyncReport = run_sync(settings)
 
-    assert report.refused_prunes and not report.failures
+    assert report.refused_prunes
+    assert not report.failures
     assert not report.ok
 
 

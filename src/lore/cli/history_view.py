@@ -65,7 +65,8 @@ def history_table(runs: Sequence[RunRecord]) -> Table:
     for column in ("seen", "added", "updated", "unchanged", "deleted", "failed", "time to forget", "took"):
         table.add_column(column, justify="right")
     for run in runs:
-        head = [run.started_at.astimezone(UTC).strftime("%m-%d %H:%M:%S"), run.trigger.value, run.status.value]
+        started = run.started_at.astimezone(UTC).strftime("%m-%d %H:%M:%S")
+        head = [started, run.trigger.value, run.status.value]
         took = seconds_text((run.finished_at - run.started_at).total_seconds())
         if not run.sources:
             table.add_row(*head, run.error or "-", *["-"] * 7, took)
