@@ -187,3 +187,44 @@ def last_source_runs(history: RunHistory, names: Iterable[str]) -> dict[str, Sou
                 if part.source == name:
                     found[name] = part
     return found
+
+
+#: ``StateRunLog``: the state key holding the runs, and how many it keeps (the whole
+#: list is rewritten per run, so fewer than a table keeps).
+STATE_RUNS_KEY = "sync:runs"
+STATE_RUN_RETENTION = 200
+
+
+class StateRunLog:
+    """``RunHistory`` over an index's key/value state, for a backend without tables of
+    its own (Qdrant): the latest ``STATE_RUN_RETENTION`` runs as one JSON list. Two
+    processes recording at the same instant may lose one record; syncs themselves never
+    overlap (the write lock), so only a skipped run's record is at risk."""
+
+    def __init__(self, index: KnowledgeIndex) -> None:
+        self._index = index
+
+    def record_run(self, run: RunRecord) -> None:
+        kept = [held for held in self._all() if held.run_id != run.run_id]
+        kept.append(run)
+        kept.sort(key=lambda held: (held.started_at, held.run_id), reverse=True)
+        del kept[STATE_RUN_RETENTION:]
+        self._index.set_state(STATE_RUNS_KEY, _RECORDS.dump_json(kept).decode())
+
+    def runs(self, limit: int = 20, *, source: str | None = None) -> list[RunRecord]:
+        held = self._all()
+        if source is not None:
+            held = [run for run in held if any(part.source == source for part in run.sources)]
+        return held[:limit]
+
+    def _all(self) -> list[RunRecord]:
+        raw = self._index.get_state(STATE_RUNS_KEY)
+        if not raw:
+            return []
+        try:
+            return _RECORDS.validate_json(raw)
+        except ValidationError as err:
+            raise IndexingError(f"the stored sync run history is unreadable: {err.errors()[0]['msg']}") from err
+
+
+_RECORDS = TypeAdapter(list[RunRecord])

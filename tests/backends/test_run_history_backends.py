@@ -11,6 +11,7 @@ import pytest
 from lore.backends.sqlite import SqliteBackend
 from lore.testing.embedders import CountingEmbedder
 from lore.testing.run_history import RunHistoryConformance
+from optional_extras import require_extra
 
 from .conftest import require_pgvector_extra
 
@@ -36,4 +37,18 @@ class TestPgVectorRunHistory(RunHistoryConformance):
         backend = PgVectorBackend(pg_dsn, CountingEmbedder(), index_name=f"runs_{uuid.uuid4().hex[:10]}")
         yield backend
         backend.drop()
+        backend.close()
+
+
+class TestQdrantRunHistory(RunHistoryConformance):
+    retention_module = "lore.schedule_history"
+    retention_name = "STATE_RUN_RETENTION"
+
+    @pytest.fixture
+    def store(self, tmp_path: Path) -> Iterator[object]:
+        require_extra("qdrant_client", "qdrant")
+        from lore.backends.qdrant import QdrantBackend
+
+        backend = QdrantBackend(CountingEmbedder(), path=tmp_path / "qdrant")
+        yield backend
         backend.close()

@@ -2,7 +2,7 @@
 
 A backend's test subclasses ``RunHistoryConformance`` with ONE fixture, ``store``: a fresh,
 empty index that declares ``lore.protocols.RunHistory``, closed after the test; and sets
-``retention_module`` to the module whose ``RUN_RETENTION`` the backend reads.
+``retention_module`` (and ``retention_name``) to where the backend reads how many runs it keeps.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ def make_run(number: int, sources: tuple[str, ...] = ("runbooks",), **changes: o
 
 class RunHistoryConformance:
     retention_module: str = ""
+    retention_name: str = "RUN_RETENTION"
 
     def test_declares_run_history(self, store: object) -> None:
         assert isinstance(store, RunHistory)
@@ -72,7 +73,7 @@ class RunHistoryConformance:
     def test_the_oldest_runs_beyond_retention_are_dropped(
         self, store: RunHistory, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        monkeypatch.setattr(f"{self.retention_module}.RUN_RETENTION", 3)
+        monkeypatch.setattr(f"{self.retention_module}.{self.retention_name}", 3)
         for number in range(5):
             store.record_run(make_run(number))
 
