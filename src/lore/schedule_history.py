@@ -175,7 +175,11 @@ def run_from_json(raw: str | bytes) -> RunRecord:
     try:
         return _RECORD.validate_json(raw)
     except ValidationError as err:
-        raise IndexingError(f"a stored sync run record is unreadable: {err.errors()[0]['msg']}") from err
+        raise _unreadable(err) from err
+
+
+def _unreadable(err: ValidationError) -> IndexingError:
+    return IndexingError(f"the stored sync run history is unreadable: {err.errors()[0]['msg']}")
 
 
 def last_source_runs(history: RunHistory, names: Iterable[str]) -> dict[str, SourceRun]:
@@ -224,7 +228,7 @@ class StateRunLog:
         try:
             return _RECORDS.validate_json(raw)
         except ValidationError as err:
-            raise IndexingError(f"the stored sync run history is unreadable: {err.errors()[0]['msg']}") from err
+            raise _unreadable(err) from err
 
 
 _RECORDS = TypeAdapter(list[RunRecord])
