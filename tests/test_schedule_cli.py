@@ -9,6 +9,7 @@ import signal
 import sqlite3
 import subprocess
 import time
+from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 
@@ -44,19 +45,23 @@ def recorded_runs(db: Path) -> list[tuple[str, str, str]]:
         return []
 
 
-def watch(root: Path) -> subprocess.Popen[str]:
+def watch_until(root: Path, condition: Callable[[], object], sig: signal.Signals) -> tuple[int, str, str]:
+    """Run ``lore sync --watch`` in ``root``, send ``sig`` once ``condition()`` holds (the
+    deadline only guards against hanging, it is not a timing), and return its exit code
+    and output."""
     env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
     env.pop("LORE_CONFIG", None)
-    return subprocess.Popen([str(LORE), "sync", "--watch"], cwd=root, env=env, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-
-
-def wait_for(condition: object, running: subprocess.Popen[str], deadline: float = 120.0) -> None:
-    """Poll until ``condition()`` holds or the process ends; a guard against hanging, not a timing."""
-    assert callable(condition)
-    end = time.monotonic() + deadline
-    while running.poll() is None and not condition() and time.monotonic() < end:
-        time.sleep(0.05)
+    with subprocess.Popen([str(LORE), "sync", "--watch"], cwd=root, env=env, text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE) as running:
+        try:
+            end = time.monotonic() + 120
+            while running.poll() is None and not condition() and time.monotonic() < end:
+                time.sleep(0.05)
+            running.send_signal(sig)
+            stdout, stderr = running.communicate(timeout=300)
+        finally:
+            running.kill()
+    return running.returncode, stdout, stderr
 
 
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
@@ -65,15 +70,10 @@ def test_watch_runs_due_sources_prints_a_line_and_stops_on_a_signal(
 ) -> None:
     watched_project(tmp_path)
     db = tmp_path / "lore.db"
-    with watch(tmp_path) as running:
-        try:
-            wait_for(lambda: recorded_runs(db), running)
-            running.send_signal(sig)
-            stdout, stderr = running.communicate(timeout=120)
-        finally:
-            running.kill()
 
-    assert running.returncode == code, stderr
+    returncode, stdout, stderr = watch_until(tmp_path, lambda: recorded_runs(db), sig)
+
+    assert returncode == code, stderr
     assert "Traceback" not in stderr
     assert "watching handbook every 1m" in stdout
     assert "watch ok" in stdout
@@ -86,16 +86,11 @@ def test_watch_interrupted_mid_sync_exits_130_and_leaves_a_consistent_index(tmp_
     total = 1_500
     watched_project(tmp_path, pages=total)
     db = tmp_path / "lore.db"
-    with watch(tmp_path) as running:
-        try:
-            wait_for(lambda: indexed_documents(db) >= 50, running)
-            running.send_signal(signal.SIGINT)
-            _, stderr = running.communicate(timeout=300)
-        finally:
-            running.kill()
+
+    returncode, _, stderr = watch_until(tmp_path, lambda: indexed_documents(db) >= 50, signal.SIGINT)
     written = indexed_documents(db)
 
-    assert running.returncode == 130, stderr
+    assert returncode == 130, stderr
     assert "Traceback" not in stderr
     assert 0 < written < total, "the watch was not stopped mid-sync"
     ((trigger, status, record),) = recorded_runs(db)
