@@ -16,15 +16,17 @@ from pathlib import Path
 import pytest
 
 from lore.backends.sqlite import SqliteBackend
+from lore.chunking import Chunker
 from lore.config import LoreSettings, load_settings
 from lore.errors import ConfigError
-from lore.models import RunRecord, RunStatus, RunTrigger, SyncReport
+from lore.models import ForgottenDocument, RunRecord, RunStatus, RunTrigger, SyncReport, Tombstone
 from lore.protocols import RunHistory, Vectors
 from lore.resolve import open_backend, open_for_inspection
 from lore.schedule import RETRY_AFTER, Scheduler
 from lore.schedule_cadence import JITTER_FRACTION, MAX_JITTER, format_every, jitter, parse_every
-from lore.sync import run_sync
+from lore.sync import run_sync, sync_sources
 from lore.testing.embedders import CountingEmbedder
+from test_sync import ChangelogSource, doc
 
 T0 = datetime(2026, 11, 2, 8, 0, tzinfo=UTC)
 
@@ -314,3 +316,22 @@ def test_sync_report_ok_is_false_when_a_prune_was_refused(tmp_path: Path) -> Non
 def test_sqlite_declares_run_history(tmp_path: Path) -> None:
     with SqliteBackend(tmp_path / "lore.db", CountingEmbedder()) as index:
         assert isinstance(index, RunHistory)
+
+
+def test_time_to_forget_of_a_tombstone_and_the_resume_token_are_recorded(tmp_path: Path) -> None:
+    """An incremental source (git's kind): the deletion arrives as a tombstone."""
+    embedder = CountingEmbedder()
+    a, b = (doc(f"mem://log/{name}.md", f"# {name}\n\nEntry {name}.") for name in "ab")
+    source = ChangelogSource("log", [[a, b], [Tombstone(a.uri)]])
+    clock = FakeClock()
+    with SqliteBackend(tmp_path / "lore.db", embedder) as index:
+        chunker = Chunker.for_embedder(embedder)
+        first = asyncio.run(sync_sources([source], index, embedder, chunker, clock=clock))
+        clock.now = T0 + timedelta(minutes=30)
+        second = asyncio.run(sync_sources([source], index, embedder, chunker, clock=clock))
+
+    assert first.sources[0].resume_token == "token-1"
+    (part,) = second.sources
+    assert (part.deleted, part.resume_token, part.status) == (1, "token-2", RunStatus.OK)
+    assert part.forgotten == (ForgottenDocument(a.uri, 1800.0),)
+    assert first.sources[0].forgotten == ()

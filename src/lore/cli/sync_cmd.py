@@ -32,7 +32,7 @@ from rich.table import Table
 from lore.cli.app import app, console, err_console, say, settings
 from lore.cli.history_view import history_json, history_table, run_line, schedule_columns
 from lore.config import LoreSettings, SourceConfig
-from lore.errors import ConfigError
+from lore.errors import ConfigError, LoreError
 from lore.models import IndexedDocument, RunTrigger, SourceRun, SyncReport, Visibility, utc
 from lore.protocols import KnowledgeIndex, RunHistory
 from lore.resolve import open_for_inspection
@@ -307,7 +307,7 @@ def status_command() -> None:
             last_sync = index.get_state(LAST_SYNC_KEY)
             backend_lines = index.status_lines()
             if isinstance(index, RunHistory):
-                last_runs = last_source_runs(index, [c.name for c in current.sources])
+                last_runs = _last_runs(index, current)
         finally:
             index.close()
         console.print(f"embedder: {_embedder_line(current, embedder_state)}", highlight=False, markup=False)
@@ -331,6 +331,15 @@ def status_command() -> None:
     console.print(table)
     if not current.sources:
         console.print("no sources configured: add a [[sources]] table to lore.toml", markup=False)
+
+
+def _last_runs(index: RunHistory, current: LoreSettings) -> dict[str, SourceRun]:
+    """The last run of each source; none when the history cannot be read (a read-only
+    index built by a lore without it), which must not make ``lore status`` fail."""
+    try:
+        return last_source_runs(index, [c.name for c in current.sources])
+    except LoreError:
+        return {}
 
 
 def _when(timestamp: str | None, never: str = "never") -> str:
