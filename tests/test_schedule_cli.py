@@ -123,6 +123,7 @@ def test_history_and_status_show_the_runs(tmp_path: Path) -> None:
     table = runner.invoke(app, ["--config", str(config), "sync", "--history"], env={"COLUMNS": "200"})
     as_json = runner.invoke(app, ["--config", str(config), "sync", "--history", "--json", "--limit", "1"])
     status = runner.invoke(app, ["--config", str(config), "status"], env={"COLUMNS": "200"})
+    sources = runner.invoke(app, ["--config", str(config), "sources"], env={"COLUMNS": "200"})
 
     assert table.exit_code == 0, table.output
     rows = [line for line in table.output.splitlines() if "handbook" in line]
@@ -137,6 +138,8 @@ def test_history_and_status_show_the_runs(tmp_path: Path) -> None:
     assert status.exit_code == 0, status.output
     assert "ok 20" in status.output
     assert "(every 6h)" in status.output
+    assert sources.exit_code == 0, sources.output
+    assert "│ 6h " in sources.output
 
 
 def test_history_of_a_fresh_project_says_there_is_none(tmp_path: Path) -> None:

@@ -36,7 +36,7 @@ from lore.errors import ConfigError, LoreError
 from lore.models import IndexedDocument, RunTrigger, SourceRun, SyncReport, Visibility, utc
 from lore.protocols import KnowledgeIndex, RunHistory
 from lore.resolve import open_for_inspection
-from lore.schedule import Scheduler
+from lore.schedule import Scheduler, cadence
 from lore.schedule_cadence import format_every
 from lore.schedule_history import last_source_runs
 from lore.sync import EMBEDDER_STATE_KEY, LAST_SYNC_KEY, run_sync, source_stats_key
@@ -358,7 +358,7 @@ def _embedder_line(current: LoreSettings, raw_state: str | None) -> str:
 
 @app.command("sources")
 def sources_command() -> None:
-    """The configured sources: name, type, visibility, path and how many documents are indexed."""
+    """The configured sources: name, type, visibility, path, cadence and how many documents are indexed."""
     current = settings()
     index = _open_for_reading(current)
     try:
@@ -367,11 +367,12 @@ def sources_command() -> None:
         if index is not None:
             index.close()
     table = Table(show_header=True, header_style="bold")
-    for column in ("name", "type", "visibility", "path", "indexed"):
+    for column in ("name", "type", "visibility", "path", "every", "indexed"):
         table.add_column(column, justify="right" if column == "indexed" else "left")
     for config in current.sources:
+        every = cadence(config)
         table.add_row(config.name, config.type, _visibility(config), _source_path(current, config),
-                      str(counts[config.name]))
+                      format_every(every) if every is not None else "when asked", str(counts[config.name]))
     console.print(table)
     if not current.sources:
         console.print("no sources configured: add a [[sources]] table to lore.toml", markup=False)
