@@ -335,3 +335,30 @@ def test_time_to_forget_of_a_tombstone_and_the_resume_token_are_recorded(tmp_pat
     assert (part.deleted, part.resume_token, part.status) == (1, "token-2", RunStatus.OK)
     assert part.forgotten == (ForgottenDocument(a.uri, 1800.0),)
     assert first.sources[0].forgotten == ()
+
+
+async def _stop_while_waiting(settings: LoreSettings) -> tuple[list[RunRecord], RunRecord]:
+    gated = GatedEmbedder()
+    holder = Scheduler(settings, embedder=gated)
+    runs: list[RunRecord] = []
+    waiter = Scheduler(settings, embedder=CountingEmbedder(), on_run=runs.append)
+    holding = asyncio.create_task(holder.run_now())
+    await asyncio.to_thread(gated.entered.wait, 60)
+    stop = asyncio.Event()
+    watching = asyncio.create_task(waiter.run_forever(stop))
+    await asyncio.sleep(0.5)  # usually enough to be waiting for the lock; either way it must stop
+    stop.set()
+    await watching  # returns while the other sync still holds the index
+    gated.release.set()
+    return runs, await holding
+
+
+def test_a_scheduler_stopped_while_it_waits_for_the_index_returns_without_syncing(tmp_path: Path) -> None:
+    settings = load_settings(project(tmp_path, [("runbooks", "1h")]))
+
+    runs, held = asyncio.run(_stop_while_waiting(settings))
+
+    assert held.status == RunStatus.OK
+    outcomes = [(run.status, run.error) for run in runs]
+    assert outcomes in ([], [(RunStatus.FAILED, "stopped before it started")])
+    assert [run.run_id for run in history(settings)] == [held.run_id]
