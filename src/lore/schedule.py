@@ -66,6 +66,13 @@ class SyncStopped(BaseException):
     BaseException, like KeyboardInterrupt, so no per-document handler swallows it."""
 
 
+def configured_sources(settings: LoreSettings) -> list[SourceConfig]:
+    """The sources a scheduler knows: the ``[[sources]]`` tables. (Where the built-in pack
+    is enabled by a table of its own, its config belongs here too, so it gets
+    ``VAULT_DEFAULT_EVERY``.)"""
+    return list(settings.sources)
+
+
 def cadence(config: SourceConfig) -> timedelta | None:
     """How often the source is synced; None: only when asked. The built-in playbook
     pack defaults to ``VAULT_DEFAULT_EVERY``."""
@@ -151,12 +158,13 @@ class Scheduler:
         on_run: Callable[[RunRecord], None] | None = None,
         allow_mass_delete: bool = False,
     ) -> None:
-        names = [config.name for config in settings.sources]
+        configs = configured_sources(settings)
+        names = [config.name for config in configs]
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
             raise ConfigError(f"two sources are named {duplicates[0]!r}; source names must be unique")
         self._settings = settings
-        self._configs = {config.name: config for config in settings.sources}
+        self._configs = {config.name: config for config in configs}
         self._cadences = {name: cadence(config) for name, config in self._configs.items()}
         self._embedder = embedder
         self._embedder_guard = threading.Lock()
