@@ -24,11 +24,12 @@ from __future__ import annotations
 import difflib
 import os
 from collections.abc import Iterable, Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, SerializeAsAny, ValidationError, field_validator
-from pydantic_core import ErrorDetails
+from pydantic_core import ErrorDetails, PydanticCustomError
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -37,6 +38,7 @@ from pydantic_settings import (
 )
 
 from lore.errors import ConfigError
+from lore.schedule_cadence import parse_every
 
 DEFAULT_CONFIG_FILE = "lore.toml"
 
@@ -58,6 +60,22 @@ class SourceConfig(BaseModel):
     #: Deliberately without a default: an undeclared visibility is refused at sync.
     visibility: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)
+    #: How often ``lore sync --watch`` (and the service) syncs it; None: only when asked.
+    every: timedelta | None = None
+
+    @field_validator("every", mode="before")
+    @classmethod
+    def _cadence(cls, value: object) -> object:
+        """Only the written form (``"6h"``): a bare number would be read as seconds."""
+        if value is None or isinstance(value, timedelta):
+            return value
+        # PydanticCustomError: the message alone, without pydantic's "Value error, ".
+        if not isinstance(value, str):
+            raise PydanticCustomError("duration", 'write a duration as a string, e.g. every = "6h"')
+        try:
+            return parse_every(value)
+        except ValueError as err:
+            raise PydanticCustomError("duration", "{reason}", {"reason": str(err)}) from err
 
     def location(self, settings: LoreSettings) -> str | None:
         """Where the source reads from, for ``lore sources``; None when it has no such thing."""

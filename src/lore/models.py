@@ -192,9 +192,86 @@ class RefusedPrune:
     indexed: int
 
 
+class RunTrigger(enum.StrEnum):
+    """What started a sync run, as its history records it."""
+
+    MANUAL = "manual"  # `lore sync`
+    WATCH = "watch"  # `lore sync --watch`, on a source's cadence
+    SCHEDULE = "schedule"  # a scheduler run by a program (`lore.schedule.Scheduler`)
+    SERVICE = "service"  # the HTTP service, asked to sync now
+
+
+class RunStatus(enum.StrEnum):
+    """``ok``: nothing to report. ``partial``: the listing completed but documents failed
+    or a mass delete was refused. ``failed``: the listing (or the whole run) did not
+    complete, so nothing was pruned. ``skipped``: another sync held the index."""
+
+    OK = "ok"
+    PARTIAL = "partial"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
+@dataclass(frozen=True, slots=True)
+class ForgottenDocument:
+    """A document a run deleted because its source no longer has it."""
+
+    uri: str
+    #: Time to forget (docs/ingestion.md): seconds from the start of the source's previous
+    #: complete sync to the end of this one; None when no earlier complete sync is known.
+    seconds: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class SourceRun:
+    """One source's part of a sync run. ``failures`` and ``forgotten`` are bounded (the
+    counts are not), so one broken share does not make a history row megabytes long."""
+
+    source: str
+    started_at: datetime
+    finished_at: datetime
+    status: RunStatus
+    #: The listing ran to its end (what pruning and time to forget rely on).
+    complete: bool
+    seen: int = 0
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    deleted: int = 0
+    failed: int = 0
+    chunks_embedded: int = 0
+    chunks_reused: int = 0
+    prune_refused: int = 0
+    #: Where the next incremental listing resumes (None: a complete listing next time).
+    resume_token: str | None = None
+    failures: tuple[SyncFailure, ...] = ()
+    forgotten: tuple[ForgottenDocument, ...] = ()
+
+    @property
+    def time_to_forget(self) -> float | None:
+        """The longest time to forget of the documents this run deleted."""
+        known = [doc.seconds for doc in self.forgotten if doc.seconds is not None]
+        return max(known) if known else None
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """One sync run, as the index's history (``lore.protocols.RunHistory``) keeps it."""
+
+    run_id: str
+    trigger: RunTrigger
+    started_at: datetime
+    finished_at: datetime
+    status: RunStatus
+    sources: tuple[SourceRun, ...] = ()
+    #: Why the run stopped or did not start (another sync held the index, interrupted).
+    error: str | None = None
+
+
 @dataclass(slots=True)
 class SyncReport:
-    """What one ``lore sync`` did. ``ok`` is False when any document failed."""
+    """What one ``lore sync`` did. ``ok`` is False when any document failed or a mass
+    delete was refused."""
 
     seen: int = 0
     added: int = 0
@@ -209,10 +286,14 @@ class SyncReport:
     #: The chunking settings changed since the last sync, so every document was re-chunked.
     rechunked: bool = False
     seconds: float = 0.0
+    #: Each source's part of the run, in order, appended as each source finishes.
+    sources: list[SourceRun] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not self.failures
+        """No document failed and no prune was refused: a refused mass delete leaves
+        documents retrievable that the source no longer has, which is not a clean run."""
+        return not self.failures and not self.refused_prunes
 
     def merge(self, other: SyncReport) -> None:
         self.seen += other.seen
@@ -226,6 +307,7 @@ class SyncReport:
         self.skipped_sources.extend(other.skipped_sources)
         self.refused_prunes.extend(other.refused_prunes)
         self.rechunked = self.rechunked or other.rechunked
+        self.sources.extend(other.sources)
 
 
 @dataclass(frozen=True, slots=True)

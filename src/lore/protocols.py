@@ -28,6 +28,7 @@ from lore.models import (
     IndexedDocument,
     Passage,
     ReembedStatus,
+    RunRecord,
     SearchMode,
     SourceItem,
     Visibility,
@@ -220,6 +221,22 @@ class Checkpointing(Protocol):
     growing to a multiple of the database."""
 
     def checkpoint(self) -> None: ...
+
+
+@runtime_checkable
+class RunHistory(Protocol):
+    """Optional capability of an index: keeping the history of sync runs beside the data
+    they produced (``lore sync --history``, ``lore status``). Recording needs no write
+    lock: a run skipped because another sync holds the lock is recorded too."""
+
+    def record_run(self, run: RunRecord) -> None:
+        """Keep ``run`` (replacing a record with the same ``run_id``); the oldest runs
+        beyond the index's retention are dropped."""
+        ...
+
+    def runs(self, limit: int = 20, *, source: str | None = None) -> list[RunRecord]:
+        """The latest ``limit`` runs, newest first; with ``source``, only runs that synced it."""
+        ...
 
 
 @runtime_checkable

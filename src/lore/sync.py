@@ -47,6 +47,7 @@ from lore.models import (
     Document,
     IndexedDocument,
     RefusedPrune,
+    RunTrigger,
     SourceFailure,
     SyncFailure,
     SyncReport,
@@ -58,6 +59,7 @@ from lore.models import (
 from lore.protocols import Embedder, KnowledgeIndex, KnowledgeSource, PreflightChecked
 from lore.resolve import resolve_embedder, resolve_index
 from lore.safety.secrets import REDACTION_VERSION, redact_document
+from lore.schedule_history import Clock, RunRecorder, complete_sync_key, forget_base, source_run, utc_now
 from lore.sources import build_source
 from lore.sync_pipeline import FATAL, Pending, Pipeline, SyncProgress, describe
 
@@ -136,12 +138,16 @@ async def _sync_source(
     progress: SyncProgress | None,
     chunking_changed: bool,
     max_prune_fraction: float | None,
+    clock: Clock,
 ) -> SyncReport:
     """One source into the index. The caller's pipeline is flushed before returning.
     ``chunking_changed``: what the index holds was cut by other chunking settings, so
     every document is chunked again, whatever its revision. ``max_prune_fraction``:
-    None allows pruning any number of documents."""
+    None allows pruning any number of documents. The report's ``sources`` holds the
+    source's run record (``lore.schedule_history``)."""
     name = source.name
+    started_at = clock()
+    base = forget_base(index, name)
     held: Mapping[str, IndexedDocument] = index.held(name)
     rechunk = chunking_changed and bool(held)
     recorded_old = _old_chunking(index, name)
@@ -197,15 +203,14 @@ async def _sync_source(
         report.failures.append(SyncFailure(name, "", f"listing failed, nothing pruned: {describe(err)}"))
 
     await pipeline.flush()
-    for uri in gone:
-        if _delete(index, name, uri, report):
-            deleted.add(uri)
+    doomed = list(gone)
     if complete and not source.incremental:
         missing = sorted(set(held) - seen)
         if max_prune_fraction is not None and is_mass_delete(len(missing), len(held), max_prune_fraction):
             report.refused_prunes.append(RefusedPrune(name, len(missing), len(held)))
         else:
-            deleted.update(uri for uri in missing if _delete(index, name, uri, report))
+            doomed.extend(missing)
+    deleted.update(uri for uri in doomed if _delete(index, name, uri, report))
     if deleted:
         pipeline.checkpoint()
     still_old = old_cut - pipeline.written - deleted
@@ -216,6 +221,14 @@ async def _sync_source(
         token = source.resume_token()
         if token is not None:
             index.set_state(resume_token_key(name), token)
+    finished_at = clock()
+    if complete and not report.refused_prunes and len(deleted) == len(doomed):
+        index.set_state(complete_sync_key(name), started_at.isoformat())
+    token = index.get_state(resume_token_key(name)) if source.incremental else None
+    report.sources.append(source_run(
+        name, report, started_at=started_at, finished_at=finished_at, complete=complete,
+        resume_token=token, deleted=deleted, base=base,
+    ))
     if progress is not None:
         progress.source_finished(name)
     return report
@@ -275,8 +288,13 @@ async def sync_sources(
     batch_size: int = 32,
     max_prune_fraction: float = 0.5,
     allow_mass_delete: bool = False,
+    report: SyncReport | None = None,
+    clock: Clock = utc_now,
 ) -> SyncReport:
     """Bring ``index`` up to date with ``sources``; see the module docstring.
+
+    ``report`` is filled and returned (a new one by default): a caller that passes its
+    own keeps what was done when the run raises. ``clock`` times each source's run.
 
     Raises ``VisibilityError`` (before touching the index) for a source with undeclared
     visibility, ``ConfigError`` for a source that fails its preflight check,
@@ -291,7 +309,7 @@ async def sync_sources(
         raise ConfigError(f"max_prune_fraction must be from 0 to 1, got {max_prune_fraction}")
     prune_limit = None if allow_mass_delete else max_prune_fraction
     started = time.perf_counter()
-    report = SyncReport()
+    report = report if report is not None else SyncReport()
     with index.write_lock():
         index.check_embedder(embedder.model_id, embedder.dimension)
         pipeline = Pipeline(index, embedder, progress, batch_size, chunker.count_tokens)
@@ -302,7 +320,7 @@ async def sync_sources(
                     report.skipped_sources.append(source.name)
                     continue
                 own = await _sync_source(
-                    source, index, chunker, pipeline, progress, chunking_changed, prune_limit
+                    source, index, chunker, pipeline, progress, chunking_changed, prune_limit, clock
                 )
                 _record(index, source.name, own, _now())
                 report.merge(own)
@@ -325,6 +343,19 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
+def writable_index(settings: LoreSettings, embedder: Embedder) -> KnowledgeIndex:
+    index = resolve_index(settings, embedder)
+    if index is None:
+        raise ConfigError(f"backend {settings.backend!r} cannot be written to, so there is nothing to sync")
+    return index
+
+
+def settings_chunker(settings: LoreSettings, embedder: Embedder) -> Chunker:
+    return Chunker.for_embedder(
+        embedder, max_tokens=settings.chunk_tokens, overlap_tokens=settings.chunk_overlap
+    )
+
+
 def run_sync(
     settings: LoreSettings, *, progress: SyncProgress | None = None, allow_mass_delete: bool = False
 ) -> SyncReport:
@@ -339,19 +370,23 @@ def run_sync(
     sources = [build_source(config, settings) for config in settings.sources]
     check_sources(sources)
     embedder = resolve_embedder(settings)
-    index = resolve_index(settings, embedder)
-    if index is None:
-        raise ConfigError(f"backend {settings.backend!r} cannot be written to, so there is nothing to sync")
+    index = writable_index(settings, embedder)
+    recorder = RunRecorder(RunTrigger.MANUAL)
     try:
-        chunker = Chunker.for_embedder(
-            embedder, max_tokens=settings.chunk_tokens, overlap_tokens=settings.chunk_overlap
-        )
-        return asyncio.run(
+        chunker = settings_chunker(settings, embedder)
+        asyncio.run(
             sync_sources(
                 sources, index, embedder, chunker, progress=progress,
                 batch_size=settings.embedding_batch_size,
                 max_prune_fraction=settings.max_prune_fraction, allow_mass_delete=allow_mass_delete,
+                report=recorder.report,
             )
         )
+    except BaseException as err:  # a run stopped by anything is recorded as such
+        recorder.finish(index, err)
+        raise
+    else:
+        recorder.finish(index)
+        return recorder.report
     finally:
         index.close()

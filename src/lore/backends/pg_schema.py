@@ -29,7 +29,8 @@ import numpy.typing as npt
 
 from lore.backends import lexical
 from lore.errors import ConfigError, MissingExtraError
-from lore.models import SOURCE_LABEL, Chunk, Document, Passage, embed_key, label_terms, utc
+from lore.models import SOURCE_LABEL, Chunk, Document, Passage, RunRecord, embed_key, label_terms, utc
+from lore.schedule_history import run_to_json
 
 try:
     import psycopg
@@ -91,6 +92,10 @@ class Tables:
             # Staging of `lore reembed` (pg_reembed.py), present only while one is under way.
             "reembed": self.name("reembed"),
             "reembed_target": self.name("reembed_target"),
+            # Sync run history (lore.schedule_history).
+            "runs": self.name("runs"),
+            "runs_started": self.name("runs_started"),
+            "runs_sources": self.name("runs_sources"),
         }
 
     def sql(self, template: str, **extra: sql.Composable) -> sql.Composed:
@@ -143,6 +148,25 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
                 model_id text NOT NULL,
                 dimension integer NOT NULL CHECK (dimension > 0)
             )""",
+        ),
+    ),
+    (
+        2,
+        "sync run history",
+        (
+            # The record is the JSON every backend keeps, as text: jsonb refuses the
+            # \u0000 escape a failure reason quoting a binary file may carry.
+            """CREATE TABLE {runs} (
+                run_id text PRIMARY KEY,
+                started_at timestamptz NOT NULL,
+                finished_at timestamptz NOT NULL,
+                trigger text NOT NULL,
+                status text NOT NULL,
+                sources text[] NOT NULL,
+                record text NOT NULL
+            )""",
+            "CREATE INDEX {runs_started} ON {runs} (started_at DESC)",
+            "CREATE INDEX {runs_sources} ON {runs} USING gin (sources)",
         ),
     ),
 )
@@ -210,7 +234,7 @@ def drop_statements(tables: Tables) -> list[sql.Composed]:
     return [
         tables.sql(f"DROP TABLE IF EXISTS {{{name}}}")
         for name in (
-            "chunks", "documents", "state", "embedder", "schema_version", "reembed", "reembed_target"
+            "chunks", "documents", "state", "embedder", "schema_version", "reembed", "reembed_target", "runs"
         )
     ]
 
@@ -284,6 +308,42 @@ def vector_channel_statement(tables: Tables, *, filtered: bool) -> sql.Composed:
         "SELECT id, embedding <=> %s AS distance FROM {chunks} {label_filter} ORDER BY distance LIMIT %s",
         label_filter=sql.SQL("WHERE label_terms @> %s::text[]") if filtered else sql.SQL(""),
     )
+
+
+RECORD_RUN = """
+INSERT INTO {runs} (run_id, started_at, finished_at, trigger, status, sources, record)
+VALUES (%(run_id)s, %(started_at)s, %(finished_at)s, %(trigger)s, %(status)s, %(sources)s, %(record)s)
+ON CONFLICT (run_id) DO UPDATE SET
+    started_at = EXCLUDED.started_at, finished_at = EXCLUDED.finished_at, trigger = EXCLUDED.trigger,
+    status = EXCLUDED.status, sources = EXCLUDED.sources, record = EXCLUDED.record
+"""
+
+#: Parameter: how many runs to keep.
+EXPIRE_RUNS = """
+DELETE FROM {runs} WHERE run_id IN (
+    SELECT run_id FROM {runs} ORDER BY started_at DESC, run_id OFFSET %s
+)
+"""
+
+
+def runs_statement(tables: Tables, *, of_source: bool) -> sql.Composed:
+    """Parameters: the source when ``of_source``, the limit."""
+    return tables.sql(
+        "SELECT record FROM {runs} {where} ORDER BY started_at DESC, run_id LIMIT %s",
+        where=sql.SQL("WHERE sources @> ARRAY[%s]::text[]") if of_source else sql.SQL(""),
+    )
+
+
+def run_row(run: RunRecord) -> dict[str, Any]:
+    return {
+        "run_id": run.run_id,
+        "started_at": utc(run.started_at),
+        "finished_at": utc(run.finished_at),
+        "trigger": run.trigger.value,
+        "status": run.status.value,
+        "sources": [part.source for part in run.sources],
+        "record": run_to_json(run),
+    }
 
 
 # -- rows <-> records --------------------------------------------------------------------

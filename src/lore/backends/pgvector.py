@@ -35,9 +35,11 @@ from pydantic import SecretStr
 
 from lore.backends import StoredVectorsEmbedder, lexical, pg_reembed
 from lore.backends.pg_schema import (
+    EXPIRE_RUNS,
     EXPORT_CHUNK_COLUMNS,
     LOCK_CLASS,
     PASSAGE_COLUMNS,
+    RECORD_RUN,
     UPSERT_DOCUMENT,
     Tables,
     chunk_from_row,
@@ -47,6 +49,8 @@ from lore.backends.pg_schema import (
     lock_key,
     migrate,
     passage_from_row,
+    run_row,
+    runs_statement,
     schema_version,
     text_channel_statement,
     upsert_chunk_statement,
@@ -73,10 +77,12 @@ from lore.models import (
     IndexedDocument,
     Passage,
     ReembedStatus,
+    RunRecord,
     SearchMode,
     utc,
 )
 from lore.protocols import Embedder, Retrieval, Vectors
+from lore.schedule_history import RUN_RETENTION, run_from_json
 
 try:
     import psycopg
@@ -326,6 +332,19 @@ class PgVectorBackend:
                 ),
                 (key, lexical.clean_text(value)),
             )
+
+    # -- RunHistory (the SQL is in pg_schema.py) ------------------------------------------
+
+    def record_run(self, run: RunRecord) -> None:
+        with self._connection(IndexingError) as conn, conn.transaction():
+            conn.execute(self._tables.sql(RECORD_RUN), run_row(run))
+            conn.execute(self._tables.sql(EXPIRE_RUNS), (RUN_RETENTION,))
+
+    def runs(self, limit: int = 20, *, source: str | None = None) -> list[RunRecord]:
+        params = (source, limit) if source is not None else (limit,)
+        with self._connection(IndexingError) as conn:
+            rows = conn.execute(runs_statement(self._tables, of_source=source is not None), params).fetchall()
+        return [run_from_json(row[0]) for row in rows]
 
     @contextmanager
     def write_lock(self) -> Iterator[None]:

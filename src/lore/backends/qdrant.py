@@ -81,9 +81,11 @@ from lore.models import (
     IndexedDocument,
     Passage,
     ReembedStatus,
+    RunRecord,
     SearchMode,
 )
 from lore.protocols import Embedder, Retrieval, Vectors
+from lore.schedule_history import StateRunLog
 
 try:
     import httpx
@@ -392,6 +394,13 @@ class QdrantBackend:
 
     def set_state(self, key: str, value: str) -> None:
         self._put_meta("state", key, {"key": key, "value": value})
+
+    # RunHistory: kept in the state store (Qdrant has no tables to give it one of its own).
+    def record_run(self, run: RunRecord) -> None:
+        StateRunLog(self).record_run(run)
+
+    def runs(self, limit: int = 20, *, source: str | None = None) -> list[RunRecord]:
+        return StateRunLog(self).runs(limit, source=source)
 
     @contextmanager
     def write_lock(self) -> Iterator[None]:

@@ -84,10 +84,12 @@ from lore.models import (
     IndexedDocument,
     Passage,
     ReembedStatus,
+    RunRecord,
     SearchMode,
     filter_terms,
 )
 from lore.protocols import Embedder, Retrieval, Vectors
+from lore.schedule_history import RUN_RETENTION
 
 MAX_TOP_K = 1_000
 MAX_QUERY_CHARS = 50_000
@@ -389,6 +391,19 @@ class SqliteBackend:
         what = f"cannot save state {key!r} in {self._path}"
         with self._write_guard, translated(IndexingError, what), self._store.transaction(bump=False):
             self._store.set_state(key, value)
+
+    # -- RunHistory (the SQL is in sqlite_store.py) ---------------------------------------
+
+    def record_run(self, run: RunRecord) -> None:
+        """Without the write lock: a run refused by another sync's lock is recorded too."""
+        self._require_writable()
+        what = f"cannot record sync run {run.run_id} in {self._path}"
+        with self._write_guard, translated(IndexingError, what), self._store.transaction(bump=False):
+            self._store.record_run(run, RUN_RETENTION)
+
+    def runs(self, limit: int = 20, *, source: str | None = None) -> list[RunRecord]:
+        with self._read_guard, translated(IndexingError, f"cannot read the sync history of {self._path}"):
+            return self._reads.runs(limit, source)
 
     def export(self) -> Iterator[tuple[Document, list[Chunk], Vectors]]:
         """Every document with its chunks and stored vectors (for ``lore migrate``).

@@ -74,6 +74,27 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         # the switch (sqlite_reembed.py). Which embedder they are for is in meta.
         "CREATE TABLE reembed_vectors (embed_key TEXT PRIMARY KEY, vector BLOB NOT NULL)",
     ),
+    (
+        # Sync run history (lore.schedule_history): the whole record as JSON, the same
+        # document every backend keeps, with the columns the listings filter and sort on.
+        """CREATE TABLE sync_runs (
+            run_id TEXT PRIMARY KEY,
+            started_at TEXT NOT NULL,
+            finished_at TEXT NOT NULL,
+            trigger TEXT NOT NULL,
+            status TEXT NOT NULL,
+            record TEXT NOT NULL
+        )""",
+        "CREATE INDEX sync_runs_by_start ON sync_runs (started_at)",
+        # Which sources each run synced, so "the last run of this source" is one lookup.
+        """CREATE TABLE sync_run_sources (
+            source TEXT NOT NULL,
+            started_at TEXT NOT NULL,
+            run_id TEXT NOT NULL,
+            PRIMARY KEY (source, started_at, run_id)
+        ) WITHOUT ROWID""",
+        "CREATE INDEX sync_run_sources_by_run ON sync_run_sources (run_id)",
+    ),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

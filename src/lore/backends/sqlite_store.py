@@ -17,8 +17,9 @@ from typing import TypeVar
 import numpy as np
 
 from lore.backends.fulltext import FullTextRow
-from lore.models import Chunk, Document, IndexedDocument, Passage, embed_key, label_terms, utc
+from lore.models import Chunk, Document, IndexedDocument, Passage, RunRecord, embed_key, label_terms, utc
 from lore.protocols import Vectors
+from lore.schedule_history import run_from_json, run_to_json
 
 #: Host parameters per ``IN (...)`` list, well under SQLite's limit.
 _BATCH = 500
@@ -234,6 +235,38 @@ class ChunkStore:
 
     def set_state(self, key: str, value: str) -> None:
         self.conn.execute("INSERT OR REPLACE INTO state (key, value) VALUES (?, ?)", (key, value))
+
+    # -- sync run history (inside a transaction) -----------------------------------------
+
+    def record_run(self, run: RunRecord, retention: int) -> None:
+        started = utc(run.started_at).isoformat()
+        self.conn.execute("DELETE FROM sync_run_sources WHERE run_id = ?", (run.run_id,))
+        self.conn.execute(
+            "INSERT OR REPLACE INTO sync_runs (run_id, started_at, finished_at, trigger, status, record) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (run.run_id, started, utc(run.finished_at).isoformat(), run.trigger.value, run.status.value,
+             run_to_json(run)),
+        )
+        self.conn.executemany(
+            "INSERT OR IGNORE INTO sync_run_sources (source, started_at, run_id) VALUES (?, ?, ?)",
+            [(part.source, started, run.run_id) for part in run.sources],
+        )
+        expired = "SELECT run_id FROM sync_runs ORDER BY started_at DESC, run_id LIMIT -1 OFFSET ?"
+        self.conn.execute(f"DELETE FROM sync_run_sources WHERE run_id IN ({expired})", (retention,))
+        self.conn.execute(f"DELETE FROM sync_runs WHERE run_id IN ({expired})", (retention,))
+
+    def runs(self, limit: int, source: str | None) -> list[RunRecord]:
+        if source is None:
+            rows = self.conn.execute(
+                "SELECT record FROM sync_runs ORDER BY started_at DESC, run_id LIMIT ?", (limit,)
+            )
+        else:
+            rows = self.conn.execute(
+                "SELECT r.record FROM sync_run_sources s JOIN sync_runs r ON r.run_id = s.run_id "
+                "WHERE s.source = ? ORDER BY s.started_at DESC, s.run_id LIMIT ?",
+                (source, limit),
+            )
+        return [run_from_json(row[0]) for row in rows]
 
     # -- the full-text journal -----------------------------------------------------------
 

@@ -1,13 +1,15 @@
-"""``lore sync``, ``lore status`` and ``lore sources``.
+"""``lore sync`` (also ``--watch`` and ``--history``), ``lore status`` and ``lore sources``.
 
 ``sync`` exits 1 when any document failed (the rest is indexed all the same) or a mass
 delete was refused, so a CI job or cron wrapper notices; configuration problems exit 2
-through ``lore.cli.main``; Ctrl-C exits 130.
+through ``lore.cli.main``; Ctrl-C exits 130 (``--watch`` too; SIGTERM ends it with 143).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import signal
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -27,11 +29,16 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from lore.cli.app import app, console, err_console, settings
+from lore.cli.app import app, console, err_console, say, settings
+from lore.cli.history_view import history_json, history_table, run_line, schedule_columns
 from lore.config import LoreSettings, SourceConfig
-from lore.models import IndexedDocument, SyncReport, Visibility, utc
-from lore.protocols import KnowledgeIndex
+from lore.errors import ConfigError, LoreError
+from lore.models import IndexedDocument, RunTrigger, SourceRun, SyncReport, Visibility, utc
+from lore.protocols import KnowledgeIndex, RunHistory
 from lore.resolve import open_for_inspection
+from lore.schedule import Scheduler, cadence
+from lore.schedule_cadence import format_every
+from lore.schedule_history import last_source_runs
 from lore.sync import EMBEDDER_STATE_KEY, LAST_SYNC_KEY, run_sync, source_stats_key
 
 
@@ -108,6 +115,10 @@ def _summary(report: SyncReport) -> Table:
 EXIT_INTERRUPTED = 130
 
 
+#: What a shell reports for a process ended by SIGTERM (128 + 15).
+EXIT_TERMINATED = 143
+
+
 @app.command("sync")
 def sync_command(
     allow_mass_delete: Annotated[
@@ -118,9 +129,25 @@ def sync_command(
             "than max_prune_fraction of a source's documents, half unless configured).",
         ),
     ] = False,
+    watch: Annotated[
+        bool,
+        typer.Option("--watch", help="Keep running: sync each source on its cadence (every = \"6h\"), "
+                     "one line per run, until Ctrl-C."),
+    ] = False,
+    history: Annotated[
+        bool, typer.Option("--history", help="List the last sync runs recorded in the index, and exit.")
+    ] = False,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="How many runs --history lists.")] = 20,
+    as_json: Annotated[bool, typer.Option("--json", help="--history as JSON.")] = False,
 ) -> None:
     """Index every configured source: changed documents only, unchanged ones are skipped."""
     current = settings()
+    if history:
+        _history(current, limit, as_json)
+        return
+    if watch:
+        _watch(current, allow_mass_delete)
+        return
     try:
         with _progress_bar() as bar:
             report = run_sync(current, progress=bar, allow_mass_delete=allow_mass_delete)
@@ -150,6 +177,62 @@ def sync_command(
             console.print(f"  {failure.source}: {where}: {failure.reason}", highlight=False, markup=False)
     if report.failures or report.refused_prunes:
         raise typer.Exit(1)
+
+
+def _watch(current: LoreSettings, allow_mass_delete: bool) -> None:
+    scheduler = Scheduler(
+        current, trigger=RunTrigger.WATCH, allow_mass_delete=allow_mass_delete,
+        on_run=lambda run: say(run_line(run)),
+    )
+    if not scheduler.scheduled:
+        raise ConfigError(
+            'no source has a cadence, so `lore sync --watch` has nothing to run: add every = "6h" '
+            "(or 30m, 1d, ...) to a [[sources]] table"
+        )
+    plan = ", ".join(f"{name} every {format_every(every)}" for name, every in scheduler.scheduled.items())
+    say(f"watching {plan}; Ctrl-C stops")
+    signalled = asyncio.run(_run_until_signal(scheduler))
+    say("stopped: every document written so far is complete; the next sync finishes what was under way",
+        stderr=True)
+    raise typer.Exit(EXIT_TERMINATED if signalled == signal.SIGTERM else EXIT_INTERRUPTED)
+
+
+async def _run_until_signal(scheduler: Scheduler) -> signal.Signals:
+    """Run the schedule until SIGINT or SIGTERM; the signal that stopped it."""
+    stop = asyncio.Event()
+    received: list[signal.Signals] = []
+    loop = asyncio.get_running_loop()
+
+    def stop_on(sig: signal.Signals) -> None:
+        received.append(sig)
+        stop.set()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop_on, sig)
+    try:
+        await scheduler.run_forever(stop)
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+    return received[0] if received else signal.SIGINT
+
+
+def _history(current: LoreSettings, limit: int, as_json: bool) -> None:
+    index = _open_for_reading(current)
+    if index is not None and not isinstance(index, RunHistory):
+        index.close()
+        raise ConfigError(f"the {current.backend} backend keeps no sync run history (see docs/ingestion.md)")
+    try:
+        runs = index.runs(limit) if isinstance(index, RunHistory) else []
+    finally:
+        if index is not None:
+            index.close()
+    if as_json:
+        say(history_json(runs))
+    elif not runs:
+        say("no sync runs recorded yet (run `lore sync`)")
+    else:
+        console.print(history_table(runs))
 
 
 # -- read-only views ------------------------------------------------------------------
@@ -212,6 +295,7 @@ def status_command() -> None:
     console.print(f"config: {where}", highlight=False, markup=False)
     console.print(f"backend: {current.backend}", highlight=False, markup=False)
     index, embedder_problem = open_for_inspection(current)
+    last_runs: dict[str, SourceRun] = {}
     if index is None:
         console.print(f"embedder: {current.embedder}", highlight=False, markup=False)
         console.print("last sync: never (run `lore sync`)")
@@ -222,6 +306,8 @@ def status_command() -> None:
             embedder_state = index.get_state(EMBEDDER_STATE_KEY)
             last_sync = index.get_state(LAST_SYNC_KEY)
             backend_lines = index.status_lines()
+            if isinstance(index, RunHistory):
+                last_runs = _last_runs(index, current)
         finally:
             index.close()
         console.print(f"embedder: {_embedder_line(current, embedder_state)}", highlight=False, markup=False)
@@ -236,12 +322,24 @@ def status_command() -> None:
     for column in ("documents", "chunks", f"stale (>{current.stale_after_days} d)"):
         table.add_column(column, justify="right")
     table.add_column("last synced")
+    table.add_column("last run")
+    table.add_column("next due")
+    schedule = schedule_columns(current, last_runs, now)
     for status in statuses:
         table.add_row(status.name, str(status.documents), str(status.chunks), str(status.stale),
-                      _when(status.last_synced))
+                      _when(status.last_synced), *schedule[status.name])
     console.print(table)
     if not current.sources:
         console.print("no sources configured: add a [[sources]] table to lore.toml", markup=False)
+
+
+def _last_runs(index: RunHistory, current: LoreSettings) -> dict[str, SourceRun]:
+    """The last run of each source; none when the history cannot be read (a read-only
+    index built by a lore without it), which must not make ``lore status`` fail."""
+    try:
+        return last_source_runs(index, [c.name for c in current.sources])
+    except LoreError:
+        return {}
 
 
 def _when(timestamp: str | None, never: str = "never") -> str:
@@ -260,7 +358,7 @@ def _embedder_line(current: LoreSettings, raw_state: str | None) -> str:
 
 @app.command("sources")
 def sources_command() -> None:
-    """The configured sources: name, type, visibility, path and how many documents are indexed."""
+    """The configured sources: name, type, visibility, path, cadence and how many documents are indexed."""
     current = settings()
     index = _open_for_reading(current)
     try:
@@ -269,11 +367,12 @@ def sources_command() -> None:
         if index is not None:
             index.close()
     table = Table(show_header=True, header_style="bold")
-    for column in ("name", "type", "visibility", "path", "indexed"):
+    for column in ("name", "type", "visibility", "path", "every", "indexed"):
         table.add_column(column, justify="right" if column == "indexed" else "left")
     for config in current.sources:
+        every = cadence(config)
         table.add_row(config.name, config.type, _visibility(config), _source_path(current, config),
-                      str(counts[config.name]))
+                      format_every(every) if every is not None else "when asked", str(counts[config.name]))
     console.print(table)
     if not current.sources:
         console.print("no sources configured: add a [[sources]] table to lore.toml", markup=False)
