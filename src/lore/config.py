@@ -78,6 +78,15 @@ class SafetySettings(BaseModel):
     allowed_link_hosts: list[str] = Field(default_factory=list)
 
 
+class VaultSettings(BaseModel):
+    """The built-in playbook pack (``lore.vault``): indexed unless switched off here, so
+    an existing lore.toml without a ``[vault]`` table gets it too."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+
+
 class LoreSettings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="LORE_",
@@ -148,6 +157,10 @@ class LoreSettings(BaseSettings):
     #: Largest share of a source's documents one sync may prune (more than one document
     #: and more than this share is refused unless ``lore sync --allow-mass-delete``).
     max_prune_fraction: float = Field(default=0.5, ge=0, le=1)
+    #: Where sources keep what they fetch (git clones under ``git/<source name>``);
+    #: None: ``<db_path>.data`` beside the SQLite file (see ``resolved_data_dir``).
+    data_dir: Path | None = None
+    vault: VaultSettings = Field(default_factory=VaultSettings)
 
     # -- freshness, safety, audit ----------------------------------------------------
     stale_after_days: int = Field(default=180, gt=0)
@@ -191,6 +204,14 @@ class LoreSettings(BaseSettings):
         if path.is_absolute() or self.config_file is None:
             return path
         return self.config_file.parent / path
+
+    def resolved_data_dir(self) -> Path:
+        """``data_dir``, or ``<db_path>.data`` (``lore.db.data/`` by default): beside the
+        index it serves, so that removing ``lore.db*`` removes its clones too."""
+        if self.data_dir is not None:
+            return self.resolve_path(self.data_dir.expanduser())
+        db_path = self.resolve_path(self.db_path)
+        return db_path.with_name(db_path.name + ".data")
 
     def resolved_cache_dir(self) -> Path:
         if self.cache_dir is not None:
