@@ -17,6 +17,7 @@ from lore.cli.app import app
 from lore.config import load_settings
 from lore.errors import ConfigError
 from lore.models import SOURCE_TYPE_LABEL, Document, SearchMode, SourceItem, Visibility
+from lore.resolve import resolve_embedder
 from lore.sources import source_configs
 from lore.sources.filesystem import FilesystemSource
 from lore.sources.vault import VaultSource, vault_source
@@ -44,7 +45,7 @@ def test_an_existing_lore_toml_without_a_vault_table_gets_the_pack(tmp_path: Pat
     report = run_sync(settings)
 
     assert report.ok, report.failures
-    index = SqliteBackend(tmp_path / "lore.db", CountingEmbedder())
+    index = SqliteBackend(tmp_path / "lore.db", resolve_embedder(settings))
     try:
         held = index.held("vault")
         assert len(held) == len(vault_source().list_files()) >= 40
