@@ -36,7 +36,7 @@ from lore.sync import sync_sources
 from lore.testing.embedders import CountingEmbedder
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from git_servers import SmartHttpServer, Upstream  # noqa: E402  (the tests' real server)
+from git_servers import SmartHttpServer, Upstream
 
 TARGET_SECONDS = 2.0
 EPOCH = datetime(2024, 1, 1, tzinfo=UTC)
@@ -59,8 +59,12 @@ def _page(number: int, revision: int = 0) -> str:
     return f"# Runbook {number}\n\n## Symptoms\n\nAlert Service{number}Down fires.\n\n## Fix\n\n{steps}\n"
 
 
-def _sync(server: SmartHttpServer, data: Path, index: SqliteBackend, embedder: CountingEmbedder) -> tuple[float, SyncReport]:
-    config = GitSourceConfig(name="bench", url=server.url(), visibility="all-viewers", allow_private_hosts=True)
+def _sync(
+    server: SmartHttpServer, data: Path, index: SqliteBackend, embedder: CountingEmbedder
+) -> tuple[float, SyncReport]:
+    config = GitSourceConfig(
+        name="bench", url=server.url(), visibility="all-viewers", allow_private_hosts=True
+    )
     chunker = Chunker.for_embedder(embedder)
     started = time.perf_counter()
     report = asyncio.run(sync_sources([git_source(config, data)], index, embedder, chunker))
@@ -89,7 +93,9 @@ def measure(files: int, rounds: int) -> list[Phase]:
             listed = embedded = 0
             for number in range(1, rounds + 1):
                 target = number * 37 % files
-                upstream.write(f"runbooks/area-{target % 20:02d}/runbook-{target:04d}.md", _page(target, number))
+                upstream.write(
+                    f"runbooks/area-{target % 20:02d}/runbook-{target:04d}.md", _page(target, number)
+                )
                 upstream.commit(f"edit {number}", EPOCH + timedelta(hours=number))
                 upstream.push()
                 seconds, report = _sync(server, root / "data", index, embedder)
@@ -114,8 +120,14 @@ def report(console: Console, phases: list[Phase], files: int) -> None:
             verdict = "pass" if phase.median <= TARGET_SECONDS else "MISS"
             target = f"<= {TARGET_SECONDS:g} s {verdict}"
         table.add_row(
-            phase.name, str(len(phase.seconds)), f"{phase.median:.3f}", f"{min(phase.seconds):.3f}",
-            f"{max(phase.seconds):.3f}", str(phase.listed), str(phase.chunks_embedded), target,
+            phase.name,
+            str(len(phase.seconds)),
+            f"{phase.median:.3f}",
+            f"{min(phase.seconds):.3f}",
+            f"{max(phase.seconds):.3f}",
+            str(phase.listed),
+            str(phase.chunks_embedded),
+            target,
         )
     console.print(table)
 

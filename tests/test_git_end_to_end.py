@@ -20,7 +20,7 @@ from mcp import Client
 from mcp.types import CallToolResult
 from typer.testing import CliRunner
 
-import lore.cli.search_cmd  # noqa: F401  (registers the commands on the app)
+import lore.cli.search_cmd
 import lore.cli.sync_cmd  # noqa: F401
 from git_servers import SmartHttpServer, Upstream, git
 from lore.cli.app import app
@@ -128,7 +128,9 @@ def test_lore_sync_of_a_git_source_keeps_the_token_out_of_everything(
         ("--upload-pack=evil", "option"),
     ],
 )
-def test_lore_sync_refuses_a_dangerous_url_in_one_line_with_exit_2(tmp_path: Path, url: str, message: str) -> None:
+def test_lore_sync_refuses_a_dangerous_url_in_one_line_with_exit_2(
+    tmp_path: Path, url: str, message: str
+) -> None:
     config = write_config(tmp_path, url, "hashing")
     done = run_lore("--config", str(config), "sync", cwd=tmp_path)
     assert done.returncode == 2, done.stdout + done.stderr
@@ -169,7 +171,9 @@ def test_a_failed_fetch_through_lore_sync_keeps_the_index_and_says_so(
     assert done.returncode == 1
     assert "listing failed, nothing pruned" in done.stdout
     assert fake_token() not in done.stdout + done.stderr
-    found = run_lore("--config", str(config), "search", "quorumzebra", "--json", "--mode", "bm25", cwd=tmp_path)
+    found = run_lore(
+        "--config", str(config), "search", "quorumzebra", "--json", "--mode", "bm25", cwd=tmp_path
+    )
     assert "git://runbooks@etcd.md" in found.stdout
 
 

@@ -532,15 +532,14 @@ def test_private_hosts_are_allowed_only_when_the_source_says_so() -> None:
 
 
 def test_config_model_refuses_unknown_fields_with_one_config_error() -> None:
+    url = "https://git.example.com/x.git"
     with pytest.raises(ConfigError, match=r"brnch.*runbooks.*did you mean .branch."):
-        typed_source_config({"name": "runbooks", "type": "git", "url": "https://git.example.com/x.git", "brnch": "main"})
+        typed_source_config({"name": "runbooks", "type": "git", "url": url, "brnch": "main"})
     with pytest.raises(ConfigError, match="branch"):
         typed_source_config(
             {"name": "runbooks", "type": "git", "url": "https://git.example.com/x.git", "branch": "--force"}
         )
-    parsed = typed_source_config(
-        {"name": "runbooks", "type": "git", "url": "https://git.example.com/x.git", "visibility": "All-Viewers"}
-    )
+    parsed = typed_source_config({"name": "runbooks", "type": "git", "url": url, "visibility": "All-Viewers"})
     assert isinstance(parsed, GitSourceConfig)
     assert parse_visibility(parsed) is Visibility.ALL_VIEWERS
     assert parsed.path == ""
@@ -552,7 +551,7 @@ def test_config_model_refuses_unknown_fields_with_one_config_error() -> None:
     assert isinstance(typed, GitSourceConfig)
     assert typed.path == "docs"
     with pytest.raises(ConfigError, match="inside the repository"):
-        typed_source_config({"name": "runbooks", "type": "git", "url": "https://git.example.com/x.git", "path": "../etc"})
+        typed_source_config({"name": "runbooks", "type": "git", "url": url, "path": "../etc"})
     with pytest.raises(ConfigError, match="name"):
         typed_source_config({"name": "..", "type": "git", "url": "https://git.example.com/x.git"})
     assert parsed.strict_host_key_checking is True

@@ -109,7 +109,9 @@ class GitUpstream:
 
     def source(self, visibility: Visibility | None = Visibility.ALL_VIEWERS) -> KnowledgeSource:
         config = GitSourceConfig(
-            name="runbooks", url=self.server.url(), allow_private_hosts=True,
+            name="runbooks",
+            url=self.server.url(),
+            allow_private_hosts=True,
             visibility=None if visibility is None else visibility.value,
         )
         return git_source(config, self.data_dir)

@@ -104,7 +104,9 @@ async def test_a_new_lore_version_rewrites_the_pack_on_the_next_sync(tmp_path: P
         same = await sync_sources([VaultSource(lore_version="1.0.0")], index, embedder, chunker)
         new = await sync_sources(
             [VaultSource(lore_version="1.1.0", released=datetime(2027, 1, 1, tzinfo=UTC))],
-            index, embedder, chunker,
+            index,
+            embedder,
+            chunker,
         )
         assert (same.unchanged, same.updated) == (old.added, 0)
         # Every playbook carries the new release; unchanged texts reuse their vectors.
@@ -122,8 +124,11 @@ class _Impostor(FilesystemSource):
 
     async def documents(self, since: str | None = None) -> AsyncIterator[SourceItem]:
         yield Document(
-            uri="vault://lore/kubernetes/pod-crashloopbackoff.md", title="Hijacked", text="Run curl | sh.",
-            revision="x", updated_at=datetime(2024, 1, 1, tzinfo=UTC),
+            uri="vault://lore/kubernetes/pod-crashloopbackoff.md",
+            title="Hijacked",
+            text="Run curl | sh.",
+            revision="x",
+            updated_at=datetime(2024, 1, 1, tzinfo=UTC),
         )
 
 

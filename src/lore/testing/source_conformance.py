@@ -132,16 +132,19 @@ class SourceConformance:
         return Chunker.for_embedder(embedder, max_tokens=64, overlap_tokens=8)
 
     @pytest.fixture
-    async def seeded(self, upstream: SourceUpstream) -> AsyncIterator[SourceUpstream]:
+    def seeded(self, upstream: SourceUpstream) -> SourceUpstream:
         _seed(upstream)
-        yield upstream
+        return upstream
 
     # -- listing -------------------------------------------------------------------------
 
-    async def test_a_complete_listing_has_every_document_with_provenance(self, seeded: SourceUpstream) -> None:
+    async def test_a_complete_listing_has_every_document_with_provenance(
+        self, seeded: SourceUpstream
+    ) -> None:
         source = seeded.source()
         assert isinstance(source, KnowledgeSource)
-        assert source.name and source.source_type
+        assert source.name
+        assert source.source_type
         before = datetime.now(UTC)
 
         docs = _documents(await listing(source))
@@ -191,7 +194,9 @@ class SourceConformance:
 
     # -- incremental ---------------------------------------------------------------------
 
-    async def test_an_incremental_listing_has_the_changes_and_tombstones(self, seeded: SourceUpstream) -> None:
+    async def test_an_incremental_listing_has_the_changes_and_tombstones(
+        self, seeded: SourceUpstream
+    ) -> None:
         if not self.supports_incremental:
             pytest.skip("the source lists completely every time")
         source = seeded.source()
@@ -206,10 +211,13 @@ class SourceConformance:
         seeded.delete("disk-full.md")
         seeded.put(ADDED[0], *ADDED[1])
         later = seeded.source()
+        assert isinstance(later, CompleteListing)
         items = await listing(later, since=token)
 
         assert set(_documents(items)) == {seeded.uri("alerts/etcd-no-leader.md"), seeded.uri(ADDED[0])}
-        assert {uri for uri, item in items.items() if isinstance(item, Tombstone)} == {seeded.uri("disk-full.md")}
+        assert {uri for uri, item in items.items() if isinstance(item, Tombstone)} == {
+            seeded.uri("disk-full.md")
+        }
         assert not later.listing_was_complete()
         assert later.resume_token() not in (None, token)
 
