@@ -27,6 +27,8 @@ from lore.cli.app import app
 from lore.config import LoreSettings, load_settings
 from lore.mcp_server import build_server
 from lore.resolve import EMBEDDERS
+from lore.sources import build_source
+from lore.sources.git import GitSource
 from lore.testing.embedders import CountingEmbedder
 from lore.tool.core import TOOL_NAME, build_knowledge_search
 
@@ -221,3 +223,26 @@ def test_sync_edit_resync_and_search_by_source_type_through_the_cli_and_mcp(
     found = result.structured_content["passages"]
     assert found[0]["uri"] == "git://runbooks@etcd.md"
     assert all(passage["uri"].startswith("git://runbooks@") for passage in found)
+
+
+def test_clone_key_and_known_hosts_paths_are_relative_to_lore_toml(tmp_path: Path) -> None:
+    (tmp_path / "keys").mkdir()
+    config = tmp_path / "lore.toml"
+    table = (
+        '[[sources]]\nname = "runbooks"\ntype = "git"\nurl = "git@git.example.com:sre/runbooks.git"\n'
+        'visibility = "all-viewers"\nssh_key_file = "keys/deploy"\nknown_hosts_file = "keys/known_hosts"\n'
+    )
+    config.write_text('db_path = "state/lore.db"\n' + table)
+    settings = load_settings(config)
+    source = build_source(settings.sources[0], settings)
+    assert isinstance(source, GitSource)
+    assert source.repo_dir == tmp_path / "state" / "lore.db.data" / "git" / "runbooks"
+    assert source.known_hosts_file == tmp_path / "keys" / "known_hosts"
+    assert source.config.ssh_key_file == tmp_path / "keys" / "deploy"
+    assert source.config.strict_host_key_checking is True
+
+    config.write_text('db_path = "state/lore.db"\ndata_dir = "/var/lib/lore"\n' + table)
+    settings = load_settings(config)
+    moved = build_source(settings.sources[0], settings)
+    assert isinstance(moved, GitSource)
+    assert moved.repo_dir == Path("/var/lib/lore/git/runbooks")
