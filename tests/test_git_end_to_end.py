@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -22,7 +23,7 @@ from typer.testing import CliRunner
 
 import lore.cli.search_cmd
 import lore.cli.sync_cmd  # noqa: F401
-from git_servers import SmartHttpServer, Upstream, git
+from git_servers import SmartHttpServer, Upstream, git, start_sshd
 from lore.cli.app import app
 from lore.config import LoreSettings, load_settings
 from lore.mcp_server import build_server
@@ -246,3 +247,38 @@ def test_clone_key_and_known_hosts_paths_are_relative_to_lore_toml(tmp_path: Pat
     moved = build_source(settings.sources[0], settings)
     assert isinstance(moved, GitSource)
     assert moved.repo_dir == Path("/var/lib/lore/git/runbooks")
+
+
+def test_lore_sync_over_ssh_checks_the_host_key_against_lores_own_file(
+    upstream: Upstream, tmp_path: Path
+) -> None:
+    """Strict host-key checking by default: an unknown server is refused (exit 1, the
+    index untouched), then accepted once its key is in lore's known-hosts file, which
+    lore.toml names relative to itself. The user's ~/.ssh plays no part."""
+    sshd = start_sshd(tmp_path / "sshd")
+    try:
+        (tmp_path / "keys").mkdir()
+        shutil.copy(sshd.client_key, tmp_path / "keys" / "deploy")
+        known_hosts = tmp_path / "keys" / "known_hosts"
+        known_hosts.write_text("")
+        config = tmp_path / "lore.toml"
+        config.write_text(
+            'db_path = "lore.db"\nembedder = "hashing"\n[vault]\nenabled = false\n\n'
+            f'[[sources]]\nname = "runbooks"\ntype = "git"\nurl = "{sshd.url(upstream.bare)}"\n'
+            'visibility = "all-viewers"\nallow_private_hosts = true\n'
+            'ssh_key_file = "keys/deploy"\nknown_hosts_file = "keys/known_hosts"\n'
+        )
+
+        refused = run_lore("--config", str(config), "sync", cwd=tmp_path)
+        assert refused.returncode == 1, refused.stdout + refused.stderr
+        assert "host key verification failed" in refused.stdout.lower()
+        assert str(known_hosts) in refused.stdout.replace("\n", "")
+        assert known_hosts.read_text() == ""  # nothing was accepted on first contact
+
+        known_hosts.write_text(sshd.known_hosts_line())
+        accepted = run_lore("--config", str(config), "sync", cwd=tmp_path)
+        assert accepted.returncode == 0, accepted.stdout + accepted.stderr
+        found = run_lore("--config", str(config), "search", "quorumzebra", "--json", cwd=tmp_path)
+        assert json.loads(found.stdout)["passages"][0]["uri"] == "git://runbooks@etcd.md"
+    finally:
+        sshd.stop()
