@@ -160,7 +160,8 @@ async def _sync_source(
     #: Tombstoned uris, removed only after the new documents are written (a rename's new
     #: uri lands before the old one goes).
     gone: dict[str, None] = {}
-    since = index.get_state(resume_token_key(name)) if source.incremental and not old_cut else None
+    # An empty token (a reset) is no token: the source lists everything.
+    since = (index.get_state(resume_token_key(name)) or None) if source.incremental and not old_cut else None
     complete = True
     if progress is not None:
         progress.source_started(name, None if source.incremental else (len(held) or None))

@@ -272,8 +272,8 @@ class SourceConformance:
     async def test_a_complete_listing_of_an_incremental_source_prunes_what_it_lacks(
         self, seeded: SourceUpstream, index: SqliteBackend, embedder: CountingEmbedder, chunker: Chunker
     ) -> None:
-        """No token (here: the stored one forgotten, as after a force-push): the source
-        lists everything and says so, and sync prunes the document it no longer has."""
+        """No token (here: the stored one reset to empty, which sync passes as None): the
+        source lists everything and says so, and sync prunes the document it no longer has."""
         if not self.supports_incremental:
             pytest.skip("the source lists completely every time")
         source = seeded.source()
