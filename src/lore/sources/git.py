@@ -34,7 +34,6 @@ from typing import Any, Literal
 from pathspec import GitIgnoreSpec
 from pydantic import ConfigDict, Field, field_validator
 
-from lore.chunking import FRONT_MATTER_MEDIA_TYPES, split_front_matter
 from lore.config import LoreSettings, SourceConfig
 from lore.errors import ConfigError
 from lore.models import Document, SourceFailure, SourceItem, Tombstone, Visibility
@@ -279,6 +278,10 @@ class GitSource:
         return items
 
     def _document(self, repo_path: str, text: str, blob_id: str, updated_at: datetime) -> Document:
+        # Here, not at the top: loading settings imports this module (CONFIG_MODEL), and a
+        # search must not pay for the Markdown parser's import.
+        from lore.chunking import FRONT_MATTER_MEDIA_TYPES, split_front_matter
+
         relative = PurePosixPath(self._relative(repo_path))
         media_type = MEDIA_TYPES.get(relative.suffix.lower(), "text/plain")
         metadata: dict[str, Any] = {}
