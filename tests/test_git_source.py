@@ -285,6 +285,35 @@ async def test_sync_prunes_after_a_force_push_and_only_then(
         index.close()
 
 
+async def test_a_force_push_that_empties_the_branch_meets_the_mass_delete_guard(
+    http_server: SmartHttpServer, upstream: Upstream, tmp_path: Path
+) -> None:
+    embedder = CountingEmbedder()
+    index = SqliteBackend(tmp_path / "lore.db", embedder)
+    chunker = Chunker.for_embedder(embedder, max_tokens=64, overlap_tokens=8)
+    try:
+        source = http_source(http_server, tmp_path / "data")
+        assert (await sync_sources([source], index, embedder, chunker)).ok
+        git("checkout", "--quiet", "--orphan", "rewritten", cwd=upstream.work)
+        git("rm", "-r", "--quiet", "--cached", ".", cwd=upstream.work)
+        for path in list(upstream.work.rglob("*.md")) + list(upstream.work.glob("*.txt")):
+            if path.name != "disk-full.md":
+                path.unlink()
+        upstream.commit("only one page left", THIRD)
+        git("push", "--quiet", "--force", "origin", "rewritten:main", cwd=upstream.work)
+
+        report = await sync_sources([source], index, embedder, chunker)
+
+        assert [(refused.missing, refused.indexed) for refused in report.refused_prunes] == [(4, 5)]
+        assert len(index.held("runbooks")) == 5
+        # The token stays: `lore sync --allow-mass-delete` lists everything again and prunes.
+        allowed = await sync_sources([source], index, embedder, chunker, allow_mass_delete=True)
+        assert allowed.deleted == 4
+        assert set(index.held("runbooks")) == {"git://runbooks@disk-full.md"}
+    finally:
+        index.close()
+
+
 async def test_a_new_clone_resumes_from_a_token_in_its_history(
     http_server: SmartHttpServer, upstream: Upstream, tmp_path: Path
 ) -> None:

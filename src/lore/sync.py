@@ -219,8 +219,9 @@ async def _sync_source(
     still_old = old_cut - pipeline.written - deleted
     if still_old != recorded_old:
         index.set_state(old_chunking_key(name), json.dumps(sorted(still_old)))
-    if complete and source.incremental and not report.failures:
-        # Only advance past failed documents' changes once they have been indexed.
+    if complete and source.incremental and not report.failures and not report.refused_prunes:
+        # Only advance past failed documents' changes once they have been indexed, and past
+        # a refused prune once it is allowed: the next listing must be complete again.
         token = source.resume_token()
         if token is not None:
             index.set_state(resume_token_key(name), token)
