@@ -29,6 +29,8 @@ def write_config(root: Path, runbooks: Mapping[str, str], *, backend: str = "sql
     config = root / "lore.toml"
     config.write_text(
         f'backend = "{backend}"\ndb_path = "lore.db"\nembedder = "hashing"\naudit_path = "audit.jsonl"\n\n'
+        # The corpus alone: the playbook pack (tests/test_vault*.py) would compete for its queries.
+        "[vault]\nenabled = false\n\n"
         '[[sources]]\nname = "runbooks"\ntype = "filesystem"\npath = "runbooks"\n'
         'visibility = "all-viewers"\n',
         encoding="utf-8",

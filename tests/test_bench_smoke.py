@@ -178,3 +178,15 @@ def test_cold_start_measures_fresh_processes(capfd: pytest.CaptureFixture[str]) 
     printed = capfd.readouterr().out
     assert "lore search (hybrid)" in printed
     assert "lore mcp to 1st result" in printed
+
+
+def test_git_resync_bench_measures_one_changed_file(capsys: pytest.CaptureFixture[str]) -> None:
+    bench = _load("git_resync")
+    first, changed, unchanged = bench.measure(files=12, rounds=1)
+    assert (first.listed, changed.listed, unchanged.listed) == (12, 1, 0)
+    assert changed.chunks_embedded >= 1
+    assert unchanged.chunks_embedded == 0
+    bench.report(bench.Console(width=160), [first, changed, unchanged], 12)
+    printed = capsys.readouterr().out
+    assert "re-sync, 1 file changed" in printed
+    assert "<= 2 s" in printed

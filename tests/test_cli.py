@@ -58,8 +58,9 @@ def make_project(
     docs.mkdir()
     (docs / "vpn.md").write_text(OLD_PAGE)
     (docs / "redis.md").write_text(FRESH_PAGE.format(today=datetime.now(UTC).date().isoformat()))
-    lines = ['db_path = "lore.db"', 'embedder = "hashing"', "", "[[sources]]", 'name = "handbook"',
-             f'type = "{source_type}"', 'path = "docs"']
+    # Without the built-in playbook pack (tests/test_vault.py), so the counts are the folder's.
+    lines = ['db_path = "lore.db"', 'embedder = "hashing"', "", "[vault]", "enabled = false", "",
+             "[[sources]]", 'name = "handbook"', f'type = "{source_type}"', 'path = "docs"']
     if visibility is not None:
         lines.append(f'visibility = "{visibility}"')
     config = root / "lore.toml"

@@ -98,8 +98,9 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     (root / "lore.toml").write_text(
         'backend = "sqlite"\ndb_path = "lore.db"\nembedder = "local"\ncache_dir = "cache"\n'
-        'audit_path = "audit.jsonl"\n\n[[sources]]\nname = "runbooks"\ntype = "filesystem"\n'
-        'path = "runbooks"\nvisibility = "all-viewers"\n',
+        # Without the playbook pack: two runbooks keep the real model's sync short.
+        'audit_path = "audit.jsonl"\n\n[vault]\nenabled = false\n\n[[sources]]\nname = "runbooks"\n'
+        'type = "filesystem"\npath = "runbooks"\nvisibility = "all-viewers"\n',
         encoding="utf-8",
     )
     report = run_sync(load_settings(root / "lore.toml"))

@@ -181,6 +181,8 @@ def golden_env(tmp_path: Path) -> tuple[Path, Path]:
     config = write_config(tmp_path)
     with config.open("a") as handle:
         handle.write(f'\n[[sources]]\nname = "docs"\npath = "{corpus}"\nvisibility = "all-viewers"\n')
+        # The golden set lists only the corpus's pages; the playbook pack would compete.
+        handle.write("\n[vault]\nenabled = false\n")
     golden = tmp_path / "golden.yaml"
     golden.write_text(GOLDEN)
     return config, golden

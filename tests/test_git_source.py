@@ -18,7 +18,8 @@ from lore.config import SourceConfig
 from lore.errors import ConfigError, SourceError
 from lore.models import Document, SourceFailure, SourceItem, Tombstone, Visibility
 from lore.protocols import KnowledgeSource
-from lore.sources.git import GitSource, GitSourceConfig, git_source, parse_git_config
+from lore.sources import parse_visibility, typed_source_config
+from lore.sources.git import GitSource, GitSourceConfig, git_source
 from lore.sources.git_repo import FETCHED_REF
 from lore.sources.git_transport import git_error, parse_remote_url
 from lore.sync import resume_token_key, sync_sources
@@ -246,31 +247,71 @@ async def test_force_push_falls_back_to_a_complete_listing(
         "git://runbooks@old-name.md",
         "git://runbooks@notes.txt",
     }  # complete, unchanged files included
-    assert tombstones(items) == {"git://runbooks@alerts/kafka.md"}  # from the old tree
+    assert tombstones(items) == set()  # sync prunes after a listing declared complete
+    assert source.listing_was_complete()
     assert source.resume_token() == head
 
-    # Sync did not store the new token (say a document failed): it asks again from the old
-    # one, which upstream no longer has and lore still does, after a gc of the clone too.
-    git("gc", "--quiet", "--prune=now", cwd=source.repo_dir)
-    again = await listing(source, since=token)
-    assert tombstones(again) == {"git://runbooks@alerts/kafka.md"}
 
-
-async def test_a_complete_listing_tombstones_what_an_earlier_listing_had(
+async def test_sync_prunes_after_a_force_push_and_only_then(
     http_server: SmartHttpServer, upstream: Upstream, tmp_path: Path
 ) -> None:
-    """since=None (sync re-chunking everything) still reports deletions: sync does not
-    prune after an incremental source's listing."""
-    source = http_source(http_server, tmp_path / "data")
-    await listing(source)
-    (upstream.work / "notes.txt").unlink()
-    upstream.commit("third", THIRD)
-    upstream.push()
+    """The listing after a force-push is complete and says so; sync then prunes what it
+    lacks. Before the seam (``CompleteListing``), sync pruned nothing after an incremental
+    source and the deleted runbook stayed searchable forever."""
+    embedder = CountingEmbedder()
+    index = SqliteBackend(tmp_path / "lore.db", embedder)
+    chunker = Chunker.for_embedder(embedder, max_tokens=64, overlap_tokens=8)
+    try:
+        source = http_source(http_server, tmp_path / "data")
+        assert (await sync_sources([source], index, embedder, chunker)).ok
+        git("reset", "--quiet", "--hard", "HEAD~1", cwd=upstream.work)
+        (upstream.work / "alerts" / "kafka.md").unlink()
+        upstream.commit("rewritten", THIRD)
+        upstream.push(force=True)
 
-    items = await listing(source)
+        report = await sync_sources([source], index, embedder, chunker)
 
-    assert len(documents(items)) == 4
-    assert tombstones(items) == {"git://runbooks@notes.txt"}
+        assert report.ok, report.failures
+        assert report.deleted == 1
+        assert "git://runbooks@alerts/kafka.md" not in index.held("runbooks")
+        assert len(index.held("runbooks")) == 4
+        assert index.get_state(resume_token_key("runbooks")) == source.resume_token()
+
+        # An incremental listing of nothing prunes nothing.
+        again = await sync_sources([source], index, embedder, chunker)
+        assert (again.deleted, again.seen, len(index.held("runbooks"))) == (0, 0, 4)
+        assert not source.listing_was_complete()
+    finally:
+        index.close()
+
+
+async def test_a_force_push_that_empties_the_branch_meets_the_mass_delete_guard(
+    http_server: SmartHttpServer, upstream: Upstream, tmp_path: Path
+) -> None:
+    embedder = CountingEmbedder()
+    index = SqliteBackend(tmp_path / "lore.db", embedder)
+    chunker = Chunker.for_embedder(embedder, max_tokens=64, overlap_tokens=8)
+    try:
+        source = http_source(http_server, tmp_path / "data")
+        assert (await sync_sources([source], index, embedder, chunker)).ok
+        git("checkout", "--quiet", "--orphan", "rewritten", cwd=upstream.work)
+        git("rm", "-r", "--quiet", "--cached", ".", cwd=upstream.work)
+        for path in list(upstream.work.rglob("*.md")) + list(upstream.work.glob("*.txt")):
+            if path.name != "disk-full.md":
+                path.unlink()
+        upstream.commit("only one page left", THIRD)
+        git("push", "--quiet", "--force", "origin", "rewritten:main", cwd=upstream.work)
+
+        report = await sync_sources([source], index, embedder, chunker)
+
+        assert [(refused.missing, refused.indexed) for refused in report.refused_prunes] == [(4, 5)]
+        assert len(index.held("runbooks")) == 5
+        # The token stays: `lore sync --allow-mass-delete` lists everything again and prunes.
+        allowed = await sync_sources([source], index, embedder, chunker, allow_mass_delete=True)
+        assert allowed.deleted == 4
+        assert set(index.held("runbooks")) == {"git://runbooks@disk-full.md"}
+    finally:
+        index.close()
 
 
 async def test_a_new_clone_resumes_from_a_token_in_its_history(
@@ -297,6 +338,7 @@ async def test_unknown_token_falls_back_to_a_complete_listing(
     items = await listing(source, since="0" * 40)
     assert len(documents(items)) == 5
     assert tombstones(items) == set()
+    assert source.listing_was_complete()
 
 
 # -- failures ---------------------------------------------------------------------------
@@ -519,26 +561,27 @@ def test_private_hosts_are_allowed_only_when_the_source_says_so() -> None:
 
 
 def test_config_model_refuses_unknown_fields_with_one_config_error() -> None:
-    with pytest.raises(ConfigError, match=r"runbooks.*brnch"):
-        parse_git_config({"name": "runbooks", "url": "https://git.example.com/x.git", "brnch": "main"})
+    url = "https://git.example.com/x.git"
+    with pytest.raises(ConfigError, match=r"brnch.*runbooks.*did you mean .branch."):
+        typed_source_config({"name": "runbooks", "type": "git", "url": url, "brnch": "main"})
     with pytest.raises(ConfigError, match="branch"):
-        parse_git_config({"name": "runbooks", "url": "https://git.example.com/x.git", "branch": "--force"})
-    parsed = parse_git_config(
-        {
-            "name": "runbooks",
-            "type": "git",
-            "url": "https://git.example.com/x.git",
-            "visibility": "All-Viewers",
-        }
-    )
-    assert parsed.visibility is Visibility.ALL_VIEWERS
+        typed_source_config(
+            {"name": "runbooks", "type": "git", "url": "https://git.example.com/x.git", "branch": "--force"}
+        )
+    parsed = typed_source_config({"name": "runbooks", "type": "git", "url": url, "visibility": "All-Viewers"})
+    assert isinstance(parsed, GitSourceConfig)
+    assert parse_visibility(parsed) is Visibility.ALL_VIEWERS
     assert parsed.path == ""
     # What a generic [[sources]] table parsed as lore.config.SourceConfig dumps.
     generic = SourceConfig.model_validate(
         {"name": "runbooks", "type": "git", "url": "https://git.example.com/x.git", "path": "docs/"}
     )
-    assert parse_git_config(generic.model_dump()).path == "docs"
+    typed = typed_source_config(generic)
+    assert isinstance(typed, GitSourceConfig)
+    assert typed.path == "docs"
     with pytest.raises(ConfigError, match="inside the repository"):
-        parse_git_config({"name": "runbooks", "url": "https://git.example.com/x.git", "path": "../etc"})
+        typed_source_config({"name": "runbooks", "type": "git", "url": url, "path": "../etc"})
+    with pytest.raises(ConfigError, match="name"):
+        typed_source_config({"name": "..", "type": "git", "url": "https://git.example.com/x.git"})
     assert parsed.strict_host_key_checking is True
     assert parsed.allow_private_hosts is False

@@ -22,7 +22,7 @@ from lore.errors import ConfigError
 from lore.models import ForgottenDocument, RunRecord, RunStatus, RunTrigger, SyncReport, Tombstone
 from lore.protocols import RunHistory, Vectors
 from lore.resolve import open_backend, open_for_inspection
-from lore.schedule import RETRY_AFTER, Scheduler
+from lore.schedule import RETRY_AFTER, Scheduler, cadence, configured_sources
 from lore.schedule_cadence import JITTER_FRACTION, MAX_JITTER, format_every, jitter, parse_every
 from lore.sync import run_sync, sync_sources
 from lore.testing.embedders import CountingEmbedder
@@ -50,7 +50,8 @@ class FakeClock:
 
 def project(root: Path, sources: Sequence[tuple[str, str | None]], *, backend_db: str = "lore.db") -> Path:
     """A lore.toml with one folder source per ``(name, every)``, two pages in each."""
-    lines = [f'db_path = "{backend_db}"', 'embedder = "hashing"']
+    # the built-in pack is a source of its own (tested below); these tests count theirs
+    lines = [f'db_path = "{backend_db}"', 'embedder = "hashing"', "", "[vault]", "enabled = false"]
     for name, every in sources:
         folder = root / name
         folder.mkdir()
@@ -62,6 +63,21 @@ def project(root: Path, sources: Sequence[tuple[str, str | None]], *, backend_db
     config = root / "lore.toml"
     config.write_text("\n".join(lines) + "\n")
     return config
+
+
+def test_the_playbook_pack_is_scheduled_daily_unless_configured_otherwise(tmp_path: Path) -> None:
+    config = project(tmp_path, [("runbooks", None)])
+    config.write_text(config.read_text().replace("enabled = false", ""))
+    assert cadence_of(load_settings(config)) == {"runbooks": None, "vault": timedelta(hours=24)}
+    config.write_text(config.read_text().replace("[vault]", '[vault]\nevery = "6h"'))
+    assert cadence_of(load_settings(config))["vault"] == timedelta(hours=6)
+    config.write_text(config.read_text().replace('every = "6h"', 'every = "often"'))
+    with pytest.raises(ConfigError, match="every"):
+        load_settings(config)
+
+
+def cadence_of(settings: LoreSettings) -> dict[str, timedelta | None]:
+    return {config.name: cadence(config) for config in configured_sources(settings)}
 
 
 def history(settings: LoreSettings) -> list[RunRecord]:

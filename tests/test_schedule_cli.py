@@ -30,6 +30,7 @@ def watched_project(root: Path, *, pages: int = 2, every: str | None = "1m") -> 
              'path = "docs"', 'visibility = "all-viewers"']
     if every is not None:
         lines.append(f'every = "{every}"')
+    lines += ["", "[vault]", "enabled = false"]  # only the handbook is watched here
     config = root / "lore.toml"
     config.write_text("\n".join(lines) + "\n")
     return config

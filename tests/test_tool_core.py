@@ -740,6 +740,7 @@ async def test_attack_corpus_synced_and_searched_is_safe(tmp_path: Path) -> None
         embedder="hashing",
         audit_path=tmp_path / "audit.jsonl",
         sources=[SourceConfig(name="planted", path=tmp_path / "runbooks", visibility="all-viewers")],
+        vault={"enabled": False},  # the planted corpus alone
     )
     report = await asyncio.to_thread(run_sync, current)
     assert report.ok

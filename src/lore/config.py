@@ -38,9 +38,23 @@ from pydantic_settings import (
 )
 
 from lore.errors import ConfigError
-from lore.schedule_cadence import parse_every
+from lore.schedule_cadence import VAULT_DEFAULT_EVERY, parse_every
 
 DEFAULT_CONFIG_FILE = "lore.toml"
+
+
+def _cadence(value: object) -> object:
+    """An ``every`` value: only the written form (``"6h"``), since a bare number would be
+    read as seconds."""
+    if value is None or isinstance(value, timedelta):
+        return value
+    # PydanticCustomError: the message alone, without pydantic's "Value error, ".
+    if not isinstance(value, str):
+        raise PydanticCustomError("duration", 'write a duration as a string, e.g. every = "6h"')
+    try:
+        return parse_every(value)
+    except ValueError as err:
+        raise PydanticCustomError("duration", "{reason}", {"reason": str(err)}) from err
 
 
 class SourceConfig(BaseModel):
@@ -66,16 +80,7 @@ class SourceConfig(BaseModel):
     @field_validator("every", mode="before")
     @classmethod
     def _cadence(cls, value: object) -> object:
-        """Only the written form (``"6h"``): a bare number would be read as seconds."""
-        if value is None or isinstance(value, timedelta):
-            return value
-        # PydanticCustomError: the message alone, without pydantic's "Value error, ".
-        if not isinstance(value, str):
-            raise PydanticCustomError("duration", 'write a duration as a string, e.g. every = "6h"')
-        try:
-            return parse_every(value)
-        except ValueError as err:
-            raise PydanticCustomError("duration", "{reason}", {"reason": str(err)}) from err
+        return _cadence(value)
 
     def location(self, settings: LoreSettings) -> str | None:
         """Where the source reads from, for ``lore sources``; None when it has no such thing."""
@@ -94,6 +99,23 @@ class SafetySettings(BaseModel):
     #: Hosts (and their subdomains) whose links and images in retrieved text are kept;
     #: any other absolute link is neutralised, since it can exfiltrate data.
     allowed_link_hosts: list[str] = Field(default_factory=list)
+
+
+class VaultSettings(BaseModel):
+    """The built-in playbook pack (``lore.vault``): indexed unless switched off here, so
+    an existing lore.toml without a ``[vault]`` table gets it too."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    #: How often ``lore sync --watch`` and the service re-sync the pack (a new lore
+    #: release updates it); written like a source's ``every``.
+    every: timedelta = VAULT_DEFAULT_EVERY
+
+    @field_validator("every", mode="before")
+    @classmethod
+    def _cadence(cls, value: object) -> object:
+        return _cadence(value)
 
 
 class LoreSettings(BaseSettings):
@@ -166,6 +188,10 @@ class LoreSettings(BaseSettings):
     #: Largest share of a source's documents one sync may prune (more than one document
     #: and more than this share is refused unless ``lore sync --allow-mass-delete``).
     max_prune_fraction: float = Field(default=0.5, ge=0, le=1)
+    #: Where sources keep what they fetch (git clones under ``git/<source name>``);
+    #: None: ``<db_path>.data`` beside the SQLite file (see ``resolved_data_dir``).
+    data_dir: Path | None = None
+    vault: VaultSettings = Field(default_factory=VaultSettings)
 
     # -- freshness, safety, audit ----------------------------------------------------
     stale_after_days: int = Field(default=180, gt=0)
@@ -209,6 +235,14 @@ class LoreSettings(BaseSettings):
         if path.is_absolute() or self.config_file is None:
             return path
         return self.config_file.parent / path
+
+    def resolved_data_dir(self) -> Path:
+        """``data_dir``, or ``<db_path>.data`` (``lore.db.data/`` by default): beside the
+        index it serves, so that removing ``lore.db*`` removes its clones too."""
+        if self.data_dir is not None:
+            return self.resolve_path(self.data_dir.expanduser())
+        db_path = self.resolve_path(self.db_path)
+        return db_path.with_name(db_path.name + ".data")
 
     def resolved_cache_dir(self) -> Path:
         if self.cache_dir is not None:

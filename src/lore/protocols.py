@@ -60,7 +60,9 @@ class KnowledgeSource(Protocol):
     @property
     def incremental(self) -> bool:
         """True when ``documents(since=token)`` yields only what changed since ``token``
-        (with ``Tombstone`` for removals). False: every listing is complete."""
+        (with ``Tombstone`` for removals). False: every listing is complete, and sync
+        prunes what it did not list. An incremental source whose listing may turn out
+        complete (a first listing, a force-push) says so through ``CompleteListing``."""
         ...
 
     def documents(self, since: str | None = None) -> AsyncIterator[SourceItem]:
@@ -74,6 +76,17 @@ class KnowledgeSource(Protocol):
         """After ``documents()`` was fully consumed: the token for the next incremental
         listing, or None when the source cannot resume."""
         ...
+
+
+@runtime_checkable
+class CompleteListing(Protocol):
+    """Optional capability of an incremental source: saying whether the listing it just
+    gave was of everything (no usable token: a first listing, a token the source no longer
+    knows, a force-push) rather than of changes. Sync then prunes what that listing lacked,
+    as after a non-incremental source's, under the same mass-delete guard; it asks only
+    after ``documents()`` was consumed without error, so a failed listing prunes nothing."""
+
+    def listing_was_complete(self) -> bool: ...
 
 
 @runtime_checkable

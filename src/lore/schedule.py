@@ -67,10 +67,12 @@ class SyncStopped(BaseException):
 
 
 def configured_sources(settings: LoreSettings) -> list[SourceConfig]:
-    """The sources a scheduler knows: the ``[[sources]]`` tables. (Where the built-in pack
-    is enabled by a table of its own, its config belongs here too, so it gets
-    ``VAULT_DEFAULT_EVERY``.)"""
-    return list(settings.sources)
+    """The sources a scheduler knows: the ``[[sources]]`` tables, and the built-in pack
+    unless ``[vault] enabled = false`` (every ``[vault] every``, by default
+    ``VAULT_DEFAULT_EVERY``)."""
+    from lore.sources import source_configs
+
+    return source_configs(settings)
 
 
 def cadence(config: SourceConfig) -> timedelta | None:

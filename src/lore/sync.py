@@ -17,10 +17,15 @@ Properties, each one a promise to the operator:
   are recorded whatever failed, and documents still cut by older settings are remembered
   per source and re-chunked by the next sync;
 - never deletes first: ``upsert`` writes the new version before removing the old, and
-  pruning happens only after a *complete* listing and after every new document is written;
+  pruning happens only after a *complete* listing (every listing of a non-incremental
+  source; an incremental one's when it declares so, ``CompleteListing``) and after every
+  new document is written;
 - never deletes most of a source: a complete listing that leaves out more than
   ``max_prune_fraction`` of a source's documents (an unmounted volume lists as an empty
   folder) deletes nothing and is reported, unless the caller allows a mass delete;
+- the built-in playbook pack is its own: pruning is per source name, which no user
+  source may take (``lore.sources``), and a ``vault://`` uri from any other source is
+  refused, so no user source's sync removes or rewrites a playbook;
 - interruptible: a Ctrl-C stops at the next document boundary; every document written
   is complete, and the next sync converges.
 
@@ -56,11 +61,11 @@ from lore.models import (
     embed_key,
     utc,
 )
-from lore.protocols import Embedder, KnowledgeIndex, KnowledgeSource, PreflightChecked
+from lore.protocols import CompleteListing, Embedder, KnowledgeIndex, KnowledgeSource, PreflightChecked
 from lore.resolve import resolve_embedder, resolve_index
 from lore.safety.secrets import REDACTION_VERSION, redact_document
 from lore.schedule_history import Clock, RunRecorder, complete_sync_key, forget_base, source_run, utc_now
-from lore.sources import build_source
+from lore.sources import VAULT_TYPE, VAULT_URI_SCHEME, build_source, source_configs
 from lore.sync_pipeline import FATAL, Pending, Pipeline, SyncProgress, describe
 
 #: Index state keys written by sync and read by ``lore status``.
@@ -161,7 +166,8 @@ async def _sync_source(
     #: Tombstoned uris, removed only after the new documents are written (a rename's new
     #: uri lands before the old one goes).
     gone: dict[str, None] = {}
-    since = index.get_state(resume_token_key(name)) if source.incremental and not old_cut else None
+    # An empty token (a reset) is no token: the source lists everything.
+    since = (index.get_state(resume_token_key(name)) or None) if source.incremental and not old_cut else None
     complete = True
     if progress is not None:
         progress.source_started(name, None if source.incremental else (len(held) or None))
@@ -177,6 +183,8 @@ async def _sync_source(
             gone.pop(item.uri, None)
             seen.add(item.uri)
             report.seen += 1
+            if item.uri.startswith(VAULT_URI_SCHEME) and source.source_type != VAULT_TYPE:
+                item = SourceFailure(item.uri, "vault:// uris belong to lore's built-in playbook pack")
             if isinstance(item, SourceFailure):
                 report.failures.append(SyncFailure(name, item.uri, item.reason))
                 continue
@@ -204,7 +212,7 @@ async def _sync_source(
 
     await pipeline.flush()
     doomed = list(gone)
-    if complete and not source.incremental:
+    if complete and _listed_everything(source):
         missing = sorted(set(held) - seen)
         if max_prune_fraction is not None and is_mass_delete(len(missing), len(held), max_prune_fraction):
             report.refused_prunes.append(RefusedPrune(name, len(missing), len(held)))
@@ -216,8 +224,9 @@ async def _sync_source(
     still_old = old_cut - pipeline.written - deleted
     if still_old != recorded_old:
         index.set_state(old_chunking_key(name), json.dumps(sorted(still_old)))
-    if complete and source.incremental and not report.failures:
-        # Only advance past failed documents' changes once they have been indexed.
+    if complete and source.incremental and not report.failures and not report.refused_prunes:
+        # Only advance past failed documents' changes once they have been indexed, and past
+        # a refused prune once it is allowed: the next listing must be complete again.
         token = source.resume_token()
         if token is not None:
             index.set_state(resume_token_key(name), token)
@@ -232,6 +241,13 @@ async def _sync_source(
     if progress is not None:
         progress.source_finished(name)
     return report
+
+
+def _listed_everything(source: KnowledgeSource) -> bool:
+    """Whether the listing just consumed (without error) had every document of the source."""
+    if not source.incremental:
+        return True
+    return isinstance(source, CompleteListing) and source.listing_was_complete()
 
 
 def _unchanged(held: IndexedDocument, document: Document) -> bool:
@@ -363,11 +379,14 @@ def run_sync(
 
     Sources are built, their visibility and paths checked before the embedder is loaded
     or the index opened, so a configuration mistake costs nothing and changes nothing.
+    A lore.toml without ``[[sources]]`` syncs the built-in playbook pack alone; without
+    any lore.toml, sync refuses rather than build an index in whatever folder it ran in.
     """
-    if not settings.sources:
+    configs = source_configs(settings)
+    if not settings.sources and (settings.config_file is None or not configs):
         where = f"in {settings.config_file}" if settings.config_file else "(no lore.toml found)"
         raise ConfigError(f"no sources configured {where}: add a [[sources]] table to lore.toml")
-    sources = [build_source(config, settings) for config in settings.sources]
+    sources = [build_source(config, settings) for config in configs]
     check_sources(sources)
     embedder = resolve_embedder(settings)
     index = writable_index(settings, embedder)

@@ -51,7 +51,7 @@ from lore.protocols import Embedder, KnowledgeIndex, KnowledgeRetriever, Knowled
 from lore.rerankers import resolve_reranker
 from lore.resolve import backend_module, open_backend, resolve_embedder
 from lore.safety.secrets import redact_document
-from lore.sources import build_source
+from lore.sources import build_source, source_configs
 from lore.sync import sync_sources
 
 eval_app = typer.Typer(
@@ -324,7 +324,8 @@ def _sync_first(current: LoreSettings, backend: Any, embedder: Embedder, progres
         raise ConfigError("--sync needs [[sources]] in the configuration")
     if not isinstance(backend, KnowledgeIndex):
         raise ConfigError(f"backend {current.backend!r} cannot be written to; drop --sync")
-    sources = [build_source(config, current) for config in current.sources]
+    # What `lore sync` would index, the built-in playbook pack included unless switched off.
+    sources = [build_source(config, current) for config in source_configs(current)]
     chunker = _chunker(current, embedder)
     with progress.step("syncing the configured sources"):
         report = asyncio.run(

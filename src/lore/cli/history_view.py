@@ -11,7 +11,7 @@ from rich.table import Table
 
 from lore.config import LoreSettings
 from lore.models import RunRecord, SourceRun
-from lore.schedule import cadence, due_after
+from lore.schedule import cadence, configured_sources, due_after
 from lore.schedule_cadence import format_every
 from lore.schedule_history import run_to_json
 
@@ -106,5 +106,5 @@ def schedule_columns(
     return {
         config.name: (last_run_text(last.get(config.name)),
                       next_due_text(cadence(config), last.get(config.name), now))
-        for config in current.sources
+        for config in configured_sources(current)
     }

@@ -39,6 +39,7 @@ from lore.resolve import open_for_inspection
 from lore.schedule import Scheduler, cadence
 from lore.schedule_cadence import format_every
 from lore.schedule_history import last_source_runs
+from lore.sources import source_configs
 from lore.sync import EMBEDDER_STATE_KEY, LAST_SYNC_KEY, run_sync, source_stats_key
 
 
@@ -296,13 +297,14 @@ def status_command() -> None:
     console.print(f"backend: {current.backend}", highlight=False, markup=False)
     index, embedder_problem = open_for_inspection(current)
     last_runs: dict[str, SourceRun] = {}
+    configs = source_configs(current)
     if index is None:
         console.print(f"embedder: {current.embedder}", highlight=False, markup=False)
         console.print("last sync: never (run `lore sync`)")
-        statuses = [SourceStatus(c.name, 0, 0, 0, None) for c in current.sources]
+        statuses = [SourceStatus(c.name, 0, 0, 0, None) for c in configs]
     else:
         try:
-            statuses = [source_status(index, c.name, current.stale_after_days, now) for c in current.sources]
+            statuses = [source_status(index, c.name, current.stale_after_days, now) for c in configs]
             embedder_state = index.get_state(EMBEDDER_STATE_KEY)
             last_sync = index.get_state(LAST_SYNC_KEY)
             backend_lines = index.status_lines()
@@ -337,7 +339,7 @@ def _last_runs(index: RunHistory, current: LoreSettings) -> dict[str, SourceRun]
     """The last run of each source; none when the history cannot be read (a read-only
     index built by a lore without it), which must not make ``lore status`` fail."""
     try:
-        return last_source_runs(index, [c.name for c in current.sources])
+        return last_source_runs(index, [c.name for c in source_configs(current)])
     except LoreError:
         return {}
 
@@ -360,16 +362,17 @@ def _embedder_line(current: LoreSettings, raw_state: str | None) -> str:
 def sources_command() -> None:
     """The configured sources: name, type, visibility, path, cadence and how many documents are indexed."""
     current = settings()
+    configs = source_configs(current)  # the built-in playbook pack too, unless switched off
     index = _open_for_reading(current)
     try:
-        counts = {c.name: len(index.held(c.name)) if index is not None else 0 for c in current.sources}
+        counts = {c.name: len(index.held(c.name)) if index is not None else 0 for c in configs}
     finally:
         if index is not None:
             index.close()
     table = Table(show_header=True, header_style="bold")
     for column in ("name", "type", "visibility", "path", "every", "indexed"):
         table.add_column(column, justify="right" if column == "indexed" else "left")
-    for config in current.sources:
+    for config in configs:
         every = cadence(config)
         table.add_row(config.name, config.type, _visibility(config), _source_path(current, config),
                       format_every(every) if every is not None else "when asked", str(counts[config.name]))

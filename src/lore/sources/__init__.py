@@ -7,6 +7,10 @@ names its type; tables are validated when settings load, so such a module import
 optional dependencies inside functions, not at the top.
 Visibility is parsed here, once, for every type; refusing an undeclared visibility is
 sync's job, because ``lore sources`` must still be able to list such a source.
+
+The built-in playbook pack (``lore.sources.vault``) is not a ``[[sources]]`` type: it is
+configured by ``[vault]`` and joins the user's sources in ``source_configs``, under a
+name no user source may take, so that no user source's sync can prune or rewrite it.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from collections.abc import Mapping
 
 from pydantic import ValidationError
 
+from lore import __version__
 from lore.config import LoreSettings, SourceConfig, unknown_key_message
 from lore.errors import ConfigError
 from lore.models import Visibility
@@ -25,7 +30,36 @@ from lore.protocols import KnowledgeSource
 #: Source type -> module exposing ``CONFIG_MODEL`` and ``from_config``.
 SOURCE_TYPES: dict[str, str] = {
     "filesystem": "lore.sources.filesystem",
+    "git": "lore.sources.git",
 }
+
+#: The built-in pack's source name and type (``lore.sources.vault`` has the same values;
+#: repeated here so that loading settings does not import the filesystem source).
+VAULT_NAME = "vault"
+VAULT_TYPE = "vault"
+#: Uris only the pack's documents may have.
+VAULT_URI_SCHEME = "vault://"
+
+
+class VaultSourceConfig(SourceConfig):
+    """The built-in playbook pack as ``lore sources`` and sync see it; never written in
+    lore.toml (``[vault]`` switches it off)."""
+
+    name: str = VAULT_NAME
+    type: str = VAULT_TYPE
+    visibility: str | None = Visibility.ALL_VIEWERS.value
+
+    def location(self, settings: LoreSettings) -> str | None:
+        return f"vault://lore/ (lore {__version__})"
+
+
+def source_configs(settings: LoreSettings) -> list[SourceConfig]:
+    """Every source a sync of ``settings`` covers: the ``[[sources]]`` tables, then the
+    built-in playbook pack unless ``[vault] enabled = false``."""
+    configs: list[SourceConfig] = list(settings.sources)
+    if settings.vault.enabled:
+        configs.append(VaultSourceConfig(every=settings.vault.every))
+    return configs
 
 
 def parse_visibility(config: SourceConfig) -> Visibility | None:
@@ -47,6 +81,11 @@ def _table_name(item: object, number: int) -> str:
 
 def source_config_model(source_type: object, table: str) -> type[SourceConfig]:
     """The model a ``[[sources]]`` table of ``source_type`` is validated with."""
+    if source_type == VAULT_TYPE:
+        raise ConfigError(
+            f"{table}: type 'vault' is lore's built-in playbook pack, not a [[sources]] type; "
+            "it is indexed unless [vault] enabled = false"
+        )
     if not isinstance(source_type, str) or source_type not in SOURCE_TYPES:
         close = difflib.get_close_matches(str(source_type), list(SOURCE_TYPES), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
@@ -66,6 +105,11 @@ def typed_source_config(item: object, number: int = 1) -> SourceConfig:
         item = item.model_dump(exclude_unset=True)
     if not isinstance(item, Mapping):
         raise ConfigError(f"{table}: must be a table of keys, not {type(item).__name__}")
+    if item.get("name") == VAULT_NAME:
+        raise ConfigError(
+            f"{table}: the source name {VAULT_NAME!r} is reserved for lore's built-in playbook pack; "
+            "give this source another name"
+        )
     model = source_config_model(item.get("type", "filesystem"), table)
     unknown = [str(key) for key in item if key not in model.model_fields]
     if unknown:
@@ -81,6 +125,10 @@ def typed_source_config(item: object, number: int = 1) -> SourceConfig:
 
 
 def build_source(config: SourceConfig, settings: LoreSettings) -> KnowledgeSource:
+    if isinstance(config, VaultSourceConfig):
+        from lore.sources.vault import vault_source  # imports the filesystem source
+
+        return vault_source()
     typed = typed_source_config(config)
     module = importlib.import_module(SOURCE_TYPES[typed.type])
     source: KnowledgeSource = module.from_config(typed, settings, parse_visibility(typed))

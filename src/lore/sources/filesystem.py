@@ -60,6 +60,21 @@ _READ_BATCH = 32
 
 
 
+def decode_text(uri: str, data: bytes) -> str | SourceFailure:
+    """A file's bytes as text, or why they are not indexed: the one text check of every
+    source that reads files (filesystem, git, the playbook pack)."""
+    if b"\x00" in data[:_SNIFF_BYTES]:
+        return SourceFailure(uri, "binary file (contains NUL bytes); only UTF-8 text is indexed")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        return SourceFailure(uri, f"not valid UTF-8 (byte 0x{data[err.start]:02x} at offset {err.start})")
+
+
+def too_large(size: int, limit: int) -> str:
+    return f"file is {size:,} bytes, over this source's max_file_bytes ({limit:,})"
+
+
 class FilesystemSourceConfig(SourceConfig):
     """A ``[[sources]]`` table of ``type = "filesystem"``; any other key is refused."""
 
@@ -193,12 +208,9 @@ class FilesystemSource:
         if isinstance(read, str):
             return SourceFailure(uri, read)
         data, mtime = read
-        if b"\x00" in data[:_SNIFF_BYTES]:
-            return SourceFailure(uri, "binary file (contains NUL bytes); only UTF-8 text is indexed")
-        try:
-            text = data.decode("utf-8-sig")
-        except UnicodeDecodeError as err:
-            return SourceFailure(uri, f"not valid UTF-8 (byte 0x{data[err.start]:02x} at offset {err.start})")
+        text = decode_text(uri, data)
+        if isinstance(text, SourceFailure):
+            return text
         changed = committed or datetime.fromtimestamp(mtime, UTC)
         return self._document(relative, text, hashlib.sha256(data).hexdigest(), changed)
 
@@ -212,8 +224,7 @@ class FilesystemSource:
             if (kind := _special_kind(info.st_mode)) is not None:
                 return f"not a regular file ({kind}); skipped"
             if info.st_size > self.max_file_bytes:
-                limit = f"this source's max_file_bytes ({self.max_file_bytes:,})"
-                return f"file is {info.st_size:,} bytes, over {limit}"
+                return too_large(info.st_size, self.max_file_bytes)
             # One byte over the limit tells a file that grew since fstat from one that fits.
             data = handle.read(self.max_file_bytes + 1)
         if len(data) > self.max_file_bytes:

@@ -13,10 +13,9 @@ Incremental: the resume token is the commit listed. The next listing is
 ``git diff --name-status --no-renames <token> <new head>``: added and modified files as
 documents, deleted ones (a rename is a deletion plus an addition) as tombstones. When the
 token is not an ancestor of the new head (a force-push), or lore no longer has it, the
-listing is complete instead, with tombstones for what the token's tree (or that of an
-earlier listing) had and the new one lacks, when that tree is still known. Each listed
-commit is kept reachable under ``refs/lore/listed/`` until the next listing, so a
-force-push upstream cannot take the old tree away.
+listing is complete instead, and the source says so (``listing_was_complete``): sync then
+prunes what the listing lacks, exactly as after a filesystem source's listing, mass-delete
+guard included.
 
 File types, front matter, titles, labels and include/exclude globs are the filesystem
 source's (``lore.sources.filesystem``); globs apply to paths relative to ``path``.
@@ -33,36 +32,38 @@ from pathlib import Path, PurePath, PurePosixPath
 from typing import Any, Literal
 
 from pathspec import GitIgnoreSpec
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
-from lore.chunking import FRONT_MATTER_MEDIA_TYPES, split_front_matter
+from lore.config import LoreSettings, SourceConfig
 from lore.errors import ConfigError
 from lore.models import Document, SourceFailure, SourceItem, Tombstone, Visibility
+from lore.sources import parse_visibility
 from lore.sources.filesystem import (
     DEFAULT_EXCLUDE,
     DEFAULT_INCLUDE,
     FOLDER_LABEL,
     MEDIA_TYPES,
     _title,
+    decode_text,
     front_matter_labels,
+    too_large,
 )
 from lore.sources.git_repo import Repository
 from lore.sources.git_transport import GitAuth, parse_remote_url, read_token
 
 _COMMIT_ID = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 _BRANCH = re.compile(r"^(?!-)(?!.*\.\.)(?!.*//)[^\s~^:?*\[\\\x00-\x1f\x7f]+(?<![./])$")
-#: Enough to tell text from binary; a NUL byte never occurs in UTF-8 text.
-_SNIFF_BYTES = 8192
 #: Blobs read per ``git cat-file --batch``: bounds memory, amortises process start-up.
 _READ_BATCH = 128
 _SYMLINK_MODE = "120000"
 
 
-class GitSourceConfig(BaseModel):
-    """One ``[[sources]]`` table of ``type = "git"``."""
+class GitSourceConfig(SourceConfig):
+    """One ``[[sources]]`` table of ``type = "git"``; any other key is refused."""
 
     model_config = ConfigDict(extra="forbid")
 
+    #: Stricter than other types' names: it names the clone's directory.
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
     type: Literal["git"] = "git"
     url: str
@@ -72,9 +73,6 @@ class GitSourceConfig(BaseModel):
     path: str = ""
     include: list[str] = Field(default_factory=lambda: list(DEFAULT_INCLUDE))
     exclude: list[str] = Field(default_factory=lambda: list(DEFAULT_EXCLUDE))
-    labels: dict[str, str] = Field(default_factory=dict)
-    #: Deliberately without a default: an undeclared visibility is refused at sync.
-    visibility: Visibility | None = None
     ssh_key_file: Path | None = None
     #: lore's own known-hosts file; default ``<data_dir>/git/known_hosts``.
     known_hosts_file: Path | None = None
@@ -86,10 +84,9 @@ class GitSourceConfig(BaseModel):
     allow_private_hosts: bool = False
     max_file_bytes: int = Field(default=2_000_000, gt=0)
 
-    @field_validator("visibility", mode="before")
-    @classmethod
-    def _visibility(cls, value: object) -> object:
-        return value.strip().lower() if isinstance(value, str) else value
+    def location(self, settings: LoreSettings) -> str | None:
+        where = self.url + (f" ({self.branch})" if self.branch else "")
+        return f"{where} {self.path}/" if self.path else where
 
     @field_validator("branch")
     @classmethod
@@ -115,29 +112,40 @@ class GitSourceConfig(BaseModel):
         return str(cleaned)
 
 
-def parse_git_config(table: Mapping[str, Any]) -> GitSourceConfig:
-    """A ``[[sources]]`` table as a GitSourceConfig, or one ConfigError saying what is wrong."""
-    try:
-        return GitSourceConfig.model_validate(dict(table))
-    except ValidationError as err:
-        name = table.get("name", "?")
-        problems = "; ".join(
-            f"{'.'.join(str(part) for part in error['loc']) or 'source'}: {error['msg']}"
-            for error in err.errors()
-        )
-        raise ConfigError(f"source {name!r}: {problems}") from err
+#: What ``lore.sources`` validates a git table with.
+CONFIG_MODEL = GitSourceConfig
+
+
+def from_config(config: GitSourceConfig, settings: LoreSettings, visibility: Visibility | None) -> GitSource:
+    """The ``[[sources]]`` table of ``type = "git"``: the clone goes under the settings'
+    data folder; relative key, known-hosts and token files are relative to lore.toml."""
+    files = {
+        key: settings.resolve_path(value.expanduser())
+        for key in ("ssh_key_file", "known_hosts_file", "token_file")
+        if isinstance(value := getattr(config, key), Path)
+    }
+    config = config.model_copy(update=files)
+    _check(config)
+    return GitSource(config, settings.resolved_data_dir(), visibility)
 
 
 def git_source(config: GitSourceConfig, data_dir: Path) -> GitSource:
     """Build the source; the URL is checked now (ConfigError), nothing is fetched yet."""
-    remote = parse_remote_url(config.url, allow_private_hosts=config.allow_private_hosts)
+    _check(config)
+    return GitSource(config, Path(data_dir), parse_visibility(config))
+
+
+def _check(config: GitSourceConfig) -> None:
+    try:
+        remote = parse_remote_url(config.url, allow_private_hosts=config.allow_private_hosts)
+    except ConfigError as err:
+        raise ConfigError(f"source {config.name!r}: {err}") from err
     if config.token_env and config.token_file:
         raise ConfigError(f"source {config.name!r}: set token_env or token_file, not both")
     if (config.token_env or config.token_file) and not _token_transport_ok(remote.scheme, config):
         raise ConfigError(
             f"source {config.name!r}: a token is sent over https:// only, not {remote.scheme}://"
         )
-    return GitSource(config, Path(data_dir))
 
 
 def _token_transport_ok(scheme: str, config: GitSourceConfig) -> bool:
@@ -152,16 +160,17 @@ class GitSource:
     source_type = "git"
     incremental = True
 
-    def __init__(self, config: GitSourceConfig, data_dir: Path) -> None:
+    def __init__(self, config: GitSourceConfig, data_dir: Path, visibility: Visibility | None) -> None:
         self.config = config
         self.name = config.name
-        self.visibility = config.visibility
+        self.visibility = visibility
         self.labels = dict(config.labels)
         self.repo_dir = data_dir / "git" / config.name
         self.known_hosts_file = config.known_hosts_file or data_dir / "git" / "known_hosts"
         self._include = GitIgnoreSpec.from_lines(config.include)
         self._exclude = GitIgnoreSpec.from_lines(config.exclude)
         self._token: str | None = None
+        self._complete = False
 
     def __repr__(self) -> str:
         return f"GitSource({self.name!r}, {self.config.url!r})"
@@ -173,10 +182,15 @@ class GitSource:
     def resume_token(self) -> str | None:
         return self._token
 
+    def listing_was_complete(self) -> bool:
+        """True after a listing of every file (no token, an unknown one, or a force-push),
+        so that sync prunes what it did not list; False after a listing of changes."""
+        return self._complete
+
     async def documents(self, since: str | None = None) -> AsyncIterator[SourceItem]:
         """Fetch, then yield what changed since ``since`` (a commit this source handed out),
         or everything. Raises SourceError before yielding anything when the fetch fails."""
-        self._token = None
+        self._token, self._complete = None, False
         git = await asyncio.to_thread(self._connect)
         head = await asyncio.to_thread(git.fetch)
         changes = await asyncio.to_thread(self._plan, git, since, head)
@@ -191,8 +205,7 @@ class GitSource:
             items = await asyncio.to_thread(self._read_batch, git, batch, blobs, changes.modes, dates)
             for item in items:
                 yield item
-        await asyncio.to_thread(git.pin, head, keep=since)
-        self._token = head
+        self._token, self._complete = head, changes.complete
 
     # -- planning --------------------------------------------------------------------
 
@@ -219,16 +232,13 @@ class GitSource:
         if old is not None and git.is_ancestor(old, head):
             changed, deleted = git.diff(old, head, self.config.path)
             updated = [(path, wanted[path][1]) for path in changed if path in wanted]
-            return _Changes(updated, deleted, {path: wanted[path][0] for path, _ in updated})
+            return _Changes(updated, deleted, {path: wanted[path][0] for path, _ in updated}, complete=False)
         # A force-push, a token lore does not have, or no token (a first listing, or sync
-        # re-chunking everything): every file. Sync prunes nothing after an incremental
-        # source's listing, so tombstones go with it for each path that an older tree lore
-        # still knows had and the new one lacks; a tombstone for a path absent from the
-        # new tree is always true, and sync ignores those it does not hold.
-        known = {commit for commit in (old, *git.listed()) if commit and commit != head}
-        deleted = sorted({path for commit in known for path in git.diff(commit, head, self.config.path)[1]})
+        # re-chunking everything): every file, and no tombstones. The listing says it was
+        # complete (``listing_was_complete``), so sync prunes what it lacks, under the same
+        # mass-delete guard as any complete listing (a force-push to an empty branch).
         updated = [(path, entry[1]) for path, entry in sorted(wanted.items())]
-        return _Changes(updated, deleted, {path: entry[0] for path, entry in wanted.items()})
+        return _Changes(updated, [], {path: entry[0] for path, entry in wanted.items()}, complete=True)
 
     def _relative(self, repo_path: str) -> str:
         prefix = self.config.path
@@ -258,23 +268,20 @@ class GitSource:
                 continue
             content = contents[blobs[path]]
             if isinstance(content, int):
-                limit = f"this source's max_file_bytes ({self.config.max_file_bytes:,})"
-                items.append(SourceFailure(uri, f"file is {content:,} bytes, over {limit}"))
-            elif b"\x00" in content[:_SNIFF_BYTES]:
-                items.append(
-                    SourceFailure(uri, "binary file (contains NUL bytes); only UTF-8 text is indexed")
-                )
+                items.append(SourceFailure(uri, too_large(content, self.config.max_file_bytes)))
+                continue
+            text = decode_text(uri, content)
+            if isinstance(text, SourceFailure):
+                items.append(text)
             else:
-                try:
-                    text = content.decode("utf-8-sig")
-                except UnicodeDecodeError as err:
-                    reason = f"not valid UTF-8 (byte 0x{content[err.start]:02x} at offset {err.start})"
-                    items.append(SourceFailure(uri, reason))
-                    continue
                 items.append(self._document(path, text, blobs[path], dates[path]))
         return items
 
     def _document(self, repo_path: str, text: str, blob_id: str, updated_at: datetime) -> Document:
+        # Here, not at the top: loading settings imports this module (CONFIG_MODEL), and a
+        # search must not pay for the Markdown parser's import.
+        from lore.chunking import FRONT_MATTER_MEDIA_TYPES, split_front_matter
+
         relative = PurePosixPath(self._relative(repo_path))
         media_type = MEDIA_TYPES.get(relative.suffix.lower(), "text/plain")
         metadata: dict[str, Any] = {}
@@ -303,3 +310,5 @@ class _Changes:
     deleted: list[str]
     #: Repository path -> git file mode, for the paths in ``updated``.
     modes: dict[str, str]
+    #: Every file of the tree is in ``updated``: a listing sync may prune after.
+    complete: bool

@@ -18,8 +18,6 @@ from lore.sources.git_transport import GitAuth, RemoteUrl, git_environment, git_
 
 #: The commit the last successful fetch brought; the only ref a listing reads from.
 FETCHED_REF = "refs/lore/fetched"
-#: Commits handed out as resume tokens, kept so a force-push cannot take their trees away.
-LISTED_PREFIX = "refs/lore/listed/"
 #: Where a fallback full fetch lands; the listing keeps reading FETCHED_REF's commit.
 _REFETCH_REF = "refs/lore/refetch"
 
@@ -131,13 +129,6 @@ class Repository:
             ok_codes=tuple(range(256)),
         )
         return done.returncode == 0
-
-    def listed(self) -> list[str]:
-        """Commits of earlier listings still pinned (see ``pin``)."""
-        out = self.git(
-            "for-each-ref", "--format=%(objectname)", LISTED_PREFIX, what="reading the last listing"
-        )
-        return out.decode().split()
 
     def is_ancestor(self, old: str, new: str) -> bool:
         out = run_git(
@@ -283,15 +274,6 @@ class Repository:
                 result[oid] = out[end + 1 : end + 1 + length]
                 offset = end + 1 + length + 1  # the content is followed by a newline
         return result
-
-    def pin(self, commit: str, *, keep: str | None) -> None:
-        """Keep ``commit`` (the new token) and ``keep`` (the one sync holds until it stores
-        the new one) reachable; drop older pins."""
-        out = self.git("for-each-ref", "--format=%(refname)", LISTED_PREFIX, what="reading the last listing")
-        for ref in out.decode().split():
-            if ref not in (f"{LISTED_PREFIX}{commit}", f"{LISTED_PREFIX}{keep}"):
-                self.git("update-ref", "-d", ref, what="forgetting an old listing")
-        self.git("update-ref", f"{LISTED_PREFIX}{commit}", commit, what="recording the listing")
 
 
 def _commit_record(record: bytes) -> tuple[datetime, set[str]]:

@@ -27,12 +27,14 @@ from pathlib import Path, PurePosixPath
 from lore import __version__
 from lore.errors import SourceError
 from lore.models import SOURCE_TYPE_LABEL, Document, SourceFailure, Visibility
-from lore.sources.filesystem import FilesystemSource
+from lore.sources import VAULT_NAME, VAULT_TYPE
+from lore.sources.filesystem import FilesystemSource, decode_text
 from lore.vault import RELEASED, playbooks_root
 
-#: The source's name (its ``source`` label and sync-ledger key) and type.
-VAULT_SOURCE_NAME = "vault"
-VAULT_SOURCE_TYPE = "vault"
+#: The source's name (its ``source`` label and sync-ledger key, reserved: no user source
+#: may take it) and type.
+VAULT_SOURCE_NAME = VAULT_NAME
+VAULT_SOURCE_TYPE = VAULT_TYPE
 #: The uri host: the pack's publisher, so a later third-party pack can sit beside it.
 VAULT_PACK = "lore"
 VAULT_URI_PREFIX = f"vault://{VAULT_PACK}/"
@@ -104,10 +106,9 @@ class VaultSource(FilesystemSource):
             data = self.pack.joinpath(*relative.split("/")).read_bytes()
         except OSError as err:
             return SourceFailure(uri, f"cannot read playbook: {err.strerror or err}")
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as err:
-            return SourceFailure(uri, f"not valid UTF-8 (byte 0x{data[err.start]:02x} at offset {err.start})")
+        text = decode_text(uri, data)
+        if isinstance(text, SourceFailure):
+            return text
         document = self._document(relative, text, self.revision_for(data), self.released)
         # A playbook's own date keys (if one ever had any) must not beat the pack's date.
         return replace(document, updated_at=self.released)
