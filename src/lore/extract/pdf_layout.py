@@ -1,0 +1,174 @@
+"""Lines of a PDF page, with their font size, to Markdown with headings.
+
+Library-agnostic on purpose: the PDF reader (``pdf.py``) only has to produce ``Box``es of
+``Line``s in reading order. Headings come from the outline (bookmarks) when the file has
+one that matches its text, because the author put the structure there; else from font
+sizes: lines set larger than the body text, ranked by size, are levels 1..6.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+#: A line at least this much larger than the body text (points) may be a heading.
+HEADING_MIN_GAIN = 1.0
+#: A heading is a short box; a long one set large is a pull quote or a cover page.
+HEADING_MAX_CHARS = 150
+HEADING_MAX_LINES = 3
+
+_BULLET = re.compile(r"^\s*(?:[•◦▪▫‣⁃●○■□–\-*\x7f]|\(cid:\d+\))\s+")
+_NUMBERED = re.compile(r"^\s*(\d{1,3})[.)]\s+")
+_CID = re.compile(r"\(cid:\d+\)")
+_MARKDOWN_START = re.compile(r"^([#>+=|`~])")
+_WORD = re.compile(r"\w+")
+
+
+@dataclass(frozen=True)
+class Line:
+    text: str
+    size: float
+    mono: bool = False
+
+
+@dataclass
+class Box:
+    """Lines the reader grouped together (a paragraph, a list, a heading)."""
+
+    lines: list[Line] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        return " ".join(line.text.strip() for line in self.lines).strip()
+
+
+def normalise(text: str) -> str:
+    return " ".join(_WORD.findall(text.lower()))
+
+
+def body_size(boxes: Sequence[Box]) -> float:
+    """The font size most characters are set in."""
+    sizes: Counter[float] = Counter()
+    for box in boxes:
+        for line in box.lines:
+            sizes[round(line.size * 2) / 2] += len(line.text)
+    return sizes.most_common(1)[0][0] if sizes else 0.0
+
+
+def heading_levels(
+    boxes: Sequence[Box], outline: Sequence[tuple[int, str]]
+) -> dict[int, int]:
+    """``{box index: heading level}``; from the outline when any of its titles is found,
+    else from font sizes."""
+    if outline:
+        found = _outline_levels(boxes, outline)
+        if found:
+            return found
+    return _size_levels(boxes)
+
+
+def _outline_levels(boxes: Sequence[Box], outline: Sequence[tuple[int, str]]) -> dict[int, int]:
+    # Each title is matched once, to the first box with the same words after the last
+    # match, so a heading repeated in a running header is not taken twice.
+    unused = [(level, normalise(title)) for level, title in outline if normalise(title)]
+    levels: dict[int, int] = {}
+    for number, box in enumerate(boxes):
+        if len(box.lines) > HEADING_MAX_LINES:
+            continue
+        words = normalise(box.text)
+        for position, (level, title) in enumerate(unused):
+            if title == words:
+                levels[number] = min(level, 6)
+                del unused[position]
+                break
+    return levels
+
+
+def _size_levels(boxes: Sequence[Box]) -> dict[int, int]:
+    body = body_size(boxes)
+    candidates: dict[int, float] = {}
+    for number, box in enumerate(boxes):
+        sizes = {round(line.size * 2) / 2 for line in box.lines}
+        text = box.text
+        if (len(sizes) == 1 and len(box.lines) <= HEADING_MAX_LINES and 0 < len(text) <= HEADING_MAX_CHARS
+                and (size := sizes.pop()) >= body + HEADING_MIN_GAIN and _WORD.search(text)):
+            candidates[number] = size
+    ranked = sorted(set(candidates.values()), reverse=True)
+    return {number: min(ranked.index(size) + 1, 6) for number, size in candidates.items()}
+
+
+def to_markdown(boxes: Sequence[Box], outline: Sequence[tuple[int, str]] = ()) -> str:
+    levels = heading_levels(boxes, outline)
+    parts: list[str] = []
+    for number, box in enumerate(boxes):
+        if not box.text:
+            continue
+        if number in levels:
+            parts.append(f"{'#' * levels[number]} {_clean(box.text)}")
+        elif all(line.mono for line in box.lines):
+            parts.append(_code(box))
+        else:
+            parts.extend(_prose(box))
+    return "\n\n".join(part for part in parts if part.strip()) + "\n"
+
+
+def _clean(text: str) -> str:
+    return " ".join(_CID.sub("", text).split())
+
+
+def _code(box: Box) -> str:
+    body = "\n".join(line.text.rstrip() for line in box.lines)
+    fence = "~~~" if "```" in body else "```"
+    return f"{fence}\n{body}\n{fence}"
+
+
+def _prose(box: Box) -> list[str]:
+    """A box as paragraphs and list items: a line opening with a bullet or a number
+    starts an item, the lines after it continue it."""
+    blocks: list[list[str]] = []
+    kinds: list[str] = []
+    for line in box.lines:
+        text = line.text.strip()
+        if bullet := _BULLET.match(text):
+            blocks.append(["- " + _clean(text[bullet.end():])])
+            kinds.append("item")
+        elif number := _NUMBERED.match(text):
+            blocks.append([f"{number.group(1)}. " + _clean(text[number.end():])])
+            kinds.append("item")
+        elif blocks:
+            blocks[-1].append(_clean(text))
+        else:
+            blocks.append([_clean(text)])
+            kinds.append("para")
+    out: list[str] = []
+    items: list[str] = []
+    for kind, block in zip(kinds, blocks, strict=True):
+        joined = _join(block)
+        if kind == "item":
+            items.append(joined)
+            continue
+        if items:
+            out.append("\n".join(items))
+            items = []
+        out.append(_MARKDOWN_START.sub(r"\\\1", joined))
+    if items:
+        out.append("\n".join(items))
+    return out
+
+
+def _join(lines: Sequence[str]) -> str:
+    """Lines of one paragraph; a line ending in a hyphen is joined without a space, which
+    keeps identifiers broken across lines (``payments-`` / ``consumer``) whole."""
+    text = ""
+    for line in lines:
+        if not line:
+            continue
+        text = f"{text}{line}" if text.endswith("-") or not text else f"{text} {line}"
+    return text
+
+
+def median_size(lines: Sequence[Line]) -> float:
+    return statistics.median(line.size for line in lines) if lines else 0.0
