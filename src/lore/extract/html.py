@@ -26,7 +26,9 @@ class _Converter(MarkdownConverter):
         return str(alt).strip() if isinstance(alt, str) else ""
 
 
-_CONVERTER = _Converter(heading_style="ATX", bullets="-", escape_underscores=False, escape_asterisks=False)
+# A Word table has no header row; the first row is taken as one, since a Markdown table needs it.
+_CONVERTER = _Converter(heading_style="ATX", bullets="-", escape_underscores=False, escape_asterisks=False,
+                        table_infer_header=True)
 
 
 def to_markdown(soup: BeautifulSoup) -> str:

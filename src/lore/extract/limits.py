@@ -65,5 +65,6 @@ def open_zip(data: bytes, limits: Limits, kind: str) -> zipfile.ZipFile:
 
 def check_chars(markdown: str, limits: Limits) -> str:
     if len(markdown) > limits.max_chars:
-        raise ExtractionError(f"extracted text too long ({len(markdown):,} > {limits.max_chars:,} characters)")
+        too_long = f"{len(markdown):,} > {limits.max_chars:,} characters"
+        raise ExtractionError(f"extracted text too long ({too_long})")
     return markdown

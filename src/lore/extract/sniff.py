@@ -13,8 +13,10 @@ TEXT = "text/plain"
 
 #: The PDF header may follow up to 1 KiB of junk (the spec's implementation note).
 _PDF_WINDOW = 1024
-_HTML_START = re.compile(rb"^\s*(?:<\?xml[^>]*>\s*)?(?:<!--.*?-->\s*)*<(?:!doctype\s+html|html|head|body)[\s>]",
-                         re.IGNORECASE | re.DOTALL)
+_HTML_START = re.compile(
+    rb"^\s*(?:<\?xml[^>]*>\s*)?(?:<!--.*?-->\s*)*<(?:!doctype\s+html|html|head|body)[\s>]",
+    re.IGNORECASE | re.DOTALL,
+)
 _SNIFF_BYTES = 8192
 
 

@@ -21,6 +21,7 @@ import os
 import re
 import stat
 from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, date, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -31,20 +32,14 @@ from pydantic import ConfigDict, Field
 from lore.chunking import FRONT_MATTER_MEDIA_TYPES, split_front_matter
 from lore.config import LoreSettings, SourceConfig
 from lore.errors import ConfigError, SourceError
+from lore.extract import CONVERTED_SUFFIXES, TEXT_MEDIA_TYPES, ExtractionError, extract
+from lore.extract import MEDIA_TYPES as CONVERTED_MEDIA_TYPES
 from lore.models import LABEL_VALUE_SEPARATOR, Document, SourceFailure, SourceItem, Visibility, utc
 from lore.sources.git_times import last_commit_times
 from lore.text_blocks import markdown_title, rst_title
 
-MEDIA_TYPES: dict[str, str] = {
-    ".md": "text/markdown",
-    ".markdown": "text/markdown",
-    ".txt": "text/plain",
-    ".rst": "text/x-rst",
-    ".yaml": "application/yaml",
-    ".yml": "application/yaml",
-    ".toml": "application/toml",
-    ".json": "application/json",
-}
+#: Text formats, then the ones lore.extract converts to Markdown (.pdf, .docx, .html, .htm).
+MEDIA_TYPES: dict[str, str] = {**TEXT_MEDIA_TYPES, **CONVERTED_MEDIA_TYPES}
 DEFAULT_INCLUDE = tuple(f"**/*{suffix}" for suffix in MEDIA_TYPES)
 DEFAULT_EXCLUDE = (".git/", "**/node_modules/")
 
@@ -195,6 +190,8 @@ class FilesystemSource:
         if isinstance(read, str):
             return SourceFailure(uri, read)
         data, mtime = read
+        if PurePosixPath(relative).suffix.lower() in CONVERTED_SUFFIXES:
+            return self._converted(relative, data, committed or datetime.fromtimestamp(mtime, UTC))
         if b"\x00" in data[:_SNIFF_BYTES]:
             return SourceFailure(uri, "binary file (contains NUL bytes); only UTF-8 text is indexed")
         try:
@@ -203,6 +200,15 @@ class FilesystemSource:
             return SourceFailure(uri, f"not valid UTF-8 (byte 0x{data[err.start]:02x} at offset {err.start})")
         changed = committed or datetime.fromtimestamp(mtime, UTC)
         return self._document(relative, text, hashlib.sha256(data).hexdigest(), changed)
+
+    def _converted(self, relative: str, data: bytes, changed: datetime) -> Document | SourceFailure:
+        """A PDF, DOCX or HTML file as its Markdown; the revision is still the file's bytes."""
+        try:
+            found = extract(data, relative, max_bytes=self.max_file_bytes)
+        except ExtractionError as err:
+            return SourceFailure(self.uri_for(relative), err.reason)
+        document = self._document(relative, found.markdown, hashlib.sha256(data).hexdigest(), changed)
+        return replace(document, title=found.title or document.title, media_type=found.media_type)
 
     def _read_regular(self, path: Path) -> tuple[bytes, float] | str:
         """The bytes and mtime of a regular file, or why it was not read. O_NONBLOCK: a FIFO
