@@ -100,9 +100,13 @@ def runbook(pages: int = 1, *, seed: int = 0) -> list[Block]:
 # -- PDF (reportlab) -----------------------------------------------------------------
 
 
-def pdf_bytes(blocks: Sequence[Block], *, outline: bool = True, title: str | None = None) -> bytes:
+def pdf_bytes(
+    blocks: Sequence[Block], *, outline: bool = True, title: str | None = None, scaled: bool = False
+) -> bytes:
     """A text PDF of ``blocks``; headings are larger Helvetica-Bold lines and, with
-    ``outline``, also bookmarks at their level."""
+    ``outline``, also bookmarks at their level. ``scaled`` writes every word as its own
+    string in a 1-point font scaled by the text matrix, as many producers do, so the size
+    is only known from the matrix."""
     from reportlab.lib.pagesizes import A4
     from reportlab.lib.utils import simpleSplit
     from reportlab.pdfgen.canvas import Canvas
@@ -120,8 +124,16 @@ def pdf_bytes(blocks: Sequence[Block], *, outline: bool = True, title: str | Non
         if y < margin + size:
             canvas.showPage()
             y = height - margin
-        canvas.setFont(font, size)
-        canvas.drawString(margin + indent, y - size, text)
+        if scaled:
+            words = canvas.beginText()
+            words.setTextTransform(size, 0, 0, size, margin + indent, y - size)
+            words.setFont(font, 1)
+            for word in text.split(" "):
+                words.textOut(word + " ")
+            canvas.drawText(words)
+        else:
+            canvas.setFont(font, size)
+            canvas.drawString(margin + indent, y - size, text)
         y -= size * 1.35
 
     def wrapped(text: str, font: str, size: float, indent: float = 0.0, first: str = "") -> None:
@@ -197,9 +209,10 @@ def encrypted_pdf_bytes(pdf: bytes, user_password: str) -> bytes:
 # -- DOCX (python-docx) --------------------------------------------------------------
 
 
-def docx_bytes(blocks: Sequence[Block], *, title: str | None = None) -> bytes:
+def docx_bytes(blocks: Sequence[Block], *, title: str | None = None, word_lists: bool = False) -> bytes:
     """A DOCX of ``blocks`` with Word's own styles: Heading 1..6, List Bullet, List
-    Number, a table, and a ``Code`` paragraph style in Courier New."""
+    Number, a table, and a ``Code`` paragraph style in Courier New. ``word_lists`` makes
+    lists as Word's toolbar does: "List Paragraph" paragraphs with their own numbering."""
     from docx import Document
     from docx.enum.style import WD_STYLE_TYPE
     from docx.shared import Pt
@@ -215,12 +228,12 @@ def docx_bytes(blocks: Sequence[Block], *, title: str | None = None) -> bytes:
             document.add_heading(block.text, level=block.level)
         elif isinstance(block, Para):
             document.add_paragraph(block.text)
-        elif isinstance(block, Bullets):
+        elif isinstance(block, Bullets | Numbered):
+            style = "List Bullet" if isinstance(block, Bullets) else "List Number"
             for item in block.items:
-                document.add_paragraph(item, style="List Bullet")
-        elif isinstance(block, Numbered):
-            for item in block.items:
-                document.add_paragraph(item, style="List Number")
+                paragraph = document.add_paragraph(item, style=style)
+                if word_lists:
+                    _direct_numbering(document, paragraph, style)
         elif isinstance(block, Code):
             for text in block.lines:
                 document.add_paragraph(text, style="Code")
@@ -234,6 +247,19 @@ def docx_bytes(blocks: Sequence[Block], *, title: str | None = None) -> bytes:
     buffer = io.BytesIO()
     document.save(buffer)
     return buffer.getvalue()
+
+
+def _direct_numbering(document: object, paragraph: object, style: str) -> None:
+    """Move the list style's numbering onto the paragraph and restyle it "List Paragraph"."""
+    import copy
+
+    from docx.oxml.ns import qn
+
+    source = document.styles[style].element  # type: ignore[attr-defined]
+    numbering = source.find(qn("w:pPr")).find(qn("w:numPr"))
+    properties = paragraph._p.get_or_add_pPr()  # type: ignore[attr-defined]
+    properties.append(copy.deepcopy(numbering))
+    paragraph.style = document.styles["List Paragraph"]  # type: ignore[attr-defined]
 
 
 def page_count(blocks: Sequence[Block]) -> int:
