@@ -21,6 +21,8 @@ BODY_SIZE = 10.0
 class Heading:
     level: int
     text: str
+    #: The bookmark's level when it differs from the level the font size shows.
+    outline_level: int | None = None
 
 
 @dataclass(frozen=True)
@@ -149,7 +151,7 @@ def pdf_bytes(
                 key = f"h{marks}"
                 marks += 1
                 canvas.bookmarkHorizontal(key, 0, y)
-                canvas.addOutlineEntry(block.text, key, level=block.level - 1)
+                canvas.addOutlineEntry(block.text, key, level=(block.outline_level or block.level) - 1)
             line(block.text, "Helvetica-Bold", HEADING_SIZES[block.level])
         elif isinstance(block, Para):
             wrapped(block.text, "Helvetica", BODY_SIZE)
