@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _documents import Block, Bullets, Code, Heading, Numbered, Table, docx_bytes, headings, pdf_bytes, runbook
+from _documents import Block, Bullets, Code, Numbered, Table, docx_bytes, headings, pdf_bytes, runbook
 from rich.console import Console
 from rich.table import Table as RichTable
 
@@ -157,7 +157,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "sizes only": pdf_bytes(blocks, outline=False),
         "scaled 1-pt words": pdf_bytes(blocks, outline=False, scaled=True),
     }
-    docx_variants = {"list styles": docx_bytes(blocks), "Word toolbar lists": docx_bytes(blocks, word_lists=True)}
+    docx_variants = {
+        "list styles": docx_bytes(blocks),
+        "Word toolbar lists": docx_bytes(blocks, word_lists=True),
+    }
     candidates: list[tuple[str, str, Callable[[bytes], str], dict[str, bytes]]] = [
         ("PDF", "pypdf (chosen)", lambda data: lore_pdf.extract(data, DEFAULT_LIMITS).markdown, pdf_variants),
         ("PDF", "pdfminer.six", pdfminer_markdown, pdf_variants),

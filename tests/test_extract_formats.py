@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest

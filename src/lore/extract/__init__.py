@@ -88,7 +88,7 @@ def extract(
 
 
 def _refuse(data: bytes, suffix: str, expected: str, found: str | None) -> None:
-    if expected == TEXT and found is None:
+    if expected in (TEXT, HTML) and found is None:
         _text(data)  # raises with the reason: NUL bytes or the first byte that is not UTF-8
     what = _NAMES[expected]
     actually = f"; it is {_NAMES[found]}" if found in _NAMES else ""
