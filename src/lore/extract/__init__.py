@@ -56,6 +56,7 @@ MARKDOWN_MEDIA_TYPES = frozenset(MEDIA_TYPES.values())
 
 _NAMES = {PDF: "a PDF", DOCX: "a DOCX", HTML: "HTML", TEXT: "text"}
 _SNIFF_BYTES = 8192
+_ZIP_MAGIC = b"PK\x03\x04"
 
 
 def extract(
@@ -68,6 +69,8 @@ def extract(
     suffix = PurePosixPath(filename).suffix.lower()
     found = sniff(data, filename)
     expected = MEDIA_TYPES.get(suffix) or (TEXT if suffix in TEXT_MEDIA_TYPES else None)
+    if expected == DOCX and data.startswith(_ZIP_MAGIC):
+        found = DOCX  # a zip that is no DOCX, or a broken one: the DOCX reader says which
     if expected is None:  # no extension lore knows: the content says what it is
         expected = found or TEXT
     elif found != expected and not (expected in (TEXT, HTML) and found in (TEXT, HTML)):
