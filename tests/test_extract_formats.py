@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import re
 import sys
 from datetime import UTC, datetime
@@ -74,6 +75,29 @@ def test_docx_headings_lists_tables_code_and_title() -> None:
         assert "1. pause\n2. resume" in result.markdown
         assert "```\nkafka-consumer-groups --describe --group payments\n```" in result.markdown
         assert "| broker | lag |\n| --- | --- |\n| b-1 | 1200 |" in result.markdown
+
+
+def test_docx_images_become_their_alt_text_never_base64() -> None:
+    import docx
+    from PIL import Image
+
+    picture = io.BytesIO()
+    Image.new("RGB", (64, 64), color=(200, 30, 30)).save(picture, format="PNG")
+    document = docx.Document(io.BytesIO(docx_bytes([Heading(1, "Dashboards")])))
+    document.add_picture(picture)
+    out = io.BytesIO()
+    document.save(out)
+
+    markdown = extract(out.getvalue(), "d.docx").markdown
+    assert markdown.startswith("# Dashboards")
+    assert "base64" not in markdown
+    assert "data:" not in markdown
+
+
+def test_pdf_page_numbers_are_dropped() -> None:
+    blocks = [Heading(1, "Disk full"), Para("Free space on /var."), Para("7"), Para("Page 2 of 9")]
+    markdown = extract(pdf_bytes(blocks), "p.pdf").markdown
+    assert markdown == "# Disk full\n\nFree space on /var.\n"
 
 
 def test_docx_without_a_title_property_takes_the_first_h1() -> None:

@@ -25,6 +25,7 @@ from lore.extract.sniff import DOCX, HTML, PDF, TEXT, sniff
 
 __all__ = [
     "CONVERTED_SUFFIXES",
+    "EXTRACTION_VERSION",
     "MARKDOWN_MEDIA_TYPES",
     "MEDIA_TYPES",
     "SUPPORTED_SUFFIXES",
@@ -35,6 +36,10 @@ __all__ = [
     "extract",
     "sniff",
 ]
+
+#: Bumped when a converter's output changes, so that sources can fold it into a converted
+#: file's revision and the next sync re-extracts files whose bytes did not change.
+EXTRACTION_VERSION = 1
 
 #: Text formats: read as UTF-8 and returned unchanged; the chunker splits each its own way.
 TEXT_MEDIA_TYPES: dict[str, str] = {

@@ -30,6 +30,8 @@ STYLE_MAP = "\n".join(
     + ["r[style-name='HTML Code'] => code", "r[style-name='Inline Code'] => code"]
 )
 _DC_TITLE = "{http://purl.org/dc/elements/1.1/}title"
+#: Images become their alt text: never read, never base64-encoded into the HTML.
+_ALT_TEXT_ONLY = mammoth.images.img_element(lambda image: {})
 
 
 def extract(data: bytes, limits: Limits) -> Extracted:
@@ -38,7 +40,9 @@ def extract(data: bytes, limits: Limits) -> Extracted:
             raise ExtractionError("not a DOCX (the zip has no word/document.xml)")
         title = _core_title(archive)
     try:
-        converted = mammoth.convert_to_html(io.BytesIO(data), style_map=STYLE_MAP)
+        converted = mammoth.convert_to_html(
+            io.BytesIO(data), style_map=STYLE_MAP, convert_image=_ALT_TEXT_ONLY
+        )
     # mammoth reports malformed parts with whatever its XML and zip layers raise.
     except Exception as err:
         raise ExtractionError(f"broken DOCX: {type(err).__name__}: {err}"[:200]) from err

@@ -29,7 +29,8 @@ _MONO_FONTS = ("courier", "mono", "consol", "menlo", "inconsolata", "code")
 #: A line more than this many of its font sizes below the last one starts a new box.
 _PARAGRAPH_GAP = 1.55
 #: Titles tools write when the author set none.
-_PLACEHOLDER_TITLES = ("untitled", "microsoft word - ", "document")
+_PLACEHOLDER_TITLES = frozenset({"untitled", "document", "untitled document", "title"})
+_PLACEHOLDER_PREFIXES = ("microsoft word - ", "microsoft powerpoint - ")
 
 # pypdf logs every recoverable oddity of a file as a warning; sync reports failures itself.
 logging.getLogger("pypdf").setLevel(logging.ERROR)
@@ -108,7 +109,8 @@ def _metadata_title(reader: PdfReader) -> str | None:
     if not isinstance(title, str) or not title.strip():
         return None
     title = " ".join(title.split())
-    return None if title.lower().startswith(_PLACEHOLDER_TITLES) else title
+    lowered = title.lower()
+    return None if lowered in _PLACEHOLDER_TITLES or lowered.startswith(_PLACEHOLDER_PREFIXES) else title
 
 
 @dataclass

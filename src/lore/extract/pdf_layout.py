@@ -9,7 +9,6 @@ sizes: lines set larger than the body text, ranked by size, are levels 1..6.
 from __future__ import annotations
 
 import re
-import statistics
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -25,6 +24,8 @@ _NUMBERED = re.compile(r"^\s*(\d{1,3})[.)]\s+")
 _CID = re.compile(r"\(cid:\d+\)")
 _MARKDOWN_START = re.compile(r"^([#>+=|`~])")
 _WORD = re.compile(r"\w+")
+#: A box that is only a page number ("7", "Page 7", "7 / 12", "Page 7 of 12"): page furniture.
+_PAGE_NUMBER = re.compile(r"^(?:page\s+)?\d{1,5}(?:\s*(?:/|of)\s*\d{1,5})?$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,7 @@ def to_markdown(boxes: Sequence[Box], outline: Sequence[tuple[int, str]] = ()) -
     levels = heading_levels(boxes, outline)
     parts: list[str] = []
     for number, box in enumerate(boxes):
-        if not box.text:
+        if not box.text or _PAGE_NUMBER.match(box.text):
             continue
         if number in levels:
             parts.append(f"{'#' * levels[number]} {_clean(box.text)}")
@@ -169,6 +170,3 @@ def _join(lines: Sequence[str]) -> str:
         text = f"{text}{line}" if text.endswith("-") or not text else f"{text} {line}"
     return text
 
-
-def median_size(lines: Sequence[Line]) -> float:
-    return statistics.median(line.size for line in lines) if lines else 0.0

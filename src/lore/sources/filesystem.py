@@ -32,7 +32,7 @@ from pydantic import ConfigDict, Field
 from lore.chunking import FRONT_MATTER_MEDIA_TYPES, split_front_matter
 from lore.config import LoreSettings, SourceConfig
 from lore.errors import ConfigError, SourceError
-from lore.extract import CONVERTED_SUFFIXES, TEXT_MEDIA_TYPES, ExtractionError, extract
+from lore.extract import CONVERTED_SUFFIXES, EXTRACTION_VERSION, TEXT_MEDIA_TYPES, ExtractionError, extract
 from lore.extract import MEDIA_TYPES as CONVERTED_MEDIA_TYPES
 from lore.models import LABEL_VALUE_SEPARATOR, Document, SourceFailure, SourceItem, Visibility, utc
 from lore.sources.git_times import last_commit_times
@@ -202,12 +202,14 @@ class FilesystemSource:
         return self._document(relative, text, hashlib.sha256(data).hexdigest(), changed)
 
     def _converted(self, relative: str, data: bytes, changed: datetime) -> Document | SourceFailure:
-        """A PDF, DOCX or HTML file as its Markdown; the revision is still the file's bytes."""
+        """A PDF, DOCX or HTML file as its Markdown. The revision is the file's sha256 with
+        the converter's version appended, so a better converter reaches unchanged files."""
         try:
             found = extract(data, relative, max_bytes=self.max_file_bytes)
         except ExtractionError as err:
             return SourceFailure(self.uri_for(relative), err.reason)
-        document = self._document(relative, found.markdown, hashlib.sha256(data).hexdigest(), changed)
+        revision = f"{hashlib.sha256(data).hexdigest()}+extract-{EXTRACTION_VERSION}"
+        document = self._document(relative, found.markdown, revision, changed)
         return replace(document, title=found.title or document.title, media_type=found.media_type)
 
     def _read_regular(self, path: Path) -> tuple[bytes, float] | str:
