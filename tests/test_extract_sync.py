@@ -91,3 +91,28 @@ def test_sync_mixed_files_then_search_finds_pdf_and_docx_sections(tmp_path: Path
     again = lore("sync", cwd=tmp_path)  # unchanged files: nothing re-extracted into new chunks
     assert again.returncode == 1
     assert "4 failed" in again.stdout + again.stderr
+
+
+async def test_filesystem_documents_keep_the_original_media_type(tmp_path: Path) -> None:
+    import hashlib
+
+    from lore.extract import EXTRACTION_VERSION
+    from lore.models import Document, SourceFailure, Visibility
+    from lore.sources.filesystem import FilesystemSource
+
+    pdf = pdf_bytes(PDF_BLOCKS)
+    (tmp_path / "advisory.pdf").write_bytes(pdf)
+    (tmp_path / "scan.pdf").write_bytes(scanned_pdf_bytes(1))
+    source = FilesystemSource("docs", tmp_path, visibility=Visibility.ALL_VIEWERS)
+
+    items = {item.uri: item async for item in source.documents()}
+
+    advisory = items["file://docs/advisory.pdf"]
+    assert isinstance(advisory, Document)
+    assert advisory.media_type == "application/pdf"
+    assert advisory.title == "Etcd advisory"
+    assert advisory.text.startswith("# Etcd advisory\n\nBackground on the etcd cluster")
+    assert advisory.revision == f"{hashlib.sha256(pdf).hexdigest()}+extract-{EXTRACTION_VERSION}"
+    scan = items["file://docs/scan.pdf"]
+    assert isinstance(scan, SourceFailure)
+    assert scan.reason.startswith("scanned PDF: no text layer")
