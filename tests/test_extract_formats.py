@@ -136,6 +136,14 @@ def test_html_title_falls_back_to_the_first_h1_and_htm_is_html() -> None:
     assert result.markdown.startswith("# Redis failover")
 
 
+def test_html_in_a_legacy_charset_is_decoded_by_its_meta_charset() -> None:
+    page = ('<html><head><meta charset="windows-1252"><title>Caf\u00e9 menu</title></head>'
+            "<body><h1>Caf\u00e9 \u2013 r\u00e9sum\u00e9</h1></body></html>").encode("cp1252")
+    result = extract(page, "legacy.html")
+    assert result.title == "Caf\u00e9 menu"
+    assert result.markdown.startswith("# Caf\u00e9 \u2013 r\u00e9sum\u00e9")
+
+
 def test_text_files_pass_through_and_unknown_names_are_read_by_content() -> None:
     assert extract(b"# Notes\n\nplain", "notes.md").markdown == "# Notes\n\nplain"
     assert extract(b"# Notes", "notes.md").media_type == "text/markdown"

@@ -23,7 +23,8 @@ _SNIFF_BYTES = 8192
 def sniff(data: bytes, filename: str = "") -> str | None:
     """``application/pdf`` for ``%PDF-``, the DOCX type for a zip holding
     ``word/document.xml``, ``text/html`` for a document that opens like HTML,
-    ``text/plain`` for any other valid UTF-8 without NUL bytes, else None (binary).
+    ``text/plain`` for any other valid UTF-8 without NUL bytes, else None (binary). HTML
+    need not be UTF-8: it declares its own charset.
     ``filename`` is accepted for the callers' symmetry with ``extract``; content decides."""
     del filename
     head = data[:_SNIFF_BYTES]
@@ -31,9 +32,13 @@ def sniff(data: bytes, filename: str = "") -> str | None:
         return PDF
     if head.startswith(b"PK\x03\x04"):
         return DOCX if _is_docx(data) else None
-    if b"\x00" in head or not _is_utf8(data):
+    if b"\x00" in head:
         return None
-    return HTML if _HTML_START.match(head.lstrip(b"\xef\xbb\xbf")) else TEXT
+    # HTML in a legacy charset (a saved intranet page in windows-1252) is still HTML: its
+    # <meta charset> says how to decode it, and BeautifulSoup reads it.
+    if _HTML_START.match(head.lstrip(b"\xef\xbb\xbf")):
+        return HTML
+    return TEXT if _is_utf8(data) else None
 
 
 def _is_docx(data: bytes) -> bool:
