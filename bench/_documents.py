@@ -103,12 +103,18 @@ def runbook(pages: int = 1, *, seed: int = 0) -> list[Block]:
 
 
 def pdf_bytes(
-    blocks: Sequence[Block], *, outline: bool = True, title: str | None = None, scaled: bool = False
+    blocks: Sequence[Block],
+    *,
+    outline: bool = True,
+    title: str | None = None,
+    scaled: bool = False,
+    running_header: str | None = None,
 ) -> bytes:
     """A text PDF of ``blocks``; headings are larger Helvetica-Bold lines and, with
     ``outline``, also bookmarks at their level. ``scaled`` writes every word as its own
     string in a 1-point font scaled by the text matrix, as many producers do, so the size
-    is only known from the matrix."""
+    is only known from the matrix. ``running_header`` is printed atop every page, with
+    "Page N" at its foot."""
     from reportlab.lib.pagesizes import A4
     from reportlab.lib.utils import simpleSplit
     from reportlab.pdfgen.canvas import Canvas
@@ -120,11 +126,21 @@ def pdf_bytes(
     width, height = A4
     margin, y = 56.0, A4[1] - 56.0
     marks = 0
+    pages = 0
+
+    def new_page() -> None:
+        nonlocal pages
+        pages += 1
+        if running_header:
+            canvas.setFont("Helvetica", 8)
+            canvas.drawString(margin, height - 30, running_header)
+            canvas.drawString(width - margin - 40, 24, f"Page {pages}")
+        canvas.showPage()
 
     def line(text: str, font: str, size: float, indent: float = 0.0) -> None:
         nonlocal y
         if y < margin + size:
-            canvas.showPage()
+            new_page()
             y = height - margin
         if scaled:
             words = canvas.beginText()
@@ -170,9 +186,9 @@ def pdf_bytes(
                 line("    ".join(row), "Helvetica", BODY_SIZE)
             y -= 4
         else:
-            canvas.showPage()
+            new_page()
             y = height - margin
-    canvas.showPage()
+    new_page()
     canvas.save()
     return buffer.getvalue()
 

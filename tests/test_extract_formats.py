@@ -54,6 +54,15 @@ def test_pdf_outline_wins_over_font_sizes() -> None:
     assert by_outline == [(1, "Overview"), (2, "Checks"), (1, "Escalation")]
 
 
+def test_pdf_running_headers_and_page_numbers_are_left_out() -> None:
+    blocks = runbook(4)
+    markdown = extract(pdf_bytes(blocks, running_header="ACME Payments - internal"), "r.pdf").markdown
+
+    assert "ACME" not in markdown
+    assert "Page 3" not in markdown
+    assert found_headings(markdown) == headings(blocks)
+
+
 def test_pdf_metadata_title() -> None:
     result = extract(pdf_bytes(runbook(1), title="Vendor advisory 2024-17"), "advisory.pdf")
     assert result.title == "Vendor advisory 2024-17"

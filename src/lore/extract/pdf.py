@@ -123,6 +123,7 @@ class _LineBuilder:
     _size: float = 0.0
     _mono: bool = False
     _last_y: float = math.nan
+    page: int = 0
 
     def fragment(self, text: str, y: float, size: float, mono: bool) -> None:
         pieces = text.split("\n")
@@ -150,13 +151,14 @@ class _LineBuilder:
         gap = self._last_y - self._y
         if (previous is None or math.isnan(gap) or gap <= 0 or gap > _PARAGRAPH_GAP * line.size
                 or abs(previous.size - line.size) >= 0.5 or previous.mono != line.mono):
-            self.boxes.append(Box())
+            self.boxes.append(Box(page=self.page, y=self._y))
         self.boxes[-1].lines.append(line)
         self._last_y = self._y
 
     def end_page(self) -> None:
         self.end_line()
         self._last_y = math.nan
+        self.page += 1
 
 
 def page_boxes(reader: PdfReader) -> list[Box]:

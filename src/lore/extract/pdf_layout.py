@@ -18,12 +18,18 @@ HEADING_MIN_GAIN = 1.0
 #: A heading is a short box; a long one set large is a pull quote or a cover page.
 HEADING_MAX_CHARS = 150
 HEADING_MAX_LINES = 3
+#: A short line at the top or foot of at least this share of the pages (of a document of at
+#: least this many pages) is a running header or footer, and left out.
+RUNNING_SHARE = 0.6
+RUNNING_MIN_PAGES = 3
+RUNNING_MAX_CHARS = 80
 
 _BULLET = re.compile(r"^\s*(?:[•◦▪▫‣⁃●○■□–\-*\x7f]|\(cid:\d+\))\s+")
 _NUMBERED = re.compile(r"^\s*(\d{1,3})[.)]\s+")
 _CID = re.compile(r"\(cid:\d+\)")
 _MARKDOWN_START = re.compile(r"^([#>+=|`~])")
 _WORD = re.compile(r"\w+")
+_DIGITS = re.compile(r"\d+")
 #: A box that is only a page number ("7", "Page 7", "7 / 12", "Page 7 of 12"): page furniture.
 _PAGE_NUMBER = re.compile(r"^(?:page\s+)?\d{1,5}(?:\s*(?:/|of)\s*\d{1,5})?$", re.IGNORECASE)
 
@@ -40,6 +46,10 @@ class Box:
     """Lines the reader grouped together (a paragraph, a list, a heading)."""
 
     lines: list[Line] = field(default_factory=list)
+    page: int = 0
+    #: Baseline of the first line, from the foot of the page: finds running headers and
+    #: footers wherever the producer wrote them in the content stream.
+    y: float = 0.0
 
     @property
     def text(self) -> str:
@@ -101,12 +111,36 @@ def _size_levels(boxes: Sequence[Box]) -> dict[int, int]:
     return {number: min(ranked.index(size) + 1, 6) for number, size in candidates.items()}
 
 
+def running_text(boxes: Sequence[Box]) -> frozenset[str]:
+    """Running headers and footers: one short line no larger than the body text, the
+    top-most or bottom-most on its page, with the same words on most pages (digits aside,
+    so "Page 3 of 9" repeats). Only the page's edges count, so content a template repeats
+    on every page is kept."""
+    pages: dict[int, list[Box]] = {}
+    for box in boxes:
+        pages.setdefault(box.page, []).append(box)
+    if len(pages) < RUNNING_MIN_PAGES:
+        return frozenset()
+    seen: Counter[str] = Counter()
+    largest = body_size(boxes) + 0.25  # furniture is set small; a heading atop each page is not it
+    for on_page in pages.values():
+        edges = (max(on_page, key=lambda box: box.y), min(on_page, key=lambda box: box.y))
+        seen.update({_furniture_key(box) for box in edges if len(box.lines) == 1
+                     and len(box.text) <= RUNNING_MAX_CHARS and box.lines[0].size <= largest})
+    return frozenset(text for text, count in seen.items() if text and count >= RUNNING_SHARE * len(pages))
+
+
+def _furniture_key(box: Box) -> str:
+    return _DIGITS.sub("0", normalise(box.text))
+
+
 def to_markdown(boxes: Sequence[Box], outline: Sequence[tuple[int, str]] = ()) -> str:
+    furniture = running_text(boxes)
+    boxes = [box for box in boxes if box.text and not _PAGE_NUMBER.match(box.text)
+             and _furniture_key(box) not in furniture]
     levels = heading_levels(boxes, outline)
     parts: list[str] = []
     for number, box in enumerate(boxes):
-        if not box.text or _PAGE_NUMBER.match(box.text):
-            continue
         if number in levels:
             parts.append(f"{'#' * levels[number]} {_clean(box.text)}")
         elif all(line.mono for line in box.lines):
