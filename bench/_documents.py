@@ -13,8 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 #: Font sizes of heading levels 1..3 in generated PDFs; body text is 10 pt.
-HEADING_SIZES = {1: 20.0, 2: 15.0, 3: 12.5}
 BODY_SIZE = 10.0
+#: Level 4 is bold at the body size, as Word exports its lower heading levels.
+HEADING_SIZES = {1: 20.0, 2: 15.0, 3: 12.5, 4: BODY_SIZE}
 
 
 @dataclass(frozen=True)

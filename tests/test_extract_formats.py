@@ -43,6 +43,16 @@ def test_pdf_headings_lists_and_code(outline: bool, scaled: bool) -> None:
     assert result.title == "Payments API latency runbook"  # no metadata title: the first h1
 
 
+def test_pdf_bold_lines_at_body_size_are_the_lowest_heading_level() -> None:
+    blocks = [Heading(1, "Disk full"), Para("Free space on the volume."), Heading(2, "Checks"),
+              Para("Run the usual commands."), Heading(4, "Inodes"), Para("Run df -i on the node."),
+              Para("Keep the rest of the paragraph as prose, even when it wraps onto a second line of "
+                   "the page because it is long enough to wrap.")]
+    assert found_headings(extract(pdf_bytes(blocks, outline=False), "d.pdf").markdown) == [
+        (1, "Disk full"), (2, "Checks"), (3, "Inodes")
+    ]
+
+
 def test_pdf_outline_wins_over_font_sizes() -> None:
     # The bookmarks say level 1 for a heading set in the level-3 size: the author's outline counts.
     blocks = [Heading(1, "Overview"), Para("Latency."), Heading(2, "Checks"), Para("Dashboards."),

@@ -26,6 +26,8 @@ from lore.extract.records import Extracted, ExtractionError
 
 MEDIA_TYPE = "application/pdf"
 _MONO_FONTS = ("courier", "mono", "consol", "menlo", "inconsolata", "code")
+#: Font names of bold faces: "Helvetica-Bold", "ABCDEF+Calibri-Bold", "Arial,Bold", "Arial-BoldMT".
+_BOLD_FONTS = ("bold", "black", "heavy", "semibold", "demi")
 #: A line more than this many of its font sizes below the last one starts a new box.
 _PARAGRAPH_GAP = 1.55
 #: Titles tools write when the author set none.
@@ -122,10 +124,11 @@ class _LineBuilder:
     _y: float = math.nan
     _size: float = 0.0
     _mono: bool = False
+    _bold: bool = False
     _last_y: float = math.nan
     page: int = 0
 
-    def fragment(self, text: str, y: float, size: float, mono: bool) -> None:
+    def fragment(self, text: str, y: float, size: float, mono: bool, bold: bool = False) -> None:
         pieces = text.split("\n")
         for number, piece in enumerate(pieces):
             if number:
@@ -135,10 +138,10 @@ class _LineBuilder:
             if self._parts and abs(y - self._y) > 0.4 * max(size, self._size, 1.0):
                 self.end_line()
             if not self._parts:
-                self._y, self._size, self._mono = y, size, mono
-            else:
-                self._mono = self._mono and mono
-                self._size = max(self._size, size) if piece.strip() else self._size
+                self._y, self._size, self._mono, self._bold = y, size, mono, bold
+            elif piece.strip():  # a space in another font says nothing about the line
+                self._mono, self._bold = self._mono and mono, self._bold and bold
+                self._size = max(self._size, size)
             self._parts.append(piece)
 
     def end_line(self) -> None:
@@ -146,11 +149,12 @@ class _LineBuilder:
         self._parts = []
         if not text:
             return
-        line = Line(text, round(self._size, 1), self._mono)
+        line = Line(text, round(self._size, 1), self._mono, self._bold)
         previous = self.boxes[-1].lines[-1] if self.boxes and self.boxes[-1].lines else None
         gap = self._last_y - self._y
         if (previous is None or math.isnan(gap) or gap <= 0 or gap > _PARAGRAPH_GAP * line.size
-                or abs(previous.size - line.size) >= 0.5 or previous.mono != line.mono):
+                or abs(previous.size - line.size) >= 0.5 or previous.mono != line.mono
+                or previous.bold != line.bold):
             self.boxes.append(Box(page=self.page, y=self._y))
         self.boxes[-1].lines.append(line)
         self._last_y = self._y
@@ -171,7 +175,8 @@ def page_boxes(reader: PdfReader) -> list[Box]:
             matrix = _multiply(tm, cm)
             size = abs(font_size) * math.hypot(matrix[2], matrix[3])
             name = str(font.get("/BaseFont", "")).lower() if isinstance(font, dict) else ""
-            builder.fragment(text, matrix[5], size, any(mono in name for mono in _MONO_FONTS))
+            mono = any(part in name for part in _MONO_FONTS)
+            builder.fragment(text, matrix[5], size, mono, any(part in name for part in _BOLD_FONTS))
 
         page.extract_text(visitor_text=visit)
         builder.end_page()

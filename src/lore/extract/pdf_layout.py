@@ -18,6 +18,8 @@ HEADING_MIN_GAIN = 1.0
 #: A heading is a short box; a long one set large is a pull quote or a cover page.
 HEADING_MAX_CHARS = 150
 HEADING_MAX_LINES = 3
+#: A bold line at body size is a heading only when short: a longer one is emphasis.
+BOLD_HEADING_MAX_CHARS = 90
 #: A short line at the top or foot of at least this share of the pages (of a document of at
 #: least this many pages) is a running header or footer, and left out.
 RUNNING_SHARE = 0.6
@@ -39,6 +41,7 @@ class Line:
     text: str
     size: float
     mono: bool = False
+    bold: bool = False
 
 
 @dataclass
@@ -99,16 +102,27 @@ def _outline_levels(boxes: Sequence[Box], outline: Sequence[tuple[int, str]]) ->
 
 
 def _size_levels(boxes: Sequence[Box]) -> dict[int, int]:
+    """Larger sizes rank first; a lone bold line at the body size (how Word exports its
+    lower heading levels) is the level below the smallest larger size."""
     body = body_size(boxes)
     candidates: dict[int, float] = {}
+    bold: list[int] = []
     for number, box in enumerate(boxes):
         sizes = {round(line.size * 2) / 2 for line in box.lines}
         text = box.text
-        if (len(sizes) == 1 and len(box.lines) <= HEADING_MAX_LINES and 0 < len(text) <= HEADING_MAX_CHARS
-                and (size := sizes.pop()) >= body + HEADING_MIN_GAIN and _WORD.search(text)):
+        if len(sizes) != 1 or not 0 < len(text) <= HEADING_MAX_CHARS or not _WORD.search(text):
+            continue
+        size = sizes.pop()
+        if len(box.lines) <= HEADING_MAX_LINES and size >= body + HEADING_MIN_GAIN:
             candidates[number] = size
+        elif (len(box.lines) == 1 and box.lines[0].bold and abs(size - body) < HEADING_MIN_GAIN
+              and len(text) <= BOLD_HEADING_MAX_CHARS and not text.endswith((".", ":", ","))
+              and not _BULLET.match(text) and not _NUMBERED.match(text)):
+            bold.append(number)
     ranked = sorted(set(candidates.values()), reverse=True)
-    return {number: min(ranked.index(size) + 1, 6) for number, size in candidates.items()}
+    levels = {number: min(ranked.index(size) + 1, 6) for number, size in candidates.items()}
+    levels.update(dict.fromkeys(bold, min(len(ranked) + 1, 6)))
+    return levels
 
 
 def running_text(boxes: Sequence[Box]) -> frozenset[str]:
