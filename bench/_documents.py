@@ -194,8 +194,9 @@ def pdf_bytes(
     return buffer.getvalue()
 
 
-def scanned_pdf_bytes(pages: int = 2) -> bytes:
-    """A PDF whose pages are only images (a scan): no text layer at all."""
+def scanned_pdf_bytes(pages: int = 2, *, page_numbers: bool = False) -> bytes:
+    """A PDF whose pages are only images (a scan): no text layer at all, or with
+    ``page_numbers`` only a "Page N" line that the scanning software stamped on."""
     from PIL import Image
     from reportlab.lib.pagesizes import A4
     from reportlab.lib.utils import ImageReader
@@ -208,6 +209,9 @@ def scanned_pdf_bytes(pages: int = 2) -> bytes:
     for _ in range(pages):
         picture.seek(0)
         canvas.drawImage(ImageReader(picture), 56, 200, width=400, height=560)
+        if page_numbers:
+            canvas.setFont("Helvetica", 8)
+            canvas.drawString(500, 24, f"Page {canvas.getPageNumber()}")
         canvas.showPage()
     canvas.save()
     return buffer.getvalue()

@@ -37,6 +37,8 @@ def test_a_pdf_with_only_an_owner_password_is_read() -> None:
 
 def test_a_scanned_pdf_is_reported_as_having_no_text_layer() -> None:
     assert reason(scanned_pdf_bytes(3), "scan.pdf").startswith("scanned PDF: no text layer (3 pages")
+    stamped = scanned_pdf_bytes(2, page_numbers=True)  # only page numbers as text: still a scan
+    assert reason(stamped, "scan.pdf").startswith("scanned PDF: no text layer (2 pages")
 
 
 @pytest.mark.parametrize(

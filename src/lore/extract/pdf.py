@@ -57,12 +57,13 @@ def extract(data: bytes, limits: Limits) -> Extracted:
     # TypeError, RecursionError... on malformed objects): each is this file's failure.
     except Exception as err:
         raise ExtractionError(f"broken PDF: {_brief(err)}") from err
-    if not any(box.text for box in boxes):
+    markdown = check_chars(to_markdown(boxes, outline), limits)
+    # A scan may still carry a text page number or a running header: no words is no text.
+    if not any(character.isalnum() for character in markdown.replace("#", "")):
         raise ExtractionError(
             f"scanned PDF: no text layer ({pages:,} page{'s' if pages != 1 else ''} without extractable text;"
             " OCR it first)"
         )
-    markdown = check_chars(to_markdown(boxes, outline), limits)
     if title is None:
         title = next((line[2:].strip() for line in markdown.splitlines() if line.startswith("# ")), None)
     return Extracted(markdown=markdown, title=title, media_type=MEDIA_TYPE)
