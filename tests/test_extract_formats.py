@@ -73,6 +73,13 @@ def test_pdf_running_headers_and_page_numbers_are_left_out() -> None:
     assert found_headings(markdown) == headings(blocks)
 
 
+def test_pdf_code_keeps_its_indentation() -> None:
+    blocks = [Heading(1, "Deployment"), Para("The manifest:"),
+              Code(("spec:", "  replicas: 3", "  template:", "    metadata: {}"))]
+    markdown = extract(pdf_bytes(blocks), "k.pdf").markdown
+    assert "```\nspec:\n  replicas: 3\n  template:\n    metadata: {}\n```" in markdown
+
+
 def test_pdf_metadata_title() -> None:
     result = extract(pdf_bytes(runbook(1), title="Vendor advisory 2024-17"), "advisory.pdf")
     assert result.title == "Vendor advisory 2024-17"

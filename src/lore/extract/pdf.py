@@ -146,9 +146,11 @@ class _LineBuilder:
             self._parts.append(piece)
 
     def end_line(self) -> None:
-        text = "".join(self._parts).strip()
+        joined = "".join(self._parts)
+        # Code keeps its indentation: YAML and Python mean something by it.
+        text = joined.rstrip() if self._mono else joined.strip()
         self._parts = []
-        if not text:
+        if not text.strip():
             return
         line = Line(text, round(self._size, 1), self._mono, self._bold)
         previous = self.boxes[-1].lines[-1] if self.boxes and self.boxes[-1].lines else None

@@ -169,7 +169,9 @@ def _clean(text: str) -> str:
 
 
 def _code(box: Box) -> str:
-    body = "\n".join(line.text.rstrip() for line in box.lines)
+    lines = [line.text.rstrip() for line in box.lines]
+    margin = min(len(line) - len(line.lstrip()) for line in lines)
+    body = "\n".join(line[margin:] for line in lines)
     fence = "~~~" if "```" in body else "```"
     return f"{fence}\n{body}\n{fence}"
 
