@@ -103,6 +103,24 @@ def test_docx_headings_lists_tables_code_and_title() -> None:
         assert "| broker | lag |\n| --- | --- |\n| b-1 | 1200 |" in result.markdown
 
 
+def test_docx_text_set_in_a_monospaced_font_is_code() -> None:
+    import docx
+
+    document = docx.Document(io.BytesIO(docx_bytes([Heading(1, "Restarts")])))
+    for command in ("kubectl -n payments rollout restart deploy/api", "kubectl get pods -w"):
+        document.add_paragraph().add_run(command).font.name = "Consolas"
+    prose = document.add_paragraph("Then run ")
+    prose.add_run("kubectl get events").font.name = "Courier New"
+    prose.add_run(" and read the last lines.")
+    out = io.BytesIO()
+    document.save(out)
+
+    markdown = extract(out.getvalue(), "r.docx").markdown
+    # Consecutive code paragraphs are one block, as the lines of one listing.
+    assert "```\nkubectl -n payments rollout restart deploy/api\nkubectl get pods -w\n```" in markdown
+    assert "Then run `kubectl get events` and read the last lines." in markdown
+
+
 def test_docx_images_become_their_alt_text_never_base64() -> None:
     import docx
     from PIL import Image
