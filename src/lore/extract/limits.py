@@ -9,11 +9,13 @@ that lies about a size cannot make a reader inflate more than the directory admi
 
 from __future__ import annotations
 
-import io
-import zipfile
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from lore.extract.records import ExtractionError
+
+if TYPE_CHECKING:
+    import zipfile
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,9 @@ def check_size(data: bytes, limit: int) -> None:
 
 def open_zip(data: bytes, limits: Limits, kind: str) -> zipfile.ZipFile:
     """The archive, once its directory shows it is within ``limits``."""
+    import io
+    import zipfile  # here: the filesystem source imports this package for every command
+
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
     except (zipfile.BadZipFile, OSError, ValueError) as err:

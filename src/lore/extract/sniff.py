@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import io
 import re
-import zipfile
 
 PDF = "application/pdf"
 DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
@@ -42,6 +40,9 @@ def sniff(data: bytes, filename: str = "") -> str | None:
 
 
 def _is_docx(data: bytes) -> bool:
+    import io
+    import zipfile  # here: a zip is rare, and the package is imported by every command
+
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             return "word/document.xml" in archive.namelist()
