@@ -16,7 +16,9 @@ Sections (docs/benchmarks.md explains each figure and how it is measured):
 4. LanceDB (exact search, its own full-text index) over the same chunks and vectors;
 5. the lore backends side by side (sqlite, pgvector on a throwaway PostgreSQL, qdrant in
    local on-disk mode); one that cannot be imported or fails prints "skipped: <reason>";
-6. the targets, each with pass / MISS.
+6. the targets, each with pass / MISS;
+7. extraction pages/s of lore.extract for generated PDF and DOCX files
+   (``extract_throughput.py``, also runnable alone).
 
 Every engine at every scale runs in its own process (``_cells.py``) so that peak RSS is
 its own; all of them run in this one invocation, on the same data, one after another.
@@ -45,6 +47,8 @@ from _corpora import CorpusResults, measure
 from _postgres import postgres
 from _report import corpus_tables, latency_table, peer_table, scale_name, target_table, targets
 from _synthetic import generate
+from extract_throughput import measure as measure_extraction
+from extract_throughput import report as extraction_table
 from rich.console import Console
 
 BENCH_DIR = Path(__file__).resolve().parent
@@ -120,6 +124,7 @@ def arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="also time the real embedder alone in sync's call pattern (one more embedding pass)",
     )
     add("--no-corpora", action="store_true", help="skip sections 1 and 2 (the shared corpora)")
+    add("--no-extract", action="store_true", help="skip section 7 (PDF and DOCX extraction pages/s)")
     args = parser.parse_args(argv)
     quick = args.quick
     args.scales = args.scales or ([1_000] if quick else [1_000, 10_000, 100_000])
@@ -225,6 +230,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     peer_table(console, cells)
     found = targets(corpora, cells)
     target_table(console, found)
+    extraction = [] if args.no_extract else measure_extraction([10] if args.quick else [10, 50],
+                                                               3 if args.quick else 5)
+    if extraction:
+        console.print("[bold]7. Extraction[/]")
+        extraction_table(console, extraction)
     after = machine()
     elapsed = time.perf_counter() - started
     console.print(
@@ -242,6 +252,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             "corpora": corpora.as_json() if corpora else None,
             "cells": [asdict(cell) for cell in cells],
             "targets": [asdict(target) for target in found],
+            "extraction": [
+                {**asdict(row), "pages_per_s": row.pages_per_s, "pages_per_cpu_s": row.pages_per_cpu_s}
+                for row in extraction
+            ],
         }
         args.json.write_text(json.dumps(payload, indent=2), encoding="utf-8")
         console.print(f"saved {args.json}")

@@ -68,7 +68,7 @@ def test_tiny_run_measures_every_engine_and_reports_targets(
     require_extra("lancedb", "dev")
     out = tmp_path / "bench.json"
     argv = ["--scales", "64", "--backends", "sqlite,lancedb", "--no-corpora", "--queries", "4"]
-    argv += ["--json", str(out)]
+    argv += ["--no-extract", "--json", str(out)]
     assert bench_run.main(argv) == 0
 
     printed = capsys.readouterr().out
@@ -89,6 +89,15 @@ def test_tiny_run_measures_every_engine_and_reports_targets(
         assert cell["peak_rss_mib"] > 0
     # 100k was not run, nor were the corpora: those targets say so instead of passing.
     assert {target["status"] for target in saved["targets"]} == {"n/a"}
+
+
+def test_extraction_throughput_measures_pdf_and_docx(capsys: pytest.CaptureFixture[str]) -> None:
+    throughput = _load("extract_throughput")
+    rows = throughput.measure([2], 1)
+    assert [(row.kind, row.pages) for row in rows] == [("PDF", 2), ("DOCX", 2)]
+    assert all(row.pages_per_s > 0 and row.markdown_chars > 0 for row in rows)
+    throughput.report(throughput.Console(width=160), rows)
+    assert "pages/s" in capsys.readouterr().out
 
 
 def test_a_failing_engine_is_reported_as_skipped(bench_run: ModuleType, tmp_path: Path) -> None:

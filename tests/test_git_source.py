@@ -419,6 +419,34 @@ async def test_unreadable_files_are_reported_per_file(upstream: Upstream, tmp_pa
     assert isinstance(items["git://runbooks@disk-full.md"], Document)
 
 
+async def test_html_and_broken_pdfs_go_through_the_extraction_layer(
+    upstream: Upstream, tmp_path: Path
+) -> None:
+    upstream.write(
+        "vendor/advisory.html",
+        b"<html><head><title>CoreDNS advisory</title></head><body><h1>CoreDNS</h1>"
+        b"<h2>Mitigation</h2><p>Raise the cache TTL.</p></body></html>",
+    )
+    upstream.write("vendor/scan.pdf", b"%PDF-1.4 not really a PDF")
+    upstream.commit("vendor files", THIRD)
+    upstream.push()
+    server = SmartHttpServer(upstream.bare.parent, token=None).start()
+    try:
+        items = await listing(git_source(config(server.url()), tmp_path / "data"))
+    finally:
+        server.stop()
+    html = items["git://runbooks@vendor/advisory.html"]
+    assert isinstance(html, Document)
+    assert html.title == "CoreDNS advisory"
+    assert "## Mitigation" in html.text
+    assert "<h2>" not in html.text
+    assert html.media_type == "text/html"
+    assert html.revision.endswith("+extract-1")
+    pdf = items["git://runbooks@vendor/scan.pdf"]
+    assert isinstance(pdf, SourceFailure)
+    assert "PDF" in pdf.reason
+
+
 async def test_sub_path_and_branch(upstream: Upstream, tmp_path: Path) -> None:
     git("checkout", "--quiet", "-b", "docs", cwd=upstream.work)
     upstream.write("alerts/only-on-branch.md", "# Branch only\n")

@@ -23,6 +23,7 @@ from frontmatter.default_handlers import BaseHandler, YAMLHandler
 
 from lore import text_blocks
 from lore.errors import ConfigError
+from lore.extract import MARKDOWN_MEDIA_TYPES
 from lore.models import SECTION_SEPARATOR, Chunk, Document, make_chunk_id, sha256_hex
 from lore.protocols import Embedder, TokenCounting
 from lore.text_blocks import HEADING, SPLITTERS, Block
@@ -119,6 +120,8 @@ _PARSERS: dict[str, Callable[[str, str], list[Block]]] = {
     "text/yaml": text_blocks.yaml_blocks,
     "application/toml": text_blocks.toml_blocks,
     "application/json": text_blocks.json_blocks,
+    # PDF, DOCX and HTML documents carry their original media type and lore.extract's Markdown.
+    **dict.fromkeys(MARKDOWN_MEDIA_TYPES, text_blocks.markdown_blocks),
 }
 
 

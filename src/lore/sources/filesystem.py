@@ -21,6 +21,7 @@ import os
 import re
 import stat
 from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, date, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -30,19 +31,13 @@ from pydantic import ConfigDict, Field
 
 from lore.config import LoreSettings, SourceConfig
 from lore.errors import ConfigError, SourceError
+from lore.extract import CONVERTED_SUFFIXES, EXTRACTION_VERSION, TEXT_MEDIA_TYPES, ExtractionError, extract
+from lore.extract import MEDIA_TYPES as CONVERTED_MEDIA_TYPES
 from lore.models import LABEL_VALUE_SEPARATOR, Document, SourceFailure, SourceItem, Visibility, utc
 from lore.sources.git_times import last_commit_times
 
-MEDIA_TYPES: dict[str, str] = {
-    ".md": "text/markdown",
-    ".markdown": "text/markdown",
-    ".txt": "text/plain",
-    ".rst": "text/x-rst",
-    ".yaml": "application/yaml",
-    ".yml": "application/yaml",
-    ".toml": "application/toml",
-    ".json": "application/json",
-}
+#: Text formats, then the ones lore.extract converts to Markdown (.pdf, .docx, .html, .htm).
+MEDIA_TYPES: dict[str, str] = {**TEXT_MEDIA_TYPES, **CONVERTED_MEDIA_TYPES}
 DEFAULT_INCLUDE = tuple(f"**/*{suffix}" for suffix in MEDIA_TYPES)
 DEFAULT_EXCLUDE = (".git/", "**/node_modules/")
 
@@ -208,11 +203,24 @@ class FilesystemSource:
         if isinstance(read, str):
             return SourceFailure(uri, read)
         data, mtime = read
+        if PurePosixPath(relative).suffix.lower() in CONVERTED_SUFFIXES:
+            return self._converted(relative, data, committed or datetime.fromtimestamp(mtime, UTC))
         text = decode_text(uri, data)
         if isinstance(text, SourceFailure):
             return text
         changed = committed or datetime.fromtimestamp(mtime, UTC)
         return self._document(relative, text, hashlib.sha256(data).hexdigest(), changed)
+
+    def _converted(self, relative: str, data: bytes, changed: datetime) -> Document | SourceFailure:
+        """A PDF, DOCX or HTML file as its Markdown. The revision is the file's sha256 with
+        the converter's version appended, so a better converter reaches unchanged files."""
+        try:
+            found = extract(data, relative, max_bytes=self.max_file_bytes)
+        except ExtractionError as err:
+            return SourceFailure(self.uri_for(relative), err.reason)
+        revision = f"{hashlib.sha256(data).hexdigest()}+extract-{EXTRACTION_VERSION}"
+        document = self._document(relative, found.markdown, revision, changed)
+        return replace(document, title=found.title or document.title, media_type=found.media_type)
 
     def _read_regular(self, path: Path) -> tuple[bytes, float] | str:
         """The bytes and mtime of a regular file, or why it was not read. O_NONBLOCK: a FIFO

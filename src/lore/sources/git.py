@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import AsyncIterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path, PurePath, PurePosixPath
 from typing import Any, Literal
@@ -36,6 +36,7 @@ from pydantic import ConfigDict, Field, field_validator
 
 from lore.config import LoreSettings, SourceConfig
 from lore.errors import ConfigError
+from lore.extract import CONVERTED_SUFFIXES, EXTRACTION_VERSION, ExtractionError, extract
 from lore.models import Document, SourceFailure, SourceItem, Tombstone, Visibility
 from lore.sources import parse_visibility
 from lore.sources.filesystem import (
@@ -270,12 +271,29 @@ class GitSource:
             if isinstance(content, int):
                 items.append(SourceFailure(uri, too_large(content, self.config.max_file_bytes)))
                 continue
+            if PurePosixPath(path).suffix.lower() in CONVERTED_SUFFIXES:
+                items.append(self._converted(path, content, blobs[path], dates[path]))
+                continue
             text = decode_text(uri, content)
             if isinstance(text, SourceFailure):
                 items.append(text)
             else:
                 items.append(self._document(path, text, blobs[path], dates[path]))
         return items
+
+    def _converted(
+        self, repo_path: str, data: bytes, blob_id: str, updated_at: datetime
+    ) -> Document | SourceFailure:
+        """A PDF, DOCX or HTML file as its Markdown (``lore.extract``, as the filesystem
+        source converts them); the revision is the blob id with the converter's version, so
+        a better converter reaches unchanged files."""
+        try:
+            found = extract(data, repo_path, max_bytes=self.config.max_file_bytes)
+        except ExtractionError as err:
+            return SourceFailure(self.uri_for(repo_path), err.reason)
+        revision = f"{blob_id}+extract-{EXTRACTION_VERSION}"
+        document = self._document(repo_path, found.markdown, revision, updated_at)
+        return replace(document, title=found.title or document.title, media_type=found.media_type)
 
     def _document(self, repo_path: str, text: str, blob_id: str, updated_at: datetime) -> Document:
         # Here, not at the top: loading settings imports this module (CONFIG_MODEL), and a
