@@ -25,6 +25,7 @@ from lore.protocols import KnowledgeSource
 #: Source type -> module exposing ``CONFIG_MODEL`` and ``from_config``.
 SOURCE_TYPES: dict[str, str] = {
     "filesystem": "lore.sources.filesystem",
+    "confluence": "lore.sources.confluence",
 }
 
 
