@@ -76,7 +76,7 @@ class ConfluenceApi:
                 try:
                     space = await self.client.get(f"/rest/api/space/{key}")
                 except ConfluenceHTTPError as err:
-                    if err.status in (*DENIED, 404):
+                    if err.status in (403, 404):  # 401 is the credentials, said as such
                         continue
                     raise
                 found[key] = str(space.get("id", key))
