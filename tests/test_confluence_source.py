@@ -20,6 +20,9 @@ from lore.sources.confluence import ConfluenceSource, ConfluenceSourceConfig
 from lore.sources.confluence.api import PermissionRefusal
 from lore.sync import sync_sources
 from lore.testing.embedders import CountingEmbedder
+from optional_extras import needs_extra
+
+pytestmark = [needs_extra("bs4", "confluence"), needs_extra("markdownify", "confluence")]
 
 TOKEN_ENV = "LORE_TEST_CONFLUENCE_TOKEN"
 EMAIL = "oncall@example.invalid"
