@@ -178,3 +178,17 @@ def test_cold_start_measures_fresh_processes(capfd: pytest.CaptureFixture[str]) 
     printed = capfd.readouterr().out
     assert "lore search (hybrid)" in printed
     assert "lore mcp to 1st result" in printed
+
+
+def test_confluence_listing_measures_both_deployments(capsys: pytest.CaptureFixture[str]) -> None:
+    require_extra("markdownify", "confluence")
+    listing = _load("confluence_listing")
+    rows = [row for deployment in ("cloud", "datacenter") for row in listing.measure(deployment, 6, 1, 4)]
+    assert [(row.deployment, row.what.split()[0]) for row in rows] == [
+        (deployment, what) for deployment in ("cloud", "datacenter")
+        for what in ("complete", "incremental,", "conversion")
+    ]
+    assert all(row.seconds > 0 and row.pages == 6 for row in rows)
+    assert rows[0].requests > rows[1].requests > 0, "an incremental listing asks for less"
+    listing.report(listing.Console(width=160), rows, 1)
+    assert "pages/cpu-s" in capsys.readouterr().out

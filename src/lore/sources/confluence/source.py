@@ -135,7 +135,9 @@ class ConfluenceSource:
                     page_id for page_id, meta in wanted.items()
                     if known.get(page_id) != (meta.space, meta.version)
                 }
-                indexed = {page_id: known[page_id] for page_id in wanted if page_id not in changed}
+                # What the next token says is indexed: a changed page keeps its old version
+                # until its new one is yielded, so a page that fails is fetched again.
+                indexed = {page_id: known[page_id] for page_id in wanted if page_id in known}
                 if previous is not None and same_spaces:
                     stream = api.changed_since(self.config.spaces, previous.listed_at - CQL_OVERLAP) \
                         if changed else _nothing()
