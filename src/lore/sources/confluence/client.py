@@ -16,8 +16,6 @@ context path). A next link to another host is refused, since it would carry the 
 from __future__ import annotations
 
 import asyncio
-import email.utils
-import time
 from collections.abc import AsyncIterator, Mapping
 from datetime import UTC, datetime
 from types import TracebackType
@@ -26,6 +24,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from lore.embedders._http import _retry_after as retry_after
 from lore.errors import SourceError
 from lore.sources.confluence.config import ConfluenceSourceConfig
 
@@ -110,10 +109,7 @@ class ConfluenceClient:
     def _delay(self, response: httpx.Response, attempt: int, what: str) -> float:
         """How long to wait before retrying: ``Retry-After`` on a 429 when the server says,
         else exponential back-off. A wait longer than ``max_retry_after`` fails now."""
-        header = response.headers.get("Retry-After")
-        if response.status_code != 429 or header is None:
-            return self._backoff(attempt)
-        wait = _retry_after_seconds(header)
+        wait = retry_after(response) if response.status_code == 429 else None
         if wait is None:
             return self._backoff(attempt)
         if wait > self.config.max_retry_after:
@@ -152,22 +148,6 @@ class ConfluenceClient:
         if urlsplit(absolute).netloc != urlsplit(self.origin).netloc:
             raise SourceError(f"a next link points to another host ({urlsplit(absolute).netloc}); refused")
         return absolute
-
-
-def _retry_after_seconds(header: str) -> float | None:
-    """Delta-seconds or an HTTP date (RFC 9110); None when it is neither."""
-    text = header.strip()
-    try:
-        return max(0.0, float(text))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(text)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, when.timestamp() - time.time()) if when.year > 1970 else None
 
 
 def _after(attempt: int) -> str:

@@ -89,26 +89,11 @@ def _macro(soup: BeautifulSoup, macro: Tag) -> None:
         pre.string = plain.get_text() if plain is not None else ""
         macro.replace_with(pre)
     elif name in PANELS:
-        quote = soup.new_tag("blockquote")
-        label = soup.new_tag("strong")
         title = _parameter(macro, "title")
-        label.string = f"{PANELS[name]}: {title}" if title else f"{PANELS[name]}:"
-        heading = soup.new_tag("p")
-        heading.append(label)
-        quote.append(heading)
-        if body is not None:
-            quote.extend(list(body.contents))
-        macro.replace_with(quote)
+        label = f"{PANELS[name]}: {title}" if title else f"{PANELS[name]}:"
+        macro.replace_with(_labelled(soup, "blockquote", label, body))
     elif name == "expand":
-        block = soup.new_tag("div")
-        heading = soup.new_tag("p")
-        bold = soup.new_tag("strong")
-        bold.string = _parameter(macro, "title") or "Details"
-        heading.append(bold)
-        block.append(heading)
-        if body is not None:
-            block.extend(list(body.contents))
-        macro.replace_with(block)
+        macro.replace_with(_labelled(soup, "div", _parameter(macro, "title") or "Details", body))
     elif name == "status":
         macro.replace_with(f"[{(_parameter(macro, 'title') or _parameter(macro, 'colour')).upper()}]")
     elif body is not None:  # an unknown macro with content (section, column, ...): keep it
@@ -117,6 +102,19 @@ def _macro(soup: BeautifulSoup, macro: Tag) -> None:
         macro.replace_with(block)
     else:  # toc, children, jira, ...: generated at view time, nothing to index
         macro.decompose()
+
+
+def _labelled(soup: BeautifulSoup, container: str, label: str, body: Tag | None) -> Tag:
+    """A ``container`` element opening with ``label`` in bold, then the macro's body."""
+    block = soup.new_tag(container)
+    heading = soup.new_tag("p")
+    bold = soup.new_tag("strong")
+    bold.string = label
+    heading.append(bold)
+    block.append(heading)
+    if body is not None:
+        block.extend(list(body.contents))
+    return block
 
 
 def _task_list(soup: BeautifulSoup, tasks: Tag) -> None:
