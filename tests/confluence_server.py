@@ -32,7 +32,8 @@ class FakePage:
     id: str
     space: str
     title: str
-    body: str
+    #: None: answers carry no storage-format body (what the source must report per page).
+    body: str | None
     version: int = 1
     when: datetime = CREATED
     parent: str | None = None
@@ -99,7 +100,7 @@ class ConfluenceServer:
         self.spaces[key] = str(900 + len(self.spaces))
         return self.spaces[key]
 
-    def add_page(self, space: str, title: str, body: str, **fields: Any) -> FakePage:
+    def add_page(self, space: str, title: str, body: str | None, **fields: Any) -> FakePage:
         with self._lock:
             self._next_id += 1
             page = FakePage(str(self._next_id), space, title, body, **fields)
@@ -196,7 +197,7 @@ class ConfluenceServer:
                         "minorEdit": False, "authorId": "557058:aaaa"},
             "_links": {"webui": f"/spaces/{page.space}/pages/{page.id}", "tinyui": f"/x/{page.id}"},
         }
-        if body_format == "storage":
+        if body_format == "storage" and page.body is not None:
             item["body"] = {"storage": {"representation": "storage", "value": page.body}}
         return item
 
@@ -280,7 +281,7 @@ class ConfluenceServer:
         if "ancestors" in wanted:
             item["ancestors"] = [{"id": a.id, "type": "page", "status": "current", "title": a.title}
                                  for a in self._ancestors(page)]
-        if "body.storage" in wanted:
+        if "body.storage" in wanted and page.body is not None:
             item["body"] = {"storage": {"value": page.body, "representation": "storage"}}
         if "metadata.labels" in wanted:
             labels = [{"prefix": "global", "name": name, "id": str(n)} for n, name in enumerate(page.labels)]

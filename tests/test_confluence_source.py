@@ -14,7 +14,7 @@ from confluence_server import CREATED, ConfluenceServer
 from lore.backends.sqlite import SqliteBackend
 from lore.chunking import Chunker
 from lore.errors import ConfigError, SourceError
-from lore.models import Document, SourceItem, SyncReport, Tombstone
+from lore.models import Document, SourceFailure, SourceItem, SyncReport, Tombstone
 from lore.sources import build_source, typed_source_config
 from lore.sources.confluence import ConfluenceSource, ConfluenceSourceConfig
 from lore.sources.confluence.api import PermissionRefusal
@@ -231,9 +231,26 @@ async def test_a_listing_without_a_token_tombstones_nothing_and_a_foreign_token_
     items = await listing(source, since="not a token of ours")
     assert not [item for item in items if isinstance(item, Tombstone)]
     assert len(by_uri(items)) == 5
+    assert source.listing_was_complete(), "so sync may prune what a tokenless listing lacked"
+    await listing(source, since=source.resume_token())
+    assert not source.listing_was_complete()
 
 
 # -- failures: rate limits, 5xx, permissions ---------------------------------------------
+
+
+async def test_a_page_without_a_body_is_a_failure_of_that_page_only(
+    site: ConfluenceServer, ids: dict[str, str], index: SqliteBackend, embedder: CountingEmbedder
+) -> None:
+    broken = site.add_page("OPS", "Live doc", None)
+    items = await listing(make_source(site))
+    failures = [item for item in items if isinstance(item, SourceFailure)]
+    assert [failure.uri for failure in failures] == [f"confluence://OPS/{broken.id}"]
+    assert "storage-format body" in failures[0].reason
+    report = await sync(make_source(site), index, embedder)
+    assert report.added == 5
+    assert [failure.uri for failure in report.failures] == [f"confluence://OPS/{broken.id}"]
+
 
 
 async def test_429_with_retry_after_and_5xx_are_retried(site: ConfluenceServer, ids: dict[str, str]) -> None:

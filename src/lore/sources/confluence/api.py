@@ -49,7 +49,8 @@ class PageBody:
     title: str
     version: int
     updated_at: datetime
-    storage: str
+    #: None: the answer carried no storage-format body (a per-page failure, not fatal).
+    storage: str | None
     #: None: the response did not carry labels (Cloud v2), so they are asked for.
     labels: tuple[str, ...] | None
 
@@ -200,8 +201,6 @@ class ConfluenceApi:
         body = item.get("body")
         storage = body.get("storage") if isinstance(body, dict) else None
         value = storage.get("value") if isinstance(storage, dict) else None
-        if not isinstance(value, str):
-            raise SourceError(f"page {page_id}: the response has no storage-format body")
         space = key
         if space is None:  # a CQL result: v1 ``space`` expansion
             holder = item.get("space")
@@ -214,7 +213,8 @@ class ConfluenceApi:
                 str(label["name"]) for label in labels_holder["results"]
                 if isinstance(label, dict) and label.get("name")
             )
-        return PageBody(page_id, space, title, version, updated_at, value, labels)
+        text = value if isinstance(value, str) else None
+        return PageBody(page_id, space, title, version, updated_at, text, labels)
 
 
 def _identity(item: Json) -> tuple[str, str, int, datetime]:

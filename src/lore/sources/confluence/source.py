@@ -88,6 +88,7 @@ class ConfluenceSource:
         self.visibility = visibility
         self.labels = dict(config.labels)
         self._token: str | None = None
+        self._complete = False
         #: Requests the last listing made (the benchmark reports it).
         self.requests = 0
 
@@ -100,6 +101,12 @@ class ConfluenceSource:
     def resume_token(self) -> str | None:
         return self._token
 
+    def listing_was_complete(self) -> bool:
+        """True after a listing without a usable token (or after ``spaces`` changed): it
+        yielded every indexable page, so what it lacked may be pruned (deleted or restricted
+        pages an index built before the token still holds). False after an incremental one."""
+        return self._complete
+
     def preflight(self) -> None:
         """The token must be readable and the converter installed before the index opens."""
         read_token(self.config.token_env, self.config.token_file, self.name)
@@ -111,6 +118,7 @@ class ConfluenceSource:
 
     async def documents(self, since: str | None = None) -> AsyncIterator[SourceItem]:
         self._token = None
+        self._complete = False
         started = datetime.now(UTC)
         token = read_token(self.config.token_env, self.config.token_file, self.name)
         if token is None:
@@ -167,6 +175,7 @@ class ConfluenceSource:
                 if now is None or now.space != space:
                     yield Tombstone(self.uri_for(space, page_id))
         self._token = _Token(self.config.url, tuple(self.config.spaces), started, indexed).dump()
+        self._complete = not same_spaces
 
     # -- visibility ------------------------------------------------------------------
 
@@ -253,6 +262,9 @@ class ConfluenceSource:
         for body, names in zip(bodies, tags, strict=True):
             meta = wanted[body.id]
             uri = self.uri_for(meta.space, body.id)
+            if body.storage is None:
+                items.append(SourceFailure(uri, "the page came without a storage-format body; not indexed"))
+                continue
             try:
                 text = storage_to_markdown(body.storage)
             except Exception as err:  # a body the parser chokes on costs that page only
