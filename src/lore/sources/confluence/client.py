@@ -60,9 +60,10 @@ class ConfluenceClient:
         else:
             headers["Authorization"] = f"Bearer {token}"
         timeout = httpx.Timeout(config.read_timeout, connect=config.connect_timeout)
-        self._http = httpx.AsyncClient(
-            auth=auth, headers=headers, timeout=timeout, follow_redirects=False, trust_env=False
-        )
+        # Redirects are not followed: one to another host would carry the token. The
+        # environment's proxy and CA settings (HTTPS_PROXY, SSL_CERT_FILE) apply, as a
+        # corporate site behind a proxy needs.
+        self._http = httpx.AsyncClient(auth=auth, headers=headers, timeout=timeout, follow_redirects=False)
         self.requests = 0
 
     async def __aenter__(self) -> ConfluenceClient:
