@@ -311,7 +311,7 @@ async def test_wrong_token_is_an_error_without_the_token(
 ) -> None:
     wrong = "lore-" + "test-" + "wrong-" + "1" * 8
     monkeypatch.setenv(TOKEN_ENV, wrong)
-    with pytest.raises(SourceError, match="HTTP 401") as caught:
+    with pytest.raises(SourceError, match=r"HTTP 401 \(the site refused the credentials") as caught:
         await listing(make_source(site))
     assert wrong not in str(caught.value)
 

@@ -92,8 +92,10 @@ class ConfluenceClient:
                 await asyncio.sleep(self._delay(response, attempt, what))
                 continue
             if response.status_code >= 400:
+                hint = " (the site refused the credentials: check email and the token)" \
+                    if response.status_code == 401 else ""
                 raise ConfluenceHTTPError(
-                    f"{what}: HTTP {response.status_code}{_after(attempt)}", response.status_code
+                    f"{what}: HTTP {response.status_code}{_after(attempt)}{hint}", response.status_code
                 )
             try:
                 body = response.json()
