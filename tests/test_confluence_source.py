@@ -224,6 +224,52 @@ async def test_deleted_and_newly_restricted_pages_are_gone_after_the_next_sync(
     assert back.added == 3, "lifting the restriction brings the pages back"
 
 
+async def test_a_page_moved_between_spaces_changes_uri_and_the_old_one_is_tombstoned(
+    site: ConfluenceServer, ids: dict[str, str]
+) -> None:
+    source = make_source(site)
+    await listing(source)
+    page = site.pages[ids["kafka"]]
+    page.space, page.parent = "DEV", None
+    site.edit(page.id, page.body or "")
+    items = await listing(source, since=source.resume_token())
+    assert Tombstone(f"confluence://OPS/{page.id}") in items
+    moved = by_uri(items)[f"confluence://DEV/{page.id}"]
+    assert moved.labels["space"] == "DEV"
+    assert "path" not in moved.labels
+
+
+async def test_a_restricted_ancestor_outside_the_listing_still_hides_its_pages(
+    site: ConfluenceServer, ids: dict[str, str]
+) -> None:
+    folder = site.add_page("OPS", "Archived section", "<p>old</p>", status="archived")
+    child = site.add_page("OPS", "Under the archive", "<p>child</p>", parent=folder.id)
+    source = make_source(site)
+    docs = by_uri(await listing(source))
+    assert f"confluence://OPS/{child.id}" in docs, "an unrestricted archived parent hides nothing"
+    folder.restricted_users = ["auditors"]
+    items = await listing(source, since=source.resume_token())
+    assert Tombstone(f"confluence://OPS/{child.id}") in items
+    assert f"/{folder.id}/restriction/byOperation/read" in "".join(site.paths())
+
+
+def test_a_next_link_to_another_host_is_refused() -> None:
+    from lore.sources.confluence.client import ConfluenceClient
+
+    config = ConfluenceSourceConfig.model_validate(table())
+    client = ConfluenceClient(config, fake_token())
+    assert client._next_url("/wiki/api/v2/spaces/1/pages?cursor=x", v2=True) == (
+        "https://example.atlassian.net/wiki/api/v2/spaces/1/pages?cursor=x"
+    )
+    assert client._next_url("/rest/api/content/search?cursor=x", v2=False) == (
+        "https://example.atlassian.net/wiki/rest/api/content/search?cursor=x"
+    )
+    with pytest.raises(SourceError, match="another host"):
+        client._next_url("https://attacker.example/wiki/api/v2/pages", v2=True)
+    # A protocol-relative link is joined as a path, so it stays on the site.
+    assert client._next_url("//attacker.example/x", v2=True).startswith("https://example.atlassian.net/")
+
+
 async def test_a_listing_without_a_token_tombstones_nothing_and_a_foreign_token_is_ignored(
     site: ConfluenceServer, ids: dict[str, str]
 ) -> None:
