@@ -130,14 +130,7 @@ class ConfluenceSource:
         async with ConfluenceClient(self.config, token) as client:
             try:
                 api = ConfluenceApi(client)
-                space_ids = await api.space_ids(self.config.spaces)
-                metas: dict[str, PageMeta] = {}
-                for key in self.config.spaces:
-                    async for meta in api.page_metas(key, space_ids[key]):
-                        metas[meta.id] = meta
-                ancestry = await self._ancestry(api, metas)
-                restricted = await self._restricted(api, metas, ancestry)
-                wanted = {page_id: meta for page_id, meta in metas.items() if page_id not in restricted}
+                space_ids, wanted, ancestry = await self._enumerate(api)
                 known = previous.pages if previous is not None and same_spaces else {}
                 changed = {
                     page_id for page_id, meta in wanted.items()
@@ -178,6 +171,21 @@ class ConfluenceSource:
         self._complete = not same_spaces
 
     # -- visibility ------------------------------------------------------------------
+
+    async def _enumerate(
+        self, api: ConfluenceApi
+    ) -> tuple[dict[str, str], dict[str, PageMeta], dict[str, tuple[str, ...]]]:
+        """Space ids, the current pages every viewer may read (by id), and each page's
+        ancestor ids. Raises before anything is yielded when any of it cannot be read."""
+        space_ids = await api.space_ids(self.config.spaces)
+        metas: dict[str, PageMeta] = {}
+        for key in self.config.spaces:
+            async for meta in api.page_metas(key, space_ids[key]):
+                metas[meta.id] = meta
+        ancestry = await self._ancestry(api, metas)
+        restricted = await self._restricted(api, metas, ancestry)
+        wanted = {page_id: meta for page_id, meta in metas.items() if page_id not in restricted}
+        return space_ids, wanted, ancestry
 
     async def _ancestry(
         self, api: ConfluenceApi, metas: Mapping[str, PageMeta]
@@ -258,18 +266,13 @@ class ConfluenceSource:
             return body.labels if body.labels is not None else await api.labels(body.id)
 
         tags = await _gather((labels(body) for body in bodies), self.config.max_concurrency)
+        # About 10 ms of CPU a page: on a worker thread, so sync's loop keeps writing.
+        texts = await asyncio.to_thread(_convert_all, bodies)
         items: list[Document | SourceFailure] = []
-        for body, names in zip(bodies, tags, strict=True):
+        for body, names, text in zip(bodies, tags, texts, strict=True):
             meta = wanted[body.id]
-            uri = self.uri_for(meta.space, body.id)
-            if body.storage is None:
-                items.append(SourceFailure(uri, "the page came without a storage-format body; not indexed"))
-                continue
-            try:
-                text = storage_to_markdown(body.storage)
-            except Exception as err:  # a body the parser chokes on costs that page only
-                reason = f"cannot convert the storage format: {type(err).__name__}: {err}"
-                items.append(SourceFailure(uri, reason))
+            if isinstance(text, SourceFailure):
+                items.append(SourceFailure(self.uri_for(meta.space, body.id), text.reason))
                 continue
             items.append(self._document(meta, body, text, names, _path(meta, wanted, ancestry)))
             indexed[body.id] = (meta.space, body.version)
@@ -294,6 +297,21 @@ class ConfluenceSource:
             labels=labels,
             media_type="text/markdown",
         )
+
+
+def _convert_all(bodies: Iterable[PageBody]) -> list[str | SourceFailure]:
+    """Each body as Markdown, or why not (a SourceFailure whose uri the caller fills in)."""
+    converted: list[str | SourceFailure] = []
+    for body in bodies:
+        if body.storage is None:
+            converted.append(SourceFailure("", "the page came without a storage-format body; not indexed"))
+            continue
+        try:
+            converted.append(storage_to_markdown(body.storage))
+        except Exception as err:  # a body the parser chokes on costs that page only
+            reason = f"cannot convert the storage format: {type(err).__name__}: {err}"
+            converted.append(SourceFailure("", reason))
+    return converted
 
 
 def _path(meta: PageMeta, wanted: Mapping[str, PageMeta], ancestry: Mapping[str, tuple[str, ...]]) -> str:
