@@ -199,3 +199,16 @@ def test_git_resync_bench_measures_one_changed_file(capsys: pytest.CaptureFixtur
     printed = capsys.readouterr().out
     assert "re-sync, 1 file changed" in printed
     assert "<= 2 s" in printed
+
+
+def test_confluence_listing_measures_both_deployments(capsys: pytest.CaptureFixture[str]) -> None:
+    listing = _load("confluence_listing")
+    rows = [row for deployment in ("cloud", "datacenter") for row in listing.measure(deployment, 6, 1, 4)]
+    assert [(row.deployment, row.what.split()[0]) for row in rows] == [
+        (deployment, what) for deployment in ("cloud", "datacenter")
+        for what in ("complete", "incremental,", "conversion")
+    ]
+    assert all(row.seconds > 0 and row.pages == 6 for row in rows)
+    assert rows[0].requests > rows[1].requests > 0, "an incremental listing asks for less"
+    listing.report(listing.Console(width=160), rows, 1)
+    assert "pages/cpu-s" in capsys.readouterr().out

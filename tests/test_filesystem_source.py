@@ -359,7 +359,7 @@ def test_build_source_leaves_an_undeclared_visibility_to_sync(tmp_path: Path) ->
     ("config", "message"),
     [
         (SourceConfig(name="docs", type="sharepoint", path=Path()),
-         r"unknown type 'sharepoint'; valid types: filesystem"),
+         r"unknown type 'sharepoint'; valid types: (\w+, )*filesystem"),
         (SourceConfig(name="docs", path=Path(), visibility="everyone"),
          r"unknown visibility 'everyone'; valid values: 'all-viewers', 'restricted'"),
         (SourceConfig(name="docs", visibility="all-viewers"), "needs a path"),

@@ -31,6 +31,7 @@ from lore.protocols import KnowledgeSource
 SOURCE_TYPES: dict[str, str] = {
     "filesystem": "lore.sources.filesystem",
     "git": "lore.sources.git",
+    "confluence": "lore.sources.confluence",
 }
 
 #: The built-in pack's source name and type (``lore.sources.vault`` has the same values;

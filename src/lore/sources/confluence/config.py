@@ -1,0 +1,102 @@
+"""The ``[[sources]]`` table of ``type = "confluence"``."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from pathlib import Path
+from typing import Literal
+from urllib.parse import urlsplit
+
+from pydantic import ConfigDict, Field, field_validator, model_validator
+
+from lore.config import LoreSettings, SourceConfig
+
+#: Space keys as Confluence allows them (``~`` opens a personal space's key).
+SPACE_KEY_PATTERN = r"^~?[A-Za-z0-9_-]{1,255}$"
+_LOOPBACK_NAMES = ("localhost",)
+
+
+class ConfluenceSourceConfig(SourceConfig):
+    """One Confluence site, Cloud or Data Center, and the spaces of it to index.
+
+    There is no ``include_archived``: archived and draft pages are never indexed.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["confluence"] = "confluence"
+    #: The site: ``https://<site>.atlassian.net`` (Cloud; a trailing ``/wiki`` is fine) or
+    #: the Data Center base URL with its context path (``https://wiki.example.com/confluence``).
+    url: str
+    deployment: Literal["cloud", "datacenter"] = "cloud"
+    #: Space keys to index; required and never discovered, so adding a space is a decision.
+    spaces: list[str] = Field(min_length=1)
+    #: Cloud: the Atlassian account the API token belongs to (HTTP Basic). Data Center: unset,
+    #: the token is a personal access token sent as a Bearer token.
+    email: str | None = None
+    token_env: str | None = None
+    token_file: Path | None = None
+    #: Results asked for per request (Cloud v2 allows 250; servers may return fewer).
+    page_size: int = Field(default=100, ge=1, le=250)
+    #: Seconds to connect, and to wait for each response.
+    connect_timeout: float = Field(default=10.0, gt=0, le=300)
+    read_timeout: float = Field(default=60.0, gt=0, le=600)
+    #: Attempts per request after the first, on 429, 5xx and transport errors.
+    max_retries: int = Field(default=5, ge=0, le=20)
+    #: Longest ``Retry-After`` honoured, in seconds; a server asking for longer fails the
+    #: listing (nothing is pruned) instead of holding the sync's write lock for it.
+    max_retry_after: float = Field(default=120.0, ge=0, le=3600)
+    #: First back-off after a 5xx (doubled per attempt, capped at ``max_retry_after``).
+    backoff_seconds: float = Field(default=1.0, ge=0, le=60)
+    #: Requests in flight at once (restriction checks, labels, single pages).
+    max_concurrency: int = Field(default=4, ge=1, le=32)
+
+    @field_validator("spaces")
+    @classmethod
+    def _spaces(cls, value: list[str]) -> list[str]:
+        keys = [key.strip() for key in value]
+        bad = [key for key in keys if not re.match(SPACE_KEY_PATTERN, key)]
+        if bad:
+            raise ValueError(f"not a Confluence space key: {', '.join(repr(key) for key in bad)}")
+        if len(set(keys)) != len(keys):
+            raise ValueError("a space is listed twice")
+        return keys
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        parts = urlsplit(value.strip())
+        if parts.scheme not in ("https", "http") or not parts.hostname:
+            raise ValueError(f"{value!r} is not an http(s) URL")
+        if parts.username or parts.password:
+            raise ValueError("credentials in the URL are refused; use email and token_env or token_file")
+        if parts.query or parts.fragment:
+            raise ValueError(f"{value!r}: the site URL takes no query or fragment")
+        if parts.scheme == "http" and not is_loopback(parts.hostname):
+            raise ValueError(f"{value!r}: plain http would send the token in clear; use https")
+        return value.strip().rstrip("/")
+
+    @model_validator(mode="after")
+    def _auth(self) -> ConfluenceSourceConfig:
+        if self.token_env and self.token_file:
+            raise ValueError("set token_env or token_file, not both")
+        if not (self.token_env or self.token_file):
+            raise ValueError("set token_env or token_file (the API token or personal access token)")
+        if self.deployment == "cloud" and not self.email:
+            raise ValueError("a Cloud site needs email (the account the API token belongs to)")
+        if self.deployment == "datacenter" and self.email:
+            raise ValueError("a Data Center personal access token is sent alone; remove email")
+        return self
+
+    def location(self, settings: LoreSettings) -> str | None:
+        return f"{self.url} ({self.deployment}; spaces {', '.join(self.spaces)})"
+
+
+def is_loopback(host: str) -> bool:
+    if host.lower() in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False

@@ -1,0 +1,356 @@
+"""Confluence spaces (Cloud or Data Center) as a knowledge source.
+
+Every listing first enumerates the current pages of each configured space without
+bodies, and reads the view restrictions of each of them and of their ancestors: a page
+restricted itself or through any ancestor is not indexed, so one that gains a restriction
+is tombstoned by the next sync (time to forget). Bodies are fetched only for pages that
+changed since the resume token: by CQL (``lastmodified >= ...``) in bulk, then one by one
+for any the search missed (CQL is a search index and may lag). The first listing, or one
+after the spaces changed, fetches every body through the space's page listing.
+
+The resume token records each indexed page's space and version, so changes are found by
+comparing versions (not by trusting CQL's minute-granular, time-zone-local dates), and
+tombstones go to pages that were indexed and are now deleted, archived, moved out of the
+configured spaces or restricted. Tombstones are yielded only after the whole enumeration
+succeeded; any failure before raises SourceError, so sync keeps what it had.
+
+Limitation: a page's ``path`` label is refreshed when the page itself changes, not when an
+ancestor is renamed (the revision is the page's version, which a rename above it keeps).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TypeVar
+
+from lore.config import LoreSettings
+from lore.errors import ConfigError, MissingExtraError, SourceError
+from lore.models import LABEL_VALUE_SEPARATOR, Document, SourceFailure, SourceItem, Tombstone, Visibility
+from lore.sources.confluence.api import DENIED, ConfluenceApi, PageBody, PageMeta, PermissionRefusal
+from lore.sources.confluence.client import ConfluenceClient, ConfluenceHTTPError
+from lore.sources.confluence.config import ConfluenceSourceConfig
+from lore.sources.confluence.storage import storage_to_markdown
+from lore.sources.git_transport import read_token
+
+T = TypeVar("T")
+#: Labels every page carries besides the source's own.
+SPACE_LABEL = "space"
+PATH_LABEL = "path"
+TAGS_LABEL = "tags"
+PATH_SEPARATOR = " / "
+#: CQL compares dates in the calling user's time zone, to the minute: searching from a
+#: day before the last listing covers every offset (UTC-12 to UTC+14). Pages found again
+#: are dropped by version, so the overlap costs bytes, not re-embedding.
+CQL_OVERLAP = timedelta(days=1)
+_TOKEN_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class _Token:
+    site: str
+    spaces: tuple[str, ...]
+    listed_at: datetime
+    #: page id -> (space key, version indexed)
+    pages: dict[str, tuple[str, int]]
+
+    def dump(self) -> str:
+        pages = {key: list(value) for key, value in self.pages.items()}
+        raw = {"v": _TOKEN_VERSION, "site": self.site, "spaces": list(self.spaces),
+               "at": self.listed_at.isoformat(), "pages": pages}
+        return json.dumps(raw, separators=(",", ":"), sort_keys=True)
+
+    @classmethod
+    def load(cls, text: str | None) -> _Token | None:
+        """None for no token or one this source did not write (a full listing follows)."""
+        if not text:
+            return None
+        try:
+            raw = json.loads(text)
+            if raw.get("v") != _TOKEN_VERSION:
+                return None
+            pages = {str(key): (str(value[0]), int(value[1])) for key, value in raw["pages"].items()}
+            return cls(str(raw["site"]), tuple(raw["spaces"]), datetime.fromisoformat(raw["at"]), pages)
+        except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+            return None
+
+
+class ConfluenceSource:
+    source_type = "confluence"
+    incremental = True
+
+    def __init__(self, config: ConfluenceSourceConfig, visibility: Visibility | None) -> None:
+        self.config = config
+        self.name = config.name
+        self.visibility = visibility
+        self.labels = dict(config.labels)
+        self._token: str | None = None
+        self._complete = False
+        #: Requests the last listing made (the benchmark reports it).
+        self.requests = 0
+
+    def __repr__(self) -> str:
+        return f"ConfluenceSource({self.name!r}, {self.config.url!r})"
+
+    def uri_for(self, space: str, page_id: str) -> str:
+        return f"confluence://{space}/{page_id}"
+
+    def resume_token(self) -> str | None:
+        return self._token
+
+    def listing_was_complete(self) -> bool:
+        """True after a listing without a usable token (or after ``spaces`` changed): it
+        yielded every indexable page, so what it lacked may be pruned (deleted or restricted
+        pages an index built before the token still holds). False after an incremental one."""
+        return self._complete
+
+    def preflight(self) -> None:
+        """The token must be readable and the converter installed before the index opens."""
+        read_token(self.config.token_env, self.config.token_file, self.name)
+        for module, package in (("bs4", "beautifulsoup4"), ("markdownify", "markdownify")):
+            try:
+                __import__(module)
+            except ImportError as err:
+                raise MissingExtraError("confluence", package) from err
+
+    async def documents(self, since: str | None = None) -> AsyncIterator[SourceItem]:
+        self._token = None
+        self._complete = False
+        started = datetime.now(UTC)
+        token = read_token(self.config.token_env, self.config.token_file, self.name)
+        if token is None:
+            raise ConfigError(f"source {self.name!r}: no token (set token_env or token_file)")
+        previous = _Token.load(since)
+        if previous is not None and previous.site != self.config.url:
+            previous = None
+        same_spaces = previous is not None and previous.spaces == tuple(self.config.spaces)
+        async with ConfluenceClient(self.config, token) as client:
+            try:
+                api = ConfluenceApi(client)
+                space_ids, wanted, ancestry = await self._enumerate(api)
+                known = previous.pages if previous is not None and same_spaces else {}
+                changed = {
+                    page_id for page_id, meta in wanted.items()
+                    if known.get(page_id) != (meta.space, meta.version)
+                }
+                # What the next token says is indexed: a changed page keeps its old version
+                # until its new one is yielded, so a page that fails is fetched again.
+                indexed = {page_id: known[page_id] for page_id in wanted if page_id in known}
+                if previous is not None and same_spaces:
+                    stream = api.changed_since(self.config.spaces, previous.listed_at - CQL_OVERLAP) \
+                        if changed else _nothing()
+                else:
+                    stream = _spaces_bodies(api, self.config.spaces, space_ids)
+                pending = set(changed)
+                async for bodies in stream:
+                    fresh = [
+                        body for body in bodies
+                        if body.id in pending and body.version >= wanted[body.id].version
+                    ]
+                    pending.difference_update(body.id for body in fresh)
+                    for item in await self._documents(api, fresh, wanted, ancestry, indexed):
+                        yield item
+                singles = await _gather(
+                    (api.page(page_id, wanted[page_id].space) for page_id in sorted(pending)),
+                    self.config.max_concurrency,
+                )
+                found = [body for body in singles if body is not None]
+                for item in await self._documents(api, found, wanted, ancestry, indexed):
+                    yield item
+            finally:
+                self.requests = client.requests
+        if previous is not None:
+            for page_id, (space, _) in sorted(previous.pages.items()):
+                now = wanted.get(page_id)
+                if now is None or now.space != space:
+                    yield Tombstone(self.uri_for(space, page_id))
+        self._token = _Token(self.config.url, tuple(self.config.spaces), started, indexed).dump()
+        self._complete = not same_spaces
+
+    # -- visibility ------------------------------------------------------------------
+
+    async def _enumerate(
+        self, api: ConfluenceApi
+    ) -> tuple[dict[str, str], dict[str, PageMeta], dict[str, tuple[str, ...]]]:
+        """Space ids, the current pages every viewer may read (by id), and each page's
+        ancestor ids. Raises before anything is yielded when any of it cannot be read."""
+        space_ids = await api.space_ids(self.config.spaces)
+        metas: dict[str, PageMeta] = {}
+        for key in self.config.spaces:
+            async for meta in api.page_metas(key, space_ids[key]):
+                metas[meta.id] = meta
+        ancestry = await self._ancestry(api, metas)
+        restricted = await self._restricted(api, metas, ancestry)
+        wanted = {page_id: meta for page_id, meta in metas.items() if page_id not in restricted}
+        return space_ids, wanted, ancestry
+
+    async def _ancestry(
+        self, api: ConfluenceApi, metas: Mapping[str, PageMeta]
+    ) -> dict[str, tuple[str, ...]]:
+        """Each page's ancestor ids from the root down. Data Center lists them; on Cloud
+        the parent links are walked through the listing, and a page whose parent is not a
+        listed page (a folder, say) has its ancestors asked for."""
+        chains: dict[str, tuple[str, ...]] = {
+            page_id: tuple(ancestor for ancestor, _ in meta.ancestors)
+            for page_id, meta in metas.items() if meta.ancestors is not None
+        }
+        outside = sorted(
+            page_id for page_id, meta in metas.items()
+            if meta.ancestors is None and meta.parent_id is not None and meta.parent_id not in metas
+        )
+        limit = self.config.max_concurrency
+        fetched = await _gather((api.ancestor_ids(page_id) for page_id in outside), limit)
+        chains.update(zip(outside, fetched, strict=True))
+        for page_id in metas:
+            walk: list[str] = []
+            current = page_id
+            while current not in chains:
+                parent = metas[current].parent_id
+                if parent is None:
+                    chains[current] = ()
+                    break
+                if current in walk:
+                    raise SourceError(f"page {page_id}: its parent links form a loop")
+                walk.append(current)
+                current = parent
+            for child in reversed(walk):
+                parent_id = metas[child].parent_id
+                assert parent_id is not None
+                chains[child] = (*chains[parent_id], parent_id)
+        return chains
+
+    async def _restricted(
+        self, api: ConfluenceApi, metas: Mapping[str, PageMeta], ancestry: Mapping[str, tuple[str, ...]]
+    ) -> set[str]:
+        """Pages with view restrictions of their own or on any ancestor. A listed page
+        whose restrictions cannot be read refuses the whole source, naming its space; an
+        ancestor outside the listing that cannot be read counts as restricted."""
+        ids = sorted(set(metas) | {ancestor for chain in ancestry.values() for ancestor in chain})
+
+        async def check(content_id: str) -> bool:
+            try:
+                return await api.read_restricted(content_id)
+            except ConfluenceHTTPError as err:
+                meta = metas.get(content_id)
+                if meta is None or err.status == 404:  # not visible to us, or gone: fail closed
+                    return True
+                if err.status in DENIED:
+                    raise PermissionRefusal(
+                        f"source {self.name!r}: cannot read the view restrictions of page {content_id} in "
+                        f"space {meta.space} with the configured credentials (HTTP {err.status}); "
+                        f"refusing to sync space {meta.space}"
+                    ) from err
+                raise
+
+        checked = await _gather((check(content_id) for content_id in ids), self.config.max_concurrency)
+        flags = dict(zip(ids, checked, strict=True))
+        return {
+            page_id for page_id in metas
+            if flags[page_id] or any(flags[ancestor] for ancestor in ancestry.get(page_id, ()))
+        }
+
+    # -- documents -------------------------------------------------------------------
+
+    async def _documents(
+        self,
+        api: ConfluenceApi,
+        bodies: list[PageBody],
+        wanted: Mapping[str, PageMeta],
+        ancestry: Mapping[str, tuple[str, ...]],
+        indexed: dict[str, tuple[str, int]],
+    ) -> list[Document | SourceFailure]:
+        async def labels(body: PageBody) -> tuple[str, ...]:
+            return body.labels if body.labels is not None else await api.labels(body.id)
+
+        tags = await _gather((labels(body) for body in bodies), self.config.max_concurrency)
+        # About 10 ms of CPU a page: on a worker thread, so sync's loop keeps writing.
+        texts = await asyncio.to_thread(_convert_all, bodies)
+        items: list[Document | SourceFailure] = []
+        for body, names, text in zip(bodies, tags, texts, strict=True):
+            meta = wanted[body.id]
+            if isinstance(text, SourceFailure):
+                items.append(SourceFailure(self.uri_for(meta.space, body.id), text.reason))
+                continue
+            items.append(self._document(meta, body, text, names, _path(meta, wanted, ancestry)))
+            indexed[body.id] = (meta.space, body.version)
+        return items
+
+    def _document(
+        self, meta: PageMeta, body: PageBody, text: str, names: Iterable[str], path: str
+    ) -> Document:
+        labels = {SPACE_LABEL: meta.space}
+        if path:
+            labels[PATH_LABEL] = path
+        tags = LABEL_VALUE_SEPARATOR.join(sorted(set(names)))
+        if tags:
+            labels[TAGS_LABEL] = tags
+        labels.update(self.labels)
+        return Document(
+            uri=self.uri_for(meta.space, body.id),
+            title=body.title,
+            text=text,
+            revision=str(body.version),
+            updated_at=body.updated_at,
+            labels=labels,
+            media_type="text/markdown",
+        )
+
+
+def _convert_all(bodies: Iterable[PageBody]) -> list[str | SourceFailure]:
+    """Each body as Markdown, or why not (a SourceFailure whose uri the caller fills in)."""
+    converted: list[str | SourceFailure] = []
+    for body in bodies:
+        if body.storage is None:
+            converted.append(SourceFailure("", "the page came without a storage-format body; not indexed"))
+            continue
+        try:
+            converted.append(storage_to_markdown(body.storage))
+        except Exception as err:  # a body the parser chokes on costs that page only
+            reason = f"cannot convert the storage format: {type(err).__name__}: {err}"
+            converted.append(SourceFailure("", reason))
+    return converted
+
+
+def _path(meta: PageMeta, wanted: Mapping[str, PageMeta], ancestry: Mapping[str, tuple[str, ...]]) -> str:
+    """Ancestors' titles from the root down (those lore knows: pages, not folders).
+    Commas become spaces: a label value is split at commas into filter terms."""
+    if meta.ancestors is not None:
+        titles = [title for _, title in meta.ancestors if title]
+    else:
+        titles = [wanted[ancestor].title for ancestor in ancestry.get(meta.id, ()) if ancestor in wanted]
+    return PATH_SEPARATOR.join(title.replace(LABEL_VALUE_SEPARATOR, " ") for title in titles)
+
+
+async def _spaces_bodies(
+    api: ConfluenceApi, keys: Iterable[str], space_ids: Mapping[str, str]
+) -> AsyncIterator[list[PageBody]]:
+    for key in keys:
+        async for bodies in api.bodies_in_space(key, space_ids[key]):
+            yield bodies
+
+
+async def _nothing() -> AsyncIterator[list[PageBody]]:
+    return
+    yield  # an async generator that yields nothing
+
+
+async def _gather(calls: Iterable[Awaitable[T]], limit: int) -> list[T]:
+    """Results in order, at most ``limit`` requests in flight."""
+    semaphore = asyncio.Semaphore(limit)
+
+    async def bounded(call: Awaitable[T]) -> T:
+        async with semaphore:
+            return await call
+
+    return list(await asyncio.gather(*(bounded(call) for call in calls)))
+
+
+def from_config(
+    config: ConfluenceSourceConfig, settings: LoreSettings, visibility: Visibility | None
+) -> ConfluenceSource:
+    return ConfluenceSource(config, visibility)
+
+
