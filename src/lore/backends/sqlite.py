@@ -58,12 +58,13 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
+from lore.access import AccessFilter
 from lore.backends import sqlite_reembed
 from lore.backends.fulltext import FullTextIndex
 from lore.backends.query_embedding import embed_query
 from lore.backends.sqlite_journal import FullTextJournal, translated
 from lore.backends.sqlite_readonly import connect_read_only, open_connections, private_fulltext_dir, writable
-from lore.backends.sqlite_schema import migrate
+from lore.backends.sqlite_schema import ACCESS_VERSION, SCHEMA_VERSION, migrate, schema_version
 from lore.backends.sqlite_store import ChunkStore
 from lore.backends.vector_matrix import VectorMatrix
 from lore.config import LoreSettings
@@ -172,7 +173,11 @@ class SqliteBackend:
         )
         self._journal = FullTextJournal(self._store, self._fulltext, self._path, self._write_guard)
         try:
-            migrate(self._store.conn, self._path)
+            version = schema_version(self._store.conn)
+            if self._read_only is None or version >= SCHEMA_VERSION:
+                migrate(self._store.conn, self._path)
+            else:  # an older index on a read-only mount: searched as it is, never migrated
+                self._store.access_stored = self._reads.access_stored = version >= ACCESS_VERSION
             stored = self.stored_embedder()
             if stored is not None:
                 self._ensure_same_embedder(stored, embedder.model_id, embedder.dimension)
@@ -438,8 +443,10 @@ class SqliteBackend:
         top_k: int = 8,
         labels: Mapping[str, str] | None = None,
         mode: SearchMode | None = None,
+        access: AccessFilter | None = None,
     ) -> list[Passage]:
-        return (await self.retrieve_detailed(query, top_k=top_k, labels=labels, mode=mode)).passages
+        found = await self.retrieve_detailed(query, top_k=top_k, labels=labels, mode=mode, access=access)
+        return found.passages
 
     async def retrieve_detailed(
         self,
@@ -448,10 +455,13 @@ class SqliteBackend:
         top_k: int = 8,
         labels: Mapping[str, str] | None = None,
         mode: SearchMode | None = None,
+        access: AccessFilter | None = None,
     ) -> Retrieval:
         # A search is milliseconds of numpy, tantivy and query embedding; a worker
         # thread keeps a server's event loop responsive meanwhile.
-        return await asyncio.to_thread(self.search_detailed, query, top_k=top_k, labels=labels, mode=mode)
+        return await asyncio.to_thread(
+            self.search_detailed, query, top_k=top_k, labels=labels, mode=mode, access=access
+        )
 
     def search(
         self,
@@ -461,10 +471,13 @@ class SqliteBackend:
         labels: Mapping[str, str] | None = None,
         mode: SearchMode | str | None = None,
         query_vector: Vectors | None = None,
+        access: AccessFilter | None = None,
     ) -> list[Passage]:
         """``retrieve`` without the event loop. ``query_vector`` lets a caller that has
         already embedded the query (an evaluation over several modes) skip embedding."""
-        found = self.search_detailed(query, top_k=top_k, labels=labels, mode=mode, query_vector=query_vector)
+        found = self.search_detailed(
+            query, top_k=top_k, labels=labels, mode=mode, query_vector=query_vector, access=access
+        )
         return found.passages
 
     def search_detailed(
@@ -475,6 +488,7 @@ class SqliteBackend:
         labels: Mapping[str, str] | None = None,
         mode: SearchMode | str | None = None,
         query_vector: Vectors | None = None,
+        access: AccessFilter | None = None,
     ) -> Retrieval:
         """``search``, saying when the answer is degraded (``lore.backends.query_embedding``)."""
         chosen = self._mode(mode)
@@ -496,18 +510,18 @@ class SqliteBackend:
             # so the vector channel asks for that many more.
             vector_depth = depth + matrix.dead
             if vector is None:
-                rankings[SearchMode.BM25.value] = self._fulltext.search(query, label_filter, depth)
+                rankings[SearchMode.BM25.value] = self._fulltext.search(query, label_filter, depth, access)
             elif chosen is SearchMode.VECTOR:
-                hits = matrix.search(vector, label_filter, vector_depth, self._helpers())
+                hits = matrix.search(vector, label_filter, vector_depth, self._helpers(), access)
                 rankings[SearchMode.VECTOR.value] = hits
             else:
                 # tantivy and numpy both release the GIL: BM25 runs on a helper thread
                 # while this one scans the vectors (with the other helper, for a large
                 # matrix).
                 helpers = self._helpers()
-                lexical = helpers.submit(self._fulltext.search, query, label_filter, depth)
+                lexical = helpers.submit(self._fulltext.search, query, label_filter, depth, access)
                 try:
-                    vector_hits = matrix.search(vector, label_filter, vector_depth, helpers)
+                    vector_hits = matrix.search(vector, label_filter, vector_depth, helpers, access)
                 finally:
                     rankings[SearchMode.BM25.value] = lexical.result()
                 rankings[SearchMode.VECTOR.value] = vector_hits
@@ -562,7 +576,7 @@ class SqliteBackend:
             self._fulltext_generation = generation
         if need_vectors and generation != self._matrix_generation:
             try:
-                self._matrix.refresh(self._reads.conn)
+                self._matrix.refresh(self._reads.conn, access_stored=self._reads.access_stored)
             except ValueError as err:  # blobs of another size: the embedder check was bypassed
                 raise RetrievalError(f"the vectors in {self._path} do not fit the embedder: {err}") from err
             self._matrix_generation = generation

@@ -9,6 +9,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from lore.access import tenant_term
 from lore.errors import IndexingError
 
 #: Each migration is a tuple of statements run in one transaction.
@@ -74,7 +75,25 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         # the switch (sqlite_reembed.py). Which embedder they are for is in meta.
         "CREATE TABLE reembed_vectors (embed_key TEXT PRIMARY KEY, vector BLOB NOT NULL)",
     ),
+    (
+        # 3 (issue 12, access): who may read each document, and its tenant. NULL access
+        # is unknown (admins only). The per-chunk terms (lore.access.access_terms) feed the
+        # filters of both channels; rows of an older index get the default tenant's term
+        # and no group, i.e. admins only until the next sync writes them afresh.
+        "ALTER TABLE documents ADD COLUMN access TEXT",
+        "ALTER TABLE documents ADD COLUMN tenant TEXT",
+        """CREATE TABLE chunk_access (
+            term TEXT NOT NULL,
+            chunk INTEGER NOT NULL,
+            PRIMARY KEY (term, chunk)
+        ) WITHOUT ROWID""",
+        "CREATE INDEX chunk_access_by_chunk ON chunk_access (chunk)",
+        f"INSERT INTO chunk_access (term, chunk) SELECT '{tenant_term(None)}', id FROM chunks",
+    ),
 )
+
+#: The first schema version that stores access (see ``ChunkStore.access_stored``).
+ACCESS_VERSION = 3
 
 SCHEMA_VERSION = len(MIGRATIONS)
 #: WAL pages (4 KiB) written before the writer checkpoints them into the database.

@@ -16,6 +16,7 @@ from typing import TypeVar
 
 import numpy as np
 
+from lore.access import access_terms, tenant_term
 from lore.backends.fulltext import FullTextRow
 from lore.models import Chunk, Document, IndexedDocument, Passage, embed_key, label_terms, utc
 from lore.protocols import Vectors
@@ -57,9 +58,24 @@ def _per_labels(chunks: Sequence[Chunk], make: Callable[[Mapping[str, str]], T])
     return made
 
 
+#: What a chunk of an index from before access was stored carries (sqlite_schema.py, 3).
+_LEGACY_TERMS = frozenset({tenant_term(None)})
+
+
+def _access_json(access: frozenset[str] | None) -> str | None:
+    return None if access is None else json.dumps(sorted(access), ensure_ascii=False)
+
+
+def _access_of(raw: str | None) -> frozenset[str] | None:
+    return None if raw is None else frozenset(json.loads(raw))
+
+
 class ChunkStore:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
+        #: False for an index of a schema before access was stored, opened read-only
+        #: (so not migrated): every chunk is then of the default tenant, access unknown.
+        self.access_stored = True
 
     @contextmanager
     def transaction(self, *, bump: bool = True) -> Iterator[None]:
@@ -113,13 +129,13 @@ class ChunkStore:
         """Write the new chunks, then remove the old ones, journaling both for the
         full-text index; returns the journaled operations and the rows they add."""
         old = self._chunk_ids(document.uri)
-        new = self._insert_chunks(chunks, vectors)
+        new = self._insert_chunks(chunks, vectors, access_terms(document.access, document.tenant))
         self._delete_chunks(old)
         journal = [("add", rowid) for rowid in new] + [("delete", rowid) for rowid in old]
         self.conn.executemany("INSERT INTO fulltext_journal (op, chunk) VALUES (?, ?)", journal)
         self.conn.execute(
             "INSERT OR REPLACE INTO documents (uri, source, title, revision, updated_at, labels, media_type, "
-            "chunk_count, indexed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "chunk_count, indexed_at, access, tenant) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 document.uri,
                 source,
@@ -130,6 +146,8 @@ class ChunkStore:
                 document.media_type,
                 len(chunks),
                 utc(indexed_at).isoformat(),
+                _access_json(document.access),
+                document.tenant,
             ),
         )
         return journal, new
@@ -153,7 +171,9 @@ class ChunkStore:
     def _chunk_ids(self, uri: str) -> list[int]:
         return [row[0] for row in self.conn.execute("SELECT id FROM chunks WHERE uri = ?", (uri,))]
 
-    def _insert_chunks(self, chunks: Sequence[Chunk], vectors: Vectors) -> dict[int, FullTextRow]:
+    def _insert_chunks(
+        self, chunks: Sequence[Chunk], vectors: Vectors, access: frozenset[str]
+    ) -> dict[int, FullTextRow]:
         """Insert with rowids allocated up front, so each table takes one ``executemany``
         (the caller's transaction is IMMEDIATE: nobody else allocates meanwhile); returns
         the new rows as the full-text index takes them, by rowid."""
@@ -193,8 +213,12 @@ class ChunkStore:
             "INSERT INTO chunk_labels (term, chunk) VALUES (?, ?)",
             [(term, rowid) for rowid, held in zip(rowids, terms, strict=True) for term in held],
         )
+        self.conn.executemany(
+            "INSERT INTO chunk_access (term, chunk) VALUES (?, ?)",
+            [(term, rowid) for rowid in rowids for term in access],
+        )
         return {
-            rowid: FullTextRow(rowid, chunk.title, chunk.section, chunk.text, held)
+            rowid: FullTextRow(rowid, chunk.title, chunk.section, chunk.text, held, access)
             for rowid, chunk, held in zip(rowids, chunks, terms, strict=True)
         }
 
@@ -202,6 +226,7 @@ class ChunkStore:
         for batch in _batches(rowids):
             marks = _marks(batch)
             self.conn.execute(f"DELETE FROM chunk_labels WHERE chunk IN ({marks})", batch)
+            self.conn.execute(f"DELETE FROM chunk_access WHERE chunk IN ({marks})", batch)
             self.conn.execute(f"DELETE FROM chunk_vectors WHERE chunk IN ({marks})", batch)
             self.conn.execute(f"DELETE FROM chunks WHERE id IN ({marks})", batch)
 
@@ -209,16 +234,27 @@ class ChunkStore:
 
     def held(self, source: str) -> dict[str, IndexedDocument]:
         rows = self.conn.execute(
-            "SELECT uri, revision, title, updated_at, chunk_count, indexed_at FROM documents "
-            "WHERE source = ?",
+            f"SELECT uri, revision, title, updated_at, chunk_count, indexed_at, {self._access_columns} "
+            "FROM documents WHERE source = ?",
             (source,),
         )
         return {
             uri: IndexedDocument(
-                uri, revision, title, datetime.fromisoformat(updated), count, datetime.fromisoformat(indexed)
+                uri,
+                revision,
+                title,
+                datetime.fromisoformat(updated),
+                count,
+                datetime.fromisoformat(indexed),
+                _access_of(access),
+                tenant,
             )
-            for uri, revision, title, updated, count, indexed in rows
+            for uri, revision, title, updated, count, indexed, access, tenant in rows
         }
+
+    @property
+    def _access_columns(self) -> str:
+        return "access, tenant" if self.access_stored else "NULL, NULL"
 
     def cached_vectors(self, keys: Sequence[str]) -> dict[str, Vectors]:
         found: dict[str, Vectors] = {}
@@ -261,14 +297,30 @@ class ChunkStore:
     def fulltext_rows(self, rowids: Sequence[int]) -> dict[int, FullTextRow]:
         rows: dict[int, FullTextRow] = {}
         for batch in _batches(rowids):
-            query = f"SELECT id, title, section, text, labels FROM chunks WHERE id IN ({_marks(batch)})"
+            query = f"{self._fulltext_select} WHERE c.id IN ({_marks(batch)})"
             for row in self.conn.execute(query, batch):
                 rows[row[0]] = _fulltext_row(row)
         return rows
 
     def all_fulltext_rows(self) -> Iterator[FullTextRow]:
-        for row in self.conn.execute("SELECT id, title, section, text, labels FROM chunks ORDER BY id"):
+        for row in self.conn.execute(f"{self._fulltext_select} ORDER BY c.id"):
             yield _fulltext_row(row)
+
+    @property
+    def _fulltext_select(self) -> str:
+        access = (
+            "(SELECT json_group_array(term) FROM chunk_access a WHERE a.chunk = c.id)"
+            if self.access_stored
+            else "NULL"
+        )
+        return f"SELECT c.id, c.title, c.section, c.text, c.labels, {access} FROM chunks c"
+
+    def access_postings(self, after: int) -> list[tuple[str, int]]:
+        """``(term, chunk rowid)`` of the access terms of chunks past rowid ``after``."""
+        if self.access_stored:
+            return self.conn.execute("SELECT term, chunk FROM chunk_access WHERE chunk > ?", (after,)).fetchall()
+        rows = self.conn.execute("SELECT id FROM chunks WHERE id > ?", (after,))
+        return [(term, rowid) for (rowid,) in rows for term in _LEGACY_TERMS]
 
     # -- reading -------------------------------------------------------------------------
 
@@ -305,13 +357,22 @@ class ChunkStore:
     def documents(self) -> list[Document]:
         """Every document's ledger data; ``text`` is empty, only chunks are stored."""
         rows = self.conn.execute(
-            "SELECT uri, title, revision, updated_at, labels, media_type FROM documents ORDER BY uri"
+            f"SELECT uri, title, revision, updated_at, labels, media_type, {self._access_columns} "
+            "FROM documents ORDER BY uri"
         )
         return [
             Document(
-                uri, title, "", revision, datetime.fromisoformat(updated), json.loads(labels), media_type
+                uri,
+                title,
+                "",
+                revision,
+                datetime.fromisoformat(updated),
+                json.loads(labels),
+                media_type,
+                _access_of(access),
+                tenant,
             )
-            for uri, title, revision, updated, labels, media_type in rows
+            for uri, title, revision, updated, labels, media_type, access, tenant in rows
         ]
 
     def chunks_with_vectors(self, uri: str, dimension: int) -> tuple[list[Chunk], Vectors]:
@@ -340,6 +401,7 @@ class ChunkStore:
         return chunks, np.frombuffer(blob, dtype=np.float32).reshape(len(rows), dimension).copy()
 
 
-def _fulltext_row(row: tuple[int, str, str, str, str]) -> FullTextRow:
-    rowid, title, section, text, labels = row
-    return FullTextRow(rowid, title, section, text, label_terms(json.loads(labels)))
+def _fulltext_row(row: tuple[int, str, str, str, str, str | None]) -> FullTextRow:
+    rowid, title, section, text, labels, access = row
+    terms = _LEGACY_TERMS if access is None else frozenset(json.loads(access))
+    return FullTextRow(rowid, title, section, text, label_terms(json.loads(labels)), terms)
