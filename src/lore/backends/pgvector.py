@@ -16,8 +16,9 @@ distance share no scale as they come:
   re-run as an exact scan over the rows the label GIN index selects, which is cheap
   precisely because the filter is selective.
 
-Label filters (``key=value`` terms, ``@>`` on a GIN-indexed ``text[]``) apply inside both
-channels. Tables are prefixed with the index name (see ``lore.backends.pg_schema``).
+Label filters (``key=value`` terms, ``@>`` on a GIN-indexed ``text[]``) and the caller's
+access (tenant and group terms in another GIN-indexed ``text[]``, ``pg_schema.RowFilter``)
+apply inside both channels. Tables are prefixed with the index name (see ``lore.backends.pg_schema``).
 """
 
 from __future__ import annotations
@@ -33,12 +34,14 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import SecretStr
 
+from lore.access import AccessFilter
 from lore.backends import StoredVectorsEmbedder, lexical, pg_reembed
 from lore.backends.pg_schema import (
     EXPORT_CHUNK_COLUMNS,
     LOCK_CLASS,
     PASSAGE_COLUMNS,
     UPSERT_DOCUMENT,
+    RowFilter,
     Tables,
     chunk_from_row,
     chunk_row,
@@ -54,7 +57,7 @@ from lore.backends.pg_schema import (
     vector_channel_statement,
     vector_statements,
 )
-from lore.backends.query_embedding import embed_query
+from lore.backends.query_embedding import vector_or_bm25
 from lore.config import LoreSettings
 from lore.errors import (
     BackendUnavailableError,
@@ -258,7 +261,7 @@ class PgVectorBackend:
             raise IndexingError(
                 f"{document.uri}: vectors have {matrix.shape[1]} dimensions, the index {self._stored[1]}"
             )
-        rows = [chunk_row(chunk, matrix[i]) for i, chunk in enumerate(chunks)]
+        rows = [chunk_row(chunk, matrix[i], document) for i, chunk in enumerate(chunks)]
         with self._connection(IndexingError) as conn, conn.transaction():
             # In one transaction the new version replaces the old atomically: a crash
             # leaves one or the other, and readers never see neither.
@@ -280,7 +283,7 @@ class PgVectorBackend:
         with self._connection(IndexingError) as conn:
             rows = conn.execute(
                 self._tables.sql(
-                    "SELECT uri, revision, title, updated_at, chunk_count, indexed_at "
+                    "SELECT uri, revision, title, updated_at, chunk_count, indexed_at, access, tenant "
                     "FROM {documents} WHERE source = %s"
                 ),
                 (source,),
@@ -293,6 +296,8 @@ class PgVectorBackend:
                 updated_at=utc(row[3]),
                 chunk_count=row[4],
                 indexed_at=utc(row[5]),
+                access=None if row[6] is None else frozenset(row[6]),
+                tenant=row[7],
             )
             for row in rows
         }
@@ -371,8 +376,10 @@ class PgVectorBackend:
         top_k: int = 8,
         labels: Mapping[str, str] | None = None,
         mode: SearchMode | None = None,
+        access: AccessFilter | None = None,
     ) -> list[Passage]:
-        return (await self.retrieve_detailed(query, top_k=top_k, labels=labels, mode=mode)).passages
+        found = await self.retrieve_detailed(query, top_k=top_k, labels=labels, mode=mode, access=access)
+        return found.passages
 
     async def retrieve_detailed(
         self,
@@ -381,17 +388,15 @@ class PgVectorBackend:
         top_k: int = 8,
         labels: Mapping[str, str] | None = None,
         mode: SearchMode | None = None,
+        access: AccessFilter | None = None,
     ) -> Retrieval:
         chosen, terms = lexical.check_search(ENGINE, self.modes, query, top_k, labels, mode)
         text = lexical.clean_text(query)
-        vector: npt.NDArray[np.float32] | None = None
-        reason = None
-        if chosen is not SearchMode.BM25:
-            await asyncio.to_thread(self._check_query_embedder)
-            vector, reason = await asyncio.to_thread(embed_query, self._embedder, text, chosen)
-            if vector is None:
-                chosen = SearchMode.BM25
-        passages = await asyncio.to_thread(self._search, text, vector, top_k, terms, chosen)
+        vector, chosen, reason = await asyncio.to_thread(
+            vector_or_bm25, self._embedder, text, chosen, self._check_query_embedder
+        )
+        where = RowFilter(sorted(terms), access)
+        passages = await asyncio.to_thread(self._search, text, vector, top_k, where, chosen)
         return Retrieval(passages, reason)
 
     # -- what commands need (lore.protocols.StoringBackend) ---------------------------
@@ -425,7 +430,7 @@ class PgVectorBackend:
         text: str,
         vector: npt.NDArray[np.float32] | None,
         top_k: int,
-        terms: frozenset[str],
+        where: RowFilter,
         mode: SearchMode,
     ) -> list[Passage]:
         # Only fusion needs candidates beyond top_k; a single channel asks for what it returns.
@@ -433,9 +438,9 @@ class PgVectorBackend:
         channels: dict[str, list[tuple[str, float]]] = {}
         with self._connection(RetrievalError) as conn:
             if mode in (SearchMode.HYBRID, SearchMode.BM25):
-                channels[TEXT_CHANNEL] = self._text_channel(conn, text, sorted(terms), depth)
+                channels[TEXT_CHANNEL] = self._text_channel(conn, text, where, depth)
             if vector is not None:
-                channels[VECTOR_CHANNEL] = self._vector_channel(conn, vector, sorted(terms), depth)
+                channels[VECTOR_CHANNEL] = self._vector_channel(conn, vector, where, depth)
             fused = fuse_channels(
                 channels, fusion=self._fusion, depth=depth, rrf_k=self._rrf_k, lexical=TEXT_CHANNEL
             )[:top_k]
@@ -448,17 +453,14 @@ class PgVectorBackend:
         return passages
 
     def _text_channel(
-        self, conn: psycopg.Connection[TupleRow], text: str, terms: list[str], depth: int
+        self, conn: psycopg.Connection[TupleRow], text: str, where: RowFilter, depth: int
     ) -> list[tuple[str, float]]:
         words = lexical.query_words(text)[:MAX_QUERY_WORDS]
         idents = lexical.identifiers(text)
         if not words and not idents:
             return []
-        statement = text_channel_statement(self._tables, len(words), filtered=bool(terms))
-        params: list[Any] = [*words, idents]
-        if terms:
-            params.append(terms)
-        params.append(depth)
+        statement = text_channel_statement(self._tables, len(words), where)
+        params: list[Any] = [*words, idents, *where.params(), depth]
         rows = conn.execute(statement, params).fetchall()
         return [(row[0], float(row[1])) for row in rows]
 
@@ -466,19 +468,19 @@ class PgVectorBackend:
         self,
         conn: psycopg.Connection[TupleRow],
         vector: npt.NDArray[np.float32],
-        terms: list[str],
+        where: RowFilter,
         depth: int,
     ) -> list[tuple[str, float]]:
         if self._stored is None or not np.any(vector):
             return []  # nothing embedded yet, or a query with no features: no neighbours
-        statement = vector_channel_statement(self._tables, filtered=bool(terms))
-        params: list[Any] = [vector, *([terms] if terms else []), depth]
+        statement = vector_channel_statement(self._tables, where)
+        params: list[Any] = [vector, *where.params(), depth]
         with conn.transaction():
             conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(min(depth, MAX_EF_SEARCH)),))
-            if terms:
+            if where.active:
                 conn.execute("SELECT set_config('hnsw.iterative_scan', 'strict_order', true)")
             rows = conn.execute(statement, params).fetchall()
-            if terms and len(rows) < depth:
+            if where.active and len(rows) < depth:
                 # Fewer than asked for: the filtered set is small, or the index walk gave
                 # up first. Either way an exact scan over the filtered rows is cheap.
                 conn.execute("SELECT set_config('enable_indexscan', 'off', true)")
@@ -532,11 +534,11 @@ class PgVectorBackend:
         with self._connection(IndexingError) as conn:
             documents = conn.execute(
                 self._tables.sql(
-                    "SELECT uri, title, revision, updated_at, labels, media_type"
+                    "SELECT uri, title, revision, updated_at, labels, media_type, access, tenant"
                     " FROM {documents} ORDER BY uri"
                 )
             ).fetchall()
-        for uri, title, revision, updated_at, labels, media_type in documents:
+        for uri, title, revision, updated_at, labels, media_type, access, tenant in documents:
             with self._connection(IndexingError) as conn:
                 rows = conn.execute(
                     self._tables.sql(
@@ -559,6 +561,8 @@ class PgVectorBackend:
                 updated_at=utc(updated_at),
                 labels=dict(labels),
                 media_type=media_type,
+                access=None if access is None else frozenset(access),
+                tenant=tenant,
             )
             yield document, chunks, vectors
 

@@ -61,7 +61,7 @@ import numpy as np
 from lore.access import AccessFilter
 from lore.backends import sqlite_reembed
 from lore.backends.fulltext import FullTextIndex
-from lore.backends.query_embedding import embed_query
+from lore.backends.query_embedding import vector_or_bm25
 from lore.backends.sqlite_journal import FullTextJournal, translated
 from lore.backends.sqlite_readonly import connect_read_only, open_connections, private_fulltext_dir, writable
 from lore.backends.sqlite_schema import ACCESS_VERSION, SCHEMA_VERSION, migrate, schema_version
@@ -494,11 +494,7 @@ class SqliteBackend:
         chosen = self._mode(mode)
         _check_query(query, top_k)
         label_filter = _label_filter(labels)
-        vector, reason = None, None
-        if chosen is not SearchMode.BM25:
-            vector, reason = self._query_vector(query, query_vector, chosen)
-            if vector is None:
-                chosen = SearchMode.BM25
+        vector, chosen, reason = self._query_vector(query, query_vector, chosen)
         # Only fusion needs candidates beyond top_k; a single channel asks for what it returns.
         depth = max(self._candidate_depth, top_k) if chosen is SearchMode.HYBRID else top_k
         if self._journal.pending and self._lock_depth:
@@ -546,17 +542,14 @@ class SqliteBackend:
 
     def _query_vector(
         self, query: str, given: Vectors | None, mode: SearchMode
-    ) -> tuple[Vectors | None, str | None]:
+    ) -> tuple[Vectors | None, SearchMode, str | None]:
+        if given is None or mode is SearchMode.BM25:
+            return vector_or_bm25(self._embedder, query, mode)
         dimension = self._embedder.dimension
-        if given is None:
-            vector, reason = embed_query(self._embedder, query, mode)
-            if vector is None:
-                return None, reason
-        else:
-            vector = np.asarray(given, np.float32)
+        vector = np.asarray(given, np.float32)
         if vector.shape != (dimension,):
             raise QueryError(f"the query vector must have shape ({dimension},), got {vector.shape}")
-        return vector, None
+        return vector, mode, None
 
     def _refresh(self, *, need_vectors: bool) -> VectorMatrix:
         """Catch up with changes (made in any process) since the last search."""
@@ -576,7 +569,7 @@ class SqliteBackend:
             self._fulltext_generation = generation
         if need_vectors and generation != self._matrix_generation:
             try:
-                self._matrix.refresh(self._reads.conn, access_stored=self._reads.access_stored)
+                self._matrix.refresh(self._reads)
             except ValueError as err:  # blobs of another size: the embedder check was bypassed
                 raise RetrievalError(f"the vectors in {self._path} do not fit the embedder: {err}") from err
             self._matrix_generation = generation

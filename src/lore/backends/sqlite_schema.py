@@ -9,7 +9,6 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from lore.access import tenant_term
 from lore.errors import IndexingError
 
 #: Each migration is a tuple of statements run in one transaction.
@@ -76,19 +75,13 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE TABLE reembed_vectors (embed_key TEXT PRIMARY KEY, vector BLOB NOT NULL)",
     ),
     (
-        # 3 (issue 12, access): who may read each document, and its tenant. NULL access
-        # is unknown (admins only). The per-chunk terms (lore.access.access_terms) feed the
-        # filters of both channels; rows of an older index get the default tenant's term
-        # and no group, i.e. admins only until the next sync writes them afresh.
+        # 3 (issue 12, access): who may read each document (a JSON list of groups, "*" for
+        # every viewer), and its tenant. NULL access is unknown: admins only. A chunk's
+        # access is its document's (lore.access.access_terms), read by joining on uri, so
+        # a write costs no extra pages; documents of an older index are of the default
+        # tenant with unknown access until the next sync writes them afresh.
         "ALTER TABLE documents ADD COLUMN access TEXT",
         "ALTER TABLE documents ADD COLUMN tenant TEXT",
-        """CREATE TABLE chunk_access (
-            term TEXT NOT NULL,
-            chunk INTEGER NOT NULL,
-            PRIMARY KEY (term, chunk)
-        ) WITHOUT ROWID""",
-        "CREATE INDEX chunk_access_by_chunk ON chunk_access (chunk)",
-        f"INSERT INTO chunk_access (term, chunk) SELECT '{tenant_term(None)}', id FROM chunks",
     ),
 )
 

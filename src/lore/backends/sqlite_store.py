@@ -16,7 +16,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from lore.access import access_terms, tenant_term
+from lore.access import access_terms
 from lore.backends.fulltext import FullTextRow
 from lore.models import Chunk, Document, IndexedDocument, Passage, embed_key, label_terms, utc
 from lore.protocols import Vectors
@@ -56,10 +56,6 @@ def _per_labels(chunks: Sequence[Chunk], make: Callable[[Mapping[str, str]], T])
             value, previous = make(chunk.labels), chunk.labels
         made.append(value)
     return made
-
-
-#: What a chunk of an index from before access was stored carries (sqlite_schema.py, 3).
-_LEGACY_TERMS = frozenset({tenant_term(None)})
 
 
 def _access_json(access: frozenset[str] | None) -> str | None:
@@ -213,10 +209,6 @@ class ChunkStore:
             "INSERT INTO chunk_labels (term, chunk) VALUES (?, ?)",
             [(term, rowid) for rowid, held in zip(rowids, terms, strict=True) for term in held],
         )
-        self.conn.executemany(
-            "INSERT INTO chunk_access (term, chunk) VALUES (?, ?)",
-            [(term, rowid) for rowid in rowids for term in access],
-        )
         return {
             rowid: FullTextRow(rowid, chunk.title, chunk.section, chunk.text, held, access)
             for rowid, chunk, held in zip(rowids, chunks, terms, strict=True)
@@ -226,7 +218,6 @@ class ChunkStore:
         for batch in _batches(rowids):
             marks = _marks(batch)
             self.conn.execute(f"DELETE FROM chunk_labels WHERE chunk IN ({marks})", batch)
-            self.conn.execute(f"DELETE FROM chunk_access WHERE chunk IN ({marks})", batch)
             self.conn.execute(f"DELETE FROM chunk_vectors WHERE chunk IN ({marks})", batch)
             self.conn.execute(f"DELETE FROM chunks WHERE id IN ({marks})", batch)
 
@@ -235,7 +226,7 @@ class ChunkStore:
     def held(self, source: str) -> dict[str, IndexedDocument]:
         rows = self.conn.execute(
             f"SELECT uri, revision, title, updated_at, chunk_count, indexed_at, {self._access_columns} "
-            "FROM documents WHERE source = ?",
+            "FROM documents d WHERE source = ?",
             (source,),
         )
         return {
@@ -254,7 +245,8 @@ class ChunkStore:
 
     @property
     def _access_columns(self) -> str:
-        return "access, tenant" if self.access_stored else "NULL, NULL"
+        """The ``documents`` (alias ``d``, or the table itself) columns of access and tenant."""
+        return "d.access, d.tenant" if self.access_stored else "NULL, NULL"
 
     def cached_vectors(self, keys: Sequence[str]) -> dict[str, Vectors]:
         found: dict[str, Vectors] = {}
@@ -308,19 +300,27 @@ class ChunkStore:
 
     @property
     def _fulltext_select(self) -> str:
-        access = (
-            "(SELECT json_group_array(term) FROM chunk_access a WHERE a.chunk = c.id)"
-            if self.access_stored
-            else "NULL"
+        return (
+            f"SELECT c.id, c.title, c.section, c.text, c.labels, {self._access_columns} "
+            "FROM chunks c LEFT JOIN documents d ON d.uri = c.uri"
         )
-        return f"SELECT c.id, c.title, c.section, c.text, c.labels, {access} FROM chunks c"
 
     def access_postings(self, after: int) -> list[tuple[str, int]]:
-        """``(term, chunk rowid)`` of the access terms of chunks past rowid ``after``."""
-        if self.access_stored:
-            return self.conn.execute("SELECT term, chunk FROM chunk_access WHERE chunk > ?", (after,)).fetchall()
-        rows = self.conn.execute("SELECT id FROM chunks WHERE id > ?", (after,))
-        return [(term, rowid) for (rowid,) in rows for term in _LEGACY_TERMS]
+        """``(access term, chunk rowid)`` for the chunks past rowid ``after``: each chunk
+        has its document's terms (``lore.access.access_terms``)."""
+        rows = self.conn.execute(
+            f"SELECT c.id, {self._access_columns} FROM chunks c LEFT JOIN documents d ON d.uri = c.uri "
+            "WHERE c.id > ?",
+            (after,),
+        )
+        terms: dict[tuple[str | None, str | None], frozenset[str]] = {}
+        postings: list[tuple[str, int]] = []
+        for rowid, access, tenant in rows:
+            held = terms.get((access, tenant))
+            if held is None:
+                held = terms[(access, tenant)] = access_terms(_access_of(access), tenant)
+            postings.extend((term, rowid) for term in held)
+        return postings
 
     # -- reading -------------------------------------------------------------------------
 
@@ -358,7 +358,7 @@ class ChunkStore:
         """Every document's ledger data; ``text`` is empty, only chunks are stored."""
         rows = self.conn.execute(
             f"SELECT uri, title, revision, updated_at, labels, media_type, {self._access_columns} "
-            "FROM documents ORDER BY uri"
+            "FROM documents d ORDER BY uri"
         )
         return [
             Document(
@@ -401,7 +401,7 @@ class ChunkStore:
         return chunks, np.frombuffer(blob, dtype=np.float32).reshape(len(rows), dimension).copy()
 
 
-def _fulltext_row(row: tuple[int, str, str, str, str, str | None]) -> FullTextRow:
-    rowid, title, section, text, labels, access = row
-    terms = _LEGACY_TERMS if access is None else frozenset(json.loads(access))
+def _fulltext_row(row: tuple[int, str, str, str, str, str | None, str | None]) -> FullTextRow:
+    rowid, title, section, text, labels, access, tenant = row
+    terms = access_terms(_access_of(access), tenant)
     return FullTextRow(rowid, title, section, text, label_terms(json.loads(labels)), terms)

@@ -20,14 +20,14 @@ almost every query.
 
 from __future__ import annotations
 
-import sqlite3
 from collections import defaultdict, deque
 from concurrent.futures import Executor
 
 import numpy as np
 import numpy.typing as npt
 
-from lore.access import AccessFilter, tenant_term
+from lore.access import AccessFilter
+from lore.backends.sqlite_store import ChunkStore
 from lore.protocols import Vectors
 
 Positions = npt.NDArray[np.int64]
@@ -109,10 +109,9 @@ class VectorMatrix:
     def matrix(self) -> Vectors:
         return self._buffer[: self._count]
 
-    def refresh(self, conn: sqlite3.Connection, *, access_stored: bool = True) -> None:
-        """Catch up with the database, in one read transaction (a consistent snapshot).
-        ``access_stored`` False: an index from before access was stored (opened
-        read-only, so not migrated), whose chunks are all of the default tenant."""
+    def refresh(self, store: ChunkStore) -> None:
+        """Catch up with the database, in one read transaction (a consistent snapshot)."""
+        conn = store.conn
         conn.execute("BEGIN")
         try:
             live: int = conn.execute("SELECT COUNT(*) FROM chunk_vectors").fetchone()[0]
@@ -124,10 +123,7 @@ class VectorMatrix:
                 self._count, self._postings, self._access, last = 0, {}, {}, 0
                 added = conn.execute("SELECT chunk, vector FROM chunk_vectors ORDER BY chunk").fetchall()
             labels = conn.execute("SELECT term, chunk FROM chunk_labels WHERE chunk > ?", (last,)).fetchall()
-            if access_stored:
-                access = conn.execute("SELECT term, chunk FROM chunk_access WHERE chunk > ?", (last,)).fetchall()
-            else:
-                access = [(tenant_term(None), rowid) for rowid, _ in added]
+            access = store.access_postings(last)
         finally:
             conn.execute("COMMIT")
         self._append(added, labels, access)
