@@ -58,6 +58,26 @@ class SourceConfig(BaseModel):
     #: Deliberately without a default: an undeclared visibility is refused at sync.
     visibility: str | None = None
     labels: dict[str, str] = Field(default_factory=dict)
+    #: The groups that may read its documents (``visibility = "restricted"`` is then
+    #: implied); None: the visibility alone decides (``lore.sources.scope``).
+    access: list[str] | None = None
+    #: The tenant its documents belong to; None: the index's default tenant.
+    tenant: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_.-]+$")
+
+    @field_validator("access")
+    @classmethod
+    def _access(cls, value: list[str] | None) -> list[str] | None:
+        if value is None:
+            return None
+        groups = [group.strip() for group in value]
+        if not groups:
+            raise ValueError('names no group; list who may read it, e.g. ["sre"], or set visibility')
+        if bad := [group for group in groups if not group or group == "*" or any(c.isspace() for c in group)]:
+            raise ValueError(
+                f"{bad[0]!r} is not a group name (no spaces, not '*'; every viewer is "
+                'visibility = "all-viewers")'
+            )
+        return groups
 
     def location(self, settings: LoreSettings) -> str | None:
         """Where the source reads from, for ``lore sources``; None when it has no such thing."""

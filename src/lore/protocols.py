@@ -195,6 +195,17 @@ class TokenCounting(Protocol):
 
 
 @runtime_checkable
+class AccessReporting(Protocol):
+    """Optional capability of a source: it knows who may read each document (a wiki's page
+    restrictions) and sets ``Document.access`` itself. A ``restricted`` source without a
+    configured ``access`` list is indexed only when ``reports_access`` is True; a
+    document it reports nothing for is then of unknown access (admins only)."""
+
+    @property
+    def reports_access(self) -> bool: ...
+
+
+@runtime_checkable
 class PreflightChecked(Protocol):
     """Optional capability of a source: a cheap check that its configuration points at
     something (a folder that exists), run before the index is opened, so a typo in a

@@ -134,7 +134,8 @@ def sync_command(
     if report.rechunked:
         console.print("chunking settings changed since the last sync: every document was re-chunked")
     for name in report.skipped_sources:
-        console.print(f"skipped source [bold]{name}[/bold]: visibility is restricted", highlight=False)
+        why = 'visibility is restricted and no access list says who may read it (access = ["group"])'
+        console.print(f"skipped source [bold]{name}[/bold]: {escape(why)}", highlight=False)
     for refused in report.refused_prunes:
         console.print(
             f"[red]refused to delete {refused.missing} of the {refused.indexed} indexed documents of "
