@@ -23,7 +23,6 @@ apply inside both channels. Tables are prefixed with the index name (see ``lore.
 
 from __future__ import annotations
 
-import asyncio
 import math
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -57,7 +56,7 @@ from lore.backends.pg_schema import (
     vector_channel_statement,
     vector_statements,
 )
-from lore.backends.query_embedding import vector_or_bm25
+from lore.backends.server_search import ServerSearch
 from lore.config import LoreSettings
 from lore.errors import (
     BackendUnavailableError,
@@ -79,7 +78,7 @@ from lore.models import (
     SearchMode,
     utc,
 )
-from lore.protocols import Embedder, Retrieval, Vectors
+from lore.protocols import Embedder, Vectors
 
 try:
     import psycopg
@@ -112,10 +111,11 @@ def _where(dsn: str) -> str:
     return f"PostgreSQL at {host}:{port}/{parts.get('dbname') or parts.get('user') or ''}"
 
 
-class PgVectorBackend:
+class PgVectorBackend(ServerSearch):
     """An index in PostgreSQL. ``KnowledgeIndex`` and ``KnowledgeRetriever`` at once."""
 
     modes: tuple[SearchMode, ...] = (SearchMode.HYBRID, SearchMode.BM25, SearchMode.VECTOR)
+    engine = ENGINE
 
     def __init__(
         self,
@@ -206,10 +206,6 @@ class PgVectorBackend:
     @property
     def index_name(self) -> str:
         return self._tables.index
-
-    @property
-    def engine(self) -> str:
-        return ENGINE
 
     @property
     def degraded(self) -> bool:
@@ -367,37 +363,7 @@ class PgVectorBackend:
                     self._lock_depth = 0
                 conn.execute("SELECT pg_advisory_unlock(%s, %s)", key)
 
-    # -- read side --------------------------------------------------------------------
-
-    async def retrieve(
-        self,
-        query: str,
-        *,
-        top_k: int = 8,
-        labels: Mapping[str, str] | None = None,
-        mode: SearchMode | None = None,
-        access: AccessFilter | None = None,
-    ) -> list[Passage]:
-        found = await self.retrieve_detailed(query, top_k=top_k, labels=labels, mode=mode, access=access)
-        return found.passages
-
-    async def retrieve_detailed(
-        self,
-        query: str,
-        *,
-        top_k: int = 8,
-        labels: Mapping[str, str] | None = None,
-        mode: SearchMode | None = None,
-        access: AccessFilter | None = None,
-    ) -> Retrieval:
-        chosen, terms = lexical.check_search(ENGINE, self.modes, query, top_k, labels, mode)
-        text = lexical.clean_text(query)
-        vector, chosen, reason = await asyncio.to_thread(
-            vector_or_bm25, self._embedder, text, chosen, self._check_query_embedder
-        )
-        where = RowFilter(sorted(terms), access)
-        passages = await asyncio.to_thread(self._search, text, vector, top_k, where, chosen)
-        return Retrieval(passages, reason)
+    # -- read side (``retrieve`` and ``retrieve_detailed``: server_search.py) -----------
 
     # -- what commands need (lore.protocols.StoringBackend) ---------------------------
 
@@ -430,9 +396,11 @@ class PgVectorBackend:
         text: str,
         vector: npt.NDArray[np.float32] | None,
         top_k: int,
-        where: RowFilter,
+        terms: frozenset[str],
         mode: SearchMode,
+        access: AccessFilter | None,
     ) -> list[Passage]:
+        where = RowFilter(sorted(terms), access)
         # Only fusion needs candidates beyond top_k; a single channel asks for what it returns.
         depth = max(self._depth, top_k) if mode is SearchMode.HYBRID else top_k
         channels: dict[str, list[tuple[str, float]]] = {}

@@ -32,7 +32,6 @@ the lock file in ``qdrant_local.py``.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import re
 import tempfile
@@ -66,7 +65,7 @@ from lore.backends.qdrant_layout import (
     point_id,
 )
 from lore.backends.qdrant_local import FileLock, open_local, release_local
-from lore.backends.query_embedding import vector_or_bm25
+from lore.backends.server_search import ServerSearch
 from lore.config import LoreSettings
 from lore.errors import (
     BackendUnavailableError,
@@ -85,7 +84,7 @@ from lore.models import (
     ReembedStatus,
     SearchMode,
 )
-from lore.protocols import Embedder, Retrieval, Vectors
+from lore.protocols import Embedder, Vectors
 
 try:
     import httpx
@@ -103,7 +102,7 @@ T = TypeVar("T")
 Ranked = list[tuple[str, float, dict[str, int]]]
 
 
-class QdrantBackend:
+class QdrantBackend(ServerSearch):
     """An index in Qdrant. ``KnowledgeIndex`` and ``KnowledgeRetriever`` at once."""
 
     modes: tuple[SearchMode, ...] = (SearchMode.HYBRID, SearchMode.BM25, SearchMode.VECTOR)
@@ -404,36 +403,7 @@ class QdrantBackend:
         with self._lock.held(f"another sync is writing index {self._index!r} in {self._where}"):
             yield
 
-    # -- read side --------------------------------------------------------------------
-
-    async def retrieve(
-        self,
-        query: str,
-        *,
-        top_k: int = 8,
-        labels: Mapping[str, str] | None = None,
-        mode: SearchMode | None = None,
-        access: AccessFilter | None = None,
-    ) -> list[Passage]:
-        found = await self.retrieve_detailed(query, top_k=top_k, labels=labels, mode=mode, access=access)
-        return found.passages
-
-    async def retrieve_detailed(
-        self,
-        query: str,
-        *,
-        top_k: int = 8,
-        labels: Mapping[str, str] | None = None,
-        mode: SearchMode | None = None,
-        access: AccessFilter | None = None,
-    ) -> Retrieval:
-        chosen, terms = lexical.check_search(ENGINE, self.modes, query, top_k, labels, mode)
-        text = lexical.clean_text(query)
-        vector, chosen, reason = await asyncio.to_thread(
-            vector_or_bm25, self._embedder, text, chosen, self._check_query_embedder
-        )
-        passages = await asyncio.to_thread(self._search, text, vector, top_k, terms, chosen, access)
-        return Retrieval(passages, reason)
+    # -- read side (``retrieve`` and ``retrieve_detailed``: server_search.py) -----------
 
     # -- what commands need (lore.protocols.StoringBackend) ---------------------------
 
