@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from typer.testing import CliRunner
 
+import lore.cli.sync_cmd  # noqa: F401  (registers the commands on the app)
 from lore.access import (
     ALL_VIEWERS,
     LOCAL,
@@ -23,6 +25,7 @@ from lore.access import (
 )
 from lore.backends.sqlite import SqliteBackend
 from lore.chunking import Chunker
+from lore.cli.app import app
 from lore.config import LoreSettings, SafetySettings, SourceConfig, load_settings
 from lore.errors import ConfigError
 from lore.models import Document, SearchMode, Visibility
@@ -287,3 +290,27 @@ async def test_the_tool_filters_by_principal_and_audits_it(
     assert {p.uri.rsplit("/", 1)[-1] for p in as_dba.passages} == {"open.md", "dba.md"}
     assert {p.uri.rsplit("/", 1)[-1] for p in local.passages} == {"open.md", "dba.md"}
     assert [entry.principal for entry in audit.entries] == ["oncall-agent", "dba-bot", "alice"]
+
+
+# -- the CLI -------------------------------------------------------------------------------
+
+
+def test_lore_sources_and_sync_say_who_may_read_each_source(tmp_path: Path) -> None:
+    for name in ("ops", "hr", "open"):
+        _files(tmp_path / name, {f"{name}.md": f"# {name}\n\nfailover notes of {name}"})
+    config = tmp_path / "lore.toml"
+    config.write_text(
+        'db_path = "lore.db"\nembedder = "hashing"\n'
+        '[[sources]]\nname = "ops"\npath = "ops"\naccess = ["sre", "dba"]\ntenant = "acme"\n'
+        '[[sources]]\nname = "hr"\npath = "hr"\nvisibility = "restricted"\n'
+        '[[sources]]\nname = "open"\npath = "open"\nvisibility = "all-viewers"\n',
+        encoding="utf-8",
+    )
+    runner = CliRunner(env={"COLUMNS": "200", "NO_COLOR": "1"})
+    sources = runner.invoke(app, ["--config", str(config), "sources"])
+    synced = runner.invoke(app, ["--config", str(config), "sync"])
+    assert sources.exit_code == 0, sources.output
+    assert "restricted: sre, dba (tenant acme)" in sources.output
+    assert "restricted, no access list (skipped)" in sources.output
+    assert synced.exit_code == 0, synced.output
+    assert "skipped source hr: visibility is restricted and no access list" in synced.output

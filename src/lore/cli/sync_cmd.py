@@ -192,11 +192,16 @@ def source_status(index: KnowledgeIndex, name: str, stale_after_days: int, now: 
 
 
 def _visibility(config: SourceConfig) -> str:
+    tenant = f" (tenant {escape(config.tenant)})" if config.tenant else ""
+    if config.access is not None and config.visibility in (None, Visibility.RESTRICTED.value):
+        return f"restricted: {escape(', '.join(config.access))}{tenant}"
     if config.visibility is None:
         return "[red]undeclared (refused)[/red]"
     if config.visibility not in {v.value for v in Visibility}:
         return f"[red]{escape(config.visibility)} (invalid)[/red]"
-    return config.visibility
+    if config.visibility == Visibility.RESTRICTED.value:
+        return f"[yellow]restricted, no access list (skipped)[/yellow]{tenant}"
+    return config.visibility + tenant
 
 
 def _source_path(current: LoreSettings, config: SourceConfig) -> str:
