@@ -5,7 +5,13 @@ stored, and the tool core. (What every backend must filter is in the conformance
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sqlite3
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -242,7 +248,7 @@ async def test_a_source_that_reports_access_is_indexed_per_document(tmp_path: Pa
 def _as_schema_2(db_path: Path) -> None:
     """Turn an index into what lore wrote before migration 3: no access, no tenant, and a
     full-text index of the layout before its ``access`` field."""
-    with sqlite3.connect(db_path) as conn:
+    with closing(sqlite3.connect(db_path)) as conn, conn:
         conn.execute("ALTER TABLE documents DROP COLUMN access")
         conn.execute("ALTER TABLE documents DROP COLUMN tenant")
         conn.execute("PRAGMA user_version = 2")
@@ -314,3 +320,42 @@ def test_lore_sources_and_sync_say_who_may_read_each_source(tmp_path: Path) -> N
     assert "restricted, no access list (skipped)" in sources.output
     assert synced.exit_code == 0, synced.output
     assert "skipped source hr: visibility is restricted and no access list" in synced.output
+
+
+@pytest.fixture
+def read_only_copy(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
+    """``(built, served)``: a folder and the same folder through a read-only bind mount
+    (outside pytest's temp folders, which other sessions clean up)."""
+    root = Path(tempfile.mkdtemp(prefix="lore-test-access-"))
+    built, served = root / "built", root / "served"
+    built.mkdir()
+    served.mkdir()
+    try:
+        for args in (["--bind", str(built), str(served)], ["-o", "remount,ro,bind", str(served)]):
+            done = subprocess.run(["mount", *args], capture_output=True, text=True, timeout=30, check=False)
+            if done.returncode != 0:
+                if os.environ.get("CI") == "true":
+                    pytest.fail(f"cannot mount: {done.stderr}", pytrace=False)
+                pytest.skip(f"cannot mount ({done.stderr.strip()}); this test needs root")
+        yield built, served
+    finally:
+        subprocess.run(["umount", "-l", str(served)], capture_output=True, timeout=30, check=False)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+async def test_an_old_index_on_a_read_only_mount_is_searched_unmigrated(
+    read_only_copy: tuple[Path, Path], corpus: list[SourceConfig]
+) -> None:
+    built, served = read_only_copy
+    embedder = CountingEmbedder()
+    with SqliteBackend(built / "lore.db", embedder) as index:
+        await _sync([build_source(corpus[0], LoreSettings())], index, embedder)
+    _as_schema_2(built / "lore.db")
+    with SqliteBackend(served / "lore.db", embedder) as index:
+        assert index.read_only is not None
+        assert _uris(index, None) == {"open.md"}
+        assert _uris(index, ADMIN) == {"open.md"}
+        assert _uris(index, VIEWER) == set()
+        assert [row.access for row in index.held("open").values()] == [None]
+    with closing(sqlite3.connect(built / "lore.db")) as conn:  # nothing was written to the mount
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
