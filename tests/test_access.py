@@ -30,6 +30,8 @@ from lore.access import (
     readable,
 )
 from lore.backends.sqlite import SqliteBackend
+from lore.backends.sqlite_schema import connect, migrate
+from lore.backends.sqlite_store import ChunkStore
 from lore.chunking import Chunker
 from lore.cli.app import app
 from lore.config import LoreSettings, SafetySettings, SourceConfig, load_settings
@@ -359,3 +361,21 @@ async def test_an_old_index_on_a_read_only_mount_is_searched_unmigrated(
         assert [row.access for row in index.held("open").values()] == [None]
     with closing(sqlite3.connect(built / "lore.db")) as conn:  # nothing was written to the mount
         assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+
+
+def test_access_postings_per_document_and_for_scattered_rowids(tmp_path: Path) -> None:
+    """The matrix's access postings come one run of rowids per document; a document whose
+    chunks are not one run (not what lore writes, but a hand-edited index) is read row by row."""
+    conn = connect(tmp_path / "lore.db")
+    migrate(conn, tmp_path / "lore.db")
+    row = "INSERT INTO documents VALUES (?, 's', 't', 'r', '2024', '{}', 'm', 2, '2024', ?, ?)"
+    conn.execute(row, ("a.md", json.dumps(["sre"]), "acme"))
+    conn.execute(row, ("b.md", None, None))
+    chunk = "INSERT INTO chunks VALUES (?, ?, ?, 0, '', 't', 'r', '2024', '{}', 'h', 'x')"
+    for rowid, uri in ((1, "a.md"), (2, "a.md"), (3, "b.md"), (4, "a.md"), (5, "b.md")):
+        conn.execute(chunk, (rowid, f"{uri}#{rowid}", uri))
+    postings = {term: sorted(ids.tolist()) for term, ids in ChunkStore(conn).access_postings(0).items()}
+    assert postings == {"tenant:acme": [1, 2, 4], "group:sre": [1, 2, 4], "tenant:": [3, 5]}
+    later = {term: sorted(ids.tolist()) for term, ids in ChunkStore(conn).access_postings(3).items()}
+    assert later == {"tenant:acme": [4], "group:sre": [4], "tenant:": [5]}
+    conn.close()

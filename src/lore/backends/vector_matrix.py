@@ -21,6 +21,7 @@ almost every query.
 from __future__ import annotations
 
 from collections import defaultdict, deque
+from collections.abc import Mapping
 from concurrent.futures import Executor
 
 import numpy as np
@@ -130,7 +131,7 @@ class VectorMatrix:
         self._dead = max(0, self._count - live)
 
     def _append(
-        self, added: list[tuple[int, bytes]], labels: list[tuple[str, int]], access: list[tuple[str, int]]
+        self, added: list[tuple[int, bytes]], labels: list[tuple[str, int]], access: Mapping[str, Positions]
     ) -> None:
         if not added:
             return
@@ -147,7 +148,10 @@ class VectorMatrix:
         new_rowids = np.fromiter((rowid for rowid, _ in added), dtype=np.int64, count=len(added))
         self._rowids[start:end] = new_rowids
         self._count = end
-        _add_postings(self._postings, labels, new_rowids, start)
+        by_term: dict[str, list[int]] = defaultdict(list)
+        for term, rowid in labels:
+            by_term[term].append(rowid)
+        _add_postings(self._postings, by_term, new_rowids, start)
         _add_postings(self._access, access, new_rowids, start)
 
     def _allowed(self, label_filter: frozenset[str], access: AccessFilter | None) -> Positions | None:
@@ -203,13 +207,13 @@ class VectorMatrix:
 
 
 def _add_postings(
-    postings: dict[str, Positions], pairs: list[tuple[str, int]], new_rowids: Positions, start: int
+    postings: dict[str, Positions],
+    by_term: Mapping[str, list[int]] | Mapping[str, Positions],
+    new_rowids: Positions,
+    start: int,
 ) -> None:
-    """Add ``(term, rowid)`` pairs of rows just appended (``new_rowids``, from position
-    ``start``) to ``postings``; pairs of rows not among them (deleted since) are dropped."""
-    by_term: dict[str, list[int]] = defaultdict(list)
-    for term, rowid in pairs:
-        by_term[term].append(rowid)
+    """Add the rowids of each term, among the rows just appended (``new_rowids``, from
+    position ``start``), to ``postings``; rowids not among them (deleted since) are dropped."""
     for term, members in by_term.items():
         wanted = np.asarray(members, dtype=np.int64)
         positions = np.searchsorted(new_rowids, wanted)
