@@ -117,8 +117,8 @@ def check_sources(sources: Iterable[KnowledgeSource]) -> None:
         if source.visibility is None:
             raise VisibilityError(
                 f"source {source.name!r} does not declare who may read it; set "
-                f"visibility = \"{Visibility.ALL_VIEWERS}\" or \"{Visibility.RESTRICTED}\" in its "
-                "[[sources]] table (lore indexes only what every viewer may read)"
+                f"visibility = \"{Visibility.ALL_VIEWERS}\" (every viewer) or access = [\"group\", ...] "
+                "(those groups only) in its [[sources]] table"
             )
     for source in sources:
         if indexable(source) and isinstance(source, PreflightChecked):
