@@ -11,7 +11,7 @@ Part of ``BackendConformance`` (so a backend's test module needs no fixture beyo
 - ``top_k`` filled from readable documents when many unreadable ones rank higher, which
   fails a backend that cuts a channel's candidates before filtering them;
 - the ledger (``held``) gives back the access list and tenant it stored, which is how sync
-  notices a changed access configuration.
+  notices a changed access configuration, and so does ``export`` (``lore migrate``).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 from lore.access import ALL_VIEWERS, AccessFilter, access_terms
 from lore.errors import QueryError
 from lore.models import Passage, SearchMode
+from lore.protocols import StoringBackend
 from lore.testing import DEFAULT_SOURCE, Store, add_document
 from lore.testing.embedders import CountingEmbedder
 
@@ -189,6 +190,16 @@ class AccessConformance:
         assert (held["a.md"].access, held["a.md"].tenant) == (frozenset({"sre", "dba"}), "acme")
         assert (held["b.md"].access, held["b.md"].tenant) == (ALL_VIEWERS, None)
         assert (held["c.md"].access, held["c.md"].tenant) == (None, None)
+
+    def test_export_keeps_access_and_tenant(self, store: Store, embedder: CountingEmbedder) -> None:
+        """``lore migrate`` copies what ``export`` yields: access must survive the move."""
+        if not isinstance(store, StoringBackend):
+            pytest.skip(f"{type(store).__name__} is not a StoringBackend (no export)")
+        add_document(store, embedder, "a.md", "alpha", access=frozenset({"sre"}), tenant="acme")
+        add_document(store, embedder, "b.md", "beta")
+        exported = {document.uri: document for document, _, _ in store.export()}
+        assert (exported["a.md"].access, exported["a.md"].tenant) == (frozenset({"sre"}), "acme")
+        assert (exported["b.md"].access, exported["b.md"].tenant) == (None, None)
 
     async def test_rewriting_a_document_changes_who_sees_it(
         self, store: Store, embedder: CountingEmbedder
