@@ -27,6 +27,7 @@ from lore.access import (
     Principal,
     Role,
     access_filter,
+    access_terms,
     readable,
 )
 from lore.backends.sqlite import SqliteBackend
@@ -41,6 +42,8 @@ from lore.safety.audit import MemoryAuditLog
 from lore.sources import build_source
 from lore.sources.scope import ScopedSource, indexable
 from lore.sync import sync_sources
+from lore.testing import DEFAULT_SOURCE
+from lore.testing.access_conformance import AccessConformance
 from lore.testing.embedders import CountingEmbedder
 from lore.tool import KnowledgeSearch
 
@@ -379,3 +382,52 @@ def test_access_postings_per_document_and_for_scattered_rowids(tmp_path: Path) -
     later = {term: sorted(ids.tolist()) for term, ids in ChunkStore(conn).access_postings(3).items()}
     assert later == {"tenant:acme": [4], "group:sre": [4], "tenant:": [5]}
     conn.close()
+
+
+# -- the conformance suite has teeth -----------------------------------------------------------
+
+
+class _IgnoresAccess(SqliteBackend):
+    """Breaks the contract: answers every caller with the local admin view."""
+
+    def search_detailed(self, query: str, **options: Any) -> Any:
+        options.pop("access", None)
+        return super().search_detailed(query, **options)
+
+
+class _PostFilters(SqliteBackend):
+    """Breaks the contract the subtle way: cuts each search at top_k, then drops what the
+    caller may not read (the top_k is then short whenever restricted documents rank higher)."""
+
+    def search_detailed(self, query: str, **options: Any) -> Any:
+        access = options.pop("access", None)
+        found = super().search_detailed(query, **options)
+        if access is None:
+            return found
+        held = self.held(DEFAULT_SOURCE)
+        kept = [p for p in found.passages if readable_by(access, held[p.uri].access, held[p.uri].tenant)]
+        return type(found)(kept, found.degraded_reason)
+
+
+def readable_by(access: AccessFilter, groups: frozenset[str] | None, tenant: str | None) -> bool:
+    return access.admits(access_terms(groups, tenant))
+
+
+def test_the_suite_fails_a_backend_that_ignores_access(tmp_path: Path) -> None:
+    embedder = CountingEmbedder()
+    with _IgnoresAccess(tmp_path / "lore.db", embedder) as store, pytest.raises(AssertionError):
+        AccessConformance().test_unreadable_passages_never_appear(store, embedder)
+
+
+def test_a_backend_that_filters_after_its_cut_never_shows_too_much(tmp_path: Path) -> None:
+    """So the first property alone would not catch it ..."""
+    embedder = CountingEmbedder()
+    with _PostFilters(tmp_path / "lore.db", embedder) as store:
+        AccessConformance().test_unreadable_passages_never_appear(store, embedder)
+
+
+async def test_the_suite_fails_a_backend_that_filters_after_its_cut(tmp_path: Path) -> None:
+    """... but its top_k comes back short when restricted documents rank higher."""
+    embedder = CountingEmbedder()
+    with _PostFilters(tmp_path / "lore.db", embedder) as store, pytest.raises(AssertionError):
+        await AccessConformance().test_top_k_is_filled_from_readable_documents(store, embedder)
