@@ -39,8 +39,9 @@ from lore.config import LoreSettings, SafetySettings, SourceConfig, load_setting
 from lore.errors import ConfigError
 from lore.models import Document, SearchMode, Visibility
 from lore.safety.audit import MemoryAuditLog
-from lore.sources import build_source
-from lore.sources.scope import ScopedSource, indexable
+from lore.sources import build_source, parse_scope
+from lore.sources.git import GitSourceConfig
+from lore.sources.scope import ScopedSource, SourceScope, indexable
 from lore.sync import sync_sources
 from lore.testing import DEFAULT_SOURCE
 from lore.testing.access_conformance import AccessConformance
@@ -431,3 +432,8 @@ async def test_the_suite_fails_a_backend_that_filters_after_its_cut(tmp_path: Pa
     embedder = CountingEmbedder()
     with _PostFilters(tmp_path / "lore.db", embedder) as store, pytest.raises(AssertionError):
         await AccessConformance().test_top_k_is_filled_from_readable_documents(store, embedder)
+
+
+def test_a_git_source_takes_access_and_tenant_like_every_type() -> None:
+    config = GitSourceConfig(name="repo", url="https://git.example.com/x.git", access=["sre"], tenant="acme")
+    assert parse_scope(config) == (Visibility.RESTRICTED, SourceScope(frozenset({"sre"}), "acme"))  # type: ignore[arg-type]

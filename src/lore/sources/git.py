@@ -36,6 +36,7 @@ from pathspec import GitIgnoreSpec
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from lore.chunking import FRONT_MATTER_MEDIA_TYPES, split_front_matter
+from lore.config import TENANT_PATTERN, check_access_groups
 from lore.errors import ConfigError
 from lore.models import Document, SourceFailure, SourceItem, Tombstone, Visibility
 from lore.sources.filesystem import (
@@ -75,6 +76,10 @@ class GitSourceConfig(BaseModel):
     labels: dict[str, str] = Field(default_factory=dict)
     #: Deliberately without a default: an undeclared visibility is refused at sync.
     visibility: Visibility | None = None
+    #: Who may read it and its tenant, as for every type (``lore.config.SourceConfig``).
+    access: list[str] | None = None
+    tenant: str | None = Field(default=None, pattern=TENANT_PATTERN)
+    _access = field_validator("access")(check_access_groups)
     ssh_key_file: Path | None = None
     #: lore's own known-hosts file; default ``<data_dir>/git/known_hosts``.
     known_hosts_file: Path | None = None
