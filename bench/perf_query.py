@@ -11,8 +11,9 @@ other processes spreads over every row alike; the table shows medians and p95.
 
 Components: ``fulltext`` is the tantivy search alone, ``matrix`` the numpy scan alone
 (on one thread, and shared with a helper thread as searches do), ``hydrate`` the SQLite
-lookup of the final top 8. ``--profile hybrid`` prints a cProfile
-of that mode instead of the table.
+lookup of the final top 8. ``+access`` rows filter as an admin of the corpus's tenant
+would: every chunk passes, so they show what evaluating the access filter costs.
+``--profile hybrid`` prints a cProfile of that mode instead of the table.
 """
 
 from __future__ import annotations
@@ -33,11 +34,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _cells import PrecomputedQueries
 from _synthetic import Corpus, documents, generate
 
+from lore.access import AccessFilter
 from lore.backends.sqlite import SqliteBackend
 from lore.models import SearchMode
 
 TOP_K = 8
 FILTER = {"source": "synthetic"}
+#: An admin of the default tenant: the access filter every chunk of the corpus passes.
+ADMIN = AccessFilter(None, None)
 
 
 def corpus_for(work: Path, scale: int) -> Corpus:
@@ -90,10 +94,16 @@ async def measure(backend: SqliteBackend, corpus: Corpus, queries: int) -> Sampl
         "retrieve vector": mode(SearchMode.VECTOR),
         "retrieve hybrid": mode(SearchMode.HYBRID),
         "retrieve hybrid +label": mode(SearchMode.HYBRID, FILTER),
+        # Every chunk passes (the corpus is one tenant): what the filter itself costs.
+        "retrieve hybrid +access": lambda i: backend.retrieve(
+            texts[i], top_k=TOP_K, mode=SearchMode.HYBRID, access=ADMIN
+        ),
         "search hybrid (no thread)": search(SearchMode.HYBRID),
         "fulltext top100": lambda i: fulltext.search(texts[i], frozenset(), 100),
         "matrix top100": lambda i: matrix.search(vectors[i], frozenset(), 100),
         "matrix top100 +label": lambda i: matrix.search(vectors[i], frozenset({"source=synthetic"}), 100),
+        "matrix top100 +access": lambda i: matrix.search(vectors[i], frozenset(), 100, None, ADMIN),
+        "fulltext top100 +access": lambda i: fulltext.search(texts[i], frozenset(), 100, ADMIN),
         "hydrate top8": hydrate,
     }
     if helpers is not None:

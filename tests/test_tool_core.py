@@ -22,6 +22,7 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 import agent_corpus
+from lore.access import AccessFilter
 from lore.backends.sqlite import SqliteBackend
 from lore.config import LoreSettings, SafetySettings, load_settings
 from lore.errors import BackendUnavailableError, ConfigError, QueryError
@@ -103,8 +104,9 @@ class ListRetriever:
         top_k: int = 8,
         labels: Mapping[str, str] | None = None,
         mode: SearchMode | None = None,
+        access: AccessFilter | None = None,
     ) -> list[Passage]:
-        self.calls.append({"query": query, "top_k": top_k, "labels": labels, "mode": mode})
+        self.calls.append({"query": query, "top_k": top_k, "labels": labels, "mode": mode, "access": access})
         if self.fail is not None:
             raise self.fail
         wanted = filter_terms(labels)
@@ -206,12 +208,13 @@ async def test_defaults_and_filters_reach_the_retriever(tmp_path: Path) -> None:
         mode=SearchMode.BM25,
     )
     assert retriever.calls == [
-        {"query": "etcd quorum", "top_k": 5, "labels": None, "mode": None},
+        {"query": "etcd quorum", "top_k": 5, "labels": None, "mode": None, "access": None},
         {
             "query": "etcd",
             "top_k": 2,
             "labels": {"service": "etcd", "source_type": "git"},
             "mode": SearchMode.BM25,
+            "access": None,
         },
     ]
 

@@ -40,3 +40,89 @@ class Principal:
 
 #: The local user of the CLI and of stdio MCP: their own index, no token.
 LOCAL = Principal(name="local", role=Role.ADMIN)
+
+
+# -- what a document says about who may read it ------------------------------------------
+
+#: The group of an access list that means "every viewer of the document's tenant"
+#: (``visibility = "all-viewers"``). Not a valid group name in configuration.
+EVERYONE = "*"
+
+#: ``Document.access`` of a document every viewer of its tenant may read.
+ALL_VIEWERS: frozenset[str] = frozenset({EVERYONE})
+
+#: Every stored chunk carries one tenant term and a group term per entry of its
+#: document's access list; a document whose access is unknown carries no group term, so
+#: only an admin's filter (which asks for none) matches it. The prefixes keep the two
+#: kinds apart; both live beside, never among, the label terms a document can set itself.
+_TENANT = "tenant:"
+_GROUP = "group:"
+
+
+def tenant_term(tenant: str | None) -> str:
+    """The term of a tenant; the default tenant (None) is the bare prefix, which no named
+    tenant can produce (configured names are non-empty)."""
+    return _TENANT + (tenant or "")
+
+
+def group_term(group: str) -> str:
+    return _GROUP + group
+
+
+def access_terms(access: frozenset[str] | None, tenant: str | None) -> frozenset[str]:
+    """The terms a backend stores with each chunk of a document, for ``AccessFilter``."""
+    return frozenset({tenant_term(tenant), *(group_term(group) for group in access or ())})
+
+
+@dataclass(frozen=True, slots=True)
+class AccessFilter:
+    """What one caller may read, applied inside every retrieval channel of a backend.
+
+    A chunk passes when it belongs to ``tenant`` and, unless ``groups`` is None (an admin
+    of the tenant, who also sees documents of unknown access), its document's access
+    list names one of ``groups`` or ``EVERYONE``. ``retrieve(access=None)`` is the local
+    admin view: every tenant, every document."""
+
+    tenant: str | None = None
+    groups: frozenset[str] | None = frozenset()
+
+    @property
+    def tenant_term(self) -> str:
+        return tenant_term(self.tenant)
+
+    @property
+    def group_terms(self) -> frozenset[str] | None:
+        """Terms of which a chunk must carry at least one; None: no such condition."""
+        if self.groups is None:
+            return None
+        return frozenset(group_term(group) for group in {*self.groups, EVERYONE})
+
+    def admits(self, terms: frozenset[str]) -> bool:
+        """Whether a chunk carrying ``terms`` (``access_terms``) passes, for backends and
+        tests that filter in Python."""
+        if self.tenant_term not in terms:
+            return False
+        wanted = self.group_terms
+        return wanted is None or not wanted.isdisjoint(terms)
+
+
+def access_filter(principal: Principal | str | None) -> AccessFilter | None:
+    """The filter for a caller. None (the local admin view) for ``LOCAL``, for None and for
+    a bare name (the CLI, stdio MCP and the framework adapters name the local user for the
+    audit log); a service principal is always filtered, an admin to its own tenant."""
+    if principal is None or isinstance(principal, str) or principal is LOCAL:
+        return None
+    return AccessFilter(principal.tenant, None if principal.is_admin else frozenset(principal.groups))
+
+
+def principal_name(principal: Principal | str | None) -> str | None:
+    """What the audit log records as the caller."""
+    return principal.name if isinstance(principal, Principal) else principal
+
+
+def readable(principal: Principal | str | None, access: frozenset[str] | None, tenant: str | None) -> bool:
+    """Whether ``principal`` may read a document with this access list and tenant: the
+    same rule as search, for the service's document reads and tree
+    (``GET /v1/documents*``)."""
+    wanted = access_filter(principal)
+    return wanted is None or wanted.admits(access_terms(access, tenant))

@@ -57,6 +57,26 @@ def _cadence(value: object) -> object:
         raise PydanticCustomError("duration", "{reason}", {"reason": str(err)}) from err
 
 
+#: A tenant's name in a ``[[sources]]`` table.
+TENANT_PATTERN = r"^[A-Za-z0-9_.-]+$"
+
+
+def check_access_groups(value: list[str] | None) -> list[str] | None:
+    """The ``access`` key every source type shares: group names, at least one, not ``*``
+    (every viewer is ``visibility = "all-viewers"``)."""
+    if value is None:
+        return None
+    groups = [group.strip() for group in value]
+    if not groups:
+        raise ValueError('names no group; list who may read it, e.g. ["sre"], or set visibility')
+    if bad := [group for group in groups if not group or group == "*" or any(c.isspace() for c in group)]:
+        raise ValueError(
+            f"{bad[0]!r} is not a group name (no spaces, not '*'; every viewer is "
+            'visibility = "all-viewers")'
+        )
+    return groups
+
+
 class SourceConfig(BaseModel):
     """One ``[[sources]]`` table: the keys every source type shares.
 
@@ -81,6 +101,14 @@ class SourceConfig(BaseModel):
     @classmethod
     def _cadence(cls, value: object) -> object:
         return _cadence(value)
+
+    #: The groups that may read its documents (``visibility = "restricted"`` is then
+    #: implied); None: the visibility alone decides (``lore.sources.scope``).
+    access: list[str] | None = None
+    #: The tenant its documents belong to; None: the index's default tenant.
+    tenant: str | None = Field(default=None, pattern=TENANT_PATTERN)
+
+    _access = field_validator("access")(check_access_groups)
 
     def location(self, settings: LoreSettings) -> str | None:
         """Where the source reads from, for ``lore sources``; None when it has no such thing."""

@@ -22,8 +22,9 @@ LABEL_VALUE_SEPARATOR = ","
 
 
 class Visibility(enum.StrEnum):
-    """Who may read a source. Only ``ALL_VIEWERS`` is indexed unless per-principal
-    filtering is on; a source with no declared visibility is refused (fail-closed)."""
+    """Who may read a source. ``RESTRICTED`` is indexed only with an access list (the
+    source's ``access`` groups, or a source that reports each document's own); a source
+    with no declared visibility is refused (fail-closed). See ``lore.access``."""
 
     ALL_VIEWERS = "all-viewers"
     RESTRICTED = "restricted"
@@ -84,6 +85,13 @@ class Document:
     #: Decides how the chunker splits it: text/markdown, text/plain, text/x-rst,
     #: application/yaml, application/json, application/toml.
     media_type: str = "text/markdown"
+    #: The groups that may read it (``lore.access.ALL_VIEWERS``: every viewer of its
+    #: tenant); None means unknown, and only admins see it. A source that knows a
+    #: document's own readers sets it; sync fills it from the source's configuration.
+    access: frozenset[str] | None = None
+    #: The tenant it belongs to; None is the index's default tenant. Set by sync from the
+    #: source's configuration, never by a document.
+    tenant: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +163,9 @@ class IndexedDocument:
     updated_at: datetime
     chunk_count: int
     indexed_at: datetime
+    #: As stored (``Document.access``, ``Document.tenant``): a change re-writes the document.
+    access: frozenset[str] | None = None
+    tenant: str | None = None
 
 
 #: Joins a title and its heading path in contextual headers and in ``Chunk.section``.

@@ -2,7 +2,7 @@
 
     KnowledgeSource ──► Document ──► chunker ──► KnowledgeIndex   (write side, used by sync)
                                                      │
-                         KnowledgeRetriever.retrieve(query) ──► list[Passage]   (read side)
+                         KnowledgeRetriever.retrieve(query, access=...) ──► list[Passage]   (read side)
 
 Ingestion and retrieval are independent: a managed vendor implements only
 ``KnowledgeRetriever`` and sync never touches it. Embedders and rerankers are seams of
@@ -22,6 +22,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from lore.access import AccessFilter
 from lore.models import (
     Chunk,
     Document,
@@ -154,9 +155,14 @@ class KnowledgeRetriever(Protocol):
         top_k: int = 8,
         labels: Mapping[str, str] | None = None,
         mode: SearchMode | None = None,
+        access: AccessFilter | None = None,
     ) -> list[Passage]:
         """Best ``top_k`` passages. ``labels`` filters inside every channel (AND of
-        ``key=value``). Any query text is accepted; invalid arguments raise
+        ``key=value``). ``access`` filters inside every channel too, before any cut to a
+        channel's depth, so that ``top_k`` is filled from what the caller may read: only
+        chunks of its tenant, and (unless it is an admin) of documents whose access list
+        names one of its groups or every viewer (``lore.access.AccessFilter``). None is the
+        local admin view: everything. Any query text is accepted; invalid arguments raise
         ``QueryError``; an unreachable store raises ``BackendUnavailableError``."""
         ...
 
@@ -200,6 +206,17 @@ class TokenCounting(Protocol):
     def count_tokens(self, text: str) -> int:
         """Tokens the model sees for ``text``, special tokens excluded."""
         ...
+
+
+@runtime_checkable
+class AccessReporting(Protocol):
+    """Optional capability of a source: it knows who may read each document (a wiki's page
+    restrictions) and sets ``Document.access`` itself. A ``restricted`` source without a
+    configured ``access`` list is indexed only when ``reports_access`` is True; a
+    document it reports nothing for is then of unknown access (admins only)."""
+
+    @property
+    def reports_access(self) -> bool: ...
 
 
 @runtime_checkable
@@ -329,6 +346,7 @@ class ReportingRetriever(KnowledgeRetriever, Protocol):
         top_k: int = 8,
         labels: Mapping[str, str] | None = None,
         mode: SearchMode | None = None,
+        access: AccessFilter | None = None,
     ) -> Retrieval: ...
 
 

@@ -6,8 +6,9 @@
 Properties, each one a promise to the operator:
 
 - fail-closed: a source that does not declare its visibility is refused before the index
-  is touched; ``restricted`` sources are skipped (reported) because the index has no
-  per-viewer filtering;
+  is touched; a ``restricted`` source is skipped (reported) unless it says who may read
+  its documents (an ``access`` list, or per document: ``lore.sources.scope``), and every
+  document is written with its access list and tenant, which searches filter on;
 - idempotent and revision-aware: a document whose revision is already held is neither
   chunked, embedded nor written, so a second run over an unchanged corpus costs a listing.
   A change of chunking settings (or of the embedder's window) re-chunks every document
@@ -66,6 +67,7 @@ from lore.resolve import resolve_embedder, resolve_index
 from lore.safety.secrets import REDACTION_VERSION, redact_document
 from lore.schedule_history import Clock, RunRecorder, complete_sync_key, forget_base, source_run, utc_now
 from lore.sources import VAULT_TYPE, VAULT_URI_SCHEME, build_source, source_configs
+from lore.sources.scope import indexable, scoped
 from lore.sync_pipeline import FATAL, Pending, Pipeline, SyncProgress, describe
 
 #: Index state keys written by sync and read by ``lore status``.
@@ -122,17 +124,17 @@ def check_sources(sources: Iterable[KnowledgeSource]) -> None:
         if source.visibility is None:
             raise VisibilityError(
                 f"source {source.name!r} does not declare who may read it; set "
-                f"visibility = \"{Visibility.ALL_VIEWERS}\" or \"{Visibility.RESTRICTED}\" in its "
-                "[[sources]] table (lore indexes only what every viewer may read)"
+                f"visibility = \"{Visibility.ALL_VIEWERS}\" (every viewer) or access = [\"group\", ...] "
+                "(those groups only) in its [[sources]] table"
             )
     for source in sources:
-        if source.visibility == Visibility.ALL_VIEWERS and isinstance(source, PreflightChecked):
+        if indexable(source) and isinstance(source, PreflightChecked):
             source.preflight()
 
 
 def _with_source_labels(document: Document, source: KnowledgeSource) -> Document:
     labels = {**document.labels, SOURCE_LABEL: source.name, SOURCE_TYPE_LABEL: source.source_type}
-    return replace(document, labels=labels)
+    return replace(scoped(document, source), labels=labels)
 
 
 async def _sync_source(
@@ -189,7 +191,8 @@ async def _sync_source(
                 report.failures.append(SyncFailure(name, item.uri, item.reason))
                 continue
             previous = held.get(item.uri)
-            if previous is not None and _unchanged(previous, item) and item.uri not in old_cut:
+            unchanged = previous is not None and _unchanged(previous, scoped(item, source))
+            if unchanged and item.uri not in old_cut:
                 report.unchanged += 1
                 continue
             # Secrets leave here, before chunking, embedding and writing (whole documents, so
@@ -251,10 +254,16 @@ def _listed_everything(source: KnowledgeSource) -> bool:
 
 
 def _unchanged(held: IndexedDocument, document: Document) -> bool:
-    """Same text and same last change. A new ``updated_at`` alone (a folder that became a
-    git checkout, so its dates now come from commits) rewrites the document's provenance;
-    its chunk texts are the same, so nothing is embedded again."""
-    return held.revision == document.revision and utc(held.updated_at) == utc(document.updated_at)
+    """Same text, same last change, same readers. A new ``updated_at`` alone (a folder that
+    became a git checkout, so its dates now come from commits) rewrites the document's
+    provenance, and a new access list or tenant (the source's configuration changed, or an
+    index from before access was stored) rewrites who may see it; its chunk texts are the
+    same, so nothing is embedded again."""
+    return (
+        held.revision == document.revision
+        and utc(held.updated_at) == utc(document.updated_at)
+        and (held.access, held.tenant) == (document.access, document.tenant)
+    )
 
 
 def _old_chunking(index: KnowledgeIndex, source: str) -> set[str]:
@@ -332,7 +341,7 @@ async def sync_sources(
         chunking_changed = index.get_state(CHUNKING_STATE_KEY) != ingest_signature(chunker)
         try:
             for source in sources:
-                if source.visibility != Visibility.ALL_VIEWERS:
+                if not indexable(source):
                     report.skipped_sources.append(source.name)
                     continue
                 own = await _sync_source(

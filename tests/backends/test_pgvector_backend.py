@@ -22,6 +22,7 @@ require_extra("pgvector", "pgvector")
 import psycopg
 from psycopg.conninfo import make_conninfo
 
+from lore.access import ALL_VIEWERS, AccessFilter
 from lore.backends import pg_schema
 from lore.backends.pgvector import PgVectorBackend, from_settings
 from lore.config import load_settings
@@ -127,6 +128,33 @@ def test_migrations_are_recorded_once(backend: PgVectorBackend, pg_dsn: str, ind
     with psycopg.connect(pg_dsn) as conn:
         rows = conn.execute(f"SELECT version FROM {index_name}_schema_version ORDER BY version").fetchall()
     assert [row[0] for row in rows] == [version for version, _, _ in pg_schema.MIGRATIONS]
+
+
+async def test_an_index_from_before_access_opens_and_is_for_admins_until_resynced(
+    backend: PgVectorBackend, pg_dsn: str, index_name: str, embedder: CountingEmbedder
+) -> None:
+    """Migration 2 on an index of schema 1 with data: its rows become the default tenant's,
+    of unknown access (admins only), and a re-sync's upsert gives them their access."""
+    add_document(backend, embedder, "a.md", "etcd quorum lost", access=ALL_VIEWERS)
+    with psycopg.connect(pg_dsn) as conn:
+        conn.execute(f"ALTER TABLE {index_name}_chunks DROP COLUMN access_terms")
+        conn.execute(f"ALTER TABLE {index_name}_documents DROP COLUMN access, DROP COLUMN tenant")
+        conn.execute(f"DELETE FROM {index_name}_schema_version WHERE version = 2")
+    viewer, admin = AccessFilter(None, frozenset()), AccessFilter(None, None)
+    reopened = PgVectorBackend(pg_dsn, embedder, index_name=index_name)
+    try:
+        assert reopened.schema_version() == pg_schema.LATEST_VERSION
+        assert reopened.held(DEFAULT_SOURCE)["a.md"].access is None
+        for mode in SearchMode:
+            found = await reopened.retrieve("etcd quorum", mode=mode, access=admin)
+            assert [p.uri for p in found] == ["a.md"]
+            assert await reopened.retrieve("etcd quorum", mode=mode, access=viewer) == []
+        add_document(reopened, embedder, "a.md", "etcd quorum lost", access=ALL_VIEWERS)
+        for mode in SearchMode:
+            found = await reopened.retrieve("etcd quorum", mode=mode, access=viewer)
+            assert [p.uri for p in found] == ["a.md"]
+    finally:
+        reopened.close()
 
 
 def test_newer_schema_is_refused(backend: PgVectorBackend, pg_dsn: str, index_name: str) -> None:

@@ -13,6 +13,9 @@ from optional_extras import require_extra
 
 require_extra("qdrant_client", "qdrant")
 
+from qdrant_client import models
+
+from lore.access import ALL_VIEWERS, AccessFilter
 from lore.backends.qdrant import LAYOUT_VERSION, QdrantBackend, from_settings
 from lore.config import load_settings
 from lore.errors import BackendUnavailableError, ConfigError, EmbedderMismatchError, IndexLockedError
@@ -57,6 +60,23 @@ async def test_channel_ranks_come_from_both_channels(
     bm25_only = await backend.retrieve("etcdNoLeader", top_k=2, mode=SearchMode.BM25)
     assert [p.uri for p in bm25_only] == ["etcd.md"]
     assert bm25_only[0].channel_ranks == {"bm25": 1}
+
+
+async def test_points_from_before_access_are_the_default_tenants_for_admins(
+    backend: QdrantBackend, embedder: CountingEmbedder
+) -> None:
+    """Points written before access was stored carry no ``access_terms``: the default
+    tenant's admins see them, viewers and other tenants do not, until a re-sync."""
+    add_document(backend, embedder, "a.md", "etcd quorum lost", access=ALL_VIEWERS)
+    backend._client.delete_payload("lore", ["access_terms"], models.Filter(must=[]), wait=True)
+    admin, viewer = AccessFilter(None, None), AccessFilter(None, frozenset({"sre"}))
+    for mode in SearchMode:
+        assert [p.uri for p in await backend.retrieve("etcd quorum", mode=mode, access=admin)] == ["a.md"]
+        assert await backend.retrieve("etcd quorum", mode=mode, access=viewer) == []
+        assert await backend.retrieve("etcd quorum", mode=mode, access=AccessFilter("acme", None)) == []
+    add_document(backend, embedder, "a.md", "etcd quorum lost", access=ALL_VIEWERS)
+    for mode in SearchMode:
+        assert [p.uri for p in await backend.retrieve("etcd quorum", mode=mode, access=viewer)] == ["a.md"]
 
 
 def test_layout_is_recorded(backend: QdrantBackend, embedder: CountingEmbedder) -> None:

@@ -9,6 +9,8 @@ SQLite rowid. Fields:
   not stemmed, so ``kube-apiserver``, ``etcdNoLeader``, ``ERR_1234``, ``10.0.0.1`` and
   ``payments-consumer-group`` are single terms and match whole.
 - ``labels``: raw ``key=value`` terms (lore.models.label_terms) for filtering.
+- ``access``: raw tenant and group terms (lore.access.access_terms) for the caller's
+  ``AccessFilter``, applied inside the search like the labels, never after its cut.
 
 Queries are built from our own tokenisation (the same analyzers as the index) as term
 queries, never by handing user text to tantivy's query parser, so no query text can be
@@ -29,10 +31,12 @@ from pathlib import Path
 
 import tantivy
 
+from lore.access import AccessFilter
 from lore.errors import IndexingError, RetrievalError
 
 #: Bump when fields or analyzers change: the directory is then rebuilt from SQLite.
-FULLTEXT_VERSION = 1
+#: 2: the ``access`` field.
+FULLTEXT_VERSION = 2
 _MARKER = "lore-fulltext.json"
 _STEMMED = "lore_en_stem"
 _IDENT = "lore_ident"
@@ -55,6 +59,8 @@ class FullTextRow:
     section: str
     text: str
     label_terms: frozenset[str]
+    #: ``lore.access.access_terms`` of the chunk's document.
+    access_terms: frozenset[str] = frozenset()
 
 
 def _analyzers() -> dict[str, tantivy.TextAnalyzer]:
@@ -88,6 +94,7 @@ def _schema() -> tantivy.Schema:
     builder.add_text_field("body", tokenizer_name=_STEMMED, index_option="freq")
     builder.add_text_field("ident", tokenizer_name=_IDENT, index_option="freq")
     builder.add_text_field("labels", tokenizer_name="raw", index_option="basic")
+    builder.add_text_field("access", tokenizer_name="raw", index_option="basic")
     return builder.build()
 
 
@@ -262,6 +269,8 @@ class FullTextIndex:
         document.add_text("ident", f"{row.title}\n{row.section}\n{row.text}")
         for term in sorted(row.label_terms):
             document.add_text("labels", term)
+        for term in sorted(row.access_terms):
+            document.add_text("access", term)
         return document
 
     # -- reading ------------------------------------------------------------------------
@@ -270,20 +279,26 @@ class FullTextIndex:
         if self._index is not None:
             self._index.reload()
 
-    def search(self, query: str, label_filter: frozenset[str], limit: int) -> list[tuple[int, float]]:
-        """``(rowid, bm25 score)`` best first; only chunks carrying every filter term."""
+    def search(
+        self, query: str, label_filter: frozenset[str], limit: int, access: AccessFilter | None = None
+    ) -> list[tuple[int, float]]:
+        """``(rowid, bm25 score)`` best first; only chunks carrying every filter term and
+        passing ``access``."""
         index = self._require()
         scoring = self._scoring_query(query)
         if scoring is None:
             return []
-        if label_filter:
-            must = [(tantivy.Occur.Must, scoring)]
-            # Filters score nothing (constant 0), so they only restrict, inside the search.
-            must.extend(
-                (tantivy.Occur.Must, tantivy.Query.const_score_query(self._term("labels", term), 0.0))
-                for term in sorted(label_filter)
-            )
-            scoring = tantivy.Query.boolean_query(must)
+        # Filters score nothing (constant 0), so they only restrict, inside the search.
+        must = [(tantivy.Occur.Must, self._filter("labels", term)) for term in sorted(label_filter)]
+        if access is not None:
+            must.append((tantivy.Occur.Must, self._filter("access", access.tenant_term)))
+            groups = access.group_terms
+            if groups is not None:
+                anyone = [(tantivy.Occur.Should, self._term("access", term)) for term in sorted(groups)]
+                must.append((tantivy.Occur.Must, tantivy.Query.const_score_query(
+                    tantivy.Query.boolean_query(anyone), 0.0)))
+        if must:
+            scoring = tantivy.Query.boolean_query([(tantivy.Occur.Must, scoring), *must])
         try:
             searcher = index.searcher()
             hits = searcher.search(scoring, limit, count=False).hits
@@ -298,6 +313,9 @@ class FullTextIndex:
 
     def _term(self, field: str, value: str) -> tantivy.Query:
         return tantivy.Query.term_query(self._schema, field, value)
+
+    def _filter(self, field: str, value: str) -> tantivy.Query:
+        return tantivy.Query.const_score_query(self._term(field, value), 0.0)
 
     def _clause(self, field: str, token: str, boost: float) -> tuple[tantivy.Occur, tantivy.Query]:
         term = self._term(field, token)

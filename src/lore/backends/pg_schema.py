@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from lore.access import AccessFilter, access_terms, tenant_term
 from lore.backends import lexical
 from lore.errors import ConfigError, MissingExtraError
 from lore.models import SOURCE_LABEL, Chunk, Document, Passage, RunRecord, embed_key, label_terms, utc
@@ -85,6 +86,7 @@ class Tables:
             "chunks_tsv": self.name("chunks_tsv"),
             "chunks_idents": self.name("chunks_idents"),
             "chunks_labels": self.name("chunks_labels"),
+            "chunks_access": self.name("chunks_access"),
             "chunks_embed_key": self.name("chunks_embed_key"),
             "chunks_embedding": self.name("chunks_embedding"),
             "state": self.name("state"),
@@ -152,6 +154,19 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
     ),
     (
         2,
+        "access: who may read each document, and its tenant (issue 12)",
+        (
+            # NULL access is unknown: admins only. Chunks carry lore.access.access_terms;
+            # rows of an older index get the default tenant's term and no group, so they
+            # are for admins until the next sync writes them afresh.
+            "ALTER TABLE {documents} ADD COLUMN access text[], ADD COLUMN tenant text",
+            f"ALTER TABLE {{chunks}} ADD COLUMN access_terms text[] NOT NULL "
+            f"DEFAULT ARRAY['{tenant_term(None)}']::text[]",
+            "CREATE INDEX {chunks_access} ON {chunks} USING gin (access_terms)",
+        ),
+    ),
+    (
+        3,
         "sync run history",
         (
             # The record is the JSON every backend keeps, as text: jsonb refuses the
@@ -243,40 +258,75 @@ def drop_statements(tables: Tables) -> list[sql.Composed]:
 
 _UPSERT_CHUNK = """
 INSERT INTO {chunks} (id, uri, ordinal, text, section, content_hash, title, revision, updated_at,
-                      labels, label_terms, embed_key, embedding, tsv, idents)
+                      labels, label_terms, embed_key, embedding, tsv, idents, access_terms)
 VALUES (%(id)s, %(uri)s, %(ordinal)s, %(text)s, %(section)s, %(content_hash)s, %(title)s, %(revision)s,
         %(updated_at)s, %(labels)s, %(label_terms)s, %(embed_key)s, %(embedding)s,
         setweight(to_tsvector({cfg}, %(title)s), 'A')
           || setweight(to_tsvector({cfg}, %(section)s), 'B')
           || to_tsvector({cfg}, %(body)s),
-        %(idents)s)
+        %(idents)s, %(access_terms)s)
 ON CONFLICT (id) DO UPDATE SET
     uri = EXCLUDED.uri, ordinal = EXCLUDED.ordinal, text = EXCLUDED.text, section = EXCLUDED.section,
     content_hash = EXCLUDED.content_hash, title = EXCLUDED.title, revision = EXCLUDED.revision,
     updated_at = EXCLUDED.updated_at, labels = EXCLUDED.labels, label_terms = EXCLUDED.label_terms,
     embed_key = EXCLUDED.embed_key, embedding = EXCLUDED.embedding, tsv = EXCLUDED.tsv,
-    idents = EXCLUDED.idents
+    idents = EXCLUDED.idents, access_terms = EXCLUDED.access_terms
 """
 
 UPSERT_DOCUMENT = """
 INSERT INTO {documents} (uri, source, title, revision, updated_at, labels, media_type, chunk_count,
-                         indexed_at)
+                         indexed_at, access, tenant)
 VALUES (%(uri)s, %(source)s, %(title)s, %(revision)s, %(updated_at)s, %(labels)s, %(media_type)s,
-        %(chunk_count)s, %(indexed_at)s)
+        %(chunk_count)s, %(indexed_at)s, %(access)s, %(tenant)s)
 ON CONFLICT (uri) DO UPDATE SET
     source = EXCLUDED.source, title = EXCLUDED.title, revision = EXCLUDED.revision,
     updated_at = EXCLUDED.updated_at, labels = EXCLUDED.labels, media_type = EXCLUDED.media_type,
-    chunk_count = EXCLUDED.chunk_count, indexed_at = EXCLUDED.indexed_at
+    chunk_count = EXCLUDED.chunk_count, indexed_at = EXCLUDED.indexed_at, access = EXCLUDED.access,
+    tenant = EXCLUDED.tenant
 """
+
+
+@dataclass(frozen=True, slots=True)
+class RowFilter:
+    """What a channel's rows must pass: every label term, and the caller's access (its
+    tenant's term, and one of its group terms unless it is an admin). Both are GIN-indexed
+    array conditions inside the channel's own query, never applied to its result."""
+
+    labels: Sequence[str] = ()
+    access: AccessFilter | None = None
+
+    @property
+    def active(self) -> bool:
+        return bool(self.labels) or self.access is not None
+
+    def conditions(self, alias: str) -> list[sql.Composable]:
+        prefix = f"{alias}." if alias else ""
+        found: list[sql.Composable] = []
+        if self.labels:
+            found.append(sql.SQL(prefix + "label_terms @> %s::text[]"))
+        if self.access is not None:
+            found.append(sql.SQL(prefix + "access_terms @> %s::text[]"))
+            if self.access.group_terms is not None:
+                found.append(sql.SQL(prefix + "access_terms && %s::text[]"))
+        return found
+
+    def params(self) -> list[list[str]]:
+        """The parameters of ``conditions``, in order."""
+        found = [sorted(self.labels)] if self.labels else []
+        if self.access is not None:
+            found.append([self.access.tenant_term])
+            if self.access.group_terms is not None:
+                found.append(sorted(self.access.group_terms))
+        return found
 
 
 def upsert_chunk_statement(tables: Tables) -> sql.Composed:
     return tables.sql(_UPSERT_CHUNK, cfg=sql.Literal(TEXT_SEARCH_CONFIG))
 
 
-def text_channel_statement(tables: Tables, word_count: int, *, filtered: bool) -> sql.Composed:
-    """Parameters: ``word_count`` query words, the query's identifiers (``text[]``), the
-    label terms when ``filtered``, the limit. One ``plainto_tsquery`` per word, OR-ed:
+def text_channel_statement(tables: Tables, word_count: int, rows: RowFilter) -> sql.Composed:
+    """Parameters: ``word_count`` query words, the query's identifiers (``text[]``),
+    ``rows.params()``, the limit. One ``plainto_tsquery`` per word, OR-ed:
     every word is a bound parameter, so no query text is ever read as tsquery syntax, and
     a chunk need not contain every word of a question to match."""
     word_query = (
@@ -294,19 +344,23 @@ def text_channel_statement(tables: Tables, word_count: int, *, filtered: bool) -
         " + {weight} * cardinality(ARRAY(SELECT unnest(c.idents) INTERSECT SELECT unnest(q.idents)))"
         " AS score"
         " FROM {chunks} c, (SELECT {word_query} AS words, %s::text[] AS idents) q"
-        " WHERE (c.tsv @@ q.words OR c.idents && q.idents) {label_filter}"
+        " WHERE {conditions}"
         " ORDER BY score DESC, c.id LIMIT %s",
         weight=sql.Literal(IDENTIFIER_WEIGHT),
         word_query=word_query,
-        label_filter=sql.SQL("AND c.label_terms @> %s::text[]") if filtered else sql.SQL(""),
+        conditions=sql.SQL(" AND ").join(
+            [sql.SQL("(c.tsv @@ q.words OR c.idents && q.idents)"), *rows.conditions("c")]
+        ),
     )
 
 
-def vector_channel_statement(tables: Tables, *, filtered: bool) -> sql.Composed:
-    """Parameters: the query vector, the label terms when ``filtered``, the limit."""
+def vector_channel_statement(tables: Tables, rows: RowFilter) -> sql.Composed:
+    """Parameters: the query vector, ``rows.params()``, the limit."""
+    conditions = rows.conditions("")
+    where = sql.SQL("WHERE ") + sql.SQL(" AND ").join(conditions) if conditions else sql.SQL("")
     return tables.sql(
-        "SELECT id, embedding <=> %s AS distance FROM {chunks} {label_filter} ORDER BY distance LIMIT %s",
-        label_filter=sql.SQL("WHERE label_terms @> %s::text[]") if filtered else sql.SQL(""),
+        "SELECT id, embedding <=> %s AS distance FROM {chunks} {where} ORDER BY distance LIMIT %s",
+        where=where,
     )
 
 
@@ -349,7 +403,8 @@ def run_row(run: RunRecord) -> dict[str, Any]:
 # -- rows <-> records --------------------------------------------------------------------
 
 
-def chunk_row(chunk: Chunk, vector: npt.NDArray[np.float32]) -> dict[str, Any]:
+def chunk_row(chunk: Chunk, vector: npt.NDArray[np.float32], document: Document) -> dict[str, Any]:
+    """A chunk's row; its ``access_terms`` are its document's (``lore.access.access_terms``)."""
     title, section, text = (
         lexical.clean_text(chunk.title),
         lexical.clean_text(chunk.section),
@@ -373,10 +428,12 @@ def chunk_row(chunk: Chunk, vector: npt.NDArray[np.float32]) -> dict[str, Any]:
         # camelCase parts join the word channel so "etcd no leader" meets etcdNoLeader.
         "body": f"{text}\n{' '.join(lexical.camel_parts(everything))}",
         "idents": lexical.identifiers(everything),
+        "access_terms": sorted(access_terms(document.access, document.tenant)),
     }
 
 
 def document_row(document: Document, chunk_count: int) -> dict[str, Any]:
+    """The document's ledger row; its chunks' rows take ``access_terms`` from it too."""
     return {
         "uri": document.uri,
         "source": str(document.labels.get(SOURCE_LABEL, "")),
@@ -387,7 +444,12 @@ def document_row(document: Document, chunk_count: int) -> dict[str, Any]:
         "media_type": document.media_type,
         "chunk_count": chunk_count,
         "indexed_at": datetime.now(UTC),
+        "access": None if document.access is None else sorted(document.access),
+        "tenant": document.tenant,
     }
+
+
+
 
 
 #: Columns ``chunk_from_row`` reads, in order.

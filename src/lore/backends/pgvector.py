@@ -16,13 +16,13 @@ distance share no scale as they come:
   re-run as an exact scan over the rows the label GIN index selects, which is cheap
   precisely because the filter is selective.
 
-Label filters (``key=value`` terms, ``@>`` on a GIN-indexed ``text[]``) apply inside both
-channels. Tables are prefixed with the index name (see ``lore.backends.pg_schema``).
+Label filters (``key=value`` terms, ``@>`` on a GIN-indexed ``text[]``) and the caller's
+access (tenant and group terms in another GIN-indexed ``text[]``, ``pg_schema.RowFilter``)
+apply inside both channels. Tables are prefixed with the index name (see ``lore.backends.pg_schema``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import math
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -33,6 +33,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import SecretStr
 
+from lore.access import AccessFilter
 from lore.backends import StoredVectorsEmbedder, lexical, pg_reembed
 from lore.backends.pg_schema import (
     EXPIRE_RUNS,
@@ -41,6 +42,7 @@ from lore.backends.pg_schema import (
     PASSAGE_COLUMNS,
     RECORD_RUN,
     UPSERT_DOCUMENT,
+    RowFilter,
     Tables,
     chunk_from_row,
     chunk_row,
@@ -58,7 +60,7 @@ from lore.backends.pg_schema import (
     vector_channel_statement,
     vector_statements,
 )
-from lore.backends.query_embedding import embed_query
+from lore.backends.server_search import ServerSearch
 from lore.config import LoreSettings
 from lore.errors import (
     BackendUnavailableError,
@@ -81,7 +83,7 @@ from lore.models import (
     SearchMode,
     utc,
 )
-from lore.protocols import Embedder, Retrieval, Vectors
+from lore.protocols import Embedder, Vectors
 from lore.schedule_history import RUN_RETENTION, run_from_json
 
 try:
@@ -115,10 +117,11 @@ def _where(dsn: str) -> str:
     return f"PostgreSQL at {host}:{port}/{parts.get('dbname') or parts.get('user') or ''}"
 
 
-class PgVectorBackend:
+class PgVectorBackend(ServerSearch):
     """An index in PostgreSQL. ``KnowledgeIndex`` and ``KnowledgeRetriever`` at once."""
 
     modes: tuple[SearchMode, ...] = (SearchMode.HYBRID, SearchMode.BM25, SearchMode.VECTOR)
+    engine = ENGINE
 
     def __init__(
         self,
@@ -211,10 +214,6 @@ class PgVectorBackend:
         return self._tables.index
 
     @property
-    def engine(self) -> str:
-        return ENGINE
-
-    @property
     def degraded(self) -> bool:
         return self._embedder.degraded
 
@@ -264,7 +263,7 @@ class PgVectorBackend:
             raise IndexingError(
                 f"{document.uri}: vectors have {matrix.shape[1]} dimensions, the index {self._stored[1]}"
             )
-        rows = [chunk_row(chunk, matrix[i]) for i, chunk in enumerate(chunks)]
+        rows = [chunk_row(chunk, matrix[i], document) for i, chunk in enumerate(chunks)]
         with self._connection(IndexingError) as conn, conn.transaction():
             # In one transaction the new version replaces the old atomically: a crash
             # leaves one or the other, and readers never see neither.
@@ -286,7 +285,7 @@ class PgVectorBackend:
         with self._connection(IndexingError) as conn:
             rows = conn.execute(
                 self._tables.sql(
-                    "SELECT uri, revision, title, updated_at, chunk_count, indexed_at "
+                    "SELECT uri, revision, title, updated_at, chunk_count, indexed_at, access, tenant "
                     "FROM {documents} WHERE source = %s"
                 ),
                 (source,),
@@ -299,6 +298,8 @@ class PgVectorBackend:
                 updated_at=utc(row[3]),
                 chunk_count=row[4],
                 indexed_at=utc(row[5]),
+                access=None if row[6] is None else frozenset(row[6]),
+                tenant=row[7],
             )
             for row in rows
         }
@@ -381,37 +382,7 @@ class PgVectorBackend:
                     self._lock_depth = 0
                 conn.execute("SELECT pg_advisory_unlock(%s, %s)", key)
 
-    # -- read side --------------------------------------------------------------------
-
-    async def retrieve(
-        self,
-        query: str,
-        *,
-        top_k: int = 8,
-        labels: Mapping[str, str] | None = None,
-        mode: SearchMode | None = None,
-    ) -> list[Passage]:
-        return (await self.retrieve_detailed(query, top_k=top_k, labels=labels, mode=mode)).passages
-
-    async def retrieve_detailed(
-        self,
-        query: str,
-        *,
-        top_k: int = 8,
-        labels: Mapping[str, str] | None = None,
-        mode: SearchMode | None = None,
-    ) -> Retrieval:
-        chosen, terms = lexical.check_search(ENGINE, self.modes, query, top_k, labels, mode)
-        text = lexical.clean_text(query)
-        vector: npt.NDArray[np.float32] | None = None
-        reason = None
-        if chosen is not SearchMode.BM25:
-            await asyncio.to_thread(self._check_query_embedder)
-            vector, reason = await asyncio.to_thread(embed_query, self._embedder, text, chosen)
-            if vector is None:
-                chosen = SearchMode.BM25
-        passages = await asyncio.to_thread(self._search, text, vector, top_k, terms, chosen)
-        return Retrieval(passages, reason)
+    # -- read side (``retrieve`` and ``retrieve_detailed``: server_search.py) -----------
 
     # -- what commands need (lore.protocols.StoringBackend) ---------------------------
 
@@ -446,15 +417,17 @@ class PgVectorBackend:
         top_k: int,
         terms: frozenset[str],
         mode: SearchMode,
+        access: AccessFilter | None,
     ) -> list[Passage]:
+        where = RowFilter(sorted(terms), access)
         # Only fusion needs candidates beyond top_k; a single channel asks for what it returns.
         depth = max(self._depth, top_k) if mode is SearchMode.HYBRID else top_k
         channels: dict[str, list[tuple[str, float]]] = {}
         with self._connection(RetrievalError) as conn:
             if mode in (SearchMode.HYBRID, SearchMode.BM25):
-                channels[TEXT_CHANNEL] = self._text_channel(conn, text, sorted(terms), depth)
+                channels[TEXT_CHANNEL] = self._text_channel(conn, text, where, depth)
             if vector is not None:
-                channels[VECTOR_CHANNEL] = self._vector_channel(conn, vector, sorted(terms), depth)
+                channels[VECTOR_CHANNEL] = self._vector_channel(conn, vector, where, depth)
             fused = fuse_channels(
                 channels, fusion=self._fusion, depth=depth, rrf_k=self._rrf_k, lexical=TEXT_CHANNEL
             )[:top_k]
@@ -467,17 +440,14 @@ class PgVectorBackend:
         return passages
 
     def _text_channel(
-        self, conn: psycopg.Connection[TupleRow], text: str, terms: list[str], depth: int
+        self, conn: psycopg.Connection[TupleRow], text: str, where: RowFilter, depth: int
     ) -> list[tuple[str, float]]:
         words = lexical.query_words(text)[:MAX_QUERY_WORDS]
         idents = lexical.identifiers(text)
         if not words and not idents:
             return []
-        statement = text_channel_statement(self._tables, len(words), filtered=bool(terms))
-        params: list[Any] = [*words, idents]
-        if terms:
-            params.append(terms)
-        params.append(depth)
+        statement = text_channel_statement(self._tables, len(words), where)
+        params: list[Any] = [*words, idents, *where.params(), depth]
         rows = conn.execute(statement, params).fetchall()
         return [(row[0], float(row[1])) for row in rows]
 
@@ -485,19 +455,19 @@ class PgVectorBackend:
         self,
         conn: psycopg.Connection[TupleRow],
         vector: npt.NDArray[np.float32],
-        terms: list[str],
+        where: RowFilter,
         depth: int,
     ) -> list[tuple[str, float]]:
         if self._stored is None or not np.any(vector):
             return []  # nothing embedded yet, or a query with no features: no neighbours
-        statement = vector_channel_statement(self._tables, filtered=bool(terms))
-        params: list[Any] = [vector, *([terms] if terms else []), depth]
+        statement = vector_channel_statement(self._tables, where)
+        params: list[Any] = [vector, *where.params(), depth]
         with conn.transaction():
             conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(min(depth, MAX_EF_SEARCH)),))
-            if terms:
+            if where.active:
                 conn.execute("SELECT set_config('hnsw.iterative_scan', 'strict_order', true)")
             rows = conn.execute(statement, params).fetchall()
-            if terms and len(rows) < depth:
+            if where.active and len(rows) < depth:
                 # Fewer than asked for: the filtered set is small, or the index walk gave
                 # up first. Either way an exact scan over the filtered rows is cheap.
                 conn.execute("SELECT set_config('enable_indexscan', 'off', true)")
@@ -551,11 +521,11 @@ class PgVectorBackend:
         with self._connection(IndexingError) as conn:
             documents = conn.execute(
                 self._tables.sql(
-                    "SELECT uri, title, revision, updated_at, labels, media_type"
+                    "SELECT uri, title, revision, updated_at, labels, media_type, access, tenant"
                     " FROM {documents} ORDER BY uri"
                 )
             ).fetchall()
-        for uri, title, revision, updated_at, labels, media_type in documents:
+        for uri, title, revision, updated_at, labels, media_type, access, tenant in documents:
             with self._connection(IndexingError) as conn:
                 rows = conn.execute(
                     self._tables.sql(
@@ -578,6 +548,8 @@ class PgVectorBackend:
                 updated_at=utc(updated_at),
                 labels=dict(labels),
                 media_type=media_type,
+                access=None if access is None else frozenset(access),
+                tenant=tenant,
             )
             yield document, chunks, vectors
 

@@ -7,8 +7,8 @@ Layout of an index named ``lore``:
   and ``lexical`` (sparse: hashed term ids with BM25 term-frequency weights from
   ``lore.backends.lexical``; Qdrant's ``Modifier.IDF`` supplies the IDF at query time from
   the live collection). Payload: chunk_id, uri, title, section, revision, updated_at,
-  labels, label_terms, source, source_type, ordinal, content_hash, embed_key, text; the
-  filterable keys have payload indexes.
+  labels, label_terms, access_terms (``lore.access.access_terms``), source, source_type,
+  ordinal, content_hash, embed_key, text; the filterable keys have payload indexes.
 - collection ``lore_meta``: points without vectors for the ledger (one per document), the
   key/value state, the embedder record and the layout version. A side collection rather
   than special points among the chunks because the chunk collection's vector size is the
@@ -17,7 +17,7 @@ Layout of an index named ``lore``:
   on every search.
 
 Hybrid search is one ``query_points`` call: a sparse and a dense ``Prefetch`` (each with
-the label filter, so filtering happens inside both channels before any cut), fused by
+the label and access filter, so filtering happens inside both channels before any cut), fused by
 Qdrant's distribution-based score fusion (DBSF, for lore's default ``fusion = "score"``) or
 its reciprocal-rank fusion (``RrfQuery`` with lore's ``rrf_k``, for ``fusion = "rrf"``). The two channels' own
 rankings come back in the same batch request, for ``Passage.channel_ranks``.
@@ -32,7 +32,6 @@ the lock file in ``qdrant_local.py``.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import re
 import tempfile
@@ -46,6 +45,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from lore.access import AccessFilter, access_terms
 from lore.backends import StoredVectorsEmbedder, lexical, qdrant_reembed
 from lore.backends.qdrant_layout import (
     CHUNK_INDEXES,
@@ -53,6 +53,7 @@ from lore.backends.qdrant_layout import (
     LAYOUT_VERSION,
     META_INDEXES,
     SPARSE,
+    access_condition,
     chunk_from_payload,
     chunk_point,
     document_from_payload,
@@ -64,7 +65,7 @@ from lore.backends.qdrant_layout import (
     point_id,
 )
 from lore.backends.qdrant_local import FileLock, open_local, release_local
-from lore.backends.query_embedding import embed_query
+from lore.backends.server_search import ServerSearch
 from lore.config import LoreSettings
 from lore.errors import (
     BackendUnavailableError,
@@ -84,7 +85,7 @@ from lore.models import (
     RunRecord,
     SearchMode,
 )
-from lore.protocols import Embedder, Retrieval, Vectors
+from lore.protocols import Embedder, Vectors
 from lore.schedule_history import StateRunLog
 
 try:
@@ -103,7 +104,7 @@ T = TypeVar("T")
 Ranked = list[tuple[str, float, dict[str, int]]]
 
 
-class QdrantBackend:
+class QdrantBackend(ServerSearch):
     """An index in Qdrant. ``KnowledgeIndex`` and ``KnowledgeRetriever`` at once."""
 
     modes: tuple[SearchMode, ...] = (SearchMode.HYBRID, SearchMode.BM25, SearchMode.VECTOR)
@@ -331,7 +332,8 @@ class QdrantBackend:
                 f"{document.uri}: vectors have {matrix.shape[1]} dimensions, the index {stored[1]}"
             )
         dense = self._live_vector()
-        points = [chunk_point(chunk, matrix[i], self._weights, dense) for i, chunk in enumerate(chunks)]
+        terms = access_terms(document.access, document.tenant)
+        points = [chunk_point(c, matrix[i], self._weights, dense, terms) for i, c in enumerate(chunks)]
         keep = [point.id for point in points]
         if points:
             self._call(
@@ -410,37 +412,7 @@ class QdrantBackend:
         with self._lock.held(f"another sync is writing index {self._index!r} in {self._where}"):
             yield
 
-    # -- read side --------------------------------------------------------------------
-
-    async def retrieve(
-        self,
-        query: str,
-        *,
-        top_k: int = 8,
-        labels: Mapping[str, str] | None = None,
-        mode: SearchMode | None = None,
-    ) -> list[Passage]:
-        return (await self.retrieve_detailed(query, top_k=top_k, labels=labels, mode=mode)).passages
-
-    async def retrieve_detailed(
-        self,
-        query: str,
-        *,
-        top_k: int = 8,
-        labels: Mapping[str, str] | None = None,
-        mode: SearchMode | None = None,
-    ) -> Retrieval:
-        chosen, terms = lexical.check_search(ENGINE, self.modes, query, top_k, labels, mode)
-        text = lexical.clean_text(query)
-        vector: npt.NDArray[np.float32] | None = None
-        reason = None
-        if chosen is not SearchMode.BM25:
-            await asyncio.to_thread(self._check_query_embedder)
-            vector, reason = await asyncio.to_thread(embed_query, self._embedder, text, chosen)
-            if vector is None:
-                chosen = SearchMode.BM25
-        passages = await asyncio.to_thread(self._search, text, vector, top_k, terms, chosen)
-        return Retrieval(passages, reason)
+    # -- read side (``retrieve`` and ``retrieve_detailed``: server_search.py) -----------
 
     # -- what commands need (lore.protocols.StoringBackend) ---------------------------
 
@@ -474,10 +446,15 @@ class QdrantBackend:
         top_k: int,
         terms: frozenset[str],
         mode: SearchMode,
+        access: AccessFilter | None = None,
     ) -> list[Passage]:
         if not self._has_chunks():
             return []
-        flt = models.Filter(must=[match("label_terms", term) for term in sorted(terms)]) if terms else None
+        conditions: list[models.Condition] = [match("label_terms", term) for term in sorted(terms)]
+        if access is not None:
+            conditions.append(access_condition(access))
+        # The same filter on each prefetch and on the fused query: inside both channels.
+        flt = models.Filter(must=conditions) if conditions else None
         depth = max(self._depth, top_k)
         channels: dict[str, Any] = {}
         if mode is not SearchMode.VECTOR:

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from lore.access import AccessFilter
 from lore.backends import lexical
 from lore.errors import MissingExtraError
 from lore.models import (
@@ -41,6 +42,7 @@ _NAMESPACE = uuid.UUID("6c6f7265-0000-4000-8000-716472616e74")
 #: Payload keys with an index: everything a filter or a lookup touches.
 CHUNK_INDEXES: dict[str, models.PayloadSchemaType] = {
     "label_terms": models.PayloadSchemaType.KEYWORD,
+    "access_terms": models.PayloadSchemaType.KEYWORD,
     "uri": models.PayloadSchemaType.KEYWORD,
     "embed_key": models.PayloadSchemaType.KEYWORD,
     "source": models.PayloadSchemaType.KEYWORD,
@@ -66,10 +68,32 @@ def match(key: str, value: str) -> models.FieldCondition:
     return models.FieldCondition(key=key, match=models.MatchValue(value=value))
 
 
+def access_condition(access: AccessFilter) -> models.Filter:
+    """The caller's access as a payload filter, for every channel's ``filter``.
+
+    Points written before access was stored carry no ``access_terms``: they are of the
+    default tenant, with unknown access (admins only), as in the other backends."""
+    tenant: models.Condition = match("access_terms", access.tenant_term)
+    if access.tenant is None:
+        tenant = models.Filter(
+            should=[tenant, models.IsEmptyCondition(is_empty=models.PayloadField(key="access_terms"))]
+        )
+    must: list[models.Condition] = [tenant]
+    groups = access.group_terms
+    if groups is not None:
+        must.append(models.FieldCondition(key="access_terms", match=models.MatchAny(any=sorted(groups))))
+    return models.Filter(must=must)
+
+
 def chunk_point(
-    chunk: Chunk, vector: npt.NDArray[np.float32], weights: lexical.BM25Weights, dense: str = DENSE
+    chunk: Chunk,
+    vector: npt.NDArray[np.float32],
+    weights: lexical.BM25Weights,
+    dense: str = DENSE,
+    access: frozenset[str] = frozenset(),
 ) -> models.PointStruct:
-    """``dense`` names the live dense vector: ``dense``, or the one ``lore reembed`` made live."""
+    """``dense`` names the live dense vector: ``dense``, or the one ``lore reembed`` made live.
+    ``access``: ``lore.access.access_terms`` of the chunk's document."""
     sparse = weights.document(embedding_text(chunk))
     payload = {
         "chunk_id": chunk.id,
@@ -86,6 +110,7 @@ def chunk_point(
         "source": str(chunk.labels.get(SOURCE_LABEL, "")),
         "source_type": str(chunk.labels.get(SOURCE_TYPE_LABEL, "")),
         "embed_key": embed_key(chunk),
+        "access_terms": sorted(access),
     }
     return models.PointStruct(
         id=point_id("chunk", chunk.id),
@@ -140,7 +165,14 @@ def document_payload(document: Document, chunk_count: int) -> dict[str, Any]:
         "media_type": document.media_type,
         "chunk_count": chunk_count,
         "indexed_at": datetime.now(UTC).isoformat(),
+        "access": None if document.access is None else sorted(document.access),
+        "tenant": document.tenant,
     }
+
+
+def _access(payload: Mapping[str, Any]) -> frozenset[str] | None:
+    value = payload.get("access")
+    return None if value is None else frozenset(str(group) for group in value)
 
 
 def indexed_document(payload: Mapping[str, Any]) -> IndexedDocument:
@@ -151,6 +183,8 @@ def indexed_document(payload: Mapping[str, Any]) -> IndexedDocument:
         updated_at=datetime.fromisoformat(payload["updated_at"]),
         chunk_count=int(payload["chunk_count"]),
         indexed_at=datetime.fromisoformat(payload["indexed_at"]),
+        access=_access(payload),
+        tenant=payload.get("tenant"),
     )
 
 
@@ -164,4 +198,6 @@ def document_from_payload(payload: Mapping[str, Any]) -> Document:
         updated_at=datetime.fromisoformat(payload["updated_at"]),
         labels=dict(payload["labels"]),
         media_type=payload["media_type"],
+        access=_access(payload),
+        tenant=payload.get("tenant"),
     )

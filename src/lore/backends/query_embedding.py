@@ -10,6 +10,8 @@ remote ones, ``lore.embedders._http``), so a degraded answer comes within that d
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from lore.errors import EmbeddingError
@@ -27,3 +29,20 @@ def embed_query(embedder: Embedder, text: str, mode: SearchMode) -> tuple[Vector
             raise
         return None, f"the query could not be embedded, so keyword (BM25) search answered alone: {err}"
     return np.asarray(matrix[0], dtype=np.float32), None
+
+
+def vector_or_bm25(
+    embedder: Embedder, text: str, mode: SearchMode, check: Callable[[], None] | None = None
+) -> tuple[Vectors | None, SearchMode, str | None]:
+    """What every backend's search does before its channels: the query vector ``mode``
+    needs (None for BM25), the mode that then runs, and why it is weaker than asked.
+
+    ``check`` runs first when a vector is needed (a backend's test that the stored vectors
+    were made by ``embedder``). In hybrid mode a failing embedder leaves BM25 alone, with
+    the reason (``embed_query``)."""
+    if mode is SearchMode.BM25:
+        return None, mode, None
+    if check is not None:
+        check()
+    vector, reason = embed_query(embedder, text, mode)
+    return vector, mode if vector is not None else SearchMode.BM25, reason

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
+from lore.access import access_terms
 from lore.backends.fulltext import FullTextRow
 from lore.models import Chunk, Document, IndexedDocument, Passage, RunRecord, embed_key, label_terms, utc
 from lore.protocols import Vectors
@@ -58,9 +61,20 @@ def _per_labels(chunks: Sequence[Chunk], make: Callable[[Mapping[str, str]], T])
     return made
 
 
+def _access_json(access: frozenset[str] | None) -> str | None:
+    return None if access is None else json.dumps(sorted(access), ensure_ascii=False)
+
+
+def _access_of(raw: str | None) -> frozenset[str] | None:
+    return None if raw is None else frozenset(json.loads(raw))
+
+
 class ChunkStore:
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
+        #: False for an index of a schema before access was stored, opened read-only
+        #: (so not migrated): every chunk is then of the default tenant, access unknown.
+        self.access_stored = True
 
     @contextmanager
     def transaction(self, *, bump: bool = True) -> Iterator[None]:
@@ -114,13 +128,13 @@ class ChunkStore:
         """Write the new chunks, then remove the old ones, journaling both for the
         full-text index; returns the journaled operations and the rows they add."""
         old = self._chunk_ids(document.uri)
-        new = self._insert_chunks(chunks, vectors)
+        new = self._insert_chunks(chunks, vectors, access_terms(document.access, document.tenant))
         self._delete_chunks(old)
         journal = [("add", rowid) for rowid in new] + [("delete", rowid) for rowid in old]
         self.conn.executemany("INSERT INTO fulltext_journal (op, chunk) VALUES (?, ?)", journal)
         self.conn.execute(
             "INSERT OR REPLACE INTO documents (uri, source, title, revision, updated_at, labels, media_type, "
-            "chunk_count, indexed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "chunk_count, indexed_at, access, tenant) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 document.uri,
                 source,
@@ -131,6 +145,8 @@ class ChunkStore:
                 document.media_type,
                 len(chunks),
                 utc(indexed_at).isoformat(),
+                _access_json(document.access),
+                document.tenant,
             ),
         )
         return journal, new
@@ -154,7 +170,9 @@ class ChunkStore:
     def _chunk_ids(self, uri: str) -> list[int]:
         return [row[0] for row in self.conn.execute("SELECT id FROM chunks WHERE uri = ?", (uri,))]
 
-    def _insert_chunks(self, chunks: Sequence[Chunk], vectors: Vectors) -> dict[int, FullTextRow]:
+    def _insert_chunks(
+        self, chunks: Sequence[Chunk], vectors: Vectors, access: frozenset[str]
+    ) -> dict[int, FullTextRow]:
         """Insert with rowids allocated up front, so each table takes one ``executemany``
         (the caller's transaction is IMMEDIATE: nobody else allocates meanwhile); returns
         the new rows as the full-text index takes them, by rowid."""
@@ -195,7 +213,7 @@ class ChunkStore:
             [(term, rowid) for rowid, held in zip(rowids, terms, strict=True) for term in held],
         )
         return {
-            rowid: FullTextRow(rowid, chunk.title, chunk.section, chunk.text, held)
+            rowid: FullTextRow(rowid, chunk.title, chunk.section, chunk.text, held, access)
             for rowid, chunk, held in zip(rowids, chunks, terms, strict=True)
         }
 
@@ -210,16 +228,28 @@ class ChunkStore:
 
     def held(self, source: str) -> dict[str, IndexedDocument]:
         rows = self.conn.execute(
-            "SELECT uri, revision, title, updated_at, chunk_count, indexed_at FROM documents "
-            "WHERE source = ?",
+            f"SELECT uri, revision, title, updated_at, chunk_count, indexed_at, {self._access_columns} "
+            "FROM documents d WHERE source = ?",
             (source,),
         )
         return {
             uri: IndexedDocument(
-                uri, revision, title, datetime.fromisoformat(updated), count, datetime.fromisoformat(indexed)
+                uri,
+                revision,
+                title,
+                datetime.fromisoformat(updated),
+                count,
+                datetime.fromisoformat(indexed),
+                _access_of(access),
+                tenant,
             )
-            for uri, revision, title, updated, count, indexed in rows
+            for uri, revision, title, updated, count, indexed, access, tenant in rows
         }
+
+    @property
+    def _access_columns(self) -> str:
+        """The ``documents`` (alias ``d``, or the table itself) columns of access and tenant."""
+        return "d.access, d.tenant" if self.access_stored else "NULL, NULL"
 
     def cached_vectors(self, keys: Sequence[str]) -> dict[str, Vectors]:
         found: dict[str, Vectors] = {}
@@ -294,14 +324,48 @@ class ChunkStore:
     def fulltext_rows(self, rowids: Sequence[int]) -> dict[int, FullTextRow]:
         rows: dict[int, FullTextRow] = {}
         for batch in _batches(rowids):
-            query = f"SELECT id, title, section, text, labels FROM chunks WHERE id IN ({_marks(batch)})"
+            query = f"{self._fulltext_select} WHERE c.id IN ({_marks(batch)})"
             for row in self.conn.execute(query, batch):
                 rows[row[0]] = _fulltext_row(row)
         return rows
 
     def all_fulltext_rows(self) -> Iterator[FullTextRow]:
-        for row in self.conn.execute("SELECT id, title, section, text, labels FROM chunks ORDER BY id"):
+        for row in self.conn.execute(f"{self._fulltext_select} ORDER BY c.id"):
             yield _fulltext_row(row)
+
+    @property
+    def _fulltext_select(self) -> str:
+        return (
+            f"SELECT c.id, c.title, c.section, c.text, c.labels, {self._access_columns} "
+            "FROM chunks c LEFT JOIN documents d ON d.uri = c.uri"
+        )
+
+    def access_postings(self, after: int) -> dict[str, npt.NDArray[np.int64]]:
+        """Access term -> rowids of the chunks past rowid ``after``: each chunk has its
+        document's terms (``lore.access.access_terms``).
+
+        Read per document, not per chunk: a document's chunks get consecutive rowids
+        (``_insert_chunks``), so one ``MIN``/``MAX`` per document, from the uri index
+        alone, gives them all; at 100k chunks that is a fraction of reading each row."""
+        rows = self.conn.execute(
+            f"SELECT c.uri, MIN(c.id), MAX(c.id), COUNT(*), {self._access_columns} "
+            "FROM chunks c NOT INDEXED LEFT JOIN documents d ON d.uri = c.uri WHERE c.id > ? GROUP BY c.uri",
+            (after,),
+        ).fetchall()
+        terms: dict[tuple[str | None, str | None], frozenset[str]] = {}
+        ranges: dict[str, list[npt.NDArray[np.int64]]] = defaultdict(list)
+        for uri, low, high, count, access, tenant in rows:
+            held = terms.get((access, tenant))
+            if held is None:
+                held = terms[(access, tenant)] = access_terms(_access_of(access), tenant)
+            if high - low + 1 == count:
+                ids = np.arange(low, high + 1, dtype=np.int64)
+            else:  # not one run (written by other code): read them
+                query = "SELECT id FROM chunks WHERE uri = ? AND id > ?"
+                ids = np.fromiter((row[0] for row in self.conn.execute(query, (uri, after))), dtype=np.int64)
+            for term in held:
+                ranges[term].append(ids)
+        return {term: np.concatenate(parts) for term, parts in ranges.items()}
 
     # -- reading -------------------------------------------------------------------------
 
@@ -338,13 +402,22 @@ class ChunkStore:
     def documents(self) -> list[Document]:
         """Every document's ledger data; ``text`` is empty, only chunks are stored."""
         rows = self.conn.execute(
-            "SELECT uri, title, revision, updated_at, labels, media_type FROM documents ORDER BY uri"
+            f"SELECT uri, title, revision, updated_at, labels, media_type, {self._access_columns} "
+            "FROM documents d ORDER BY uri"
         )
         return [
             Document(
-                uri, title, "", revision, datetime.fromisoformat(updated), json.loads(labels), media_type
+                uri,
+                title,
+                "",
+                revision,
+                datetime.fromisoformat(updated),
+                json.loads(labels),
+                media_type,
+                _access_of(access),
+                tenant,
             )
-            for uri, title, revision, updated, labels, media_type in rows
+            for uri, title, revision, updated, labels, media_type, access, tenant in rows
         ]
 
     def chunks_with_vectors(self, uri: str, dimension: int) -> tuple[list[Chunk], Vectors]:
@@ -373,6 +446,7 @@ class ChunkStore:
         return chunks, np.frombuffer(blob, dtype=np.float32).reshape(len(rows), dimension).copy()
 
 
-def _fulltext_row(row: tuple[int, str, str, str, str]) -> FullTextRow:
-    rowid, title, section, text, labels = row
-    return FullTextRow(rowid, title, section, text, label_terms(json.loads(labels)))
+def _fulltext_row(row: tuple[int, str, str, str, str, str | None, str | None]) -> FullTextRow:
+    rowid, title, section, text, labels, access, tenant = row
+    terms = access_terms(_access_of(access), tenant)
+    return FullTextRow(rowid, title, section, text, label_terms(json.loads(labels)), terms)

@@ -6,8 +6,8 @@ product is the cosine). An exact scan has perfect recall, so there is no ANN ind
 17 ms p50 on one thread, 11 ms shared with a helper thread; bench/perf_query.py).
 Quantised pre-scans were tried: numpy converts float16 back to float32 far too slowly,
 and an int8 copy saved about a fifth before any exact rescoring, not worth a second
-copy of the matrix. Label filters are a row mask computed from posting lists, applied
-before the top-k selection.
+copy of the matrix. Label and access filters are a row mask computed from posting lists,
+applied before the top-k selection.
 
 The matrix follows the database incrementally. Chunk rowids only grow (AUTOINCREMENT,
 allocated inside the write transaction), so rows added since the last refresh are those
@@ -20,13 +20,15 @@ almost every query.
 
 from __future__ import annotations
 
-import sqlite3
 from collections import defaultdict, deque
+from collections.abc import Mapping
 from concurrent.futures import Executor
 
 import numpy as np
 import numpy.typing as npt
 
+from lore.access import AccessFilter
+from lore.backends.sqlite_store import ChunkStore
 from lore.protocols import Vectors
 
 Positions = npt.NDArray[np.int64]
@@ -88,6 +90,8 @@ class VectorMatrix:
         #: Rows of deleted chunks still in the matrix, as of the last refresh.
         self._dead = 0
         self._postings: dict[str, Positions] = {}
+        #: Access terms (lore.access.access_terms) -> row positions, like the labels'.
+        self._access: dict[str, Positions] = {}
 
     def __len__(self) -> int:
         return self._count
@@ -106,8 +110,9 @@ class VectorMatrix:
     def matrix(self) -> Vectors:
         return self._buffer[: self._count]
 
-    def refresh(self, conn: sqlite3.Connection) -> None:
+    def refresh(self, store: ChunkStore) -> None:
         """Catch up with the database, in one read transaction (a consistent snapshot)."""
+        conn = store.conn
         conn.execute("BEGIN")
         try:
             live: int = conn.execute("SELECT COUNT(*) FROM chunk_vectors").fetchone()[0]
@@ -116,15 +121,18 @@ class VectorMatrix:
                 "SELECT chunk, vector FROM chunk_vectors WHERE chunk > ? ORDER BY chunk", (last,)
             ).fetchall()
             if self._count + len(added) - live > _DEAD_FRACTION * live:
-                self._count, self._postings, last = 0, {}, 0
+                self._count, self._postings, self._access, last = 0, {}, {}, 0
                 added = conn.execute("SELECT chunk, vector FROM chunk_vectors ORDER BY chunk").fetchall()
             labels = conn.execute("SELECT term, chunk FROM chunk_labels WHERE chunk > ?", (last,)).fetchall()
+            access = store.access_postings(last)
         finally:
             conn.execute("COMMIT")
-        self._append(added, labels)
+        self._append(added, labels, access)
         self._dead = max(0, self._count - live)
 
-    def _append(self, added: list[tuple[int, bytes]], labels: list[tuple[str, int]]) -> None:
+    def _append(
+        self, added: list[tuple[int, bytes]], labels: list[tuple[str, int]], access: Mapping[str, Positions]
+    ) -> None:
         if not added:
             return
         start, end = self._count, self._count + len(added)
@@ -143,33 +151,41 @@ class VectorMatrix:
         by_term: dict[str, list[int]] = defaultdict(list)
         for term, rowid in labels:
             by_term[term].append(rowid)
-        for term, members in by_term.items():
-            wanted = np.asarray(members, dtype=np.int64)
-            positions = np.searchsorted(new_rowids, wanted)
-            inside = positions < len(new_rowids)
-            positions, wanted = positions[inside], wanted[inside]
-            found = np.unique(positions[new_rowids[positions] == wanted]) + start
-            held = self._postings.get(term)
-            self._postings[term] = found if held is None else np.concatenate([held, found])
+        _add_postings(self._postings, by_term, new_rowids, start)
+        _add_postings(self._access, access, new_rowids, start)
 
-    def _allowed(self, label_filter: frozenset[str]) -> Positions | None:
-        """Row positions passing every filter term; None means no filter."""
-        if not label_filter:
+    def _allowed(self, label_filter: frozenset[str], access: AccessFilter | None) -> Positions | None:
+        """Row positions passing every filter term and ``access``; None means no filter."""
+        required = [self._postings.get(term) for term in label_filter]
+        if access is not None:
+            required.append(self._access.get(access.tenant_term))
+            groups = access.group_terms
+            if groups is not None:
+                postings = [self._access[term] for term in groups if term in self._access]
+                # Postings of distinct terms may share rows (a document of two groups).
+                required.append(np.unique(np.concatenate(postings)) if postings else None)
+        if not required:
             return None
         allowed: Positions | None = None
-        for term in label_filter:
-            posting = self._postings.get(term)
+        for posting in required:
             if posting is None:
                 return np.zeros(0, dtype=np.int64)
             allowed = posting if allowed is None else np.intersect1d(allowed, posting, assume_unique=True)
         return allowed
 
     def search(
-        self, query: Vectors, label_filter: frozenset[str], limit: int, helpers: Executor | None = None
+        self,
+        query: Vectors,
+        label_filter: frozenset[str],
+        limit: int,
+        helpers: Executor | None = None,
+        access: AccessFilter | None = None,
     ) -> list[tuple[int, float]]:
-        """``(rowid, cosine)`` best first, only rows carrying every filter term. A large
-        scan is shared with a thread of ``helpers`` when given."""
-        allowed = self._allowed(label_filter)
+        """``(rowid, cosine)`` best first, only rows carrying every filter term and
+        passing ``access`` (a mask applied before the top-k selection, so rows the caller
+        may not read never take a place). A large scan is shared with a thread of
+        ``helpers`` when given."""
+        allowed = self._allowed(label_filter, access)
         if self._count == 0 or (allowed is not None and len(allowed) == 0):
             return []
         matrix = self.matrix
@@ -188,3 +204,21 @@ class VectorMatrix:
         best = best[np.lexsort((best, -scores[best]))]
         rows = best if positions is None else positions[best]
         return list(zip(self.rowids[rows].tolist(), scores[best].tolist(), strict=True))
+
+
+def _add_postings(
+    postings: dict[str, Positions],
+    by_term: Mapping[str, list[int]] | Mapping[str, Positions],
+    new_rowids: Positions,
+    start: int,
+) -> None:
+    """Add the rowids of each term, among the rows just appended (``new_rowids``, from
+    position ``start``), to ``postings``; rowids not among them (deleted since) are dropped."""
+    for term, members in by_term.items():
+        wanted = np.asarray(members, dtype=np.int64)
+        positions = np.searchsorted(new_rowids, wanted)
+        inside = positions < len(new_rowids)
+        positions, wanted = positions[inside], wanted[inside]
+        found = np.unique(positions[new_rowids[positions] == wanted]) + start
+        held = postings.get(term)
+        postings[term] = found if held is None else np.concatenate([held, found])

@@ -162,7 +162,8 @@ def sync_command(
     if report.rechunked:
         console.print("chunking settings changed since the last sync: every document was re-chunked")
     for name in report.skipped_sources:
-        console.print(f"skipped source [bold]{name}[/bold]: visibility is restricted", highlight=False)
+        why = 'visibility is restricted and no access list says who may read it (access = ["group"])'
+        console.print(f"skipped source [bold]{name}[/bold]: {escape(why)}", highlight=False)
     for refused in report.refused_prunes:
         console.print(
             f"[red]refused to delete {refused.missing} of the {refused.indexed} indexed documents of "
@@ -275,11 +276,16 @@ def source_status(index: KnowledgeIndex, name: str, stale_after_days: int, now: 
 
 
 def _visibility(config: SourceConfig) -> str:
+    tenant = f" (tenant {escape(config.tenant)})" if config.tenant else ""
+    if config.access is not None and config.visibility in (None, Visibility.RESTRICTED.value):
+        return f"restricted: {escape(', '.join(config.access))}{tenant}"
     if config.visibility is None:
         return "[red]undeclared (refused)[/red]"
     if config.visibility not in {v.value for v in Visibility}:
         return f"[red]{escape(config.visibility)} (invalid)[/red]"
-    return config.visibility
+    if config.visibility == Visibility.RESTRICTED.value:
+        return f"[yellow]restricted, no access list (skipped)[/yellow]{tenant}"
+    return config.visibility + tenant
 
 
 def _source_path(current: LoreSettings, config: SourceConfig) -> str:

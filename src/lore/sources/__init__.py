@@ -5,8 +5,9 @@ table (a ``SourceConfig`` subclass that forbids undeclared keys), and
 ``from_config(config, settings, visibility)``. A module is imported only when a table
 names its type; tables are validated when settings load, so such a module imports its
 optional dependencies inside functions, not at the top.
-Visibility is parsed here, once, for every type; refusing an undeclared visibility is
-sync's job, because ``lore sources`` must still be able to list such a source.
+Visibility, access and tenant are parsed here, once, for every type (``parse_scope``);
+refusing an undeclared visibility is sync's job, because ``lore sources`` must still be
+able to list such a source.
 
 The built-in playbook pack (``lore.sources.vault``) is not a ``[[sources]]`` type: it is
 configured by ``[vault]`` and joins the user's sources in ``source_configs``, under a
@@ -26,6 +27,7 @@ from lore.config import LoreSettings, SourceConfig, unknown_key_message
 from lore.errors import ConfigError
 from lore.models import Visibility
 from lore.protocols import KnowledgeSource
+from lore.sources.scope import ScopedSource, SourceScope
 
 #: Source type -> module exposing ``CONFIG_MODEL`` and ``from_config``.
 SOURCE_TYPES: dict[str, str] = {
@@ -125,6 +127,23 @@ def typed_source_config(item: object, number: int = 1) -> SourceConfig:
         raise ConfigError(f"{table}: {problems}") from err
 
 
+def parse_scope(config: SourceConfig) -> tuple[Visibility | None, SourceScope]:
+    """The visibility a source is built with and its access scope: an ``access`` list
+    implies ``restricted``, and contradicts ``all-viewers``."""
+    visibility = parse_visibility(config)
+    groups = getattr(config, "access", None)
+    tenant = getattr(config, "tenant", None)
+    access = frozenset(str(group) for group in groups) if isinstance(groups, list) else None
+    if access is not None and visibility == Visibility.ALL_VIEWERS:
+        raise ConfigError(
+            f"source {config.name!r}: access names who may read it, but visibility is "
+            f'"{Visibility.ALL_VIEWERS}" (every viewer); keep one of the two'
+        )
+    if access is not None:
+        visibility = Visibility.RESTRICTED
+    return visibility, SourceScope(access, tenant if isinstance(tenant, str) else None)
+
+
 def build_source(config: SourceConfig, settings: LoreSettings) -> KnowledgeSource:
     if isinstance(config, VaultSourceConfig):
         from lore.sources.vault import vault_source  # imports the filesystem source
@@ -132,5 +151,8 @@ def build_source(config: SourceConfig, settings: LoreSettings) -> KnowledgeSourc
         return vault_source()
     typed = typed_source_config(config)
     module = importlib.import_module(SOURCE_TYPES[typed.type])
-    source: KnowledgeSource = module.from_config(typed, settings, parse_visibility(typed))
+    visibility, scope = parse_scope(typed)
+    source: KnowledgeSource = module.from_config(typed, settings, visibility)
+    if scope != SourceScope():
+        return ScopedSource(source, scope)
     return source

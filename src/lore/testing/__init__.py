@@ -48,10 +48,13 @@ def make_document(
     source: str = DEFAULT_SOURCE,
     source_type: str = DEFAULT_SOURCE_TYPE,
     media_type: str = "text/markdown",
+    access: frozenset[str] | None = None,
+    tenant: str | None = None,
 ) -> tuple[Document, list[Chunk]]:
     """A document and its chunks: one chunk per ``(section, text)`` pair, or a single
     chunk holding ``text`` when no sections are given. Labels carry ``source`` and
-    ``source_type`` as sync would set them."""
+    ``source_type`` as sync would set them; ``access`` and ``tenant`` are the document's
+    (None: access unknown, the default tenant)."""
     all_labels = {SOURCE_LABEL: source, SOURCE_TYPE_LABEL: source_type, **(labels or {})}
     parts = list(sections) if sections is not None else [("", text)]
     if sections is not None and not text:
@@ -64,6 +67,8 @@ def make_document(
         updated_at=updated_at,
         labels=all_labels,
         media_type=media_type,
+        access=access,
+        tenant=tenant,
     )
     chunks = [
         Chunk(
@@ -103,6 +108,8 @@ def add_document(
     labels: Mapping[str, str] | None = None,
     source: str = DEFAULT_SOURCE,
     source_type: str = DEFAULT_SOURCE_TYPE,
+    access: frozenset[str] | None = None,
+    tenant: str | None = None,
 ) -> tuple[Document, list[Chunk]]:
     """Build a document (see ``make_document``), embed it unless ``vectors`` are given,
     and upsert it into ``index``."""
@@ -116,6 +123,8 @@ def add_document(
         labels=labels,
         source=source,
         source_type=source_type,
+        access=access,
+        tenant=tenant,
     )
     index.check_embedder(embedder.model_id, embedder.dimension)
     index.upsert(document, chunks, embed_chunks(embedder, chunks) if vectors is None else vectors)

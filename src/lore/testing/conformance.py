@@ -13,7 +13,8 @@ A backend's test module subclasses ``BackendConformance`` and provides ONE fixtu
             backend.close()
 
 The parts (``IndexConformance``, ``RetrievalConformance``, ``FilterConformance``,
-``QueryTextConformance``) can be subclassed separately. Modes a backend does not declare
+``QueryTextConformance``, and ``AccessConformance`` in ``access_conformance.py``: who may
+read what, inside every channel) can be subclassed separately. Modes a backend does not declare
 in ``modes`` are skipped, except that asking for one must raise ``UnsupportedModeError``.
 """
 
@@ -29,6 +30,7 @@ from lore.errors import EmbedderMismatchError, EmbeddingError, IndexingError, Qu
 from lore.models import SOURCE_LABEL, SOURCE_TYPE_LABEL, IndexedDocument, Passage, SearchMode, embed_key
 from lore.protocols import KnowledgeIndex, KnowledgeRetriever, ReportingRetriever, Vectors
 from lore.testing import DEFAULT_SOURCE, Store, add_document, embed_chunks, make_document
+from lore.testing.access_conformance import AccessConformance
 from lore.testing.cases import CORPUS, HOSTILE_QUERIES, IDENTIFIER_DISTRACTORS, IDENTIFIERS
 from lore.testing.embedders import CountingEmbedder
 
@@ -40,6 +42,7 @@ __all__ = [
     "HOSTILE_QUERIES",
     "IDENTIFIERS",
     "IDENTIFIER_DISTRACTORS",
+    "AccessConformance",
     "BackendConformance",
     "FilterConformance",
     "IndexConformance",
@@ -565,5 +568,7 @@ class QueryTextConformance(_Suite):
         assert passages[0].uri == "ops.md"
 
 
-class BackendConformance(IndexConformance, RetrievalConformance, FilterConformance, QueryTextConformance):
+class BackendConformance(
+    IndexConformance, RetrievalConformance, FilterConformance, QueryTextConformance, AccessConformance
+):
     """Everything: what a storing backend's test module subclasses."""

@@ -27,6 +27,7 @@ from typing import Any
 
 import fastjsonschema
 
+from lore.access import AccessFilter, Principal, access_filter, principal_name
 from lore.config import LoreSettings, load_settings
 from lore.errors import LoreError, QueryError, RerankError, UnsupportedModeError
 from lore.models import SOURCE_TYPE_LABEL, Passage, SearchMode, utc
@@ -293,10 +294,14 @@ class KnowledgeSearch:
         self,
         arguments: Mapping[str, Any],
         *,
-        principal: str | None = None,
+        principal: Principal | str | None = None,
         mode: SearchMode | None = None,
     ) -> ToolResult:
+        """``principal``: who is asking. A ``Principal`` (the service's token) sees only
+        what it may read (``lore.access.access_filter``), filtered inside the retriever;
+        a name or None is the local user, an admin of their own index, named in the audit."""
         started = time.perf_counter()
+        access = access_filter(principal)
         request: _Request | None = None
         degraded_reason: str | None = None
         passages: list[ToolPassage] = []
@@ -313,7 +318,7 @@ class KnowledgeSearch:
                 raise UnsupportedModeError(
                     f"{self._retriever.engine} does not offer {mode.value} search (offers: {offered})"
                 )
-            found, reranked, degraded_reason = await self._retrieve(request, mode)
+            found, reranked, degraded_reason = await self._retrieve(request, mode, access)
             passages, findings, truncated = self._make_safe(found[: request.top_k])
         except LoreError as err:
             error = self._redactor.redact(str(err))[0]
@@ -325,7 +330,7 @@ class KnowledgeSearch:
         shown_query = self._redactor.redact(request.query)[0] if request is not None else ""
         entry = AuditEntry(
             time=datetime.now(UTC).isoformat(),
-            principal=principal,
+            principal=principal_name(principal),
             tool=TOOL_NAME,
             query=shown_query if request is not None else self._redact_raw_query(arguments),
             filters=dict(request.labels) if request is not None else {},
@@ -361,22 +366,27 @@ class KnowledgeSearch:
         return ToolResult(passages=passages, metadata=metadata, error=error)
 
     async def _retrieve(
-        self, request: _Request, mode: SearchMode | None
+        self, request: _Request, mode: SearchMode | None, access: AccessFilter | None
     ) -> tuple[list[Passage], bool, str | None]:
         """The passages to show, whether the reranker ordered them, and why the answer is
         degraded when the retriever declares it can say (``ReportingRetriever``: BM25 alone
         when the query embedding failed). With a reranker, the retriever is asked for
         ``RERANK_CANDIDATES`` and the reranker picks ``top_k``; a failing reranker costs
-        the order, not the answer (the retriever's is kept)."""
+        the order, not the answer (the retriever's is kept). The reranker only reorders
+        candidates the retriever already filtered by ``access``."""
         labels = request.labels or None
         depth = request.top_k if self._reranker is None else max(request.top_k, RERANK_CANDIDATES)
         degraded_reason: str | None = None
         retriever = self._retriever
         if isinstance(retriever, ReportingRetriever):
-            found = await retriever.retrieve_detailed(request.query, top_k=depth, labels=labels, mode=mode)
+            found = await retriever.retrieve_detailed(
+                request.query, top_k=depth, labels=labels, mode=mode, access=access
+            )
             candidates, degraded_reason = list(found.passages), found.degraded_reason
         else:
-            candidates = list(await retriever.retrieve(request.query, top_k=depth, labels=labels, mode=mode))
+            candidates = list(
+                await retriever.retrieve(request.query, top_k=depth, labels=labels, mode=mode, access=access)
+            )
         if self._reranker is None:
             return candidates, False, degraded_reason
         try:
