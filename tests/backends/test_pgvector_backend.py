@@ -139,7 +139,8 @@ async def test_an_index_from_before_access_opens_and_is_for_admins_until_resynce
     with psycopg.connect(pg_dsn) as conn:
         conn.execute(f"ALTER TABLE {index_name}_chunks DROP COLUMN access_terms")
         conn.execute(f"ALTER TABLE {index_name}_documents DROP COLUMN access, DROP COLUMN tenant")
-        conn.execute(f"DELETE FROM {index_name}_schema_version WHERE version = 2")
+        conn.execute(f"DROP TABLE {index_name}_runs")  # migration 3, after access
+        conn.execute(f"DELETE FROM {index_name}_schema_version WHERE version >= 2")
     viewer, admin = AccessFilter(None, frozenset()), AccessFilter(None, None)
     reopened = PgVectorBackend(pg_dsn, embedder, index_name=index_name)
     try:
@@ -273,6 +274,7 @@ def test_sync_and_search_through_settings(
     monkeypatch.setenv("LORE_PG_DSN", pg_dsn)
     monkeypatch.setenv("LORE_INDEX_NAME", index_name)
     monkeypatch.setenv("LORE_EMBEDDER", "hashing")
+    monkeypatch.setenv("LORE_VAULT__ENABLED", "false")  # only the two runbooks
     settings = load_settings(tmp_path / "lore.toml")
     try:
         report = run_sync(settings)

@@ -167,6 +167,7 @@ def test_sync_and_search_through_settings(tmp_path: Path, monkeypatch: pytest.Mo
     )
     monkeypatch.setenv("LORE_BACKEND", "qdrant")
     monkeypatch.setenv("LORE_EMBEDDER", "hashing")
+    monkeypatch.setenv("LORE_VAULT__ENABLED", "false")  # only the two runbooks
     settings = load_settings(tmp_path / "lore.toml")
     report = run_sync(settings)
     assert (report.added, report.failures) == (2, [])
