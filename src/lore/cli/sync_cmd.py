@@ -31,7 +31,7 @@ from lore.cli.app import app, console, err_console, settings
 from lore.config import LoreSettings, SourceConfig
 from lore.models import IndexedDocument, SyncReport, Visibility, utc
 from lore.protocols import KnowledgeIndex
-from lore.resolve import open_for_inspection
+from lore.resolve import is_retrieval_only, open_for_inspection
 from lore.sync import EMBEDDER_STATE_KEY, LAST_SYNC_KEY, run_sync, source_stats_key
 
 
@@ -121,6 +121,13 @@ def sync_command(
 ) -> None:
     """Index every configured source: changed documents only, unchanged ones are skipped."""
     current = settings()
+    if is_retrieval_only(current):
+        console.print(
+            f"skipped: backend {current.backend!r} is retrieval-only, its vendor ingests through its own "
+            "connectors, so lore sync has nothing to write",
+            highlight=False,
+        )
+        return
     try:
         with _progress_bar() as bar:
             report = run_sync(current, progress=bar, allow_mass_delete=allow_mass_delete)
