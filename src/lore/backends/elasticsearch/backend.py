@@ -300,9 +300,13 @@ class ElasticsearchBackend:
 
     @contextmanager
     def write_lock(self) -> Iterator[None]:
-        """A ``flock``-ed file in the temp directory: it guards the syncs of this host."""
+        """A ``flock``-ed file in the temp directory: it guards the syncs of this host.
+        Leaving it refreshes what was written."""
         with self._lock.held(f"another sync is writing index {self._alias!r} in {self._cluster.where}"):
             yield
+        # What a sync wrote is searchable by every process when it ends, not a refresh
+        # interval later (``lore sync`` then ``lore search`` in a script).
+        self._cluster.fresh(IndexingError, self._alias, self._meta)
 
     # -- read side --------------------------------------------------------------------
 
