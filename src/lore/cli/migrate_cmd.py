@@ -96,7 +96,10 @@ def migrate_index(source: StoringBackend, target: KnowledgeIndex) -> MigrationRe
 
 def located_settings(location: Location, base: LoreSettings) -> LoreSettings:
     """Settings naming ``location``; the rest (``qdrant_api_key``, fusion) are ``base``'s."""
-    return backend_module(location.kind).at_location(location.target, base)
+    # The kind names the backend: one module serves both elasticsearch and opensearch.
+    return backend_module(location.kind).at_location(
+        location.target, base.model_copy(update={"backend": location.kind})
+    )
 
 
 def open_location(location: Location, embedder: StoredVectorsEmbedder, base: LoreSettings) -> StoringBackend:

@@ -101,7 +101,8 @@ def stored_embedder_of(settings: LoreSettings) -> tuple[str, int] | None:
 
 
 def at_location(target: str, settings: LoreSettings) -> LoreSettings:
-    """``elasticsearch:https://es.internal:9200`` (credentials from ``[elasticsearch]``)."""
+    """``elasticsearch:https://es.internal:9200`` or ``opensearch:...`` (the caller sets
+    ``backend`` to the kind); credentials come from ``[elasticsearch]``."""
     es = settings.elasticsearch.model_copy(update={"url": target})
     backend = settings.backend if settings.backend in ("elasticsearch", "opensearch") else "elasticsearch"
     return settings.model_copy(update={"backend": backend, "elasticsearch": es})
