@@ -243,7 +243,7 @@ async def test_cluster_errors_are_lore_errors(server: FakeSearchServer, embedder
     try:
         add_document(backend, embedder, "a.md", "disk pressure")
         server.fail_with = 400
-        with pytest.raises(RetrievalError, match="refused to (refresh|search)"):
+        with pytest.raises(RetrievalError, match=r"refused to (refresh|search)"):
             await backend.retrieve("disk pressure", mode=SearchMode.BM25)
     finally:
         server.fail_with = None

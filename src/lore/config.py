@@ -114,8 +114,9 @@ class DiscoveryEngineSettings(BaseModel):
     engine: str | None = None
     data_store: str | None = None
     serving_config: str = "default_search"
-    #: Where the REST API lives; tests point it at a loopback server.
-    api_base: str = "https://discoveryengine.googleapis.com"
+    #: Where the REST API lives; None: ``https://discoveryengine.googleapis.com`` for the
+    #: ``global`` location, ``https://<location>-discoveryengine.googleapis.com`` otherwise.
+    api_base: str | None = None
     #: Extractive segments asked per result (their text becomes the passage); 0: snippets only.
     extractive_segments: int = Field(default=1, ge=0, le=10)
     timeout: float = Field(default=10.0, gt=0, le=300)
@@ -145,6 +146,7 @@ class LoreSettings(BaseSettings):
     discovery_engine: DiscoveryEngineSettings = Field(default_factory=DiscoveryEngineSettings)
 
     # -- embedding -------------------------------------------------------------------
+    #: "none": no embedding model, keyword search only (elasticsearch/opensearch backends).
     embedder: str = "local"
     embedding_model: str | None = None
     embedding_base_url: str | None = None

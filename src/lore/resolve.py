@@ -57,6 +57,9 @@ def _module(kind: str, name: str, registry: dict[str, str], extra: list[str]) ->
 
 
 def resolve_embedder(settings: LoreSettings) -> Embedder:
+    if settings.backend in RETRIEVAL_ONLY:
+        # A managed vendor embeds queries itself: no model is loaded (or installed) for it.
+        return cast(Embedder, importlib.import_module(EMBEDDERS["none"]).from_settings(settings))
     if settings.embedder == "none" and settings.backend not in EMBEDDERLESS_BACKENDS:
         allowed = ", ".join(sorted(EMBEDDERLESS_BACKENDS))
         raise ConfigError(

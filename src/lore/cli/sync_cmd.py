@@ -126,6 +126,7 @@ def sync_command(
             f"skipped: backend {current.backend!r} is retrieval-only, its vendor ingests through its own "
             "connectors, so lore sync has nothing to write",
             highlight=False,
+            soft_wrap=True,
         )
         return
     try:

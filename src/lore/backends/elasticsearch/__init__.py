@@ -114,4 +114,11 @@ if TYPE_CHECKING:  # mypy checks this module against what commands call on every
 
     _module: BackendModule = _this
 
-__all__ = ["ElasticsearchBackend", "at_location", "connection_of", "from_settings", "missing_index", "stored_embedder_of"]
+__all__ = [
+    "ElasticsearchBackend",
+    "at_location",
+    "connection_of",
+    "from_settings",
+    "missing_index",
+    "stored_embedder_of",
+]
