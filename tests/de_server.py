@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from loopback import LoopbackServer
 
 SEARCH_PATH = re.compile(
     r"^/v1/projects/[^/]+/locations/[^/]+/collections/[^/]+/(engines|dataStores)/[^/]+/servingConfigs/[^/:]+:search$"
@@ -27,7 +28,7 @@ class Seen:
     body: Any
 
 
-class FakeDiscoveryEngine:
+class FakeDiscoveryEngine(LoopbackServer):
     def __init__(self, token: str) -> None:
         self.token = token
         self.requests: list[Seen] = []
@@ -35,54 +36,27 @@ class FakeDiscoveryEngine:
         self.results: list[dict[str, Any]] = []
         #: Set to answer every request with this status and Google's error shape.
         self.fail_with: int | None = None
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        super().__init__()
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+    def _error(self, request: BaseHTTPRequestHandler, status: int, message: str, kind: str) -> None:
+        self.reply(request, status, {"error": {"code": status, "message": message, "status": kind}})
 
-    def __enter__(self) -> FakeDiscoveryEngine:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            disable_nagle_algorithm = True
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def _answer(self, status: int, body: Any) -> None:
-                payload = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json; charset=UTF-8")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            def _error(self, status: int, message: str, kind: str) -> None:
-                self._answer(status, {"error": {"code": status, "message": message, "status": kind}})
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = json.loads(self.rfile.read(length) or b"null")
-                fake.requests.append(Seen(self.path, {k.lower(): v for k, v in self.headers.items()}, body))
-                if self.headers.get("Authorization") != f"Bearer {fake.token}":
-                    self._error(401, "Request had invalid authentication credentials.", "UNAUTHENTICATED")
-                elif not SEARCH_PATH.match(self.path):
-                    self._error(404, f"Method not found: {self.path}", "NOT_FOUND")
-                elif fake.fail_with is not None:
-                    self._error(fake.fail_with, "The service is currently unavailable.", "UNAVAILABLE")
-                else:
-                    self._answer(200, {"results": fake.results, "totalSize": len(fake.results),
-                                       "attributionToken": "test-attribution"})  # fmt: skip
-
-        return Handler
+    def handle(self, request: BaseHTTPRequestHandler) -> None:
+        length = int(request.headers.get("Content-Length") or 0)
+        body = json.loads(request.rfile.read(length) or b"null")
+        self.requests.append(Seen(request.path, {k.lower(): v for k, v in request.headers.items()}, body))
+        if request.command != "POST":
+            self._error(request, 405, "Only POST is served", "INVALID_ARGUMENT")
+        elif request.headers.get("Authorization") != f"Bearer {self.token}":
+            self._error(request, 401, "Request had invalid authentication credentials.", "UNAUTHENTICATED")
+        elif not SEARCH_PATH.match(request.path):
+            self._error(request, 404, f"Method not found: {request.path}", "NOT_FOUND")
+        elif self.fail_with is not None:
+            self._error(request, self.fail_with, "The service is currently unavailable.", "UNAVAILABLE")
+        else:
+            answer = {
+                "results": self.results,
+                "totalSize": len(self.results),
+                "attributionToken": "test-attribution",
+            }
+            self.reply(request, 200, answer)

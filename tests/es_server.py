@@ -23,19 +23,19 @@ The scoring is the fake's, not either product's: BM25 over simple word analysis 
 
 from __future__ import annotations
 
-import contextlib
 import fnmatch
 import json
 import math
 import re
-import socket
 import threading
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
+
+from loopback import LoopbackServer
 
 _WORD = re.compile(r"\w+")
 _IDENT = re.compile(r"\w(?:[\w.\-:/@]*\w)?")
@@ -494,7 +494,7 @@ def _filter_source(doc: Mapping[str, Any], spec: Any, index: Index, cluster: Fak
 # -- HTTP ------------------------------------------------------------------------------
 
 
-class FakeSearchServer:
+class FakeSearchServer(LoopbackServer):
     """``with FakeSearchServer("elasticsearch") as server: ... server.url ...``"""
 
     def __init__(
@@ -508,29 +508,7 @@ class FakeSearchServer:
         self.requests: list[Recorded] = []
         #: Set to make every request fail with this status (a cluster in trouble).
         self.fail_with: int | None = None
-        self._connections: set[socket.socket] = set()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    def __enter__(self) -> FakeSearchServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def stop(self) -> None:
-        """Stop listening and cut the kept-alive connections too: a stopped cluster
-        answers nothing, not even on a connection the client already holds."""
-        self._server.shutdown()
-        self._server.server_close()
-        for connection in list(self._connections):
-            with contextlib.suppress(OSError):
-                connection.shutdown(socket.SHUT_RDWR)
+        super().__init__()
 
     def bodies(self, path_suffix: str) -> list[Any]:
         return [r.body for r in self.requests if r.path.endswith(path_suffix)]
@@ -538,77 +516,38 @@ class FakeSearchServer:
     def searches(self) -> list[dict[str, Any]]:
         return [r.body for r in self.requests if r.path.endswith("/_search") and isinstance(r.body, dict)]
 
-    def _handler(self) -> type[BaseHTTPRequestHandler]:
-        fake = self
+    def extra_headers(self) -> dict[str, str]:
+        # The Elasticsearch client refuses an answer without it (its product check).
+        return {"X-Elastic-Product": "Elasticsearch"} if self.cluster.product == "elasticsearch" else {}
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-            # Headers and body are two writes: without this, Nagle's algorithm and the
-            # client's delayed ACK add 40 ms to every request.
-            disable_nagle_algorithm = True
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def setup(self) -> None:
-                super().setup()
-                fake._connections.add(self.connection)
-
-            def finish(self) -> None:
-                fake._connections.discard(self.connection)
-                with contextlib.suppress(OSError):
-                    super().finish()
-
-            def _answer(self, status: int, body: Any) -> None:
-                payload = b"" if body is None else json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                if fake.cluster.product == "elasticsearch":
-                    self.send_header("X-Elastic-Product", "Elasticsearch")
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(payload)
-
-            def _handle(self) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length).decode() if length else ""
-                parts = urlsplit(self.path)
-                path = unquote(parts.path)
-                params = parse_qs(parts.query, keep_blank_values=True)
-                body: Any = None
-                if raw:
-                    if path.endswith("/_bulk"):
-                        body = [json.loads(line) for line in raw.splitlines() if line.strip()]
-                    else:
-                        body = json.loads(raw)
-                fake.requests.append(
-                    Recorded(
-                        self.command, path, params, {k.lower(): v for k, v in self.headers.items()}, body
-                    )
-                )
-                if fake.authorization is not None and self.headers.get("Authorization") != fake.authorization:
-                    self._answer(
-                        401,
-                        ApiFailure(401, "security_exception", "missing authentication credentials").body(),
-                    )
-                    return
-                if fake.fail_with is not None:
-                    self._answer(
-                        fake.fail_with,
-                        ApiFailure(fake.fail_with, "cluster_block_exception", "unavailable").body(),
-                    )
-                    return
-                try:
-                    with fake.cluster.lock:
-                        status, answer = route(fake.cluster, self.command, path, params, body)
-                except ApiFailure as failure:
-                    status, answer = failure.status, failure.body()
-                self._answer(status, answer)
-
-            do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _handle
-
-        return Handler
+    def handle(self, request: BaseHTTPRequestHandler) -> None:
+        length = int(request.headers.get("Content-Length") or 0)
+        raw = request.rfile.read(length).decode() if length else ""
+        parts = urlsplit(request.path)
+        path = unquote(parts.path)
+        params = parse_qs(parts.query, keep_blank_values=True)
+        body: Any = None
+        if raw:
+            if path.endswith("/_bulk"):
+                body = [json.loads(line) for line in raw.splitlines() if line.strip()]
+            else:
+                body = json.loads(raw)
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        self.requests.append(Recorded(request.command, path, params, headers, body))
+        if self.authorization is not None and request.headers.get("Authorization") != self.authorization:
+            failure = ApiFailure(401, "security_exception", "missing authentication credentials")
+            self.reply(request, 401, failure.body())
+            return
+        if self.fail_with is not None:
+            failure = ApiFailure(self.fail_with, "cluster_block_exception", "unavailable")
+            self.reply(request, self.fail_with, failure.body())
+            return
+        try:
+            with self.cluster.lock:
+                status, answer = route(self.cluster, request.command, path, params, body)
+        except ApiFailure as failure:
+            status, answer = failure.status, failure.body()
+        self.reply(request, status, answer)
 
 
 def route(

@@ -27,6 +27,7 @@ from lore.errors import BackendUnavailableError, ConfigError, QueryError, Retrie
 from lore.models import SearchMode
 from lore.resolve import resolve_embedder, resolve_retriever
 from lore.tool.core import KnowledgeSearch
+from lore.tool.render import render_result
 
 TOKEN = "test-" + "token-" + "z" * 10
 
@@ -166,6 +167,7 @@ async def test_through_the_tool_core(fake: FakeDiscoveryEngine, tmp_path: Path) 
     known, unknown = result.passages
     assert (known.age_days is not None, known.updated_at.startswith("2024-03-04")) == (True, True)
     assert (unknown.updated_at, unknown.age_days, unknown.stale, unknown.revision) == ("", None, None, "")
+    assert "doc-kafka, update time unknown" in render_result(result)
     assert (tmp_path / "audit.jsonl").read_text().count("\n") == 1
 
 
