@@ -68,6 +68,14 @@ class Dialect:
     name: str = ""
 
     def client(self, connection: Connection) -> Any:  # the client's own type, used inside this package only
+        try:
+            return self._build(connection)
+        except (ValueError, TypeError) as err:  # a malformed host or option, before any request
+            raise ConfigError(
+                f"cannot connect to {self.product} at {', '.join(connection.hosts)}: {err}"
+            ) from err
+
+    def _build(self, connection: Connection) -> Any:
         raise NotImplementedError
 
     def errors(self) -> Errors:
@@ -103,7 +111,7 @@ class ElasticsearchDialect(Dialect):
     product = "Elasticsearch"
     name = "elasticsearch"
 
-    def client(self, connection: Connection) -> Any:
+    def _build(self, connection: Connection) -> Any:
         try:
             from elasticsearch import Elasticsearch
         except ImportError as err:
@@ -113,19 +121,14 @@ class ElasticsearchDialect(Dialect):
             auth["api_key"] = connection.api_key
         elif connection.username:
             auth["basic_auth"] = (connection.username, connection.password or "")
-        try:
-            return Elasticsearch(
-                list(connection.hosts),
-                verify_certs=connection.verify_certs,
-                request_timeout=connection.timeout,
-                max_retries=2,
-                retry_on_timeout=True,
-                **auth,
-            )
-        except (ValueError, TypeError) as err:
-            raise ConfigError(
-                f"cannot connect to Elasticsearch at {', '.join(connection.hosts)}: {err}"
-            ) from err
+        return Elasticsearch(
+            list(connection.hosts),
+            verify_certs=connection.verify_certs,
+            request_timeout=connection.timeout,
+            max_retries=2,
+            retry_on_timeout=True,
+            **auth,
+        )
 
     def errors(self) -> Errors:
         import elastic_transport
@@ -178,7 +181,7 @@ class OpenSearchDialect(Dialect):
     product = "OpenSearch"
     name = "opensearch"
 
-    def client(self, connection: Connection) -> Any:
+    def _build(self, connection: Connection) -> Any:
         try:
             from opensearchpy import OpenSearch
         except ImportError as err:
@@ -190,21 +193,16 @@ class OpenSearchDialect(Dialect):
             options["headers"] = {"Authorization": f"ApiKey {connection.api_key}"}
         elif connection.username:
             options["http_auth"] = (connection.username, connection.password or "")
-        try:
-            return OpenSearch(
-                list(connection.hosts),
-                ca_certs=connection.ca_file,
-                verify_certs=connection.verify_certs,
-                ssl_show_warn=connection.verify_certs,
-                timeout=connection.timeout,
-                max_retries=2,
-                retry_on_timeout=True,
-                **options,
-            )
-        except (ValueError, TypeError) as err:
-            raise ConfigError(
-                f"cannot connect to OpenSearch at {', '.join(connection.hosts)}: {err}"
-            ) from err
+        return OpenSearch(
+            list(connection.hosts),
+            ca_certs=connection.ca_file,
+            verify_certs=connection.verify_certs,
+            ssl_show_warn=connection.verify_certs,
+            timeout=connection.timeout,
+            max_retries=2,
+            retry_on_timeout=True,
+            **options,
+        )
 
     def errors(self) -> Errors:
         import opensearchpy
