@@ -180,6 +180,10 @@ class FakeCluster:
         return {"acknowledged": True, "shards_acknowledged": True, "index": name}
 
     def delete_index(self, name: str, params: Mapping[str, list[str]]) -> dict[str, Any]:
+        if "*" in name:
+            raise ApiFailure(
+                400, "illegal_argument_exception", "Wildcard expressions or all indices are not allowed"
+            )
         lenient = params.get("ignore_unavailable", ["false"])[0] == "true"
         for index in self.resolve(name, missing_ok=lenient):
             del self.indexes[index.name]
@@ -357,6 +361,10 @@ class FakeCluster:
         sort = body.get("sort")
         if sort:
             keys = [next(iter(s)) for s in sort]
+            if "_id" in keys:
+                raise ApiFailure(
+                    400, "illegal_argument_exception", "Fielddata access on the _id field is disallowed"
+                )
             hits.sort(key=lambda h: [_sort_value(h[3], h[2], k) for k in keys])
             after = body.get("search_after")
             if after is not None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import re
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -89,6 +90,8 @@ class ElasticsearchBackend:
         shards: int = 1,
         replicas: int = 1,
     ) -> None:
+        if not re.fullmatch(r"[a-z][a-z0-9_]{0,40}", index_name):
+            raise ConfigError(f"index name {index_name!r} must be lowercase letters, digits and _")
         if rrf_k <= 0 or candidate_depth <= 0:
             raise ConfigError(
                 f"rrf_k and candidate_depth must be positive, got {rrf_k} and {candidate_depth}"
@@ -174,12 +177,15 @@ class ElasticsearchBackend:
         self._cluster.close()
 
     def drop(self) -> None:
-        """Remove every index of this lore index (each generation, staging, meta)."""
-        names = ",".join([f"{self._alias}_g*", f"{self._alias}_stage", self._meta])
+        """Remove this lore index: the live generation, the staging and the meta index.
+        Named one by one: clusters refuse wildcard deletes by default, and a wildcard
+        could reach another index whose name starts alike."""
+        live = self.live()
+        names = ",".join([*([live[2]] if live else []), f"{self._alias}_stage", self._meta])
         self._cluster.call(
             IndexingError,
             f"delete {names}",
-            lambda c: c.indices.delete(index=names, ignore_unavailable=True, allow_no_indices=True),
+            lambda c: c.indices.delete(index=names, ignore_unavailable=True),
         )
         self._live = None
 
@@ -269,7 +275,7 @@ class ElasticsearchBackend:
         must: list[dict[str, Any]] = [{"term": {"kind": "document"}}]
         if source is not None:
             must.append({"term": {"source": source}})
-        for hit in self._cluster.scan(IndexingError, self._meta, {"bool": {"filter": must}}, "uri", True):
+        for hit in self._cluster.scan(IndexingError, self._meta, {"bool": {"filter": must}}, ["uri"], True):
             yield hit["_source"]
 
     def held(self, source: str) -> Mapping[str, IndexedDocument]:
@@ -285,7 +291,9 @@ class ElasticsearchBackend:
         source = self._dialect.source_with_vectors(self._cluster.version, ["embed_key", VECTOR])
         for start in range(0, len(keys), _KEYS_PER_REQUEST):
             query = {"terms": {"embed_key": keys[start : start + _KEYS_PER_REQUEST]}}
-            for hit in self._cluster.scan(IndexingError, self._alias, query, "embed_key", source):
+            for hit in self._cluster.scan(
+                IndexingError, self._alias, query, ["embed_key", "chunk_id"], source
+            ):
                 payload = hit["_source"]
                 if VECTOR in payload and payload["embed_key"] not in found:
                     found[payload["embed_key"]] = np.asarray(payload[VECTOR], dtype=np.float32)
@@ -416,7 +424,7 @@ class ElasticsearchBackend:
                 query = {"term": {"uri": row["uri"]}}
                 hits = [
                     hit["_source"]
-                    for hit in self._cluster.scan(IndexingError, self._alias, query, "chunk_id", source)
+                    for hit in self._cluster.scan(IndexingError, self._alias, query, ["chunk_id"], source)
                 ]
             hits.sort(key=lambda payload: (int(payload.get("ordinal", 0)), str(payload["chunk_id"])))
             chunks = [chunk_from_payload(payload) for payload in hits]

@@ -6,7 +6,7 @@ request patterns the backend repeats (paging through hits, bulk writes, refresh 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from lore.backends.elasticsearch.dialect import Connection, Dialect
@@ -118,17 +118,19 @@ class Cluster:
         failure: type[LoreError],
         index: str,
         query: Mapping[str, Any],
-        sort: str,
+        sort: Sequence[str],
         source: Any,
     ) -> Iterator[dict[str, Any]]:
-        """Every hit of ``query`` in ``sort`` order (a keyword field), page by page with
-        ``search_after``: no scroll context to leak, and a page is one plain search."""
+        """Every hit of ``query`` in ``sort`` order, page by page with ``search_after``: no
+        scroll context to leak, and a page is one plain search. ``sort`` names keyword
+        fields whose values together are unique per document (sorting on ``_id`` is
+        refused by default since Elasticsearch 8)."""
         after: list[Any] | None = None
         while True:
             body: dict[str, Any] = {
                 "query": query,
                 "size": PAGE,
-                "sort": [{sort: "asc"}, {"_id": "asc"}],
+                "sort": [{name: "asc"} for name in sort],
                 "_source": source,
                 "track_total_hits": False,
             }

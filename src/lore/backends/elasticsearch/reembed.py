@@ -84,7 +84,9 @@ def _keys(cluster: Cluster, alias: str, after: str | None = None) -> Iterator[di
     query: dict[str, Any] = {"range": {"embed_key": {"gt": after}}} if after else {"match_all": {}}
     yield from (
         hit["_source"]
-        for hit in cluster.scan(IndexingError, alias, query, "embed_key", {"excludes": [VECTOR]})
+        for hit in cluster.scan(
+            IndexingError, alias, query, ["embed_key", "chunk_id"], {"excludes": [VECTOR]}
+        )
     )
 
 
