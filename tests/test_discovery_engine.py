@@ -261,6 +261,15 @@ def test_sync_skips_it_in_one_line(tmp_path: Path, fake: FakeDiscoveryEngine) ->
     assert fake.requests == []
 
 
+def test_status_says_what_it_is(tmp_path: Path, fake: FakeDiscoveryEngine) -> None:
+    import lore.cli.sync_cmd  # noqa: F401
+
+    result = CliRunner().invoke(app, ["--config", str(_project(tmp_path, fake)), "status"])
+    assert result.exit_code == 0, result.output
+    assert "retrieval-only" in result.output
+    assert "run `lore sync`" not in result.output
+
+
 def test_migrate_and_reembed_refuse_it(tmp_path: Path, fake: FakeDiscoveryEngine) -> None:
     import lore.cli.migrate_cmd  # noqa: F401
 

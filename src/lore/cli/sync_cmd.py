@@ -219,6 +219,13 @@ def status_command() -> None:
     where = current.config_file or "(none: defaults and LORE_* environment)"
     console.print(f"config: {where}", highlight=False, markup=False)
     console.print(f"backend: {current.backend}", highlight=False, markup=False)
+    if is_retrieval_only(current):
+        console.print(
+            "retrieval-only: the vendor holds and syncs the index, so lore has no ledger to show",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return
     index, embedder_problem = open_for_inspection(current)
     if index is None:
         console.print(f"embedder: {current.embedder}", highlight=False, markup=False)
