@@ -5,6 +5,7 @@ sends (mappings, filters in both channels, bulk bodies, auth) and how it fails."
 from __future__ import annotations
 
 import base64
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,13 @@ from lore.backends.elasticsearch.dialect import Connection, dialect_for
 from lore.backends.elasticsearch.layout import doc_id
 from lore.config import LoreSettings, load_settings
 from lore.embedders.none import NoEmbedder
-from lore.errors import BackendUnavailableError, ConfigError, RetrievalError, UnsupportedModeError
+from lore.errors import (
+    BackendUnavailableError,
+    ConfigError,
+    MissingExtraError,
+    RetrievalError,
+    UnsupportedModeError,
+)
 from lore.models import SearchMode, embed_key
 from lore.resolve import resolve_embedder
 from lore.testing import DEFAULT_SOURCE, add_document
@@ -359,3 +366,15 @@ def test_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     connection = connection_of(load_settings())
     assert (connection.username, connection.password) == ("lore", "test-pw")
     assert "test-pw" not in repr(load_settings())
+
+
+@pytest.mark.parametrize(("product", "module", "extra"), [
+    ("elasticsearch", "elasticsearch", "elasticsearch"),
+    ("opensearch", "opensearchpy", "opensearch"),
+])  # fmt: skip
+def test_without_the_client_the_extra_is_named(
+    product: str, module: str, extra: str, embedder: CountingEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, module, None)  # what a base install without the extra sees
+    with pytest.raises(MissingExtraError, match=rf"lore\[{extra}\]"):
+        ElasticsearchBackend(embedder, dialect_for(product), Connection(hosts=("http://127.0.0.1:9",)))

@@ -22,8 +22,9 @@ class Cluster:
     def __init__(self, dialect: Dialect, connection: Connection) -> None:
         self.dialect = dialect
         self.where = f"{dialect.product} at {', '.join(connection.hosts)}"
-        self._errors = dialect.errors()
+        # The client first: without the extra it raises MissingExtraError, naming it.
         self._client = dialect.client(connection)
+        self._errors = dialect.errors()
         #: Indexes written since their last refresh: refreshed before this object reads
         #: them, so a search sees what this process wrote (others see it within a second).
         self._dirty: set[str] = set()
