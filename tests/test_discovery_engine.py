@@ -6,6 +6,7 @@ Passages with their provenance gaps explicit, the errors, and the commands aroun
 from __future__ import annotations
 
 import datetime as dt
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,14 @@ from de_server import FakeDiscoveryEngine
 from lore.backends.discovery_engine import DiscoveryEngineRetriever, filter_expression, from_settings
 from lore.cli.app import app
 from lore.config import LoreSettings, load_settings
-from lore.errors import BackendUnavailableError, ConfigError, QueryError, RetrievalError, UnsupportedModeError
+from lore.errors import (
+    BackendUnavailableError,
+    ConfigError,
+    MissingExtraError,
+    QueryError,
+    RetrievalError,
+    UnsupportedModeError,
+)
 from lore.models import SearchMode
 from lore.resolve import resolve_embedder, resolve_retriever
 from lore.tool.core import KnowledgeSearch
@@ -281,3 +289,11 @@ def test_migrate_and_reembed_refuse_it(tmp_path: Path, fake: FakeDiscoveryEngine
 
     with pytest.raises(ConfigError, match="retrieval-only"):
         open_for_reembed(load_settings(_project(tmp_path, fake)))
+
+
+def test_without_google_auth_the_extra_is_named(
+    fake: FakeDiscoveryEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "google.auth", None)  # what a base install sees
+    with pytest.raises(MissingExtraError, match=r"lore\[discovery-engine\]"):
+        from_settings(settings_for(fake))
