@@ -23,6 +23,7 @@ from lore.backends.elasticsearch import ElasticsearchBackend, connection_of
 from lore.backends.elasticsearch.dialect import Connection, dialect_for
 from lore.backends.elasticsearch.layout import doc_id
 from lore.config import LoreSettings, load_settings
+from lore.embedders.hashing import HashingEmbedder
 from lore.embedders.none import NoEmbedder
 from lore.errors import (
     BackendUnavailableError,
@@ -32,6 +33,7 @@ from lore.errors import (
     UnsupportedModeError,
 )
 from lore.models import SearchMode, embed_key
+from lore.reembed import reembed_index
 from lore.resolve import resolve_embedder
 from lore.testing import DEFAULT_SOURCE, add_document
 from lore.testing.conformance import BackendConformance
@@ -378,3 +380,21 @@ def test_without_the_client_the_extra_is_named(
     monkeypatch.setitem(sys.modules, module, None)  # what a base install without the extra sees
     with pytest.raises(MissingExtraError, match=rf"lore\[{extra}\]"):
         ElasticsearchBackend(embedder, dialect_for(product), Connection(hosts=("http://127.0.0.1:9",)))
+
+
+async def test_from_keywords_only_to_hybrid_with_reembed(server: FakeSearchServer) -> None:
+    """``embedder = "none"`` first, an embedder later: ``lore reembed`` adds the vectors."""
+    none = NoEmbedder()
+    backend = ElasticsearchBackend(none, dialect_for(server.cluster.product), Connection(hosts=(server.url,)))
+    try:
+        with backend.write_lock():
+            add_document(backend, none, "k.md", "KubeNodeNotReady: the kubelet stopped posting status")  # type: ignore[arg-type]
+            add_document(backend, none, "d.md", "Disk pressure on a node: clean the image cache")  # type: ignore[arg-type]
+        result = reembed_index(backend, HashingEmbedder(64))
+        assert (result.old, result.new) == (("none", 0), ("hashing-64", 64))
+        assert backend.modes[0] is SearchMode.HYBRID
+        found = await backend.retrieve("image cache disk", mode=SearchMode.VECTOR)
+        assert found[0].uri == "d.md"
+        assert server.cluster.aliases == {"lore": "lore_g2"}
+    finally:
+        backend.close()
