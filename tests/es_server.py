@@ -7,7 +7,8 @@ from an in-memory evaluation good enough for the conformance suite:
 
 - ``GET /`` (cluster info, with the product header ``X-Elastic-Product: Elasticsearch``
   for Elasticsearch, as its client requires), index create / ``HEAD`` / delete (wildcard
-  deletes refused, as by default in Elasticsearch 8+), ``_mapping``, ``_alias``/``_aliases``, ``_doc`` get/put/delete, ``_mget``,
+  deletes refused, as by default in Elasticsearch 8+), ``_mapping``, ``_alias``/``_aliases``,
+  ``_doc`` get/put/delete, ``_mget``,
   ``_bulk`` (NDJSON), ``_search``, ``_count``, ``_delete_by_query``, ``_refresh``;
 - near-real-time visibility like the real thing: a write is visible to a search only
   after a refresh (``GET _doc`` is real-time), so a backend that forgets to refresh fails;
