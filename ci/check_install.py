@@ -56,6 +56,9 @@ NEEDS_EXTRA = {
 REFUSED_WITHOUT_EXTRA = [
     ("pgvector", ["sync"], {"LORE_BACKEND": "pgvector", "LORE_PG_DSN": "postgresql://lore@127.0.0.1:9/lore"}),
     ("qdrant", ["sync"], {"LORE_BACKEND": "qdrant"}),
+    ("elasticsearch", ["sync"], {"LORE_BACKEND": "elasticsearch", "LORE_ELASTICSEARCH__URL": "http://127.0.0.1:9"}),
+    ("opensearch", ["sync"], {"LORE_BACKEND": "opensearch", "LORE_ELASTICSEARCH__URL": "http://127.0.0.1:9"}),
+    ("discovery-engine", ["search", "etcd"], {"LORE_BACKEND": "discovery_engine"}),
     # stdio is served without the SDK (lore.mcp_stdio); --http needs it
     ("mcp", ["mcp", "--http"], {}),
 ]

@@ -146,6 +146,50 @@ class VaultSettings(BaseModel):
         return _cadence(value)
 
 
+class ElasticsearchSettings(BaseModel):
+    """``[elasticsearch]``: the cluster of ``backend = "elasticsearch"`` or ``"opensearch"``.
+
+    Credentials come from here, ``LORE_ELASTICSEARCH__*`` or a file (``*_file``, e.g. a
+    mounted secret); they are sent to the cluster and never logged."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: One or more node URLs, comma-separated (``https://es1:9200,https://es2:9200``).
+    url: str | None = None
+    api_key: SecretStr | None = None
+    api_key_file: Path | None = None
+    username: str | None = None
+    password: SecretStr | None = None
+    password_file: Path | None = None
+    #: A PEM bundle to verify the cluster's certificate with (a private CA).
+    ca_file: Path | None = None
+    verify_certs: bool = True
+    timeout: float = Field(default=10.0, gt=0, le=300)
+    number_of_shards: int = Field(default=1, gt=0)
+    number_of_replicas: int = Field(default=1, ge=0)
+
+
+class DiscoveryEngineSettings(BaseModel):
+    """``[discovery_engine]``: a Vertex AI Search (Discovery Engine) app or data store,
+    searched through its ``servingConfigs/*:search`` REST method."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    project: str | None = None
+    location: str = "global"
+    collection: str = "default_collection"
+    #: Exactly one of the two: an engine (a search app) or a data store.
+    engine: str | None = None
+    data_store: str | None = None
+    serving_config: str = "default_search"
+    #: Where the REST API lives; None: ``https://discoveryengine.googleapis.com`` for the
+    #: ``global`` location, ``https://<location>-discoveryengine.googleapis.com`` otherwise.
+    api_base: str | None = None
+    #: Extractive segments asked per result (their text becomes the passage); 0: snippets only.
+    extractive_segments: int = Field(default=1, ge=0, le=10)
+    timeout: float = Field(default=10.0, gt=0, le=300)
+
+
 class LoreSettings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="LORE_",
@@ -166,8 +210,11 @@ class LoreSettings(BaseSettings):
     qdrant_path: Path | None = None
     #: Sent as the ``api-key`` header to a Qdrant server (``qdrant_url``); unused in local mode.
     qdrant_api_key: SecretStr | None = None
+    elasticsearch: ElasticsearchSettings = Field(default_factory=ElasticsearchSettings)
+    discovery_engine: DiscoveryEngineSettings = Field(default_factory=DiscoveryEngineSettings)
 
     # -- embedding -------------------------------------------------------------------
+    #: "none": no embedding model, keyword search only (elasticsearch/opensearch backends).
     embedder: str = "local"
     embedding_model: str | None = None
     embedding_base_url: str | None = None

@@ -147,10 +147,22 @@ class Passage:
     #: Rank (1-based) of this chunk in each channel that found it, e.g.
     #: ``{"bm25": 1, "vector": 4}``; empty when the backend does not say.
     channel_ranks: Mapping[str, int] = field(default_factory=dict)
+    #: Provenance the store does not have (``"revision"``, ``"updated_at"``), e.g. a
+    #: managed index whose documents carry no update time. Such a field holds a
+    #: placeholder (``""``, ``UNKNOWN_UPDATED_AT``) and is shown as unknown, never guessed.
+    missing: frozenset[str] = frozenset()
 
     def age_days(self, now: datetime | None = None) -> int:
         now = now or datetime.now(UTC)
         return max(0, (now - utc(self.updated_at)).days)
+
+    @property
+    def updated_at_known(self) -> bool:
+        return "updated_at" not in self.missing
+
+
+#: The placeholder ``Passage.updated_at`` of a passage whose update time is ``missing``.
+UNKNOWN_UPDATED_AT = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True, slots=True)

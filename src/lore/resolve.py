@@ -22,7 +22,19 @@ BACKENDS: dict[str, str] = {
     "sqlite": "lore.backends.sqlite",
     "pgvector": "lore.backends.pgvector",
     "qdrant": "lore.backends.qdrant",
+    # One module for both: the differences are a dialect inside it.
+    "elasticsearch": "lore.backends.elasticsearch",
+    "opensearch": "lore.backends.elasticsearch",
 }
+#: Backend name -> module of a managed vendor that ingests through its own connectors:
+#: the retrieval seam only (``from_settings(settings)`` gives a ``KnowledgeRetriever``),
+#: so sync skips it and migrate, reembed and reindex refuse it.
+RETRIEVAL_ONLY: dict[str, str] = {
+    "discovery_engine": "lore.backends.discovery_engine",
+}
+#: Backends that search text by themselves, so ``embedder = "none"`` (keyword search
+#: only) makes sense for them; every other one needs a vector for each chunk.
+EMBEDDERLESS_BACKENDS = frozenset({"elasticsearch", "opensearch", *RETRIEVAL_ONLY})
 #: ``LORE_BACKEND=none``: no corpus, so integrations attach no search tool.
 NO_BACKEND = "none"
 
@@ -33,6 +45,7 @@ EMBEDDERS: dict[str, str] = {
     "gemini": "lore.embedders.gemini",
     "ollama": "lore.embedders.ollama",
     "litellm": "lore.embedders.litellm",
+    "none": "lore.embedders.none",
 }
 
 
@@ -44,6 +57,15 @@ def _module(kind: str, name: str, registry: dict[str, str], extra: list[str]) ->
 
 
 def resolve_embedder(settings: LoreSettings) -> Embedder:
+    if settings.backend in RETRIEVAL_ONLY:
+        # A managed vendor embeds queries itself: no model is loaded (or installed) for it.
+        return cast(Embedder, importlib.import_module(EMBEDDERS["none"]).from_settings(settings))
+    if settings.embedder == "none" and settings.backend not in EMBEDDERLESS_BACKENDS:
+        allowed = ", ".join(sorted(EMBEDDERLESS_BACKENDS))
+        raise ConfigError(
+            f"embedder 'none' (keyword search only) needs a backend that searches text by itself "
+            f"({allowed}); backend {settings.backend!r} stores a vector for every chunk"
+        )
     module = _module("embedder", settings.embedder, EMBEDDERS, [])
     embedder: Embedder = module.from_settings(settings)
     return embedder
@@ -51,9 +73,18 @@ def resolve_embedder(settings: LoreSettings) -> Embedder:
 
 def backend_module(name: str) -> BackendModule:
     """The module of backend ``name`` (``ConfigError`` for an unknown name or ``none``)."""
+    if name in RETRIEVAL_ONLY:
+        raise ConfigError(retrieval_only_refusal(name))
     # Each module is checked against BackendModule where it is defined (a typed
     # assignment at its end), so the cast only names what the import cannot know.
-    return cast(BackendModule, _module("backend", name, BACKENDS, [NO_BACKEND]))
+    return cast(BackendModule, _module("backend", name, BACKENDS, [NO_BACKEND, *RETRIEVAL_ONLY]))
+
+
+def retrieval_only_refusal(name: str) -> str:
+    return (
+        f"backend {name!r} is retrieval-only: the vendor ingests through its own connectors, so "
+        "lore writes nothing there (sync, migrate, reembed and reindex do not apply to it)"
+    )
 
 
 def open_backend(settings: LoreSettings, embedder: Embedder | None = None) -> StoringBackend | None:
@@ -65,11 +96,17 @@ def open_backend(settings: LoreSettings, embedder: Embedder | None = None) -> St
     return module.from_settings(settings, embedder if embedder is not None else resolve_embedder(settings))
 
 
+def is_retrieval_only(settings: LoreSettings) -> bool:
+    return settings.backend in RETRIEVAL_ONLY
+
+
 def missing_index(settings: LoreSettings) -> str | None:
     """Why the configured index certainly does not exist yet (so a read-only command must
     not open, and thereby create, it), or None."""
     if settings.backend == NO_BACKEND:
         return "backend is 'none': there is no index"
+    if settings.backend in RETRIEVAL_ONLY:
+        return None  # the vendor's index: whether it exists is found by searching it
     return backend_module(settings.backend).missing_index(settings)
 
 
@@ -80,7 +117,7 @@ def open_for_inspection(settings: LoreSettings) -> tuple[StoringBackend | None, 
     It is opened with a stand-in for the embedder it was built with, so a mismatch with
     the configured one is reported rather than refused: that is exactly when someone runs
     ``lore status``. None when no index exists yet."""
-    if missing_index(settings) is not None:
+    if missing_index(settings) is not None or settings.backend in RETRIEVAL_ONLY:
         return None, None
     module = backend_module(settings.backend)
     stored = module.stored_embedder_of(settings)
@@ -102,4 +139,9 @@ def resolve_index(settings: LoreSettings, embedder: Embedder | None = None) -> K
 
 
 def resolve_retriever(settings: LoreSettings, embedder: Embedder | None = None) -> KnowledgeRetriever | None:
+    if settings.backend in RETRIEVAL_ONLY:
+        # A managed vendor embeds queries itself: no embedder is built for it.
+        module = importlib.import_module(RETRIEVAL_ONLY[settings.backend])
+        retriever: KnowledgeRetriever = module.from_settings(settings)
+        return retriever
     return open_backend(settings, embedder)

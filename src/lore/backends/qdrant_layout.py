@@ -7,27 +7,22 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from datetime import UTC, datetime
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from lore.access import AccessFilter
 from lore.backends import lexical
-from lore.errors import MissingExtraError
-from lore.models import (
-    SOURCE_LABEL,
-    SOURCE_TYPE_LABEL,
-    Chunk,
-    Document,
-    IndexedDocument,
-    Passage,
-    embed_key,
-    embedding_text,
-    label_terms,
-    utc,
+from lore.backends.payloads import (
+    chunk_from_payload,
+    chunk_payload,
+    document_from_payload,
+    document_payload,
+    indexed_document,
+    passage_from_payload,
 )
+from lore.errors import MissingExtraError
+from lore.models import Chunk, Passage, embedding_text
 
 try:
     from qdrant_client import models
@@ -95,109 +90,33 @@ def chunk_point(
     """``dense`` names the live dense vector: ``dense``, or the one ``lore reembed`` made live.
     ``access``: ``lore.access.access_terms`` of the chunk's document."""
     sparse = weights.document(embedding_text(chunk))
-    payload = {
-        "chunk_id": chunk.id,
-        "uri": chunk.uri,
-        "ordinal": chunk.ordinal,
-        "text": chunk.text,
-        "section": chunk.section,
-        "content_hash": chunk.content_hash,
-        "title": chunk.title,
-        "revision": chunk.revision,
-        "updated_at": utc(chunk.updated_at).isoformat(),
-        "labels": dict(chunk.labels),
-        "label_terms": sorted(label_terms(chunk.labels)),
-        "source": str(chunk.labels.get(SOURCE_LABEL, "")),
-        "source_type": str(chunk.labels.get(SOURCE_TYPE_LABEL, "")),
-        "embed_key": embed_key(chunk),
-        "access_terms": sorted(access),
-    }
     return models.PointStruct(
         id=point_id("chunk", chunk.id),
         vector={
             dense: vector.tolist(),
             SPARSE: models.SparseVector(indices=sparse.indices, values=sparse.values),
         },
-        payload=payload,
-    )
-
-
-def chunk_from_payload(payload: Mapping[str, Any]) -> Chunk:
-    return Chunk(
-        id=payload["chunk_id"],
-        uri=payload["uri"],
-        ordinal=int(payload["ordinal"]),
-        text=payload["text"],
-        section=payload["section"],
-        content_hash=payload["content_hash"],
-        title=payload["title"],
-        revision=payload["revision"],
-        updated_at=datetime.fromisoformat(payload["updated_at"]),
-        labels=dict(payload["labels"]),
+        payload=chunk_payload(chunk, access),
     )
 
 
 def passage_from_point(point: models.ScoredPoint, ranks: Mapping[str, int]) -> Passage:
-    payload = point.payload or {}
-    return Passage(
-        text=payload["text"],
-        uri=payload["uri"],
-        title=payload["title"],
-        section=payload["section"],
-        revision=payload["revision"],
-        updated_at=datetime.fromisoformat(payload["updated_at"]),
-        score=float(point.score),
-        labels=dict(payload["labels"]),
-        chunk_id=payload["chunk_id"],
-        channel_ranks=dict(ranks),
-    )
+    return passage_from_payload(point.payload or {}, float(point.score), ranks)
 
 
-def document_payload(document: Document, chunk_count: int) -> dict[str, Any]:
-    """The ledger row of a document, stored as a meta point of kind ``document``."""
-    return {
-        "uri": document.uri,
-        "source": str(document.labels.get(SOURCE_LABEL, "")),
-        "title": document.title,
-        "revision": document.revision,
-        "updated_at": utc(document.updated_at).isoformat(),
-        "labels": dict(document.labels),
-        "media_type": document.media_type,
-        "chunk_count": chunk_count,
-        "indexed_at": datetime.now(UTC).isoformat(),
-        "access": None if document.access is None else sorted(document.access),
-        "tenant": document.tenant,
-    }
-
-
-def _access(payload: Mapping[str, Any]) -> frozenset[str] | None:
-    value = payload.get("access")
-    return None if value is None else frozenset(str(group) for group in value)
-
-
-def indexed_document(payload: Mapping[str, Any]) -> IndexedDocument:
-    return IndexedDocument(
-        uri=payload["uri"],
-        revision=payload["revision"],
-        title=payload["title"],
-        updated_at=datetime.fromisoformat(payload["updated_at"]),
-        chunk_count=int(payload["chunk_count"]),
-        indexed_at=datetime.fromisoformat(payload["indexed_at"]),
-        access=_access(payload),
-        tenant=payload.get("tenant"),
-    )
-
-
-def document_from_payload(payload: Mapping[str, Any]) -> Document:
-    """The document of a ledger row, without its text (only chunks are stored)."""
-    return Document(
-        uri=payload["uri"],
-        title=payload["title"],
-        text="",
-        revision=payload["revision"],
-        updated_at=datetime.fromisoformat(payload["updated_at"]),
-        labels=dict(payload["labels"]),
-        media_type=payload["media_type"],
-        access=_access(payload),
-        tenant=payload.get("tenant"),
-    )
+__all__ = [
+    "CHUNK_INDEXES",
+    "DENSE",
+    "LAYOUT_VERSION",
+    "META_INDEXES",
+    "SPARSE",
+    "chunk_from_payload",
+    "chunk_point",
+    "document_from_payload",
+    "document_payload",
+    "indexed_document",
+    "match",
+    "meta_collection",
+    "passage_from_point",
+    "point_id",
+]

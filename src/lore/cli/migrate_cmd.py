@@ -3,6 +3,7 @@
     lore migrate --from sqlite:./lore.db --to pgvector:postgresql://lore@db.internal/lore
     lore migrate --from sqlite:./lore.db --to qdrant:./lore.qdrant      (local mode)
     lore migrate --from sqlite:./lore.db --to qdrant:http://qdrant.internal:6333
+    lore migrate --from sqlite:./lore.db --to elasticsearch:https://es.internal:9200
 
 Documents, chunks, vectors, the sync ledger, the embedder's id and the sync state (resume
 tokens, last-sync time) are copied, so moving to a bigger backend never re-embeds: both
@@ -23,7 +24,7 @@ from lore.config import LoreSettings
 from lore.errors import ConfigError
 from lore.models import SOURCE_LABEL
 from lore.protocols import KnowledgeIndex, StoringBackend
-from lore.resolve import BACKENDS, backend_module
+from lore.resolve import BACKENDS, RETRIEVAL_ONLY, backend_module, retrieval_only_refusal
 from lore.sync import (
     CHUNKING_STATE_KEY,
     EMBEDDER_STATE_KEY,
@@ -44,10 +45,12 @@ class Location:
     @classmethod
     def parse(cls, spec: str) -> Location:
         kind, sep, target = spec.partition(":")
+        if kind in RETRIEVAL_ONLY:
+            raise ConfigError(f"cannot migrate to or from {kind!r}: {retrieval_only_refusal(kind)}")
         if not sep or kind not in KINDS or not target:
             raise ConfigError(
-                f"cannot read {spec!r}: write sqlite:<file>, pgvector:<postgresql dsn> or "
-                "qdrant:<folder or http(s) url>"
+                f"cannot read {spec!r}: write sqlite:<file>, pgvector:<postgresql dsn>, "
+                "qdrant:<folder or http(s) url>, elasticsearch:<url> or opensearch:<url>"
             )
         return cls(kind, target)
 
@@ -93,7 +96,10 @@ def migrate_index(source: StoringBackend, target: KnowledgeIndex) -> MigrationRe
 
 def located_settings(location: Location, base: LoreSettings) -> LoreSettings:
     """Settings naming ``location``; the rest (``qdrant_api_key``, fusion) are ``base``'s."""
-    return backend_module(location.kind).at_location(location.target, base)
+    # The kind names the backend: one module serves both elasticsearch and opensearch.
+    return backend_module(location.kind).at_location(
+        location.target, base.model_copy(update={"backend": location.kind})
+    )
 
 
 def open_location(location: Location, embedder: StoredVectorsEmbedder, base: LoreSettings) -> StoringBackend:
@@ -136,7 +142,11 @@ def migrate_between(
 def migrate(
     from_: Annotated[
         str,
-        typer.Option("--from", help="Source index: sqlite:<file>, pgvector:<dsn> or qdrant:<folder|url>."),
+        typer.Option(
+            "--from",
+            help="Source index: sqlite:<file>, pgvector:<dsn>, qdrant:<folder|url>, elasticsearch:<url> "
+            "or opensearch:<url>.",
+        ),
     ],
     to: Annotated[str, typer.Option("--to", help="Target index, in the same notation.")],
     index_name: Annotated[

@@ -306,8 +306,9 @@ def _provenance(passage: ToolPassage) -> Text:
     line = Text("    ")
     line.append(terminal_safe(passage.uri), style="underline")
     line.append(" · ")
-    line.append(describe_age(passage.age_days, passage.stale), style="red" if passage.stale else "green")
+    style = "yellow" if passage.stale is None else "red" if passage.stale else "green"
+    line.append(describe_age(passage.age_days, passage.stale), style=style)
     if passage.source_type:
         line.append(f" · {terminal_safe(passage.source_type)}", style="dim")
-    line.append(f" · rev {terminal_safe(passage.revision[:12])}", style="dim")
+    line.append(f" · rev {terminal_safe(passage.revision[:12]) or 'unknown'}", style="dim")
     return line

@@ -35,7 +35,7 @@ from lore.config import LoreSettings, SourceConfig
 from lore.errors import ConfigError, LoreError
 from lore.models import IndexedDocument, RunTrigger, SourceRun, SyncReport, Visibility, utc
 from lore.protocols import KnowledgeIndex, RunHistory
-from lore.resolve import open_for_inspection
+from lore.resolve import is_retrieval_only, open_for_inspection
 from lore.schedule import Scheduler, cadence
 from lore.schedule_cadence import format_every
 from lore.schedule_history import last_source_runs
@@ -148,6 +148,14 @@ def sync_command(
         return
     if watch:
         _watch(current, allow_mass_delete)
+        return
+    if is_retrieval_only(current):
+        console.print(
+            f"skipped: backend {current.backend!r} is retrieval-only, its vendor ingests through its own "
+            "connectors, so lore sync has nothing to write",
+            highlight=False,
+            soft_wrap=True,
+        )
         return
     try:
         with _progress_bar() as bar:
@@ -301,6 +309,13 @@ def status_command() -> None:
     where = current.config_file or "(none: defaults and LORE_* environment)"
     console.print(f"config: {where}", highlight=False, markup=False)
     console.print(f"backend: {current.backend}", highlight=False, markup=False)
+    if is_retrieval_only(current):
+        console.print(
+            "retrieval-only: the vendor holds and syncs the index, so lore has no ledger to show",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return
     index, embedder_problem = open_for_inspection(current)
     last_runs: dict[str, SourceRun] = {}
     configs = source_configs(current)

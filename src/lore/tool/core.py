@@ -125,10 +125,10 @@ class ToolPassage:
     text: str
     score: float
     revision: str
-    #: ISO 8601, UTC.
+    #: ISO 8601, UTC; "" when the store does not know it (then age and staleness are None).
     updated_at: str
-    age_days: int
-    stale: bool
+    age_days: int | None
+    stale: bool | None
     source_type: str | None
     chunk_id: str
 
@@ -426,7 +426,8 @@ class KnowledgeSearch:
         now = datetime.now(UTC)
         passages = []
         for rank, (passage, text) in enumerate(zip(found, capped.texts, strict=False), start=1):
-            age = passage.age_days(now)
+            known = passage.updated_at_known
+            age = passage.age_days(now) if known else None
             passages.append(
                 ToolPassage(
                     rank=rank,
@@ -436,9 +437,9 @@ class KnowledgeSearch:
                     text=text,
                     score=float(passage.score),
                     revision=self._clean(passage.revision, findings),
-                    updated_at=utc(passage.updated_at).isoformat(),
+                    updated_at=utc(passage.updated_at).isoformat() if known else "",
                     age_days=age,
-                    stale=age > self._settings.stale_after_days,
+                    stale=None if age is None else age > self._settings.stale_after_days,
                     source_type=self._clean_optional(passage.labels.get(SOURCE_TYPE_LABEL), findings),
                     # Ids embed the uri, so they are screened like it (a no-op for ordinary ids).
                     chunk_id=self._clean(passage.chunk_id, findings),

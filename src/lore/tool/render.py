@@ -41,7 +41,9 @@ def new_fence_value() -> str:
     return secrets.token_hex(FENCE_VALUE_BYTES)
 
 
-def describe_age(age_days: int, stale: bool) -> str:
+def describe_age(age_days: int | None, stale: bool | None) -> str:
+    if age_days is None:
+        return "update time unknown"
     if age_days == 0:
         when = "updated today"
     elif age_days == 1:
