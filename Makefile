@@ -61,4 +61,4 @@ bench: install
 	$(BIN)/python bench/run.py
 
 clean:
-	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache lore.db lore.db.* lore.db-* lore-audit.jsonl
+	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache lore.db lore.db.* lore.db-* lore-audit.jsonl lore-data

@@ -152,6 +152,10 @@ class LoreSettings(BaseSettings):
     # -- freshness, safety, audit ----------------------------------------------------
     stale_after_days: int = Field(default=180, gt=0)
     audit_path: Path = Path("lore-audit.jsonl")
+    #: What ``lore serve`` keeps beside the index: uploads and notes (the originals
+    #: content-addressed), tokens, the server secret, service-managed sources. None: a
+    #: ``lore-data`` folder beside ``db_path``.
+    data_dir: Path | None = None
     safety: SafetySettings = Field(default_factory=SafetySettings)
 
     #: Each one an instance of its type's model; SerializeAsAny so dumps keep its own keys.
@@ -191,6 +195,11 @@ class LoreSettings(BaseSettings):
         if path.is_absolute() or self.config_file is None:
             return path
         return self.config_file.parent / path
+
+    def resolved_data_dir(self) -> Path:
+        if self.data_dir is not None:
+            return self.resolve_path(self.data_dir.expanduser())
+        return self.resolve_path(self.db_path).parent / "lore-data"
 
     def resolved_cache_dir(self) -> Path:
         if self.cache_dir is not None:

@@ -25,6 +25,8 @@ from lore.protocols import KnowledgeSource
 #: Source type -> module exposing ``CONFIG_MODEL`` and ``from_config``.
 SOURCE_TYPES: dict[str, str] = {
     "filesystem": "lore.sources.filesystem",
+    "upload": "lore.sources.upload",
+    "manual": "lore.sources.manual",
 }
 
 
