@@ -26,7 +26,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
-import frontmatter
+import yaml
 from pydantic import ConfigDict
 
 from lore.config import LoreSettings, SourceConfig
@@ -36,6 +36,7 @@ from lore.models import Document, SourceFailure, SourceItem, Visibility, utc
 #: Slugs are file names and uri paths: lower-case letters, digits, dots, dashes.
 _UNSAFE = re.compile(r"[^a-z0-9._-]+")
 MAX_SLUG_CHARS = 80
+_FENCE = "---\n"
 
 
 def slugify(text: str, default: str = "document") -> str:
@@ -170,14 +171,17 @@ class StoredSource:
         return self._parse(slug, raw, path)
 
     def _parse(self, slug: str, raw: str, path: Path) -> StoredDocument:
+        header, fence, body = raw.removeprefix(_FENCE).partition("\n" + _FENCE)
         try:
-            post = frontmatter.loads(raw)
-        except Exception as err:  # a hand-edited file with broken YAML
+            fields = yaml.safe_load(header) if raw.startswith(_FENCE) and fence else None
+        except yaml.YAMLError as err:  # a hand-edited file with broken YAML
             raise DocumentError(f"cannot parse the front matter of {path}: {err}") from err
-        meta = {str(key): str(value) for key, value in post.metadata.items()}
+        if not isinstance(fields, dict):
+            raise DocumentError(f"{path} has no front matter; it was not written by lore")
+        meta = {str(key): str(value) for key, value in fields.items()}
         title = meta.pop("title", "") or slug
         updated = _parse_time(meta.pop("updated", None), path)
-        return StoredDocument(self.uri_for(slug), slug, title, post.content, updated, meta)
+        return StoredDocument(self.uri_for(slug), slug, title, body, updated, meta)
 
     def stored(self) -> list[str]:
         """Slugs held, sorted."""
@@ -224,8 +228,9 @@ class StoredSource:
         """Create or replace one document, durably and atomically."""
         updated = datetime.now(UTC).replace(microsecond=0)
         fields: dict[str, Any] = {"title": title, "updated": updated.isoformat(), **dict(meta or {})}
-        text = frontmatter.dumps(frontmatter.Post(markdown, **fields)) + "\n"
-        write_atomic(self._path(slug), text.encode("utf-8"))
+        # The body is kept byte for byte after the front matter: what was written is read.
+        header = yaml.safe_dump(fields, sort_keys=False, allow_unicode=True)
+        write_atomic(self._path(slug), f"{_FENCE}{header}{_FENCE}{markdown}".encode())
         return StoredDocument(self.uri_for(slug), slug, title, markdown, updated, dict(meta or {}))
 
     def remove(self, slug: str) -> bool:
