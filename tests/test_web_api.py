@@ -49,7 +49,9 @@ def assert_problem(response: object, status: int, *words: str) -> None:
     assert response.status_code == status, response.text  # type: ignore[attr-defined]
     assert response.headers["content-type"].startswith(PROBLEM)  # type: ignore[attr-defined]
     body = response.json()  # type: ignore[attr-defined]
-    assert body["status"] == status and body["title"] and "Traceback" not in body["detail"]
+    assert body["status"] == status
+    assert body["title"]
+    assert "Traceback" not in body["detail"]
     for word in words:
         assert word in body["detail"], body["detail"]
 
@@ -101,7 +103,8 @@ async def test_search_is_the_tool_result(served: Served) -> None:
     for result in (body, direct):
         result["metadata"].pop("latency_ms")
     assert body == direct
-    assert body["passages"][0]["uri"] == FS_URI and body["untrusted"] is True
+    assert body["passages"][0]["uri"] == FS_URI
+    assert body["untrusted"] is True
 
 
 def test_search_refusals_are_problems(served: Served) -> None:
@@ -123,11 +126,14 @@ def test_tree_and_read(served: Served) -> None:
         runbooks = fs["sources"][0]
         assert (fs["count"], runbooks["name"], runbooks["editable"]) == (3, "runbooks", False)
         etcd = next(folder for folder in runbooks["folders"] if folder["path"] == "etcd")
-        assert etcd["count"] == 1 and etcd["documents"][0]["uri"] == FS_URI
+        assert etcd["count"] == 1
+        assert etcd["documents"][0]["uri"] == FS_URI
         assert [doc["uri"] for doc in runbooks["documents"]] == ["file://runbooks/dns.md"]
         document = client.get(doc_path(FS_URI)).json()
-        assert document["title"] == "etcd has no leader" and document["editable"] is False
-        assert "zanzibarquorum" in document["markdown"] and "## Fix" in document["markdown"]
+        assert document["title"] == "etcd has no leader"
+        assert document["editable"] is False
+        assert "zanzibarquorum" in document["markdown"]
+        assert "## Fix" in document["markdown"]
         assert {chunk["section"] for chunk in document["chunks"]} >= {"Diagnosis", "Fix"}
         assert_problem(client.get(doc_path("file://runbooks/nope.md")), 404, "nope.md")
 
@@ -141,7 +147,14 @@ def docx_bytes(text: str) -> bytes:
 
 def test_upload_is_searchable_when_the_request_returns(served: Served) -> None:
     files = [
-        ("file", ("vendor-guide.md", b"# Vendor guide\n\nThe flux capacitor needs quokkarestart.\n", "text/markdown")),
+        (
+            "file",
+            (
+                "vendor-guide.md",
+                b"# Vendor guide\n\nThe flux capacitor needs quokkarestart.\n",
+                "text/markdown",
+            ),
+        ),
         ("file", ("fake.pdf", b"just text, not a PDF", "application/pdf")),
         ("file", ("binary.txt", b"\x00\x01\x02", "text/plain")),
         ("file", ("tool.exe", b"MZ", "application/octet-stream")),
@@ -192,7 +205,8 @@ def test_note_create_edit_delete(served: Served) -> None:
         created = client.post("/v1/notes", json={"title": "Pager rota", "markdown": "Call wombatphone.\n"})
         assert created.status_code == 200, created.text
         uri = created.json()["uri"]
-        assert uri == "note://notes/pager-rota" and created.json()["editable"] is True
+        assert uri == "note://notes/pager-rota"
+        assert created.json()["editable"] is True
         assert search_uris(served, "wombatphone")[0] == uri
 
         edited = client.put(doc_path(uri), json={"markdown": "Call numbatphone instead.\n"})
@@ -202,8 +216,11 @@ def test_note_create_edit_delete(served: Served) -> None:
         assert search_uris(served, "numbatphone")[0] == uri
         assert "wombatphone" not in search_text(served, "wombatphone", uri)
 
-        put_new = client.put(doc_path("note://notes/brand-new"), json={"markdown": "koalaflag", "title": "New"})
-        assert put_new.status_code == 200 and put_new.json()["uri"] == "note://notes/brand-new"
+        put_new = client.put(
+            doc_path("note://notes/brand-new"), json={"markdown": "koalaflag", "title": "New"}
+        )
+        assert put_new.status_code == 200
+        assert put_new.json()["uri"] == "note://notes/brand-new"
 
         assert client.delete(doc_path(uri)).status_code == 204
         assert uri not in search_uris(served, "numbatphone")
@@ -231,21 +248,32 @@ def test_editor_cannot_manage_sources(served: Served) -> None:
 def test_admin_manages_sources(served: Served) -> None:
     with served.client("admin") as client:
         listed = {source["name"]: source for source in client.get("/v1/sources").json()["sources"]}
-        assert listed["runbooks"]["origin"] == "lore.toml" and listed["uploads"]["origin"] == "default"
-        added = client.post("/v1/sources", json={"name": "vendor", "type": "upload", "visibility": "all-viewers"})
+        assert listed["runbooks"]["origin"] == "lore.toml"
+        assert listed["uploads"]["origin"] == "default"
+        added = client.post(
+            "/v1/sources", json={"name": "vendor", "type": "upload", "visibility": "all-viewers"}
+        )
         assert added.status_code == 201, added.text
         assert added.json()["managed"] is True
         assert_problem(
-            client.post("/v1/sources", json={"name": "disk", "type": "filesystem", "path": "/etc",
-                                             "visibility": "all-viewers"}),
-            403, "lore.toml",
+            client.post(
+                "/v1/sources",
+                json={"name": "disk", "type": "filesystem", "path": "/etc", "visibility": "all-viewers"},
+            ),
+            403,
+            "lore.toml",
         )
         assert_problem(client.post("/v1/sources", json={"name": "vendor", "type": "upload"}), 409)
-        assert_problem(client.post("/v1/sources", json={"name": "bad", "type": "upload", "nope": 1}), 422, "nope")
+        assert_problem(
+            client.post("/v1/sources", json={"name": "bad", "type": "upload", "nope": 1}), 422, "nope"
+        )
         patched = client.patch("/v1/sources/vendor", json={"labels": {"team": "sre"}})
-        assert patched.status_code == 200 and patched.json()["labels"] == {"team": "sre"}
+        assert patched.status_code == 200
+        assert patched.json()["labels"] == {"team": "sre"}
         assert_problem(client.patch("/v1/sources/runbooks", json={"labels": {}}), 403, "lore.toml")
-        upload = client.post("/v1/documents", data={"source": "vendor"}, files={"file": ("v.md", b"# V\n\nemuvendor\n")})
+        upload = client.post(
+            "/v1/documents", data={"source": "vendor"}, files={"file": ("v.md", b"# V\n\nemuvendor\n")}
+        )
         assert upload.json()["documents"][0]["uri"] == "upload://vendor/v.md"
         assert client.delete("/v1/sources/vendor").status_code == 204
         assert_problem(client.delete("/v1/sources/runbooks"), 403)
@@ -259,7 +287,8 @@ def test_admin_manages_sources(served: Served) -> None:
 def test_sync_trigger_and_status(served: Served) -> None:
     with served.client("editor") as client:
         queued = client.post("/v1/sync", json={"source": "runbooks"})
-        assert queued.status_code == 202 and queued.json()["status"] in ("queued", "running")
+        assert queued.status_code == 202
+        assert queued.json()["status"] in ("queued", "running")
         run_id = queued.json()["run_id"]
         assert_problem(client.post("/v1/sync", json={"source": "nope"}), 404)
     with served.client("viewer") as client:
@@ -274,7 +303,8 @@ def test_sync_trigger_and_status(served: Served) -> None:
     run = next(run for run in status["history"] if run["run_id"] == run_id)
     assert run["status"] == "ok", run
     runbooks = next(source for source in status["sources"] if source["name"] == "runbooks")
-    assert runbooks["last_run"]["status"] == "ok" and runbooks["next_due"] is None
+    assert runbooks["last_run"]["status"] == "ok"
+    assert runbooks["next_due"] is None
 
 
 # -- sessions ----------------------------------------------------------------------------
@@ -286,7 +316,9 @@ def test_session_cookie_and_csrf(served: Served) -> None:
         signed = client.post("/v1/session", json={"token": served.tokens["editor"]})
         assert signed.status_code == 200
         cookie = signed.headers["set-cookie"]
-        assert "lore_session=" in cookie and "HttpOnly" in cookie and "SameSite=strict" in cookie
+        assert "lore_session=" in cookie
+        assert "HttpOnly" in cookie
+        assert "SameSite=strict" in cookie
         csrf = signed.json()["csrf_token"]
         assert signed.json()["role"] == "editor"
         assert client.get("/v1/session").json()["csrf_token"] == csrf
@@ -305,26 +337,30 @@ def test_session_cookie_and_csrf(served: Served) -> None:
 def test_body_limits(tmp_path: Path) -> None:
     from lore.web.limits import Limits
 
-    with serve(tmp_path, limits=Limits(max_body_bytes=2000, max_upload_bytes=5000)) as small:
-        with small.client("editor") as client:
-            assert_problem(client.post("/v1/search", json={"query": "x" * 3000}), 413, "2000 bytes")
-            big = client.post("/v1/documents", files={"file": ("big.md", b"a" * 6000)})
-            assert_problem(big, 413, "5000 bytes")
-            ok = client.post("/v1/documents", files={"file": ("ok.md", b"# ok\n" * 100)})
-            assert ok.status_code == 200 and ok.json()["documents"]
+    limits = Limits(max_body_bytes=2000, max_upload_bytes=5000)
+    with serve(tmp_path, limits=limits) as small, small.client("editor") as client:
+        assert_problem(client.post("/v1/search", json={"query": "x" * 3000}), 413, "2000 bytes")
+        big = client.post("/v1/documents", files={"file": ("big.md", b"a" * 6000)})
+        assert_problem(big, 413, "5000 bytes")
+        ok = client.post("/v1/documents", files={"file": ("ok.md", b"# ok\n" * 100)})
+        assert ok.status_code == 200
+        assert ok.json()["documents"]
 
 
 def test_rate_limit_per_token(tmp_path: Path) -> None:
     from lore.web.limits import Limits
 
-    with serve(tmp_path, limits=Limits(rate=0.01, burst=3), sync=False) as limited:
-        with limited.client("viewer") as viewer, limited.client("editor") as editor:
-            statuses = [viewer.get("/v1/sync").status_code for _ in range(4)]
-            assert statuses == [200, 200, 200, 429]
-            limited_response = viewer.get("/v1/sync")
-            assert_problem(limited_response, 429, "too many requests")
-            assert int(limited_response.headers["retry-after"]) >= 1
-            assert editor.get("/v1/sync").status_code == 200  # another token, another bucket
+    with (
+        serve(tmp_path, limits=Limits(rate=0.01, burst=3), sync=False) as limited,
+        limited.client("viewer") as viewer,
+        limited.client("editor") as editor,
+    ):
+        statuses = [viewer.get("/v1/sync").status_code for _ in range(4)]
+        assert statuses == [200, 200, 200, 429]
+        limited_response = viewer.get("/v1/sync")
+        assert_problem(limited_response, 429, "too many requests")
+        assert int(limited_response.headers["retry-after"]) >= 1
+        assert editor.get("/v1/sync").status_code == 200  # another token, another bucket
 
 
 def test_framework_errors_are_problems(served: Served) -> None:

@@ -11,6 +11,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,8 +82,9 @@ def serve(
         for role in Role:
             tokens[role.value] = store.create(f"{role.value}-1", role, groups=("sre",))
     service = open_service(settings, limits=limits, embedder=CountingEmbedder())
-    if sync:
-        service.sync_now()
+    if sync:  # on a thread of its own: an async test's loop runs on this one
+        with ThreadPoolExecutor(1) as pool:
+            pool.submit(service.sync_now).result()
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from typing import Annotated
 
 import typer
@@ -75,6 +76,13 @@ def serve_command(
     say(f"lore serving http://{host}:{port}/  (API /v1, MCP /mcp, OpenAPI /docs)", stderr=True)
     if demo is not None:
         say(f"viewer token for the demo ({DEMO_TOKEN_NAME}): {demo}", stderr=True)
-    # uvicorn turns SIGTERM and SIGINT into a graceful shutdown: requests in flight finish,
-    # the lifespan ends; a sync in progress is abandoned (each document is one transaction).
+    # uvicorn turns SIGTERM and SIGINT into a graceful shutdown (requests in flight finish,
+    # the lifespan ends; a sync in progress is abandoned: each document is one transaction),
+    # then raises the signal again with the handler found at start: for SIGTERM that is
+    # this one, so a requested stop exits 0; Ctrl-C stays 130 like every command.
+    signal.signal(signal.SIGTERM, _stopped)
     uvicorn.run(asgi, host=host, port=port, log_level="warning", timeout_graceful_shutdown=10)
+
+
+def _stopped(signum: int, frame: object) -> None:
+    raise SystemExit(0)

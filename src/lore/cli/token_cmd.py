@@ -51,7 +51,7 @@ def list_tokens() -> None:
     for record in records:
         groups = ",".join(record.groups) or "-"
         say(
-            f"{record.name}\t{record.role.value}\tgroups={groups}\ttenant={record.tenant or '-'}\t"
+            f"{record.name}  {record.role.value}  groups={groups}  tenant={record.tenant or '-'}  "
             f"created {record.created_at}"
         )
 
