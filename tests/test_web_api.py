@@ -65,6 +65,8 @@ def test_health_and_ready(served: Served) -> None:
         wait_for(lambda: client.get("/readyz").status_code == 200, "readiness")
         assert client.get("/readyz").json() == {"status": "ready"}
         assert client.get("/docs").status_code == 200
+        paths = client.get("/openapi.json").json()["paths"]
+        assert {"/v1/search", "/v1/documents", "/v1/notes", "/v1/sources", "/v1/sync", "/v1/session"} <= set(paths)
         assert "lore" in client.get("/").text
 
 
@@ -369,3 +371,16 @@ def test_framework_errors_are_problems(served: Served) -> None:
         assert_problem(client.patch("/v1/search"), 405, "PATCH")
     with served.client("editor") as client:
         assert_problem(client.post("/v1/notes", json={"title": ""}), 422, "markdown")
+
+
+def test_an_unexpected_error_in_a_route_is_a_problem_not_a_traceback(
+    served: Served, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken() -> list[object]:
+        raise RuntimeError("a bug with a secret inside: " + "hunter" + "2")
+
+    monkeypatch.setattr(served.service.backend, "list_documents", broken)
+    with served.client("viewer") as client:
+        response = client.get("/v1/documents")
+    assert_problem(response, 500, "RuntimeError", "see its log")
+    assert "hunter" not in response.text
