@@ -66,7 +66,8 @@ def test_health_and_ready(served: Served) -> None:
         assert client.get("/readyz").json() == {"status": "ready"}
         assert client.get("/docs").status_code == 200
         paths = client.get("/openapi.json").json()["paths"]
-        assert {"/v1/search", "/v1/documents", "/v1/notes", "/v1/sources", "/v1/sync", "/v1/session"} <= set(paths)
+        expected = {"/v1/search", "/v1/documents", "/v1/notes", "/v1/sources", "/v1/sync", "/v1/session"}
+        assert expected <= set(paths)
         assert "lore" in client.get("/").text
 
 
@@ -176,6 +177,18 @@ def test_upload_is_searchable_when_the_request_returns(served: Served) -> None:
     # The original is kept, content-addressed.
     originals = served.service.settings.resolved_data_dir() / "originals"
     assert [path.name for path in originals.iterdir() if not path.name.startswith(".")]
+
+
+def test_an_uploaded_secret_is_redacted_at_ingest_and_in_the_reader(served: Served) -> None:
+    secret = "ghp_" + "Fake0Token0For0Tests0Only0" + "x" * 10
+    text = f"# Deploy key\n\nUse {secret} to push the wallabyrelease.\n".encode()
+    with served.client("editor") as client:
+        uri = client.post("/v1/documents", files={"file": ("deploy.md", text)}).json()["documents"][0]["uri"]
+        document = client.get(doc_path(uri)).json()
+    assert secret not in document["markdown"]
+    assert "wallabyrelease" in document["markdown"]
+    assert all(secret not in chunk["text"] for chunk in document["chunks"])
+    assert secret not in search_text(served, "wallabyrelease", uri)
 
 
 def test_docx_without_the_extraction_layer_is_refused_clearly(served: Served) -> None:

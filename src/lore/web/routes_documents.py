@@ -18,6 +18,7 @@ from lore.access import Role
 from lore.errors import LoreError
 from lore.models import SOURCE_TYPE_LABEL
 from lore.protocols import DocumentReader
+from lore.safety.secrets import redact_secrets
 from lore.sources.manual import ManualSource
 from lore.web.auth import Caller, require, service_of
 from lore.web.documents import build_tree, document_view
@@ -71,7 +72,8 @@ async def _view(service: Service, uri: str) -> dict[str, Any]:
     owner = service.stored_source_of(uri)
     if owner is not None:
         stored = await asyncio.to_thread(owner[0].read, owner[1])
-        markdown = stored.markdown if stored is not None else None
+        # Redacted as sync redacts it for the index: a reader must not show what search hides.
+        markdown = redact_secrets(stored.markdown) if stored is not None else None
     return document_view(document, chunks, markdown, service.settings.stale_after_days)
 
 
