@@ -35,29 +35,13 @@ import httpx
 import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp_latency import QUESTIONS, percentile
 from rich.console import Console
 from rich.table import Table
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_CORPORA = REPO_ROOT.parent / "shared" / "corpora"
 LORE = Path(sys.executable).with_name("lore")
-QUESTIONS = (
-    "etcd has no leader",
-    "pod stuck in CrashLoopBackOff",
-    "kube-apiserver latency is high",
-    "node NotReady",
-    "payments-consumer-group lag",
-    "certificate expiry rotation",
-    "how do I restart the api gateway",
-    "PostgreSQL replication lag",
-)
-
-
-def percentile(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -116,6 +100,11 @@ def start(args: list[str], env: dict[str, str], ready_url: str) -> subprocess.Po
         time.sleep(0.2)
     process.kill()
     raise SystemExit(f"{args} did not become ready")
+
+
+def stop_process(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    process.wait(timeout=60)
 
 
 def touch_runbook(scratch: Path, number: int) -> None:
@@ -194,8 +183,7 @@ async def serve_round(
                 await run_level(level, requests, seconds, call, drive_sync)
                 levels.append(level)
     finally:
-        process.terminate()
-        process.wait(timeout=60)
+        stop_process(process)
     return levels
 
 
@@ -237,8 +225,7 @@ async def mcp_round(
                 await run_level(level, requests, seconds, call, drive_sync)
             levels.append(level)
     finally:
-        process.terminate()
-        process.wait(timeout=60)
+        stop_process(process)
     return levels
 
 
