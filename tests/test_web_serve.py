@@ -110,39 +110,74 @@ def test_serve_without_the_extra_is_one_line_naming_it(tmp_path: Path) -> None:
 # -- the process -------------------------------------------------------------------------
 
 
-def test_sigterm_stops_a_real_lore_serve_cleanly(tmp_path: Path) -> None:
-    config = write_config(tmp_path)
-    assert lore(config, "sync").returncode == 0
+def start_serve(config: Path, *args: str) -> tuple[subprocess.Popen[str], str]:
+    """A real ``lore serve`` on an ephemeral port, once it answers /readyz."""
     port = free_port()
     process = subprocess.Popen(
-        [str(LORE), "--config", str(config), "serve", "--port", str(port), "--demo-token"],
+        [str(LORE), "--config", str(config), "serve", "--port", str(port), *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                return process, url
+        except httpx.TransportError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            raise AssertionError(f"lore serve did not become ready: {process.communicate()[1]}")
+        time.sleep(0.1)
+
+
+def stop_with_sigterm(process: subprocess.Popen[str]) -> str:
+    """SIGTERM, the exit status checked; the server's stderr."""
     try:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert process.poll() is None, process.stderr.read() if process.stderr else ""
-            assert time.monotonic() < deadline, "lore serve did not become ready"
-            time.sleep(0.1)
-        with httpx.Client(base_url=url, timeout=30) as client:
-            assert client.post("/v1/search", json={"query": "etcd"}).status_code == 401
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=30) == 0
         stderr = process.stderr.read() if process.stderr else ""
-        assert "viewer token for the demo (demo-viewer): lore_" in stderr
         assert "Traceback" not in stderr
+        return stderr
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def test_sigterm_stops_a_real_lore_serve_cleanly(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    assert lore(config, "sync").returncode == 0
+    process, url = start_serve(config, "--demo-token")
+    with httpx.Client(base_url=url, timeout=30) as client:
+        assert client.post("/v1/search", json={"query": "etcd"}).status_code == 401
+    stderr = stop_with_sigterm(process)
+    assert "viewer token for the demo (demo-viewer): lore_" in stderr
+
+
+def test_sigterm_during_a_sync_leaves_an_index_the_next_sync_completes(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    many = tmp_path / "runbooks" / "many"
+    many.mkdir()
+    for number in range(400):
+        (many / f"page-{number}.md").write_text(f"# Page {number}\n\n" + "Words of a runbook. " * 200)
+    process, url = start_serve(config)
+    with httpx.Client(base_url=url, timeout=30) as client:
+        csrf = client.get("/v1/session").json()["csrf_token"]
+        assert client.post("/v1/sync", json={}, headers={"X-CSRF-Token": csrf}).status_code == 202
+        deadline = time.monotonic() + 60
+        while not client.get("/v1/sync").json()["running"]:
+            assert time.monotonic() < deadline, "the sync did not start"
+            time.sleep(0.02)
+    stop_with_sigterm(process)
+    # Whatever the abandoned sync wrote is whole: the next one takes the lock and finishes.
+    finished = lore(config, "sync", timeout=300)
+    assert finished.returncode == 0, finished.stderr
+    status = lore(config, "status")
+    assert status.returncode == 0, status.stderr
+    assert "403" in status.stdout  # 400 pages and the three runbooks, all indexed
 
 
 # -- lore token --------------------------------------------------------------------------

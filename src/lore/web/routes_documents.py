@@ -147,6 +147,8 @@ async def edit(uri: str, body: NoteEdit, request: Request, caller: Writer) -> di
         raise Problem(404, f"no document {uri!r}")
     title = body.title or (current.title if current is not None else slug)
     meta = dict(current.meta) if current is not None else {}
+    if "media_type" in meta:  # an edited upload is Markdown now, whatever it was extracted from
+        meta["media_type"] = "text/markdown"
     await asyncio.to_thread(source.write, slug, title, body.markdown, meta)
     await service.index_stored(source, slug)
     return await _view(service, uri)
