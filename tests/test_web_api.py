@@ -397,3 +397,35 @@ def test_an_unexpected_error_in_a_route_is_a_problem_not_a_traceback(
         response = client.get("/v1/documents")
     assert_problem(response, 500, "RuntimeError", "see its log")
     assert "hunter" not in response.text
+
+
+# -- the role matrix ---------------------------------------------------------------------
+
+MATRIX = [
+    ("POST", "/v1/search", {"json": {"query": "etcd"}}, "viewer"),
+    ("GET", "/v1/documents", {}, "viewer"),
+    ("GET", doc_path(FS_URI), {}, "viewer"),
+    ("GET", "/v1/sync", {}, "viewer"),
+    ("GET", "/v1/session", {}, "viewer"),
+    ("POST", "/v1/documents", {"files": {"file": ("matrix.md", b"# matrix\n")}}, "editor"),
+    ("POST", "/v1/notes", {"json": {"title": "matrix", "markdown": "m"}}, "editor"),
+    ("PUT", doc_path("note://notes/matrix-put"), {"json": {"markdown": "m"}}, "editor"),
+    ("DELETE", doc_path("note://notes/matrix-absent"), {}, "editor"),
+    ("POST", "/v1/sync", {"json": {}}, "editor"),
+    ("GET", "/v1/sources", {}, "admin"),
+    ("POST", "/v1/sources", {"json": {}}, "admin"),
+    ("PATCH", "/v1/sources/absent", {"json": {}}, "admin"),
+    ("DELETE", "/v1/sources/absent", {}, "admin"),
+]
+ORDER = ("viewer", "editor", "admin")
+
+
+@pytest.mark.parametrize(("method", "path", "kwargs", "needed"), MATRIX)
+@pytest.mark.parametrize("role", ORDER)
+def test_role_matrix(served: Served, method: str, path: str, kwargs: dict, needed: str, role: str) -> None:
+    with served.client(role) as client:
+        response = client.request(method, path, **kwargs)
+    if ORDER.index(role) >= ORDER.index(needed):
+        assert response.status_code not in (401, 403), response.text
+    else:
+        assert_problem(response, 403, f"this token is a {role}")

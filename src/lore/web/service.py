@@ -11,6 +11,7 @@ go on meanwhile on the server's loop (the SQLite backend reads on its own connec
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from lore.web.problems import Problem
 from lore.web.tokens import TokenStore
 
 T = TypeVar("T")
+logger = logging.getLogger(__name__)
 
 #: Seconds a write waits for a running sync before answering 503.
 WRITE_WAIT_SECONDS = 120.0
@@ -88,12 +90,21 @@ class Service:
     # -- readiness -------------------------------------------------------------------
 
     def warm_up(self) -> None:
-        """Load the query model in the background; ``/readyz`` answers 200 once done."""
+        """Load the embedder in the background; ``/readyz`` answers 200 once done.
+
+        A local model (``QueryWarmUp``) is loaded for documents too: the service embeds
+        every upload and sync itself, and loading PyTorch on the first of them stalled the
+        searches running meanwhile for seconds (``bench/serve_load.py --local``: a 25 s
+        search at 1 client). Remote embedders are left alone: warming them would call out.
+        """
 
         def run() -> None:
             try:
                 if isinstance(self.embedder, QueryWarmUp):
                     self.embedder.warm_up()
+                    self.embedder.embed_documents(["lore serve warm-up"])
+            except LoreError as err:  # the first real call reports it
+                logger.warning("embedder warm-up failed: %s", err)
             finally:
                 self.ready.set()
 
