@@ -14,6 +14,7 @@ from optional_extras import require_extra
 
 require_extra("fastapi", "serve")
 
+from lore.testing.embedders import CountingEmbedder  # noqa: E402
 from web_helpers import Served, serve, wait_for  # noqa: E402
 
 PROBLEM = "application/problem+json"
@@ -69,6 +70,26 @@ def test_health_and_ready(served: Served) -> None:
         expected = {"/v1/search", "/v1/documents", "/v1/notes", "/v1/sources", "/v1/sync", "/v1/session"}
         assert expected <= set(paths)
         assert "lore" in client.get("/").text
+
+
+class WarmingEmbedder(CountingEmbedder):
+    """A ``QueryWarmUp`` embedder, as the local model is."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.warmed = False
+
+    def warm_up(self) -> None:
+        self.warmed = True
+
+
+def test_ready_only_once_the_model_is_loaded_for_documents_too(tmp_path: Path) -> None:
+    # Loading the document path on the first sync stalled searches (25 s at 1 client).
+    embedder = WarmingEmbedder()
+    with serve(tmp_path, sync=False, embedder=embedder) as served, served.client() as client:
+        wait_for(lambda: client.get("/readyz").status_code == 200, "readiness")
+        assert embedder.warmed
+        assert embedder.document_calls == 1  # nothing synced yet: the warm-up's own call
 
 
 # -- authentication ----------------------------------------------------------------------

@@ -21,6 +21,7 @@ import uvicorn
 
 from lore.access import Role
 from lore.config import load_settings
+from lore.protocols import Embedder
 from lore.testing.embedders import CountingEmbedder
 from lore.web.app import create_app
 from lore.web.limits import Limits
@@ -73,7 +74,12 @@ class Served:
 
 @contextmanager
 def serve(
-    root: Path, *, with_tokens: bool = True, limits: Limits | None = None, sync: bool = True
+    root: Path,
+    *,
+    with_tokens: bool = True,
+    limits: Limits | None = None,
+    sync: bool = True,
+    embedder: Embedder | None = None,
 ) -> Iterator[Served]:
     settings = load_settings(write_config(root))
     tokens: dict[str, str] = {}
@@ -81,7 +87,7 @@ def serve(
         store = TokenStore(settings.resolved_data_dir())
         for role in Role:
             tokens[role.value] = store.create(f"{role.value}-1", role, groups=("sre",))
-    service = open_service(settings, limits=limits, embedder=CountingEmbedder())
+    service = open_service(settings, limits=limits, embedder=embedder or CountingEmbedder())
     if sync:  # on a thread of its own: an async test's loop runs on this one
         with ThreadPoolExecutor(1) as pool:
             pool.submit(service.sync_now).result()
