@@ -17,10 +17,12 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# The example corpus indexed, then `lore serve` on 127.0.0.1:8080 with a viewer token for the
+# demo printed (--demo-token renews it each run). Ctrl-C stops it.
 run: install
 	$(BIN)/lore --config examples/lore.toml sync
-	$(BIN)/lore --config examples/lore.toml search "etcd cluster has no leader, what do I do?" --top-k 3
-	$(BIN)/lore --config examples/lore.toml search "payments-consumer-group lag keeps growing" --top-k 3
+	@echo "lore: the page is at http://127.0.0.1:8080/ (Ctrl-C stops the server)"
+	$(BIN)/lore --config examples/lore.toml serve --demo-token
 
 # deptry: every import in src/ is declared in pyproject.toml, directly (see [tool.deptry]).
 lint: install

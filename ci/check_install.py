@@ -46,6 +46,19 @@ NEEDS_EXTRA = {
     "lore.integrations.adk": "adk",
     "lore.integrations.langchain": "langchain",
     "lore.mcp_server": "mcp",
+    # lore serve's web layer (FastAPI); lore.web.tokens and lore.web.managed are base
+    "lore.web.app": "serve",
+    "lore.web.auth": "serve",
+    "lore.web.limits": "serve",
+    "lore.web.mcp_mount": "serve",
+    "lore.web.problems": "serve",
+    "lore.web.routes_documents": "serve",
+    "lore.web.routes_search": "serve",
+    "lore.web.routes_session": "serve",
+    "lore.web.routes_sources": "serve",
+    "lore.web.routes_sync": "serve",
+    "lore.web.service": "serve",
+    "lore.web.sync_runner": "serve",
     # the conformance suite runs under pytest, which a backend author's tests bring
     "lore.testing.conformance": "dev",
 }
@@ -61,6 +74,7 @@ REFUSED_WITHOUT_EXTRA = [
     ("discovery-engine", ["search", "etcd"], {"LORE_BACKEND": "discovery_engine"}),
     # stdio is served without the SDK (lore.mcp_stdio); --http needs it
     ("mcp", ["mcp", "--http"], {}),
+    ("serve", ["serve"], {}),
 ]
 
 

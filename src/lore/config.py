@@ -263,8 +263,10 @@ class LoreSettings(BaseSettings):
     #: Largest share of a source's documents one sync may prune (more than one document
     #: and more than this share is refused unless ``lore sync --allow-mass-delete``).
     max_prune_fraction: float = Field(default=0.5, ge=0, le=1)
-    #: Where sources keep what they fetch (git clones under ``git/<source name>``);
-    #: None: ``<db_path>.data`` beside the SQLite file (see ``resolved_data_dir``).
+    #: Where lore keeps what is not the index: git clones (``git/<source name>``), and
+    #: what ``lore serve`` keeps (uploads and notes with their originals content-addressed,
+    #: tokens, the server secret, service-managed sources). None: ``<db_path>.data`` beside
+    #: the SQLite file (see ``resolved_data_dir``).
     data_dir: Path | None = None
     vault: VaultSettings = Field(default_factory=VaultSettings)
 

@@ -323,6 +323,19 @@ class Reembeddable(KnowledgeIndex, Protocol):
         ...
 
 
+@runtime_checkable
+class DocumentReader(Protocol):
+    """Optional capability of a storing backend: reading back what it holds per
+    document, for the documents tree and reader of ``lore serve``. Documents come back
+    with empty ``text`` (the index stores chunks); chunks in order."""
+
+    def list_documents(self) -> list[Document]: ...
+
+    def read_document(self, uri: str) -> tuple[Document, list[Chunk]] | None:
+        """The document and its chunks, or None when the index does not hold ``uri``."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class Retrieval:
     """A retriever's answer with what the tool must tell the agent about it."""

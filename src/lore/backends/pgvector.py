@@ -518,30 +518,38 @@ class PgVectorBackend(ServerSearch):
     def export(self) -> Iterator[tuple[Document, list[Chunk], Vectors]]:
         """Every document with its chunks and stored vectors, in uri order, for ``lore
         migrate``. Documents come back with empty ``text``: only the chunks are stored."""
-        with self._connection(IndexingError) as conn:
-            documents = conn.execute(
-                self._tables.sql(
-                    "SELECT uri, title, revision, updated_at, labels, media_type, access, tenant"
-                    " FROM {documents} ORDER BY uri"
-                )
-            ).fetchall()
-        for uri, title, revision, updated_at, labels, media_type, access, tenant in documents:
-            with self._connection(IndexingError) as conn:
-                rows = conn.execute(
-                    self._tables.sql(
-                        f"SELECT {EXPORT_CHUNK_COLUMNS} FROM {{chunks}} WHERE uri = %s ORDER BY ordinal, id"
-                    ),
-                    (uri,),
-                ).fetchall()
-            chunks = [chunk_from_row(uri, row) for row in rows]
+        for document in self._documents():
+            rows = self._chunk_rows(document.uri)
+            chunks = [chunk_from_row(document.uri, row) for row in rows]
             dimension = self._stored[1] if self._stored else 0
             vectors = (
                 np.stack([vector_array(row[9]) for row in rows])
                 if rows
                 else np.empty((0, dimension), dtype=np.float32)
             )
-            document = Document(
-                uri=uri,
+            yield document, chunks, vectors
+
+    # -- DocumentReader (the documents tree and reader of ``lore serve``) ---------------
+
+    def list_documents(self) -> list[Document]:
+        return self._documents()
+
+    def read_document(self, uri: str) -> tuple[Document, list[Chunk]] | None:
+        found = self._documents(uri)
+        if not found:
+            return None
+        return found[0], [chunk_from_row(uri, row) for row in self._chunk_rows(uri)]
+
+    def _documents(self, uri: str | None = None) -> list[Document]:
+        query = "SELECT uri, title, revision, updated_at, labels, media_type, access, tenant FROM {documents}"
+        with self._connection(IndexingError) as conn:
+            if uri is None:
+                rows = conn.execute(self._tables.sql(query + " ORDER BY uri")).fetchall()
+            else:
+                rows = conn.execute(self._tables.sql(query + " WHERE uri = %s"), (uri,)).fetchall()
+        return [
+            Document(
+                uri=found,
                 title=title,
                 text="",
                 revision=revision,
@@ -551,7 +559,17 @@ class PgVectorBackend(ServerSearch):
                 access=None if access is None else frozenset(access),
                 tenant=tenant,
             )
-            yield document, chunks, vectors
+            for found, title, revision, updated_at, labels, media_type, access, tenant in rows
+        ]
+
+    def _chunk_rows(self, uri: str) -> list[Any]:
+        with self._connection(IndexingError) as conn:
+            return conn.execute(
+                self._tables.sql(
+                    f"SELECT {EXPORT_CHUNK_COLUMNS} FROM {{chunks}} WHERE uri = %s ORDER BY ordinal, id"
+                ),
+                (uri,),
+            ).fetchall()
 
 
 def from_settings(settings: LoreSettings, embedder: Embedder) -> PgVectorBackend:

@@ -407,6 +407,17 @@ class SqliteBackend(SqliteSearch):
                 chunks, vectors = self._reads.chunks_with_vectors(document.uri, dimension)
             yield document, chunks, vectors
 
+    # -- DocumentReader (the documents tree and reader of ``lore serve``) ---------------
+
+    def list_documents(self) -> list[Document]:
+        with self._read_guard, translated(IndexingError, f"cannot read the index {self._path}"):
+            return self._reads.documents()
+
+    def read_document(self, uri: str) -> tuple[Document, list[Chunk]] | None:
+        with self._read_guard, translated(IndexingError, f"cannot read the index {self._path}"):
+            found = self._reads.documents(uri)
+            return (found[0], self._reads.chunks(uri)) if found else None
+
     # -- Reembeddable (``lore reembed``; the SQL is in sqlite_reembed.py) ---------------
 
     def reembed_status(self, model_id: str, dimension: int) -> ReembedStatus:

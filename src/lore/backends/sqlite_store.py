@@ -399,11 +399,15 @@ class ChunkStore:
                 )
         return passages
 
-    def documents(self) -> list[Document]:
-        """Every document's ledger data; ``text`` is empty, only chunks are stored."""
-        rows = self.conn.execute(
+    def documents(self, uri: str | None = None) -> list[Document]:
+        """Every document's ledger data (or the one of ``uri``); ``text`` is empty, only
+        chunks are stored."""
+        query = (
             f"SELECT uri, title, revision, updated_at, labels, media_type, {self._access_columns} "
-            "FROM documents d ORDER BY uri"
+            "FROM documents d"
+        )
+        rows = self.conn.execute(
+            *((query + " ORDER BY uri",) if uri is None else (query + " WHERE d.uri = ?", (uri,)))
         )
         return [
             Document(
@@ -418,6 +422,19 @@ class ChunkStore:
                 tenant,
             )
             for uri, title, revision, updated, labels, media_type, access, tenant in rows
+        ]
+
+    def chunks(self, uri: str) -> list[Chunk]:
+        """A document's chunks in order, without their vectors (``DocumentReader``)."""
+        rows = self.conn.execute(
+            "SELECT chunk_id, uri, ordinal, text, section, content_hash, title, revision, updated_at, labels "
+            "FROM chunks WHERE uri = ? ORDER BY ordinal",
+            (uri,),
+        )
+        return [
+            Chunk(cid, curi, ordinal, text, section, digest, title, revision,
+                  datetime.fromisoformat(updated), json.loads(labels))
+            for cid, curi, ordinal, text, section, digest, title, revision, updated, labels in rows
         ]
 
     def chunks_with_vectors(self, uri: str, dimension: int) -> tuple[list[Chunk], Vectors]:

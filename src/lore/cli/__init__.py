@@ -18,6 +18,8 @@ COMMAND_MODULES = (
     "lore.cli.mcp_cmd",  # mcp
     "lore.cli.migrate_cmd",  # migrate
     "lore.cli.reembed_cmd",  # reembed (switch embedders)
+    "lore.cli.serve_cmd",  # serve (HTTP API, MCP at /mcp, the page)
+    "lore.cli.token_cmd",  # token create|list|revoke
 )
 
 
@@ -35,6 +37,8 @@ COMMAND_MODULE: dict[str, str] = {
     "mcp": "lore.cli.mcp_cmd",
     "migrate": "lore.cli.migrate_cmd",
     "reembed": "lore.cli.reembed_cmd",
+    "serve": "lore.cli.serve_cmd",
+    "token": "lore.cli.token_cmd",
 }
 #: The root options that take a value (``lore --config FILE search ...``).
 _ROOT_VALUE_OPTIONS = frozenset({"--config", "-c"})

@@ -34,6 +34,8 @@ SOURCE_TYPES: dict[str, str] = {
     "filesystem": "lore.sources.filesystem",
     "git": "lore.sources.git",
     "confluence": "lore.sources.confluence",
+    "upload": "lore.sources.upload",
+    "manual": "lore.sources.manual",
 }
 
 #: The built-in pack's source name and type (``lore.sources.vault`` has the same values;

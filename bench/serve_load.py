@@ -1,0 +1,307 @@
+"""Search latency under load: ``lore serve`` (POST /v1/search) and ``lore mcp --http``,
+at 1, 8 and 32 concurrent clients, while a sync writes the same index.
+
+    .venv/bin/python bench/serve_load.py [--local] [--requests 200] [--seconds 30] [--rounds 3]
+                                          [--clients 1,8,32] [--no-shared]
+
+Loopback only, bounded in count (``--requests`` per level) and time (``--seconds`` per
+level). The corpus is a scratch copy of examples/runbooks plus ../shared/corpora when it
+is present; the index, tokens and audit log live in a temporary folder. During every level
+a driver keeps a sync running: it edits one runbook of the scratch copy and syncs (through
+``POST /v1/sync`` for lore serve, ``lore sync`` beside ``lore mcp --http``), so each sync
+re-chunks, embeds and writes a document while the searches run. The embedder is the
+deterministic ``hashing`` one unless ``--local`` (the offline all-MiniLM-L6-v2; goal: p95 at
+8 clients <= 100 ms). The table shows medians over ``--rounds`` rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp_latency import QUESTIONS, percentile
+from rich.console import Console
+from rich.table import Table
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED_CORPORA = REPO_ROOT.parent / "shared" / "corpora"
+LORE = Path(sys.executable).with_name("lore")
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass
+class Level:
+    target: str
+    clients: int
+    samples: list[float] = field(default_factory=list)
+    errors: int = 0
+    syncs: int = 0
+
+
+def write_config(scratch: Path, shared: bool) -> Path:
+    corpus = scratch / "runbooks"
+    shutil.copytree(REPO_ROOT / "examples" / "runbooks", corpus)
+    tables = [
+        '[[sources]]\nname = "runbooks"\ntype = "filesystem"\npath = "runbooks"\nvisibility = "all-viewers"\n'
+    ]
+    if shared and SHARED_CORPORA.is_dir():
+        for folder in sorted(path for path in SHARED_CORPORA.iterdir() if path.is_dir()):
+            tables.append(
+                f'[[sources]]\nname = "{folder.name}"\ntype = "filesystem"\npath = "{folder}"\n'
+                'visibility = "all-viewers"\ninclude = ["**/*.md"]\n'
+            )
+    config = scratch / "lore.toml"
+    config.write_text(
+        'db_path = "lore.db"\naudit_path = "audit.jsonl"\n\n' + "\n".join(tables), encoding="utf-8"
+    )
+    return config
+
+
+def lore(config: Path, env: dict[str, str], *args: str) -> str:
+    result = subprocess.run(
+        [str(LORE), "--config", str(config), *args], capture_output=True, text=True, env=env, check=False
+    )
+    if result.returncode != 0:
+        raise SystemExit(f"lore {' '.join(args)} failed: {result.stderr.strip()}")
+    return result.stdout.strip()
+
+
+def start(args: list[str], env: dict[str, str], ready_url: str) -> subprocess.Popen[bytes]:
+    process = subprocess.Popen([str(LORE), *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"{args} exited: {process.stderr.read().decode() if process.stderr else ''}")
+        try:
+            if httpx.get(ready_url, timeout=2).status_code in (200, 400, 401, 405, 406):
+                return process
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    process.kill()
+    raise SystemExit(f"{args} did not become ready")
+
+
+def stop_process(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    process.wait(timeout=60)
+
+
+def touch_runbook(scratch: Path, number: int) -> None:
+    path = sorted((scratch / "runbooks").rglob("*.md"))[0]
+    text = path.read_text(encoding="utf-8").split("\n<!-- load ")[0]
+    path.write_text(f"{text}\n<!-- load {number} -->\n", encoding="utf-8")
+
+
+async def run_level(
+    level: Level,
+    requests: int,
+    seconds: float,
+    call: Callable[[int, int], Awaitable[bool]],
+    drive_sync: Callable[[asyncio.Event], Awaitable[int]],
+) -> None:
+    stop = asyncio.Event()
+    deadline = time.monotonic() + seconds
+    counter = iter(range(requests))
+
+    async def client(number: int) -> None:
+        for i in counter:
+            if time.monotonic() > deadline:
+                return
+            started = time.perf_counter()
+            ok = await call(number, i)
+            level.samples.append((time.perf_counter() - started) * 1000)
+            level.errors += 0 if ok else 1
+
+    syncing = asyncio.create_task(drive_sync(stop))
+    await asyncio.gather(*(client(n) for n in range(level.clients)))
+    stop.set()
+    level.syncs = await syncing
+
+
+async def serve_round(
+    config: Path, scratch: Path, env: dict[str, str], clients: list[int], requests: int, seconds: float
+) -> list[Level]:
+    viewer = lore(config, env, "token", "create", "--role", "viewer", "--name", f"load-v-{time.time_ns()}")
+    editor = lore(config, env, "token", "create", "--role", "editor", "--name", f"load-e-{time.time_ns()}")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    process = start(["--config", str(config), "serve", "--port", str(port)], env, f"{url}/readyz")
+    levels = []
+    try:
+        limits = httpx.Limits(max_connections=64, max_keepalive_connections=64)
+        async with (
+            httpx.AsyncClient(
+                base_url=url, timeout=30, limits=limits, headers={"Authorization": f"Bearer {viewer}"}
+            ) as http,
+            httpx.AsyncClient(
+                base_url=url, timeout=30, headers={"Authorization": f"Bearer {editor}"}
+            ) as admin,
+        ):
+
+            async def call(number: int, i: int) -> bool:
+                response = await http.post(
+                    "/v1/search", json={"query": QUESTIONS[i % len(QUESTIONS)], "top_k": 5}
+                )
+                return response.status_code == 200 and response.json()["error"] is None
+
+            async def drive_sync(stop: asyncio.Event) -> int:
+                done = 0
+                while not stop.is_set():
+                    touch_runbook(scratch, done)
+                    run_id = (await admin.post("/v1/sync", json={"source": "runbooks"})).json()["run_id"]
+                    while not stop.is_set():
+                        history = (await admin.get("/v1/sync")).json()["history"]
+                        if any(run["run_id"] == run_id and run["finished_at"] for run in history):
+                            done += 1
+                            break
+                        await asyncio.sleep(0.05)
+                return done
+
+            for count in clients:
+                level = Level("lore serve", count)
+                await run_level(level, requests, seconds, call, drive_sync)
+                levels.append(level)
+    finally:
+        stop_process(process)
+    return levels
+
+
+async def mcp_round(
+    config: Path, scratch: Path, env: dict[str, str], clients: list[int], requests: int, seconds: float
+) -> list[Level]:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    process = start(["--config", str(config), "mcp", "--http", "--port", str(port)], env, url)
+    levels = []
+    try:
+        for count in clients:
+            level = Level("lore mcp --http", count)
+            async with _McpPool(url, count) as pool:
+
+                async def call(number: int, i: int) -> bool:
+                    result = await pool.clients[number].call_tool(
+                        "knowledge_search", {"query": QUESTIONS[i % len(QUESTIONS)], "top_k": 5}
+                    )
+                    return not result.is_error
+
+                async def drive_sync(stop: asyncio.Event) -> int:
+                    done = 0
+                    while not stop.is_set():
+                        touch_runbook(scratch, done)
+                        sync = await asyncio.create_subprocess_exec(
+                            str(LORE),
+                            "--config",
+                            str(config),
+                            "sync",
+                            env=env,
+                            stdout=asyncio.subprocess.DEVNULL,
+                            stderr=asyncio.subprocess.DEVNULL,
+                        )
+                        await sync.wait()
+                        done += 1
+                    return done
+
+                await run_level(level, requests, seconds, call, drive_sync)
+            levels.append(level)
+    finally:
+        stop_process(process)
+    return levels
+
+
+class _McpPool:
+    """``count`` MCP sessions, one per simulated client."""
+
+    def __init__(self, url: str, count: int) -> None:
+        self.url = url
+        self.count = count
+        self.clients: list[Client] = []
+
+    async def __aenter__(self) -> _McpPool:
+        self._exit = AsyncExitStack()
+        for _ in range(self.count):
+            http = await self._exit.enter_async_context(httpx2.AsyncClient(timeout=30))
+            client = await self._exit.enter_async_context(
+                Client(streamable_http_client(self.url, http_client=http))
+            )
+            self.clients.append(client)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._exit.aclose()
+
+
+def report(console: Console, rounds: list[list[Level]], embedder: str) -> None:
+    table = Table(
+        title=f"search under load while a sync runs (embedder: {embedder}; medians of {len(rounds)} rounds)"
+    )
+    for column in ("target", "clients", "requests", "errors", "p50 ms", "p95 ms", "syncs"):
+        table.add_column(column, justify="left" if column == "target" else "right")
+    for position, first in enumerate(rounds[0]):
+        same = [levels[position] for levels in rounds]
+        table.add_row(
+            first.target,
+            str(first.clients),
+            str(int(statistics.median(len(level.samples) for level in same))),
+            str(int(statistics.median(level.errors for level in same))),
+            f"{statistics.median(percentile(level.samples, 0.50) for level in same):.1f}",
+            f"{statistics.median(percentile(level.samples, 0.95) for level in same):.1f}",
+            str(int(statistics.median(level.syncs for level in same))),
+        )
+    console.print(table)
+
+
+async def main_async(options: argparse.Namespace) -> None:
+    console = Console()
+    clients = [int(part) for part in options.clients.split(",")]
+    with tempfile.TemporaryDirectory(prefix="lore-serve-load-") as folder:
+        scratch = Path(folder)
+        config = write_config(scratch, shared=not options.no_shared)
+        env = {key: value for key, value in os.environ.items() if not key.startswith("LORE_")}
+        env["LORE_EMBEDDER"] = "local" if options.local else "hashing"
+        env["XDG_CACHE_HOME"] = os.environ.get("XDG_CACHE_HOME", str(scratch / "cache"))
+        console.print(f"syncing the corpus into {scratch} ...")
+        lore(config, env, "sync")
+        rounds: list[list[Level]] = []
+        for _ in range(options.rounds):
+            levels = await serve_round(config, scratch, env, clients, options.requests, options.seconds)
+            levels += await mcp_round(config, scratch, env, clients, options.requests, options.seconds)
+            rounds.append(levels)
+        report(console, rounds, env["LORE_EMBEDDER"])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--local", action="store_true", help="the local model instead of the hashing embedder"
+    )
+    parser.add_argument("--requests", type=int, default=200, help="searches per level (default 200)")
+    parser.add_argument("--seconds", type=float, default=30.0, help="time bound per level (default 30)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds; the table shows medians (default 3)")
+    parser.add_argument("--clients", default="1,8,32", help="concurrency levels (default 1,8,32)")
+    parser.add_argument("--no-shared", action="store_true", help="the example corpus only")
+    asyncio.run(main_async(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()

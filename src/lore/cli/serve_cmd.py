@@ -1,0 +1,88 @@
+"""``lore serve``: the HTTP API, MCP at /mcp and the knowledge page, in one process."""
+
+from __future__ import annotations
+
+import signal
+from typing import Annotated
+
+import typer
+
+from lore.cli.app import app, say, settings
+from lore.errors import ConfigError, MissingExtraError
+
+#: What the ``serve`` extra brings (``pip install 'lore[serve]'``).
+_SERVE_EXTRA_MODULES = ("fastapi", "starlette", "uvicorn", "python_multipart", "multipart", "mcp", "anyio")
+#: The only address served without tokens: this machine's own.
+LOOPBACK = "127.0.0.1"
+DEMO_TOKEN_NAME = "demo-viewer"
+
+
+def _require_serve_extra() -> None:
+    try:
+        import fastapi  # noqa: F401
+        import python_multipart  # noqa: F401
+        import uvicorn  # noqa: F401
+
+        import lore.web.app  # noqa: F401
+    except ModuleNotFoundError as err:
+        package = (err.name or "").partition(".")[0]
+        if package in _SERVE_EXTRA_MODULES:
+            raise MissingExtraError("serve", package.replace("_", "-")) from err
+        raise
+
+
+@app.command("serve")
+def serve_command(
+    host: Annotated[
+        str, typer.Option("--host", help="Address to bind; other than 127.0.0.1 needs tokens.")
+    ] = LOOPBACK,
+    port: Annotated[int, typer.Option("--port", min=1, max=65535, help="Port to listen on.")] = 8080,
+    demo_token: Annotated[
+        bool,
+        typer.Option(
+            "--demo-token", help=f"Create (or renew) a viewer token {DEMO_TOKEN_NAME!r} and print it."
+        ),
+    ] = False,
+) -> None:
+    """Serve the API (/v1), MCP (/mcp) and the knowledge page (/) over HTTP."""
+    _require_serve_extra()
+    import uvicorn
+
+    from lore.access import Role
+    from lore.web.app import create_app
+    from lore.web.service import open_service
+    from lore.web.tokens import TokenStore
+
+    current = settings()
+    tokens = TokenStore(current.resolved_data_dir())
+    demo: str | None = None
+    if demo_token:
+        if any(record.name == DEMO_TOKEN_NAME for record in tokens.records()):
+            tokens.revoke(DEMO_TOKEN_NAME)
+        demo = tokens.create(DEMO_TOKEN_NAME, Role.VIEWER)
+    if not tokens.configured():
+        if host != LOOPBACK:
+            raise ConfigError(
+                f"refusing to serve {host} without authentication: create a token first "
+                "(lore token create --role admin --name NAME) or bind 127.0.0.1"
+            )
+        say(
+            "WARNING: no tokens configured: lore serve is UNAUTHENTICATED; anyone on this machine "
+            "acts as admin (create one with: lore token create --role admin --name NAME)",
+            stderr=True,
+        )
+    service = open_service(current)
+    asgi = create_app(service, host=host)
+    say(f"lore serving http://{host}:{port}/  (API /v1, MCP /mcp, OpenAPI /docs)", stderr=True)
+    if demo is not None:
+        say(f"viewer token for the demo ({DEMO_TOKEN_NAME}): {demo}", stderr=True)
+    # uvicorn turns SIGTERM and SIGINT into a graceful shutdown (requests in flight finish,
+    # the lifespan ends; a sync in progress is abandoned: each document is one transaction),
+    # then raises the signal again with the handler found at start: for SIGTERM that is
+    # this one, so a requested stop exits 0; Ctrl-C stays 130 like every command.
+    signal.signal(signal.SIGTERM, _stopped)
+    uvicorn.run(asgi, host=host, port=port, log_level="warning", timeout_graceful_shutdown=10)
+
+
+def _stopped(signum: int, frame: object) -> None:
+    raise SystemExit(0)

@@ -1,0 +1,182 @@
+"""Uploaded files as a knowledge source (``type = "upload"``).
+
+``lore serve`` accepts md, txt, pdf and docx files (``POST /v1/documents``). Each upload
+is kept twice: the original bytes, content-addressed under ``<data dir>/originals/``
+(``<sha256>``), so a document can be re-extracted when extraction improves; and its
+extracted Markdown as one document of this source (``stored.py``), with uri
+``upload://<source>/<slug of the file name>``. Uploading a file of the same name again
+replaces that document.
+
+The type is decided by the bytes, not the name alone: a ``.pdf`` must start like a PDF, a
+``.docx`` must be a zip holding ``word/document.xml``, and ``.md``/``.txt`` must be UTF-8
+text without NUL bytes. Extraction is ``lore.extract.extract`` where it is installed; until
+then Markdown and text are taken as they are and PDF/DOCX are refused with a clear reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import io
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Protocol, cast
+
+from lore.config import LoreSettings
+from lore.errors import LoreError, SourceError
+from lore.models import Visibility
+from lore.sources.stored import StoredDocument, StoredSource, StoredSourceConfig, slugify, write_atomic
+from lore.text_blocks import markdown_title
+
+
+class UploadRefused(SourceError):
+    """The file cannot be accepted; the message says why. ``unsupported`` is True for a
+    type lore does not take (HTTP 415), False for a file that is not what it claims (422)."""
+
+    def __init__(self, reason: str, *, unsupported: bool = False) -> None:
+        super().__init__(reason)
+        self.unsupported = unsupported
+
+
+#: Suffix -> the kind its content must show.
+ACCEPTED = {".md": "markdown", ".markdown": "markdown", ".txt": "text", ".pdf": "pdf", ".docx": "docx"}
+_MEDIA_TYPES = {"markdown": "text/markdown", "text": "text/plain"}
+
+
+def sniff(data: bytes, filename: str) -> str:
+    """The kind of an upload (``markdown``, ``text``, ``pdf``, ``docx``), checked by content."""
+    suffix = PurePosixPath(filename).suffix.lower()
+    kind = ACCEPTED.get(suffix)
+    if kind is None:
+        accepted = ", ".join(sorted(ACCEPTED))
+        raise UploadRefused(
+            f"{filename}: {suffix or 'no extension'} is not accepted ({accepted})", unsupported=True
+        )
+    if kind == "pdf":
+        if not data.startswith(b"%PDF-"):
+            raise UploadRefused(f"{filename}: named .pdf but its content is not a PDF")
+    elif kind == "docx":
+        if not _is_docx(data):
+            raise UploadRefused(f"{filename}: named .docx but its content is not a Word document")
+    elif b"\x00" in data:
+        raise UploadRefused(f"{filename}: binary content (NUL bytes) in a {suffix} file")
+    else:
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise UploadRefused(f"{filename}: not UTF-8 text (byte at offset {err.start})") from err
+    return kind
+
+
+def _is_docx(data: bytes) -> bool:
+    if not data.startswith(b"PK\x03\x04"):
+        return False
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            return "word/document.xml" in archive.namelist()
+    except zipfile.BadZipFile:
+        return False
+
+
+@dataclass(frozen=True)
+class Extraction:
+    markdown: str
+    title: str | None
+    media_type: str
+
+
+class _Extracted(Protocol):
+    """What ``lore.extract.extract`` returns."""
+
+    markdown: str
+    title: str | None
+    media_type: str
+
+
+class _Extract(Protocol):
+    def __call__(self, data: bytes, filename: str) -> _Extracted: ...
+
+
+def _extractor() -> _Extract | None:
+    """``lore.extract.extract`` when that layer is installed, else None."""
+    try:
+        module = importlib.import_module("lore.extract")
+    except ModuleNotFoundError as err:
+        if err.name != "lore.extract":
+            raise
+        return None
+    return cast(_Extract, module.extract)
+
+
+def extract(data: bytes, filename: str) -> Extraction:
+    """The Markdown of an upload; ``UploadRefused`` when it cannot be had."""
+    kind = sniff(data, filename)
+    extractor = _extractor()
+    if extractor is not None:
+        try:
+            found = extractor(data, filename)
+        except LoreError as err:  # lore.extract.ExtractionError
+            raise UploadRefused(f"{filename}: {err}") from err
+        return Extraction(found.markdown, found.title, found.media_type)
+    if kind in ("pdf", "docx"):
+        raise UploadRefused(
+            f"{filename}: {kind.upper()} extraction is not installed in this lore; upload Markdown or text",
+            unsupported=True,
+        )
+    text = data.decode("utf-8").removeprefix("\ufeff")
+    title = markdown_title(text) if kind == "markdown" else None
+    return Extraction(text, title, _MEDIA_TYPES[kind])
+
+
+class UploadSourceConfig(StoredSourceConfig):
+    """``[[sources]]`` of ``type = "upload"``: ``path`` defaults to ``<data dir>/upload/<name>``."""
+
+
+CONFIG_MODEL = UploadSourceConfig
+
+
+class UploadSource(StoredSource):
+    source_type = "upload"
+    scheme = "upload"
+
+    def __init__(
+        self,
+        name: str,
+        folder: Path,
+        originals: Path,
+        *,
+        visibility: Visibility | None,
+        labels: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(name, folder, visibility=visibility, labels=labels)
+        self.originals = Path(originals)
+
+    def original_path(self, digest: str) -> Path:
+        return self.originals / digest
+
+    def add(self, data: bytes, filename: str) -> StoredDocument:
+        """Extract, keep the original, and store the document (replacing one of the same
+        file name). Raises ``UploadRefused`` without writing anything."""
+        extraction = extract(data, filename)
+        digest = hashlib.sha256(data).hexdigest()
+        original = self.original_path(digest)
+        if not original.exists():
+            # Content-addressed: the same bytes are the same file, so it is written once.
+            write_atomic(original, data, mode=0o600)
+        name = PurePosixPath(filename).name
+        title = extraction.title or PurePosixPath(name).stem
+        meta = {"filename": name, "original": digest, "media_type": extraction.media_type}
+        return self.write(slugify(name), title, extraction.markdown, meta)
+
+
+def from_config(
+    config: UploadSourceConfig, settings: LoreSettings, visibility: Visibility | None
+) -> UploadSource:
+    return UploadSource(
+        config.name,
+        config.folder(settings, "upload"),
+        settings.resolved_data_dir() / "originals",
+        visibility=visibility,
+        labels=config.labels,
+    )

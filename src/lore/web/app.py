@@ -1,0 +1,93 @@
+"""The ASGI app of ``lore serve``: ``/v1`` (FastAPI), ``/mcp`` (the MCP SDK's app), the
+page at ``/`` and ``/static``, ``/healthz``, ``/readyz`` and OpenAPI at ``/docs``.
+
+FastAPI rather than bare Starlette: the API's request bodies are pydantic models (lore's
+settings already are), and FastAPI derives validation and an OpenAPI description at
+``/docs`` from them; it runs on Starlette, which the MCP SDK's app also is, so both share
+one uvicorn server and one event loop. ``/mcp`` is dispatched before FastAPI sees the
+request, so the SDK's app keeps its own routing and DNS-rebinding protection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.responses import FileResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from lore import __version__
+from lore.mcp_server import HTTP_PATH
+from lore.web import problems, routes_documents, routes_search, routes_session, routes_sources, routes_sync
+from lore.web.auth import Auth, Sessions
+from lore.web.limits import BodyLimit, RateLimiter
+from lore.web.mcp_mount import McpAuth, mcp_app
+from lore.web.service import Service
+from lore.web.sync_runner import SyncRunner, start_background_sync
+
+STATIC_DIR = Path(str(files("lore.web") / "static"))
+
+
+def create_app(service: Service, *, host: str = "127.0.0.1") -> ASGIApp:
+    auth = Auth(service.tokens, Sessions(), RateLimiter(service.limits.rate, service.limits.burst))
+    runner = SyncRunner(service)
+    mcp = mcp_app(service.search, host)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        service.warm_up()
+        start_background_sync(runner)
+        async with mcp.router.lifespan_context(mcp):
+            yield
+        runner.stop()
+
+    api = FastAPI(
+        title="lore",
+        version=__version__,
+        description="The team's written knowledge for on-call agents and people (docs/service.md).",
+        lifespan=lifespan,
+    )
+    api.state.service = service
+    api.state.auth = auth
+    api.state.sync_runner = runner
+    problems.install(api)
+    for module in (routes_search, routes_documents, routes_sources, routes_sync, routes_session):
+        api.include_router(module.router)
+
+    @api.get("/healthz", tags=["health"])
+    async def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @api.get("/readyz", tags=["health"])
+    async def readyz() -> JSONResponse:
+        if service.ready.is_set():
+            return JSONResponse({"status": "ready"})
+        return JSONResponse({"status": "starting", "detail": "loading the embedding model"}, status_code=503)
+
+    @api.get("/", include_in_schema=False)
+    async def page() -> FileResponse:
+        return FileResponse(STATIC_DIR / "index.html")
+
+    api.mount("/static", StaticFiles(directory=STATIC_DIR, check_dir=False), name="static")
+    api.add_middleware(BodyLimit, limits=service.limits)
+    return _Dispatch(api, McpAuth(BodyLimit(mcp, service.limits), auth))
+
+
+class _Dispatch:
+    """``/mcp`` to the MCP app, everything else (lifespan included) to FastAPI."""
+
+    def __init__(self, api: FastAPI, mcp: ASGIApp) -> None:
+        self.api = api
+        self.mcp = mcp
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path: Any = scope.get("path", "")
+        if scope["type"] == "http" and (path == HTTP_PATH or str(path).startswith(HTTP_PATH + "/")):
+            await self.mcp(scope, receive, send)
+        else:
+            await self.api(scope, receive, send)

@@ -1,0 +1,179 @@
+"""Who is calling: a bearer token, a page session cookie, or (with no tokens configured)
+the local user.
+
+- ``Authorization: Bearer <token>``: checked against the token store on every request.
+- ``lore_session`` cookie (``POST /v1/session``): HttpOnly, SameSite=Strict; sessions live
+  in memory (a restart signs everyone out) and expire after ``SESSION_SECONDS``. Every
+  non-GET request on a session must carry ``X-CSRF-Token`` with the session's token.
+- Unauthenticated mode (no tokens; the server binds 127.0.0.1 only): every request acts as
+  the local admin, and non-GET requests still need the process's CSRF token (from
+  ``GET /v1/session``), because any web page the local user visits can send requests to
+  127.0.0.1 but cannot read that token.
+
+Bearer requests need no CSRF token: a browser never adds that header on its own.
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from fastapi import Request
+
+from lore.access import LOCAL, Principal, Role
+from lore.web.limits import RateLimiter
+from lore.web.problems import Problem
+from lore.web.service import Service
+from lore.web.tokens import TokenStore
+
+SESSION_COOKIE = "lore_session"
+CSRF_HEADER = "X-CSRF-Token"
+SESSION_SECONDS = 12 * 3600
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+#: Paths that take no CSRF token: signing in (its body is the credential itself).
+_NO_CSRF = frozenset({("POST", "/v1/session")})
+
+
+@dataclass(frozen=True)
+class Session:
+    principal: Principal
+    csrf_token: str
+    expires: float
+
+
+class Sessions:
+    """Server-side sessions: the cookie holds only a random id."""
+
+    def __init__(self, seconds: float = SESSION_SECONDS) -> None:
+        self.seconds = seconds
+        self._sessions: dict[str, Session] = {}
+        self._lock = threading.Lock()
+
+    def create(self, principal: Principal) -> tuple[str, Session]:
+        session_id = secrets.token_urlsafe(32)
+        session = Session(principal, secrets.token_urlsafe(32), time.monotonic() + self.seconds)
+        with self._lock:
+            now = time.monotonic()
+            self._sessions = {key: value for key, value in self._sessions.items() if value.expires > now}
+            self._sessions[session_id] = session
+        return session_id, session
+
+    def get(self, session_id: str) -> Session | None:
+        with self._lock:
+            session = self._sessions.get(session_id)
+            if session is not None and session.expires <= time.monotonic():
+                del self._sessions[session_id]
+                return None
+            return session
+
+    def drop(self, session_id: str) -> None:
+        with self._lock:
+            self._sessions.pop(session_id, None)
+
+    def drop_principal(self, name: str) -> None:
+        with self._lock:
+            self._sessions = {k: v for k, v in self._sessions.items() if v.principal.name != name}
+
+
+@dataclass(frozen=True)
+class Caller:
+    principal: Principal
+    via: Literal["bearer", "session", "local"]
+    csrf_token: str | None = None
+    session_id: str | None = None
+
+
+class Auth:
+    def __init__(self, tokens: TokenStore, sessions: Sessions, limiter: RateLimiter) -> None:
+        self.tokens = tokens
+        self.sessions = sessions
+        self.limiter = limiter
+        #: The CSRF token of unauthenticated mode (one local user, one process).
+        self.local_csrf = secrets.token_urlsafe(32)
+
+    @property
+    def unauthenticated(self) -> bool:
+        return not self.tokens.configured()
+
+    def identify(self, request: Request) -> Caller:
+        """The caller, or ``Problem(401)``; also checks CSRF and the rate limit."""
+        caller = self._identify(request)
+        self._check_csrf(request, caller)
+        wait = self.limiter.take(caller.principal.name)
+        if wait is not None:
+            raise Problem(
+                429,
+                f"too many requests for {caller.principal.name!r}; retry in {wait:.1f} s",
+                headers={"Retry-After": str(max(1, round(wait + 0.5)))},
+            )
+        return caller
+
+    def _identify(self, request: Request) -> Caller:
+        header = request.headers.get("authorization")
+        if header is not None:
+            scheme, _, token = header.partition(" ")
+            if scheme.lower() != "bearer" or not token.strip():
+                raise _unauthorized("the Authorization header must be 'Bearer <token>'")
+            principal = self.tokens.verify(token.strip())
+            if principal is None:
+                raise _unauthorized("the bearer token is not valid (unknown or revoked)")
+            return Caller(principal, "bearer")
+        session_id = request.cookies.get(SESSION_COOKIE)
+        if session_id:
+            session = self.sessions.get(session_id)
+            if session is not None and self._still_valid(session):
+                return Caller(session.principal, "session", session.csrf_token, session_id)
+        if self.unauthenticated:
+            return Caller(LOCAL, "local", self.local_csrf)
+        raise _unauthorized("sign in: send 'Authorization: Bearer <token>' or a session cookie")
+
+    def _still_valid(self, session: Session) -> bool:
+        """A revoked token's sessions end at their next request."""
+        if session.principal is LOCAL:
+            return self.unauthenticated
+        return any(record.name == session.principal.name for record in self.tokens.records())
+
+    def _check_csrf(self, request: Request, caller: Caller) -> None:
+        if caller.via == "bearer" or request.method in SAFE_METHODS:
+            return
+        if (request.method, request.url.path) in _NO_CSRF:
+            return
+        sent = request.headers.get(CSRF_HEADER, "")
+        if caller.csrf_token is None or not hmac.compare_digest(sent.encode(), caller.csrf_token.encode()):
+            raise Problem(403, f"missing or wrong {CSRF_HEADER} header (GET /v1/session gives the token)")
+
+
+def _unauthorized(detail: str) -> Problem:
+    return Problem(401, detail, headers={"WWW-Authenticate": 'Bearer realm="lore"'})
+
+
+_WHO = {Role.VIEWER: "viewers, editors and admins", Role.EDITOR: "editors and admins", Role.ADMIN: "admins"}
+
+
+def auth_of(request: Request) -> Auth:
+    auth = request.app.state.auth
+    assert isinstance(auth, Auth)
+    return auth
+
+
+def require(role: Role, action: str) -> Callable[[Request], Caller]:
+    """A route dependency: the caller, who must hold at least ``role`` to ``action``."""
+
+    def dependency(request: Request) -> Caller:
+        caller = auth_of(request).identify(request)
+        if not caller.principal.role.allows(role):
+            raise Problem(403, f"{_WHO[role]} may {action}; this token is a {caller.principal.role.value}")
+        return caller
+
+    return dependency
+
+
+def service_of(request: Request) -> Service:
+    service = request.app.state.service
+    assert isinstance(service, Service)
+    return service

@@ -1,0 +1,68 @@
+"""MCP streamable HTTP at ``/mcp`` of ``lore serve``: the same ``KnowledgeSearch`` the
+REST API calls, so the safety chain and the audit apply, behind the same bearer tokens.
+
+The SDK's server comes from ``lore.mcp_server.build_server`` (the tool's schema byte for
+byte). Authentication is a thin ASGI layer in front of it rather than the SDK's OAuth
+resource-server setup: lore's tokens are opaque API keys, not OAuth access tokens, and
+the layer sees tokens created or revoked while the server runs. The caller is handed to
+the tool through the SDK's own auth context, so the audit names the token.
+"""
+
+from __future__ import annotations
+
+from mcp.server.auth.middleware.auth_context import auth_context_var
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from starlette.applications import Starlette
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from lore.mcp_server import HTTP_PATH, build_server
+from lore.tool.core import KnowledgeSearch
+from lore.web.auth import Auth
+from lore.web.problems import problem_response
+
+
+def mcp_app(search: KnowledgeSearch, host: str) -> Starlette:
+    # DNS-rebinding protection as the SDK sets it up for a loopback host.
+    return build_server(search).streamable_http_app(streamable_http_path=HTTP_PATH, host=host)
+
+
+class McpAuth:
+    """Bearer check in front of the MCP app (none in unauthenticated mode)."""
+
+    def __init__(self, app: ASGIApp, auth: Auth) -> None:
+        self.app = app
+        self.auth = auth
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or self.auth.unauthenticated:
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        scheme, _, token = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
+        principal = self.auth.tokens.verify(token.strip()) if scheme.lower() == "bearer" else None
+        if principal is None:
+            response = problem_response(
+                401,
+                "send 'Authorization: Bearer <token>' with a valid lore token",
+                headers={"WWW-Authenticate": 'Bearer realm="lore"'},
+            )
+            await response(scope, receive, send)
+            return
+        wait = self.auth.limiter.take(principal.name)
+        if wait is not None:
+            response = problem_response(
+                429,
+                f"too many requests for {principal.name!r}",
+                headers={"Retry-After": str(max(1, round(wait + 0.5)))},
+            )
+            await response(scope, receive, send)
+            return
+        user = AuthenticatedUser(
+            AccessToken(token=token.strip(), client_id=principal.name, scopes=[principal.role.value])
+        )
+        reset = auth_context_var.set(user)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            auth_context_var.reset(reset)

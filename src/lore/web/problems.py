@@ -1,0 +1,97 @@
+"""Errors as RFC 9457 problem documents (``application/problem+json``), never a traceback.
+
+Routes raise ``Problem``; the handlers installed by ``install`` also turn the framework's
+own 404/405/422, a ``LoreError`` and any unexpected exception into a problem document,
+so every error a client sees has the same shape and a message meant for a person.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from http import HTTPStatus
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from lore.errors import ConfigError, LoreError
+
+logger = logging.getLogger(__name__)
+
+PROBLEM_JSON = "application/problem+json"
+
+
+class Problem(Exception):
+    def __init__(
+        self,
+        status: int,
+        detail: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        extra: Mapping[str, object] | None = None,
+    ) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.headers = dict(headers or {})
+        self.extra = dict(extra or {})
+
+
+def problem_response(
+    status: int,
+    detail: str,
+    *,
+    headers: Mapping[str, str] | None = None,
+    extra: Mapping[str, object] | None = None,
+) -> JSONResponse:
+    body: dict[str, object] = {
+        "type": "about:blank",
+        "title": HTTPStatus(status).phrase,
+        "status": status,
+        "detail": detail,
+        **dict(extra or {}),
+    }
+    return JSONResponse(body, status_code=status, headers=dict(headers or {}), media_type=PROBLEM_JSON)
+
+
+def _validation_detail(err: RequestValidationError) -> str:
+    parts = []
+    for error in err.errors()[:5]:
+        where = ".".join(str(part) for part in error.get("loc", ()) if part != "body") or "body"
+        parts.append(f"{where}: {error.get('msg', 'invalid')}")
+    return "invalid request: " + "; ".join(parts)
+
+
+def install(app: FastAPI) -> None:
+    async def on_problem(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, Problem)
+        return problem_response(exc.status, exc.detail, headers=exc.headers, extra=exc.extra)
+
+    async def on_http(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StarletteHTTPException)
+        detail = exc.detail if isinstance(exc.detail, str) else HTTPStatus(exc.status_code).phrase
+        if exc.status_code == 404 and detail == "Not Found":
+            detail = f"no route {request.url.path}"
+        elif exc.status_code == 405:
+            detail = f"{request.method} is not allowed on {request.url.path}"
+        return problem_response(exc.status_code, detail, headers=exc.headers)
+
+    async def on_validation(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        return problem_response(422, _validation_detail(exc))
+
+    async def on_lore(request: Request, exc: Exception) -> JSONResponse:
+        status = 400 if isinstance(exc, ConfigError) else 500
+        return problem_response(status, str(exc))
+
+    async def on_unexpected(request: Request, exc: Exception) -> JSONResponse:
+        logger.exception("unexpected error on %s %s", request.method, request.url.path)
+        return problem_response(500, f"the server failed unexpectedly ({type(exc).__name__}); see its log")
+
+    app.add_exception_handler(Problem, on_problem)
+    app.add_exception_handler(StarletteHTTPException, on_http)
+    app.add_exception_handler(RequestValidationError, on_validation)
+    app.add_exception_handler(LoreError, on_lore)
+    app.add_exception_handler(Exception, on_unexpected)

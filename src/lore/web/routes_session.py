@@ -1,0 +1,66 @@
+"""``/v1/session``: the page signs in with a token and keeps a session cookie."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from lore.access import Principal
+from lore.web.auth import SESSION_COOKIE, Caller, auth_of
+from lore.web.problems import Problem
+
+router = APIRouter(tags=["session"])
+
+
+class SignIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    token: str = Field(default="", max_length=200)
+
+
+def _body(principal: Principal, csrf_token: str | None, *, unauthenticated: bool = False) -> dict[str, Any]:
+    body: dict[str, Any] = {"name": principal.name, "role": principal.role.value, "csrf_token": csrf_token}
+    if unauthenticated:
+        body["unauthenticated"] = True
+    return body
+
+
+def _caller_body(caller: Caller) -> dict[str, Any]:
+    return _body(caller.principal, caller.csrf_token, unauthenticated=caller.via == "local")
+
+
+@router.post("/v1/session", summary="Sign in with a token; sets the lore_session cookie")
+async def sign_in(body: SignIn, request: Request, response: Response) -> dict[str, Any]:
+    auth = auth_of(request)
+    if auth.unauthenticated:
+        return _caller_body(auth.identify(request))
+    principal = auth.tokens.verify(body.token.strip())
+    if principal is None:
+        raise Problem(401, "that token is not valid (unknown or revoked)")
+    session_id, session = auth.sessions.create(principal)
+    response.set_cookie(
+        SESSION_COOKIE,
+        session_id,
+        max_age=int(auth.sessions.seconds),
+        path="/",
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+    )
+    return _body(principal, session.csrf_token)
+
+
+@router.get("/v1/session", summary="Who this session (or token) is, and its CSRF token")
+async def whoami(request: Request) -> dict[str, Any]:
+    return _caller_body(auth_of(request).identify(request))
+
+
+@router.delete("/v1/session", status_code=204, summary="Sign out")
+async def sign_out(request: Request) -> Response:
+    caller = auth_of(request).identify(request)
+    if caller.session_id is not None:
+        auth_of(request).sessions.drop(caller.session_id)
+    response = Response(status_code=204)
+    response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict")
+    return response

@@ -1,0 +1,244 @@
+"""What one ``lore serve`` process holds: the open index, the embedder, the tool, the
+token store, and the single writer through which uploads, edits, deletes and syncs pass.
+
+Writes never run two at once (``write_lock``), and each goes through the sync pipeline
+(``lore.sync.sync_sources``: redaction at ingest, chunking, embedding, write-before-
+delete) for exactly the documents it changed, so a request returns once its change is
+searchable. A sync or a write runs on a worker thread with its own event loop; searches
+go on meanwhile on the server's loop (the SQLite backend reads on its own connection).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from lore.access import Principal
+from lore.chunking import Chunker
+from lore.config import LoreSettings
+from lore.errors import ConfigError, LoreError
+from lore.models import SourceFailure, SourceItem, SyncReport, Tombstone, Visibility
+from lore.protocols import Embedder, KnowledgeSource, QueryWarmUp, StoringBackend
+from lore.sources import build_source
+from lore.sources.manual import ManualSource
+from lore.sources.stored import StoredSource
+from lore.sources.upload import UploadSource
+from lore.sync import CHUNKING_STATE_KEY, check_sources, ingest_signature, sync_sources
+from lore.tool.core import KnowledgeSearch, ToolResult
+from lore.web.limits import Limits
+from lore.web.managed import DEFAULT_NOTES_SOURCE, DEFAULT_UPLOAD_SOURCE, ManagedSources
+from lore.web.problems import Problem
+from lore.web.tokens import TokenStore
+
+T = TypeVar("T")
+logger = logging.getLogger(__name__)
+
+#: Seconds a write waits for a running sync before answering 503.
+WRITE_WAIT_SECONDS = 120.0
+
+
+class _OneDocument:
+    """A view of a source that lists one document (or its tombstone): what an upload,
+    edit or delete hands the sync pipeline, so nothing else of the source is touched."""
+
+    incremental = True
+
+    def __init__(self, source: StoredSource, slug: str) -> None:
+        self._source = source
+        self._slug = slug
+        self.name = source.name
+        self.source_type = source.source_type
+        self.visibility = source.visibility
+
+    async def documents(self, since: str | None = None) -> AsyncIterator[SourceItem]:
+        try:
+            stored = await asyncio.to_thread(self._source.read, self._slug)
+        except LoreError as err:
+            yield SourceFailure(self._source.uri_for(self._slug), str(err))
+            return
+        yield (
+            Tombstone(self._source.uri_for(self._slug))
+            if stored is None
+            else self._source.to_document(stored)
+        )
+
+    def resume_token(self) -> str | None:
+        return None
+
+
+@dataclass
+class Service:
+    settings: LoreSettings
+    backend: StoringBackend
+    embedder: Embedder
+    search: KnowledgeSearch
+    tokens: TokenStore
+    limits: Limits = field(default_factory=Limits)
+    ready: threading.Event = field(default_factory=threading.Event)
+    write_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self.sources = ManagedSources(self.settings)
+        self.chunker = Chunker.for_embedder(
+            self.embedder, max_tokens=self.settings.chunk_tokens, overlap_tokens=self.settings.chunk_overlap
+        )
+
+    # -- readiness -------------------------------------------------------------------
+
+    def warm_up(self) -> None:
+        """Load the embedder in the background; ``/readyz`` answers 200 once done.
+
+        A local model (``QueryWarmUp``) is loaded for documents too: the service embeds
+        every upload and sync itself, and loading PyTorch on the first of them stalled the
+        searches running meanwhile for seconds (``bench/serve_load.py --local``: a 25 s
+        search at 1 client). Remote embedders are left alone: warming them would call out.
+        """
+
+        def run() -> None:
+            try:
+                if isinstance(self.embedder, QueryWarmUp):
+                    self.embedder.warm_up()
+                    self.embedder.embed_documents(["lore serve warm-up"])
+            except LoreError as err:  # the first real call reports it
+                logger.warning("embedder warm-up failed: %s", err)
+            finally:
+                self.ready.set()
+
+        threading.Thread(target=run, name="lore-serve-warm-up", daemon=True).start()
+
+    # -- search ----------------------------------------------------------------------
+
+    async def run_search(self, arguments: Mapping[str, Any], principal: Principal) -> ToolResult:
+        # The one call site of the tool: access filtering (issue 12 §2) will pass the
+        # Principal itself here; until then the audit records its name.
+        return await self.search.run(arguments, principal=principal.name)
+
+    # -- sources ---------------------------------------------------------------------
+
+    def built_sources(self) -> list[KnowledgeSource]:
+        return [build_source(config, self.settings) for config, _ in self.sources.all()]
+
+    def source(self, name: str) -> KnowledgeSource | None:
+        for config, _ in self.sources.all():
+            if config.name == name:
+                return build_source(config, self.settings)
+        return None
+
+    def upload_source(self, name: str | None) -> UploadSource:
+        found = self._stored(name, UploadSource, DEFAULT_UPLOAD_SOURCE, "upload")
+        assert isinstance(found, UploadSource)
+        return found
+
+    def notes_source(self, name: str | None) -> ManualSource:
+        found = self._stored(name, ManualSource, DEFAULT_NOTES_SOURCE, "manual")
+        assert isinstance(found, ManualSource)
+        return found
+
+    def _stored(
+        self, name: str | None, kind: type[StoredSource], default: str, type_name: str
+    ) -> StoredSource:
+        candidates = [s for s in self.built_sources() if isinstance(s, kind)]
+        if name is None:
+            preferred = [s for s in candidates if s.name == default] or candidates
+            if preferred:
+                return preferred[0]
+            raise Problem(409, f"no {type_name} source is configured")
+        for source in candidates:
+            if source.name == name:
+                return source
+        raise Problem(404, f"no {type_name} source named {name!r}")
+
+    def stored_source_of(self, uri: str) -> tuple[StoredSource, str] | None:
+        """The upload or manual source that owns ``uri``, and its slug."""
+        for source in self.built_sources():
+            if isinstance(source, StoredSource):
+                slug = source.slug_of(uri)
+                if slug is not None:
+                    return source, slug
+        return None
+
+    # -- writing ---------------------------------------------------------------------
+
+    async def index_stored(self, source: StoredSource, slug: str) -> SyncReport:
+        """Bring the index in line with one stored document (written or removed) before
+        returning; a failure to index is a 503 saying the file is kept for the next sync."""
+        report = await self.write(lambda: self._sync([_OneDocument(source, slug)]))
+        if report.failures:
+            reason = report.failures[0].reason
+            raise Problem(503, f"{source.uri_for(slug)} is stored but not indexed yet: {reason}")
+        return report
+
+    def sync_now(self, only: str | None = None) -> SyncReport:
+        """A whole sync (of every source, or of ``only``), on the calling thread, after
+        any write in progress."""
+
+        def run() -> SyncReport:
+            sources = self.built_sources()
+            # A change of chunking settings re-chunks every source in one run: one source
+            # alone would record the new settings for all of them.
+            if only is not None and self._chunking_current():
+                sources = [source for source in sources if source.name == only]
+            return self._sync(sources)
+
+        return self.locked(run)
+
+    def _chunking_current(self) -> bool:
+        stored = self.backend.get_state(CHUNKING_STATE_KEY)
+        return stored is None or stored == ingest_signature(self.chunker)
+
+    def _sync(self, sources: list[KnowledgeSource]) -> SyncReport:
+        if any(isinstance(source, _OneDocument) for source in sources) and not self._chunking_current():
+            sources = self.built_sources()
+        check_sources(sources)
+        return asyncio.run(
+            sync_sources(
+                [source for source in sources if source.visibility == Visibility.ALL_VIEWERS],
+                self.backend,
+                self.embedder,
+                self.chunker,
+                batch_size=self.settings.embedding_batch_size,
+                max_prune_fraction=self.settings.max_prune_fraction,
+            )
+        )
+
+    def locked(self, job: Callable[[], T]) -> T:
+        """``job`` under the write lock: never two writes at once."""
+        if not self.write_lock.acquire(timeout=WRITE_WAIT_SECONDS):
+            raise Problem(
+                503, "a sync is writing the index; try again shortly", headers={"Retry-After": "10"}
+            )
+        try:
+            return job()
+        finally:
+            self.write_lock.release()
+
+    async def write(self, job: Callable[[], T]) -> T:
+        return await asyncio.to_thread(self.locked, job)
+
+
+def open_service(
+    settings: LoreSettings, *, limits: Limits | None = None, embedder: Embedder | None = None
+) -> Service:
+    """The configured index, embedder and tool, opened once for the process. The embedder
+    is built from settings unless one is passed in (tests pass a deterministic one)."""
+    from lore.rerankers import resolve_reranker
+    from lore.resolve import open_backend, resolve_embedder
+
+    reranker = resolve_reranker(settings)  # before the store, so a bad setting leaves nothing open
+    embedder = embedder if embedder is not None else resolve_embedder(settings)
+    backend = open_backend(settings, embedder)
+    if backend is None:
+        raise ConfigError('backend is "none": there is no index to serve; configure one and run lore sync')
+    search = KnowledgeSearch(backend, settings=settings, reranker=reranker)
+    return Service(
+        settings,
+        backend,
+        embedder,
+        search,
+        TokenStore(settings.resolved_data_dir()),
+        limits=limits or Limits(),
+    )

@@ -1,0 +1,172 @@
+"""``POST /v1/sync`` and ``GET /v1/sync``: syncs run one at a time on a worker thread.
+
+A request queues a run and returns at once (202). One daemon thread takes runs in order,
+each under the service's write lock, so a sync never overlaps another or an upload. The
+history (newest first, ``HISTORY_LENGTH`` runs) is kept in the index's state, so it
+survives a restart. On shutdown a run in progress is abandoned, not waited for: every
+document the pipeline writes is one transaction, so the index holds the old version or
+the new, and the next sync converges.
+
+``start_background_sync`` is where a scheduler (``lore.schedule``) plugs in; until one
+exists, syncs run only when asked.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import queue
+import threading
+import uuid
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from lore.errors import LoreError
+from lore.sync import source_stats_key
+from lore.web.problems import Problem
+from lore.web.service import Service
+
+logger = logging.getLogger(__name__)
+
+HISTORY_KEY = "serve:sync_history"
+HISTORY_LENGTH = 50
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+@dataclass
+class SyncRun:
+    run_id: str
+    source: str | None
+    status: str = "queued"  # queued | running | ok | partial | failed
+    queued_at: str = field(default_factory=_now)
+    started_at: str | None = None
+    finished_at: str | None = None
+    added: int = 0
+    updated: int = 0
+    deleted: int = 0
+    failures: int = 0
+    error: str | None = None
+
+
+class SyncRunner:
+    def __init__(self, service: Service) -> None:
+        self.service = service
+        self._queue: queue.Queue[SyncRun | None] = queue.Queue()
+        self._lock = threading.Lock()
+        self._pending: list[SyncRun] = []
+        self._current: SyncRun | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._work, name="lore-serve-sync", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._queue.put(None)
+
+    def trigger(self, source: str | None) -> SyncRun:
+        if source is not None and self.service.source(source) is None:
+            raise Problem(404, f"no source named {source!r}")
+        with self._lock:
+            for waiting in self._pending:
+                if waiting.source == source:
+                    return waiting  # the same run is already queued
+            run = SyncRun(run_id=uuid.uuid4().hex[:12], source=source)
+            self._pending.append(run)
+        self._queue.put(run)
+        return run
+
+    @property
+    def running(self) -> bool:
+        with self._lock:
+            return self._current is not None
+
+    def _work(self) -> None:
+        while (run := self._queue.get()) is not None:
+            with self._lock:
+                self._pending.remove(run)
+                self._current = run
+                run.status, run.started_at = "running", _now()
+            try:
+                report = self.service.sync_now(run.source)
+            except (LoreError, Problem) as err:
+                run.status, run.error = "failed", str(err)
+            except Exception as err:  # a bug must not kill the worker
+                logger.exception("sync failed")
+                run.status, run.error = "failed", f"sync failed unexpectedly ({type(err).__name__})"
+            else:
+                run.added, run.updated, run.deleted = report.added, report.updated, report.deleted
+                run.failures = len(report.failures)
+                run.status = "ok" if report.ok and not report.refused_prunes else "partial"
+            run.finished_at = _now()
+            with self._lock:
+                self._current = None
+            self._remember(run)
+
+    def _remember(self, run: SyncRun) -> None:
+        history = [asdict(run), *self.history()][:HISTORY_LENGTH]
+        try:
+            self.service.backend.set_state(HISTORY_KEY, json.dumps(history))
+        except LoreError as err:  # a read-only index: the run still happened
+            logger.warning("cannot record the sync history: %s", err)
+
+    def history(self) -> list[dict[str, Any]]:
+        try:
+            raw = self.service.backend.get_state(HISTORY_KEY)
+            runs = json.loads(raw) if raw else []
+        except (LoreError, ValueError):
+            return []
+        return [run for run in runs if isinstance(run, dict)] if isinstance(runs, list) else []
+
+    def status(self) -> dict[str, Any]:
+        history = self.history()
+        with self._lock:
+            live = [asdict(run) for run in ([self._current] if self._current else []) + self._pending]
+        sources = []
+        for source in self.service.built_sources():
+            last = next((run for run in history if run.get("source") in (None, source.name)), None)
+            stats = self._stats(source.name)
+            sources.append(
+                {
+                    "name": source.name,
+                    "source_type": source.source_type,
+                    "last_run": _last_run(last, stats),
+                    "next_due": None,  # no scheduler yet (lore.schedule)
+                }
+            )
+        return {"running": self.running, "sources": sources, "history": live + history}
+
+    def _stats(self, name: str) -> dict[str, Any] | None:
+        try:
+            raw = self.service.backend.get_state(source_stats_key(name))
+            stats = json.loads(raw) if raw else None
+        except (LoreError, ValueError):
+            return None
+        return stats if isinstance(stats, dict) else None
+
+
+def _last_run(run: dict[str, Any] | None, stats: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The source's part of its last run: the run's times and status, the source's own
+    counts (as sync recorded them per source)."""
+    if run is None:
+        return None
+    counts = stats or {}
+    return {
+        "started_at": run.get("started_at"),
+        "finished_at": run.get("finished_at"),
+        "status": run.get("status"),
+        "added": counts.get("added", run.get("added", 0)),
+        "updated": counts.get("updated", run.get("updated", 0)),
+        "deleted": counts.get("deleted", run.get("deleted", 0)),
+        "failures": counts.get("failures", run.get("failures", 0)),
+    }
+
+
+def start_background_sync(runner: SyncRunner) -> None:
+    """Where scheduled syncs start (``lore.schedule.Scheduler.run_forever`` once it
+    lands); today only the worker that runs triggered syncs."""
+    runner.start()

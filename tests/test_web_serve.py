@@ -1,0 +1,247 @@
+"""``lore serve`` as a process and at /mcp; ``lore token``; unauthenticated mode."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from optional_extras import require_extra
+
+require_extra("fastapi", "serve")
+
+import httpx  # noqa: E402
+import httpx2  # noqa: E402
+from mcp import Client  # noqa: E402
+from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+
+from web_helpers import Served, free_port, serve, write_config  # noqa: E402
+
+LORE = Path(sys.executable).with_name("lore")
+
+
+def lore(config: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(LORE), "--config", str(config), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+# -- /mcp --------------------------------------------------------------------------------
+
+
+async def test_mcp_takes_the_same_bearer_token_and_audits_its_name(tmp_path: Path) -> None:
+    with serve(tmp_path) as served:
+        url = f"{served.url}/mcp"
+        headers = {"Authorization": f"Bearer {served.tokens['viewer']}"}
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=30) as http,
+            Client(streamable_http_client(url, http_client=http)) as client,
+        ):
+            tools = await client.list_tools()
+            assert [tool.name for tool in tools.tools] == ["knowledge_search"]
+            result = await client.call_tool("knowledge_search", {"query": "zanzibarquorum", "top_k": 2})
+        assert result.structured_content is not None
+        assert result.structured_content["passages"][0]["uri"] == "file://runbooks/etcd/no-leader.md"
+        async with httpx.AsyncClient(timeout=30) as plain:
+            refused = await plain.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+        assert refused.status_code == 401
+        assert refused.headers["content-type"].startswith("application/problem+json")
+        audit = served.service.settings.resolve_path(served.service.settings.audit_path)
+        principals = [json.loads(line)["principal"] for line in audit.read_text().splitlines()]
+        assert "viewer-1" in principals
+
+
+# -- unauthenticated mode ----------------------------------------------------------------
+
+
+def test_without_tokens_the_local_user_is_admin_but_writes_need_the_csrf_token(tmp_path: Path) -> None:
+    with serve(tmp_path, with_tokens=False) as served, served.client() as client:
+        session = client.get("/v1/session").json()
+        assert session["unauthenticated"] is True
+        assert session["role"] == "admin"
+        note = {"title": "Local", "markdown": "dingoline"}
+        refused = client.post("/v1/notes", json=note)
+        assert refused.status_code == 403
+        assert "X-CSRF-Token" in refused.json()["detail"]
+        made = client.post("/v1/notes", json=note, headers={"X-CSRF-Token": session["csrf_token"]})
+        assert made.status_code == 200, made.text
+        assert client.get("/v1/sources").status_code == 200
+
+
+def test_serve_refuses_another_address_without_tokens(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    result = lore(config, "serve", "--host", "0.0.0.0", "--port", str(free_port()))
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert "refusing to serve 0.0.0.0 without authentication" in lines[0]
+
+
+def test_serve_without_the_extra_is_one_line_naming_it(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    program = (
+        "import sys; sys.modules['fastapi'] = None; sys.argv[0] = 'lore'; from lore.cli import main; main()"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", program, "--config", str(config), "serve"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert (
+        result.stderr.strip()
+        == "error: this feature needs the optional package 'fastapi': pip install 'lore[serve]'"
+    )
+
+
+# -- the process -------------------------------------------------------------------------
+
+
+def start_serve(config: Path, *args: str) -> tuple[subprocess.Popen[str], str]:
+    """A real ``lore serve`` on an ephemeral port, once it answers /readyz."""
+    port = free_port()
+    process = subprocess.Popen(
+        [str(LORE), "--config", str(config), "serve", "--port", str(port), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                return process, url
+        except httpx.TransportError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            raise AssertionError(f"lore serve did not become ready: {process.communicate()[1]}")
+        time.sleep(0.1)
+
+
+def stop_with_sigterm(process: subprocess.Popen[str]) -> str:
+    """SIGTERM, the exit status checked; the server's stderr."""
+    try:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+        stderr = process.stderr.read() if process.stderr else ""
+        assert "Traceback" not in stderr
+        return stderr
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def test_sigterm_stops_a_real_lore_serve_cleanly(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    assert lore(config, "sync").returncode == 0
+    process, url = start_serve(config, "--demo-token")
+    with httpx.Client(base_url=url, timeout=30) as client:
+        assert client.post("/v1/search", json={"query": "etcd"}).status_code == 401
+    stderr = stop_with_sigterm(process)
+    assert "viewer token for the demo (demo-viewer): lore_" in stderr
+
+
+def test_sigterm_during_a_sync_leaves_an_index_the_next_sync_completes(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    many = tmp_path / "runbooks" / "many"
+    many.mkdir()
+    for number in range(400):
+        (many / f"page-{number}.md").write_text(f"# Page {number}\n\n" + "Words of a runbook. " * 200)
+    process, url = start_serve(config)
+    with httpx.Client(base_url=url, timeout=30) as client:
+        csrf = client.get("/v1/session").json()["csrf_token"]
+        assert client.post("/v1/sync", json={}, headers={"X-CSRF-Token": csrf}).status_code == 202
+        deadline = time.monotonic() + 60
+        while not client.get("/v1/sync").json()["running"]:
+            assert time.monotonic() < deadline, "the sync did not start"
+            time.sleep(0.02)
+    stop_with_sigterm(process)
+    # Whatever the abandoned sync wrote is whole: the next one takes the lock and finishes.
+    finished = lore(config, "sync", timeout=300)
+    assert finished.returncode == 0, finished.stderr
+    status = lore(config, "status")
+    assert status.returncode == 0, status.stderr
+    assert "403" in status.stdout  # 400 pages and the three runbooks, all indexed
+
+
+# -- lore token --------------------------------------------------------------------------
+
+
+def test_token_create_list_revoke(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    created = lore(config, "token", "create", "--role", "editor", "--name", "ops", "--groups", "sre,db")
+    assert created.returncode == 0, created.stderr
+    token = created.stdout.strip()
+    assert token.startswith("lore_")
+    assert len(token) > 40
+    data_dir = tmp_path / "lore.db.data"
+    stored = (data_dir / "tokens.json").read_text()
+    assert token not in stored
+    assert "ops" in stored
+    for name in ("tokens.json", "server-secret"):
+        assert stat.S_IMODE(os.stat(data_dir / name).st_mode) == 0o600
+    listed = lore(config, "token", "list")
+    assert "ops  editor  groups=sre,db  tenant=-" in listed.stdout
+    assert token not in listed.stdout
+    assert lore(config, "token", "create", "--role", "editor", "--name", "ops").returncode == 2
+    bad_role = lore(config, "token", "create", "--role", "root", "--name", "x")
+    assert bad_role.returncode == 2
+    assert "choose viewer, editor or admin" in bad_role.stderr
+
+    from lore.config import load_settings
+    from lore.web.tokens import TokenStore
+
+    store = TokenStore(load_settings(config).resolved_data_dir())
+    principal = store.verify(token)
+    assert principal is not None
+    assert principal.groups == frozenset({"sre", "db"})
+    assert lore(config, "token", "revoke", "ops").returncode == 0
+    assert store.verify(token) is None
+    assert lore(config, "token", "revoke", "ops").returncode == 2
+
+
+def test_a_revoked_token_is_refused_by_the_running_server(tmp_path: Path) -> None:
+    with serve(tmp_path) as served:
+        assert _search_status(served, "editor") == 200
+        served.service.tokens.revoke("editor-1")
+        assert _search_status(served, "editor") == 401
+
+
+def _search_status(served: Served, role: str) -> int:
+    with served.client(role) as client:
+        return client.post("/v1/search", json={"query": "etcd"}).status_code
+
+
+@pytest.mark.parametrize("size", [0, 1, 5000])
+def test_stored_write_is_atomic_when_the_replace_fails(
+    tmp_path: Path, size: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lore.sources import stored
+
+    target = tmp_path / "doc.md"
+    stored.write_atomic(target, b"old version")
+
+    def failing_replace(src: str, dst: str) -> None:
+        raise OSError("disk gone")
+
+    monkeypatch.setattr(stored.os, "replace", failing_replace)
+    with pytest.raises(OSError, match="disk gone"):
+        stored.write_atomic(target, b"n" * size)
+    assert target.read_bytes() == b"old version"
+    assert [path.name for path in tmp_path.iterdir()] == ["doc.md"]  # no temporary file left

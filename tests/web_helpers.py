@@ -1,0 +1,120 @@
+"""A real ``lore serve`` app on a real loopback socket for the web tests.
+
+The app runs in-process on uvicorn (a thread, an ephemeral port on 127.0.0.1) over a real
+SQLite index of a small runbook folder, with the deterministic ``CountingEmbedder``; the
+tests talk to it with httpx over TCP, as any client would.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import uvicorn
+
+from lore.access import Role
+from lore.config import load_settings
+from lore.protocols import Embedder
+from lore.testing.embedders import CountingEmbedder
+from lore.web.app import create_app
+from lore.web.limits import Limits
+from lore.web.service import Service, open_service
+from lore.web.tokens import TokenStore
+
+RUNBOOKS = {
+    "etcd/no-leader.md": "# etcd has no leader\n\n## Diagnosis\n\nCheck quorum with etcdctl endpoint "
+    "status. The marker word is zanzibarquorum.\n\n## Fix\n\nRestart the member that lost its disk.\n",
+    "kafka/consumer-lag.md": "# Kafka consumer lag\n\nThe payments-consumer-group falls behind when the "
+    "broker is slow. Scale the consumers.\n",
+    "dns.md": "# DNS failures\n\nResolve with dig and check CoreDNS pods.\n",
+}
+
+
+def write_config(root: Path, *, extra: str = "") -> Path:
+    corpus = root / "runbooks"
+    for relative, text in RUNBOOKS.items():
+        path = corpus / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    config = root / "lore.toml"
+    config.write_text(
+        'backend = "sqlite"\ndb_path = "lore.db"\naudit_path = "audit.jsonl"\nembedder = "hashing"\n'
+        f"{extra}\n"
+        '[[sources]]\nname = "runbooks"\ntype = "filesystem"\npath = "runbooks"\n'
+        'visibility = "all-viewers"\n',
+        encoding="utf-8",
+    )
+    return config
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass
+class Served:
+    url: str
+    service: Service
+    tokens: dict[str, str] = field(default_factory=dict)
+
+    def client(self, role: str | None = None, *, headers: dict[str, str] | None = None) -> httpx.Client:
+        sent = {"Authorization": f"Bearer {self.tokens[role]}"} if role else {}
+        return httpx.Client(base_url=self.url, headers={**sent, **(headers or {})}, timeout=30)
+
+
+@contextmanager
+def serve(
+    root: Path,
+    *,
+    with_tokens: bool = True,
+    limits: Limits | None = None,
+    sync: bool = True,
+    embedder: Embedder | None = None,
+) -> Iterator[Served]:
+    settings = load_settings(write_config(root))
+    tokens: dict[str, str] = {}
+    if with_tokens:
+        store = TokenStore(settings.resolved_data_dir())
+        for role in Role:
+            tokens[role.value] = store.create(f"{role.value}-1", role, groups=("sre",))
+    service = open_service(settings, limits=limits, embedder=embedder or CountingEmbedder())
+    if sync:  # on a thread of its own: an async test's loop runs on this one
+        with ThreadPoolExecutor(1) as pool:
+            pool.submit(service.sync_now).result()
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(create_app(service), log_level="warning", lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("the test server did not start")
+        time.sleep(0.02)
+    try:
+        yield Served(f"http://127.0.0.1:{port}", service, tokens)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        sock.close()
+        service.backend.close()
+
+
+def wait_for(check: object, what: str, seconds: float = 60.0) -> None:
+    """Poll ``check()`` until true (a bound for a background job, not a timing assertion)."""
+    deadline = time.monotonic() + seconds
+    while not check():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what}")
+        time.sleep(0.05)
