@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
@@ -163,9 +162,14 @@ def test_tree_and_read(served: Served) -> None:
 
 
 def docx_bytes(text: str) -> bytes:
+    """A real Word document: a heading and a paragraph."""
+    import docx
+
+    document = docx.Document()
+    document.add_heading("Vendor notes", level=1)
+    document.add_paragraph(text)
     buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w") as archive:
-        archive.writestr("word/document.xml", f"<w:document><w:body>{text}</w:body></w:document>")
+    document.save(buffer)
     return buffer.getvalue()
 
 
@@ -212,15 +216,17 @@ def test_an_uploaded_secret_is_redacted_at_ingest_and_in_the_reader(served: Serv
     assert secret not in search_text(served, "wallabyrelease", uri)
 
 
-def test_docx_without_the_extraction_layer_is_refused_clearly(served: Served) -> None:
+def test_a_docx_upload_is_extracted_and_searchable(served: Served) -> None:
     with served.client("editor") as client:
-        body = client.post("/v1/documents", files={"file": ("notes.docx", docx_bytes("hello"))}).json()
-    try:
-        import lore.extract  # noqa: F401
-    except ModuleNotFoundError:
-        assert "DOCX extraction is not installed" in body["errors"][0]["detail"]
-    else:
-        assert body["documents"], body
+        body = client.post(
+            "/v1/documents", files={"file": ("notes.docx", docx_bytes("The wombatvalve needs oiling."))}
+        ).json()
+        assert body["errors"] == []
+        assert body["documents"][0]["title"] == "Vendor notes"
+        found = client.post("/v1/search", json={"query": "wombatvalve"}).json()
+    best = found["passages"][0]
+    assert best["uri"] == "upload://uploads/notes.docx"
+    assert "wombatvalve" in best["text"]
 
 
 def test_viewer_cannot_upload_edit_delete_or_sync(served: Served) -> None:

@@ -20,6 +20,7 @@ def config_with_stored_sources(root: Path) -> Path:
     config = root / "lore.toml"
     config.write_text(
         'db_path = "lore.db"\naudit_path = "audit.jsonl"\nembedder = "hashing"\n\n'
+        "[vault]\nenabled = false\n\n"
         '[[sources]]\nname = "vendor-docs"\ntype = "upload"\nvisibility = "all-viewers"\n\n'
         '[[sources]]\nname = "team-notes"\ntype = "manual"\nvisibility = "all-viewers"\npath = "notes"\n',
         encoding="utf-8",

@@ -9,22 +9,20 @@ replaces that document.
 
 The type is decided by the bytes, not the name alone: a ``.pdf`` must start like a PDF, a
 ``.docx`` must be a zip holding ``word/document.xml``, and ``.md``/``.txt`` must be UTF-8
-text without NUL bytes. Extraction is ``lore.extract.extract`` where it is installed; until
-then Markdown and text are taken as they are and PDF/DOCX are refused with a clear reason.
+text without NUL bytes. Extraction is ``lore.extract.extract``, as for files in every other
+source: PDF and DOCX become Markdown with their headings, Markdown and text stay as they are.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib
 import io
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Protocol, cast
 
 from lore.config import LoreSettings
-from lore.errors import LoreError, SourceError
+from lore.errors import SourceError
 from lore.models import Visibility
 from lore.sources.stored import StoredDocument, StoredSource, StoredSourceConfig, slugify, write_atomic
 from lore.text_blocks import markdown_title
@@ -41,7 +39,6 @@ class UploadRefused(SourceError):
 
 #: Suffix -> the kind its content must show.
 ACCEPTED = {".md": "markdown", ".markdown": "markdown", ".txt": "text", ".pdf": "pdf", ".docx": "docx"}
-_MEDIA_TYPES = {"markdown": "text/markdown", "text": "text/plain"}
 
 
 def sniff(data: bytes, filename: str) -> str:
@@ -86,47 +83,21 @@ class Extraction:
     media_type: str
 
 
-class _Extracted(Protocol):
-    """What ``lore.extract.extract`` returns."""
-
-    markdown: str
-    title: str | None
-    media_type: str
-
-
-class _Extract(Protocol):
-    def __call__(self, data: bytes, filename: str) -> _Extracted: ...
-
-
-def _extractor() -> _Extract | None:
-    """``lore.extract.extract`` when that layer is installed, else None."""
-    try:
-        module = importlib.import_module("lore.extract")
-    except ModuleNotFoundError as err:
-        if err.name != "lore.extract":
-            raise
-        return None
-    return cast(_Extract, module.extract)
-
-
 def extract(data: bytes, filename: str) -> Extraction:
-    """The Markdown of an upload; ``UploadRefused`` when it cannot be had."""
-    kind = sniff(data, filename)
-    extractor = _extractor()
-    if extractor is not None:
-        try:
-            found = extractor(data, filename)
-        except LoreError as err:  # lore.extract.ExtractionError
-            raise UploadRefused(f"{filename}: {err}") from err
-        return Extraction(found.markdown, found.title, found.media_type)
-    if kind in ("pdf", "docx"):
-        raise UploadRefused(
-            f"{filename}: {kind.upper()} extraction is not installed in this lore; upload Markdown or text",
-            unsupported=True,
-        )
-    text = data.decode("utf-8").removeprefix("\ufeff")
-    title = markdown_title(text) if kind == "markdown" else None
-    return Extraction(text, title, _MEDIA_TYPES[kind])
+    """The Markdown of an upload, through the extraction layer every file source uses
+    (``lore.extract``); ``UploadRefused`` when it cannot be had."""
+    from lore.extract import ExtractionError
+    from lore.extract import extract as extract_file
+
+    sniff(data, filename)
+    try:
+        found = extract_file(data, filename)
+    except ExtractionError as err:
+        raise UploadRefused(f"{filename}: {err.reason}") from err
+    title = found.title
+    if title is None and found.media_type == "text/markdown":
+        title = markdown_title(found.markdown)
+    return Extraction(found.markdown, title, found.media_type)
 
 
 class UploadSourceConfig(StoredSourceConfig):
