@@ -37,7 +37,7 @@ RUNBOOKS = {
 }
 
 
-def write_config(root: Path, *, extra: str = "") -> Path:
+def write_config(root: Path, *, extra: str = "", more_sources: str = "") -> Path:
     corpus = root / "runbooks"
     for relative, text in RUNBOOKS.items():
         path = corpus / relative
@@ -48,7 +48,7 @@ def write_config(root: Path, *, extra: str = "") -> Path:
         'backend = "sqlite"\ndb_path = "lore.db"\naudit_path = "audit.jsonl"\nembedder = "hashing"\n'
         f"{extra}\n"
         '[[sources]]\nname = "runbooks"\ntype = "filesystem"\npath = "runbooks"\n'
-        'visibility = "all-viewers"\n',
+        'visibility = "all-viewers"\n' + more_sources,
         encoding="utf-8",
     )
     return config
@@ -80,8 +80,9 @@ def serve(
     limits: Limits | None = None,
     sync: bool = True,
     embedder: Embedder | None = None,
+    more_sources: str = "",
 ) -> Iterator[Served]:
-    settings = load_settings(write_config(root))
+    settings = load_settings(write_config(root, more_sources=more_sources))
     tokens: dict[str, str] = {}
     if with_tokens:
         store = TokenStore(settings.resolved_data_dir())

@@ -24,7 +24,7 @@ from pydantic import SecretStr
 from lore.config import LoreSettings, SourceConfig
 from lore.errors import ConfigError
 from lore.models import Visibility
-from lore.sources import typed_source_config
+from lore.sources import source_configs, typed_source_config
 from lore.sources.stored import write_atomic
 
 SOURCES_FILE = "sources.json"
@@ -60,6 +60,9 @@ class ManagedSources:
         """Every source the service syncs, with where it comes from: ``lore.toml``,
         ``service`` (this file) or ``default``."""
         found = [(config, "lore.toml") for config in self.settings.sources]
+        # the built-in playbook pack, unless ``[vault] enabled = false``
+        pack = source_configs(self.settings)[len(self.settings.sources) :]
+        found += [(config, "built-in") for config in pack]
         found += [(config, "service") for config in self.managed()]
         types = {config.type for config, _ in found}
         names = {config.name for config, _ in found}

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Depends, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.datastructures import UploadFile
 
-from lore.access import Role
+from lore.access import Principal, Role, readable
 from lore.errors import LoreError
 from lore.models import SOURCE_TYPE_LABEL
 from lore.protocols import DocumentReader
@@ -63,9 +63,11 @@ def _reader(service: Service) -> DocumentReader:
     return backend
 
 
-async def _view(service: Service, uri: str) -> dict[str, Any]:
+async def _view(service: Service, uri: str, principal: Principal) -> dict[str, Any]:
     found = await asyncio.to_thread(_reader(service).read_document, uri)
-    if found is None:
+    # A document the caller may not read is as absent as one that does not exist: the
+    # answer must not tell which documents exist (lore.access.readable, search's rule).
+    if found is None or not readable(principal, found[0].access, found[0].tenant):
         raise Problem(404, f"no document {uri!r} in the index")
     document, chunks = found
     markdown = None
@@ -93,13 +95,13 @@ async def _read_only(service: Service, uri: str) -> Problem:
 async def tree(request: Request, caller: Viewer) -> dict[str, Any]:
     service = service_of(request)
     documents = await asyncio.to_thread(_reader(service).list_documents)
-    # Access filtering of the tree (issue 12 §2) belongs here, with caller.principal.
-    return build_tree(documents, service.settings.stale_after_days)
+    visible = [d for d in documents if readable(caller.principal, d.access, d.tenant)]
+    return build_tree(visible, service.settings.stale_after_days)
 
 
 @router.get("/v1/documents/{uri:path}", summary="One document: its Markdown and chunks")
 async def read(uri: str, request: Request, caller: Viewer) -> dict[str, Any]:
-    return await _view(service_of(request), uri)
+    return await _view(service_of(request), uri, caller.principal)
 
 
 @router.post("/v1/documents", summary="Upload md, txt, pdf or docx files (multipart field 'file')")
@@ -151,7 +153,7 @@ async def edit(uri: str, body: NoteEdit, request: Request, caller: Writer) -> di
         meta["media_type"] = "text/markdown"
     await asyncio.to_thread(source.write, slug, title, body.markdown, meta)
     await service.index_stored(source, slug)
-    return await _view(service, uri)
+    return await _view(service, uri, caller.principal)
 
 
 @router.post("/v1/notes", summary="Create a note")
@@ -160,7 +162,7 @@ async def create_note(body: NoteCreate, request: Request, caller: Writer) -> dic
     source = service.notes_source(body.source)
     stored = await asyncio.to_thread(source.create, body.title, body.markdown)
     await service.index_stored(source, stored.slug)
-    return await _view(service, stored.uri)
+    return await _view(service, stored.uri, caller.principal)
 
 
 @router.delete("/v1/documents/{uri:path}", status_code=204, summary="Delete an upload or note")

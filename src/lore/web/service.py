@@ -21,7 +21,7 @@ from lore.access import Principal
 from lore.chunking import Chunker
 from lore.config import LoreSettings
 from lore.errors import ConfigError, LoreError
-from lore.models import SourceFailure, SourceItem, SyncReport, Tombstone, Visibility
+from lore.models import SourceFailure, SourceItem, SyncReport, Tombstone
 from lore.protocols import Embedder, KnowledgeSource, QueryWarmUp, StoringBackend
 from lore.sources import build_source
 from lore.sources.manual import ManualSource
@@ -113,9 +113,9 @@ class Service:
     # -- search ----------------------------------------------------------------------
 
     async def run_search(self, arguments: Mapping[str, Any], principal: Principal) -> ToolResult:
-        # The one call site of the tool: access filtering (issue 12 §2) will pass the
-        # Principal itself here; until then the audit records its name.
-        return await self.search.run(arguments, principal=principal.name)
+        # The one call site of the tool: the principal's groups and tenant filter every
+        # retrieval channel (lore.access), and the audit records its name.
+        return await self.search.run(arguments, principal=principal)
 
     # -- sources ---------------------------------------------------------------------
 
@@ -196,7 +196,7 @@ class Service:
         check_sources(sources)
         return asyncio.run(
             sync_sources(
-                [source for source in sources if source.visibility == Visibility.ALL_VIEWERS],
+                sources,  # sync itself skips what may not be indexed (lore.sources.scope)
                 self.backend,
                 self.embedder,
                 self.chunker,
