@@ -37,6 +37,8 @@ DEPTH = 40
 #: Passages of one document in an answer, so that a notification's other runbooks show.
 PER_DOCUMENT = 3
 
+#: A passage found by an alert's text alone is listed under that alert down to this rank.
+ATTRIBUTE_TEXT_RANK = 3
 #: Evidence kinds, in the order results list them.
 EVIDENCE_ORDER = ("annotation", "anchor", "name", "labels", "text")
 _WEIGHTS = {"annotation": 8.0, "anchor": 4.0, "name": 6.0}
@@ -187,6 +189,14 @@ async def _for_alert(
             collected.annotation_rank[hit.passage.chunk_id] = rank
     for hit in collected.hits.values():
         _judge(hit, alert, target, settings.alerts, collected)
+    # A passage is filed under this alert when the alert names it; when nothing does,
+    # under the passages its text ranks near the top. A text match alone must not file
+    # another alert's runbook under this one.
+    named = any(hit.confidence == "high" for hit in collected.hits.values())
+    for hit in collected.hits.values():
+        near = hit.text_rank is not None and hit.text_rank <= ATTRIBUTE_TEXT_RANK
+        if hit.confidence == "high" or (not named and (near or hit.confidence == "medium")):
+            hit.alerts = [alert.key()]
     return collected.hits
 
 
@@ -212,7 +222,6 @@ def _judge(
     if hit.text_rank is not None:
         hit.evidence.add("text")
     hit.score = _score(hit, collected)
-    hit.alerts = [alert.key()]
 
 
 def _score(hit: AlertHit, collected: _Collector) -> float:

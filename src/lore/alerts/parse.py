@@ -113,7 +113,7 @@ def parse_alert_input(raw: str) -> AlertQuery:
     stripped = raw.strip()
     if not stripped:
         raise QueryError("alert input is empty: give a webhook payload, an alert, or alert text")
-    if stripped[0] in "{[":
+    if looks_like_json(stripped):
         try:
             data = json.loads(stripped)
         except (ValueError, RecursionError) as err:
@@ -123,6 +123,11 @@ def parse_alert_input(raw: str) -> AlertQuery:
             raise QueryError(f"alert input looks like JSON but is not valid JSON{where}") from None
         return parse_payload(data)
     return parse_text(stripped)
+
+
+def looks_like_json(text: str) -> bool:
+    """An object or a list, not a notification title (``[FIRING:1] ...`` starts with "[")."""
+    return text[:1] == "{" or (text[:1] == "[" and _TITLE.match(text.splitlines()[0]) is None)
 
 
 def parse_payload(data: object) -> AlertQuery:

@@ -89,13 +89,13 @@ def alert_command(
     if payload is not None and (labels or annotations):
         raise QueryError("give an alert payload or --label/--annotation, not both")
     if payload is not None:
-        from lore.alerts.parse import parse_alert_input
+        from lore.alerts.parse import looks_like_json, parse_alert_input
 
         # Parsed here for a one-line error on bad input; the tool gets the decoded form.
         raw = _read_input(payload)
         parse_alert_input(raw)
         stripped = raw.strip()
-        arguments = {"payload": json.loads(stripped)} if stripped[:1] in "{[" else {"text": stripped}
+        arguments = {"payload": json.loads(stripped)} if looks_like_json(stripped) else {"text": stripped}
     elif labels or annotations:
         arguments = {"labels": labels, "annotations": annotations}
     else:
