@@ -43,8 +43,10 @@ RUNBOOKS = {
         "Check `etcdctl endpoint status` on every member and restore quorum.\n"
     ),
     "services/payments/error-budget.md": (
-        "---\ntitle: Payments error budget\nservice: payments\nalerts: [PaymentsErrorBudgetBurn, PaymentsApdexLow]\n---\n"
-        "# Payments error budget\n\n## Triage\n\nOpen the payments dashboard and find the failing endpoint.\n\n"
+        "---\ntitle: Payments error budget\nservice: payments\n"
+        "alerts: [PaymentsErrorBudgetBurn, PaymentsApdexLow]\n---\n"
+        "# Payments error budget\n\n## Triage\n\n"
+        "Open the payments dashboard and find the failing endpoint.\n\n"
         "## Rollback\n\nRoll back the last payments deploy with `deploy rollback payments`.\n"
     ),
     # A page that mentions the alerts in prose: text evidence only, never the answer.
@@ -54,7 +56,8 @@ RUNBOOKS = {
         "budget burned while nodes were unready.\n"
     ),
     "alerts/misc/DiskPressure.md": (
-        f"---\ntitle: DiskPressure\n---\n# DiskPressure\n\n## Mitigation\n\nDisk is filling up on a node.\n\n{ATTACK.text}\n"
+        "---\ntitle: DiskPressure\n---\n# DiskPressure\n\n## Mitigation\n\n"
+        f"Disk is filling up on a node.\n\n{ATTACK.text}\n"
     ),
 }
 
@@ -69,7 +72,8 @@ def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
     config = root / "lore.toml"
     config.write_text(
         'backend = "sqlite"\ndb_path = "lore.db"\nembedder = "hashing"\naudit_path = "audit.jsonl"\n\n'
-        '[[sources]]\nname = "runbooks"\ntype = "filesystem"\npath = "runbooks"\nvisibility = "all-viewers"\n\n'
+        '[[sources]]\nname = "runbooks"\ntype = "filesystem"\npath = "runbooks"\n'
+        'visibility = "all-viewers"\n\n'
         f'[[alerts.runbook_urls]]\nprefix = "{GITHUB}"\nsource = "runbooks"\n',
         encoding="utf-8",
     )
@@ -184,7 +188,8 @@ def test_no_annotation_the_name_in_front_matter_alerts_finds_the_runbook(
     result = lore_alert(config, notification(PAYMENTS), monkeypatch, capsys)
     top = result["passages"][0]
     assert top["uri"] == "file://runbooks/services/payments/error-budget.md"
-    assert "name" in top["evidence"] and "labels" in top["evidence"]
+    assert "name" in top["evidence"]
+    assert "labels" in top["evidence"]
     assert top["matched_labels"] == {"service": "payments"}
     assert top["confidence"] == "high"
 
@@ -256,7 +261,7 @@ def test_bad_input_exits_2_with_one_line(
     message: str,
 ) -> None:
     monkeypatch.chdir(config.parent)
-    code, out, err = run_cli(["--config", str(config), *args], monkeypatch, capsys, stdin=stdin)
+    code, _out, err = run_cli(["--config", str(config), *args], monkeypatch, capsys, stdin=stdin)
     assert code == 2
     assert message in err
     assert "Traceback" not in err
@@ -317,9 +322,11 @@ def test_an_injected_runbook_is_screened_and_a_secret_in_an_annotation_redacted(
     assert ATTACK.kind in data["metadata"]["safety"]
     assert_safe(data, [ATTACK])
     assert_safe(result.render_text(), [ATTACK])
-    assert retriever.queries and not any(token in query for query in retriever.queries)
+    assert retriever.queries
+    assert not any(token in query for query in retriever.queries)
     entry = audit(config)[-1]
-    assert entry["tool"] == ALERT_TOOL_NAME and entry["principal"] == "tester"
+    assert entry["tool"] == ALERT_TOOL_NAME
+    assert entry["principal"] == "tester"
     assert token not in json.dumps(entry)
     assert token not in json.dumps(data)
 

@@ -331,7 +331,8 @@ def test_stdio_ping_unknown_method_and_notifications(config: Path) -> None:
                           "error": {"code": -32601, "message": "Method not found", "data": "resources/list"}}
     # An unknown tool is a tool error result, as the SDK server answers it.
     assert replies[3]["result"] == {"content": [{"type": "text", "text": (
-        "unknown tool 'delete_everything'; this server offers 'knowledge_search', 'runbook_for_alert'")}], "isError": True}
+        "unknown tool 'delete_everything'; this server offers 'knowledge_search', "
+        "'runbook_for_alert'")}], "isError": True}
     assert replies[4]["error"]["code"] == -32602
 
 
