@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from mcp import Client, StdioServerParameters
 
+import test_search_cli as search_cli
 from lore.alerts.tool import ALERT_TOOL_NAME, RunbookForAlert
-from lore.cli import main
 from lore.config import load_settings
 from lore.models import Passage, SearchMode
 from lore.protocols import KnowledgeRetriever
@@ -142,15 +142,8 @@ PAYMENTS = alert(
 def run_cli(
     args: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], stdin: str = ""
 ) -> tuple[int, str, str]:
-    monkeypatch.setattr(sys, "argv", ["lore", *args])
     monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
-    try:
-        main()
-        code = 0
-    except SystemExit as exit_:
-        code = exit_.code if isinstance(exit_.code, int) else 1
-    captured = capsys.readouterr()
-    return code, captured.out, " ".join(captured.err.split())
+    return search_cli.run_cli(args, monkeypatch, capsys)
 
 
 def lore_alert(
