@@ -261,16 +261,17 @@ async def find_runbooks(
             if hit.text_rank is not None:
                 known.text_rank = min(known.text_rank or hit.text_rank, hit.text_rank)
     ranked = sorted(merged.values(), key=lambda hit: (-hit.score, hit.passage.uri, hit.passage.chunk_id))
-    answer: list[AlertHit] = []
+    kept: list[tuple[int, AlertHit]] = []
     per_document: dict[str, int] = {}
     for hit in ranked:
-        if per_document.get(hit.passage.uri, 0) >= PER_DOCUMENT:
-            continue
-        per_document[hit.passage.uri] = per_document.get(hit.passage.uri, 0) + 1
-        answer.append(hit)
-        if len(answer) == top_k:
-            break
-    return answer
+        seen = per_document.get(hit.passage.uri, 0)
+        if seen < PER_DOCUMENT:
+            per_document[hit.passage.uri] = seen + 1
+            kept.append((seen, hit))
+    # Runbooks the alerts name come first, one section of each before the second of any,
+    # so that every alert of a notification has its runbook near the top.
+    kept.sort(key=lambda item: (item[1].confidence != "high", item[0] if item[1].confidence == "high" else 0))
+    return [hit for _, hit in kept[:top_k]]
 
 
 @dataclass
