@@ -4,7 +4,9 @@ It holds derived data only (SQLite is the source of truth) and knows chunks by t
 SQLite rowid. Fields:
 
 - ``title``, ``section``, ``body``: English text, stemmed, stop words removed; each field
-  may be boosted at query time (equal weights by default: docs/quality.md).
+  may be boosted at query time (equal weights by default: docs/quality.md). CamelCase
+  identifiers add their words here (``KubeNodeNotReady`` also as "Kube Node Not Ready"),
+  so an alert's description meets the runbook named for it.
 - ``ident``: the same text split only at whitespace and most punctuation, lowercased and
   not stemmed, so ``kube-apiserver``, ``etcdNoLeader``, ``ERR_1234``, ``10.0.0.1`` and
   ``payments-consumer-group`` are single terms and match whole.
