@@ -190,6 +190,29 @@ class DiscoveryEngineSettings(BaseModel):
     timeout: float = Field(default=10.0, gt=0, le=300)
 
 
+class RunbookUrlRule(BaseModel):
+    """One ``[[alerts.runbook_urls]]`` table: alert ``runbook_url`` annotations starting
+    with ``prefix`` name a document of source ``source``; the rest of the URL (its
+    ``#anchor`` aside) is the path inside the source, after ``path_prefix``. Matching
+    ignores case and a missing ``.md``, as published runbook sites lower-case their pages."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    prefix: str = Field(min_length=1)
+    source: str = Field(min_length=1)
+    path_prefix: str = ""
+
+
+class AlertSettings(BaseModel):
+    """``[alerts]``: how ``lore alert`` / ``runbook_for_alert`` read an alert."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    runbook_urls: list[RunbookUrlRule] = Field(default_factory=list)
+    #: Alert labels that boost passages of documents carrying the same label value.
+    boost_labels: list[str] = Field(default_factory=lambda: ["service", "namespace", "job", "severity"])
+
+
 class LoreSettings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="LORE_",
@@ -274,6 +297,7 @@ class LoreSettings(BaseSettings):
     stale_after_days: int = Field(default=180, gt=0)
     audit_path: Path = Path("lore-audit.jsonl")
     safety: SafetySettings = Field(default_factory=SafetySettings)
+    alerts: AlertSettings = Field(default_factory=AlertSettings)
 
     #: Each one an instance of its type's model; SerializeAsAny so dumps keep its own keys.
     sources: list[SerializeAsAny[SourceConfig]] = Field(default_factory=list)

@@ -28,7 +28,7 @@ from mcp.types import (
 )
 from starlette.applications import Starlette
 
-from lore.mcp_stdio import INSTRUCTIONS, SERVER_NAME, lore_version, os_user, tool_definition
+from lore.mcp_stdio import INSTRUCTIONS, SERVER_NAME, lore_version, os_user, served_tools, tool_definition
 from lore.tool.core import KnowledgeSearch
 
 __all__ = ["INSTRUCTIONS", "SERVER_NAME", "build_server", "http_app", "os_user", "run_http", "serve_http"]
@@ -40,9 +40,11 @@ DEFAULT_HTTP_PORT = 8765
 HTTP_PATH = "/mcp"
 
 
-def _tool(search: KnowledgeSearch) -> Tool:
-    # The same definition the stdio loop advertises, so both transports offer one contract.
-    return Tool.model_validate(tool_definition(search), by_name=False)
+def _tools(search: KnowledgeSearch) -> dict[str, Tool]:
+    # The same definitions the stdio loop advertises, so both transports offer one contract.
+    return {
+        tool.name: Tool.model_validate(tool_definition(tool), by_name=False) for tool in served_tools(search)
+    }
 
 
 def _caller(default: str | None) -> str | None:
@@ -52,23 +54,26 @@ def _caller(default: str | None) -> str | None:
 
 
 def build_server(search: KnowledgeSearch, *, principal: str | None = None) -> Server[Any]:
-    """An MCP server offering ``search`` as its only tool.
+    """An MCP server offering ``search`` and ``runbook_for_alert`` (built on its chain).
 
     ``principal`` is what the audit log records for calls without an authenticated
     client (stdio: the OS user who launched the server).
     """
-    tool = _tool(search)
+    tools = _tools(search)
+    runners = {tool.name: tool for tool in served_tools(search)}
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None
     ) -> ListToolsResult:
-        return ListToolsResult(tools=[tool])
+        return ListToolsResult(tools=list(tools.values()))
 
     async def call_tool(ctx: ServerRequestContext[Any], params: CallToolRequestParams) -> CallToolResult:
-        if params.name != tool.name:
-            message = f"unknown tool {params.name!r}; this server offers {tool.name!r}"
+        runner = runners.get(params.name)
+        if runner is None:
+            offered = ", ".join(repr(name) for name in tools)
+            message = f"unknown tool {params.name!r}; this server offers {offered}"
             return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
-        result = await search.run(params.arguments or {}, principal=_caller(principal))
+        result = await runner.run(params.arguments or {}, principal=_caller(principal))
         return CallToolResult(
             content=[TextContent(type="text", text=result.render_text())],
             structured_content=result.to_dict(),
@@ -80,7 +85,7 @@ def build_server(search: KnowledgeSearch, *, principal: str | None = None) -> Se
         version=lore_version(),
         title="lore",
         instructions=INSTRUCTIONS,
-        get_tool_input_schema=lambda name: tool.input_schema if name == tool.name else None,
+        get_tool_input_schema=lambda name: tools[name].input_schema if name in tools else None,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )

@@ -4,7 +4,9 @@ It holds derived data only (SQLite is the source of truth) and knows chunks by t
 SQLite rowid. Fields:
 
 - ``title``, ``section``, ``body``: English text, stemmed, stop words removed; each field
-  may be boosted at query time (equal weights by default: docs/quality.md).
+  may be boosted at query time (equal weights by default: docs/quality.md). CamelCase
+  identifiers add their words here (``KubeNodeNotReady`` also as "Kube Node Not Ready"),
+  so an alert's description meets the runbook named for it.
 - ``ident``: the same text split only at whitespace and most punctuation, lowercased and
   not stemmed, so ``kube-apiserver``, ``etcdNoLeader``, ``ERR_1234``, ``10.0.0.1`` and
   ``payments-consumer-group`` are single terms and match whole.
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -35,13 +38,20 @@ from lore.access import AccessFilter
 from lore.errors import IndexingError, RetrievalError
 
 #: Bump when fields or analyzers change: the directory is then rebuilt from SQLite.
-#: 2: the ``access`` field.
-FULLTEXT_VERSION = 2
+#: 2: the ``access`` field; 3: CamelCase identifiers also indexed as their words.
+FULLTEXT_VERSION = 3
 _MARKER = "lore-fulltext.json"
 _STEMMED = "lore_en_stem"
 _IDENT = "lore_ident"
 #: Words joined by ``.`` or ``-`` (``_`` is a word character) form one identifier.
 _IDENT_PATTERN = r"\w+(?:[.\-]\w+)*"
+#: A CamelCase identifier (``KubeNodeNotReady``, ``etcdNoLeader``, ``KubeAPIDown``) and
+#: its words (``Kube``, ``Node``, ``Not``, ``Ready``; an acronym stays one word).
+_CAMEL_IDENTIFIER = re.compile(r"\b[A-Za-z][a-z0-9]*(?:[A-Z]+[a-z0-9]*)+\b")
+#: Where one word of an identifier ends and the next begins: ``eN`` (etcdNoLeader), ``IDo``
+#: (KubeAPIDown). ``BRCA1``, ``IPv4``-style names have none and are left alone.
+_CAMEL_JOINT = re.compile(r"[a-z][A-Z]|[A-Z][A-Z][a-z]")
+_CAMEL_WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 #: A pasted stack trace should still be searchable, but not become 10,000 clauses.
 MAX_QUERY_TERMS = 128
 _WRITER_HEAP_BYTES = 64_000_000
@@ -80,6 +90,21 @@ def _analyzers() -> dict[str, tantivy.TextAnalyzer]:
         .build()
     )
     return {_STEMMED: stemmed, _IDENT: ident}
+
+
+def with_identifier_words(text: str) -> str:
+    """``text`` and, after it, the words of each CamelCase identifier in it (snake_case,
+    kebab-case and dotted names are split by the English analyzer already). A split that
+    leaves a one-letter word (``mRNA``, ``IPv4``, ``iPhone``) is a name, not words: kept whole."""
+    words = []
+    for match in _CAMEL_IDENTIFIER.finditer(text):
+        identifier = match.group(0)
+        if not _CAMEL_JOINT.search(identifier):
+            continue
+        parts = _CAMEL_WORD.findall(identifier)
+        if not any(len(part) == 1 and part.isalpha() for part in parts):
+            words.append(" ".join(parts))
+    return f"{text}\n{' '.join(words)}" if words else text
 
 
 def _schema() -> tantivy.Schema:
@@ -263,9 +288,11 @@ class FullTextIndex:
     def _document(self, row: FullTextRow) -> tantivy.Document:
         document = tantivy.Document()
         document.add_integer("rowid", row.rowid)
-        document.add_text("title", row.title)
-        document.add_text("section", row.section)
-        document.add_text("body", row.text)
+        # The English fields also get CamelCase identifiers' words, so "node is not ready"
+        # meets a runbook titled KubeNodeNotReady; ``ident`` keeps the identifier whole.
+        document.add_text("title", with_identifier_words(row.title))
+        document.add_text("section", with_identifier_words(row.section))
+        document.add_text("body", with_identifier_words(row.text))
         document.add_text("ident", f"{row.title}\n{row.section}\n{row.text}")
         for term in sorted(row.label_terms):
             document.add_text("labels", term)

@@ -13,6 +13,7 @@ from lore.errors import LoreError
 COMMAND_MODULES = (
     "lore.cli.sync_cmd",  # sync, status, sources
     "lore.cli.search_cmd",  # search (through the tool core and its safety chain)
+    "lore.cli.alert_cmd",  # alert (runbook_for_alert, through the same chain)
     "lore.cli.index_cmd",  # reindex (rebuild derived full-text data from SQLite)
     "lore.cli.eval_cmd",  # eval, eval generate
     "lore.cli.mcp_cmd",  # mcp
@@ -32,6 +33,7 @@ COMMAND_MODULE: dict[str, str] = {
     "status": "lore.cli.sync_cmd",
     "sources": "lore.cli.sync_cmd",
     "search": "lore.cli.search_cmd",
+    "alert": "lore.cli.alert_cmd",
     "reindex": "lore.cli.index_cmd",
     "eval": "lore.cli.eval_cmd",
     "mcp": "lore.cli.mcp_cmd",

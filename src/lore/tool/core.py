@@ -20,7 +20,7 @@ import logging
 import re
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -115,6 +115,10 @@ INPUT_SCHEMA: dict[str, Any] = {
 #: the import time, which every cold ``lore search`` pays.
 _VALIDATE = fastjsonschema.compile(INPUT_SCHEMA)
 
+#: What a retrieval step hands the chain: passages in rank order, whether a reranker
+#: ordered them, and why the answer is degraded (None when it is not).
+Retrieved = tuple[list[Passage], bool, str | None]
+
 
 @dataclass(frozen=True)
 class ToolPassage:
@@ -179,13 +183,15 @@ class ToolResult:
 
 
 @dataclass(frozen=True)
-class _Request:
+class SearchRequest:
+    """What the chain retrieves for: the query (secrets redacted), how many, which labels."""
+
     query: str
     top_k: int
     labels: dict[str, str]
 
 
-def _parse_arguments(arguments: Mapping[str, Any], default_top_k: int) -> _Request:
+def _parse_arguments(arguments: Mapping[str, Any], default_top_k: int) -> SearchRequest:
     if not isinstance(arguments, Mapping):
         raise QueryError("arguments must be an object with at least a 'query' string")
     try:
@@ -212,7 +218,7 @@ def _parse_arguments(arguments: Mapping[str, Any], default_top_k: int) -> _Reque
     # advertised schema); retrievers want an int, so the value the schema accepted is
     # passed on as one instead of failing later with the backend's own, wider range.
     top_k = int(arguments.get("top_k", min(default_top_k, MAX_TOP_K)))
-    return _Request(query=arguments["query"].strip(), top_k=top_k, labels=labels)
+    return SearchRequest(query=arguments["query"].strip(), top_k=top_k, labels=labels)
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -290,6 +296,10 @@ class KnowledgeSearch:
     def retriever(self) -> KnowledgeRetriever:
         return self._retriever
 
+    @property
+    def settings(self) -> LoreSettings:
+        return self._settings
+
     async def run(
         self,
         arguments: Mapping[str, Any],
@@ -300,39 +310,62 @@ class KnowledgeSearch:
         """``principal``: who is asking. A ``Principal`` (the service's token) sees only
         what it may read (``lore.access.access_filter``), filtered inside the retriever;
         a name or None is the local user, an admin of their own index, named in the audit."""
-        started = time.perf_counter()
         access = access_filter(principal)
-        request: _Request | None = None
+        return await self.run_chain(
+            TOOL_NAME,
+            lambda: _parse_arguments(arguments, self._settings.top_k),
+            lambda request: self._retrieve(request, mode, access),
+            principal=principal,
+            mode=mode,
+            raw_query=lambda: self._redact_raw_query(arguments),
+        )
+
+    async def run_chain(
+        self,
+        tool: str,
+        prepare: Callable[[], SearchRequest],
+        retrieve: Callable[[SearchRequest], Awaitable[Retrieved]],
+        *,
+        principal: Principal | str | None = None,
+        mode: SearchMode | None = None,
+        raw_query: Callable[[], str] = lambda: "",
+    ) -> ToolResult:
+        """The safety chain and audit around any retrieval: ``knowledge_search`` and
+        ``runbook_for_alert`` (``lore.alerts.tool``) both run through here, so a second
+        tool cannot skip screening, redaction, the cap or the audit record.
+
+        ``prepare`` validates the call (raising ``LoreError`` for bad arguments);
+        ``retrieve`` returns the passages in rank order, whether a reranker ordered them
+        and why the answer is degraded (or None). ``raw_query`` is what the audit records
+        when ``prepare`` refused the call (already redacted). ``retrieve`` filters by the
+        principal's access itself (``lore.access.access_filter``)."""
+        started = time.perf_counter()
+        request: SearchRequest | None = None
         degraded_reason: str | None = None
         passages: list[ToolPassage] = []
         findings: Counter[str] = Counter()
         truncated = reranked = False
         error: str | None = None
         try:
-            request = _parse_arguments(arguments, self._settings.top_k)
+            request = prepare()
             # A token pasted into a question must not reach a remote embedder or reranker;
             # the index holds secrets redacted the same way, so nothing is lost for search.
             request = replace(request, query=redact_secrets(request.query))
-            if mode is not None and mode not in self._retriever.modes:
-                offered = ", ".join(m.value for m in self._retriever.modes)
-                raise UnsupportedModeError(
-                    f"{self._retriever.engine} does not offer {mode.value} search (offers: {offered})"
-                )
-            found, reranked, degraded_reason = await self._retrieve(request, mode, access)
+            found, reranked, degraded_reason = await retrieve(request)
             passages, findings, truncated = self._make_safe(found[: request.top_k])
         except LoreError as err:
             error = self._redactor.redact(str(err))[0]
         except Exception as err:  # the agent gets an answer even when a backend has a bug
-            logger.exception("knowledge_search failed")
-            error = f"knowledge search failed unexpectedly ({type(err).__name__})"
+            logger.exception("%s failed", tool)
+            error = f"{tool.replace('_', ' ')} failed unexpectedly ({type(err).__name__})"
         latency_ms = (time.perf_counter() - started) * 1000.0
 
         shown_query = self._redactor.redact(request.query)[0] if request is not None else ""
         entry = AuditEntry(
             time=datetime.now(UTC).isoformat(),
             principal=principal_name(principal),
-            tool=TOOL_NAME,
-            query=shown_query if request is not None else self._redact_raw_query(arguments),
+            tool=tool,
+            query=shown_query if request is not None else raw_query(),
             filters=dict(request.labels) if request is not None else {},
             top_k=request.top_k if request is not None else None,
             mode=mode.value if mode is not None else None,
@@ -366,14 +399,19 @@ class KnowledgeSearch:
         return ToolResult(passages=passages, metadata=metadata, error=error)
 
     async def _retrieve(
-        self, request: _Request, mode: SearchMode | None, access: AccessFilter | None
-    ) -> tuple[list[Passage], bool, str | None]:
+        self, request: SearchRequest, mode: SearchMode | None, access: AccessFilter | None = None
+    ) -> Retrieved:
         """The passages to show, whether the reranker ordered them, and why the answer is
         degraded when the retriever declares it can say (``ReportingRetriever``: BM25 alone
         when the query embedding failed). With a reranker, the retriever is asked for
         ``RERANK_CANDIDATES`` and the reranker picks ``top_k``; a failing reranker costs
         the order, not the answer (the retriever's is kept). The reranker only reorders
         candidates the retriever already filtered by ``access``."""
+        if mode is not None and mode not in self._retriever.modes:
+            offered = ", ".join(m.value for m in self._retriever.modes)
+            raise UnsupportedModeError(
+                f"{self._retriever.engine} does not offer {mode.value} search (offers: {offered})"
+            )
         labels = request.labels or None
         depth = request.top_k if self._reranker is None else max(request.top_k, RERANK_CANDIDATES)
         degraded_reason: str | None = None

@@ -1,0 +1,306 @@
+"""From an alert to ranked runbook sections, with the evidence for each.
+
+Evidence, strongest first (each adds to a passage's score, see ``_score``):
+
+1. ``annotation``: the alert's ``runbook_url`` / ``runbook`` names this document
+   (``[[alerts.runbook_urls]]`` map URL prefixes to sources; without a rule, the URL's
+   last path segment must equal the file name); ``anchor`` when its ``#fragment`` is
+   this section's heading (GitHub-style slug).
+2. ``name``: the ``alertname`` equals the document's title, file name, one of its
+   front-matter ``alerts:``, or a heading of this section.
+3. ``labels``: the alert's ``service`` / ``namespace`` / ``job`` / ``severity`` (the
+   configured ``boost_labels``) equal a label the document carries.
+4. ``text``: the summary and description, cleaned of template residue, searched in the
+   retriever's default mode.
+
+Only the ``KnowledgeRetriever`` protocol is used (a few searches per alert), so every
+backend answers alerts. A hand-written scorer: the evidence is a handful of booleans and
+ranks, which no library ranks better than a sum with documented weights.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from urllib.parse import unquote, urlsplit
+
+from lore.alerts.parse import Alert, AlertQuery, clean_text
+from lore.config import AlertSettings, LoreSettings, RunbookUrlRule
+from lore.models import LABEL_VALUE_SEPARATOR, SECTION_SEPARATOR, SOURCE_LABEL, Passage, SearchMode
+from lore.protocols import KnowledgeRetriever
+
+#: Candidates asked of the retriever per search.
+DEPTH = 40
+#: Passages of one document in an answer, so that a notification's other runbooks show.
+PER_DOCUMENT = 3
+
+#: A passage found by an alert's text alone is listed under that alert down to this rank.
+ATTRIBUTE_TEXT_RANK = 3
+#: Evidence kinds, in the order results list them.
+EVIDENCE_ORDER = ("annotation", "anchor", "name", "labels", "text")
+_WEIGHTS = {"annotation": 8.0, "anchor": 4.0, "name": 6.0}
+_LABEL_WEIGHT = 0.5
+
+
+@dataclass
+class AlertHit:
+    """One passage of the answer: what matched, for which alerts."""
+
+    passage: Passage
+    score: float = 0.0
+    evidence: set[str] = field(default_factory=set)
+    matched_labels: dict[str, str] = field(default_factory=dict)
+    alerts: list[str] = field(default_factory=list)
+    text_rank: int | None = None
+
+    @property
+    def confidence(self) -> str:
+        """high: the alert itself names this runbook (annotation or exact name); medium:
+        its labels match and the text ranks it near the top; low: the text alone."""
+        if self.evidence & {"annotation", "name"}:
+            return "high"
+        if "labels" in self.evidence and self.text_rank is not None and self.text_rank <= 3:
+            return "medium"
+        return "low"
+
+    def ordered_evidence(self) -> list[str]:
+        return [kind for kind in EVIDENCE_ORDER if kind in self.evidence]
+
+
+@dataclass(frozen=True)
+class RunbookTarget:
+    """Where a runbook URL points: a uri (when a rule maps it) or a file-name stem."""
+
+    uri: str | None
+    stem: str
+    anchor: str | None
+    source: str | None
+
+
+def runbook_target(url: str, settings: LoreSettings) -> RunbookTarget:
+    parts = urlsplit(url.strip())
+    anchor = unquote(parts.fragment) or None
+    bare = url.strip().split("#", 1)[0]
+    path = unquote(parts.path).rstrip("/")
+    stem = _stem(PurePosixPath(path).name)
+    for rule in settings.alerts.runbook_urls:
+        if bare.startswith(rule.prefix):
+            rest = unquote(bare[len(rule.prefix) :]).strip("/")
+            return RunbookTarget(_source_uri(rule, rest, settings), stem, anchor, rule.source)
+    return RunbookTarget(None, stem, anchor, None)
+
+
+def _source_uri(rule: RunbookUrlRule, rest: str, settings: LoreSettings) -> str:
+    """The uri the source gives that path: ``git://name@path`` for git, else
+    ``file://name/path`` (filesystem and upload sources)."""
+    path = rule.path_prefix + rest
+    kind = next((source.type for source in settings.sources if source.name == rule.source), "filesystem")
+    return f"git://{rule.source}@{path}" if kind == "git" else f"file://{rule.source}/{path}"
+
+
+def _stem(name: str) -> str:
+    return _normal(name.rsplit(".", 1)[0] if "." in name else name)
+
+
+def _normal(text: str) -> str:
+    return re.sub(r"[^0-9a-z]", "", text.lower())
+
+
+def slug(heading: str) -> str:
+    """GitHub's heading anchor: lower case, punctuation dropped, spaces to hyphens."""
+    text = unicodedata.normalize("NFKC", heading).strip().lower()
+    text = re.sub(r"[^\w\- ]", "", text)
+    return text.replace(" ", "-")
+
+
+def _same_uri(uri: str, wanted: str) -> bool:
+    # Runbook sites lower-case pages and drop ".md"; a trailing slash means the same page.
+    def normal(value: str) -> str:
+        value = value.lower().rstrip("/")
+        return value.removesuffix(".md").removesuffix(".markdown")
+
+    return normal(uri) == normal(wanted)
+
+
+def _headings(passage: Passage) -> list[str]:
+    return [part for part in passage.section.split(SECTION_SEPARATOR) if part]
+
+
+def _names_document(passage: Passage, name: str) -> bool:
+    wanted = _normal(name)
+    if not wanted:
+        return False
+    listed = passage.labels.get("alerts", "").split(LABEL_VALUE_SEPARATOR)
+    candidates = [
+        passage.title,
+        PurePosixPath(passage.uri).name.rsplit(".", 1)[0],
+        *listed,
+        *_headings(passage),
+    ]
+    return any(_normal(candidate) == wanted for candidate in candidates)
+
+
+def _label_matches(passage: Passage, alert: Alert, boost: Sequence[str]) -> dict[str, str]:
+    matched = {}
+    for key in boost:
+        value = alert.labels.get(key)
+        held = passage.labels.get(key)
+        if value and held and value.lower() in (v.strip().lower() for v in held.split(LABEL_VALUE_SEPARATOR)):
+            matched[key] = value
+    return matched
+
+
+class _Collector:
+    """Hits of one alert, by chunk id."""
+
+    def __init__(self) -> None:
+        self.hits: dict[str, AlertHit] = {}
+        self.annotation_rank: dict[str, int] = {}
+        self.name_rank: dict[str, int] = {}
+
+    def add(self, passages: Sequence[Passage]) -> list[AlertHit]:
+        return [self.hits.setdefault(p.chunk_id, AlertHit(passage=p)) for p in passages]
+
+
+async def _for_alert(
+    alert: Alert, retriever: KnowledgeRetriever, settings: LoreSettings
+) -> dict[str, AlertHit]:
+    collected = _Collector()
+    text = clean_text(alert.text)
+    name = alert.alertname
+    if text:
+        for rank, hit in enumerate(collected.add(await retriever.retrieve(text, top_k=DEPTH)), start=1):
+            hit.text_rank = rank
+    if name:
+        # The name is an identifier: BM25's identifier field matches it whole.
+        mode = SearchMode.BM25 if SearchMode.BM25 in retriever.modes else None
+        found = await retriever.retrieve(name, top_k=DEPTH, mode=mode)
+        for rank, hit in enumerate(collected.add(found), start=1):
+            collected.name_rank[hit.passage.chunk_id] = rank
+    target = runbook_target(alert.runbook_url, settings) if alert.runbook_url else None
+    if target is not None:
+        words = " ".join(part for part in (target.anchor or "", name or "", text) if part).replace("-", " ")
+        labels = {SOURCE_LABEL: target.source} if target.source else None
+        found = await retriever.retrieve(words or target.stem, top_k=DEPTH, labels=labels)
+        for rank, hit in enumerate(collected.add(found), start=1):
+            collected.annotation_rank[hit.passage.chunk_id] = rank
+    for hit in collected.hits.values():
+        _judge(hit, alert, target, settings.alerts, collected)
+    # A passage is filed under this alert when the alert names it; when nothing does,
+    # under the passages its text ranks near the top. A text match alone must not file
+    # another alert's runbook under this one.
+    named = any(hit.confidence == "high" for hit in collected.hits.values())
+    for hit in collected.hits.values():
+        near = hit.text_rank is not None and hit.text_rank <= ATTRIBUTE_TEXT_RANK
+        if hit.confidence == "high" or (not named and (near or hit.confidence == "medium")):
+            hit.alerts = [alert.key()]
+    return collected.hits
+
+
+def _judge(
+    hit: AlertHit, alert: Alert, target: RunbookTarget | None, config: AlertSettings, collected: _Collector
+) -> None:
+    passage = hit.passage
+    if target is not None:
+        named = (
+            _same_uri(passage.uri, target.uri)
+            if target.uri is not None
+            else bool(target.stem) and _stem(PurePosixPath(passage.uri).name) == target.stem
+        )
+        if named:
+            hit.evidence.add("annotation")
+            if target.anchor and any(slug(h) == slug(target.anchor) for h in _headings(passage)):
+                hit.evidence.add("anchor")
+    if alert.alertname and _names_document(passage, alert.alertname):
+        hit.evidence.add("name")
+    hit.matched_labels = _label_matches(passage, alert, config.boost_labels)
+    if hit.matched_labels:
+        hit.evidence.add("labels")
+    if hit.text_rank is not None:
+        hit.evidence.add("text")
+    hit.score = _score(hit, collected)
+
+
+def _score(hit: AlertHit, collected: _Collector) -> float:
+    """Evidence weights, then ranks to order passages with the same evidence: the text's
+    rank counts most, then the runbook-URL search (its query carries the anchor's words),
+    then the name's BM25 rank."""
+    chunk = hit.passage.chunk_id
+    score = sum(_WEIGHTS.get(kind, 0.0) for kind in hit.evidence)
+    score += _LABEL_WEIGHT * len(hit.matched_labels)
+    for rank, weight in (
+        (hit.text_rank, 2.0),
+        (collected.annotation_rank.get(chunk), 1.0),
+        (collected.name_rank.get(chunk), 1.0),
+    ):
+        if rank is not None:
+            score += weight / (1 + rank)
+    return score
+
+
+async def find_runbooks(
+    query: AlertQuery, retriever: KnowledgeRetriever, settings: LoreSettings, top_k: int
+) -> list[AlertHit]:
+    """The best ``top_k`` passages over every alert of the notification; a passage that
+    answers several alerts is listed once, with all of them, so alerts sharing a runbook
+    come out grouped under it."""
+    merged: dict[str, AlertHit] = {}
+    for alert in query.alerts:
+        for chunk, hit in (await _for_alert(alert, retriever, settings)).items():
+            known = merged.get(chunk)
+            if known is None:
+                merged[chunk] = hit
+                continue
+            known.alerts.extend(a for a in hit.alerts if a not in known.alerts)
+            known.evidence |= hit.evidence
+            known.matched_labels.update(hit.matched_labels)
+            known.score = max(known.score, hit.score)
+            if hit.text_rank is not None:
+                known.text_rank = min(known.text_rank or hit.text_rank, hit.text_rank)
+    ranked = sorted(merged.values(), key=lambda hit: (-hit.score, hit.passage.uri, hit.passage.chunk_id))
+    kept: list[tuple[int, AlertHit]] = []
+    per_document: dict[str, int] = {}
+    for hit in ranked:
+        seen = per_document.get(hit.passage.uri, 0)
+        if seen < PER_DOCUMENT:
+            per_document[hit.passage.uri] = seen + 1
+            kept.append((seen, hit))
+    # Runbooks the alerts name come first, one section of each before the second of any,
+    # so that every alert of a notification has its runbook near the top.
+    kept.sort(key=lambda item: (item[1].confidence != "high", item[0] if item[1].confidence == "high" else 0))
+    return [hit for _, hit in kept[:top_k]]
+
+
+@dataclass
+class RunbookGroup:
+    """One runbook of the answer, with the alerts it answers (a notification's alerts
+    that share a runbook land in one group)."""
+
+    uri: str
+    title: str
+    ranks: list[int] = field(default_factory=list)
+    alerts: list[str] = field(default_factory=list)
+    confidence: str = "low"
+
+
+_CONFIDENCE_ORDER = {"high": 0, "medium": 1, "low": 2, "none": 3}
+
+
+def groups(hits: Sequence[AlertHit]) -> list[RunbookGroup]:
+    """The answer by runbook, each in the order of its best passage."""
+    by_uri: dict[str, RunbookGroup] = {}
+    for rank, hit in enumerate(hits, start=1):
+        group = by_uri.setdefault(hit.passage.uri, RunbookGroup(hit.passage.uri, hit.passage.title))
+        group.ranks.append(rank)
+        group.alerts.extend(a for a in hit.alerts if a not in group.alerts)
+        if _CONFIDENCE_ORDER[hit.confidence] < _CONFIDENCE_ORDER[group.confidence]:
+            group.confidence = hit.confidence
+    return list(by_uri.values())
+
+
+def answer_confidence(hits: Sequence[AlertHit]) -> str:
+    """The answer's confidence: its most confident passage's, ``none`` when nothing was found."""
+    return min((hit.confidence for hit in hits), key=_CONFIDENCE_ORDER.__getitem__, default="none")
