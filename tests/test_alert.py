@@ -72,6 +72,7 @@ def config(tmp_path_factory: pytest.TempPathFactory) -> Path:
     config = root / "lore.toml"
     config.write_text(
         'backend = "sqlite"\ndb_path = "lore.db"\nembedder = "hashing"\naudit_path = "audit.jsonl"\n\n'
+        "[vault]\nenabled = false\n\n"  # the team's own runbooks, ranked among themselves
         '[[sources]]\nname = "runbooks"\ntype = "filesystem"\npath = "runbooks"\n'
         'visibility = "all-viewers"\n\n'
         f'[[alerts.runbook_urls]]\nprefix = "{GITHUB}"\nsource = "runbooks"\n',
