@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from urllib.parse import unquote, urlsplit
 
+from lore.access import AccessFilter
 from lore.alerts.parse import Alert, AlertQuery, clean_text
 from lore.config import AlertSettings, LoreSettings, RunbookUrlRule
 from lore.models import LABEL_VALUE_SEPARATOR, SECTION_SEPARATOR, SOURCE_LABEL, Passage, SearchMode
@@ -166,25 +167,28 @@ class _Collector:
 
 
 async def _for_alert(
-    alert: Alert, retriever: KnowledgeRetriever, settings: LoreSettings
+    alert: Alert, retriever: KnowledgeRetriever, settings: LoreSettings, access: AccessFilter | None
 ) -> dict[str, AlertHit]:
     collected = _Collector()
     text = clean_text(alert.text)
     name = alert.alertname
     if text:
-        for rank, hit in enumerate(collected.add(await retriever.retrieve(text, top_k=DEPTH)), start=1):
+        found = await retriever.retrieve(text, top_k=DEPTH, access=access)
+        for rank, hit in enumerate(collected.add(found), start=1):
             hit.text_rank = rank
     if name:
         # The name is an identifier: BM25's identifier field matches it whole.
         mode = SearchMode.BM25 if SearchMode.BM25 in retriever.modes else None
-        found = await retriever.retrieve(name, top_k=DEPTH, mode=mode)
+        found = await retriever.retrieve(name, top_k=DEPTH, mode=mode, access=access)
         for rank, hit in enumerate(collected.add(found), start=1):
             collected.name_rank[hit.passage.chunk_id] = rank
     target = runbook_target(alert.runbook_url, settings) if alert.runbook_url else None
     if target is not None:
         words = " ".join(part for part in (target.anchor or "", name or "", text) if part).replace("-", " ")
         labels = {SOURCE_LABEL: target.source} if target.source else None
-        found = await retriever.retrieve(words or target.stem, top_k=DEPTH, labels=labels)
+        found = await retriever.retrieve(
+            words or target.stem, top_k=DEPTH, labels=labels, access=access
+        )
         for rank, hit in enumerate(collected.add(found), start=1):
             collected.annotation_rank[hit.passage.chunk_id] = rank
     for hit in collected.hits.values():
@@ -242,14 +246,19 @@ def _score(hit: AlertHit, collected: _Collector) -> float:
 
 
 async def find_runbooks(
-    query: AlertQuery, retriever: KnowledgeRetriever, settings: LoreSettings, top_k: int
+    query: AlertQuery,
+    retriever: KnowledgeRetriever,
+    settings: LoreSettings,
+    top_k: int,
+    access: AccessFilter | None = None,
 ) -> list[AlertHit]:
     """The best ``top_k`` passages over every alert of the notification; a passage that
     answers several alerts is listed once, with all of them, so alerts sharing a runbook
-    come out grouped under it."""
+    come out grouped under it. ``access``: what the caller may read, filtered inside
+    every retrieval (``lore.access``)."""
     merged: dict[str, AlertHit] = {}
     for alert in query.alerts:
-        for chunk, hit in (await _for_alert(alert, retriever, settings)).items():
+        for chunk, hit in (await _for_alert(alert, retriever, settings, access)).items():
             known = merged.get(chunk)
             if known is None:
                 merged[chunk] = hit

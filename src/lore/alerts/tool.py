@@ -16,6 +16,7 @@ from typing import Any
 
 import fastjsonschema
 
+from lore.access import Principal, access_filter
 from lore.alerts.lookup import AlertHit, RunbookGroup, answer_confidence, find_runbooks, groups
 from lore.alerts.parse import AlertQuery, from_pairs, parse_payload, parse_text, redact_query
 from lore.errors import QueryError
@@ -156,8 +157,11 @@ class RunbookForAlert:
         self._search = search
         self.input_schema: dict[str, Any] = copy.deepcopy(ALERT_INPUT_SCHEMA)
 
-    async def run(self, arguments: Mapping[str, Any], *, principal: str | None = None) -> AlertResult:
+    async def run(
+        self, arguments: Mapping[str, Any], *, principal: Principal | str | None = None
+    ) -> AlertResult:
         settings = self._search.settings
+        access = access_filter(principal)
         state: dict[str, Any] = {"hits": [], "query": None}
 
         def prepare() -> SearchRequest:
@@ -167,7 +171,8 @@ class RunbookForAlert:
             return SearchRequest(query=query.describe(), top_k=top_k, labels={})
 
         async def retrieve(request: SearchRequest) -> Retrieved:
-            hits = await find_runbooks(state["query"], self._search.retriever, settings, request.top_k)
+            retriever = self._search.retriever
+            hits = await find_runbooks(state["query"], retriever, settings, request.top_k, access)
             state["hits"] = hits
             return [hit.passage for hit in hits], False, None
 

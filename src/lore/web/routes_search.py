@@ -1,5 +1,7 @@
 """``POST /v1/search``: the knowledge_search tool's arguments in, its structured result out,
-exactly as MCP's ``structuredContent`` carries it (``ToolResult.to_dict()``)."""
+exactly as MCP's ``structuredContent`` carries it (``ToolResult.to_dict()``). ``POST
+/v1/alerts``: the same for ``runbook_for_alert`` (an Alertmanager webhook payload, an
+alert's labels and annotations, or pasted alert text)."""
 
 from __future__ import annotations
 
@@ -29,5 +31,25 @@ async def search(
     if result.error is not None and result.metadata is None:
         # Arguments the tool refused (too long a query, an unknown key): the tool's own
         # result rides along as an extension member of the problem document.
+        return problem_response(422, result.error, extra={"result": body})
+    return JSONResponse(body)
+
+
+@router.post("/v1/alerts", summary="The runbook sections for an alert (the runbook_for_alert tool)")
+async def alerts(
+    request: Request, caller: Annotated[Caller, Depends(require(Role.VIEWER, "look up alerts"))]
+) -> JSONResponse:
+    try:
+        arguments = json.loads(await request.body() or b"null")
+    except ValueError as err:
+        raise Problem(400, f"the body is not JSON: {err}") from err
+    if not isinstance(arguments, dict):
+        raise Problem(422, "the body must be a JSON object: the runbook_for_alert tool's arguments")
+    if "alerts" in arguments and "payload" not in arguments:
+        # Alertmanager's webhook posts its payload as the body itself.
+        arguments = {"payload": arguments}
+    result = await service_of(request).run_alert(arguments, caller.principal)
+    body = result.to_dict()
+    if result.error is not None and result.result.metadata is None:
         return problem_response(422, result.error, extra={"result": body})
     return JSONResponse(body)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from lore.access import Principal
+from lore.alerts.tool import AlertResult, RunbookForAlert
 from lore.chunking import Chunker
 from lore.config import LoreSettings
 from lore.errors import ConfigError, LoreError
@@ -116,6 +117,10 @@ class Service:
         # The one call site of the tool: the principal's groups and tenant filter every
         # retrieval channel (lore.access), and the audit records its name.
         return await self.search.run(arguments, principal=principal)
+
+    async def run_alert(self, arguments: Mapping[str, Any], principal: Principal) -> AlertResult:
+        """``runbook_for_alert`` on the same chain, audit and access filter as search."""
+        return await RunbookForAlert(self.search).run(arguments, principal=principal)
 
     # -- sources ---------------------------------------------------------------------
 
