@@ -7,8 +7,12 @@ survives a restart. On shutdown a run in progress is abandoned, not waited for: 
 document the pipeline writes is one transaction, so the index holds the old version or
 the new, and the next sync converges.
 
-``start_background_sync`` is where a scheduler (``lore.schedule``) plugs in; until one
-exists, syncs run only when asked.
+``start_background_sync`` also starts the schedule: every source with a cadence
+(``every``; the built-in pack daily by default, ``lore.schedule.cadence``) is queued once
+it is due: a cadence plus jitter after its last sync finished (as recorded in the index
+by any sync, ``lore sync`` included), or at once when it was never synced; a source
+whose run failed waits ``lore.schedule.RETRY_AFTER`` before it is tried again. Runs of
+the schedule go through the same queue as triggered ones, so never two at once.
 """
 
 from __future__ import annotations
@@ -16,13 +20,17 @@ from __future__ import annotations
 import json
 import logging
 import queue
+import random
 import threading
 import uuid
 from dataclasses import asdict, dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from lore.config import SourceConfig
 from lore.errors import LoreError
+from lore.schedule import RETRY_AFTER, cadence
+from lore.schedule_cadence import jitter
 from lore.sync import source_stats_key
 from lore.web.problems import Problem
 from lore.web.service import Service
@@ -31,6 +39,8 @@ logger = logging.getLogger(__name__)
 
 HISTORY_KEY = "serve:sync_history"
 HISTORY_LENGTH = 50
+#: How often the schedule looks for due sources.
+SCHEDULE_TICK_S = 30.0
 
 
 def _now() -> str:
@@ -60,13 +70,68 @@ class SyncRunner:
         self._pending: list[SyncRun] = []
         self._current: SyncRun | None = None
         self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
+        self._rng = random.Random()
+        #: Per source: the jitter drawn for its last recorded sync, and when the schedule
+        #: last queued it (so a failing source waits RETRY_AFTER, not one tick).
+        self._jitter: dict[tuple[str, str], timedelta] = {}
+        self._queued_at: dict[str, datetime] = {}
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._work, name="lore-serve-sync", daemon=True)
         self._thread.start()
 
+    def start_schedule(self) -> None:
+        threading.Thread(target=self._schedule, name="lore-serve-schedule", daemon=True).start()
+
     def stop(self) -> None:
+        self._stopping.set()
         self._queue.put(None)
+
+    # -- the schedule ----------------------------------------------------------------
+
+    def next_due(self, config: SourceConfig, now: datetime | None = None) -> datetime | None:
+        """When the schedule queues ``config`` next; None: it has no cadence."""
+        every = cadence(config)
+        if every is None:
+            return None
+        now = now or datetime.now(UTC)
+        finished = (self._stats(config.name) or {}).get("finished_at")
+        due = now
+        if isinstance(finished, str):
+            try:
+                last = datetime.fromisoformat(finished)
+            except ValueError:
+                last = None
+            if last is not None:
+                key = (config.name, finished)
+                if key not in self._jitter:
+                    self._jitter[key] = jitter(every, self._rng)
+                due = last + every + self._jitter[key]
+        tried = self._queued_at.get(config.name)
+        if tried is not None and due <= tried + RETRY_AFTER:
+            due = max(due, tried + RETRY_AFTER)  # queued before and still not synced: it failed
+        return due
+
+    def due_now(self, now: datetime | None = None) -> list[str]:
+        now = now or datetime.now(UTC)
+        due = []
+        for config, _ in self.service.sources.all():
+            when = self.next_due(config, now)
+            if when is not None and when <= now:
+                due.append(config.name)
+        return due
+
+    def _schedule(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                now = datetime.now(UTC)
+                for name in self.due_now(now):
+                    self._queued_at[name] = now
+                    self.trigger(name)
+            except Exception:  # the schedule must outlive one bad configuration
+                logger.exception("the sync schedule failed; it tries again")
+            self._stopping.wait(SCHEDULE_TICK_S)
 
     def trigger(self, source: str | None) -> SyncRun:
         if source is not None and self.service.source(source) is None:
@@ -127,15 +192,17 @@ class SyncRunner:
         with self._lock:
             live = [asdict(run) for run in ([self._current] if self._current else []) + self._pending]
         sources = []
+        due = {config.name: self.next_due(config) for config, _ in self.service.sources.all()}
         for source in self.service.built_sources():
             last = next((run for run in history if run.get("source") in (None, source.name)), None)
             stats = self._stats(source.name)
+            when = due.get(source.name)
             sources.append(
                 {
                     "name": source.name,
                     "source_type": source.source_type,
                     "last_run": _last_run(last, stats),
-                    "next_due": None,  # no scheduler yet (lore.schedule)
+                    "next_due": when.isoformat(timespec="seconds") if when is not None else None,
                 }
             )
         return {"running": self.running, "sources": sources, "history": live + history}
@@ -166,7 +233,8 @@ def _last_run(run: dict[str, Any] | None, stats: dict[str, Any] | None) -> dict[
     }
 
 
-def start_background_sync(runner: SyncRunner) -> None:
-    """Where scheduled syncs start (``lore.schedule.Scheduler.run_forever`` once it
-    lands); today only the worker that runs triggered syncs."""
+def start_background_sync(runner: SyncRunner, *, schedule: bool = True) -> None:
+    """The worker that runs queued syncs, and the schedule that queues due sources."""
     runner.start()
+    if schedule:
+        runner.start_schedule()
