@@ -251,15 +251,13 @@ async def test_a_source_that_reports_access_is_indexed_per_document(tmp_path: Pa
 # -- an index from before access was stored ----------------------------------------------
 
 
-def _as_schema_2(db_path: Path) -> None:
-    """Turn an index into what lore wrote before migration 3: no access, no tenant, and a
+def _as_schema_3(db_path: Path) -> None:
+    """Turn an index into what lore wrote before migration 4: no access, no tenant, and a
     full-text index of the layout before its ``access`` field."""
     with closing(sqlite3.connect(db_path)) as conn, conn:
         conn.execute("ALTER TABLE documents DROP COLUMN access")
         conn.execute("ALTER TABLE documents DROP COLUMN tenant")
-        conn.execute("DROP TABLE sync_runs")  # migration 4, after access
-        conn.execute("DROP TABLE sync_run_sources")
-        conn.execute("PRAGMA user_version = 2")
+        conn.execute("PRAGMA user_version = 3")
     marker = db_path.with_name(db_path.name + ".tantivy") / "lore-fulltext.json"
     marker.write_text(json.dumps({"version": 1}), encoding="utf-8")
 
@@ -271,7 +269,7 @@ async def test_an_old_index_is_for_admins_until_the_next_sync(
     open_source = [build_source(corpus[0], LoreSettings())]
     with SqliteBackend(tmp_path / "lore.db", embedder) as index:
         await _sync(open_source, index, embedder)
-    _as_schema_2(tmp_path / "lore.db")
+    _as_schema_3(tmp_path / "lore.db")
     with SqliteBackend(tmp_path / "lore.db", embedder) as index:
         # Unknown access: the local user and the default tenant's admins only.
         assert _uris(index, None) == {"open.md"}
@@ -358,7 +356,7 @@ async def test_an_old_index_on_a_read_only_mount_is_searched_unmigrated(
     embedder = CountingEmbedder()
     with SqliteBackend(built / "lore.db", embedder) as index:
         await _sync([build_source(corpus[0], LoreSettings())], index, embedder)
-    _as_schema_2(built / "lore.db")
+    _as_schema_3(built / "lore.db")
     with SqliteBackend(served / "lore.db", embedder) as index:
         assert index.read_only is not None
         assert _uris(index, None) == {"open.md"}
@@ -366,7 +364,7 @@ async def test_an_old_index_on_a_read_only_mount_is_searched_unmigrated(
         assert _uris(index, VIEWER) == set()
         assert [row.access for row in index.held("open").values()] == [None]
     with closing(sqlite3.connect(built / "lore.db")) as conn:  # nothing was written to the mount
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
 
 
 def test_access_postings_per_document_and_for_scattered_rowids(tmp_path: Path) -> None:

@@ -133,14 +133,13 @@ def test_migrations_are_recorded_once(backend: PgVectorBackend, pg_dsn: str, ind
 async def test_an_index_from_before_access_opens_and_is_for_admins_until_resynced(
     backend: PgVectorBackend, pg_dsn: str, index_name: str, embedder: CountingEmbedder
 ) -> None:
-    """Migration 2 on an index of schema 1 with data: its rows become the default tenant's,
+    """Migration 3 on an index of schema 2 with data: its rows become the default tenant's,
     of unknown access (admins only), and a re-sync's upsert gives them their access."""
     add_document(backend, embedder, "a.md", "etcd quorum lost", access=ALL_VIEWERS)
     with psycopg.connect(pg_dsn) as conn:
         conn.execute(f"ALTER TABLE {index_name}_chunks DROP COLUMN access_terms")
         conn.execute(f"ALTER TABLE {index_name}_documents DROP COLUMN access, DROP COLUMN tenant")
-        conn.execute(f"DROP TABLE {index_name}_runs")  # migration 3, after access
-        conn.execute(f"DELETE FROM {index_name}_schema_version WHERE version >= 2")
+        conn.execute(f"DELETE FROM {index_name}_schema_version WHERE version = 3")
     viewer, admin = AccessFilter(None, frozenset()), AccessFilter(None, None)
     reopened = PgVectorBackend(pg_dsn, embedder, index_name=index_name)
     try:

@@ -154,19 +154,6 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
     ),
     (
         2,
-        "access: who may read each document, and its tenant (issue 12)",
-        (
-            # NULL access is unknown: admins only. Chunks carry lore.access.access_terms;
-            # rows of an older index get the default tenant's term and no group, so they
-            # are for admins until the next sync writes them afresh.
-            "ALTER TABLE {documents} ADD COLUMN access text[], ADD COLUMN tenant text",
-            f"ALTER TABLE {{chunks}} ADD COLUMN access_terms text[] NOT NULL "
-            f"DEFAULT ARRAY['{tenant_term(None)}']::text[]",
-            "CREATE INDEX {chunks_access} ON {chunks} USING gin (access_terms)",
-        ),
-    ),
-    (
-        3,
         "sync run history",
         (
             # The record is the JSON every backend keeps, as text: jsonb refuses the
@@ -182,6 +169,19 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
             )""",
             "CREATE INDEX {runs_started} ON {runs} (started_at DESC)",
             "CREATE INDEX {runs_sources} ON {runs} USING gin (sources)",
+        ),
+    ),
+    (
+        3,
+        "access: who may read each document, and its tenant (issue 12)",
+        (
+            # NULL access is unknown: admins only. Chunks carry lore.access.access_terms;
+            # rows of an older index get the default tenant's term and no group, so they
+            # are for admins until the next sync writes them afresh.
+            "ALTER TABLE {documents} ADD COLUMN access text[], ADD COLUMN tenant text",
+            f"ALTER TABLE {{chunks}} ADD COLUMN access_terms text[] NOT NULL "
+            f"DEFAULT ARRAY['{tenant_term(None)}']::text[]",
+            "CREATE INDEX {chunks_access} ON {chunks} USING gin (access_terms)",
         ),
     ),
 )

@@ -75,16 +75,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE TABLE reembed_vectors (embed_key TEXT PRIMARY KEY, vector BLOB NOT NULL)",
     ),
     (
-        # 3 (issue 12, access): who may read each document (a JSON list of groups, "*" for
-        # every viewer), and its tenant. NULL access is unknown: admins only. A chunk's
-        # access is its document's (lore.access.access_terms), read by joining on uri, so
-        # a write costs no extra pages; documents of an older index are of the default
-        # tenant with unknown access until the next sync writes them afresh.
-        "ALTER TABLE documents ADD COLUMN access TEXT",
-        "ALTER TABLE documents ADD COLUMN tenant TEXT",
-    ),
-    (
-        # 4 (issue 11, schedules): sync run history (lore.schedule_history), the whole
+        # 3 (issue 11, schedules): sync run history (lore.schedule_history), the whole
         # record as JSON, the same document every backend keeps, with the columns the
         # listings filter and sort on.
         """CREATE TABLE sync_runs (
@@ -105,10 +96,19 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         ) WITHOUT ROWID""",
         "CREATE INDEX sync_run_sources_by_run ON sync_run_sources (run_id)",
     ),
+    (
+        # 4 (issue 12, access): who may read each document (a JSON list of groups, "*" for
+        # every viewer), and its tenant. NULL access is unknown: admins only. A chunk's
+        # access is its document's (lore.access.access_terms), read by joining on uri, so
+        # a write costs no extra pages; documents of an older index are of the default
+        # tenant with unknown access until the next sync writes them afresh.
+        "ALTER TABLE documents ADD COLUMN access TEXT",
+        "ALTER TABLE documents ADD COLUMN tenant TEXT",
+    ),
 )
 
 #: The first schema version that stores access (see ``ChunkStore.access_stored``).
-ACCESS_VERSION = 3
+ACCESS_VERSION = 4
 
 SCHEMA_VERSION = len(MIGRATIONS)
 #: WAL pages (4 KiB) written before the writer checkpoints them into the database.
