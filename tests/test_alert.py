@@ -16,6 +16,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 import test_search_cli as search_cli
+from lore.access import AccessFilter
 from lore.alerts.tool import ALERT_TOOL_NAME, RunbookForAlert
 from lore.config import load_settings
 from lore.models import Passage, SearchMode
@@ -289,9 +290,10 @@ class RecordingRetriever:
         top_k: int = 8,
         labels: Mapping[str, str] | None = None,
         mode: SearchMode | None = None,
+        access: AccessFilter | None = None,
     ) -> Sequence[Passage]:
         self.queries.append(query)
-        return await self.inner.retrieve(query, top_k=top_k, labels=labels, mode=mode)
+        return await self.inner.retrieve(query, top_k=top_k, labels=labels, mode=mode, access=access)
 
 
 def test_an_injected_runbook_is_screened_and_a_secret_in_an_annotation_redacted(config: Path) -> None:
