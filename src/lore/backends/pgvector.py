@@ -60,6 +60,7 @@ from lore.backends.pg_schema import (
     vector_channel_statement,
     vector_statements,
 )
+from lore.backends.query_embedding import check_query_embedder
 from lore.backends.server_search import ServerSearch
 from lore.config import LoreSettings
 from lore.errors import (
@@ -402,13 +403,7 @@ class PgVectorBackend(ServerSearch):
         is an error to fix, not an empty or meaningless vector channel."""
         if self._stored is None:  # opened before the first sync: it may have run since
             self._stored = self.stored_embedder()
-        current = (self._embedder.model_id, self._embedder.dimension)
-        if self._stored is not None and self._stored != current:
-            raise EmbedderMismatchError(
-                f"index {self.index_name!r} in {self._where} was built with embedder {self._stored[0]!r} "
-                f"({self._stored[1]} dimensions), but searches use {current[0]!r} ({current[1]} "
-                "dimensions); configure the original embedder, or run `lore reembed`"
-            )
+        check_query_embedder(self._stored, self._embedder, f"index {self.index_name!r} in {self._where}")
 
     def _search(
         self,

@@ -65,6 +65,7 @@ from lore.backends.qdrant_layout import (
     point_id,
 )
 from lore.backends.qdrant_local import FileLock, open_local, release_local
+from lore.backends.query_embedding import check_query_embedder
 from lore.backends.server_search import ServerSearch
 from lore.config import LoreSettings
 from lore.errors import (
@@ -430,14 +431,8 @@ class QdrantBackend(ServerSearch):
     def _check_query_embedder(self) -> None:
         """Query vectors from another model are not comparable with the stored ones: that
         is an error to fix, not an empty or meaningless vector channel."""
-        stored = self.stored_embedder()
-        current = (self._embedder.model_id, self._embedder.dimension)
-        if stored is not None and stored != current:
-            raise EmbedderMismatchError(
-                f"index {self._index!r} in {self._where} was built with embedder {stored[0]!r} "
-                f"({stored[1]} dimensions), but searches use {current[0]!r} ({current[1]} "
-                "dimensions); configure the original embedder, or run `lore reembed`"
-            )
+        where = f"index {self._index!r} in {self._where}"
+        check_query_embedder(self.stored_embedder(), self._embedder, where)
 
     def _search(
         self,

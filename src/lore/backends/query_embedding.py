@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from lore.errors import EmbeddingError
+from lore.errors import EmbedderMismatchError, EmbeddingError
 from lore.models import SearchMode
 from lore.protocols import Embedder, Vectors
 
@@ -46,3 +46,16 @@ def vector_or_bm25(
         check()
     vector, reason = embed_query(embedder, text, mode)
     return vector, mode if vector is not None else SearchMode.BM25, reason
+
+
+def check_query_embedder(stored: tuple[str, int] | None, embedder: Embedder, where: str) -> None:
+    """Query vectors of another model are not comparable with the stored ones: that is an
+    error to fix, not an empty or meaningless vector channel. ``stored`` is the index's
+    ``(model_id, dimension)``, None before its first sync; ``where`` names the index."""
+    current = (embedder.model_id, embedder.dimension)
+    if stored is not None and stored != current:
+        raise EmbedderMismatchError(
+            f"{where} was built with embedder {stored[0]!r} ({stored[1]} dimensions), but searches "
+            f"use {current[0]!r} ({current[1]} dimensions); configure the original embedder, or run "
+            "`lore reembed`"
+        )

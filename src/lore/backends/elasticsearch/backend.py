@@ -53,7 +53,7 @@ from lore.backends.payloads import (
     indexed_document,
     passage_from_payload,
 )
-from lore.backends.query_embedding import embed_query
+from lore.backends.query_embedding import check_query_embedder, embed_query
 from lore.errors import ConfigError, EmbedderMismatchError, IndexingError, RetrievalError
 from lore.fusion import fuse_channels
 from lore.models import Chunk, Document, IndexedDocument, Passage, ReembedStatus, SearchMode
@@ -359,14 +359,8 @@ class ElasticsearchBackend:
 
     def _check_query_embedder(self) -> None:
         """Query vectors of another model are not comparable with the stored ones."""
-        stored = self.stored_embedder()
-        current = (self._embedder.model_id, self._embedder.dimension)
-        if stored is not None and stored != current:
-            raise EmbedderMismatchError(
-                f"index {self._alias!r} in {self._cluster.where} was built with embedder {stored[0]!r} "
-                f"({stored[1]} dimensions), but searches use {current[0]!r} ({current[1]} "
-                "dimensions); configure the original embedder, or run `lore reembed`"
-            )
+        where = f"index {self._alias!r} in {self._cluster.where}"
+        check_query_embedder(self.stored_embedder(), self._embedder, where)
 
     def _search(
         self,
