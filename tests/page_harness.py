@@ -69,12 +69,13 @@ def served_lore(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedLore
     viewer = _lore(authenticated, "token", "create", "--role", "viewer", "--name", "vera-viewer")
     editor = _lore(authenticated, "token", "create", "--role", "editor", "--name", "eddie-editor")
     unauthenticated = _project(tmp_path_factory.mktemp("lore-open"))
-    with _serve(authenticated) as base_url, _serve(unauthenticated) as unauthenticated_url:
+    with _serve(authenticated, editor) as base_url, _serve(unauthenticated) as unauthenticated_url:
         yield ServedLore(base_url, viewer, editor, unauthenticated_url)
 
 
 def _project(root: Path) -> Path:
-    """A lore.toml over the example runbooks, synced (runbooks and vault) before serving."""
+    """A lore.toml over the example runbooks, synced by ``lore sync`` (the runbooks and the
+    vault pack, which the service's own syncs do not cover) before serving."""
     config = root / "lore.toml"
     config.write_text(
         'backend = "sqlite"\n'
@@ -103,7 +104,7 @@ def _lore(config: Path, *args: str) -> str:
 
 
 @contextlib.contextmanager
-def _serve(config: Path) -> Iterator[str]:
+def _serve(config: Path, editor: str | None = None) -> Iterator[str]:
     """``lore serve`` on a free port until it answers /readyz; SIGTERM afterwards."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -122,6 +123,7 @@ def _serve(config: Path) -> Iterator[str]:
                 text = (config.parent / "serve.log").read_text(encoding="utf-8")
                 pytest.fail(f"lore serve did not become ready: {text}", pytrace=False)
             time.sleep(0.1)
+        _sync(url, editor)
         yield url
     finally:
         process.send_signal(signal.SIGTERM)
@@ -131,6 +133,30 @@ def _serve(config: Path) -> Iterator[str]:
             process.kill()
             process.wait()
         log.close()
+
+
+def _sync(url: str, editor: str | None) -> None:
+    """One run of the runbooks through the service (as the page's "Sync now" starts it), so
+    the source has a history (``lore sync`` keeps none); the unauthenticated mode acts as
+    admin and needs only the CSRF token."""
+    with httpx.Client(base_url=url, timeout=30) as client:
+        if editor is not None:
+            client.headers.update(bearer(editor))
+        else:
+            client.headers["X-CSRF-Token"] = client.get("/v1/session").json()["csrf_token"]
+        queued = client.post("/v1/sync", json={"source": "runbooks"})
+        if queued.status_code != 202:
+            pytest.fail(f"POST /v1/sync: {queued.status_code} {queued.text}", pytrace=False)
+        deadline = time.monotonic() + 300
+        while client.get("/v1/sync").json()["running"] or _queued(client):
+            if time.monotonic() > deadline:
+                pytest.fail("the first sync did not finish", pytrace=False)
+            time.sleep(0.2)
+
+
+def _queued(client: httpx.Client) -> bool:
+    history = client.get("/v1/sync").json()["history"]
+    return any(run["status"] in ("queued", "running") for run in history)
 
 
 def _ready(url: str) -> bool:
