@@ -34,7 +34,6 @@ docx = require_extra("docx", "dev")
 import httpx  # noqa: E402
 from playwright.sync_api import Browser, ConsoleMessage, Page, ViewportSize, expect, sync_playwright  # noqa: E402
 
-
 __all__ = ["Browser", "Page", "expect"]  # for tests/test_page.py, after the checks above
 
 # Two cores shared by many jobs: waiting for the page is not what these tests measure.
