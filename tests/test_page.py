@@ -266,6 +266,7 @@ def test_the_page_works_from_the_keyboard(page: Page, served_lore: ServedLore) -
     page.keyboard.press("Enter")
     expect(page.locator("#whoami")).to_be_visible()
     page.keyboard.press("/")
+    expect(page.get_by_role("searchbox", name="Search knowledge")).to_be_focused()
     page.keyboard.type("postgres connection exhaustion")
     page.keyboard.press("Enter")
     first_link = page.locator(".citation-title a").first
