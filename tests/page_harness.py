@@ -2,10 +2,9 @@
 page is tested against, Debian's chromium driven by Playwright, and the steps the tests
 share.
 
-The server comes from ONE fixture, ``served_lore``. Until ``lore serve`` is merged it is the
-contract stand-in in tests/web_contract_app.py; swapping in the real server changes only
-that fixture (start ``lore serve`` on 127.0.0.1 with a viewer and an editor token, and a
-second one with no token for the unauthenticated mode). Without chromium the tests skip
+The server comes from ONE fixture, ``served_lore``: real ``lore serve`` processes on
+127.0.0.1, one with a viewer and an editor token, a second one with no token for the
+unauthenticated mode. Without chromium the tests skip
 with the reason, except under ``CI=true``, where they fail.
 """
 
@@ -14,9 +13,10 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import secrets
+import signal
 import socket
-import threading
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -28,14 +28,11 @@ import pytest
 from optional_extras import in_ci, require_extra
 
 require_extra("playwright.sync_api", "dev")
-require_extra("uvicorn", "mcp")
+require_extra("fastapi", "serve")
 docx = require_extra("docx", "dev")
 
-import uvicorn  # noqa: E402
+import httpx  # noqa: E402
 from playwright.sync_api import Browser, ConsoleMessage, Page, ViewportSize, expect, sync_playwright  # noqa: E402
-
-import web_contract_app  # noqa: E402
-from lore.access import Role  # noqa: E402
 
 __all__ = ["Browser", "Page", "expect"]  # for tests/test_page.py, after the checks above
 
@@ -43,7 +40,10 @@ __all__ = ["Browser", "Page", "expect"]  # for tests/test_page.py, after the che
 expect.set_options(timeout=15_000)
 
 CHROMIUM = Path(os.environ.get("LORE_TEST_CHROMIUM", "/usr/bin/chromium"))
-IMAGES = Path(__file__).resolve().parents[1] / "docs" / "images"
+ROOT = Path(__file__).resolve().parents[1]
+IMAGES = ROOT / "docs" / "images"
+EXAMPLES = ROOT / "examples"
+LORE = Path(sys.executable).with_name("lore")
 DESKTOP: ViewportSize = {"width": 1280, "height": 900}
 PHONE: ViewportSize = {"width": 375, "height": 812}
 
@@ -58,37 +58,111 @@ class ServedLore:
 
 
 @pytest.fixture(scope="module")
-def served_lore() -> Iterator[ServedLore]:
-    """The servers the page is tested against: the contract stand-in on free 127.0.0.1
-    ports, loaded with the example runbooks and the vault pack, once with a viewer and an
-    editor token (made up per run) and once with no token at all."""
-    viewer, editor = "viewer-" + secrets.token_hex(12), "editor-" + secrets.token_hex(12)
-    tokens = {viewer: ("vera viewer", Role.VIEWER), editor: ("eddie editor", Role.EDITOR)}
-    with _serve(tokens) as base_url, _serve({}) as unauthenticated_url:
+def served_lore(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServedLore]:
+    """The servers the page is tested against: real ``lore serve`` processes on free
+    127.0.0.1 ports, each over its own tmp project holding the example runbooks (a
+    filesystem source), the vault pack and the default ``uploads`` and ``notes`` sources;
+    the first with a viewer and an editor token made by ``lore token create``, the second
+    with no token at all (the unauthenticated mode)."""
+    authenticated = _project(tmp_path_factory.mktemp("lore-tokens"))
+    viewer = _lore(authenticated, "token", "create", "--role", "viewer", "--name", "vera-viewer")
+    editor = _lore(authenticated, "token", "create", "--role", "editor", "--name", "eddie-editor")
+    unauthenticated = _project(tmp_path_factory.mktemp("lore-open"))
+    with _serve(authenticated, editor) as base_url, _serve(unauthenticated) as unauthenticated_url:
         yield ServedLore(base_url, viewer, editor, unauthenticated_url)
 
 
+def _project(root: Path) -> Path:
+    """A lore.toml over the example runbooks, synced by ``lore sync`` (the runbooks and the
+    vault pack, which the service's own syncs do not cover) before serving."""
+    config = root / "lore.toml"
+    config.write_text(
+        'backend = "sqlite"\n'
+        'db_path = "lore.db"\n'
+        'embedder = "hashing"\n'
+        f'audit_path = "{root / "audit.jsonl"}"\n'
+        "[[sources]]\n"
+        'name = "runbooks"\n'
+        'type = "filesystem"\n'
+        f'path = "{EXAMPLES / "runbooks"}"\n'
+        'visibility = "all-viewers"\n',
+        encoding="utf-8",
+    )
+    _lore(config, "sync")
+    return config
+
+
+def _lore(config: Path, *args: str) -> str:
+    """One ``lore`` command's stdout; its stderr in the failure when it fails."""
+    done = subprocess.run(
+        [str(LORE), "--config", str(config), *args], capture_output=True, text=True, timeout=300, check=False
+    )
+    if done.returncode != 0:
+        pytest.fail(f"lore {' '.join(args)} exited {done.returncode}: {done.stderr}", pytrace=False)
+    return done.stdout.strip()
+
+
 @contextlib.contextmanager
-def _serve(tokens: dict[str, tuple[str, Role]]) -> Iterator[str]:
-    app = web_contract_app.build_app(tokens)
-    web_contract_app.run_corpus_load(app)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            pytest.fail("the contract stand-in did not start", pytrace=False)
-        time.sleep(0.05)
+def _serve(config: Path, editor: str | None = None) -> Iterator[str]:
+    """``lore serve`` on a free port until it answers /readyz; SIGTERM afterwards."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    log = (config.parent / "serve.log").open("w", encoding="utf-8")
+    process = subprocess.Popen(
+        [str(LORE), "--config", str(config), "serve", "--port", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
     try:
-        yield f"http://127.0.0.1:{port}"
+        while not _ready(url):
+            if process.poll() is not None or time.monotonic() > deadline:
+                text = (config.parent / "serve.log").read_text(encoding="utf-8")
+                pytest.fail(f"lore serve did not become ready: {text}", pytrace=False)
+            time.sleep(0.1)
+        _sync(url, editor)
+        yield url
     finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+
+
+def _sync(url: str, editor: str | None) -> None:
+    """One run of the runbooks through the service (as the page's "Sync now" starts it), so
+    the source has a history (``lore sync`` keeps none); the unauthenticated mode acts as
+    admin and needs only the CSRF token."""
+    with httpx.Client(base_url=url, timeout=30) as client:
+        if editor is not None:
+            client.headers.update(bearer(editor))
+        else:
+            client.headers["X-CSRF-Token"] = client.get("/v1/session").json()["csrf_token"]
+        queued = client.post("/v1/sync", json={"source": "runbooks"})
+        if queued.status_code != 202:
+            pytest.fail(f"POST /v1/sync: {queued.status_code} {queued.text}", pytrace=False)
+        deadline = time.monotonic() + 300
+        while client.get("/v1/sync").json()["running"] or _queued(client):
+            if time.monotonic() > deadline:
+                pytest.fail("the first sync did not finish", pytrace=False)
+            time.sleep(0.2)
+
+
+def _queued(client: httpx.Client) -> bool:
+    history = client.get("/v1/sync").json()["history"]
+    return any(run["status"] in ("queued", "running") for run in history)
+
+
+def _ready(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/readyz", timeout=2).status_code == 200
+    except httpx.TransportError:
+        return False
 
 
 @pytest.fixture(scope="module")

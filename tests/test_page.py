@@ -102,7 +102,7 @@ def test_upload_a_docx_and_find_its_text(page: Page, served_lore: ServedLore, tm
     expect(done).to_contain_text("added: Vendor failover guide")
     expect(done.locator("progress")).to_have_js_property("value", 1)
     # One bad file gets its own error and does not fail the other.
-    expect(page.locator(".upload-row.failed", has_text="firmware.bin")).to_contain_text("not a text")
+    expect(page.locator(".upload-row.failed", has_text="firmware.bin")).to_contain_text("is not accepted")
 
     # Drag and drop: a Markdown file dropped on the zone is uploaded too.
     dropped = "quibblestone" + secrets.token_hex(4)
@@ -266,6 +266,7 @@ def test_the_page_works_from_the_keyboard(page: Page, served_lore: ServedLore) -
     page.keyboard.press("Enter")
     expect(page.locator("#whoami")).to_be_visible()
     page.keyboard.press("/")
+    expect(page.get_by_role("searchbox", name="Search knowledge")).to_be_focused()
     page.keyboard.type("postgres connection exhaustion")
     page.keyboard.press("Enter")
     first_link = page.locator(".citation-title a").first
@@ -349,7 +350,6 @@ def test_an_editor_syncs_a_source_now(page: Page, served_lore: ServedLore) -> No
     expect(page.locator("#sync-state")).to_have_text("No sync running.")
     expect(rows.first.locator(".sync-status")).to_have_text("ok")
     expect(page.get_by_role("button", name="Sync runbooks now")).to_be_enabled()
-    expect(page.locator("#sync-history details", has_text="vault").locator("tbody tr")).to_have_count(1)
 
 
 def test_passages_are_sanitised_markdown(page: Page, served_lore: ServedLore) -> None:

@@ -71,6 +71,15 @@ def test_health_and_ready(served: Served) -> None:
         assert "lore" in client.get("/").text
 
 
+def test_the_page_is_served_under_its_content_security_policy(served: Served) -> None:
+    """docs/service.md: the page works under ``default-src 'self'``; /docs (Swagger UI's
+    inline script and CDN assets) is left without it."""
+    with served.client() as client:
+        for path in ("/", "/static/app.js", "/static/app.css"):
+            assert client.get(path).headers["content-security-policy"] == "default-src 'self'", path
+        assert "content-security-policy" not in client.get("/docs").headers
+
+
 class WarmingEmbedder(CountingEmbedder):
     """A ``QueryWarmUp`` embedder, as the local model is."""
 

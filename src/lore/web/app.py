@@ -19,7 +19,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lore import __version__
 from lore.mcp_server import HTTP_PATH
@@ -31,6 +31,9 @@ from lore.web.service import Service
 from lore.web.sync_runner import SyncRunner, start_background_sync
 
 STATIC_DIR = Path(str(files("lore.web") / "static"))
+#: The page's policy (docs/service.md): its own origin only, so no inline script or style,
+#: no eval and no third-party origin, even if a passage smuggled markup past the sanitiser.
+PAGE_CSP = "default-src 'self'"
 
 
 def create_app(service: Service, *, host: str = "127.0.0.1") -> ASGIApp:
@@ -71,9 +74,9 @@ def create_app(service: Service, *, host: str = "127.0.0.1") -> ASGIApp:
 
     @api.get("/", include_in_schema=False)
     async def page() -> FileResponse:
-        return FileResponse(STATIC_DIR / "index.html")
+        return FileResponse(STATIC_DIR / "index.html", headers={"Content-Security-Policy": PAGE_CSP})
 
-    api.mount("/static", StaticFiles(directory=STATIC_DIR, check_dir=False), name="static")
+    api.mount("/static", _WithCsp(StaticFiles(directory=STATIC_DIR, check_dir=False)), name="static")
     api.add_middleware(BodyLimit, limits=service.limits)
     return _Dispatch(api, McpAuth(BodyLimit(mcp, service.limits), auth))
 
@@ -91,3 +94,19 @@ class _Dispatch:
             await self.mcp(scope, receive, send)
         else:
             await self.api(scope, receive, send)
+
+
+class _WithCsp:
+    """The page's Content-Security-Policy on every static response. Only the page's own
+    paths get it: /docs is Swagger UI, which needs an inline script and its CDN."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def with_csp(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message.setdefault("headers", []).append((b"content-security-policy", PAGE_CSP.encode()))
+            await send(message)
+
+        await self.app(scope, receive, with_csp)
