@@ -61,6 +61,9 @@ NEEDS_EXTRA = {
     "lore.web.sync_runner": "serve",
     # the conformance suite runs under pytest, which a backend author's tests bring
     "lore.testing.conformance": "dev",
+    "lore.testing.access_conformance": "dev",
+    "lore.testing.run_history": "dev",
+    "lore.testing.source_conformance": "dev",
 }
 
 
