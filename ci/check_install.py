@@ -34,13 +34,13 @@ EXPECTED_HIT = "etcd"
 #: pyproject.toml), or the base check fails and says so.
 NEEDS_EXTRA = {
     # these raise MissingExtraError (naming the extra) when imported without it
-    "lore.backends.pg_reembed": "pgvector",
-    "lore.backends.pg_schema": "pgvector",
+    "lore.backends.pgvector.reembed": "pgvector",
+    "lore.backends.pgvector.schema": "pgvector",
     "lore.backends.pgvector": "pgvector",
     "lore.backends.qdrant": "qdrant",
-    "lore.backends.qdrant_layout": "qdrant",
-    "lore.backends.qdrant_local": "qdrant",
-    "lore.backends.qdrant_reembed": "qdrant",
+    "lore.backends.qdrant.layout": "qdrant",
+    "lore.backends.qdrant.local": "qdrant",
+    "lore.backends.qdrant.reembed": "qdrant",
     "lore.embedders.openvino_runtime": "local",
     "lore.embedders.openvino_torch": "local",
     "lore.integrations.adk": "adk",

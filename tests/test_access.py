@@ -31,8 +31,8 @@ from lore.access import (
     readable,
 )
 from lore.backends.sqlite import SqliteBackend
-from lore.backends.sqlite_schema import connect, migrate
-from lore.backends.sqlite_store import ChunkStore
+from lore.backends.sqlite.schema import connect, migrate
+from lore.backends.sqlite.store import ChunkStore
 from lore.chunking import Chunker
 from lore.cli.app import app
 from lore.config import LoreSettings, SafetySettings, SourceConfig, load_settings

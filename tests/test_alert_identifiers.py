@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from lore.backends.fulltext import with_identifier_words
 from lore.backends.sqlite import SqliteBackend
+from lore.backends.sqlite.fulltext import with_identifier_words
 from lore.embedders.hashing import HashingEmbedder
 from lore.models import SearchMode
 from lore.testing import add_document

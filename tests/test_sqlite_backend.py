@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from lore.backends.sqlite import SqliteBackend, from_settings
-from lore.backends.sqlite_schema import SCHEMA_VERSION
+from lore.backends.sqlite.schema import SCHEMA_VERSION
 from lore.config import load_settings
 from lore.embedders.hashing import HashingEmbedder
 from lore.errors import (

@@ -23,8 +23,8 @@ import psycopg
 from psycopg.conninfo import make_conninfo
 
 from lore.access import ALL_VIEWERS, AccessFilter
-from lore.backends import pg_schema
 from lore.backends.pgvector import PgVectorBackend, from_settings
+from lore.backends.pgvector import schema as pg_schema
 from lore.config import load_settings
 from lore.errors import (
     BackendUnavailableError,

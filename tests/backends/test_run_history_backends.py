@@ -17,7 +17,7 @@ from .conftest import require_pgvector_extra
 
 
 class TestSqliteRunHistory(RunHistoryConformance):
-    retention_module = "lore.backends.sqlite"
+    retention_module = "lore.backends.sqlite.backend"
 
     @pytest.fixture
     def store(self, tmp_path: Path) -> Iterator[SqliteBackend]:
@@ -27,7 +27,7 @@ class TestSqliteRunHistory(RunHistoryConformance):
 
 
 class TestPgVectorRunHistory(RunHistoryConformance):
-    retention_module = "lore.backends.pgvector"
+    retention_module = "lore.backends.pgvector.backend"
 
     @pytest.fixture
     def store(self, pg_dsn: str) -> Iterator[object]:

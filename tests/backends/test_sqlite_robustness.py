@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from lore.backends.fulltext import PAUSE_ENV, FullTextIndex
 from lore.backends.sqlite import SqliteBackend
+from lore.backends.sqlite.fulltext import PAUSE_ENV, FullTextIndex
 from lore.embedders.hashing import HashingEmbedder
 from lore.errors import IndexingError
 from lore.models import Passage, SearchMode

@@ -26,8 +26,8 @@ Writes are not transactional across points: ``upsert`` writes the new chunks, th
 removes the old version's leftovers, then the ledger row, so a crash can leave both
 versions for a moment (the next sync repairs it) but never neither.
 
-Payloads and point ids live in ``qdrant_layout.py``; the per-process client sharing and
-the lock file in ``qdrant_local.py``.
+Payloads and point ids live in ``layout.py``; the per-process client sharing and
+the lock file in ``local.py``.
 """
 
 from __future__ import annotations
@@ -40,14 +40,15 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from lore.access import AccessFilter, access_terms
-from lore.backends import StoredVectorsEmbedder, lexical, qdrant_reembed
-from lore.backends.qdrant_layout import (
+from lore.backends import lexical
+from lore.backends.qdrant import reembed as qdrant_reembed
+from lore.backends.qdrant.layout import (
     CHUNK_INDEXES,
     DENSE,
     LAYOUT_VERSION,
@@ -64,10 +65,9 @@ from lore.backends.qdrant_layout import (
     passage_from_point,
     point_id,
 )
-from lore.backends.qdrant_local import FileLock, open_local, release_local
+from lore.backends.qdrant.local import FileLock, open_local, release_local
 from lore.backends.query_embedding import check_query_embedder
 from lore.backends.server_search import ServerSearch
-from lore.config import LoreSettings
 from lore.errors import (
     BackendUnavailableError,
     ConfigError,
@@ -492,7 +492,7 @@ class QdrantBackend(ServerSearch):
                 ranks.setdefault(str(point.id), {})[name] = rank
         return [passage_from_point(point, ranks.get(str(point.id), {})) for point in responses[0].points]
 
-    # -- Reembeddable (``lore reembed``; see qdrant_reembed.py) -------------------------
+    # -- Reembeddable (``lore reembed``; see reembed.py) -------------------------
 
     def reembed_status(self, model_id: str, dimension: int) -> ReembedStatus:
         return self._call(
@@ -570,57 +570,3 @@ class QdrantBackend(ServerSearch):
             )
             document = document_from_payload(row)
             yield document, chunks, vectors
-
-
-def from_settings(settings: LoreSettings, embedder: Embedder) -> QdrantBackend:
-    if settings.qdrant_url and settings.qdrant_path:
-        raise ConfigError("set either qdrant_url (a server) or qdrant_path (local mode), not both")
-    if not settings.qdrant_url and not settings.qdrant_path:
-        raise ConfigError(
-            "backend 'qdrant' needs a server or a folder: set qdrant_url (LORE_QDRANT_URL) or "
-            "qdrant_path (LORE_QDRANT_PATH)"
-        )
-    return QdrantBackend(
-        embedder,
-        path=settings.resolve_path(settings.qdrant_path) if settings.qdrant_path else None,
-        url=settings.qdrant_url,
-        api_key=settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None,
-        index_name=settings.index_name,
-        rrf_k=settings.rrf_k,
-        candidate_depth=settings.candidate_depth,
-        fusion=settings.fusion,
-    )
-
-
-def missing_index(settings: LoreSettings) -> str | None:
-    if settings.qdrant_path is not None and not settings.qdrant_url:
-        folder = settings.resolve_path(settings.qdrant_path)
-        if not folder.exists():
-            return f"no Qdrant index at {folder}: run `lore sync` first"
-    return None  # a server: whether the collection exists is found by opening it
-
-
-def stored_embedder_of(settings: LoreSettings) -> tuple[str, int] | None:
-    # The embedder is checked only when writing or searching; the stand-in never embeds.
-    backend = from_settings(settings, StoredVectorsEmbedder("unknown", 1))
-    try:
-        return backend.stored_embedder()
-    finally:
-        backend.close()
-
-
-def at_location(target: str, settings: LoreSettings) -> LoreSettings:
-    """A ``http(s)://`` URL is a server (``qdrant_api_key`` from settings applies); anything
-    else is a local-mode folder, relative to where the command runs."""
-    if target.startswith(("http://", "https://")):
-        where: dict[str, object] = {"qdrant_url": target, "qdrant_path": None}
-    else:
-        where = {"qdrant_url": None, "qdrant_path": Path(target).resolve()}
-    return settings.model_copy(update={"backend": "qdrant", **where})
-
-
-if TYPE_CHECKING:  # mypy checks this module against what commands call on every backend
-    import lore.backends.qdrant as _this
-    from lore.backends import BackendModule
-
-    _module: BackendModule = _this

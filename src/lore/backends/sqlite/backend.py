@@ -3,7 +3,7 @@ for vectors. Runs on a laptop with no server.
 
 Storage layout, beside each other (``lore.db`` stands for ``settings.db_path``):
 
-- ``lore.db`` (SQLite, WAL mode, schema in ``sqlite_schema.py``): documents (the sync
+- ``lore.db`` (SQLite, WAL mode, schema in ``schema.py``): documents (the sync
   ledger), chunks with full provenance, float32 vector blobs keyed by the embedding key
   (the vector cache), label terms, key/value state, the embedder's model id and
   dimension, a ``generation`` counter bumped by every data change, and the full-text
@@ -35,11 +35,11 @@ Crash consistency between SQLite and tantivy, which cannot share a transaction:
    and never loses data that SQLite committed.
 5. A full rebuild marks the tantivy directory usable only once it has committed, so a
    rebuild killed or out of disk is redone by the next open (``fulltext.py``). The
-   journal's replay, staging and rebuilds are in ``sqlite_journal.py``.
+   journal's replay, staging and rebuilds are in ``journal.py``.
 
 Where the database cannot be written (a read-only mount, a full disk) the backend opens
-read-only and searches still work (``sqlite_readonly.py``). Searches themselves, with
-their label and access filters inside both channels, are in ``sqlite_search.py``.
+read-only and searches still work (``readonly.py``). Searches themselves, with
+their label and access filters inside both channels, are in ``search.py``.
 """
 
 from __future__ import annotations
@@ -47,26 +47,23 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
-import sqlite3
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import closing, contextmanager
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import numpy as np
 
-from lore.backends import sqlite_reembed
-from lore.backends.fulltext import FullTextIndex
-from lore.backends.sqlite_journal import FullTextJournal, translated
-from lore.backends.sqlite_readonly import connect_read_only, open_connections, private_fulltext_dir, writable
-from lore.backends.sqlite_schema import ACCESS_VERSION, SCHEMA_VERSION, migrate, schema_version
-from lore.backends.sqlite_search import SqliteSearch
-from lore.backends.sqlite_store import ChunkStore
-from lore.backends.vector_matrix import VectorMatrix
-from lore.config import LoreSettings
+from lore.backends.sqlite import reembed as sqlite_reembed
+from lore.backends.sqlite.fulltext import FullTextIndex
+from lore.backends.sqlite.journal import FullTextJournal, translated
+from lore.backends.sqlite.readonly import open_connections, private_fulltext_dir, writable
+from lore.backends.sqlite.schema import ACCESS_VERSION, SCHEMA_VERSION, migrate, schema_version
+from lore.backends.sqlite.search import SqliteSearch
+from lore.backends.sqlite.vector_matrix import VectorMatrix
 from lore.errors import (
     ConfigError,
     EmbedderMismatchError,
@@ -92,7 +89,7 @@ _FLUSH_EVERY = 20_000
 
 class SqliteBackend(SqliteSearch):
     """Both seams over one SQLite file. See the module docstring for the design; the read
-    side is ``sqlite_search.SqliteSearch``."""
+    side is ``search.SqliteSearch``."""
 
     engine = "sqlite"
     supports_reindex = True
@@ -383,7 +380,7 @@ class SqliteBackend(SqliteSearch):
         with self._write_guard, translated(IndexingError, what), self._store.transaction(bump=False):
             self._store.set_state(key, value)
 
-    # -- RunHistory (the SQL is in sqlite_store.py) ---------------------------------------
+    # -- RunHistory (the SQL is in store.py) ---------------------------------------
 
     def record_run(self, run: RunRecord) -> None:
         """Without the write lock: a run refused by another sync's lock is recorded too."""
@@ -418,7 +415,7 @@ class SqliteBackend(SqliteSearch):
             found = self._reads.documents(uri)
             return (found[0], self._reads.chunks(uri)) if found else None
 
-    # -- Reembeddable (``lore reembed``; the SQL is in sqlite_reembed.py) ---------------
+    # -- Reembeddable (``lore reembed``; the SQL is in reembed.py) ---------------
 
     def reembed_status(self, model_id: str, dimension: int) -> ReembedStatus:
         with self._write_guard, translated(IndexingError, f"cannot read the index {self._path}"):
@@ -471,53 +468,3 @@ class SqliteBackend(SqliteSearch):
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-
-def read_stored_embedder(path: Path) -> tuple[str, int] | None:
-    """``(model_id, dimension)`` recorded in the index at ``path`` (None before the first
-    sync), read without opening the backend, whose constructor insists on a matching
-    embedder. Read-only, so a wrong path never creates an empty database."""
-    if not Path(path).is_file():
-        raise ConfigError(f"cannot read the SQLite index {path}: there is no such file")
-    try:
-        with closing(connect_read_only(Path(path))) as conn:
-            return ChunkStore(conn).embedder()
-    except IndexingError as err:
-        raise ConfigError(f"cannot read the SQLite index {path}: {err}") from err
-    except sqlite3.Error as err:
-        raise ConfigError(f"cannot read the SQLite index {path}: {err}") from err
-
-
-def missing_index(settings: LoreSettings) -> str | None:
-    path = settings.resolve_path(settings.db_path)
-    return None if path.exists() else f"no index at {path}: run `lore sync` first"
-
-
-def stored_embedder_of(settings: LoreSettings) -> tuple[str, int] | None:
-    # The constructor insists on a matching embedder, so the file is read directly.
-    return read_stored_embedder(settings.resolve_path(settings.db_path))
-
-
-def at_location(target: str, settings: LoreSettings) -> LoreSettings:
-    # Relative to where the command runs, as the user typed it, not to lore.toml.
-    return settings.model_copy(update={"backend": "sqlite", "db_path": Path(target).resolve()})
-
-
-def from_settings(settings: LoreSettings, embedder: Embedder) -> SqliteBackend:
-    return SqliteBackend(
-        settings.resolve_path(settings.db_path),
-        embedder,
-        rrf_k=settings.rrf_k,
-        candidate_depth=settings.candidate_depth,
-        fusion=settings.fusion,
-        title_boost=settings.bm25_title_boost,
-        section_boost=settings.bm25_section_boost,
-        identifier_boost=settings.bm25_identifier_boost,
-    )
-
-
-if TYPE_CHECKING:  # mypy checks this module against what commands call on every backend
-    import lore.backends.sqlite as _this
-    from lore.backends import BackendModule
-
-    _module: BackendModule = _this

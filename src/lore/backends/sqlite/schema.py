@@ -71,7 +71,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
     ),
     (
         # `lore reembed`: vectors of the next embedder, staged beside the live ones until
-        # the switch (sqlite_reembed.py). Which embedder they are for is in meta.
+        # the switch (reembed.py). Which embedder they are for is in meta.
         "CREATE TABLE reembed_vectors (embed_key TEXT PRIMARY KEY, vector BLOB NOT NULL)",
     ),
     (

@@ -6,7 +6,7 @@ read only ``chunk_vectors``, so staging is invisible to them. The switch is one
 transaction that copies the staged vectors over the live ones (chunk rowids stay, so the
 full-text index is untouched), records the new embedder and bumps the generation counter.
 
-Like ``sqlite_store.py``, ``sqlite3.Error`` passes through; the backend translates it.
+Like ``store.py``, ``sqlite3.Error`` passes through; the backend translates it.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from datetime import datetime
 
 import numpy as np
 
-from lore.backends.sqlite_store import ChunkStore
+from lore.backends.sqlite.store import ChunkStore
 from lore.errors import IndexingError
 from lore.models import Chunk, ReembedStatus
 from lore.protocols import Vectors

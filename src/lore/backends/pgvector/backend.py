@@ -18,7 +18,7 @@ distance share no scale as they come:
 
 Label filters (``key=value`` terms, ``@>`` on a GIN-indexed ``text[]``) and the caller's
 access (tenant and group terms in another GIN-indexed ``text[]``, ``pg_schema.RowFilter``)
-apply inside both channels. Tables are prefixed with the index name (see ``lore.backends.pg_schema``).
+apply inside both channels. Tables are prefixed with the index name (see ``lore.backends.pgvector.schema``).
 """
 
 from __future__ import annotations
@@ -27,15 +27,15 @@ import math
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
-from pydantic import SecretStr
 
 from lore.access import AccessFilter
-from lore.backends import StoredVectorsEmbedder, lexical, pg_reembed
-from lore.backends.pg_schema import (
+from lore.backends import lexical
+from lore.backends.pgvector import reembed as pg_reembed
+from lore.backends.pgvector.schema import (
     EXPIRE_RUNS,
     EXPORT_CHUNK_COLUMNS,
     LOCK_CLASS,
@@ -62,7 +62,6 @@ from lore.backends.pg_schema import (
 )
 from lore.backends.query_embedding import check_query_embedder
 from lore.backends.server_search import ServerSearch
-from lore.config import LoreSettings
 from lore.errors import (
     BackendUnavailableError,
     ConfigError,
@@ -335,7 +334,7 @@ class PgVectorBackend(ServerSearch):
                 (key, lexical.clean_text(value)),
             )
 
-    # -- RunHistory (the SQL is in pg_schema.py) ------------------------------------------
+    # -- RunHistory (the SQL is in schema.py) ------------------------------------------
 
     def record_run(self, run: RunRecord) -> None:
         with self._connection(IndexingError) as conn, conn.transaction():
@@ -478,7 +477,7 @@ class PgVectorBackend(ServerSearch):
         ).fetchall()
         return {row[0]: row for row in rows}
 
-    # -- Reembeddable (``lore reembed``; the SQL is in pg_reembed.py) -------------------
+    # -- Reembeddable (``lore reembed``; the SQL is in reembed.py) -------------------
 
     def reembed_status(self, model_id: str, dimension: int) -> ReembedStatus:
         with self._connection(IndexingError) as conn:
@@ -565,42 +564,3 @@ class PgVectorBackend(ServerSearch):
                 ),
                 (uri,),
             ).fetchall()
-
-
-def from_settings(settings: LoreSettings, embedder: Embedder) -> PgVectorBackend:
-    if settings.pg_dsn is None:
-        raise ConfigError(
-            "backend 'pgvector' needs a connection string: set pg_dsn in lore.toml or LORE_PG_DSN"
-        )
-    return PgVectorBackend(
-        settings.pg_dsn.get_secret_value(),
-        embedder,
-        index_name=settings.index_name,
-        rrf_k=settings.rrf_k,
-        candidate_depth=settings.candidate_depth,
-        fusion=settings.fusion,
-    )
-
-
-def missing_index(settings: LoreSettings) -> str | None:
-    return None  # a server: whether the tables exist is found by opening it
-
-
-def stored_embedder_of(settings: LoreSettings) -> tuple[str, int] | None:
-    # The embedder is checked only when writing or searching; the stand-in never embeds.
-    backend = from_settings(settings, StoredVectorsEmbedder("unknown", 1))
-    try:
-        return backend.stored_embedder()
-    finally:
-        backend.close()
-
-
-def at_location(target: str, settings: LoreSettings) -> LoreSettings:
-    return settings.model_copy(update={"backend": "pgvector", "pg_dsn": SecretStr(target)})
-
-
-if TYPE_CHECKING:  # mypy checks this module against what commands call on every backend
-    import lore.backends.pgvector as _this
-    from lore.backends import BackendModule
-
-    _module: BackendModule = _this

@@ -91,7 +91,7 @@ class Tables:
             "chunks_embedding": self.name("chunks_embedding"),
             "state": self.name("state"),
             "embedder": self.name("embedder"),
-            # Staging of `lore reembed` (pg_reembed.py), present only while one is under way.
+            # Staging of `lore reembed` (reembed.py), present only while one is under way.
             "reembed": self.name("reembed"),
             "reembed_target": self.name("reembed_target"),
             # Sync run history (lore.schedule_history).

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from lore.backends.qdrant_layout import DENSE, chunk_from_payload, point_id
+from lore.backends.qdrant.layout import DENSE, chunk_from_payload, point_id
 from lore.errors import IndexingError, MissingExtraError
 from lore.models import Chunk, ReembedStatus
 from lore.protocols import Vectors

@@ -12,7 +12,7 @@ nothing), filled from the staged vectors, its HNSW index built in bulk, the new 
 recorded and the staging dropped. Searches wait for that transaction (seconds per ten
 thousand chunks) instead of seeing a half-switched index.
 
-Like ``pg_schema.py`` this module only composes and runs statements; the backend
+Like ``schema.py`` this module only composes and runs statements; the backend
 translates ``psycopg.Error``.
 """
 
@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from lore.backends.pg_schema import Tables, chunk_from_row, vector_statements
+from lore.backends.pgvector.schema import Tables, chunk_from_row, vector_statements
 from lore.errors import IndexingError, MissingExtraError
 from lore.models import Chunk, ReembedStatus
 from lore.protocols import Vectors

@@ -22,8 +22,8 @@ import sqlite3
 import tempfile
 from pathlib import Path
 
-from lore.backends.sqlite_schema import CHECKPOINT_PAGES, connect
-from lore.backends.sqlite_store import ChunkStore
+from lore.backends.sqlite.schema import CHECKPOINT_PAGES, connect
+from lore.backends.sqlite.store import ChunkStore
 from lore.errors import IndexingError
 
 

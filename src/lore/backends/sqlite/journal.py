@@ -13,8 +13,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from lore.backends.fulltext import FullTextIndex, FullTextRow
-from lore.backends.sqlite_store import ChunkStore, FullTextOp
+from lore.backends.sqlite.fulltext import FullTextIndex, FullTextRow
+from lore.backends.sqlite.store import ChunkStore, FullTextOp
 from lore.errors import IndexingError, LoreError, RetrievalError
 
 #: Journal entries read (with their chunks' text) per step of a replay.

@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from lore.access import access_terms
-from lore.backends.fulltext import FullTextRow
+from lore.backends.sqlite.fulltext import FullTextRow
 from lore.models import Chunk, Document, IndexedDocument, Passage, RunRecord, embed_key, label_terms, utc
 from lore.protocols import Vectors
 from lore.schedule_history import run_from_json, run_to_json

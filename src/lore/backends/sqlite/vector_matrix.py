@@ -28,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from lore.access import AccessFilter
-from lore.backends.sqlite_store import ChunkStore
+from lore.backends.sqlite.store import ChunkStore
 from lore.protocols import Vectors
 
 Positions = npt.NDArray[np.int64]

@@ -20,11 +20,11 @@ from pathlib import Path
 import numpy as np
 
 from lore.access import AccessFilter
-from lore.backends.fulltext import FullTextIndex
 from lore.backends.query_embedding import vector_or_bm25
-from lore.backends.sqlite_journal import FullTextJournal, translated
-from lore.backends.sqlite_store import ChunkStore
-from lore.backends.vector_matrix import VectorMatrix
+from lore.backends.sqlite.fulltext import FullTextIndex
+from lore.backends.sqlite.journal import FullTextJournal, translated
+from lore.backends.sqlite.store import ChunkStore
+from lore.backends.sqlite.vector_matrix import VectorMatrix
 from lore.errors import EmbedderMismatchError, QueryError, RetrievalError, UnsupportedModeError
 from lore.fusion import fuse_channels
 from lore.models import Passage, SearchMode, filter_terms
