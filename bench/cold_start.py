@@ -11,7 +11,9 @@ falls on every path alike:
 - ``lore mcp`` over stdio, from spawn through ``initialize`` to the first ``tools/call``
   result (the MCP SDK's stdio client, as an agent would start it),
 
-each on three query paths: the default (no PyTorch: ``lore.embedders.local_query``),
+each on four query paths: the default (no PyTorch: ``lore.embedders.local_query``, with
+the query model loaded by a worker forked at start, ``lore.embedders.query_worker``), the
+same with the model loaded by a thread of the process itself (``LORE_QUERY_WORKER=0``),
 sentence-transformers with OpenVINO (what every query ran before that path existed, forced
 here by switching the PyTorch-free path off inside the child process), and
 ``embedding_runtime = "torch"``. The table gives medians, minimums and maximums, and each
@@ -60,10 +62,13 @@ class QueryPath:
 
 
 LORE = str(Path(PYTHON).with_name("lore"))
+#: The worker is forked for the default path only (``lore.embedders.query_worker``).
+_NO_WORKER = ("LORE_QUERY_WORKER", "0")
 PATHS = (
-    QueryPath("default: no PyTorch (tokenizers + OpenVINO)", (LORE,)),
-    QueryPath("sentence-transformers + OpenVINO (before)", (PYTHON, "-c", _WITHOUT_FAST_PATH)),
-    QueryPath("embedding_runtime = torch", (LORE,), (("LORE_EMBEDDING_RUNTIME", "torch"),)),
+    QueryPath("default: no PyTorch, query model in a forked worker", (LORE,)),
+    QueryPath("no PyTorch, query model in a thread", (LORE,), (_NO_WORKER,)),
+    QueryPath("sentence-transformers + OpenVINO (before)", (PYTHON, "-c", _WITHOUT_FAST_PATH), (_NO_WORKER,)),
+    QueryPath("embedding_runtime = torch", (LORE,), (("LORE_EMBEDDING_RUNTIME", "torch"), _NO_WORKER)),
 )
 
 
@@ -122,7 +127,7 @@ def time_search(path: QueryPath, config: Path, query: str) -> Sample:
     return Sample(elapsed, _children_cpu() - cpu)
 
 
-async def _first_result(path: QueryPath, config: Path, query: str) -> float:
+async def _first_result(path: QueryPath, config: Path, query: str) -> Sample:
     params = StdioServerParameters(
         command=path.prefix[0],
         args=[*path.prefix[1:], "--config", str(config), "mcp"],
@@ -196,14 +201,18 @@ def report(console: Console, samples: dict[tuple[str, str], list[Sample]], runs:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--runs", type=int, default=5, help="fresh processes per path and kind (default 5)")
-    parser.add_argument("--default-only", action="store_true", help="time the default query path alone")
+    parser.add_argument(
+        "--default-only",
+        action="store_true",
+        help="time the two PyTorch-free query paths alone (worker and thread, side by side)",
+    )
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error("--runs must be at least 1")
     console = Console()
     if not console.is_terminal:
         console.width = 140
-    paths = PATHS[:1] if args.default_only else PATHS
+    paths = PATHS[:2] if args.default_only else PATHS
     console.log(f"indexing examples/runbooks, then {args.runs} rounds of {len(paths) * 2} fresh processes")
     samples = measure(args.runs, paths)
     report(console, samples, args.runs)

@@ -6,6 +6,7 @@ these tests check what is imported, in fresh processes.
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import subprocess
 import sys
@@ -139,3 +140,142 @@ def test_without_a_cached_model_the_first_search_loads_pytorch_once(project: Pat
     out, probe, _ = _probe(["--config", str(config), "search", "disk full"], tmp_path)
     assert "Node disk full" in out
     assert probe == "PROBE none False"
+
+
+@pytest.mark.slow
+def test_a_cold_search_embeds_its_query_in_the_forked_worker(project: Path) -> None:
+    """The parent never imports OpenVINO or the tokenizer (the child does, beside it), and
+    finds what the in-process path finds, with the same scores."""
+    env = {"LORE_CACHE_DIR": str(project / "cache")}
+    args = ["--config", str(project / "lore.toml"), "search", "etcd has no leader", "--json"]
+    script = textwrap.dedent(
+        f"""
+        import sys
+        from lore.cli import main
+        sys.argv = ["lore", *{args!r}]
+        try:
+            main()
+        finally:
+            print("PARENT", "openvino" in sys.modules, "tokenizers" in sys.modules, file=sys.stderr)
+        """
+    )
+    runs = {}
+    for switch in ("1", "0"):
+        run_env = {key: value for key, value in os.environ.items() if not key.startswith("LORE_")}
+        run_env.update(env, PYTHONPATH=str(Path(lore.cli.__file__).parents[2]), LORE_QUERY_WORKER=switch)
+        done = subprocess.run(
+            [sys.executable, "-c", script],
+            cwd=project,
+            env=run_env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        runs[switch] = (json.loads(done.stdout), done.stderr)
+    with_worker, without = runs["1"][0], runs["0"][0]
+    assert "PARENT False False" in runs["1"][1]
+    assert "PARENT True True" in runs["0"][1]
+    assert [(p["uri"], p["section"]) for p in with_worker["passages"]] == [
+        (p["uri"], p["section"]) for p in without["passages"]
+    ]
+    assert [p["score"] for p in with_worker["passages"]] == pytest.approx(
+        [p["score"] for p in without["passages"]], abs=1e-5
+    )
+
+
+_WORKER_SCRIPT = """
+import os, signal, sys
+import numpy as np
+from pathlib import Path
+from lore.embedders import query_worker
+from lore.embedders.local import LocalEmbedder, bundled_model_path
+from lore.embedders.local_query import QueryEncoder, pipeline
+from lore.embedders.openvino_runtime import validated_model
+
+cache = Path(sys.argv[1])
+case = sys.argv[2]
+query_worker.start(["search", "q"], "search")
+worker = query_worker.claim()
+assert worker is not None, "no worker was started"
+model_dir = bundled_model_path()
+texts = ["etcd has no leader", "pod stuck in CrashLoopBackOff", "x" * 3000]
+model_xml = validated_model(model_dir, cache)
+reference = QueryEncoder.load(model_dir, model_xml, pipeline(model_dir), 32).encode(texts)
+if case == "same":
+    worker.load(model_dir, cache, 32)
+    print("DIFF", float(np.abs(worker.encode(texts) - reference).max()))
+elif case == "missing":
+    worker.load(model_dir, cache / "nowhere", 32)
+    try:
+        worker.encode(texts)
+    except query_worker.WorkerUnavailable as why:
+        print("UNAVAILABLE", why)
+elif case == "killed":
+    query_worker._started = worker  # handed to the embedder, as `lore search` does
+    os.kill(worker.pid, signal.SIGKILL)
+    os.waitpid(worker.pid, 0)
+    embedder = LocalEmbedder(model_dir, model_id="local", cache_dir=cache)
+    print("DIFF", float(np.abs(embedder.embed_queries(texts) - reference).max()), embedder.query_path)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("case", "expected"),
+    [
+        ("same", "DIFF 0.0"),  # the same code in the child: the same vectors
+        ("missing", "UNAVAILABLE no checked OpenVINO model cached yet"),
+        ("killed", "DIFF 0.0 openvino"),  # a dead worker: the query is embedded in-process
+    ],
+)
+def test_the_query_worker(project: Path, case: str, expected: str) -> None:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("LORE_")}
+    env.update(PYTHONPATH=str(Path(lore.cli.__file__).parents[2]), LORE_EMBEDDER="local")
+    done = subprocess.run(
+        [sys.executable, "-c", _WORKER_SCRIPT, str(project / "cache"), case],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert expected in done.stdout, done.stdout + done.stderr[-2000:]
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "config", "expected"),
+    [
+        (["search", "etcd"], {}, None, True),
+        (["search", "etcd", "--mode", "bm25"], {}, None, False),  # no query embedding
+        (["search", "etcd", "-m", "bm25"], {}, None, False),
+        (["search", "--help"], {}, None, False),
+        (["sync"], {}, None, False),  # embeds documents with the full model, not queries
+        (["mcp"], {}, None, False),  # long-lived: its own warm-up thread has the time
+        (["search", "etcd"], {"LORE_EMBEDDER": "openai"}, None, False),
+        (["search", "etcd"], {"LORE_QUERY_WORKER": "0"}, None, False),
+        (["--config", "lore.toml", "search", "etcd"], {}, 'embedder = "hashing"\n', False),
+        (["--config", "lore.toml", "alert", "-"], {}, 'embedder = "local"\n', True),
+        (["--config", "lore.toml", "search", "etcd"], {}, "not toml [", True),  # settings will say
+    ],
+)
+def test_the_worker_is_forked_only_where_it_helps(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    argv: list[str],
+    env: dict[str, str],
+    config: str | None,
+    expected: bool,
+) -> None:
+    from lore.embedders import query_worker
+
+    monkeypatch.chdir(tmp_path)
+    for key in ("LORE_EMBEDDER", "LORE_CONFIG", "LORE_QUERY_WORKER"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    if config is not None:
+        (tmp_path / "lore.toml").write_text(config, encoding="utf-8")
+    monkeypatch.setattr(query_worker.threading, "active_count", lambda: 1)
+    assert query_worker._worthwhile(argv, _command_name(argv)) is expected

@@ -464,8 +464,19 @@ def test_the_cached_patterns_are_detect_secrets_own() -> None:
 
 def test_a_second_process_redacts_without_importing_detect_secrets(tmp_path: Path) -> None:
     assert _probe_redaction(tmp_path) == "the token is [REDACTED:github_token] True"
-    assert (tmp_path / "detect-secrets-patterns.json").is_file()
+    assert len(list(tmp_path.glob("detect-secrets-patterns-*.json"))) == 1
     assert _probe_redaction(tmp_path) == "the token is [REDACTED:github_token] False"
+
+
+def test_two_installs_keep_a_cache_each(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Two environments (a pipx install, a project venv) must not overwrite each other's.
+    monkeypatch.setenv("LORE_CACHE_DIR", str(tmp_path))
+    rules = secret_vendors._rules_from_plugins()
+    secret_vendors._write_cache("a" * 64, rules)
+    secret_vendors._write_cache("b" * 64, rules[:1])
+    assert secret_vendors._read_cache("a" * 64) is not None
+    assert len(secret_vendors._read_cache("a" * 64) or []) == len(rules)
+    assert len(secret_vendors._read_cache("b" * 64) or []) == 1
 
 
 @pytest.mark.parametrize(
@@ -477,6 +488,7 @@ def test_a_second_process_redacts_without_importing_detect_secrets(tmp_path: Pat
     ],
 )
 def test_a_torn_or_foreign_cache_is_rebuilt(tmp_path: Path, content: str) -> None:
-    (tmp_path / "detect-secrets-patterns.json").write_text(content, encoding="utf-8")
+    key = secret_vendors._installed_key() or ""
+    (tmp_path / f"detect-secrets-patterns-{key[:16]}.json").write_text(content, encoding="utf-8")
     assert _probe_redaction(tmp_path) == "the token is [REDACTED:github_token] True"
     assert _probe_redaction(tmp_path) == "the token is [REDACTED:github_token] False"

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib
 import sys
 
-from lore.cli.app import INTERRUPTED_EXIT, app, print_error
-from lore.errors import LoreError
+from lore.embedders import query_worker
 
 #: Each module registers its commands on ``app`` when imported.
 COMMAND_MODULES = (
@@ -65,6 +65,28 @@ def _register_commands(argv: list[str] | None = None) -> None:
 
 
 def main() -> None:
+    # First, before typer, pydantic and the rest are imported: a cold `lore search` gets
+    # its query model ready in a forked process meanwhile (lore.embedders.query_worker).
+    command = _command_name(sys.argv[1:])
+    query_worker.start(sys.argv[1:], command)
+    collecting = gc.isenabled()
+    if command in query_worker.QUERY_COMMANDS:
+        # A one-shot query allocates little that reference counting does not free, while
+        # the cyclic collector's passes over the objects its imports create cost about a
+        # tenth of a cold search. A long-running command (mcp, serve, sync) keeps it.
+        gc.disable()
+    try:
+        _run()
+    finally:
+        query_worker.release()
+        if collecting:
+            gc.enable()  # main() may run inside another program (tests do)
+
+
+def _run() -> None:
+    from lore.cli.app import INTERRUPTED_EXIT, app, print_error
+    from lore.errors import LoreError
+
     try:
         _register_commands(sys.argv[1:])
         app()
@@ -81,6 +103,8 @@ def main() -> None:
 
 
 def _interrupted() -> None:
+    from lore.cli.app import INTERRUPTED_EXIT, print_error
+
     with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C while saying so
         print_error("interrupted", prefix="")
     sys.exit(INTERRUPTED_EXIT)

@@ -28,14 +28,15 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 
 from lore.config import LoreSettings
 from lore.embedders.local_query import QueryEncoder
+from lore.embedders.query_worker import QueryWorker, WorkerUnavailable
 from lore.errors import ConfigError, EmbeddingError, MissingExtraError
 from lore.protocols import Vectors
 
@@ -122,7 +123,7 @@ class LocalEmbedder:
         #: How queries are embedded: None until the first query, then "openvino" (no
         #: PyTorch: ``lore.embedders.local_query``) or "sentence-transformers".
         self.query_path: str | None = None
-        self._query_encoder: QueryEncoder | None = None
+        self._query_encoder: QueryEncoding | None = None
         self._model_id = model_id
         self._dimension, self._max_tokens = _declared_sizes(model_dir)
         self._model: Any = None
@@ -132,6 +133,8 @@ class LocalEmbedder:
         #: it rather than running its own first inference beside it: the first costs about
         #: ten times a later one (OpenVINO sets itself up), two at once cost both.
         self._warming = threading.Lock()
+        #: The in-process query path, opened only when the forked worker fails.
+        self._fallback_encoder: QueryEncoder | object | None = _NOT_OPENED
 
     @property
     def model_id(self) -> str:
@@ -196,7 +199,7 @@ class LocalEmbedder:
         except EmbeddingError as err:
             logger.debug("query warm-up failed; the first query will say why: %s", err)
 
-    def _torch_free_encoder(self) -> QueryEncoder | None:
+    def _torch_free_encoder(self) -> QueryEncoding | None:
         """The PyTorch-free query path where it gives the same vectors: a model pipeline that
         ``local_query`` reproduces and a converted model that matched PyTorch when it was
         cached. Otherwise (``embedding_runtime = "torch"``, no OpenVINO, a first use before
@@ -208,9 +211,24 @@ class LocalEmbedder:
                 self.query_path = "openvino" if self._query_encoder is not None else "sentence-transformers"
             return self._query_encoder
 
-    def _open_query_encoder(self) -> QueryEncoder | None:
+    def _open_query_encoder(self) -> QueryEncoding | None:
         if self._requested == "torch" or self._model is not None:
             return None  # the loaded model embeds queries as fast; same vectors either way
+        from lore.embedders import query_worker
+
+        worker = query_worker.claim()  # forked by a cold `lore search` (query_worker.py)
+        if worker is not None:
+            try:
+                worker.load(self.model_dir, self.cache_dir, self.batch_size)
+            except WorkerUnavailable as why:
+                logger.debug("query worker unavailable, embedding in this process: %s", why)
+                worker.close()
+            else:
+                self.runtime = "openvino"
+                return _ForkedQueries(worker, self._queries_in_process)
+        return self._in_process_query_encoder()
+
+    def _in_process_query_encoder(self) -> QueryEncoder | None:
         from lore.embedders import local_query, openvino_runtime
 
         try:
@@ -229,6 +247,18 @@ class LocalEmbedder:
             return None
         self.runtime = "openvino"
         return encoder
+
+    def _queries_in_process(self, texts: Sequence[str]) -> Vectors:
+        """What a query costs without the worker (it failed): the PyTorch-free path in this
+        process where it exists, else sentence-transformers."""
+        with self._lock:
+            if self._fallback_encoder is _NOT_OPENED:
+                self._fallback_encoder = self._in_process_query_encoder()
+            encoder = self._fallback_encoder
+        if isinstance(encoder, QueryEncoder):
+            return encoder.encode(texts)
+        self.query_path = "sentence-transformers"
+        return self._encode(texts, prompt="query")
 
     def _encode(self, texts: Sequence[str], *, prompt: str) -> Vectors:
         if not texts:
@@ -292,6 +322,32 @@ class LocalEmbedder:
             logger.warning("embedding on PyTorch instead of OpenVINO: %s", err)
             return "torch"
         return "openvino"
+
+
+_NOT_OPENED = object()
+
+
+class QueryEncoding(Protocol):
+    def encode(self, texts: Sequence[str]) -> Vectors: ...
+
+
+class _ForkedQueries:
+    """Queries embedded by the forked worker; in this process once it fails."""
+
+    def __init__(self, worker: QueryWorker, in_process: Callable[[Sequence[str]], Vectors]) -> None:
+        self._worker: QueryWorker | None = worker
+        self._in_process = in_process
+
+    def encode(self, texts: Sequence[str]) -> Vectors:
+        worker = self._worker
+        if worker is not None:
+            try:
+                return worker.encode(texts)
+            except WorkerUnavailable as why:
+                logger.debug("query worker failed, embedding in this process: %s", why)
+                self._worker = None
+                worker.close()
+        return self._in_process(texts)
 
 
 def from_settings(settings: LoreSettings) -> LocalEmbedder:

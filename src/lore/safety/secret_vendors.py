@@ -200,20 +200,23 @@ def _installed_key() -> str | None:
     return digest.hexdigest()
 
 
-def _cache_path() -> Path:
+def _cache_path(key: str) -> Path:
     # The environment form of the ``cache_dir`` setting; the redactor is built without
-    # settings in some places, and a miss only costs the import.
+    # settings in some places, and a miss only costs the import. One file per installed
+    # detect-secrets (the key names its files): two environments of one user (a pipx
+    # install and a project's venv) would otherwise overwrite each other's on every run.
+    name = f"detect-secrets-patterns-{key[:16]}.json"
     configured = os.environ.get("LORE_CACHE_DIR")
     if configured:
-        return Path(configured).expanduser() / "detect-secrets-patterns.json"
+        return Path(configured).expanduser() / name
     import platformdirs
 
-    return platformdirs.user_cache_path("lore") / "detect-secrets-patterns.json"
+    return platformdirs.user_cache_path("lore") / name
 
 
 def _read_cache(key: str) -> list[LibraryRule] | None:
     try:
-        data = json.loads(_cache_path().read_text(encoding="utf-8"))
+        data = json.loads(_cache_path(key).read_text(encoding="utf-8"))
         if not isinstance(data, dict) or data.get("key") != key:
             return None
         return [
@@ -225,7 +228,7 @@ def _read_cache(key: str) -> list[LibraryRule] | None:
 
 
 def _write_cache(key: str, rules: list[LibraryRule]) -> None:
-    path = _cache_path()
+    path = _cache_path(key)
     data = {
         "key": key,
         "rules": [[rule.kind, rule.pattern.pattern, rule.pattern.flags, list(rule.hints)] for rule in rules],
