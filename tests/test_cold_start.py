@@ -55,6 +55,9 @@ def test_the_command_word_is_found_after_the_root_options(argv: list[str], name:
     assert _command_name(argv) == name
 
 
+_LAST_STDERR = [""]  # the stderr of the latest _probe, for the lines it does not return
+
+
 def _probe(args: list[str], cwd: Path, extra_env: dict[str, str] | None = None) -> tuple[str, str, str]:
     """Run ``lore ARGS`` in a fresh interpreter; stdout, and which heavy modules it imported."""
     script = textwrap.dedent(
@@ -69,6 +72,7 @@ def _probe(args: list[str], cwd: Path, extra_env: dict[str, str] | None = None) 
             needless = [name for name in {NEEDLESS!r} if name in sys.modules]
             print("PROBE", ",".join(loaded) or "none", "lore.sync" in sys.modules, file=sys.stderr)
             print("NEEDLESS", ",".join(needless) or "none", file=sys.stderr)
+            print("QUERY-MODEL", "openvino" in sys.modules, "tokenizers" in sys.modules, file=sys.stderr)
         """
     )
     env = {key: value for key, value in os.environ.items() if not key.startswith("LORE_")}
@@ -77,6 +81,7 @@ def _probe(args: list[str], cwd: Path, extra_env: dict[str, str] | None = None) 
     result = subprocess.run(
         [sys.executable, "-c", script], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
     )
+    _LAST_STDERR[:] = [result.stderr]
     probe = [line for line in result.stderr.splitlines() if line.startswith("PROBE")]
     assert result.returncode == 0, result.stderr[-2000:]
     assert probe, result.stderr[-2000:]
@@ -146,36 +151,15 @@ def test_without_a_cached_model_the_first_search_loads_pytorch_once(project: Pat
 def test_a_cold_search_embeds_its_query_in_the_forked_worker(project: Path) -> None:
     """The parent never imports OpenVINO or the tokenizer (the child does, beside it), and
     finds what the in-process path finds, with the same scores."""
-    env = {"LORE_CACHE_DIR": str(project / "cache")}
     args = ["--config", str(project / "lore.toml"), "search", "etcd has no leader", "--json"]
-    script = textwrap.dedent(
-        f"""
-        import sys
-        from lore.cli import main
-        sys.argv = ["lore", *{args!r}]
-        try:
-            main()
-        finally:
-            print("PARENT", "openvino" in sys.modules, "tokenizers" in sys.modules, file=sys.stderr)
-        """
-    )
     runs = {}
     for switch in ("1", "0"):
-        run_env = {key: value for key, value in os.environ.items() if not key.startswith("LORE_")}
-        run_env.update(env, PYTHONPATH=str(Path(lore.cli.__file__).parents[2]), LORE_QUERY_WORKER=switch)
-        done = subprocess.run(
-            [sys.executable, "-c", script],
-            cwd=project,
-            env=run_env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        assert done.returncode == 0, done.stderr[-2000:]
-        runs[switch] = (json.loads(done.stdout), done.stderr)
+        env = {"LORE_CACHE_DIR": str(project / "cache"), "LORE_QUERY_WORKER": switch}
+        out, _, _ = _probe(args, project, env)
+        runs[switch] = (json.loads(out), _LAST_STDERR[0])
     with_worker, without = runs["1"][0], runs["0"][0]
-    assert "PARENT False False" in runs["1"][1]
-    assert "PARENT True True" in runs["0"][1]
+    assert "QUERY-MODEL False False" in runs["1"][1]
+    assert "QUERY-MODEL True True" in runs["0"][1]
     assert [(p["uri"], p["section"]) for p in with_worker["passages"]] == [
         (p["uri"], p["section"]) for p in without["passages"]
     ]
