@@ -32,6 +32,7 @@ from lore.testing.embedders import CountingEmbedder  # noqa: E402
 from lore.tool import KnowledgeSearch  # noqa: E402
 
 NOW = datetime.now(UTC)
+TOOL = "knowledge_search"
 
 
 def value(name: str, **labels: str) -> float:
@@ -47,20 +48,21 @@ def settings(tmp_path: Path, **more: object) -> LoreSettings:
 
 def search_over(tmp_path: Path, embedder: CountingEmbedder | HashingEmbedder) -> KnowledgeSearch:
     backend = SqliteBackend(tmp_path / "lore.db", embedder)
-    add_document(backend, embedder, "file://runbooks/etcd.md", "etcd lost quorum: zanzibarquorum", title="etcd")
+    text = "etcd lost quorum: zanzibarquorum"
+    add_document(backend, embedder, "file://runbooks/etcd.md", text, title="etcd")
     return KnowledgeSearch(backend, settings=settings(tmp_path), audit=MemoryAuditLog())
 
 
 def outcome_count(engine: str, outcome: str) -> float:
-    return value("lore_retrievals_total", tool="knowledge_search", engine=engine, mode="default", outcome=outcome)
+    return value("lore_retrievals_total", tool=TOOL, engine=engine, mode="default", outcome=outcome)
 
 
-async def test_each_tool_call_is_counted_once_by_outcome_with_its_latency_and_top_score(tmp_path: Path) -> None:
+async def test_each_tool_call_is_counted_once_by_outcome_with_latency_and_top_score(tmp_path: Path) -> None:
     search = search_over(tmp_path, CountingEmbedder())
     engine = search.retriever.engine
     before = {name: outcome_count(engine, name) for name in ("ok", "empty", "error", "degraded")}
-    seconds_before = value("lore_retrieval_seconds_count", tool="knowledge_search", engine=engine, mode="default")
-    scores_before = value("lore_top_score_count", tool="knowledge_search", engine=engine, mode="default")
+    seconds_before = value("lore_retrieval_seconds_count", tool=TOOL, engine=engine, mode="default")
+    scores_before = value("lore_top_score_count", tool=TOOL, engine=engine, mode="default")
 
     found = await search.run({"query": "zanzibarquorum"})
     assert found.passages
@@ -71,28 +73,31 @@ async def test_each_tool_call_is_counted_once_by_outcome_with_its_latency_and_to
     assert after["ok"] == before["ok"] + 1
     assert after["error"] == before["error"] + 1
     assert sum(after.values()) == sum(before.values()) + 2
-    assert value("lore_retrieval_seconds_count", tool="knowledge_search", engine=engine, mode="default") == (
+    assert value("lore_retrieval_seconds_count", tool=TOOL, engine=engine, mode="default") == (
         seconds_before + 2
     )
     # A top score for the answer with passages, none for the refused call.
-    assert value("lore_top_score_count", tool="knowledge_search", engine=engine, mode="default") == (
+    assert value("lore_top_score_count", tool=TOOL, engine=engine, mode="default") == (
         scores_before + 1
     )
 
 
-async def test_a_healthy_search_that_finds_nothing_is_empty_and_a_degraded_one_is_degraded(tmp_path: Path) -> None:
+async def test_a_healthy_search_finding_nothing_is_empty_a_degraded_one_degraded(tmp_path: Path) -> None:
     healthy = search_over(tmp_path / "healthy", CountingEmbedder())
     engine = healthy.retriever.engine
     empty_before = outcome_count(engine, "empty")
     result = await healthy.run({"query": "zanzibarquorum", "labels": {"team": "nobody-has-this"}})
-    assert result.passages == [] and result.error is None
+    assert result.passages == []
+    assert result.error is None
     assert outcome_count(engine, "empty") == empty_before + 1
 
     degraded = search_over(tmp_path / "degraded", HashingEmbedder(dimension=64))  # a degraded embedder
     assert degraded.retriever.degraded
     degraded_before, empty_before = outcome_count(engine, "degraded"), outcome_count(engine, "empty")
     nothing = await degraded.run({"query": "zanzibarquorum", "labels": {"team": "nobody-has-this"}})
-    assert nothing.passages == [] and nothing.metadata is not None and nothing.metadata.degraded
+    assert nothing.passages == []
+    assert nothing.metadata is not None
+    assert nothing.metadata.degraded
     # Degraded wins over empty: an empty answer during an outage proves nothing.
     assert outcome_count(engine, "degraded") == degraded_before + 1
     assert outcome_count(engine, "empty") == empty_before
@@ -105,8 +110,10 @@ async def test_no_label_value_carries_query_text_a_uri_or_the_principal(tmp_path
     for family in text_string_to_metric_families(body.decode()):
         for sample in family.samples:
             for label in sample.labels.values():
-                assert "zanzibar" not in label and "secretive" not in label
-                assert "file://" not in label and "alice" not in label
+                assert "zanzibar" not in label
+                assert "secretive" not in label
+                assert "file://" not in label
+                assert "alice" not in label
 
 
 async def test_a_failing_watcher_never_fails_the_search(tmp_path: Path) -> None:
@@ -118,7 +125,8 @@ async def test_a_failing_watcher_never_fails_the_search(tmp_path: Path) -> None:
         result = await search_over(tmp_path, CountingEmbedder()).run({"query": "zanzibarquorum"})
     finally:
         stop()
-    assert result.error is None and result.passages
+    assert result.error is None
+    assert result.passages
 
 
 def test_every_recorded_sync_run_is_counted_per_source_and_outcome(tmp_path: Path) -> None:
@@ -140,7 +148,8 @@ def test_every_recorded_sync_run_is_counted_per_source_and_outcome(tmp_path: Pat
 def run(source: str, finished: datetime, *, complete: bool) -> RunRecord:
     status = RunStatus.OK if complete else RunStatus.FAILED
     part = SourceRun(source, finished - timedelta(minutes=1), finished, status, complete=complete)
-    return RunRecord(f"run-{finished.timestamp()}", RunTrigger.SCHEDULE, part.started_at, finished, status, (part,))
+    run_id = f"run-{finished.timestamp()}"
+    return RunRecord(run_id, RunTrigger.SCHEDULE, part.started_at, finished, status, (part,))
 
 
 def test_index_gauges_come_from_the_index_and_its_history_at_scrape_time(tmp_path: Path) -> None:
@@ -168,7 +177,8 @@ def test_index_gauges_come_from_the_index_and_its_history_at_scrape_time(tmp_pat
     def gauge(name: str, source: str) -> float | None:
         return next((s.value for s in families[name].samples if s.labels.get("source") == source), None)
 
-    assert gauge("lore_documents", "runbooks") == 4 and gauge("lore_documents", "wiki") == 1
+    assert gauge("lore_documents", "runbooks") == 4
+    assert gauge("lore_documents", "wiki") == 1
     assert gauge("lore_chunks", "runbooks") == 4
     assert gauge("lore_stale_documents", "runbooks") == 2  # just-stale.md and old.md
     assert gauge("lore_stale_documents", "wiki") == 0
@@ -238,5 +248,21 @@ def test_the_cli_search_path_does_not_import_prometheus_client() -> None:
     import sys
 
     program = "import sys, lore.tool.core, lore.cli.search_cmd; print('prometheus_client' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, check=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, check=True, timeout=60
+    )
     assert out.stdout.strip() == "False"
+
+
+def test_a_sync_by_the_service_is_recorded_in_the_run_history(tmp_path: Path) -> None:
+    """Before, ``lore serve``'s syncs (triggered, scheduled, uploads) left no record, so
+    ``lore sync --history`` and ``lore_sync_last_success_timestamp_seconds`` missed them."""
+    require_extra("fastapi", "serve")
+    from web_helpers import serve
+
+    before = value("lore_sync_runs_total", source="runbooks", outcome="ok")
+    with serve(tmp_path) as served:  # syncs once through the service
+        runs = served.service.backend.runs(5, source="runbooks")
+    assert [run.trigger for run in runs] == [RunTrigger.SERVICE]
+    assert runs[0].sources[0].complete
+    assert value("lore_sync_runs_total", source="runbooks", outcome="ok") == before + 1
