@@ -5,6 +5,7 @@ every alert links a runbook in docs/runbooks/ that names it."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import Iterator
@@ -179,3 +180,32 @@ def test_every_alert_links_a_runbook_that_names_it() -> None:
         # The runbook style of examples/runbooks/.
         headings = re.findall(r"^## (.+)$", page.content, flags=re.M)
         assert headings[:4] == ["Meaning", "Impact", "Diagnosis", "Mitigation"], path.name
+
+
+async def test_lore_finds_the_runbook_of_each_of_its_own_alerts(tmp_path: Path) -> None:
+    """docs/runbooks indexed as a source: ``runbook_for_alert`` answers each shipped alert,
+    from its labels and annotations as Alertmanager sends them, with its own runbook."""
+    from lore.alerts.tool import RunbookForAlert
+    from lore.config import load_settings
+    from lore.sync import run_sync
+    from lore.tool import build_knowledge_search
+
+    config = tmp_path / "lore.toml"
+    config.write_text(
+        'db_path = "lore.db"\naudit_path = "audit.jsonl"\nembedder = "hashing"\n[vault]\nenabled = false\n'
+        f'[[sources]]\nname = "lore-runbooks"\ntype = "filesystem"\npath = "{RUNBOOKS}"\n'
+        'visibility = "all-viewers"\n',
+        encoding="utf-8",
+    )
+    settings = load_settings(config)
+    assert (await asyncio.to_thread(run_sync, settings)).ok  # run_sync has its own event loop
+    search = build_knowledge_search(settings)
+    assert search is not None
+    tool = RunbookForAlert(search)
+    for rule in rules():
+        labels = {"alertname": rule["alert"], **rule.get("labels", {})}
+        answer = await tool.run({"labels": labels, "annotations": rule["annotations"]})
+        assert answer.error is None, answer.error
+        top = answer.result.passages[0]
+        expected = rule["annotations"]["runbook_url"].rsplit("/", 1)[1]
+        assert top.uri == f"file://lore-runbooks/{expected}", rule["alert"]
