@@ -3,10 +3,7 @@ process, after searches and syncs, parsed with prometheus_client's own parser.""
 
 from __future__ import annotations
 
-import subprocess
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from optional_extras import require_extra
@@ -18,9 +15,9 @@ import httpx  # noqa: E402
 from mcp import Client  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from test_mcp import server_env  # noqa: E402
-from test_web_serve import LORE, lore, start_serve, stop_with_sigterm  # noqa: E402
-from web_helpers import free_port, serve, write_config  # noqa: E402
+from test_mcp import mcp_http  # noqa: E402
+from test_web_serve import lore, start_serve, stop_with_sigterm  # noqa: E402
+from web_helpers import serve, write_config  # noqa: E402
 
 #: A word of one runbook, which must never show up in a label.
 MARKER = "zanzibarquorum"
@@ -106,35 +103,6 @@ def test_on_loopback_metrics_are_open_like_healthz_even_with_tokens(tmp_path: Pa
         assert served.tokens  # tokens exist, and the API wants them
         assert httpx.post(f"{served.url}/v1/search", json={"query": "x"}, timeout=30).status_code == 401
         assert total(scrape(served.url), "lore_documents", source="runbooks") == 3
-
-
-@contextmanager
-def mcp_http(config: Path) -> Iterator[str]:
-    port = free_port()
-    process = subprocess.Popen(
-        [str(LORE), "--config", str(config), "mcp", "--http", "--port", str(port)],
-        cwd=config.parent,
-        env=server_env(),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120  # readiness only
-        while True:
-            assert process.poll() is None, f"lore mcp --http exited: {process.communicate()[1]}"
-            try:
-                if httpx.get(f"{url}/metrics", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "lore mcp --http did not start listening"
-            time.sleep(0.2)
-        yield url
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
 
 
 async def test_lore_mcp_http_exposes_both_tools_and_the_index_at_metrics(tmp_path: Path) -> None:
