@@ -12,29 +12,42 @@ A watcher that raises is logged and skipped: observing never fails a search or a
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
     from lore.models import RunRecord
 
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
 class SearchObservation:
-    """One tool call, as metrics see it: nothing from the query, no uri."""
+    """One tool call, as metrics see it: nothing from the query, no uri. A plain class,
+    not a dataclass: this module is on ``lore search``'s cold-start path, and building a
+    dataclass costs a millisecond at import."""
 
-    tool: str
-    engine: str
-    #: The mode asked for; None: the retriever's default.
-    mode: str | None
-    seconds: float
-    #: Scores of the passages returned, in rank order.
-    scores: tuple[float, ...]
-    degraded: bool
-    failed: bool
+    __slots__ = ("degraded", "engine", "failed", "mode", "scores", "seconds", "tool")
+
+    def __init__(
+        self,
+        tool: str,
+        engine: str,
+        mode: str | None,
+        seconds: float,
+        scores: tuple[float, ...],
+        degraded: bool,
+        failed: bool,
+    ) -> None:
+        self.tool = tool
+        self.engine = engine
+        #: The mode asked for; None: the retriever's default.
+        self.mode = mode
+        self.seconds = seconds
+        #: Scores of the passages returned, in rank order.
+        self.scores = scores
+        self.degraded = degraded
+        self.failed = failed
 
     @property
     def outcome(self) -> str:
@@ -49,8 +62,9 @@ class SearchObservation:
         return "ok" if self.scores else "empty"
 
 
-SearchWatcher = Callable[[SearchObservation], None]
-SyncWatcher = Callable[["RunRecord"], None]
+if TYPE_CHECKING:  # aliases for the checker only: subscripting Callable costs at import
+    SearchWatcher = Callable[[SearchObservation], None]
+    SyncWatcher = Callable[[RunRecord], None]
 
 _search_watchers: list[SearchWatcher] = []
 _sync_watchers: list[SyncWatcher] = []
