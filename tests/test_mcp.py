@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -135,8 +136,9 @@ def free_port() -> int:
         return port
 
 
-@pytest.fixture
-def http_server(config: Path) -> Iterator[str]:
+@contextmanager
+def mcp_http(config: Path) -> Iterator[str]:
+    """A real ``lore mcp --http`` on an ephemeral port: its base url, once it listens."""
     port = free_port()
     process = subprocess.Popen(
         [str(LORE), "--config", str(config), "mcp", "--http", "--port", str(port)],
@@ -158,10 +160,16 @@ def http_server(config: Path) -> Iterator[str]:
                 if time.monotonic() > deadline:
                     pytest.fail("lore mcp --http did not start listening")
                 time.sleep(0.2)
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield f"http://127.0.0.1:{port}"
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+@pytest.fixture
+def http_server(config: Path) -> Iterator[str]:
+    with mcp_http(config) as url:
+        yield f"{url}/mcp"
 
 
 async def test_streamable_http_lists_and_calls_the_tool(config: Path, http_server: str) -> None:

@@ -146,6 +146,17 @@ class VaultSettings(BaseModel):
         return _cadence(value)
 
 
+class ServeSettings(BaseModel):
+    """``[serve]``: what ``lore serve`` exposes beyond the API (docs/observability.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: Whether ``GET /metrics`` wants a bearer token (any role). None: only when bound to
+    #: an address other than 127.0.0.1, since Prometheus scrapers usually carry no token
+    #: and a loopback listener is reachable from this machine only.
+    metrics_token_required: bool | None = None
+
+
 class ElasticsearchSettings(BaseModel):
     """``[elasticsearch]``: the cluster of ``backend = "elasticsearch"`` or ``"opensearch"``.
 
@@ -297,6 +308,7 @@ class LoreSettings(BaseSettings):
     stale_after_days: int = Field(default=180, gt=0)
     audit_path: Path = Path("lore-audit.jsonl")
     safety: SafetySettings = Field(default_factory=SafetySettings)
+    serve: ServeSettings = Field(default_factory=ServeSettings)
     alerts: AlertSettings = Field(default_factory=AlertSettings)
 
     #: Each one an instance of its type's model; SerializeAsAny so dumps keep its own keys.

@@ -29,6 +29,7 @@ from mcp.types import (
 from starlette.applications import Starlette
 
 from lore.mcp_stdio import INSTRUCTIONS, SERVER_NAME, lore_version, os_user, served_tools, tool_definition
+from lore.metrics import metrics_route
 from lore.tool.core import KnowledgeSearch
 
 __all__ = ["INSTRUCTIONS", "SERVER_NAME", "build_server", "http_app", "os_user", "run_http", "serve_http"]
@@ -92,9 +93,12 @@ def build_server(search: KnowledgeSearch, *, principal: str | None = None) -> Se
 
 
 def http_app(search: KnowledgeSearch) -> Starlette:
-    """The streamable-HTTP ASGI app (endpoint ``/mcp``), with DNS-rebinding protection
-    for loopback hosts as the SDK sets it up."""
-    return build_server(search).streamable_http_app(streamable_http_path=HTTP_PATH, host=HTTP_HOST)
+    """The streamable-HTTP ASGI app (endpoint ``/mcp``, and ``/metrics``), with
+    DNS-rebinding protection for loopback hosts as the SDK sets it up."""
+    return build_server(search).streamable_http_app(
+        streamable_http_path=HTTP_PATH, host=HTTP_HOST,
+        custom_starlette_routes=[metrics_route(search.retriever, search.settings)],
+    )
 
 
 async def serve_http(search: KnowledgeSearch, *, port: int = DEFAULT_HTTP_PORT) -> None:

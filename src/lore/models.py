@@ -369,3 +369,14 @@ def unique_uris(passages: Iterable[Passage]) -> list[str]:
     for passage in passages:
         seen.setdefault(passage.uri, None)
     return list(seen)
+
+
+@dataclass(frozen=True, slots=True)
+class SourceCounts:
+    """What an index holds of one source (``lore.protocols.SourceStatistics``)."""
+
+    source: str
+    documents: int
+    chunks: int
+    #: Documents last updated at or before the ``stale_before`` asked for.
+    stale: int

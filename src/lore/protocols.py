@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -31,6 +32,7 @@ from lore.models import (
     ReembedStatus,
     RunRecord,
     SearchMode,
+    SourceCounts,
     SourceItem,
     Visibility,
 )
@@ -251,6 +253,18 @@ class Checkpointing(Protocol):
     growing to a multiple of the database."""
 
     def checkpoint(self) -> None: ...
+
+
+@runtime_checkable
+class SourceStatistics(Protocol):
+    """Optional capability of an index: per-source counts in one aggregate read, for
+    ``/metrics`` (``lore.metrics``). Never takes the write lock, so a scrape during a sync
+    reads the last committed state instead of waiting."""
+
+    def source_statistics(self, stale_before: datetime) -> list[SourceCounts]:
+        """Documents, chunks and documents updated at or before ``stale_before``, per
+        source that holds any."""
+        ...
 
 
 @runtime_checkable

@@ -32,6 +32,7 @@ from lore.models import (
     SyncFailure,
     SyncReport,
 )
+from lore.observe import observe_sync_run
 from lore.protocols import KnowledgeIndex, RunHistory
 
 logger = logging.getLogger(__name__)
@@ -164,6 +165,7 @@ class RunRecorder:
                 index.record_run(record)
             except LoreError as err:
                 logger.warning("could not record sync run %s: %s", record.run_id, err)
+        observe_sync_run(record)  # lore_sync_runs_total of a server that runs syncs
         return record
 
 

@@ -11,7 +11,7 @@ from lore.cli.app import app, say, settings
 from lore.errors import ConfigError, MissingExtraError
 
 #: What the ``mcp`` extra brings: the SDK and the HTTP stack it serves with.
-_MCP_EXTRA_MODULES = ("mcp", "anyio", "starlette", "uvicorn")
+_MCP_EXTRA_MODULES = ("mcp", "anyio", "starlette", "uvicorn", "prometheus_client")
 
 _NO_CORPUS = (
     'backend is "none": there is no corpus to search, so lore mcp will not start. '

@@ -11,7 +11,9 @@ from lore.cli.app import app, say, settings
 from lore.errors import ConfigError, MissingExtraError
 
 #: What the ``serve`` extra brings (``pip install 'lore[serve]'``).
-_SERVE_EXTRA_MODULES = ("fastapi", "starlette", "uvicorn", "python_multipart", "multipart", "mcp", "anyio")
+_SERVE_EXTRA_MODULES = (
+    "fastapi", "starlette", "uvicorn", "python_multipart", "multipart", "mcp", "anyio", "prometheus_client"
+)
 #: The only address served without tokens: this machine's own.
 LOOPBACK = "127.0.0.1"
 DEMO_TOKEN_NAME = "demo-viewer"

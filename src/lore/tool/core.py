@@ -31,6 +31,7 @@ from lore.access import AccessFilter, Principal, access_filter, principal_name
 from lore.config import LoreSettings, load_settings
 from lore.errors import LoreError, QueryError, RerankError, UnsupportedModeError
 from lore.models import SOURCE_TYPE_LABEL, Passage, SearchMode, utc
+from lore.observe import observe_search
 from lore.protocols import Embedder, KnowledgeRetriever, ReportingRetriever, Reranker
 from lore.rerankers import resolve_reranker
 from lore.resolve import NO_BACKEND, resolve_retriever
@@ -359,6 +360,11 @@ class KnowledgeSearch:
             logger.exception("%s failed", tool)
             error = f"{tool.replace('_', ' ')} failed unexpectedly ({type(err).__name__})"
         latency_ms = (time.perf_counter() - started) * 1000.0
+        observe_search(  # the one place every tool call is counted (lore.metrics)
+            tool, self._retriever.engine, mode.value if mode is not None else None, latency_ms / 1000.0,
+            [p.score for p in passages], degraded=self._retriever.degraded or degraded_reason is not None,
+            failed=error is not None,
+        )
 
         shown_query = self._redactor.redact(request.query)[0] if request is not None else ""
         entry = AuditEntry(

@@ -23,7 +23,15 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lore import __version__
 from lore.mcp_server import HTTP_PATH
-from lore.web import problems, routes_documents, routes_search, routes_session, routes_sources, routes_sync
+from lore.web import (
+    problems,
+    routes_documents,
+    routes_metrics,
+    routes_search,
+    routes_session,
+    routes_sources,
+    routes_sync,
+)
 from lore.web.auth import Auth, Sessions
 from lore.web.limits import BodyLimit, RateLimiter
 from lore.web.mcp_mount import McpAuth, mcp_app
@@ -61,6 +69,7 @@ def create_app(service: Service, *, host: str = "127.0.0.1") -> ASGIApp:
     problems.install(api)
     for module in (routes_search, routes_documents, routes_sources, routes_sync, routes_session):
         api.include_router(module.router)
+    api.include_router(routes_metrics.metrics_router(service, host))
 
     @api.get("/healthz", tags=["health"])
     async def healthz() -> dict[str, str]:

@@ -22,8 +22,9 @@ from lore.alerts.tool import AlertResult, RunbookForAlert
 from lore.chunking import Chunker
 from lore.config import LoreSettings
 from lore.errors import ConfigError, LoreError
-from lore.models import SourceFailure, SourceItem, SyncReport, Tombstone
+from lore.models import RunTrigger, SourceFailure, SourceItem, SyncReport, Tombstone
 from lore.protocols import Embedder, KnowledgeSource, QueryWarmUp, StoringBackend
+from lore.schedule_history import RunRecorder
 from lore.sources import build_source
 from lore.sources.manual import ManualSource
 from lore.sources.stored import StoredSource
@@ -199,16 +200,26 @@ class Service:
         if any(isinstance(source, _OneDocument) for source in sources) and not self._chunking_current():
             sources = self.built_sources()
         check_sources(sources)
-        return asyncio.run(
-            sync_sources(
-                sources,  # sync itself skips what may not be indexed (lore.sources.scope)
-                self.backend,
-                self.embedder,
-                self.chunker,
-                batch_size=self.settings.embedding_batch_size,
-                max_prune_fraction=self.settings.max_prune_fraction,
+        # Recorded like every other sync, so `lore sync --history`, the schedule and
+        # /metrics (the last successful sync per source) see the service's runs too.
+        recorder = RunRecorder(RunTrigger.SERVICE)
+        try:
+            asyncio.run(
+                sync_sources(
+                    sources,  # sync itself skips what may not be indexed (lore.sources.scope)
+                    self.backend,
+                    self.embedder,
+                    self.chunker,
+                    batch_size=self.settings.embedding_batch_size,
+                    max_prune_fraction=self.settings.max_prune_fraction,
+                    report=recorder.report,
+                )
             )
-        )
+        except BaseException as err:
+            recorder.finish(self.backend, err)
+            raise
+        recorder.finish(self.backend)
+        return recorder.report
 
     def locked(self, job: Callable[[], T]) -> T:
         """``job`` under the write lock: never two writes at once."""

@@ -27,6 +27,7 @@ import math
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any, Literal
 
 import numpy as np
@@ -81,6 +82,7 @@ from lore.models import (
     ReembedStatus,
     RunRecord,
     SearchMode,
+    SourceCounts,
     utc,
 )
 from lore.protocols import Embedder, Vectors
@@ -333,6 +335,22 @@ class PgVectorBackend(ServerSearch):
                 ),
                 (key, lexical.clean_text(value)),
             )
+
+    def source_statistics(self, stale_before: datetime) -> list[SourceCounts]:
+        """For ``/metrics``: one aggregate over the ledger, outside any write lock."""
+        with self._connection(IndexingError) as conn:
+            rows = conn.execute(
+                self._tables.sql(
+                    "SELECT source, count(*), coalesce(sum(chunk_count), 0), "
+                    "count(*) FILTER (WHERE updated_at <= %s) "
+                    "FROM {documents} GROUP BY source ORDER BY source"
+                ),
+                (utc(stale_before),),
+            ).fetchall()
+        return [
+            SourceCounts(str(name), int(docs), int(chunks), int(stale))
+            for name, docs, chunks, stale in rows
+        ]
 
     # -- RunHistory (the SQL is in schema.py) ------------------------------------------
 

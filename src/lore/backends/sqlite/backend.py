@@ -77,6 +77,7 @@ from lore.models import (
     IndexedDocument,
     ReembedStatus,
     RunRecord,
+    SourceCounts,
 )
 from lore.protocols import Embedder, Vectors
 from lore.schedule_history import RUN_RETENTION
@@ -414,6 +415,11 @@ class SqliteBackend(SqliteSearch):
         with self._read_guard, translated(IndexingError, f"cannot read the index {self._path}"):
             found = self._reads.documents(uri)
             return (found[0], self._reads.chunks(uri)) if found else None
+
+    def source_statistics(self, stale_before: datetime) -> list[SourceCounts]:
+        """For ``/metrics``: on the search connection, never under the write lock."""
+        with self._read_guard, translated(IndexingError, f"cannot read the index {self._path}"):
+            return self._reads.source_counts(stale_before)
 
     # -- Reembeddable (``lore reembed``; the SQL is in reembed.py) ---------------
 

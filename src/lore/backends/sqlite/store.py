@@ -20,7 +20,17 @@ import numpy.typing as npt
 
 from lore.access import access_terms
 from lore.backends.sqlite.fulltext import FullTextRow
-from lore.models import Chunk, Document, IndexedDocument, Passage, RunRecord, embed_key, label_terms, utc
+from lore.models import (
+    Chunk,
+    Document,
+    IndexedDocument,
+    Passage,
+    RunRecord,
+    SourceCounts,
+    embed_key,
+    label_terms,
+    utc,
+)
 from lore.protocols import Vectors
 from lore.schedule_history import run_from_json, run_to_json
 
@@ -423,6 +433,16 @@ class ChunkStore:
             )
             for uri, title, revision, updated, labels, media_type, access, tenant in rows
         ]
+
+    def source_counts(self, stale_before: datetime) -> list[SourceCounts]:
+        """One scan of the ledger: documents, chunks and stale documents per source
+        (``updated_at`` is stored as UTC ISO 8601, so strings compare as times)."""
+        rows = self.conn.execute(
+            "SELECT source, COUNT(*), COALESCE(SUM(chunk_count), 0), COALESCE(SUM(updated_at <= ?), 0) "
+            "FROM documents GROUP BY source ORDER BY source",
+            (utc(stale_before).isoformat(),),
+        )
+        return [SourceCounts(source, documents, chunks, stale) for source, documents, chunks, stale in rows]
 
     def chunks(self, uri: str) -> list[Chunk]:
         """A document's chunks in order, without their vectors (``DocumentReader``)."""
