@@ -21,34 +21,19 @@ from lore.access import Principal
 from lore.config import LoreSettings
 from lore.errors import LoreError
 from lore.events.record import Correlation, EventHit, RetrievalEvent, new_id
-from lore.events.sqlite_store import SIDECAR_NAME, SqliteEventStore
+from lore.events.stores import event_store_for
 from lore.events.timing import Timing
-from lore.protocols import EventStore, EventStoring, KnowledgeRetriever
+from lore.protocols import EventStore, KnowledgeRetriever
 from lore.safety.audit import AuditEntry
 
 logger = logging.getLogger(__name__)
 
-#: Backends without a store of their own: their events go to a sidecar SQLite file.
-SIDECAR_BACKENDS = frozenset({"qdrant", "elasticsearch", "opensearch", "discovery_engine"})
 #: Events one write takes from the queue at most.
 BATCH = 200
 #: How long ``close`` waits for the queue to drain (a stalled store must not hang exit).
 CLOSE_WAIT_SECONDS = 10.0
 
 _STOP = object()
-
-
-def event_store_for(settings: LoreSettings, retriever: KnowledgeRetriever) -> EventStore | None:
-    """Where this tool's events go: the backend's own store, a sidecar file beside the
-    data for backends without one, or nowhere when ``[events] enabled = false`` (or for
-    a retriever lore does not know, such as a test's)."""
-    if not settings.events.enabled:
-        return None
-    if isinstance(retriever, EventStoring):
-        return retriever.event_store()
-    if settings.backend in SIDECAR_BACKENDS:
-        return SqliteEventStore(settings.resolved_data_dir() / SIDECAR_NAME, sidecar=True)
-    return None
 
 
 class EventRecorder:

@@ -56,10 +56,20 @@ class SqliteEventStore:
     which the recorder counts as drops). ``sidecar``: the file is the store's alone and
     gets its schema here."""
 
-    def __init__(self, path: Path, *, read_only: str | None = None, sidecar: bool = False) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        read_only: str | None = None,
+        sidecar: bool = False,
+        fallback_read_only: bool = False,
+    ) -> None:
+        """``fallback_read_only``: when the file cannot be opened for writing (a
+        read-only mount), read it read-only (``lore events`` there)."""
         self._path = Path(path)
         self._read_only = read_only
         self._sidecar = sidecar
+        self._fallback = fallback_read_only
         self._conn: sqlite3.Connection | None = None
         self._guard = threading.Lock()
 
@@ -84,8 +94,14 @@ class SqliteEventStore:
             return connect_read_only(self._path)
         if self._sidecar:
             self._path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False, timeout=5.0)
-        conn.execute("PRAGMA journal_mode = WAL")
+        try:
+            conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False, timeout=5.0)
+            conn.execute("PRAGMA journal_mode = WAL")
+        except sqlite3.Error as err:
+            if not self._fallback:
+                raise
+            self._read_only = str(err)
+            return self._open()
         conn.execute("PRAGMA synchronous = NORMAL")
         if self._sidecar and conn.execute("PRAGMA user_version").fetchone()[0] == 0:
             conn.execute("BEGIN IMMEDIATE")
