@@ -23,7 +23,15 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lore import __version__
 from lore.mcp_server import HTTP_PATH
-from lore.web import problems, routes_documents, routes_search, routes_session, routes_sources, routes_sync
+from lore.web import (
+    problems,
+    routes_documents,
+    routes_events,
+    routes_search,
+    routes_session,
+    routes_sources,
+    routes_sync,
+)
 from lore.web.auth import Auth, Sessions
 from lore.web.limits import BodyLimit, RateLimiter
 from lore.web.mcp_mount import McpAuth, mcp_app
@@ -48,6 +56,7 @@ def create_app(service: Service, *, host: str = "127.0.0.1") -> ASGIApp:
         async with mcp.router.lifespan_context(mcp):
             yield
         runner.stop()
+        service.search.close()  # writes the queued retrieval events
 
     api = FastAPI(
         title="lore",
@@ -59,7 +68,8 @@ def create_app(service: Service, *, host: str = "127.0.0.1") -> ASGIApp:
     api.state.auth = auth
     api.state.sync_runner = runner
     problems.install(api)
-    for module in (routes_search, routes_documents, routes_sources, routes_sync, routes_session):
+    routes = (routes_search, routes_documents, routes_sources, routes_sync, routes_session, routes_events)
+    for module in routes:
         api.include_router(module.router)
 
     @api.get("/healthz", tags=["health"])
