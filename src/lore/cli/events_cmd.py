@@ -11,10 +11,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
-from rich.text import Text
 
-from lore.cli.app import app, console, say, settings
+from lore.cli.app import app, say, settings
 from lore.cli.search_cmd import terminal_safe
 from lore.errors import ConfigError
 from lore.events.record import EventQuery, RetrievalEvent, parse_since
@@ -61,29 +59,24 @@ def events_command(
     if not found:
         say("no retrieval events match")
         return
-    console.print(_table(found))
+    for event in found:
+        for line in _lines(event):
+            # Caller text (queries, uris) reaches the terminal inert.
+            say(terminal_safe(line))
 
 
-def _table(events: list[RetrievalEvent]) -> Table:
-    table = Table("time (UTC)", "event", "tool", "who", "query", "results", "top", "ms", "flags")
-    for event in events:
-        flags = [name for name, on in (("empty", event.empty), ("degraded", event.degraded)) if on]
-        if event.error:
-            flags.append("error")
-        cells = (
-            event.time[:19].replace("T", " "),
-            event.event_id,
-            event.tool,
-            event.principal or "-",
-            event.query[:60],
-            str(len(event.results)),
-            event.results[0].uri if event.results else "-",
-            f"{event.latency_ms:.0f}",
-            ", ".join(flags),
-        )
-        # Text, not markup: queries and uris are caller text ("[bold]" prints as written).
-        table.add_row(*(Text(terminal_safe(cell)) for cell in cells))
-    return table
+def _lines(event: RetrievalEvent) -> list[str]:
+    """Two lines per event, readable at any terminal width (a table squeezes the query)."""
+    flags = [name for name, on in (("empty", event.empty), ("degraded", event.degraded)) if on]
+    if event.error:
+        flags.append("error")
+    count = len(event.results)
+    head = (
+        f"{event.time[:19].replace('T', ' ')}  {event.event_id}  {event.tool}  {event.principal or '-'}  "
+        f"{count} result{'' if count == 1 else 's'}  {event.latency_ms:.0f} ms"
+    )
+    top = f"  top: {event.results[0].uri}" if event.results else ""
+    return [head + (f"  [{', '.join(flags)}]" if flags else ""), f"    {event.query!r}{top}"]
 
 
 @events_app.command("prune")

@@ -32,7 +32,7 @@ from lore.config import LoreSettings, load_settings
 from lore.errors import LoreError, QueryError, RerankError, UnsupportedModeError
 from lore.events.correlation import CORRELATION_PROPERTIES, correlation_of
 from lore.events.record import Correlation
-from lore.events.recorder import EventRecorder, event_of_call, recorder_for
+from lore.events.recorder import DEGRADED_EMBEDDER, EventRecorder, event_of_call, recorder_for
 from lore.events.timing import Timing, measure_retrieval
 from lore.models import SOURCE_TYPE_LABEL, Passage, SearchMode, utc
 from lore.protocols import Embedder, KnowledgeRetriever, ReportingRetriever, Reranker
@@ -414,7 +414,7 @@ class KnowledgeSearch:
             correlation=request.correlation if request is not None else Correlation(),
             timing=timing,
             degraded=degraded,
-            degraded_reason=reason,
+            degraded_reason=reason or (DEGRADED_EMBEDDER if self._retriever.degraded else None),
         )
         self._events.record(event)
 
