@@ -23,6 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from mcp_latency import QUESTIONS  # the same on-call questions as the other latency benches
 from rich.console import Console
 from rich.table import Table
 
@@ -33,16 +34,6 @@ from lore.sync import run_sync
 from lore.tool.core import KnowledgeSearch
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-QUESTIONS = (
-    "etcd has no leader",
-    "pod stuck in CrashLoopBackOff",
-    "kube-apiserver latency is high",
-    "node NotReady",
-    "etcd database space exceeded",
-    "payments-consumer-group lag",
-    "certificate expiry rotation",
-    "how do I restart the api gateway",
-)
 
 
 def main() -> None:

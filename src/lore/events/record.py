@@ -133,6 +133,20 @@ class EventQuery:
     all_tenants: bool = True
     limit: int = 50
 
+    def conditions(self) -> dict[str, object]:
+        """The filters in force, by name (``since``, ``empty``, ``degraded``, ``uri``,
+        ``tenant``): each store maps a name to its own SQL."""
+        given: dict[str, object] = {
+            "since": self.since,
+            "empty": self.empty,
+            "degraded": self.degraded,
+            "uri": self.uri,
+        }
+        found = {name: value for name, value in given.items() if value is not None}
+        if not self.all_tenants:
+            found["tenant"] = self.tenant  # None is the default tenant, a condition too
+        return found
+
 
 def new_id() -> str:
     return uuid.uuid4().hex

@@ -47,6 +47,23 @@ EVENT_SCHEMA: tuple[str, ...] = (
 
 SIDECAR_NAME = "events.db"
 
+#: ``EventQuery.conditions`` in SQLite.
+_CONDITIONS = {
+    "since": "time >= ?",
+    "empty": "empty = ?",
+    "degraded": "degraded = ?",
+    "uri": "EXISTS (SELECT 1 FROM json_each(record, '$.results') WHERE json_extract(value, '$.uri') = ?)",
+    "tenant": "tenant IS ?",
+}
+
+
+def _sqlite_value(value: object) -> str | int | None:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, bool):
+        return int(value)
+    return None if value is None else str(value)
+
 
 class SqliteEventStore:
     """``lore.protocols.EventStore`` over one SQLite file; its connection is its own, so
@@ -131,25 +148,9 @@ class SqliteEventStore:
             )
 
     def events(self, query: EventQuery) -> list[RetrievalEvent]:
-        where: list[str] = ["1 = 1"]
-        params: list[str | int | None] = []
-        if query.since is not None:
-            where.append("time >= ?")
-            params.append(query.since.isoformat())
-        if query.empty is not None:
-            where.append("empty = ?")
-            params.append(int(query.empty))
-        if query.degraded is not None:
-            where.append("degraded = ?")
-            params.append(int(query.degraded))
-        if query.uri is not None:
-            where.append(
-                "EXISTS (SELECT 1 FROM json_each(record, '$.results') WHERE json_extract(value, '$.uri') = ?)"
-            )
-            params.append(query.uri)
-        if not query.all_tenants:
-            where.append("tenant IS ?")
-            params.append(query.tenant)
+        conditions = query.conditions()
+        where = ["1 = 1", *(_CONDITIONS[name] for name in conditions)]
+        params = [_sqlite_value(value) for value in conditions.values()]
         sql = f"SELECT record FROM retrieval_events WHERE {' AND '.join(where)} ORDER BY time DESC LIMIT ?"
         with self._connection("cannot read retrieval events") as conn:
             rows = conn.execute(sql, (*params, query.limit)).fetchall()

@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse
 from lore.access import Principal, Role, access_filter
 from lore.errors import LoreError, QueryError
 from lore.events.feedback import submit_feedback
-from lore.events.record import EventQuery, parse_since
+from lore.events.record import EventQuery, RetrievalEvent, parse_since
 from lore.events.suggestions import store_suggestions, visible_suggestion
 from lore.protocols import DocumentReader, EventStore
 from lore.web.auth import Caller, require, service_of
@@ -60,8 +60,13 @@ async def events(
         all_tenants=False,
         limit=limit,
     )
-    service.search.events.flush()
-    found = await asyncio.to_thread(_store(service).events, query)
+    store = _store(service)
+
+    def read() -> list[RetrievalEvent]:
+        service.search.events.flush()  # a call that has just returned is listed too
+        return store.events(query)
+
+    found = await asyncio.to_thread(read)
     return JSONResponse({"events": [event.to_json() for event in found]})
 
 

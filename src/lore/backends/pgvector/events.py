@@ -21,6 +21,15 @@ from lore.config import LoreSettings
 from lore.errors import ConfigError, IndexingError
 from lore.events.record import AlertSuggestion, EventQuery, Feedback, RetrievalEvent, dumps
 
+#: ``EventQuery.conditions`` in PostgreSQL.
+_CONDITIONS = {
+    "since": "time >= %s",
+    "empty": "empty = %s",
+    "degraded": "degraded = %s",
+    "uri": "%s = ANY(uris)",
+    "tenant": "tenant IS NOT DISTINCT FROM %s",
+}
+
 
 class PgEventStore:
     def __init__(self, dsn: str, index_name: str = "lore", *, connect_timeout: float = 5.0) -> None:
@@ -86,23 +95,9 @@ class PgEventStore:
             cursor.executemany(statement, rows)
 
     def events(self, query: EventQuery) -> list[RetrievalEvent]:
-        where: list[str] = ["true"]
-        params: list[datetime | bool | str | None] = []
-        if query.since is not None:
-            where.append("time >= %s")
-            params.append(query.since)
-        if query.empty is not None:
-            where.append("empty = %s")
-            params.append(query.empty)
-        if query.degraded is not None:
-            where.append("degraded = %s")
-            params.append(query.degraded)
-        if query.uri is not None:
-            where.append("%s = ANY(uris)")
-            params.append(query.uri)
-        if not query.all_tenants:
-            where.append("tenant IS NOT DISTINCT FROM %s")
-            params.append(query.tenant)
+        conditions = query.conditions()
+        where = ["true", *(_CONDITIONS[name] for name in conditions)]
+        params = list(conditions.values())
         statement = self._sql(
             f"SELECT record FROM {{events}} WHERE {' AND '.join(where)} ORDER BY time DESC LIMIT %s"
         )
