@@ -16,9 +16,11 @@ from lore.errors import IndexingError
 from lore.events.record import AlertSuggestion, EventQuery, Feedback, RetrievalEvent, dumps
 
 #: The tables, as one migration: ``lore.backends.sqlite.schema`` appends it to the
-#: index's migrations, and a sidecar file applies it as its first.
+#: index's migrations, and a sidecar file applies it as its first. IF NOT EXISTS: an
+#: index rolled back to an older schema version by hand keeps these tables, and its
+#: re-migration must not fail on them.
 EVENT_SCHEMA: tuple[str, ...] = (
-    """CREATE TABLE retrieval_events (
+    """CREATE TABLE IF NOT EXISTS retrieval_events (
         event_id TEXT PRIMARY KEY,
         time TEXT NOT NULL,
         tenant TEXT,
@@ -26,16 +28,16 @@ EVENT_SCHEMA: tuple[str, ...] = (
         degraded INTEGER NOT NULL,
         record TEXT NOT NULL
     )""",
-    "CREATE INDEX retrieval_events_by_time ON retrieval_events (time)",
-    """CREATE TABLE retrieval_feedback (
+    "CREATE INDEX IF NOT EXISTS retrieval_events_by_time ON retrieval_events (time)",
+    """CREATE TABLE IF NOT EXISTS retrieval_feedback (
         feedback_id TEXT PRIMARY KEY,
         event_id TEXT NOT NULL,
         time TEXT NOT NULL,
         record TEXT NOT NULL
     )""",
-    "CREATE INDEX retrieval_feedback_by_event ON retrieval_feedback (event_id)",
+    "CREATE INDEX IF NOT EXISTS retrieval_feedback_by_event ON retrieval_feedback (event_id)",
     # tenant '' is the default tenant: a primary key column cannot hold NULL usefully.
-    """CREATE TABLE alert_suggestions (
+    """CREATE TABLE IF NOT EXISTS alert_suggestions (
         tenant TEXT NOT NULL,
         fingerprint TEXT NOT NULL,
         time TEXT NOT NULL,
