@@ -337,7 +337,7 @@ async def test_mcp_stdio_serves_runbook_for_alert(config: Path) -> None:
     )
     async with Client(params) as client:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
-        assert set(tools) == {"knowledge_search", ALERT_TOOL_NAME}
+        assert set(tools) == {"knowledge_search", ALERT_TOOL_NAME, "knowledge_feedback"}
         assert (
             tools[ALERT_TOOL_NAME].input_schema == RunbookForAlert.__init__.__globals__["ALERT_INPUT_SCHEMA"]
         )

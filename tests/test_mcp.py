@@ -77,7 +77,7 @@ async def check_client(client: Client, config: Path) -> None:
     """What every transport must offer: the search tool (then runbook_for_alert, built on
     the same chain), the core's contract, both contents."""
     tools = (await client.list_tools()).tools
-    assert [tool.name for tool in tools] == [TOOL_NAME, "runbook_for_alert"]
+    assert [tool.name for tool in tools] == [TOOL_NAME, "runbook_for_alert", "knowledge_feedback"]
     assert tools[0].description == TOOL_DESCRIPTION
     assert tools[0].input_schema == INPUT_SCHEMA
     assert tools[0].annotations is not None
@@ -340,7 +340,7 @@ def test_stdio_ping_unknown_method_and_notifications(config: Path) -> None:
     # An unknown tool is a tool error result, as the SDK server answers it.
     assert replies[3]["result"] == {"content": [{"type": "text", "text": (
         "unknown tool 'delete_everything'; this server offers 'knowledge_search', "
-        "'runbook_for_alert'")}], "isError": True}
+        "'runbook_for_alert', 'knowledge_feedback'")}], "isError": True}
     assert replies[4]["error"]["code"] == -32602
 
 
@@ -389,7 +389,7 @@ def test_stdio_modern_era_discover_and_envelope(config: Path) -> None:
     assert discover["resultType"] == "complete"
     assert discover["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "lore"
     tools = replies[1]["result"]["tools"]
-    assert [tool["name"] for tool in tools] == [TOOL_NAME, "runbook_for_alert"]
+    assert [tool["name"] for tool in tools] == [TOOL_NAME, "runbook_for_alert", "knowledge_feedback"]
     assert tools[0]["inputSchema"] == INPUT_SCHEMA
     assert replies[2]["error"]["code"] == -32600
 

@@ -139,7 +139,9 @@ def test_name_description_and_schema() -> None:
         assert phrase in TOOL_DESCRIPTION.lower()
     assert INPUT_SCHEMA["required"] == ["query"]
     assert INPUT_SCHEMA["additionalProperties"] is False
-    assert set(INPUT_SCHEMA["properties"]) == {"query", "top_k", "source_type", "labels"}
+    assert set(INPUT_SCHEMA["properties"]) == {
+        "query", "top_k", "source_type", "labels", "conversation_id", "message_id", "trace"
+    }
     assert INPUT_SCHEMA["properties"]["top_k"]["minimum"] == 1
     assert INPUT_SCHEMA["properties"]["top_k"]["maximum"] == 50
 
@@ -346,7 +348,7 @@ async def test_to_dict_is_json_with_every_field(tmp_path: Path) -> None:
     }  # fmt: skip
     assert set(data["metadata"]) == {
         "query", "engine", "degraded", "result_count", "safety", "truncated", "latency_ms",
-        "reranker", "reranked", "degraded_reason",
+        "reranker", "reranked", "degraded_reason", "event_id",
     }  # fmt: skip
 
 

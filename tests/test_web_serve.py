@@ -49,7 +49,8 @@ async def test_mcp_takes_the_same_bearer_token_and_audits_its_name(tmp_path: Pat
             Client(streamable_http_client(url, http_client=http)) as client,
         ):
             tools = await client.list_tools()
-            assert [tool.name for tool in tools.tools] == ["knowledge_search", "runbook_for_alert"]
+            names = [tool.name for tool in tools.tools]
+            assert names == ["knowledge_search", "runbook_for_alert", "knowledge_feedback"]
             result = await client.call_tool("knowledge_search", {"query": "zanzibarquorum", "top_k": 2})
         assert result.structured_content is not None
         assert result.structured_content["passages"][0]["uri"] == "file://runbooks/etcd/no-leader.md"

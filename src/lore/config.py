@@ -129,6 +129,18 @@ class SafetySettings(BaseModel):
     allowed_link_hosts: list[str] = Field(default_factory=list)
 
 
+class EventSettings(BaseModel):
+    """Retrieval events, the analytics record (``lore.events``, docs/observability.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    #: Events (with their feedback) and alert suggestions older than this are pruned.
+    retention_days: int = Field(default=90, gt=0)
+    #: Events waiting for the background writer; beyond it they are dropped and counted.
+    queue_size: int = Field(default=1000, gt=0)
+
+
 class VaultSettings(BaseModel):
     """The built-in playbook pack (``lore.vault``): indexed unless switched off here, so
     an existing lore.toml without a ``[vault]`` table gets it too."""
@@ -310,6 +322,7 @@ class LoreSettings(BaseSettings):
     safety: SafetySettings = Field(default_factory=SafetySettings)
     serve: ServeSettings = Field(default_factory=ServeSettings)
     alerts: AlertSettings = Field(default_factory=AlertSettings)
+    events: EventSettings = Field(default_factory=EventSettings)
 
     #: Each one an instance of its type's model; SerializeAsAny so dumps keep its own keys.
     sources: list[SerializeAsAny[SourceConfig]] = Field(default_factory=list)

@@ -13,8 +13,8 @@ What is implemented, and nothing more:
   2025-11-25; an unknown requested version gets our latest) and the 2026-07-28
   per-request envelope (``server/discover``; results carry ``resultType`` and the
   ``serverInfo`` stamp). The client's first request decides the era, as in the SDK.
-- ``ping``, ``tools/list`` (no pagination: two tools, ``knowledge_search`` and
-  ``runbook_for_alert``), ``tools/call``; every
+- ``ping``, ``tools/list`` (no pagination: three tools, ``knowledge_search``,
+  ``runbook_for_alert`` and ``knowledge_feedback``), ``tools/call``; every
   notification is accepted without a reply; any other method is -32601.
 - a line that is not JSON gets -32700 with id null; bytes that are not UTF-8 are
   decoded with U+FFFD. The standard library parser keeps a lone surrogate escape
@@ -37,10 +37,11 @@ from typing import BinaryIO, TypeAlias
 
 from lore.alerts.tool import AlertResult, RunbookForAlert
 from lore.errors import LoreError
+from lore.events.feedback import FeedbackResult, FeedbackTool
 from lore.tool.core import KnowledgeSearch, ToolResult
 
 #: A tool this server offers: both run through the tool core's safety chain.
-Tool: TypeAlias = KnowledgeSearch | RunbookForAlert
+Tool: TypeAlias = KnowledgeSearch | RunbookForAlert | FeedbackTool
 
 SERVER_NAME = "lore"
 
@@ -87,7 +88,11 @@ def os_user() -> str | None:
         return None
 
 
-_TITLES = {"knowledge_search": "Search team knowledge", "runbook_for_alert": "Runbook for an alert"}
+_TITLES = {
+    "knowledge_search": "Search team knowledge",
+    "runbook_for_alert": "Runbook for an alert",
+    "knowledge_feedback": "Feedback on a search",
+}
 
 
 def tool_definition(tool: Tool) -> JsonObject:
@@ -98,9 +103,9 @@ def tool_definition(tool: Tool) -> JsonObject:
         "inputSchema": json.loads(json.dumps(tool.input_schema)),
         "annotations": {
             "title": _TITLES.get(tool.name, tool.name),
-            "readOnlyHint": True,
+            "readOnlyHint": getattr(tool, "read_only", True),
             "destructiveHint": False,
-            "idempotentHint": True,
+            "idempotentHint": getattr(tool, "read_only", True),
             # The corpus is a closed, indexed set: the tool never reaches the open web.
             "openWorldHint": False,
         },
@@ -109,7 +114,7 @@ def tool_definition(tool: Tool) -> JsonObject:
 
 def served_tools(search: KnowledgeSearch) -> list[Tool]:
     """What both transports offer: the search and the alert tool built on its chain."""
-    return [search, RunbookForAlert(search)]
+    return [search, RunbookForAlert(search), FeedbackTool(search)]
 
 
 class _RpcError(Exception):
@@ -240,7 +245,9 @@ class StdioSession:
         }
 
 
-async def _run_tool(tool: Tool, arguments: JsonObject, principal: str | None) -> ToolResult | AlertResult:
+async def _run_tool(
+    tool: Tool, arguments: JsonObject, principal: str | None
+) -> ToolResult | AlertResult | FeedbackResult:
     return await tool.run(arguments, principal=principal)
 
 

@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from lore.access import AccessFilter
+from lore.events.record import AlertSuggestion, EventQuery, Feedback, RetrievalEvent
 from lore.models import (
     Chunk,
     Document,
@@ -399,3 +400,47 @@ class StoringBackend(Reembeddable, ReportingRetriever, Protocol):
         """``(what, state)`` pairs for ``lore status`` beyond the ledger, e.g. the
         full-text index of the SQLite backend, or that it is open read-only."""
         ...
+
+
+@runtime_checkable
+class EventStore(Protocol):
+    """The analytics record (``lore.events``): retrieval events, the feedback given on
+    them and the alert suggestion per fingerprint, kept in the index's own store. Writes
+    raise ``LoreError`` where the store cannot write (a read-only index); the recorder
+    counts such events as dropped."""
+
+    def record_events(self, events: Sequence[RetrievalEvent]) -> None: ...
+
+    def events(self, query: EventQuery) -> list[RetrievalEvent]:
+        """Matching events, newest first, at most ``query.limit``."""
+        ...
+
+    def event(self, event_id: str) -> RetrievalEvent | None: ...
+
+    def prune_events(self, before: datetime) -> int:
+        """Drop events (and their feedback) and alert suggestions older than ``before``;
+        how many events went."""
+        ...
+
+    def record_feedback(self, feedback: Feedback) -> None: ...
+
+    def feedback(self, event_id: str | None = None) -> list[Feedback]:
+        """Feedback on one event, or all of it, oldest first."""
+        ...
+
+    def record_alert_suggestion(self, suggestion: AlertSuggestion) -> None:
+        """Keep ``suggestion`` as the latest for its tenant and fingerprint."""
+        ...
+
+    def alert_suggestion(self, fingerprint: str, tenant: str | None) -> AlertSuggestion | None: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class EventStoring(Protocol):
+    """Optional capability of a backend with a store of its own (SQLite, pgvector): the
+    ``EventStore`` that keeps events beside its data. Others get a sidecar SQLite file
+    (``lore.events.recorder.event_store_for``)."""
+
+    def event_store(self) -> EventStore: ...

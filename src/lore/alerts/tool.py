@@ -20,6 +20,8 @@ from lore.access import Principal, access_filter
 from lore.alerts.lookup import AlertHit, RunbookGroup, answer_confidence, find_runbooks, groups
 from lore.alerts.parse import AlertQuery, from_pairs, parse_payload, parse_text, redact_query
 from lore.errors import QueryError
+from lore.events.correlation import CORRELATION_PROPERTIES, correlation_of
+from lore.events.suggestions import alert_fingerprint
 from lore.safety.secrets import redact_secrets
 from lore.tool.core import MAX_TOP_K, KnowledgeSearch, Retrieved, SearchRequest, ToolResult
 
@@ -66,6 +68,7 @@ ALERT_INPUT_SCHEMA: dict[str, Any] = {
             "maximum": MAX_TOP_K,
             "description": "Passages to return.",
         },
+        **CORRELATION_PROPERTIES,
     },
     "anyOf": [
         {"required": ["payload"]},
@@ -168,7 +171,10 @@ class RunbookForAlert:
             query = redact_query(alert_query(arguments), redact_secrets)
             state["query"] = query
             top_k = int(arguments.get("top_k", min(settings.top_k, MAX_TOP_K)))
-            return SearchRequest(query=query.describe(), top_k=top_k, labels={})
+            # The event carries the fingerprints: the webhook receiver keys its answers by them.
+            fingerprints = tuple(alert_fingerprint(a.labels, a.fingerprint) for a in query.alerts)
+            correlation = correlation_of(arguments, fingerprints)
+            return SearchRequest(query=query.describe(), top_k=top_k, labels={}, correlation=correlation)
 
         async def retrieve(request: SearchRequest) -> Retrieved:
             retriever = self._search.retriever
@@ -180,7 +186,11 @@ class RunbookForAlert:
         hits: list[AlertHit] = state["hits"][: len(result.passages)]
         query: AlertQuery | None = state["query"]
         alerts = [
-            {"alertname": a.alertname, "status": a.status, "fingerprint": a.fingerprint}
+            {
+                "alertname": a.alertname,
+                "status": a.status,
+                "fingerprint": alert_fingerprint(a.labels, a.fingerprint),
+            }
             for a in (query.alerts if query is not None else ())
         ]
         return AlertResult(

@@ -15,6 +15,7 @@ from collections.abc import Callable
 import numpy as np
 
 from lore.errors import EmbedderMismatchError, EmbeddingError
+from lore.events.timing import embedding
 from lore.models import SearchMode
 from lore.protocols import Embedder, Vectors
 
@@ -23,7 +24,8 @@ def embed_query(embedder: Embedder, text: str, mode: SearchMode) -> tuple[Vector
     """``(vector, None)``; or, in hybrid mode when the embedder fails, ``(None, reason)``
     and the caller searches BM25 alone."""
     try:
-        matrix = embedder.embed_queries([text])
+        with embedding():  # the retrieval event's embedding latency (lore.events.timing)
+            matrix = embedder.embed_queries([text])
     except EmbeddingError as err:
         if mode is not SearchMode.HYBRID:
             raise

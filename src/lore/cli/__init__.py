@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "lore.cli.reembed_cmd",  # reembed (switch embedders)
     "lore.cli.serve_cmd",  # serve (HTTP API, MCP at /mcp, the page)
     "lore.cli.token_cmd",  # token create|list|revoke
+    "lore.cli.events_cmd",  # events, events prune, feedback
 )
 
 
@@ -41,6 +42,8 @@ COMMAND_MODULE: dict[str, str] = {
     "reembed": "lore.cli.reembed_cmd",
     "serve": "lore.cli.serve_cmd",
     "token": "lore.cli.token_cmd",
+    "events": "lore.cli.events_cmd",
+    "feedback": "lore.cli.events_cmd",
 }
 #: The root options that take a value (``lore --config FILE search ...``).
 _ROOT_VALUE_OPTIONS = frozenset({"--config", "-c"})

@@ -510,3 +510,9 @@ def generate_command(
     )
     for reason, count in result.skipped.most_common():
         console.print(f"  skipped {count}: {reason}", highlight=False)
+
+
+# ``lore eval from-feedback`` lives with the other event commands (lore.cli.events_cmd).
+from lore.cli.events_cmd import from_feedback_command  # noqa: E402
+
+eval_app.command("from-feedback")(from_feedback_command)

@@ -162,8 +162,19 @@ def search_command(
         ),
     ] = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print the structured result as JSON.")] = False,
+    conversation_id: Annotated[
+        str | None, typer.Option("--conversation-id", help="Recorded with the retrieval event (lore events).")
+    ] = None,
+    message_id: Annotated[
+        str | None, typer.Option("--message-id", help="Recorded with the retrieval event.")
+    ] = None,
+    trace: Annotated[
+        list[str] | None,
+        typer.Option("--trace", metavar="KEY=VALUE", help="A free-form label for the event; repeatable."),
+    ] = None,
 ) -> None:
     """Search the indexed knowledge, through the same safety chain and audit as agents."""
+    correlation = _correlation(conversation_id, message_id, trace or [])
     labels = parse_labels(label or [])
     search_mode = parse_mode(mode)
     count = parse_top_k(top_k)
@@ -171,7 +182,7 @@ def search_command(
     _check_index(current)
     embedder, warming = _warm_up(current, search_mode)
     try:
-        result = _search(current, embedder, query, count, labels, search_mode)
+        result = _search(current, embedder, query, count, labels, search_mode, correlation)
     finally:
         if warming is not None:
             # A thread still inside OpenVINO when the interpreter exits can abort the process
@@ -193,25 +204,44 @@ def _search(
     count: int | None,
     labels: dict[str, str],
     search_mode: SearchMode | None,
+    correlation: dict[str, Any] | None = None,
 ) -> ToolResult:
     from lore.protocols import KnowledgeIndex
     from lore.tool.core import KnowledgeSearch
 
     retriever = _open_retriever(current, embedder)
     try:
-        arguments: dict[str, Any] = {"query": query}
+        arguments: dict[str, Any] = {"query": query, **(correlation or {})}
         if count is not None:
             arguments["top_k"] = count
         if labels:
             arguments["labels"] = labels
         tool = KnowledgeSearch(retriever, settings=current)
-        result = asyncio.run(tool.run(arguments, principal=os_user(), mode=search_mode))
+        try:
+            result = asyncio.run(tool.run(arguments, principal=os_user(), mode=search_mode))
+        finally:
+            tool.close()  # writes the retrieval event
         if result.error is None and not result.passages and _index_is_empty(retriever, current):
             raise ConfigError("the index is empty: run `lore sync` first")
     finally:
         if isinstance(retriever, KnowledgeIndex):
             retriever.close()
     return result
+
+
+def _correlation(conversation_id: str | None, message_id: str | None, trace: list[str]) -> dict[str, Any]:
+    """The event's correlation keys as tool arguments (the tool's schema checks them)."""
+    keys: dict[str, Any] = {}
+    if conversation_id is not None:
+        keys["conversation_id"] = conversation_id
+    if message_id is not None:
+        keys["message_id"] = message_id
+    if trace:
+        pairs = [pair.partition("=") for pair in trace]
+        if bad := [key for key, sep, _ in pairs if not sep or not key.strip()]:
+            raise QueryError(f"--trace must look like key=value, got {bad[0]!r}")
+        keys["trace"] = {key.strip(): value.strip() for key, _, value in pairs}
+    return keys
 
 
 def terminal_safe(text: str) -> str:

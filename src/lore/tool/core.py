@@ -21,7 +21,7 @@ import re
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -30,6 +30,10 @@ import fastjsonschema
 from lore.access import AccessFilter, Principal, access_filter, principal_name
 from lore.config import LoreSettings, load_settings
 from lore.errors import LoreError, QueryError, RerankError, UnsupportedModeError
+from lore.events.correlation import CORRELATION_PROPERTIES, correlation_of
+from lore.events.record import Correlation
+from lore.events.recorder import DEGRADED_EMBEDDER, EventRecorder, event_of_call, recorder_for
+from lore.events.timing import Timing, measure_retrieval
 from lore.models import SOURCE_TYPE_LABEL, Passage, SearchMode, utc
 from lore.observe import observe_search
 from lore.protocols import Embedder, KnowledgeRetriever, ReportingRetriever, Reranker
@@ -106,6 +110,7 @@ INPUT_SCHEMA: dict[str, Any] = {
             "description": "Only passages carrying all of these labels, e.g. "
             '{"service": "payments", "tags": "etcd"}.',
         },
+        **CORRELATION_PROPERTIES,
     },
     "required": ["query"],
     "additionalProperties": False,
@@ -156,6 +161,9 @@ class ToolMetadata:
     #: Why ``degraded`` is true for this call beyond the embedder (e.g. the query could
     #: not be embedded, so BM25 answered alone); None otherwise. (backends: issue 10)
     degraded_reason: str | None = None
+    #: The retrieval event of this call, for feedback (``knowledge_feedback``); None
+    #: when events are not recorded.
+    event_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -190,6 +198,8 @@ class SearchRequest:
     query: str
     top_k: int
     labels: dict[str, str]
+    #: What the retrieval event records to join it with the caller's records.
+    correlation: Correlation = field(default_factory=Correlation)
 
 
 def _parse_arguments(arguments: Mapping[str, Any], default_top_k: int) -> SearchRequest:
@@ -219,7 +229,9 @@ def _parse_arguments(arguments: Mapping[str, Any], default_top_k: int) -> Search
     # advertised schema); retrievers want an int, so the value the schema accepted is
     # passed on as one instead of failing later with the backend's own, wider range.
     top_k = int(arguments.get("top_k", min(default_top_k, MAX_TOP_K)))
-    return SearchRequest(query=arguments["query"].strip(), top_k=top_k, labels=labels)
+    return SearchRequest(
+        query=arguments["query"].strip(), top_k=top_k, labels=labels, correlation=correlation_of(arguments)
+    )
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -273,10 +285,12 @@ class KnowledgeSearch:
         settings: LoreSettings | None = None,
         audit: AuditLog | None = None,
         reranker: Reranker | _FromSettings | None = FROM_SETTINGS,
+        events: EventRecorder | None = None,
     ) -> None:
         """``reranker``: by default the one ``settings`` configure (``reranker``,
         ``reranker_model``, ...; ``ConfigError`` when they are incomplete), so every entry
-        point reranks alike; None turns reranking off."""
+        point reranks alike; None turns reranking off. ``events``: by default the
+        recorder the settings and the retriever's store give (``lore.events.recorder``)."""
         self._retriever = retriever
         self._settings = settings if settings is not None else load_settings()
         self._reranker = resolve_reranker(self._settings) if reranker is FROM_SETTINGS else reranker
@@ -292,6 +306,7 @@ class KnowledgeSearch:
         self._allowed_link_hosts = tuple(safety.allowed_link_hosts)
         # A copy, so an adapter that decorates its schema cannot change everyone's.
         self.input_schema: dict[str, Any] = copy.deepcopy(INPUT_SCHEMA)
+        self._events = events if events is not None else recorder_for(self._settings, retriever)
 
     @property
     def retriever(self) -> KnowledgeRetriever:
@@ -300,6 +315,14 @@ class KnowledgeSearch:
     @property
     def settings(self) -> LoreSettings:
         return self._settings
+
+    @property
+    def events(self) -> EventRecorder:
+        return self._events
+
+    def close(self) -> None:
+        """Write the queued retrieval events; the retriever is the caller's to close."""
+        self._events.close()
 
     async def run(
         self,
@@ -347,12 +370,14 @@ class KnowledgeSearch:
         findings: Counter[str] = Counter()
         truncated = reranked = False
         error: str | None = None
+        timing: Timing | None = None
         try:
             request = prepare()
             # A token pasted into a question must not reach a remote embedder or reranker;
             # the index holds secrets redacted the same way, so nothing is lost for search.
             request = replace(request, query=redact_secrets(request.query))
-            found, reranked, degraded_reason = await retrieve(request)
+            with measure_retrieval() as timing:
+                found, reranked, degraded_reason = await retrieve(request)
             passages, findings, truncated = self._make_safe(found[: request.top_k])
         except LoreError as err:
             error = self._redactor.redact(str(err))[0]
@@ -387,20 +412,32 @@ class KnowledgeSearch:
         except AuditError as err:
             # Fail closed: a call that cannot be audited returns nothing.
             return ToolResult(passages=[], metadata=None, error=str(err))
+        degraded = self._retriever.degraded or degraded_reason is not None
+        reason = self._redactor.redact(degraded_reason)[0] if degraded_reason else None
+        event = event_of_call(
+            entry,
+            principal=principal,
+            correlation=request.correlation if request is not None else Correlation(),
+            timing=timing,
+            degraded=degraded,
+            degraded_reason=reason or (DEGRADED_EMBEDDER if self._retriever.degraded else None),
+        )
+        self._events.record(event)
 
         if request is None:
             return ToolResult(passages=[], metadata=None, error=error)
         metadata = ToolMetadata(
             query=shown_query,
             engine=self._retriever.engine,
-            degraded=self._retriever.degraded or degraded_reason is not None,
+            degraded=degraded,
             result_count=len(passages),
             safety=dict(findings),
             truncated=truncated,
             latency_ms=round(latency_ms, 3),
             reranker=self._reranker.model_id if self._reranker is not None else None,
             reranked=reranked,
-            degraded_reason=self._redactor.redact(degraded_reason)[0] if degraded_reason else None,
+            degraded_reason=reason,
+            event_id=event.event_id if self._events.enabled else None,
         )
         return ToolResult(passages=passages, metadata=metadata, error=error)
 

@@ -26,6 +26,7 @@ from lore.mcp_server import HTTP_PATH
 from lore.web import (
     problems,
     routes_documents,
+    routes_events,
     routes_metrics,
     routes_search,
     routes_session,
@@ -56,6 +57,7 @@ def create_app(service: Service, *, host: str = "127.0.0.1") -> ASGIApp:
         async with mcp.router.lifespan_context(mcp):
             yield
         runner.stop()
+        service.search.close()  # writes the queued retrieval events
 
     api = FastAPI(
         title="lore",
@@ -67,7 +69,8 @@ def create_app(service: Service, *, host: str = "127.0.0.1") -> ASGIApp:
     api.state.auth = auth
     api.state.sync_runner = runner
     problems.install(api)
-    for module in (routes_search, routes_documents, routes_sources, routes_sync, routes_session):
+    routes = (routes_search, routes_documents, routes_sources, routes_sync, routes_session, routes_events)
+    for module in routes:
         api.include_router(module.router)
     api.include_router(routes_metrics.metrics_router(service, host))
 

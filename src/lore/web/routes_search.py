@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse
 from lore.access import Role
 from lore.web.auth import Caller, require, service_of
 from lore.web.problems import Problem, problem_response
+from lore.web.routes_events import keep_alert_suggestion
 
 router = APIRouter(tags=["search"])
 
@@ -48,8 +49,11 @@ async def alerts(
     if "alerts" in arguments and "payload" not in arguments:
         # Alertmanager's webhook posts its payload as the body itself.
         arguments = {"payload": arguments}
-    result = await service_of(request).run_alert(arguments, caller.principal)
+    service = service_of(request)
+    result = await service.run_alert(arguments, caller.principal)
     body = result.to_dict()
     if result.error is not None and result.result.metadata is None:
         return problem_response(422, result.error, extra={"result": body})
+    # The webhook receiver: kept per fingerprint for GET /v1/alerts/{fingerprint}.
+    await keep_alert_suggestion(service, body, caller.principal)
     return JSONResponse(body)

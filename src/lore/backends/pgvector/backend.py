@@ -36,6 +36,7 @@ import numpy.typing as npt
 from lore.access import AccessFilter
 from lore.backends import lexical
 from lore.backends.pgvector import reembed as pg_reembed
+from lore.backends.pgvector.events import PgEventStore
 from lore.backends.pgvector.schema import (
     EXPIRE_RUNS,
     EXPORT_CHUNK_COLUMNS,
@@ -149,6 +150,7 @@ class PgVectorBackend(ServerSearch):
         self._depth = candidate_depth
         self._fusion = fusion
         self._where = _where(dsn)
+        self._dsn = dsn  # for the event store's own connection (events.py)
         self._timeout = connect_timeout
         #: ``(model_id, dimension)`` recorded in the index, None before the first sync.
         self._stored: tuple[str, int] | None = None
@@ -225,6 +227,10 @@ class PgVectorBackend(ServerSearch):
 
     def close(self) -> None:
         self._pool.close()
+
+    def event_store(self) -> PgEventStore:
+        """``EventStoring``: events in this index's tables, on a connection of their own."""
+        return PgEventStore(self._dsn, self.index_name, connect_timeout=self._timeout)
 
     def drop(self) -> None:
         """Remove every table of this index (other indexes in the database are untouched)."""

@@ -98,6 +98,12 @@ class Tables:
             "runs": self.name("runs"),
             "runs_started": self.name("runs_started"),
             "runs_sources": self.name("runs_sources"),
+            # Retrieval events, feedback, alert suggestions (lore.backends.pgvector.events).
+            "events": self.name("events"),
+            "events_time": self.name("events_time"),
+            "feedback": self.name("feedback"),
+            "feedback_event": self.name("feedback_event"),
+            "suggestions": self.name("suggestions"),
         }
 
     def sql(self, template: str, **extra: sql.Composable) -> sql.Composed:
@@ -184,6 +190,28 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
             "CREATE INDEX {chunks_access} ON {chunks} USING gin (access_terms)",
         ),
     ),
+    (
+        4,
+        "retrieval events, feedback and alert suggestions (issue 13)",
+        (
+            # Records as text, like runs: jsonb refuses \u0000, which a query may carry.
+            """CREATE TABLE {events} (
+                event_id text PRIMARY KEY, time timestamptz NOT NULL, tenant text,
+                empty boolean NOT NULL, degraded boolean NOT NULL, uris text[] NOT NULL,
+                record text NOT NULL
+            )""",
+            "CREATE INDEX {events_time} ON {events} (time DESC)",
+            """CREATE TABLE {feedback} (
+                feedback_id text PRIMARY KEY, event_id text NOT NULL, time timestamptz NOT NULL,
+                record text NOT NULL
+            )""",
+            "CREATE INDEX {feedback_event} ON {feedback} (event_id)",
+            """CREATE TABLE {suggestions} (
+                tenant text NOT NULL, fingerprint text NOT NULL, time timestamptz NOT NULL,
+                event_id text, record text NOT NULL, PRIMARY KEY (tenant, fingerprint)
+            )""",
+        ),
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1][0]
@@ -249,7 +277,8 @@ def drop_statements(tables: Tables) -> list[sql.Composed]:
     return [
         tables.sql(f"DROP TABLE IF EXISTS {{{name}}}")
         for name in (
-            "chunks", "documents", "state", "embedder", "schema_version", "reembed", "reembed_target", "runs"
+            *("chunks", "documents", "state", "embedder", "schema_version", "reembed", "reembed_target"),
+            *("runs", "events", "feedback", "suggestions"),
         )
     ]
 

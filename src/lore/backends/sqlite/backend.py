@@ -70,6 +70,7 @@ from lore.errors import (
     IndexingError,
     IndexLockedError,
 )
+from lore.events.sqlite_store import SqliteEventStore
 from lore.models import (
     SOURCE_LABEL,
     Chunk,
@@ -380,6 +381,13 @@ class SqliteBackend(SqliteSearch):
         what = f"cannot save state {key!r} in {self._path}"
         with self._write_guard, translated(IndexingError, what), self._store.transaction(bump=False):
             self._store.set_state(key, value)
+
+    # -- EventStoring (the SQL is in lore.events.sqlite_store) ---------------------
+
+    def event_store(self) -> SqliteEventStore:
+        """Events in this file, on a connection of their own: the background writer
+        never takes this object's guards, so a search never waits for it."""
+        return SqliteEventStore(self._path, read_only=self._read_only)
 
     # -- RunHistory (the SQL is in store.py) ---------------------------------------
 

@@ -10,6 +10,7 @@ import sqlite3
 from pathlib import Path
 
 from lore.errors import IndexingError
+from lore.events.sqlite_store import EVENT_SCHEMA
 
 #: Each migration is a tuple of statements run in one transaction.
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -105,6 +106,9 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "ALTER TABLE documents ADD COLUMN access TEXT",
         "ALTER TABLE documents ADD COLUMN tenant TEXT",
     ),
+    # 5 (issue 13, events): retrieval events, their feedback and the alert suggestion
+    # per fingerprint (lore.events.sqlite_store), beside the data they describe.
+    EVENT_SCHEMA,
 )
 
 #: The first schema version that stores access (see ``ChunkStore.access_stored``).

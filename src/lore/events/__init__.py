@@ -1,0 +1,1 @@
+"""Retrieval events, feedback and alert suggestions: the analytics record (docs/observability.md)."""

@@ -1,0 +1,102 @@
+"""The analytics record over a real ``lore serve`` on 127.0.0.1: events of ``/v1/search``
+and ``/v1/alerts`` at ``GET /v1/events`` (admins only), ``POST /v1/feedback`` on one's
+own events, and the webhook receiver's ``GET /v1/alerts/{fingerprint}``, which shows
+each caller only the passages they may read."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from optional_extras import require_extra
+
+require_extra("fastapi", "serve")
+
+from lore.access import Role  # noqa: E402
+from web_helpers import Served, serve  # noqa: E402
+
+NODE_RUNBOOK = (
+    "---\ntitle: Node not ready\nalerts: [KubeNodeNotReady]\n---\n# Node not ready\n\n"
+    "## Diagnosis\n\nRun kubectl describe node and read the conditions.\n"
+)
+MORE = (
+    '\n[[sources]]\nname = "private"\ntype = "filesystem"\npath = "private"\n'
+    'visibility = "restricted"\naccess = ["sre"]\n\n[vault]\nenabled = false\n'
+)
+
+
+def webhook(fingerprint: str | None) -> dict[str, object]:
+    alert: dict[str, object] = {
+        "status": "firing",
+        "labels": {"alertname": "KubeNodeNotReady", "node": "node-3", "severity": "critical"},
+        "annotations": {"summary": "Node is not ready"},
+    }
+    if fingerprint is not None:
+        alert["fingerprint"] = fingerprint
+    return {"version": "4", "status": "firing", "receiver": "lore", "alerts": [alert]}
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    root = tmp_path_factory.mktemp("web-events")
+    (root / "private").mkdir()
+    (root / "private" / "node-not-ready.md").write_text(NODE_RUNBOOK, encoding="utf-8")
+    with serve(root, more_sources=MORE) as running:
+        running.tokens["outsider"] = running.service.tokens.create("outsider-1", Role.VIEWER, groups=("dev",))
+        yield running
+
+
+def test_search_events_are_for_admins_and_feedback_for_the_caller(served: Served) -> None:
+    with served.client("viewer") as viewer:
+        found = viewer.post("/v1/search", json={"query": "zanzibarquorum", "conversation_id": "c-1"}).json()
+        event_id = found["metadata"]["event_id"]
+        assert viewer.get("/v1/events").status_code == 403
+        given = viewer.post("/v1/feedback", json={"event_id": event_id, "expected": ["DNS failures"]})
+        assert given.status_code == 201, given.text
+        assert given.json()["feedback"]["principal"] == "viewer-1"
+        assert viewer.post("/v1/feedback", json={"event_id": event_id}).status_code == 422
+    with served.client("outsider") as outsider:
+        refused = outsider.post("/v1/feedback", json={"event_id": event_id, "note": "not mine"})
+        assert refused.status_code == 404
+        assert refused.headers["content-type"].startswith("application/problem+json")
+    with served.client("admin") as admin:
+        listed = admin.get("/v1/events", params={"since": "1h"}).json()["events"]
+        mine = next(e for e in listed if e["event_id"] == event_id)
+        assert mine["principal"] == "viewer-1"
+        assert mine["correlation"]["conversation_id"] == "c-1"
+        assert mine["results"][0]["uri"].endswith("no-leader.md")
+        uri = mine["results"][0]["uri"]
+        by_uri = admin.get("/v1/events", params={"uri": uri}).json()["events"]
+        assert event_id in {e["event_id"] for e in by_uri}
+        assert event_id not in {e["event_id"] for e in admin.get("/v1/events?empty=true").json()["events"]}
+        assert admin.get("/v1/events", params={"since": "soon"}).status_code == 422
+
+
+def test_the_webhook_receiver_keeps_the_suggestion_per_fingerprint(served: Served) -> None:
+    with served.client("admin") as admin:
+        answer = admin.post("/v1/alerts", json=webhook("3f2a9c1b7e6d5a40"))
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["passages"][0]["uri"].endswith("node-not-ready.md")
+        computed = admin.post("/v1/alerts", json=webhook(None)).json()["alerts"][0]["fingerprint"]
+        assert len(computed) == 16
+        events = admin.get("/v1/events").json()["events"]
+        fingerprints = [e["correlation"]["fingerprints"] for e in events if e["tool"] == "runbook_for_alert"]
+        assert ["3f2a9c1b7e6d5a40"] in fingerprints
+        assert [computed] in fingerprints
+    with served.client("viewer") as viewer:  # in group sre: may read the private runbook
+        kept = viewer.get("/v1/alerts/3f2a9c1b7e6d5a40")
+        assert kept.status_code == 200, kept.text
+        assert kept.json()["passages"][0]["uri"].endswith("node-not-ready.md")
+        assert kept.json()["passages"][0]["rank"] == 1
+        assert viewer.get(f"/v1/alerts/{computed}").status_code == 200
+        assert viewer.get("/v1/alerts/0000000000000000").status_code == 404
+    with served.client("outsider") as outsider:  # not in sre: the stored copy is not trusted
+        hidden = outsider.get("/v1/alerts/3f2a9c1b7e6d5a40")
+        assert hidden.status_code == 200
+        shown = hidden.json()["passages"]
+        assert not [p for p in shown if p["uri"].endswith("node-not-ready.md")]
+        assert [p["rank"] for p in shown] == list(range(1, len(shown) + 1))
+        assert all(not g["uri"].endswith("node-not-ready.md") for g in hidden.json()["groups"])
+    with served.client() as anonymous:
+        assert anonymous.get("/v1/alerts/3f2a9c1b7e6d5a40").status_code == 401
