@@ -266,3 +266,16 @@ def test_a_sync_by_the_service_is_recorded_in_the_run_history(tmp_path: Path) ->
     assert [run.trigger for run in runs] == [RunTrigger.SERVICE]
     assert runs[0].sources[0].complete
     assert value("lore_sync_runs_total", source="runbooks", outcome="ok") == before + 1
+
+
+def test_the_mcp_metrics_route_publishes_the_events_its_tool_dropped(tmp_path: Path) -> None:
+    class Dropping:
+        dropped = 0
+
+    events = Dropping()
+    backend = SqliteBackend(tmp_path / "lore.db", CountingEmbedder())
+    before = value("lore_events_dropped_total")
+    metrics.metrics_route(backend, settings(tmp_path), events=events)
+    events.dropped = 3
+    assert value("lore_events_dropped_total") == before + 3
+    backend.close()

@@ -120,6 +120,13 @@ _dropped_counters: list[Callable[[], int]] = []
 _breakers: dict[str, int] = {}
 
 
+class DroppingEvents(Protocol):
+    """What publishes ``lore_events_dropped_total`` (``lore.events.EventRecorder``)."""
+
+    @property
+    def dropped(self) -> int: ...
+
+
 def watch_events_dropped(count: Callable[[], int]) -> None:
     """``count()``, read at each scrape, is how many retrieval events were dropped so far
     (a full queue); ``lore_events_dropped_total`` is the sum over every ``count``."""
@@ -314,10 +321,13 @@ async def metrics_endpoint(request: Request) -> Response:
     return Response(body, media_type=content_type)
 
 
-def metrics_route(index: object, settings: LoreSettings) -> Route:
+def metrics_route(index: object, settings: LoreSettings, *, events: DroppingEvents | None = None) -> Route:
     """``GET /metrics`` for ``lore mcp --http`` (loopback only, no authentication, like
-    the MCP endpoint beside it), publishing ``index``'s gauges."""
+    the MCP endpoint beside it), publishing ``index``'s gauges and the events ``events``
+    dropped."""
     expose(index, settings)
+    if events is not None:
+        watch_events_dropped(lambda: events.dropped)
     return Route(METRICS_PATH, metrics_endpoint, methods=["GET"])
 
 
