@@ -116,8 +116,14 @@ INPUT_SCHEMA: dict[str, Any] = {
 _VALIDATE = fastjsonschema.compile(INPUT_SCHEMA)
 
 #: What a retrieval step hands the chain: passages in rank order, whether a reranker
-#: ordered them, and why the answer is degraded (None when it is not).
-Retrieved = tuple[list[Passage], bool, str | None]
+#: ordered them, why the answer is degraded (None when it is not), and which index
+#: answered (None: the retriever's engine; ``fallback:sqlite`` from ``[fallback]``).
+Retrieved = tuple[list[Passage], bool, str | None, str | None]
+
+#: ``degraded_reason`` when the only cause is the retriever's embedder (``hashing``).
+DEGRADED_EMBEDDER_REASON = (
+    "a degraded embedder (hashing, no semantic model) took part, so matches are keyword-like"
+)
 
 
 @dataclass(frozen=True)
@@ -152,9 +158,13 @@ class ToolMetadata:
     #: Whether the reranker ordered these passages; False with a reranker configured
     #: means it failed and the passages are in the retriever's order.
     reranked: bool = False
-    #: Why ``degraded`` is true for this call beyond the embedder (e.g. the query could
-    #: not be embedded, so BM25 answered alone); None otherwise. (backends: issue 10)
+    #: Why ``degraded`` is true: the query could not be embedded (BM25 answered alone),
+    #: the primary index is unreachable (the fallback answered), or a degraded embedder
+    #: took part; None exactly when ``degraded`` is false.
     degraded_reason: str | None = None
+    #: Which index answered: ``engine``, or ``fallback:<engine>`` when the ``[fallback]``
+    #: index did because the primary could not.
+    served_by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -168,9 +178,14 @@ class ToolResult:
         """The structured form (MCP ``structuredContent``, ADK, OpenAI JSON): the same
         screened text as ``render_text``, and ``untrusted`` / ``notice`` saying what it is,
         since a structured consumer never sees the text form's preamble and fences."""
+        metadata = self.metadata
+        degraded = metadata is not None and metadata.degraded
         return {
             "untrusted": True,
-            "notice": UNTRUSTED_NOTICE,
+            # A structured consumer reads this, not the text form's notes.
+            "notice": f"{UNTRUSTED_NOTICE}. DEGRADED: {metadata.degraded_reason}"
+            if degraded and metadata is not None
+            else UNTRUSTED_NOTICE,
             "passages": [asdict(passage) for passage in self.passages],
             "metadata": asdict(self.metadata) if self.metadata is not None else None,
             "error": self.error,
@@ -342,6 +357,7 @@ class KnowledgeSearch:
         started = time.perf_counter()
         request: SearchRequest | None = None
         degraded_reason: str | None = None
+        served_by: str | None = None
         passages: list[ToolPassage] = []
         findings: Counter[str] = Counter()
         truncated = reranked = False
@@ -351,7 +367,7 @@ class KnowledgeSearch:
             # A token pasted into a question must not reach a remote embedder or reranker;
             # the index holds secrets redacted the same way, so nothing is lost for search.
             request = replace(request, query=redact_secrets(request.query))
-            found, reranked, degraded_reason = await retrieve(request)
+            found, reranked, degraded_reason, served_by = await retrieve(request)
             passages, findings, truncated = self._make_safe(found[: request.top_k])
         except LoreError as err:
             error = self._redactor.redact(str(err))[0]
@@ -384,10 +400,12 @@ class KnowledgeSearch:
 
         if request is None:
             return ToolResult(passages=[], metadata=None, error=error)
+        if degraded_reason is None and self._retriever.degraded:
+            degraded_reason = DEGRADED_EMBEDDER_REASON
         metadata = ToolMetadata(
             query=shown_query,
             engine=self._retriever.engine,
-            degraded=self._retriever.degraded or degraded_reason is not None,
+            degraded=degraded_reason is not None,
             result_count=len(passages),
             safety=dict(findings),
             truncated=truncated,
@@ -395,6 +413,7 @@ class KnowledgeSearch:
             reranker=self._reranker.model_id if self._reranker is not None else None,
             reranked=reranked,
             degraded_reason=self._redactor.redact(degraded_reason)[0] if degraded_reason else None,
+            served_by=served_by or self._retriever.engine,
         )
         return ToolResult(passages=passages, metadata=metadata, error=error)
 
@@ -415,24 +434,26 @@ class KnowledgeSearch:
         labels = request.labels or None
         depth = request.top_k if self._reranker is None else max(request.top_k, RERANK_CANDIDATES)
         degraded_reason: str | None = None
+        served_by: str | None = None
         retriever = self._retriever
         if isinstance(retriever, ReportingRetriever):
             found = await retriever.retrieve_detailed(
                 request.query, top_k=depth, labels=labels, mode=mode, access=access
             )
             candidates, degraded_reason = list(found.passages), found.degraded_reason
+            served_by = found.served_by
         else:
             candidates = list(
                 await retriever.retrieve(request.query, top_k=depth, labels=labels, mode=mode, access=access)
             )
         if self._reranker is None:
-            return candidates, False, degraded_reason
+            return candidates, False, degraded_reason, served_by
         try:
             reranked = await self._reranker.rerank(request.query, candidates, top_k=request.top_k)
-            return list(reranked), True, degraded_reason
+            return list(reranked), True, degraded_reason, served_by
         except RerankError as err:
             logger.warning("reranker %s failed, keeping retrieval order: %s", self._reranker.model_id, err)
-            return candidates[: request.top_k], False, degraded_reason
+            return candidates[: request.top_k], False, degraded_reason, served_by
 
     def _redact_raw_query(self, arguments: Any) -> str:
         query = arguments.get("query") if isinstance(arguments, Mapping) else None

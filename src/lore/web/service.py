@@ -23,7 +23,7 @@ from lore.chunking import Chunker
 from lore.config import LoreSettings
 from lore.errors import ConfigError, LoreError
 from lore.models import SourceFailure, SourceItem, SyncReport, Tombstone
-from lore.protocols import Embedder, KnowledgeSource, QueryWarmUp, StoringBackend
+from lore.protocols import Embedder, KnowledgeRetriever, KnowledgeSource, QueryWarmUp, StoringBackend
 from lore.sources import build_source
 from lore.sources.manual import ManualSource
 from lore.sources.stored import StoredSource
@@ -238,7 +238,13 @@ def open_service(
     backend = open_backend(settings, embedder)
     if backend is None:
         raise ConfigError('backend is "none": there is no index to serve; configure one and run lore sync')
-    search = KnowledgeSearch(backend, settings=settings, reranker=reranker)
+    retriever: KnowledgeRetriever = backend
+    if settings.fallback is not None:
+        from lore.backends.fallback import retriever_with_fallback
+
+        # Searches answer from the [fallback] index while the backend is unreachable.
+        retriever = retriever_with_fallback(settings, embedder, primary=backend)
+    search = KnowledgeSearch(retriever, settings=settings, reranker=reranker)
     return Service(
         settings,
         backend,
