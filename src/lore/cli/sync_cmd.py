@@ -375,7 +375,7 @@ def _fallback_line(current: LoreSettings, configs: list[SourceConfig]) -> str:
         last_sync = index.get_state(LAST_SYNC_KEY)
     finally:
         index.close()
-    return f"{what}: {documents} documents, last sync {_when(last_sync)} (searched while the backend is unreachable)"
+    return f"{what}: {documents} documents, last sync {_when(last_sync)}"
 
 
 def _last_runs(index: RunHistory, current: LoreSettings) -> dict[str, SourceRun]:
