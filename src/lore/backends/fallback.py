@@ -44,6 +44,11 @@ FALLBACK_PREFIX = "fallback:"
 ALL_MODES: tuple[SearchMode, ...] = (SearchMode.HYBRID, SearchMode.BM25, SearchMode.VECTOR)
 
 
+#: What the agent is told about the primary, and the error behind it (None: none to show).
+_Cause = tuple[str, str | None]
+_UNREACHABLE: _Cause = ("is unreachable", None)
+
+
 @runtime_checkable
 class Closeable(Protocol):
     """What holds a connection or a file: every storing backend, and the retrievers here."""
@@ -157,7 +162,7 @@ class FallbackRetriever:
         self.modes = primary.modes
         self._fallback_updated = fallback_updated
         self._fallback_mode = fallback_mode
-        self._last_failure: str | None = None
+        self._last_failure: _Cause | None = None
 
     @property
     def engine(self) -> str:
@@ -193,8 +198,9 @@ class FallbackRetriever:
         access: AccessFilter | None = None,
     ) -> Retrieval:
         if not self.breaker.admit():
-            return await self._from_fallback(query, top_k, labels, access, self._last_failure)
+            return await self._from_fallback(query, top_k, labels, access, self._last_failure or _UNREACHABLE)
         budget = self.breaker.latency_budget_s
+        cause: _Cause
         try:
             found = await asyncio.wait_for(
                 _detailed(self.primary, query, top_k, labels, mode, access), timeout=budget
@@ -203,11 +209,11 @@ class FallbackRetriever:
             self.breaker.record_success()  # the store answered: the question was wrong
             raise
         except TimeoutError:
-            cause = f"no answer within the latency budget ({budget * 1000:.0f} ms)"
+            cause = (f"did not answer within its latency budget ({budget * 1000:.0f} ms)", None)
         except BackendUnavailableError as err:
-            cause = str(err)
+            cause = (_UNREACHABLE[0], str(err))
         except RetrievalError as err:
-            cause = f"search failed: {err}"
+            cause = ("failed", str(err))
         except BaseException:
             # Not about the store (an embedder failing a vector-only search, a cancelled
             # request): the probe slot is freed and the error is the caller's to see.
@@ -219,7 +225,7 @@ class FallbackRetriever:
             return Retrieval(found.passages, found.degraded_reason, served_by=served_by)
         self.breaker.record_failure()
         self._last_failure = cause
-        logger.warning("primary index %s failed (%s); answering from the fallback", self.engine, cause)
+        logger.warning("primary index %s %s (%s); answering from the fallback", self.engine, *cause)
         return await self._from_fallback(query, top_k, labels, access, cause)
 
     async def _from_fallback(
@@ -228,7 +234,7 @@ class FallbackRetriever:
         top_k: int,
         labels: Mapping[str, str] | None,
         access: AccessFilter | None,
-        cause: str | None,
+        cause: _Cause,
     ) -> Retrieval:
         mode = self._fallback_mode if self._fallback_mode in self.fallback.modes else None
         try:
@@ -237,16 +243,15 @@ class FallbackRetriever:
             raise
         except Exception as err:
             raise BackendUnavailableError(
-                f"the primary index ({self.engine}) is unreachable"
-                + (f" ({cause})" if cause else "")
-                + f", and so is its fallback ({self.fallback.engine}): {err}"
+                f"the primary index ({self.engine}) {cause[0]}" + (f" ({cause[1]})" if cause[1] else "")
+                + f", and its fallback ({self.fallback.engine}) cannot answer either: {err}"
             ) from err
         reason = (
-            f"the primary index ({self.engine}) is unreachable; these answers come from the keyword "
+            f"the primary index ({self.engine}) {cause[0]}; these answers come from the keyword "
             f"fallback, updated {await asyncio.to_thread(self._updated)}"
         )
-        if cause:
-            reason += f" (cause: {cause})"
+        if cause[1]:
+            reason += f" (cause: {cause[1]})"
         if found.degraded_reason:
             reason += f"; {found.degraded_reason}"
         return Retrieval(found.passages, reason, served_by=self.served_by_fallback)
@@ -312,10 +317,12 @@ def retriever_with_fallback(
     embedder: Embedder,
     *,
     primary: KnowledgeRetriever | None = None,
+    fallback: KnowledgeRetriever | None = None,
     on_state_change: StateListener | None = None,
 ) -> FallbackRetriever:
     """The configured backend (``primary`` when it is already open, else opened on first
-    use) with the ``[fallback]`` index behind a breaker configured by ``[fallback]``.
+    use) and the ``[fallback]`` index (``fallback``, likewise) behind a breaker configured
+    by ``[fallback]``.
     ``on_state_change`` is also told every breaker transition (metrics)."""
     config = settings.fallback
     if config is None:
@@ -333,16 +340,19 @@ def retriever_with_fallback(
         primary = LazyRetriever(
             lambda: _open_primary(settings, embedder), engine=settings.backend, degraded=embedder.degraded
         )
-    fallback = LazyRetriever(
-        lambda: _open_fallback(fallback_config, embedder),
-        engine=config.backend,
-        degraded=embedder.degraded,
-    )
+    lazy = None
+    if fallback is None:
+        fallback = lazy = LazyRetriever(
+            lambda: _open_fallback(fallback_config, embedder),
+            engine=config.backend,
+            degraded=embedder.degraded,
+        )
+    held = fallback
 
     def updated() -> str | None:
         from lore.sync import LAST_SYNC_KEY  # only when the fallback answers: sync is a big import
 
-        opened = fallback.opened
+        opened = lazy.opened if lazy is not None else held
         return opened.get_state(LAST_SYNC_KEY) if isinstance(opened, KnowledgeIndex) else None
 
     return FallbackRetriever(primary, fallback, breaker, fallback_updated=updated)
