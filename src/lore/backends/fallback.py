@@ -225,7 +225,9 @@ class FallbackRetriever:
             return Retrieval(found.passages, found.degraded_reason, served_by=served_by)
         self.breaker.record_failure()
         self._last_failure = cause
-        logger.warning("primary index %s %s (%s); answering from the fallback", self.engine, *cause)
+        logger.warning(
+            "primary index %s %s (%s); answering from the fallback", self.engine, cause[0], cause[1] or "-"
+        )
         return await self._from_fallback(query, top_k, labels, access, cause)
 
     async def _from_fallback(
