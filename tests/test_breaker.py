@@ -35,7 +35,8 @@ def test_opens_after_n_consecutive_failures_only() -> None:
     b.record_success()  # not consecutive: the count starts again
     b.record_failure()
     b.record_failure()
-    assert b.state == "closed" and b.admit()
+    assert b.state == "closed"
+    assert b.admit()
     b.record_failure()
     assert b.state == "open"
     assert changes == ["open"]
@@ -54,7 +55,8 @@ def test_half_open_lets_one_probe_through_after_the_cooldown() -> None:
     assert not b.admit()  # a second caller while the probe is out goes elsewhere
     b.record_success()
     assert b.state == "closed"
-    assert b.admit() and b.admit()
+    assert b.admit()
+    assert b.admit()
     assert changes == ["open", "half_open", "closed"]
 
 

@@ -206,7 +206,9 @@ def test_a_fallback_that_cannot_be_opened_costs_the_primary_nothing(tmp_path: Pa
         retriever.close()
 
 
-def test_a_hanging_then_failing_embedder_gives_bm25_from_the_primary(tmp_path: Path, running: Cluster) -> None:
+def test_a_hanging_then_failing_embedder_gives_bm25_from_the_primary(
+    tmp_path: Path, running: Cluster
+) -> None:
     """The embedder is not the store: BM25 from the primary within the query deadline,
     degraded with the embedder's reason, and the breaker stays closed."""
     from test_remote_embedders import FAKE_DIM, FakeProvider, openai_dialect, settings_for, start
@@ -340,5 +342,7 @@ def test_http_search_answers_from_the_fallback(
     # Refused connections make the pool wait for its connect timeout (5 s), so the
     # default latency budget (2 s) cuts the call off first.
     reason = degraded["metadata"]["degraded_reason"]
-    assert reason.startswith("the primary index (pgvector) did not answer within its latency budget (2000 ms)")
+    assert reason.startswith(
+        "the primary index (pgvector) did not answer within its latency budget (2000 ms)"
+    )
     assert "these answers come from the keyword fallback, updated 20" in reason
