@@ -117,5 +117,5 @@ def test_concurrent_failures_open_it_once() -> None:
 
 @pytest.mark.parametrize("bad", [{"failures": 0}, {"latency_budget_s": 0.0}, {"cooldown_s": -1.0}])
 def test_nonsense_settings_are_refused(bad: dict[str, float]) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="must be"):
         CircuitBreaker(**bad)  # type: ignore[arg-type]
