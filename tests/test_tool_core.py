@@ -433,7 +433,7 @@ async def test_degraded_retriever_is_reported(tmp_path: Path) -> None:
     assert "hashing" in result.metadata.degraded_reason
     assert "DEGRADED" in result.render_text()
     assert "hashing" in result.render_text()
-    assert "hashing" in result.to_dict()["notice"]
+    assert result.to_dict()["metadata"]["degraded_reason"] == result.metadata.degraded_reason
 
 
 # -- errors ---------------------------------------------------------------------------------

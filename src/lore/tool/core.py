@@ -178,13 +178,14 @@ class ToolResult:
         """The structured form (MCP ``structuredContent``, ADK, OpenAI JSON): the same
         screened text as ``render_text``, and ``untrusted`` / ``notice`` saying what it is,
         since a structured consumer never sees the text form's preamble and fences."""
-        metadata = self.metadata
-        degraded = metadata is not None and metadata.degraded
+        reason = self.metadata.degraded_reason if self.metadata is not None else None
         return {
             "untrusted": True,
-            # A structured consumer reads this, not the text form's notes.
-            "notice": f"{UNTRUSTED_NOTICE}. DEGRADED: {metadata.degraded_reason}"
-            if degraded and metadata is not None
+            # A structured consumer reads this, not the text form's notes: an answer from
+            # the fallback, or BM25 alone, says so here too. (A hashing embedder is a
+            # standing condition, flagged in the metadata of every result.)
+            "notice": f"{UNTRUSTED_NOTICE}. DEGRADED: {reason}"
+            if reason is not None and reason != DEGRADED_EMBEDDER_REASON
             else UNTRUSTED_NOTICE,
             "passages": [asdict(passage) for passage in self.passages],
             "metadata": asdict(self.metadata) if self.metadata is not None else None,
