@@ -35,8 +35,7 @@ from rich.table import Table
 
 from lore.backends.fallback import FALLBACK_PREFIX, FallbackRetriever, retriever_with_fallback
 from lore.config import load_settings
-from lore.sources import build_source, source_configs
-from lore.sync import settings_chunker, sync_sources, writable_index
+from lore.sync import run_sync
 from lore.testing.embedders import CountingEmbedder
 from lore.tool.core import KnowledgeSearch
 
@@ -109,12 +108,7 @@ def measure(dsn: str, cluster: object, budget_ms: int, cooldown_s: float, rounds
     with tempfile.TemporaryDirectory(prefix="lore-outage-") as folder:
         settings = load_settings(write_corpus(Path(folder), dsn, budget_ms, cooldown_s))
         embedder = CountingEmbedder()
-        sources = [build_source(config, settings) for config in source_configs(settings)]
-        index = writable_index(settings, embedder)
-        try:
-            asyncio.run(sync_sources(sources, index, embedder, settings_chunker(settings, embedder)))
-        finally:
-            index.close()
+        run_sync(settings, embedder=embedder)
         retriever = retriever_with_fallback(settings, embedder)
         tool = KnowledgeSearch(retriever, settings=settings, reranker=None)
 

@@ -399,7 +399,11 @@ def settings_chunker(settings: LoreSettings, embedder: Embedder) -> Chunker:
 
 
 def run_sync(
-    settings: LoreSettings, *, progress: SyncProgress | None = None, allow_mass_delete: bool = False
+    settings: LoreSettings,
+    *,
+    progress: SyncProgress | None = None,
+    allow_mass_delete: bool = False,
+    embedder: Embedder | None = None,
 ) -> SyncReport:
     """Sync every configured source into the configured index (what ``lore sync`` does).
 
@@ -414,7 +418,7 @@ def run_sync(
         raise ConfigError(f"no sources configured {where}: add a [[sources]] table to lore.toml")
     sources = [build_source(config, settings) for config in configs]
     check_sources(sources)
-    embedder = resolve_embedder(settings)
+    embedder = embedder if embedder is not None else resolve_embedder(settings)
     index = writable_index(settings, embedder)
     recorder = RunRecorder(RunTrigger.MANUAL)
     try:

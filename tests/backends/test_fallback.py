@@ -20,16 +20,15 @@ import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from lore.backends.fallback import FallbackRetriever, retriever_with_fallback
 from lore.backends.sqlite import SqliteBackend
 from lore.config import LoreSettings, load_settings
-from lore.models import SearchMode
-from lore.sources import build_source, source_configs
-from lore.sync import FALLBACK_REPORT_NAME, settings_chunker, sync_sources, writable_index
+from lore.models import SearchMode, SyncReport
+from lore.protocols import Embedder
+from lore.sync import FALLBACK_REPORT_NAME, run_sync
 from lore.testing import add_document
 from lore.testing.embedders import CountingEmbedder
 from lore.tool.core import KnowledgeSearch, ToolResult
@@ -86,13 +85,8 @@ def write_config(root: Path, dsn: str, *, fallback: str = "fallback/lore.db") ->
     return config
 
 
-def sync(settings: LoreSettings, embedder: CountingEmbedder) -> Any:
-    sources = [build_source(config, settings) for config in source_configs(settings)]
-    index = writable_index(settings, embedder)
-    try:
-        return asyncio.run(sync_sources(sources, index, embedder, settings_chunker(settings, embedder)))
-    finally:
-        index.close()
+def sync(settings: LoreSettings, embedder: Embedder) -> SyncReport:
+    return run_sync(settings, embedder=embedder)
 
 
 def search(tool: KnowledgeSearch, query: str, mode: SearchMode | None = None) -> ToolResult:
@@ -226,12 +220,7 @@ def test_a_hanging_then_failing_embedder_gives_bm25_from_the_primary(
         from lore.resolve import resolve_embedder
 
         embedder = resolve_embedder(settings)
-        sources = [build_source(config, settings) for config in source_configs(settings)]
-        index = writable_index(settings, embedder)
-        try:
-            asyncio.run(sync_sources(sources, index, embedder, settings_chunker(settings, embedder)))
-        finally:
-            index.close()
+        sync(settings, embedder)
         retriever = retriever_with_fallback(settings, embedder)
         tool = KnowledgeSearch(retriever, settings=settings, reranker=None)
         try:

@@ -70,7 +70,34 @@ async def _detailed(
     return Retrieval(list(passages))
 
 
-class LazyRetriever:
+class _FromDetailed:
+    """``retrieve`` as the passages of ``retrieve_detailed``."""
+
+    async def retrieve_detailed(
+        self,
+        query: str,
+        *,
+        top_k: int = 8,
+        labels: Mapping[str, str] | None = None,
+        mode: SearchMode | None = None,
+        access: AccessFilter | None = None,
+    ) -> Retrieval:
+        raise NotImplementedError
+
+    async def retrieve(
+        self,
+        query: str,
+        *,
+        top_k: int = 8,
+        labels: Mapping[str, str] | None = None,
+        mode: SearchMode | None = None,
+        access: AccessFilter | None = None,
+    ) -> list[Passage]:
+        found = await self.retrieve_detailed(query, top_k=top_k, labels=labels, mode=mode, access=access)
+        return found.passages
+
+
+class LazyRetriever(_FromDetailed):
     """A retriever opened on first use, and opened again on the next call after opening
     failed (a server that was down at start-up). ``engine``, ``modes`` and ``degraded``
     are known before it is opened, from the configuration."""
@@ -109,18 +136,6 @@ class LazyRetriever:
                 self._opened = self._opener()
             return self._opened
 
-    async def retrieve(
-        self,
-        query: str,
-        *,
-        top_k: int = 8,
-        labels: Mapping[str, str] | None = None,
-        mode: SearchMode | None = None,
-        access: AccessFilter | None = None,
-    ) -> list[Passage]:
-        found = await self.retrieve_detailed(query, top_k=top_k, labels=labels, mode=mode, access=access)
-        return found.passages
-
     async def retrieve_detailed(
         self,
         query: str,
@@ -140,7 +155,7 @@ class LazyRetriever:
             opened.close()
 
 
-class FallbackRetriever:
+class FallbackRetriever(_FromDetailed):
     """``KnowledgeRetriever`` and ``ReportingRetriever`` over a primary and a fallback.
 
     ``fallback_updated``: when the fallback was last synced (ISO 8601), for the agent-facing
@@ -175,18 +190,6 @@ class FallbackRetriever:
     @property
     def served_by_fallback(self) -> str:
         return FALLBACK_PREFIX + self.fallback.engine
-
-    async def retrieve(
-        self,
-        query: str,
-        *,
-        top_k: int = 8,
-        labels: Mapping[str, str] | None = None,
-        mode: SearchMode | None = None,
-        access: AccessFilter | None = None,
-    ) -> list[Passage]:
-        found = await self.retrieve_detailed(query, top_k=top_k, labels=labels, mode=mode, access=access)
-        return found.passages
 
     async def retrieve_detailed(
         self,
