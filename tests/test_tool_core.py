@@ -422,6 +422,18 @@ async def test_no_result_is_a_normal_answer(tmp_path: Path) -> None:
     assert result.metadata.degraded_reason is None
 
 
+async def test_a_degraded_empty_answer_does_not_read_as_nothing_there(tmp_path: Path) -> None:
+    retriever = ListRetriever([], degraded=True)
+    search = KnowledgeSearch(retriever, settings=settings(tmp_path), audit=MemoryAuditLog())
+    result = await search.run({"query": "kafka lag"})
+    assert result.passages == []
+    assert result.metadata is not None
+    assert result.metadata.degraded is True
+    text = result.render_text()
+    assert text.startswith("nothing found: no matching knowledge for 'kafka lag'")
+    assert "DEGRADED, so the index may hold more" in text
+
+
 async def test_degraded_retriever_is_reported(tmp_path: Path) -> None:
     retriever = ListRetriever([passage("x")], degraded=True)
     search = KnowledgeSearch(retriever, settings=settings(tmp_path), audit=MemoryAuditLog())
