@@ -18,9 +18,9 @@ import pytest
 
 import agent_corpus
 from lore.events.record import EventQuery
-from lore.events.recorder import DEGRADED_EMBEDDER
 from lore.events.sqlite_store import SqliteEventStore
 from lore.testing.event_store import make_event
+from lore.tool.core import DEGRADED_EMBEDDER_REASON as DEGRADED_EMBEDDER
 
 LORE = Path(sys.executable).with_name("lore")
 

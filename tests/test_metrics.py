@@ -235,7 +235,7 @@ def test_events_dropped_and_breaker_state_from_their_registration_functions() ->
     assert value("lore_events_dropped_total") == before + 7
     metrics.set_breaker_state("pgvector", "open")
     assert value("lore_breaker_state", backend="pgvector") == 2
-    metrics.set_breaker_state("pgvector", "half-open")
+    metrics.set_breaker_state("pgvector", "half_open")
     assert value("lore_breaker_state", backend="pgvector") == 1
     metrics.set_breaker_state("pgvector", "closed")
     assert value("lore_breaker_state", backend="pgvector") == 0
@@ -279,3 +279,19 @@ def test_the_mcp_metrics_route_publishes_the_events_its_tool_dropped(tmp_path: P
     events.dropped = 3
     assert value("lore_events_dropped_total") == before + 3
     backend.close()
+
+
+def test_a_fallback_retriever_s_breaker_is_published(tmp_path: Path) -> None:
+    from lore.backends.fallback import FallbackRetriever
+    from lore.breaker import CircuitBreaker
+
+    embedder = CountingEmbedder()
+    primary = SqliteBackend(tmp_path / "primary.db", embedder)
+    fallback = SqliteBackend(tmp_path / "fallback.db", embedder)
+    breaker = CircuitBreaker(failures=1, cooldown_s=60.0)
+    metrics.watch_breaker(FallbackRetriever(primary, fallback, breaker), "primary-under-test")
+    assert value("lore_breaker_state", backend="primary-under-test") == 0
+    breaker.record_failure()  # the one failure the breaker allows: it opens
+    assert value("lore_breaker_state", backend="primary-under-test") == 2
+    primary.close()
+    fallback.close()

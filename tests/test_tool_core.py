@@ -348,8 +348,11 @@ async def test_to_dict_is_json_with_every_field(tmp_path: Path) -> None:
     }  # fmt: skip
     assert set(data["metadata"]) == {
         "query", "engine", "degraded", "result_count", "safety", "truncated", "latency_ms",
-        "reranker", "reranked", "degraded_reason", "event_id",
+        "reranker", "reranked", "degraded_reason", "served_by", "event_id",
     }  # fmt: skip
+    assert data["metadata"]["degraded"] is False
+    assert data["metadata"]["degraded_reason"] is None
+    assert data["metadata"]["served_by"] == data["metadata"]["engine"]
 
 
 async def test_render_text_numbers_citations_and_fences_passages(tmp_path: Path) -> None:
@@ -414,7 +417,23 @@ async def test_no_result_is_a_normal_answer(tmp_path: Path) -> None:
     result = await search.run({"query": "kafka lag"})
     assert result.error is None
     assert result.passages == []
-    assert result.render_text() == "no matching knowledge for 'kafka lag'"
+    # Genuinely empty: said plainly, and not degraded.
+    assert result.render_text() == "nothing found: no matching knowledge for 'kafka lag'"
+    assert result.metadata is not None
+    assert result.metadata.degraded is False
+    assert result.metadata.degraded_reason is None
+
+
+async def test_a_degraded_empty_answer_does_not_read_as_nothing_there(tmp_path: Path) -> None:
+    retriever = ListRetriever([], degraded=True)
+    search = KnowledgeSearch(retriever, settings=settings(tmp_path), audit=MemoryAuditLog())
+    result = await search.run({"query": "kafka lag"})
+    assert result.passages == []
+    assert result.metadata is not None
+    assert result.metadata.degraded is True
+    text = result.render_text()
+    assert text.startswith("nothing found: no matching knowledge for 'kafka lag'")
+    assert "DEGRADED, so the index may hold more" in text
 
 
 async def test_degraded_retriever_is_reported(tmp_path: Path) -> None:
@@ -423,7 +442,12 @@ async def test_degraded_retriever_is_reported(tmp_path: Path) -> None:
     result = await search.run({"query": "x"})
     assert result.metadata is not None
     assert result.metadata.degraded
-    assert "degraded" in result.render_text()
+    # Every degraded answer says why, in the metadata, the text and the structured notice.
+    assert result.metadata.degraded_reason is not None
+    assert "hashing" in result.metadata.degraded_reason
+    assert "DEGRADED" in result.render_text()
+    assert "hashing" in result.render_text()
+    assert result.to_dict()["metadata"]["degraded_reason"] == result.metadata.degraded_reason
 
 
 # -- errors ---------------------------------------------------------------------------------

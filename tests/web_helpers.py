@@ -81,8 +81,9 @@ def serve(
     sync: bool = True,
     embedder: Embedder | None = None,
     more_sources: str = "",
+    extra: str = "",
 ) -> Iterator[Served]:
-    settings = load_settings(write_config(root, more_sources=more_sources))
+    settings = load_settings(write_config(root, extra=extra, more_sources=more_sources))
     tokens: dict[str, str] = {}
     if with_tokens:
         store = TokenStore(settings.resolved_data_dir())

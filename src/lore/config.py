@@ -26,7 +26,7 @@ import os
 from collections.abc import Iterable, Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, SerializeAsAny, ValidationError, field_validator
 from pydantic_core import ErrorDetails, PydanticCustomError
@@ -213,6 +213,26 @@ class DiscoveryEngineSettings(BaseModel):
     timeout: float = Field(default=10.0, gt=0, le=300)
 
 
+class FallbackSettings(BaseModel):
+    """``[fallback]``: a keyword index that answers while the primary backend cannot
+    (``lore.backends.fallback``). ``lore sync`` writes every document to it as well as to
+    the primary (``lore.backends.mirror``), with the same vectors, so it costs a second
+    write and no second embedding."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: The embedded SQLite index is the only fallback store: it needs no server to be up.
+    backend: Literal["sqlite"] = "sqlite"
+    db_path: Path = Path("lore-fallback.db")
+    #: Consecutive failures of the primary that open the circuit breaker.
+    failures: int = Field(default=3, ge=1, le=1000)
+    #: A primary search slower than this is cut off, answered from the fallback, and
+    #: counts as a failure.
+    latency_budget_ms: int = Field(default=2000, gt=0, le=120_000)
+    #: Seconds the breaker stays open before one search probes the primary again.
+    cooldown_s: float = Field(default=30.0, ge=0, le=3600)
+
+
 class RunbookUrlRule(BaseModel):
     """One ``[[alerts.runbook_urls]]`` table: alert ``runbook_url`` annotations starting
     with ``prefix`` name a document of source ``source``; the rest of the URL (its
@@ -258,6 +278,8 @@ class LoreSettings(BaseSettings):
     qdrant_api_key: SecretStr | None = None
     elasticsearch: ElasticsearchSettings = Field(default_factory=ElasticsearchSettings)
     discovery_engine: DiscoveryEngineSettings = Field(default_factory=DiscoveryEngineSettings)
+    #: None: no fallback; searches fail while the backend is unreachable.
+    fallback: FallbackSettings | None = None
 
     # -- embedding -------------------------------------------------------------------
     #: "none": no embedding model, keyword search only (elasticsearch/opensearch backends).
@@ -447,6 +469,8 @@ def _model_at(loc: Sequence[int | str]) -> tuple[type[BaseModel], str | None]:
     for part in loc:
         field = model.model_fields.get(str(part))
         annotation = field.annotation if field is not None else None
+        # An optional table (``[fallback]``): the model inside ``X | None``.
+        annotation = next((arg for arg in get_args(annotation) if arg is not type(None)), annotation)
         if not (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
             break
         model = annotation

@@ -97,7 +97,9 @@ def http_app(search: KnowledgeSearch) -> Starlette:
     DNS-rebinding protection for loopback hosts as the SDK sets it up."""
     return build_server(search).streamable_http_app(
         streamable_http_path=HTTP_PATH, host=HTTP_HOST,
-        custom_starlette_routes=[metrics_route(search.retriever, search.settings, events=search.events)],
+        custom_starlette_routes=[
+            metrics_route(search.retriever, search.settings, events=search.events, retriever=search.retriever)
+        ],
     )
 
 

@@ -59,7 +59,7 @@ HISTORY_DEPTH = 50
 #: ``lore_sync_runs_total`` of a run that stopped before any source started.
 NO_SOURCE = "*"
 
-BREAKER_STATES = {"closed": 0, "half-open": 1, "open": 2}
+BREAKER_STATES = {"closed": 0, "half_open": 1, "open": 2}  # lore.breaker.BreakerState
 
 _TOOL_LABELS = ("tool", "engine", "mode")
 
@@ -133,8 +133,18 @@ def watch_events_dropped(count: Callable[[], int]) -> None:
     _dropped_counters.append(count)
 
 
+def watch_breaker(retriever: object, backend: str) -> None:
+    """Publish the state of ``retriever``'s circuit breaker as ``lore_breaker_state``, when
+    it is a ``[fallback]`` retriever (``lore.backends.fallback``); others have none."""
+    from lore.backends.fallback import FallbackRetriever
+
+    if isinstance(retriever, FallbackRetriever):
+        set_breaker_state(backend, retriever.breaker.state)
+        retriever.breaker.on_state_change(lambda state: set_breaker_state(backend, state))
+
+
 def set_breaker_state(backend: str, state: str) -> None:
-    """The circuit breaker in front of ``backend`` is now ``closed``, ``half-open`` or
+    """The circuit breaker in front of ``backend`` is now ``closed``, ``half_open`` or
     ``open`` (``lore_breaker_state`` 0, 1, 2)."""
     if state not in BREAKER_STATES:
         raise LoreError(f"unknown breaker state {state!r} (one of {', '.join(BREAKER_STATES)})")
@@ -321,13 +331,21 @@ async def metrics_endpoint(request: Request) -> Response:
     return Response(body, media_type=content_type)
 
 
-def metrics_route(index: object, settings: LoreSettings, *, events: DroppingEvents | None = None) -> Route:
+def metrics_route(
+    index: object,
+    settings: LoreSettings,
+    *,
+    events: DroppingEvents | None = None,
+    retriever: object | None = None,
+) -> Route:
     """``GET /metrics`` for ``lore mcp --http`` (loopback only, no authentication, like
-    the MCP endpoint beside it), publishing ``index``'s gauges and the events ``events``
-    dropped."""
+    the MCP endpoint beside it), publishing ``index``'s gauges, the events ``events``
+    dropped and the breaker of ``retriever`` (when it has a ``[fallback]``)."""
     expose(index, settings)
     if events is not None:
         watch_events_dropped(lambda: events.dropped)
+    if retriever is not None:
+        watch_breaker(retriever, settings.backend)
     return Route(METRICS_PATH, metrics_endpoint, methods=["GET"])
 
 

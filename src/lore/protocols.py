@@ -359,6 +359,10 @@ class Retrieval:
     #: Why this answer is weaker than the mode asked for, e.g. the query could not be
     #: embedded (provider down, deadline passed) so BM25 answered alone; None otherwise.
     degraded_reason: str | None = None
+    #: Which index answered, when a retriever can answer from more than one: the
+    #: primary's engine, or ``fallback:<engine>`` (``lore.backends.fallback``); None: the
+    #: retriever's own ``engine``.
+    served_by: str | None = None
 
 
 @runtime_checkable

@@ -139,6 +139,17 @@ def resolve_index(settings: LoreSettings, embedder: Embedder | None = None) -> K
 
 
 def resolve_retriever(settings: LoreSettings, embedder: Embedder | None = None) -> KnowledgeRetriever | None:
+    """The configured retriever; with ``[fallback]``, a ``FallbackRetriever`` that opens
+    the backend on first use and answers from the fallback index while it cannot."""
+    if settings.fallback is not None and settings.backend != NO_BACKEND:
+        from lore.backends.fallback import retriever_with_fallback
+
+        return retriever_with_fallback(settings, embedder or resolve_embedder(settings))
+    return primary_retriever(settings, embedder)
+
+
+def primary_retriever(settings: LoreSettings, embedder: Embedder | None = None) -> KnowledgeRetriever | None:
+    """The configured backend's retriever, without any ``[fallback]``."""
     if settings.backend in RETRIEVAL_ONLY:
         # A managed vendor embeds queries itself: no embedder is built for it.
         module = importlib.import_module(RETRIEVAL_ONLY[settings.backend])

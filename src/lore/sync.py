@@ -44,9 +44,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 
+from lore.backends.mirror import MirroredIndex
 from lore.chunking import Chunker
 from lore.config import LoreSettings
-from lore.errors import ConfigError, VisibilityError
+from lore.errors import ConfigError, LoreError, VisibilityError
 from lore.models import (
     SOURCE_LABEL,
     SOURCE_TYPE_LABEL,
@@ -69,6 +70,9 @@ from lore.schedule_history import Clock, RunRecorder, complete_sync_key, forget_
 from lore.sources import VAULT_TYPE, VAULT_URI_SCHEME, build_source, source_configs
 from lore.sources.scope import indexable, scoped
 from lore.sync_pipeline import FATAL, Pending, Pipeline, SyncProgress, describe
+
+#: What a sync report names the ``[fallback]`` index by when it could not be written.
+FALLBACK_REPORT_NAME = "[fallback]"
 
 #: Index state keys written by sync and read by ``lore status``.
 LAST_SYNC_KEY = "sync:last_finished_at"
@@ -351,6 +355,8 @@ async def sync_sources(
                 report.merge(own)
         finally:
             pipeline.close()
+        if isinstance(index, MirroredIndex) and index.fallback_problem is not None:
+            report.failures.append(SyncFailure(FALLBACK_REPORT_NAME, "", index.fallback_problem))
         finished_at = _now()
         # Also after failures: each source remembers its documents that kept old chunks.
         index.set_state(CHUNKING_STATE_KEY, ingest_signature(chunker))
@@ -369,10 +375,21 @@ def _now() -> str:
 
 
 def writable_index(settings: LoreSettings, embedder: Embedder) -> KnowledgeIndex:
+    """The configured index; with ``[fallback]``, a ``MirroredIndex`` that writes the
+    fallback index too (the primary alone, reported, when the fallback cannot be opened)."""
     index = resolve_index(settings, embedder)
     if index is None:
         raise ConfigError(f"backend {settings.backend!r} cannot be written to, so there is nothing to sync")
-    return index
+    if settings.fallback is None:
+        return index
+    from lore.backends.fallback import fallback_settings
+
+    where = fallback_settings(settings)
+    try:
+        fallback = resolve_index(where, embedder)
+    except LoreError as err:
+        return MirroredIndex(index, None, fallback_problem=f"cannot open it ({err}); it was not updated")
+    return MirroredIndex(index, fallback)
 
 
 def settings_chunker(settings: LoreSettings, embedder: Embedder) -> Chunker:
@@ -382,7 +399,11 @@ def settings_chunker(settings: LoreSettings, embedder: Embedder) -> Chunker:
 
 
 def run_sync(
-    settings: LoreSettings, *, progress: SyncProgress | None = None, allow_mass_delete: bool = False
+    settings: LoreSettings,
+    *,
+    progress: SyncProgress | None = None,
+    allow_mass_delete: bool = False,
+    embedder: Embedder | None = None,
 ) -> SyncReport:
     """Sync every configured source into the configured index (what ``lore sync`` does).
 
@@ -397,7 +418,7 @@ def run_sync(
         raise ConfigError(f"no sources configured {where}: add a [[sources]] table to lore.toml")
     sources = [build_source(config, settings) for config in configs]
     check_sources(sources)
-    embedder = resolve_embedder(settings)
+    embedder = embedder if embedder is not None else resolve_embedder(settings)
     index = writable_index(settings, embedder)
     recorder = RunRecorder(RunTrigger.MANUAL)
     try:

@@ -157,8 +157,7 @@ class Cluster:
             "--locale=C.UTF-8",
             "--no-sync",
         )
-        # Durability is irrelevant for a throwaway test cluster; fsync off keeps it quick.
-        options = f"-h 127.0.0.1 -p {self.port} -k {self.root} -c fsync=off -c synchronous_commit=off"
+        options = self._options()
         self._run(
             "pg_ctl",
             "-D",
@@ -170,6 +169,19 @@ class Cluster:
             "-w",
             "start",
         )
+
+    def pause(self) -> None:
+        """Stop the server as a crash would (``immediate``), keeping its data: an outage."""
+        self._run("pg_ctl", "-D", str(self.data_dir), "-m", "immediate", "-w", "stop")
+
+    def resume(self) -> None:
+        """Start a paused server again, on the same port, with the same data."""
+        self._run("pg_ctl", "-D", str(self.data_dir), "-l", str(self.root / "server.log"),
+                  "-o", self._options(), "-w", "start")
+
+    def _options(self) -> str:
+        # Durability is irrelevant for a throwaway test cluster; fsync off keeps it quick.
+        return f"-h 127.0.0.1 -p {self.port} -k {self.root} -c fsync=off -c synchronous_commit=off"
 
     def stop(self) -> None:
         try:

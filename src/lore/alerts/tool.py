@@ -180,7 +180,7 @@ class RunbookForAlert:
             retriever = self._search.retriever
             hits = await find_runbooks(state["query"], retriever, settings, request.top_k, access)
             state["hits"] = hits
-            return [hit.passage for hit in hits], False, None
+            return [hit.passage for hit in hits], False, None, None
 
         result = await self._search.run_chain(ALERT_TOOL_NAME, prepare, retrieve, principal=principal)
         hits: list[AlertHit] = state["hits"][: len(result.passages)]

@@ -206,6 +206,7 @@ def _search(
     search_mode: SearchMode | None,
     correlation: dict[str, Any] | None = None,
 ) -> ToolResult:
+    from lore.backends.fallback import FallbackRetriever
     from lore.protocols import KnowledgeIndex
     from lore.tool.core import KnowledgeSearch
 
@@ -224,7 +225,7 @@ def _search(
         if result.error is None and not result.passages and _index_is_empty(retriever, current):
             raise ConfigError("the index is empty: run `lore sync` first")
     finally:
-        if isinstance(retriever, KnowledgeIndex):
+        if isinstance(retriever, KnowledgeIndex | FallbackRetriever):
             retriever.close()
     return result
 
@@ -268,18 +269,22 @@ def _print_human(result: ToolResult) -> None:
     if metadata is None:  # pragma: no cover - only error results lack metadata
         return
     query = terminal_safe(repr(metadata.query))
+    degraded = terminal_safe(metadata.degraded_reason or "") if metadata.degraded else None
     if not result.passages:
-        console.print(Text(f"no matching knowledge for {query}"))
+        console.print(Text(f"nothing found: no matching knowledge for {query}"))
+        if degraded is not None:
+            console.print(Text(f"degraded, so the knowledge base may hold more: {degraded}", "yellow"))
         return
+    served = "" if metadata.served_by in (None, metadata.engine) else f" (served by {metadata.served_by})"
     console.print(
         Text(
-            f"{metadata.result_count} passages for {query} · {metadata.engine} · "
+            f"{metadata.result_count} passages for {query} · {metadata.engine}{served} · "
             f"{metadata.latency_ms:.0f} ms",
             style="dim",
         )
     )
-    if metadata.degraded:
-        console.print(Text("degraded: no embedding model, so matches are keyword-like", "yellow"))
+    if degraded is not None:
+        console.print(Text(f"degraded: {degraded}", "yellow"))
     if metadata.safety:
         found = ", ".join(f"{kind}×{count}" for kind, count in sorted(metadata.safety.items()))
         console.print(Text(f"safety: neutralised or redacted {found}", "yellow"))

@@ -339,6 +339,8 @@ def status_command() -> None:
         for what, state in backend_lines:
             console.print(f"{what}: {state}", highlight=False, markup=False)
         console.print(f"last sync: {_when(last_sync, 'never (run `lore sync`)')}", highlight=False)
+    if current.fallback is not None:
+        console.print(f"fallback: {_fallback_line(current, configs)}", highlight=False, markup=False)
 
     table = Table(show_header=True, header_style="bold")
     table.add_column("source")
@@ -354,6 +356,26 @@ def status_command() -> None:
     console.print(table)
     if not current.sources:
         console.print("no sources configured: add a [[sources]] table to lore.toml", markup=False)
+
+
+def _fallback_line(current: LoreSettings, configs: list[SourceConfig]) -> str:
+    """Where the ``[fallback]`` index is, what it holds and when sync last wrote it."""
+    from lore.backends.fallback import fallback_settings
+
+    where = fallback_settings(current)
+    what = f"{where.backend} at {where.resolve_path(where.db_path)}"
+    try:
+        index, _problem = open_for_inspection(where)
+    except LoreError as err:
+        return f"{what}: cannot be read ({err})"
+    if index is None:
+        return f"{what}: never synced (run `lore sync`)"
+    try:
+        documents = sum(len(index.held(config.name)) for config in configs)
+        last_sync = index.get_state(LAST_SYNC_KEY)
+    finally:
+        index.close()
+    return f"{what}: {documents} documents, last sync {_when(last_sync)}"
 
 
 def _last_runs(index: RunHistory, current: LoreSettings) -> dict[str, SourceRun]:

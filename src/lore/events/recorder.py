@@ -38,10 +38,6 @@ CLOSE_WAIT_SECONDS = 10.0
 
 _STOP = object()
 
-#: An event's ``degraded_reason`` when only the embedder says so (``hashing``).
-DEGRADED_EMBEDDER = "a degraded embedder (no embedding model) took part: matches are keyword-like"
-
-
 class EventRecorder:
     """The bounded queue and its writer thread (started on the first event)."""
 

@@ -32,7 +32,7 @@ from lore.config import LoreSettings, load_settings
 from lore.errors import LoreError, QueryError, RerankError, UnsupportedModeError
 from lore.events.correlation import CORRELATION_PROPERTIES, correlation_of
 from lore.events.record import Correlation
-from lore.events.recorder import DEGRADED_EMBEDDER, EventRecorder, event_of_call, recorder_for
+from lore.events.recorder import EventRecorder, event_of_call, recorder_for
 from lore.events.timing import Timing, measure_retrieval
 from lore.models import SOURCE_TYPE_LABEL, Passage, SearchMode, utc
 from lore.observe import observe_search
@@ -122,8 +122,14 @@ INPUT_SCHEMA: dict[str, Any] = {
 _VALIDATE = fastjsonschema.compile(INPUT_SCHEMA)
 
 #: What a retrieval step hands the chain: passages in rank order, whether a reranker
-#: ordered them, and why the answer is degraded (None when it is not).
-Retrieved = tuple[list[Passage], bool, str | None]
+#: ordered them, why the answer is degraded (None when it is not), and which index
+#: answered (None: the retriever's engine; ``fallback:sqlite`` from ``[fallback]``).
+Retrieved = tuple[list[Passage], bool, str | None, str | None]
+
+#: ``degraded_reason`` when the only cause is the retriever's embedder (``hashing``).
+DEGRADED_EMBEDDER_REASON = (
+    "a degraded embedder (hashing, no semantic model) took part, so matches are keyword-like"
+)
 
 
 @dataclass(frozen=True)
@@ -158,9 +164,13 @@ class ToolMetadata:
     #: Whether the reranker ordered these passages; False with a reranker configured
     #: means it failed and the passages are in the retriever's order.
     reranked: bool = False
-    #: Why ``degraded`` is true for this call beyond the embedder (e.g. the query could
-    #: not be embedded, so BM25 answered alone); None otherwise. (backends: issue 10)
+    #: Why ``degraded`` is true: the query could not be embedded (BM25 answered alone),
+    #: the primary index is unreachable (the fallback answered), or a degraded embedder
+    #: took part; None exactly when ``degraded`` is false.
     degraded_reason: str | None = None
+    #: Which index answered: ``engine``, or ``fallback:<engine>`` when the ``[fallback]``
+    #: index did because the primary could not.
+    served_by: str | None = None
     #: The retrieval event of this call, for feedback (``knowledge_feedback``); None
     #: when events are not recorded.
     event_id: str | None = None
@@ -177,9 +187,15 @@ class ToolResult:
         """The structured form (MCP ``structuredContent``, ADK, OpenAI JSON): the same
         screened text as ``render_text``, and ``untrusted`` / ``notice`` saying what it is,
         since a structured consumer never sees the text form's preamble and fences."""
+        reason = self.metadata.degraded_reason if self.metadata is not None else None
         return {
             "untrusted": True,
-            "notice": UNTRUSTED_NOTICE,
+            # A structured consumer reads this, not the text form's notes: an answer from
+            # the fallback, or BM25 alone, says so here too. (A hashing embedder is a
+            # standing condition, flagged in the metadata of every result.)
+            "notice": f"{UNTRUSTED_NOTICE}. DEGRADED: {reason}"
+            if reason is not None and reason != DEGRADED_EMBEDDER_REASON
+            else UNTRUSTED_NOTICE,
             "passages": [asdict(passage) for passage in self.passages],
             "metadata": asdict(self.metadata) if self.metadata is not None else None,
             "error": self.error,
@@ -366,6 +382,7 @@ class KnowledgeSearch:
         started = time.perf_counter()
         request: SearchRequest | None = None
         degraded_reason: str | None = None
+        served_by: str | None = None
         passages: list[ToolPassage] = []
         findings: Counter[str] = Counter()
         truncated = reranked = False
@@ -377,7 +394,7 @@ class KnowledgeSearch:
             # the index holds secrets redacted the same way, so nothing is lost for search.
             request = replace(request, query=redact_secrets(request.query))
             with measure_retrieval() as timing:
-                found, reranked, degraded_reason = await retrieve(request)
+                found, reranked, degraded_reason, served_by = await retrieve(request)
             passages, findings, truncated = self._make_safe(found[: request.top_k])
         except LoreError as err:
             error = self._redactor.redact(str(err))[0]
@@ -412,15 +429,16 @@ class KnowledgeSearch:
         except AuditError as err:
             # Fail closed: a call that cannot be audited returns nothing.
             return ToolResult(passages=[], metadata=None, error=str(err))
-        degraded = self._retriever.degraded or degraded_reason is not None
+        if degraded_reason is None and self._retriever.degraded:
+            degraded_reason = DEGRADED_EMBEDDER_REASON
         reason = self._redactor.redact(degraded_reason)[0] if degraded_reason else None
         event = event_of_call(
             entry,
             principal=principal,
             correlation=request.correlation if request is not None else Correlation(),
             timing=timing,
-            degraded=degraded,
-            degraded_reason=reason or (DEGRADED_EMBEDDER if self._retriever.degraded else None),
+            degraded=reason is not None,
+            degraded_reason=reason,
         )
         self._events.record(event)
 
@@ -429,7 +447,7 @@ class KnowledgeSearch:
         metadata = ToolMetadata(
             query=shown_query,
             engine=self._retriever.engine,
-            degraded=degraded,
+            degraded=reason is not None,
             result_count=len(passages),
             safety=dict(findings),
             truncated=truncated,
@@ -437,6 +455,7 @@ class KnowledgeSearch:
             reranker=self._reranker.model_id if self._reranker is not None else None,
             reranked=reranked,
             degraded_reason=reason,
+            served_by=served_by or self._retriever.engine,
             event_id=event.event_id if self._events.enabled else None,
         )
         return ToolResult(passages=passages, metadata=metadata, error=error)
@@ -458,24 +477,26 @@ class KnowledgeSearch:
         labels = request.labels or None
         depth = request.top_k if self._reranker is None else max(request.top_k, RERANK_CANDIDATES)
         degraded_reason: str | None = None
+        served_by: str | None = None
         retriever = self._retriever
         if isinstance(retriever, ReportingRetriever):
             found = await retriever.retrieve_detailed(
                 request.query, top_k=depth, labels=labels, mode=mode, access=access
             )
             candidates, degraded_reason = list(found.passages), found.degraded_reason
+            served_by = found.served_by
         else:
             candidates = list(
                 await retriever.retrieve(request.query, top_k=depth, labels=labels, mode=mode, access=access)
             )
         if self._reranker is None:
-            return candidates, False, degraded_reason
+            return candidates, False, degraded_reason, served_by
         try:
             reranked = await self._reranker.rerank(request.query, candidates, top_k=request.top_k)
-            return list(reranked), True, degraded_reason
+            return list(reranked), True, degraded_reason, served_by
         except RerankError as err:
             logger.warning("reranker %s failed, keeping retrieval order: %s", self._reranker.model_id, err)
-            return candidates[: request.top_k], False, degraded_reason
+            return candidates[: request.top_k], False, degraded_reason, served_by
 
     def _redact_raw_query(self, arguments: Any) -> str:
         query = arguments.get("query") if isinstance(arguments, Mapping) else None

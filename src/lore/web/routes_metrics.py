@@ -12,7 +12,7 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 
 from lore.access import Role
-from lore.metrics import METRICS_PATH, expose, metrics_endpoint, watch_events_dropped
+from lore.metrics import METRICS_PATH, expose, metrics_endpoint, watch_breaker, watch_events_dropped
 from lore.web.auth import require
 from lore.web.service import Service
 
@@ -24,6 +24,7 @@ def metrics_router(service: Service, host: str) -> APIRouter:
     expose(service.backend, service.settings)
     events = service.search.events
     watch_events_dropped(lambda: events.dropped)
+    watch_breaker(service.search.retriever, service.settings.backend)
     required = service.settings.serve.metrics_token_required
     if required is None:
         required = host != LOOPBACK

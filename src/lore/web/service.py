@@ -19,11 +19,19 @@ from typing import Any, TypeVar
 
 from lore.access import Principal
 from lore.alerts.tool import AlertResult, RunbookForAlert
+from lore.backends.mirror import MirroredIndex
 from lore.chunking import Chunker
 from lore.config import LoreSettings
 from lore.errors import ConfigError, LoreError
 from lore.models import RunTrigger, SourceFailure, SourceItem, SyncReport, Tombstone
-from lore.protocols import Embedder, KnowledgeSource, QueryWarmUp, StoringBackend
+from lore.protocols import (
+    Embedder,
+    KnowledgeIndex,
+    KnowledgeRetriever,
+    KnowledgeSource,
+    QueryWarmUp,
+    StoringBackend,
+)
 from lore.schedule_history import RunRecorder
 from lore.sources import build_source
 from lore.sources.manual import ManualSource
@@ -82,6 +90,8 @@ class Service:
     limits: Limits = field(default_factory=Limits)
     ready: threading.Event = field(default_factory=threading.Event)
     write_lock: threading.Lock = field(default_factory=threading.Lock)
+    #: The ``[fallback]`` index every sync and upload also writes (None: none configured).
+    fallback: StoringBackend | None = None
 
     def __post_init__(self) -> None:
         self.sources = ManagedSources(self.settings)
@@ -200,6 +210,9 @@ class Service:
         if any(isinstance(source, _OneDocument) for source in sources) and not self._chunking_current():
             sources = self.built_sources()
         check_sources(sources)
+        target: KnowledgeIndex = self.backend
+        if self.fallback is not None:
+            target = MirroredIndex(self.backend, self.fallback)
         # Recorded like every other sync, so `lore sync --history`, the schedule and
         # /metrics (the last successful sync per source) see the service's runs too.
         recorder = RunRecorder(RunTrigger.SERVICE)
@@ -207,7 +220,7 @@ class Service:
             asyncio.run(
                 sync_sources(
                     sources,  # sync itself skips what may not be indexed (lore.sources.scope)
-                    self.backend,
+                    target,
                     self.embedder,
                     self.chunker,
                     batch_size=self.settings.embedding_batch_size,
@@ -249,7 +262,15 @@ def open_service(
     backend = open_backend(settings, embedder)
     if backend is None:
         raise ConfigError('backend is "none": there is no index to serve; configure one and run lore sync')
-    search = KnowledgeSearch(backend, settings=settings, reranker=reranker)
+    retriever: KnowledgeRetriever = backend
+    fallback = None
+    if settings.fallback is not None:
+        from lore.backends.fallback import fallback_settings, retriever_with_fallback
+
+        # Written by every sync and upload; searched while the backend is unreachable.
+        fallback = open_backend(fallback_settings(settings), embedder)
+        retriever = retriever_with_fallback(settings, embedder, primary=backend, fallback=fallback)
+    search = KnowledgeSearch(retriever, settings=settings, reranker=reranker)
     return Service(
         settings,
         backend,
@@ -257,4 +278,5 @@ def open_service(
         search,
         TokenStore(settings.resolved_data_dir()),
         limits=limits or Limits(),
+        fallback=fallback,
     )
