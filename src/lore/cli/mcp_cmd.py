@@ -56,6 +56,11 @@ def mcp_command(
         threading.Thread(target=embedder.warm_up, name="lore-query-warm-up", daemon=True).start()
     from lore.tool.core import build_knowledge_search
 
+    if http:
+        from lore.serving import query_embedder
+
+        # Concurrent HTTP clients share query inferences (stdio serves one at a time).
+        embedder = query_embedder(embedder)
     search = build_knowledge_search(current, embedder)
     if search is None:
         raise ConfigError(_NO_CORPUS)

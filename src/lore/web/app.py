@@ -23,6 +23,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lore import __version__
 from lore.mcp_server import HTTP_PATH
+from lore.serving import install_executor
 from lore.web import problems, routes_documents, routes_search, routes_session, routes_sources, routes_sync
 from lore.web.auth import Auth, Sessions
 from lore.web.limits import BodyLimit, RateLimiter
@@ -43,11 +44,15 @@ def create_app(service: Service, *, host: str = "127.0.0.1") -> ASGIApp:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        pool = install_executor()
         service.warm_up()
         start_background_sync(runner)
-        async with mcp.router.lifespan_context(mcp):
-            yield
-        runner.stop()
+        try:
+            async with mcp.router.lifespan_context(mcp):
+                yield
+        finally:
+            runner.stop()
+            pool.shutdown(wait=False, cancel_futures=True)
 
     api = FastAPI(
         title="lore",

@@ -14,6 +14,7 @@ import asyncio
 import logging
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -24,6 +25,7 @@ from lore.config import LoreSettings
 from lore.errors import ConfigError, LoreError
 from lore.models import SourceFailure, SourceItem, SyncReport, Tombstone
 from lore.protocols import Embedder, KnowledgeSource, QueryWarmUp, StoringBackend
+from lore.serving import query_embedder
 from lore.sources import build_source
 from lore.sources.manual import ManualSource
 from lore.sources.scope import ScopedSource, SourceScope, default_access, scope_of
@@ -38,6 +40,9 @@ from lore.web.tokens import TokenStore
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
+
+#: Writes (uploads, edits) waiting on the write lock at once; more queue for a thread.
+WRITE_THREADS = 4
 
 #: Seconds a write waits for a running sync before answering 503.
 WRITE_WAIT_SECONDS = 120.0
@@ -85,6 +90,8 @@ class Service:
 
     def __post_init__(self) -> None:
         self.sources = ManagedSources(self.settings)
+        #: Threads that run (or wait to run) writes; they queue on ``write_lock``.
+        self._writers = ThreadPoolExecutor(max_workers=WRITE_THREADS, thread_name_prefix="lore-write")
         self.chunker = Chunker.for_embedder(
             self.embedder, max_tokens=self.settings.chunk_tokens, overlap_tokens=self.settings.chunk_overlap
         )
@@ -255,7 +262,9 @@ class Service:
             self.write_lock.release()
 
     async def write(self, job: Callable[[], T]) -> T:
-        return await asyncio.to_thread(self.locked, job)
+        # Not on the loop's executor: a write may wait minutes for a sync, and the
+        # executor's few threads are the searches' (lore.serving).
+        return await asyncio.get_running_loop().run_in_executor(self._writers, self.locked, job)
 
 
 def _unscoped(source: KnowledgeSource) -> KnowledgeSource:
@@ -278,7 +287,9 @@ def open_service(
 
     reranker = resolve_reranker(settings)  # before the store, so a bad setting leaves nothing open
     embedder = embedder if embedder is not None else resolve_embedder(settings)
-    backend = open_backend(settings, embedder)
+    # Searches embed their queries through the batcher; sync and uploads embed documents
+    # with the embedder itself (``Service.embedder``).
+    backend = open_backend(settings, query_embedder(embedder))
     if backend is None:
         raise ConfigError('backend is "none": there is no index to serve; configure one and run lore sync')
     search = KnowledgeSearch(backend, settings=settings, reranker=reranker)
