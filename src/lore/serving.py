@@ -1,6 +1,6 @@
 """What a long-running search server (``lore serve``, ``lore mcp --http``) sets up once
-for its event loop: a bounded pool for the blocking work of a search, and query embedding
-shared by concurrent requests.
+for its event loop: a bounded pool for the blocking work of a search, query embedding
+shared by concurrent requests, and the audit log written by one thread in groups.
 
 Each search hands its CPU-bound steps (the channels, the safety chain) to the loop's
 default executor. asyncio's default pool makes up to ``cpu + 4`` threads, and one per
@@ -16,8 +16,11 @@ import asyncio
 import os
 from concurrent.futures import ThreadPoolExecutor
 
+from lore.config import LoreSettings
 from lore.embedders.query_batching import BatchingQueryEmbedder
 from lore.protocols import Embedder
+from lore.safety.audit import JsonlAuditLog
+from lore.safety.audit_writer import QueuedAuditLog
 
 #: Threads per CPU core for the loop's blocking work.
 THREADS_PER_CORE = 2
@@ -40,3 +43,8 @@ def query_embedder(embedder: Embedder) -> Embedder:
     """``embedder`` with its queries micro-batched across concurrent requests and the
     last ones cached (``lore.embedders.query_batching``); documents are untouched."""
     return embedder if isinstance(embedder, BatchingQueryEmbedder) else BatchingQueryEmbedder(embedder)
+
+
+def audit_log(settings: LoreSettings) -> QueuedAuditLog:
+    """The configured audit file behind a writer thread (``lore.safety.audit_writer``)."""
+    return QueuedAuditLog(JsonlAuditLog(settings.resolve_path(settings.audit_path)))

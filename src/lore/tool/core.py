@@ -36,6 +36,7 @@ from lore.protocols import Embedder, KnowledgeRetriever, ReportingRetriever, Rer
 from lore.rerankers import resolve_reranker
 from lore.resolve import NO_BACKEND, resolve_retriever
 from lore.safety.audit import AuditEntry, AuditError, AuditHit, AuditLog, JsonlAuditLog
+from lore.safety.audit_writer import record_entry
 from lore.safety.cap import cap_passages
 from lore.safety.injection import screen_injections
 from lore.safety.secrets import SecretRedactor, redact_secrets, redaction_markers
@@ -386,7 +387,7 @@ class KnowledgeSearch:
             error=error,
         )
         try:
-            await asyncio.to_thread(self._audit.record, entry)
+            await record_entry(self._audit, entry)
         except AuditError as err:
             # Fail closed: a call that cannot be audited returns nothing.
             return ToolResult(passages=[], metadata=None, error=str(err))
@@ -500,7 +501,7 @@ class KnowledgeSearch:
 
 
 def build_knowledge_search(
-    settings: LoreSettings | None = None, embedder: Embedder | None = None
+    settings: LoreSettings | None = None, embedder: Embedder | None = None, *, audit: AuditLog | None = None
 ) -> KnowledgeSearch | None:
     """The configured tool, or None when ``backend = "none"`` (integrations then attach
     no search tool). Configuration problems raise ``ConfigError``. The embedder is built
@@ -513,4 +514,4 @@ def build_knowledge_search(
     retriever = resolve_retriever(settings, embedder)
     if retriever is None:
         return None
-    return KnowledgeSearch(retriever, settings=settings, reranker=reranker)
+    return KnowledgeSearch(retriever, settings=settings, reranker=reranker, audit=audit)

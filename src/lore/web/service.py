@@ -25,7 +25,7 @@ from lore.config import LoreSettings
 from lore.errors import ConfigError, LoreError
 from lore.models import SourceFailure, SourceItem, SyncReport, Tombstone
 from lore.protocols import Embedder, KnowledgeSource, QueryWarmUp, StoringBackend
-from lore.serving import query_embedder
+from lore.serving import audit_log, query_embedder
 from lore.sources import build_source
 from lore.sources.manual import ManualSource
 from lore.sources.scope import ScopedSource, SourceScope, default_access, scope_of
@@ -292,7 +292,7 @@ def open_service(
     backend = open_backend(settings, query_embedder(embedder))
     if backend is None:
         raise ConfigError('backend is "none": there is no index to serve; configure one and run lore sync')
-    search = KnowledgeSearch(backend, settings=settings, reranker=reranker)
+    search = KnowledgeSearch(backend, settings=settings, reranker=reranker, audit=audit_log(settings))
     return Service(
         settings,
         backend,
