@@ -17,7 +17,8 @@ from lore.safety.audit_writer import QueuedAuditLog, record_entry
 
 
 def _entry(number: int) -> AuditEntry:
-    return AuditEntry("2026-12-01T00:00:00+00:00", "p", "knowledge_search", f"q{number}", {}, 5, None, "sqlite")
+    when = "2026-12-01T00:00:00+00:00"
+    return AuditEntry(when, "p", "knowledge_search", f"q{number}", {}, 5, None, "sqlite")
 
 
 class HeldLog(JsonlAuditLog):
