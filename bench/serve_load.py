@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import os
 import shutil
 import socket
@@ -87,9 +88,14 @@ def cpu_seconds(pid: int) -> float:
 DISTINCT = True
 
 
+#: Numbers every distinct query of the run (levels and rounds included), so that no
+#: level finds its texts in the server's cache from an earlier one.
+_ISSUED = itertools.count()
+
+
 def question(i: int) -> str:
     text = QUESTIONS[i % len(QUESTIONS)]
-    return f"{text} (request {i})" if DISTINCT else text
+    return f"{text} (request {next(_ISSUED)})" if DISTINCT else text
 
 
 def write_config(scratch: Path, shared: bool) -> Path:

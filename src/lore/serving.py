@@ -2,12 +2,14 @@
 for its event loop: a bounded pool for the blocking work of a search, query embedding
 shared by concurrent requests, and the audit log written by one thread in groups.
 
-Each search hands its CPU-bound steps (the channels, the safety chain) to the loop's
-default executor. asyncio's default pool makes up to ``cpu + 4`` threads, and one per
-request beyond that queues anyway; on a small machine more threads than cores only
-thrash (the GIL, OpenVINO's and numpy's own threads). The pool here is sized for the CPU:
-two threads per core, enough that one waiting on SQLite or the audit file never idles a
-core, few enough that eight clients do not run eight searches' Python at once.
+Each search hands its blocking steps (the query embedding, the channels, the safety
+chain) to the loop's default executor. The pool here is bounded and sized for the CPU, not
+for the requests: four threads per core. Most of a search's time on a thread is spent in
+C that releases the GIL (OpenVINO, tantivy, numpy) or waiting for the query batcher, and
+the batcher can only batch the queries of threads that reach it together: at two per
+core eight clients shared an inference two by two, at four per core four by four
+(``bench/serve_profile.py``, docs/benchmarks.md). More threads than that bought nothing
+at eight clients.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from lore.safety.audit import JsonlAuditLog
 from lore.safety.audit_writer import QueuedAuditLog
 
 #: Threads per CPU core for the loop's blocking work.
-THREADS_PER_CORE = 2
+THREADS_PER_CORE = 4
 
 
 def worker_count() -> int:
