@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from lore.embedders.forwarding import ForwardingEmbedder
 from lore.protocols import Embedder, Vectors
 
 #: Queries per inference at most; more wait for the next one.
@@ -43,14 +44,14 @@ class _Slot:
     lead: bool = False
 
 
-class BatchingQueryEmbedder:
+class BatchingQueryEmbedder(ForwardingEmbedder):
     """An ``Embedder`` whose single-query ``embed_queries`` calls, made from several threads
     at once, share inferences; everything else is the wrapped embedder's."""
 
     def __init__(self, inner: Embedder, *, max_batch: int = MAX_BATCH, cache_size: int = CACHE_SIZE) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be positive, got {max_batch}")
-        self.inner = inner
+        super().__init__(inner)
         self.max_batch = max_batch
         self.cache_size = cache_size
         self._lock = threading.Lock()
@@ -60,27 +61,6 @@ class BatchingQueryEmbedder:
         #: Inferences run and queries they embedded (for the bench and the tests).
         self.inferences = 0
         self.embedded = 0
-
-    # -- the wrapped embedder's own -------------------------------------------------------
-
-    @property
-    def model_id(self) -> str:
-        return self.inner.model_id
-
-    @property
-    def dimension(self) -> int:
-        return self.inner.dimension
-
-    @property
-    def max_input_tokens(self) -> int:
-        return self.inner.max_input_tokens
-
-    @property
-    def degraded(self) -> bool:
-        return self.inner.degraded
-
-    def embed_documents(self, texts: Sequence[str]) -> Vectors:
-        return self.inner.embed_documents(texts)
 
     # -- queries --------------------------------------------------------------------------
 
