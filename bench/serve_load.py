@@ -2,7 +2,8 @@
 at 1, 8 and 32 concurrent clients, while a sync writes the same index.
 
     .venv/bin/python bench/serve_load.py [--local] [--requests 200] [--seconds 30] [--rounds 3]
-                                          [--clients 1,8,32] [--no-shared]
+                                          [--clients 1,8,32] [--no-shared] [--repeat]
+    .venv/bin/python bench/serve_load.py --quick    # the goal's check: --local --no-shared, 1 round
 
 Loopback only, bounded in count (``--requests`` per level) and time (``--seconds`` per
 level). The corpus is a scratch copy of examples/runbooks plus ../shared/corpora when it
@@ -12,12 +13,20 @@ a driver keeps a sync running: it edits one runbook of the scratch copy and sync
 re-chunks, embeds and writes a document while the searches run. The embedder is the
 deterministic ``hashing`` one unless ``--local`` (the offline all-MiniLM-L6-v2; goal: p95 at
 8 clients <= 100 ms). The table shows medians over ``--rounds`` rounds.
+
+Every query text is new (a question and the request's number), so the servers' query
+embedding cache never answers; ``--repeat`` cycles the questions instead, as agents repeat
+them. Beside the latencies: the server process's CPU time per request (from /proc, so
+the figure means something on a shared machine; for lore serve it includes the sync
+running inside it, for lore mcp --http the sync is another process) and the load average
+over the level.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import os
 import shutil
 import socket
@@ -42,6 +51,8 @@ from rich.table import Table
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_CORPORA = REPO_ROOT.parent / "shared" / "corpora"
 LORE = Path(sys.executable).with_name("lore")
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -56,6 +67,35 @@ class Level:
     samples: list[float] = field(default_factory=list)
     errors: int = 0
     syncs: int = 0
+    cpu_seconds: float = 0.0
+    load: float = 0.0
+
+    @property
+    def cpu_ms_per_request(self) -> float:
+        return 1000 * self.cpu_seconds / max(1, len(self.samples))
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc; 0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+#: Whether each query text is a new one (set from --repeat).
+DISTINCT = True
+
+
+#: Numbers every distinct query of the run (levels and rounds included), so that no
+#: level finds its texts in the server's cache from an earlier one.
+_ISSUED = itertools.count()
+
+
+def question(i: int) -> str:
+    text = QUESTIONS[i % len(QUESTIONS)]
+    return f"{text} (request {next(_ISSUED)})" if DISTINCT else text
 
 
 def write_config(scratch: Path, shared: bool) -> Path:
@@ -119,6 +159,7 @@ async def run_level(
     seconds: float,
     call: Callable[[int, int], Awaitable[bool]],
     drive_sync: Callable[[asyncio.Event], Awaitable[int]],
+    pid: int,
 ) -> None:
     stop = asyncio.Event()
     deadline = time.monotonic() + seconds
@@ -134,7 +175,10 @@ async def run_level(
             level.errors += 0 if ok else 1
 
     syncing = asyncio.create_task(drive_sync(stop))
+    cpu = cpu_seconds(pid)
     await asyncio.gather(*(client(n) for n in range(level.clients)))
+    level.cpu_seconds = cpu_seconds(pid) - cpu
+    level.load = os.getloadavg()[0]
     stop.set()
     level.syncs = await syncing
 
@@ -160,9 +204,7 @@ async def serve_round(
         ):
 
             async def call(number: int, i: int) -> bool:
-                response = await http.post(
-                    "/v1/search", json={"query": QUESTIONS[i % len(QUESTIONS)], "top_k": 5}
-                )
+                response = await http.post("/v1/search", json={"query": question(i), "top_k": 5})
                 return response.status_code == 200 and response.json()["error"] is None
 
             async def drive_sync(stop: asyncio.Event) -> int:
@@ -180,7 +222,7 @@ async def serve_round(
 
             for count in clients:
                 level = Level("lore serve", count)
-                await run_level(level, requests, seconds, call, drive_sync)
+                await run_level(level, requests, seconds, call, drive_sync, process.pid)
                 levels.append(level)
     finally:
         stop_process(process)
@@ -201,7 +243,7 @@ async def mcp_round(
 
                 async def call(number: int, i: int) -> bool:
                     result = await pool.clients[number].call_tool(
-                        "knowledge_search", {"query": QUESTIONS[i % len(QUESTIONS)], "top_k": 5}
+                        "knowledge_search", {"query": question(i), "top_k": 5}
                     )
                     return not result.is_error
 
@@ -222,7 +264,7 @@ async def mcp_round(
                         done += 1
                     return done
 
-                await run_level(level, requests, seconds, call, drive_sync)
+                await run_level(level, requests, seconds, call, drive_sync, process.pid)
             levels.append(level)
     finally:
         stop_process(process)
@@ -255,7 +297,8 @@ def report(console: Console, rounds: list[list[Level]], embedder: str) -> None:
     table = Table(
         title=f"search under load while a sync runs (embedder: {embedder}; medians of {len(rounds)} rounds)"
     )
-    for column in ("target", "clients", "requests", "errors", "p50 ms", "p95 ms", "syncs"):
+    columns = ("target", "clients", "requests", "errors", "p50 ms", "p95 ms", "CPU ms/req", "syncs", "load")
+    for column in columns:
         table.add_column(column, justify="left" if column == "target" else "right")
     for position, first in enumerate(rounds[0]):
         same = [levels[position] for levels in rounds]
@@ -266,12 +309,19 @@ def report(console: Console, rounds: list[list[Level]], embedder: str) -> None:
             str(int(statistics.median(level.errors for level in same))),
             f"{statistics.median(percentile(level.samples, 0.50) for level in same):.1f}",
             f"{statistics.median(percentile(level.samples, 0.95) for level in same):.1f}",
+            f"{statistics.median(level.cpu_ms_per_request for level in same):.1f}",
             str(int(statistics.median(level.syncs for level in same))),
+            f"{statistics.median(level.load for level in same):.1f}",
         )
     console.print(table)
 
 
 async def main_async(options: argparse.Namespace) -> None:
+    global DISTINCT
+    DISTINCT = not options.repeat
+    if options.quick:
+        options.local, options.no_shared, options.rounds = True, True, 1
+        options.requests, options.seconds = 100, 15.0
     console = Console()
     clients = [int(part) for part in options.clients.split(",")]
     with tempfile.TemporaryDirectory(prefix="lore-serve-load-") as folder:
@@ -288,6 +338,10 @@ async def main_async(options: argparse.Namespace) -> None:
             levels += await mcp_round(config, scratch, env, clients, options.requests, options.seconds)
             rounds.append(levels)
         report(console, rounds, env["LORE_EMBEDDER"])
+        console.print(
+            f"{'distinct' if DISTINCT else 'repeated'} queries; load average now "
+            f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs"
+        )
 
 
 def main() -> None:
@@ -300,6 +354,14 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="rounds; the table shows medians (default 3)")
     parser.add_argument("--clients", default="1,8,32", help="concurrency levels (default 1,8,32)")
     parser.add_argument("--no-shared", action="store_true", help="the example corpus only")
+    parser.add_argument(
+        "--repeat", action="store_true", help="cycle the questions (the embedding cache answers)"
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="the goal's check in a few minutes: --local --no-shared --rounds 1 --requests 100 --seconds 15",
+    )
     asyncio.run(main_async(parser.parse_args()))
 
 

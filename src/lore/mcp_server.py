@@ -106,8 +106,14 @@ def http_app(search: KnowledgeSearch) -> Starlette:
 async def serve_http(search: KnowledgeSearch, *, port: int = DEFAULT_HTTP_PORT) -> None:
     import uvicorn  # the SDK's own HTTP transport depends on it
 
+    from lore.serving import install_executor
+
     config = uvicorn.Config(http_app(search), host=HTTP_HOST, port=port, log_level="warning")
-    await uvicorn.Server(config).serve()
+    pool = install_executor()
+    try:
+        await uvicorn.Server(config).serve()
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 def run_http(search: KnowledgeSearch, *, port: int = DEFAULT_HTTP_PORT) -> None:

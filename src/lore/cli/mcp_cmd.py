@@ -56,7 +56,14 @@ def mcp_command(
         threading.Thread(target=embedder.warm_up, name="lore-query-warm-up", daemon=True).start()
     from lore.tool.core import build_knowledge_search
 
-    search = build_knowledge_search(current, embedder)
+    audit = None
+    if http:
+        from lore.serving import audit_log, query_embedder
+
+        # Concurrent HTTP clients share query inferences and audit appends (stdio serves
+        # one call at a time).
+        embedder, audit = query_embedder(embedder), audit_log(current)
+    search = build_knowledge_search(current, embedder, audit=audit)
     if search is None:
         raise ConfigError(_NO_CORPUS)
     if not http:

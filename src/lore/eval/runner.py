@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from lore.embedders.forwarding import ForwardingEmbedder
 from lore.errors import ConfigError
 from lore.eval.datasets import EvalQuery
 from lore.eval.metrics import RankedDocument, mean_metrics, query_metrics, rank_documents
@@ -40,7 +41,7 @@ _DETAIL_TEXT_CHARS = 300
 QueryDone = Callable[[str, str], None]
 
 
-class QueryVectorCache:
+class QueryVectorCache(ForwardingEmbedder):
     """An ``Embedder`` that answers ``embed_queries`` from vectors computed up front.
 
     Pass it to the backend instead of the real embedder: ``prime`` embeds every query
@@ -49,27 +50,8 @@ class QueryVectorCache:
     """
 
     def __init__(self, embedder: Embedder) -> None:
-        self.inner = embedder
+        super().__init__(embedder)
         self._vectors: dict[str, np.ndarray[Any, np.dtype[np.float32]]] = {}
-
-    @property
-    def model_id(self) -> str:
-        return self.inner.model_id
-
-    @property
-    def dimension(self) -> int:
-        return self.inner.dimension
-
-    @property
-    def max_input_tokens(self) -> int:
-        return self.inner.max_input_tokens
-
-    @property
-    def degraded(self) -> bool:
-        return self.inner.degraded
-
-    def embed_documents(self, texts: Sequence[str]) -> Vectors:
-        return self.inner.embed_documents(texts)
 
     def prime(self, texts: Sequence[str]) -> None:
         """Embed every text not seen yet in ONE call: the embedder batches (and sorts by

@@ -20,6 +20,7 @@ import errno
 import json
 import os
 import threading
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -80,7 +81,11 @@ class JsonlAuditLog:
         self._lock = threading.Lock()
 
     def record(self, entry: AuditEntry) -> None:
-        line = (entry.to_json() + "\n").encode("utf-8")
+        self.record_many([entry])
+
+    def record_many(self, entries: Sequence[AuditEntry]) -> None:
+        """Every entry in one ``write`` (``lore.safety.audit_writer`` groups a server's)."""
+        line = "".join(entry.to_json() + "\n" for entry in entries).encode("utf-8")
         with self._lock:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -98,6 +103,10 @@ class JsonlAuditLog:
                 raise AuditError(_refusal(self.path, err)) from err
 
 
+#: How every refusal for want of an audit record begins, so a server can tell it from a
+#: refusal of the arguments (503, not 422).
+REFUSAL_PREFIX = "audit log "
+
 #: What a user changes to put the audit log elsewhere.
 SETTING_HINT = "audit_path in lore.toml or LORE_AUDIT_PATH"
 
@@ -113,7 +122,7 @@ def _refusal(path: Path, err: OSError) -> str:
     else:
         cause = f"{path} is not writable"
     return (
-        f"audit log {path} could not be written: {reason}; every search is audited, so this one is "
+        f"{REFUSAL_PREFIX}{path} could not be written: {reason}; every search is audited, so this one is "
         f"refused. {cause}: free space or fix it there, or point {SETTING_HINT} at a writable file"
     )
 

@@ -23,6 +23,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lore import __version__
 from lore.mcp_server import HTTP_PATH
+from lore.serving import install_executor
 from lore.web import (
     problems,
     routes_documents,
@@ -52,12 +53,16 @@ def create_app(service: Service, *, host: str = "127.0.0.1") -> ASGIApp:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        pool = install_executor()
         service.warm_up()
         start_background_sync(runner)
-        async with mcp.router.lifespan_context(mcp):
-            yield
-        runner.stop()
-        service.search.close()  # writes the queued retrieval events
+        try:
+            async with mcp.router.lifespan_context(mcp):
+                yield
+        finally:
+            runner.stop()
+            service.search.close()  # writes the queued retrieval events
+            pool.shutdown(wait=False, cancel_futures=True)
 
     api = FastAPI(
         title="lore",

@@ -20,6 +20,7 @@ from lore.models import SOURCE_TYPE_LABEL
 from lore.protocols import DocumentReader
 from lore.safety.secrets import redact_secrets
 from lore.sources.manual import ManualSource
+from lore.sources.stored import StoredSource
 from lore.web.auth import Caller, require, service_of
 from lore.web.documents import build_tree, document_view
 from lore.web.problems import Problem
@@ -79,16 +80,27 @@ async def _view(service: Service, uri: str, principal: Principal) -> dict[str, A
     return document_view(document, chunks, markdown, service.settings.stale_after_days)
 
 
-async def _read_only(service: Service, uri: str) -> Problem:
-    """403 naming where a held document comes from; 404 when the index does not hold it."""
+async def _read_only(service: Service, uri: str, principal: Principal) -> Problem:
+    """403 naming where a held document comes from; 404 when the index does not hold it
+    or the caller may not read it."""
     found = await asyncio.to_thread(_reader(service).read_document, uri)
-    if found is None:
+    if found is None or not readable(principal, found[0].access, found[0].tenant):
         return Problem(404, f"no document {uri!r} in the index")
     kind = str(found[0].labels.get(SOURCE_TYPE_LABEL, "unknown"))
     where = _READ_ONLY.get(kind, f"a {kind} source")
     return Problem(
         403, f"{kind} documents are read-only here: they come from {where}; change them there and sync"
     )
+
+
+def _writable(
+    service: Service, uri: str, principal: Principal, owner: tuple[StoredSource, str]
+) -> tuple[StoredSource, str]:
+    """``owner`` when ``principal`` may write into its source; a source of another tenant
+    or group answers as if the document did not exist (search's rule)."""
+    if service.stored_source_of(uri, principal) is None:
+        raise Problem(404, f"no document {uri!r}")
+    return owner
 
 
 @router.get("/v1/documents", summary="Documents by source type, source and folder")
@@ -114,7 +126,7 @@ async def upload(request: Request, caller: Uploader) -> dict[str, Any]:
             raise
         raise Problem(400, f"not a multipart form with 'file' fields: {err}") from err
     name = form.get("source")
-    target = service.upload_source(name if isinstance(name, str) and name else None)
+    target = service.upload_source(name if isinstance(name, str) and name else None, caller.principal)
     files = [item for item in form.getlist("file") if isinstance(item, UploadFile)]
     if not files:
         raise Problem(422, "no files: send them as multipart/form-data fields named 'file'")
@@ -140,10 +152,10 @@ async def edit(uri: str, body: NoteEdit, request: Request, caller: Writer) -> di
     if owner is None:
         if uri.startswith("note://"):
             source_name = uri.removeprefix("note://").partition("/")[0]
-            service.notes_source(source_name)  # 404 when there is no such manual source
+            service.notes_source(source_name, caller.principal)  # 404 when there is no such manual source
             raise Problem(422, f"{uri!r} is not a valid note uri: note://<source>/<lower-case-slug>")
-        raise await _read_only(service, uri)
-    source, slug = owner
+        raise await _read_only(service, uri, caller.principal)
+    source, slug = _writable(service, uri, caller.principal, owner)
     current = await asyncio.to_thread(source.read, slug)
     if current is None and not isinstance(source, ManualSource):
         raise Problem(404, f"no document {uri!r}")
@@ -159,7 +171,7 @@ async def edit(uri: str, body: NoteEdit, request: Request, caller: Writer) -> di
 @router.post("/v1/notes", summary="Create a note")
 async def create_note(body: NoteCreate, request: Request, caller: Writer) -> dict[str, Any]:
     service = service_of(request)
-    source = service.notes_source(body.source)
+    source = service.notes_source(body.source, caller.principal)
     stored = await asyncio.to_thread(source.create, body.title, body.markdown)
     await service.index_stored(source, stored.slug)
     return await _view(service, stored.uri, caller.principal)
@@ -170,8 +182,8 @@ async def delete(uri: str, request: Request, caller: Deleter) -> Response:
     service = service_of(request)
     owner = service.stored_source_of(uri)
     if owner is None:
-        raise await _read_only(service, uri)
-    source, slug = owner
+        raise await _read_only(service, uri, caller.principal)
+    source, slug = _writable(service, uri, caller.principal, owner)
     removed = await asyncio.to_thread(source.remove, slug)
     held = await asyncio.to_thread(_reader(service).read_document, uri)
     if not removed and held is None:

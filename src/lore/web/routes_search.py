@@ -12,6 +12,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
 from lore.access import Role
+from lore.safety.audit import REFUSAL_PREFIX
 from lore.web.auth import Caller, require, service_of
 from lore.web.problems import Problem, problem_response
 from lore.web.routes_events import keep_alert_suggestion
@@ -31,8 +32,10 @@ async def search(
     body = result.to_dict()
     if result.error is not None and result.metadata is None:
         # Arguments the tool refused (too long a query, an unknown key): the tool's own
-        # result rides along as an extension member of the problem document.
-        return problem_response(422, result.error, extra={"result": body})
+        # result rides along as an extension member of the problem document. A call
+        # refused because its audit record could not be written is the server's fault.
+        status = 503 if result.error.startswith(REFUSAL_PREFIX) else 422
+        return problem_response(status, result.error, extra={"result": body})
     return JSONResponse(body)
 
 

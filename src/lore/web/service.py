@@ -14,10 +14,11 @@ import asyncio
 import logging
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from lore.access import Principal
+from lore.access import Principal, readable
 from lore.alerts.tool import AlertResult, RunbookForAlert
 from lore.backends.mirror import MirroredIndex
 from lore.chunking import Chunker
@@ -33,8 +34,10 @@ from lore.protocols import (
     StoringBackend,
 )
 from lore.schedule_history import RunRecorder
+from lore.serving import audit_log, query_embedder
 from lore.sources import build_source
 from lore.sources.manual import ManualSource
+from lore.sources.scope import ScopedSource, SourceScope, default_access, scope_of
 from lore.sources.stored import StoredSource
 from lore.sources.upload import UploadSource
 from lore.sync import CHUNKING_STATE_KEY, check_sources, ingest_signature, sync_sources
@@ -46,6 +49,9 @@ from lore.web.tokens import TokenStore
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
+
+#: Writes (uploads, edits) waiting on the write lock at once; more queue for a thread.
+WRITE_THREADS = 4
 
 #: Seconds a write waits for a running sync before answering 503.
 WRITE_WAIT_SECONDS = 120.0
@@ -95,6 +101,8 @@ class Service:
 
     def __post_init__(self) -> None:
         self.sources = ManagedSources(self.settings)
+        #: Threads that run (or wait to run) writes; they queue on ``write_lock``.
+        self._writers = ThreadPoolExecutor(max_workers=WRITE_THREADS, thread_name_prefix="lore-write")
         self.chunker = Chunker.for_embedder(
             self.embedder, max_tokens=self.settings.chunk_tokens, overlap_tokens=self.settings.chunk_overlap
         )
@@ -144,45 +152,74 @@ class Service:
                 return build_source(config, self.settings)
         return None
 
-    def upload_source(self, name: str | None) -> UploadSource:
-        found = self._stored(name, UploadSource, DEFAULT_UPLOAD_SOURCE, "upload")
+    def upload_source(self, name: str | None, principal: Principal) -> UploadSource:
+        found = self._stored(name, UploadSource, DEFAULT_UPLOAD_SOURCE, "upload", principal)
         assert isinstance(found, UploadSource)
         return found
 
-    def notes_source(self, name: str | None) -> ManualSource:
-        found = self._stored(name, ManualSource, DEFAULT_NOTES_SOURCE, "manual")
+    def notes_source(self, name: str | None, principal: Principal) -> ManualSource:
+        found = self._stored(name, ManualSource, DEFAULT_NOTES_SOURCE, "manual", principal)
         assert isinstance(found, ManualSource)
         return found
 
+    def _stored_sources(self) -> list[tuple[StoredSource, KnowledgeSource]]:
+        """Every upload and manual source, with the source as sync sees it (wrapped in a
+        ``ScopedSource`` when its table sets ``access`` or ``tenant``)."""
+        found: list[tuple[StoredSource, KnowledgeSource]] = []
+        for built in self.built_sources():
+            inner = built.inner if isinstance(built, ScopedSource) else built
+            if isinstance(inner, StoredSource):
+                found.append((inner, built))
+        return found
+
     def _stored(
-        self, name: str | None, kind: type[StoredSource], default: str, type_name: str
+        self, name: str | None, kind: type[StoredSource], default: str, type_name: str, principal: Principal
     ) -> StoredSource:
-        candidates = [s for s in self.built_sources() if isinstance(s, kind)]
+        # Only sources whose documents the caller could read are theirs to write into;
+        # another tenant's (or group's) source is as absent as one that does not exist.
+        candidates = [
+            source
+            for source, built in self._stored_sources()
+            if isinstance(source, kind) and _may_write(principal, built)
+        ]
         if name is None:
             preferred = [s for s in candidates if s.name == default] or candidates
             if preferred:
                 return preferred[0]
-            raise Problem(409, f"no {type_name} source is configured")
+            raise Problem(409, f"no {type_name} source is configured that {principal.name!r} may write to")
         for source in candidates:
             if source.name == name:
                 return source
         raise Problem(404, f"no {type_name} source named {name!r}")
 
-    def stored_source_of(self, uri: str) -> tuple[StoredSource, str] | None:
-        """The upload or manual source that owns ``uri``, and its slug."""
-        for source in self.built_sources():
-            if isinstance(source, StoredSource):
-                slug = source.slug_of(uri)
-                if slug is not None:
-                    return source, slug
+    def stored_source_of(
+        self, uri: str, principal: Principal | None = None
+    ) -> tuple[StoredSource, str] | None:
+        """The upload or manual source that owns ``uri``, and its slug; with ``principal``,
+        only a source that principal may write to (None otherwise)."""
+        for source, built in self._stored_sources():
+            slug = source.slug_of(uri)
+            if slug is not None:
+                return (source, slug) if principal is None or _may_write(principal, built) else None
         return None
+
+    def _scope(self, source: StoredSource) -> SourceScope:
+        return next(
+            (scope_of(built) for inner, built in self._stored_sources() if inner.name == source.name),
+            SourceScope(),
+        )
 
     # -- writing ---------------------------------------------------------------------
 
     async def index_stored(self, source: StoredSource, slug: str) -> SyncReport:
         """Bring the index in line with one stored document (written or removed) before
         returning; a failure to index is a 503 saying the file is kept for the next sync."""
-        report = await self.write(lambda: self._sync([_OneDocument(source, slug)]))
+        one = _OneDocument(source, slug)
+        scope = self._scope(source)
+        # The configured access and tenant go with the one document, as a full sync
+        # stamps them (lore.sources.scope.scoped).
+        view: KnowledgeSource = ScopedSource(one, scope) if scope != SourceScope() else one
+        report = await self.write(lambda: self._sync([view]))
         if report.failures:
             reason = report.failures[0].reason
             raise Problem(503, f"{source.uri_for(slug)} is stored but not indexed yet: {reason}")
@@ -207,7 +244,10 @@ class Service:
         return stored is None or stored == ingest_signature(self.chunker)
 
     def _sync(self, sources: list[KnowledgeSource]) -> SyncReport:
-        if any(isinstance(source, _OneDocument) for source in sources) and not self._chunking_current():
+        if (
+            any(isinstance(_unscoped(source), _OneDocument) for source in sources)
+            and not self._chunking_current()
+        ):
             sources = self.built_sources()
         check_sources(sources)
         target: KnowledgeIndex = self.backend
@@ -246,7 +286,19 @@ class Service:
             self.write_lock.release()
 
     async def write(self, job: Callable[[], T]) -> T:
-        return await asyncio.to_thread(self.locked, job)
+        # Not on the loop's executor: a write may wait minutes for a sync, and the
+        # executor's few threads are the searches' (lore.serving).
+        return await asyncio.get_running_loop().run_in_executor(self._writers, self.locked, job)
+
+
+def _unscoped(source: KnowledgeSource) -> KnowledgeSource:
+    return source.inner if isinstance(source, ScopedSource) else source
+
+
+def _may_write(principal: Principal, source: KnowledgeSource) -> bool:
+    """Whether ``principal`` may write into ``source``: when it could read what it writes
+    there (its tenant, and its groups or all viewers; an admin of its tenant always)."""
+    return readable(principal, default_access(source), scope_of(source).tenant)
 
 
 def open_service(
@@ -259,7 +311,9 @@ def open_service(
 
     reranker = resolve_reranker(settings)  # before the store, so a bad setting leaves nothing open
     embedder = embedder if embedder is not None else resolve_embedder(settings)
-    backend = open_backend(settings, embedder)
+    # Searches embed their queries through the batcher; sync and uploads embed documents
+    # with the embedder itself (``Service.embedder``).
+    backend = open_backend(settings, query_embedder(embedder))
     if backend is None:
         raise ConfigError('backend is "none": there is no index to serve; configure one and run lore sync')
     retriever: KnowledgeRetriever = backend
@@ -268,9 +322,9 @@ def open_service(
         from lore.backends.fallback import fallback_settings, retriever_with_fallback
 
         # Written by every sync and upload; searched while the backend is unreachable.
-        fallback = open_backend(fallback_settings(settings), embedder)
+        fallback = open_backend(fallback_settings(settings), query_embedder(embedder))
         retriever = retriever_with_fallback(settings, embedder, primary=backend, fallback=fallback)
-    search = KnowledgeSearch(retriever, settings=settings, reranker=reranker)
+    search = KnowledgeSearch(retriever, settings=settings, reranker=reranker, audit=audit_log(settings))
     return Service(
         settings,
         backend,

@@ -1,0 +1,52 @@
+"""What a long-running search server (``lore serve``, ``lore mcp --http``) sets up once
+for its event loop: a bounded pool for the blocking work of a search, query embedding
+shared by concurrent requests, and the audit log written by one thread in groups.
+
+Each search hands its blocking steps (the query embedding, the channels, the safety
+chain) to the loop's default executor. The pool here is bounded and sized for the CPU, not
+for the requests: four threads per core. Most of a search's time on a thread is spent in
+C that releases the GIL (OpenVINO, tantivy, numpy) or waiting for the query batcher, and
+the batcher can only batch the queries of threads that reach it together: at two per
+core eight clients shared an inference two by two, at four per core four by four
+(``bench/serve_profile.py``, docs/benchmarks.md). More threads than that bought nothing
+at eight clients.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+from lore.config import LoreSettings
+from lore.embedders.query_batching import BatchingQueryEmbedder
+from lore.protocols import Embedder
+from lore.safety.audit import JsonlAuditLog
+from lore.safety.audit_writer import QueuedAuditLog
+
+#: Threads per CPU core for the loop's blocking work.
+THREADS_PER_CORE = 4
+
+
+def worker_count() -> int:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(2, THREADS_PER_CORE * cores)
+
+
+def install_executor() -> ThreadPoolExecutor:
+    """The running loop's default executor (``asyncio.to_thread``), bounded for the CPU;
+    the caller shuts it down when the server stops."""
+    pool = ThreadPoolExecutor(max_workers=worker_count(), thread_name_prefix="lore-search")
+    asyncio.get_running_loop().set_default_executor(pool)
+    return pool
+
+
+def query_embedder(embedder: Embedder) -> Embedder:
+    """``embedder`` with its queries micro-batched across concurrent requests and the
+    last ones cached (``lore.embedders.query_batching``); documents are untouched."""
+    return embedder if isinstance(embedder, BatchingQueryEmbedder) else BatchingQueryEmbedder(embedder)
+
+
+def audit_log(settings: LoreSettings) -> QueuedAuditLog:
+    """The configured audit file behind a writer thread (``lore.safety.audit_writer``)."""
+    return QueuedAuditLog(JsonlAuditLog(settings.resolve_path(settings.audit_path)))

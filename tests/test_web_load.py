@@ -1,0 +1,116 @@
+"""``lore serve`` under concurrent searches: they all answer while a sync is writing the
+index (none waits for the write lock), and a search whose audit record cannot be written
+is refused through HTTP and MCP even with the audit on its writer thread."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import httpx
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from lore.protocols import Vectors
+from lore.testing.embedders import CountingEmbedder
+from optional_extras import require_extra
+from web_helpers import serve, wait_for
+
+require_extra("fastapi", "serve")
+
+
+class HeldSync(CountingEmbedder):
+    """Document embedding waits for ``release`` once ``hold`` is set: a sync stays in the
+    middle of writing the index for as long as the test needs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hold = threading.Event()
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def embed_documents(self, texts: Sequence[str]) -> Vectors:
+        if self.hold.is_set():
+            self.entered.set()
+            assert self.release.wait(120), "the test never released the sync"
+        return super().embed_documents(texts)
+
+
+async def test_concurrent_searches_all_answer_while_a_sync_is_writing(tmp_path: Path) -> None:
+    embedder = HeldSync()
+    with serve(tmp_path, embedder=embedder) as served:
+        page = tmp_path / "runbooks" / "dns.md"
+        page.write_text(page.read_text() + "\nThe new marker is quagganresolver.\n", encoding="utf-8")
+        embedder.hold.set()
+        editor = {"Authorization": f"Bearer {served.tokens['editor']}"}
+        viewer = {"Authorization": f"Bearer {served.tokens['viewer']}"}
+        async with (
+            httpx.AsyncClient(base_url=served.url, headers=editor, timeout=30) as admin,
+            httpx.AsyncClient(base_url=served.url, headers=viewer, timeout=30) as http,
+        ):
+            run_id = (await admin.post("/v1/sync", json={"source": "runbooks"})).json()["run_id"]
+            assert await asyncio.to_thread(embedder.entered.wait, 60), "the sync never started embedding"
+
+            async def search(number: int) -> httpx.Response:
+                query = ("zanzibarquorum", "payments-consumer-group", "CoreDNS pods")[number % 3]
+                return await http.post("/v1/search", json={"query": f"{query} {number}", "top_k": 3})
+
+            answers = await asyncio.gather(*(search(n) for n in range(32)))
+            # The sync is still held in the middle of its write: none of them waited for it.
+            assert (await admin.get("/v1/sync")).json()["running"] is True
+            embedder.release.set()
+            for answer in answers:
+                assert answer.status_code == 200, answer.text
+                assert answer.json()["error"] is None
+                assert answer.json()["passages"]
+
+            async def finished() -> bool:
+                history = (await admin.get("/v1/sync")).json()["history"]
+                return any(run["run_id"] == run_id and run["finished_at"] for run in history)
+
+            for _ in range(1200):  # a bound on the wait, not a timing assertion
+                if await finished():
+                    break
+                await asyncio.sleep(0.05)
+            found = (await http.post("/v1/search", json={"query": "quagganresolver"})).json()
+        assert found["passages"][0]["uri"] == "file://runbooks/dns.md"
+
+
+async def test_an_unwritable_audit_refuses_the_answer_over_http_and_mcp(tmp_path: Path) -> None:
+    (tmp_path / "audit.jsonl").mkdir()  # where the audit file should be: nothing can be appended
+    with serve(tmp_path) as served:
+        headers = {"Authorization": f"Bearer {served.tokens['viewer']}"}
+        async with httpx.AsyncClient(base_url=served.url, headers=headers, timeout=30) as http:
+            refused = await http.post("/v1/search", json={"query": "zanzibarquorum"})
+        assert refused.status_code == 503
+        problem = refused.json()
+        assert problem["detail"].startswith("audit log ")
+        assert "refused" in problem["detail"]
+        assert problem["result"]["passages"] == []
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=30) as plain,
+            Client(streamable_http_client(f"{served.url}/mcp", http_client=plain)) as client,
+        ):
+            result = await client.call_tool("knowledge_search", {"query": "zanzibarquorum"})
+        assert result.is_error
+        assert result.structured_content is not None
+        assert result.structured_content["passages"] == []
+        assert "audit log" in str(result.structured_content["error"])
+
+
+def test_the_service_batches_query_embedding_and_audits_through_its_writer(tmp_path: Path) -> None:
+    from lore.embedders.query_batching import BatchingQueryEmbedder
+    from lore.safety.audit_writer import QueuedAuditLog
+
+    with serve(tmp_path) as served:
+        with served.client("viewer") as client:
+            assert client.post("/v1/search", json={"query": "zanzibarquorum"}).json()["error"] is None
+        backend_embedder = served.service.backend._embedder  # type: ignore[attr-defined]
+        assert isinstance(backend_embedder, BatchingQueryEmbedder)
+        assert backend_embedder.inner is served.service.embedder
+        audit = served.service.search._audit
+        assert isinstance(audit, QueuedAuditLog)
+        wait_for(lambda: audit.written >= 1, "the audit record")
