@@ -278,10 +278,10 @@ class PgVectorBackend(ServerSearch):
             chunk_row(chunk, matrix[i], document, postings.lengths[chunk.id])
             for i, chunk in enumerate(chunks)
         ]
-        with self._connection(IndexingError) as conn, conn.transaction(), conn.pipeline():
+        with self._connection(IndexingError) as conn, conn.pipeline(), conn.transaction():
             # In one transaction the new version replaces the old atomically: a crash
-            # leaves one or the other, and readers never see neither. Pipelined: the
-            # statements go out together and the server answers them in one round trip.
+            # leaves one or the other, and readers never see neither. Pipelined: every
+            # statement goes out at once, and the server answers them in one round trip.
             self._remove_postings(conn, document.uri)
             if rows:
                 with conn.cursor() as cur:
