@@ -354,7 +354,7 @@ def search_statement(tables: Tables, weights: Weights, rows: RowFilter) -> sql.C
     """Parameters: ``weights.params()``, the per-term posting limit, ``rows.params()``,
     the result limit."""
     parts = sql.SQL(" + ").join(
-        sql.SQL("q.w_{f} * p.tf_{f} / (p.tf_{f} + {a} + {c} * p.len_{f})").format(
+        sql.SQL("q.w_{f} * p.tf_{f} / (p.tf_{f} + {a}::float8 + {c}::float8 * p.len_{f})").format(
             f=sql.SQL(name), a=sql.Literal(a), c=sql.Literal(c)
         )
         for name, (a, c) in zip(FIELDS, weights.normalisers, strict=True)
