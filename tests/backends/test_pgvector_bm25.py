@@ -302,3 +302,30 @@ async def test_an_index_of_schema_3_gets_its_postings_from_the_stored_chunks(
         assert _statistics(pg_dsn, pg.index_name)[2] == []
     finally:
         reopened.close()
+
+
+async def test_reindex_and_a_changed_analysis_rebuild_the_postings(
+    pg: PgVectorBackend, pg_dsn: str, embedder: CountingEmbedder
+) -> None:
+    from lore.backends.pgvector import bm25
+
+    _load(pg, embedder)
+    before = {query: await _ranking(pg, query) for query in QUERIES}
+    with psycopg.connect(pg_dsn) as conn:
+        conn.execute(f"DELETE FROM {pg.index_name}_postings WHERE term = 'etcdnoleader'")
+    assert await pg.retrieve("etcdNoLeader", mode=SearchMode.BM25) != []  # still the word parts
+    assert pg.supports_reindex
+    assert pg.rebuild_fulltext() == 12
+    for query in QUERIES:
+        _assert_same(await _ranking(pg, query), before[query], query)
+    # Postings made by other analyzers (another FULLTEXT_VERSION) are rebuilt on opening.
+    with psycopg.connect(pg_dsn) as conn:
+        conn.execute(f"TRUNCATE {pg.index_name}_postings")
+        conn.execute(f"UPDATE {pg.index_name}_state SET value = 'old' WHERE key = %s", (bm25.ANALYSIS_KEY,))
+    reopened = PgVectorBackend(pg_dsn, embedder, index_name=pg.index_name)
+    try:
+        for query in QUERIES:
+            _assert_same(await _ranking(reopened, query), before[query], query)
+        assert _statistics(pg_dsn, pg.index_name)[2] == []
+    finally:
+        reopened.close()

@@ -188,6 +188,10 @@ class PgVectorBackend(ServerSearch):
                 dsn, autocommit=True, connect_timeout=max(1, math.ceil(self._timeout))
             ) as conn:
                 migrate(conn, self._tables)
+                if not bm25.is_current(conn, self._tables):
+                    # Postings of other analyzers would miss or mis-rank terms: rebuilt
+                    # once, as the SQLite backend rebuilds its tantivy index.
+                    bm25.rebuild(conn, self._tables)
                 self._stored = self._recorded_embedder(conn)
         except psycopg.OperationalError as err:
             raise BackendUnavailableError(f"{self._where} is unreachable: {err}".strip()) from err
@@ -422,13 +426,12 @@ class PgVectorBackend(ServerSearch):
 
     # -- what commands need (lore.protocols.StoringBackend) ---------------------------
 
-    supports_reindex = False
+    supports_reindex = True
 
     def rebuild_fulltext(self) -> int:
-        raise ConfigError(
-            f"`lore reindex` rebuilds the SQLite backend's full-text index; {ENGINE} keeps no "
-            "derived full-text data"
-        )
+        """Rebuild the BM25 postings and statistics from the stored chunks."""
+        with self.write_lock(), self._connection(IndexingError) as conn:
+            return bm25.rebuild(conn, self._tables)
 
     def status_lines(self) -> list[tuple[str, str]]:
         return [("where", self._where)]

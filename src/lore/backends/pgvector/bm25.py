@@ -36,7 +36,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from lore.backends.sqlite.fulltext import field_terms
+from lore.backends.sqlite.fulltext import FULLTEXT_VERSION, field_terms
 from lore.errors import MissingExtraError
 
 try:
@@ -247,7 +247,7 @@ def write_postings(conn: psycopg.Connection[TupleRow], tables: Tables, postings:
 
 
 def backfill(conn: psycopg.Connection[TupleRow], tables: Tables, batch: int = 2000) -> None:
-    """Build the postings of chunks written before this channel existed (migration 4)."""
+    """Add the postings of every stored chunk (``rebuild`` empties the tables first)."""
     after = 0
     while True:
         rows = conn.execute(
@@ -264,6 +264,40 @@ def backfill(conn: psycopg.Connection[TupleRow], tables: Tables, batch: int = 20
         set_lengths(conn, tables, postings)
         write_postings(conn, tables, postings)
         after = int(rows[-1][0])
+
+
+#: The ``state`` key recording which analysis the postings were built with: when the
+#: SQLite full-text index's analyzers change (``FULLTEXT_VERSION``), so must these.
+ANALYSIS_KEY = "lore.bm25_analysis"
+
+
+def rebuild(conn: psycopg.Connection[TupleRow], tables: Tables) -> int:
+    """Build the postings and statistics afresh from the stored chunks (``lore reindex``,
+    and on opening an index analysed by another version); returns the chunk count."""
+    with conn.transaction():
+        conn.execute(tables.sql("TRUNCATE {postings}, {terms}"))
+        conn.execute(
+            tables.sql(
+                "UPDATE {bm25_stats} SET chunks = 0,"
+                " len_title = 0, len_section = 0, len_body = 0, len_ident = 0"
+            )
+        )
+        backfill(conn, tables)
+        conn.execute(
+            tables.sql(
+                "INSERT INTO {state} (key, value) VALUES (%s, %s)"
+                " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"
+            ),
+            (ANALYSIS_KEY, str(FULLTEXT_VERSION)),
+        )
+        row = conn.execute(tables.sql("SELECT chunks FROM {bm25_stats}")).fetchone()
+    return int(row[0]) if row else 0
+
+
+def is_current(conn: psycopg.Connection[TupleRow], tables: Tables) -> bool:
+    """Whether the postings were built with the analyzers this lore uses."""
+    row = conn.execute(tables.sql("SELECT value FROM {state} WHERE key = %s"), (ANALYSIS_KEY,)).fetchone()
+    return row is not None and row[0] == str(FULLTEXT_VERSION)
 
 
 def set_lengths(conn: psycopg.Connection[TupleRow], tables: Tables, postings: Postings) -> None:

@@ -107,7 +107,7 @@ class Tables:
 
 #: A migration step: SQL (table names in braces), or a function for what SQL alone cannot
 #: do (analysing stored text with tantivy's analyzers).
-Step = str | Callable[[psycopg.Connection[TupleRow], "Tables"], None]
+Step = str | Callable[[psycopg.Connection[TupleRow], "Tables"], object]
 
 #: (version, description, steps). Append only; never edit an applied step.
 MIGRATIONS: tuple[tuple[int, str, tuple[Step, ...]], ...] = (
@@ -192,7 +192,7 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Step, ...]], ...] = (
     (
         4,
         "BM25: postings and term statistics built from the stored chunks; tsvector columns dropped",
-        (*bm25.MIGRATION_STATEMENTS, bm25.backfill),
+        (*bm25.MIGRATION_STATEMENTS, bm25.rebuild),
     ),
 )
 
