@@ -152,7 +152,7 @@ class Postings:
 
     def params(self) -> list[Any]:
         """Parameters of ``INSERT_POSTINGS``."""
-        return ["".join(self.lines), self.chunk_ids]
+        return [self.chunk_ids, "".join(self.lines)]
 
     def term_params(self) -> list[Any]:
         """Parameters of ``ADD_TERMS``: lines in term order (so concurrent writers lock
@@ -173,15 +173,19 @@ class Postings:
 # -- writing -----------------------------------------------------------------------------
 
 #: Parameters: ``Postings.params()``. Chunk keys are looked up by id, so the chunks are
-#: written first, in the same transaction.
+#: written first, in the same transaction; one scalar lookup per chunk, so the planner
+#: cannot choose to scan the chunks table for a join.
 INSERT_POSTINGS = """
+WITH k AS MATERIALIZED (
+    SELECT array_agg((SELECT key FROM {chunks} WHERE id = i.id) ORDER BY i.n) AS keys
+    FROM unnest(%s::text[]) WITH ORDINALITY AS i(id, n)
+)
 INSERT INTO {postings} (term, chunk, tf_title, tf_section, tf_body, tf_ident,
                         len_title, len_section, len_body, len_ident, impact)
-SELECT f[1], c.key, f[3]::int2, f[4]::int2, f[5]::int2, f[6]::int2,
+SELECT f[1], k.keys[f[2]::int], f[3]::int2, f[4]::int2, f[5]::int2, f[6]::int2,
        f[7]::int2, f[8]::int2, f[9]::int2, f[10]::int2, f[11]::float4
-FROM (SELECT string_to_array(line, E'\\t') AS f
-      FROM unnest(string_to_array(rtrim(%s, E'\\n'), E'\\n')) AS line) u
-JOIN {chunks} c ON c.id = (%s::text[])[f[2]::int]
+FROM k, (SELECT string_to_array(line, E'\\t') AS f
+         FROM unnest(string_to_array(rtrim(%s, E'\\n'), E'\\n')) AS line) u
 """
 
 _TERM_UPSERT = """
