@@ -142,7 +142,7 @@ class PgVectorBackend(ServerSearch):
                 f"rrf_k and candidate_depth must be positive, got {rrf_k} and {candidate_depth}"
             )
         if bm25_candidates <= 0:
-            raise ConfigError(f"pg_bm25_candidates must be positive, got {bm25_candidates}")
+            raise ConfigError(f"bm25_candidates must be positive, got {bm25_candidates}")
         if fusion not in ("rrf", "score"):
             raise ConfigError(f"fusion must be 'rrf' or 'score', got {fusion!r}")
         self._embedder = embedder

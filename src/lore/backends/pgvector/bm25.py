@@ -56,7 +56,7 @@ FIELDS = ("title", "section", "body", "ident")
 #: Field lengths ``impact`` normalises against: typical chunk sizes. They order a term's
 #: postings; scores use the index's real averages.
 REFERENCE_LENGTHS = {"title": 4.0, "section": 4.0, "body": 150.0, "ident": 160.0}
-#: Postings read per query term at most (the setting ``pg_bm25_candidates``).
+#: Postings read per query term at most (``PgVectorBackend(bm25_candidates=...)``; no setting yet).
 DEFAULT_CANDIDATES = 1000
 #: Counts and lengths are smallint columns.
 _SMALLINT_MAX = 32_767
