@@ -14,6 +14,7 @@ import pytest
 from optional_extras import require_extra
 
 from .pg_cluster import free_port, start_cluster
+from .pg_layouts import to_schema_3
 
 require_extra("psycopg", "pgvector")
 require_extra("psycopg_pool", "pgvector")
@@ -75,36 +76,17 @@ class TestPgVectorConformance(BackendConformance):
 # -- identifiers --------------------------------------------------------------------------
 
 
-def test_english_configuration_splits_identifiers(pg_dsn: str) -> None:
-    """The problem the identifier column solves: PostgreSQL's 'english' configuration
-    stems and splits exactly the tokens on-call queries paste."""
-    with psycopg.connect(pg_dsn) as conn:
-
-        def lexemes(text: str) -> set[str]:
-            row = conn.execute("SELECT tsvector_to_array(to_tsvector('english', %s))", (text,)).fetchone()
-            assert row is not None
-            return set(row[0])
-
-        assert lexemes("ERR_1234") == {"err", "1234"}
-        assert lexemes("kube-apiserver") == {"kube-apiserv", "kube", "apiserv"}
-        assert lexemes("etcdNoLeader") == {"etcdnolead"}
-        # So a plain full-text query for ERR_1234 matches a text that merely has both parts:
-        row = conn.execute(
-            "SELECT to_tsvector('english', 'err 4321 and code 1234')"
-            " @@ plainto_tsquery('english', 'ERR_1234')"
-        ).fetchone()
-        assert row == (True,)
-
-
-async def test_identifier_column_holds_whole_identifiers(
+async def test_postings_hold_identifiers_whole_and_split(
     backend: PgVectorBackend, pg_dsn: str, index_name: str, embedder: CountingEmbedder
 ) -> None:
     add_document(backend, embedder, "a.md", "Page on etcdNoLeader: ERR_1234 from kube-apiserver at 10.0.0.1")
     with psycopg.connect(pg_dsn) as conn:
-        row = conn.execute(f"SELECT idents FROM {index_name}_chunks").fetchone()
-    assert row is not None
-    assert {"etcdnoleader", "err_1234", "kube-apiserver", "10.0.0.1"} <= set(row[0])
-    # camelCase parts reach the word channel too: "etcd leader" finds etcdNoLeader.
+        rows = conn.execute(f"SELECT term, tf_body, tf_ident FROM {index_name}_postings").fetchall()
+    body = {term for term, tf_body, _ in rows if tf_body}
+    whole = {term for term, _, tf_ident in rows if tf_ident}
+    assert {"etcdnoleader", "err_1234", "kube-apiserver", "10.0.0.1"} <= whole
+    assert {"etcd", "leader", "kube", "apiserv"} <= body
+    # camelCase parts reach the English fields too: "etcd leader" finds etcdNoLeader.
     passages = await backend.retrieve("etcd leader", mode=SearchMode.BM25)
     assert [p.uri for p in passages] == ["a.md"]
 
@@ -136,6 +118,7 @@ async def test_an_index_from_before_access_opens_and_is_for_admins_until_resynce
     """Migration 3 on an index of schema 2 with data: its rows become the default tenant's,
     of unknown access (admins only), and a re-sync's upsert gives them their access."""
     add_document(backend, embedder, "a.md", "etcd quorum lost", access=ALL_VIEWERS)
+    to_schema_3(pg_dsn, index_name)
     with psycopg.connect(pg_dsn) as conn:
         conn.execute(f"ALTER TABLE {index_name}_chunks DROP COLUMN access_terms")
         conn.execute(f"ALTER TABLE {index_name}_documents DROP COLUMN access, DROP COLUMN tenant")
@@ -167,21 +150,31 @@ def test_newer_schema_is_refused(backend: PgVectorBackend, pg_dsn: str, index_na
         PgVectorBackend(pg_dsn, CountingEmbedder(), index_name=index_name)
 
 
-def test_embedder_fixes_the_vector_column_and_builds_hnsw(
+def test_embedder_fixes_the_vector_column_and_hnsw_follows_the_first_load(
     backend: PgVectorBackend, pg_dsn: str, index_name: str, embedder: CountingEmbedder
 ) -> None:
-    backend.check_embedder(embedder.model_id, embedder.dimension)
+    def indexes() -> list[str]:
+        with psycopg.connect(pg_dsn) as conn:
+            found = conn.execute(
+                "SELECT indexdef FROM pg_indexes WHERE tablename = %s", (f"{index_name}_chunks",)
+            ).fetchall()
+        return [row[0] for row in found if "USING hnsw" in row[0]]
+
+    with backend.write_lock():
+        backend.check_embedder(embedder.model_id, embedder.dimension)
+        for i in range(20):
+            add_document(backend, embedder, f"doc/{i}.md", f"node {i} disk pressure")
+        # Rows first, the index over them once the load is done.
+        assert indexes() == []
     assert backend.stored_embedder() == (embedder.model_id, embedder.dimension)
+    assert len(indexes()) == 1
+    assert "vector_cosine_ops" in indexes()[0]
     with psycopg.connect(pg_dsn) as conn:
-        indexes = conn.execute(
-            "SELECT indexdef FROM pg_indexes WHERE tablename = %s", (f"{index_name}_chunks",)
-        ).fetchall()
         column = conn.execute(
             "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
             "WHERE attrelid = %s::regclass AND attname = 'embedding'",
             (f"{index_name}_chunks",),
         ).fetchone()
-    assert any("USING hnsw" in row[0] and "vector_cosine_ops" in row[0] for row in indexes)
     assert column == (f"vector({embedder.dimension})",)
 
 

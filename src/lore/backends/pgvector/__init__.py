@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from pydantic import SecretStr
 
 from lore.backends import StoredVectorsEmbedder
+from lore.backends.pgvector import bm25
 from lore.backends.pgvector.backend import PgVectorBackend
 from lore.config import LoreSettings
 from lore.errors import ConfigError
@@ -31,6 +32,11 @@ def from_settings(settings: LoreSettings, embedder: Embedder) -> PgVectorBackend
         rrf_k=settings.rrf_k,
         candidate_depth=settings.candidate_depth,
         fusion=settings.fusion,
+        boosts=bm25.Boosts(
+            title=settings.bm25_title_boost,
+            section=settings.bm25_section_boost,
+            identifier=settings.bm25_identifier_boost,
+        ),
     )
 
 

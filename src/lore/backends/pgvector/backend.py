@@ -5,10 +5,9 @@ the database and fuses them in Python (``lore.fusion``: min-max normalised score
 default, reciprocal ranks with ``fusion = "rrf"``), because a text rank and a cosine
 distance share no scale as they come:
 
-- full text: an ``english`` tsvector (title > section > body, GIN) matched by an OR of the
-  query's words, plus an exact ``text[]`` of identifiers (``kube-apiserver``, ``ERR_1234``,
-  ``etcdNoLeader``; see ``lore.backends.lexical``) that the English parser would stem and
-  split. An identifier the query names exactly counts more than any scattered word match.
+- full text: BM25 over an inverted index table with term statistics (``bm25.py``), the
+  same terms and formula as the SQLite backend's tantivy index, a bounded number of
+  postings read per query term.
 - vectors: cosine distance over an HNSW index. With a label filter the scan is iterative
   (pgvector >= 0.8 ``hnsw.iterative_scan = strict_order``), so the filter is applied inside
   the index walk instead of after a fixed-size candidate list; when that walk still comes
@@ -35,6 +34,7 @@ import numpy.typing as npt
 
 from lore.access import AccessFilter
 from lore.backends import lexical
+from lore.backends.pgvector import bm25
 from lore.backends.pgvector import reembed as pg_reembed
 from lore.backends.pgvector.events import PgEventStore
 from lore.backends.pgvector.schema import (
@@ -48,6 +48,7 @@ from lore.backends.pgvector.schema import (
     Tables,
     chunk_from_row,
     chunk_row,
+    clean_fields,
     document_row,
     drop_statements,
     lock_key,
@@ -56,14 +57,15 @@ from lore.backends.pgvector.schema import (
     run_row,
     runs_statement,
     schema_version,
-    text_channel_statement,
     upsert_chunk_statement,
     vector_array,
     vector_channel_statement,
-    vector_statements,
+    vector_column_statement,
+    vector_index_statement,
 )
 from lore.backends.query_embedding import check_query_embedder
 from lore.backends.server_search import ServerSearch
+from lore.backends.sqlite.fulltext import query_terms
 from lore.errors import (
     BackendUnavailableError,
     ConfigError,
@@ -103,8 +105,6 @@ Ranked = list[tuple[str, float, dict[str, int]]]
 #: Channel names, as they appear in ``Passage.channel_ranks``.
 TEXT_CHANNEL = SearchMode.BM25.value
 VECTOR_CHANNEL = SearchMode.VECTOR.value
-#: Query words beyond this are ignored: each becomes a tsquery term.
-MAX_QUERY_WORDS = 64
 #: pgvector's own ceiling for ``hnsw.ef_search``.
 MAX_EF_SEARCH = 1000
 
@@ -137,11 +137,15 @@ class PgVectorBackend(ServerSearch):
         fusion: Literal["rrf", "score"] = "score",
         pool_size: int = 4,
         connect_timeout: float = 5.0,
+        boosts: bm25.Boosts = bm25.Boosts(),
+        bm25_candidates: int = bm25.DEFAULT_CANDIDATES,
     ) -> None:
         if rrf_k <= 0 or candidate_depth <= 0:
             raise ConfigError(
                 f"rrf_k and candidate_depth must be positive, got {rrf_k} and {candidate_depth}"
             )
+        if bm25_candidates <= 0:
+            raise ConfigError(f"bm25_candidates must be positive, got {bm25_candidates}")
         if fusion not in ("rrf", "score"):
             raise ConfigError(f"fusion must be 'rrf' or 'score', got {fusion!r}")
         self._embedder = embedder
@@ -149,6 +153,10 @@ class PgVectorBackend(ServerSearch):
         self._rrf_k = rrf_k
         self._depth = candidate_depth
         self._fusion = fusion
+        self._boosts = boosts
+        self._candidates = bm25_candidates
+        #: Whether the HNSW index is known to exist (``_ensure_vector_index``).
+        self._vector_index = False
         self._where = _where(dsn)
         self._dsn = dsn  # for the event store's own connection (events.py)
         self._timeout = connect_timeout
@@ -184,6 +192,10 @@ class PgVectorBackend(ServerSearch):
                 dsn, autocommit=True, connect_timeout=max(1, math.ceil(self._timeout))
             ) as conn:
                 migrate(conn, self._tables)
+                if not bm25.is_current(conn, self._tables):
+                    # Postings of other analyzers would miss or mis-rank terms: rebuilt
+                    # once, as the SQLite backend rebuilds its tantivy index.
+                    bm25.rebuild(conn, self._tables)
                 self._stored = self._recorded_embedder(conn)
         except psycopg.OperationalError as err:
             raise BackendUnavailableError(f"{self._where} is unreachable: {err}".strip()) from err
@@ -250,8 +262,8 @@ class PgVectorBackend(ServerSearch):
                     self._tables.sql("INSERT INTO {embedder} (model_id, dimension) VALUES (%s, %s)"),
                     (model_id, dimension),
                 )
-                for statement in vector_statements(self._tables, dimension):
-                    conn.execute(statement)
+                # The HNSW index comes after the first load (``_ensure_vector_index``).
+                conn.execute(vector_column_statement(self._tables, dimension))
             elif (row[0], int(row[1])) != (model_id, dimension):
                 raise EmbedderMismatchError(
                     f"index {self.index_name!r} in {self._where} was built with embedder {row[0]!r} "
@@ -271,10 +283,18 @@ class PgVectorBackend(ServerSearch):
             raise IndexingError(
                 f"{document.uri}: vectors have {matrix.shape[1]} dimensions, the index {self._stored[1]}"
             )
-        rows = [chunk_row(chunk, matrix[i], document) for i, chunk in enumerate(chunks)]
-        with self._connection(IndexingError) as conn, conn.transaction():
+        postings = bm25.Postings()
+        for chunk in chunks:
+            postings.add(chunk.id, *clean_fields(chunk))
+        rows = [
+            chunk_row(chunk, matrix[i], document, postings.lengths[chunk.id])
+            for i, chunk in enumerate(chunks)
+        ]
+        with self._connection(IndexingError) as conn, conn.pipeline(), conn.transaction():
             # In one transaction the new version replaces the old atomically: a crash
-            # leaves one or the other, and readers never see neither.
+            # leaves one or the other, and readers never see neither. Pipelined: every
+            # statement goes out at once, and the server answers them in one round trip.
+            self._remove_postings(conn, document.uri)
             if rows:
                 with conn.cursor() as cur:
                     cur.executemany(upsert_chunk_statement(self._tables), rows)
@@ -282,12 +302,31 @@ class PgVectorBackend(ServerSearch):
                 self._tables.sql("DELETE FROM {chunks} WHERE uri = %s AND NOT (id = ANY(%s))"),
                 (document.uri, [chunk.id for chunk in chunks]),
             )
+            bm25.write_postings(conn, self._tables, postings)
             conn.execute(self._tables.sql(UPSERT_DOCUMENT), document_row(document, len(chunks)))
+        if not self._lock_depth:
+            self._ensure_vector_index()
+
+    def _remove_postings(self, conn: psycopg.Connection[TupleRow], uri: str) -> None:
+        """Take the chunks of ``uri`` out of the BM25 postings and statistics."""
+        for statement in bm25.removal_statements(self._tables, "uri = %s"):
+            conn.execute(statement, (uri,))
 
     def delete_by_uri(self, uri: str) -> None:
         with self._connection(IndexingError) as conn, conn.transaction():
+            self._remove_postings(conn, uri)
             conn.execute(self._tables.sql("DELETE FROM {chunks} WHERE uri = %s"), (uri,))
             conn.execute(self._tables.sql("DELETE FROM {documents} WHERE uri = %s"), (uri,))
+
+    def _ensure_vector_index(self) -> None:
+        """Build the HNSW index once there are vectors to index. Under ``write_lock`` this
+        waits for the lock's release, so a first sync loads its rows first and the index
+        is then built in bulk instead of row by row."""
+        if self._vector_index or self._stored is None:
+            return
+        with self._connection(IndexingError) as conn:
+            conn.execute(vector_index_statement(self._tables))
+        self._vector_index = True
 
     def held(self, source: str) -> Mapping[str, IndexedDocument]:
         with self._connection(IndexingError) as conn:
@@ -401,6 +440,7 @@ class PgVectorBackend(ServerSearch):
                 self._lock_depth = 1
             try:
                 yield
+                self._ensure_vector_index()
             finally:
                 with self._lock_guard:
                     self._lock_depth = 0
@@ -410,13 +450,12 @@ class PgVectorBackend(ServerSearch):
 
     # -- what commands need (lore.protocols.StoringBackend) ---------------------------
 
-    supports_reindex = False
+    supports_reindex = True
 
     def rebuild_fulltext(self) -> int:
-        raise ConfigError(
-            f"`lore reindex` rebuilds the SQLite backend's full-text index; {ENGINE} keeps no "
-            "derived full-text data"
-        )
+        """Rebuild the BM25 postings and statistics from the stored chunks."""
+        with self.write_lock(), self._connection(IndexingError) as conn:
+            return bm25.rebuild(conn, self._tables)
 
     def status_lines(self) -> list[tuple[str, str]]:
         return [("where", self._where)]
@@ -460,13 +499,19 @@ class PgVectorBackend(ServerSearch):
     def _text_channel(
         self, conn: psycopg.Connection[TupleRow], text: str, where: RowFilter, depth: int
     ) -> list[tuple[str, float]]:
-        words = lexical.query_words(text)[:MAX_QUERY_WORDS]
-        idents = lexical.identifiers(text)
-        if not words and not idents:
+        words, identifiers = query_terms(text)
+        if not words and not identifiers:
             return []
-        statement = text_channel_statement(self._tables, len(words), where)
-        params: list[Any] = [*words, idents, *where.params(), depth]
-        rows = conn.execute(statement, params).fetchall()
+        found = conn.execute(
+            self._tables.sql(bm25.STATISTICS), (list(dict.fromkeys(words + identifiers)),)
+        ).fetchall()
+        weights = bm25.weights(found, words, identifiers, self._boosts)
+        if weights is None:
+            return []
+        statement = bm25.search_statement(self._tables, weights, where)
+        rows = conn.execute(
+            statement, bm25.search_params(weights, max(self._candidates, depth), where, depth)
+        ).fetchall()
         return [(row[0], float(row[1])) for row in rows]
 
     def _vector_channel(

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -29,6 +29,7 @@ import numpy.typing as npt
 
 from lore.access import AccessFilter, access_terms, tenant_term
 from lore.backends import lexical
+from lore.backends.pgvector import bm25
 from lore.errors import ConfigError, MissingExtraError
 from lore.models import SOURCE_LABEL, Chunk, Document, Passage, RunRecord, embed_key, label_terms, utc
 from lore.schedule_history import run_to_json
@@ -42,13 +43,6 @@ except ImportError as err:  # pragma: no cover - exercised only without the extr
     raise MissingExtraError("pgvector", err.name or "psycopg") from err
 
 INDEX_NAME = re.compile(r"[a-z][a-z0-9_]{0,40}")
-#: Full-text configuration of the word channel. Identifiers get their own exact column.
-TEXT_SEARCH_CONFIG = "english"
-
-#: An identifier the query names exactly outranks any amount of scattered word matches
-#: (``ts_rank`` stays well below 1 for chunk-sized texts).
-IDENTIFIER_WEIGHT = 1.0
-
 #: ``pg_advisory_lock(classid, objid)`` namespace of lore: the bytes of "lore".
 LOCK_CLASS = int.from_bytes(b"lore", "big")
 
@@ -89,6 +83,13 @@ class Tables:
             "chunks_access": self.name("chunks_access"),
             "chunks_embed_key": self.name("chunks_embed_key"),
             "chunks_embedding": self.name("chunks_embedding"),
+            "chunks_key": self.name("chunks_key"),
+            # The BM25 channel (bm25.py).
+            "postings": self.name("postings"),
+            "postings_impact": self.name("postings_impact"),
+            "postings_chunk": self.name("postings_chunk"),
+            "terms": self.name("terms"),
+            "bm25_stats": self.name("bm25_stats"),
             "state": self.name("state"),
             "embedder": self.name("embedder"),
             # Staging of `lore reembed` (reembed.py), present only while one is under way.
@@ -110,8 +111,12 @@ class Tables:
         return sql.SQL(template).format(**self.mapping(), **extra)
 
 
-#: (version, description, statements). Append only; never edit an applied step.
-MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
+#: A migration step: SQL (table names in braces), or a function for what SQL alone cannot
+#: do (analysing stored text with tantivy's analyzers).
+Step = str | Callable[[psycopg.Connection[TupleRow], "Tables"], object]
+
+#: (version, description, steps). Append only; never edit an applied step.
+MIGRATIONS: tuple[tuple[int, str, tuple[Step, ...]], ...] = (
     (
         1,
         "documents, chunks, state, embedder",
@@ -212,6 +217,11 @@ MIGRATIONS: tuple[tuple[int, str, tuple[str, ...]], ...] = (
             )""",
         ),
     ),
+    (
+        5,
+        "BM25: postings and term statistics built from the stored chunks; tsvector columns dropped",
+        (*bm25.MIGRATION_STATEMENTS, bm25.rebuild),
+    ),
 )
 
 LATEST_VERSION = MIGRATIONS[-1][0]
@@ -250,7 +260,10 @@ def migrate(conn: psycopg.Connection[TupleRow], tables: Tables) -> int:
             if version <= current:
                 continue
             for statement in statements:
-                conn.execute(tables.sql(statement))
+                if isinstance(statement, str):
+                    conn.execute(tables.sql(statement))
+                else:
+                    statement(conn, tables)
             conn.execute(
                 tables.sql("INSERT INTO {schema_version} (version, description) VALUES (%s, %s)"),
                 (version, description),
@@ -259,26 +272,32 @@ def migrate(conn: psycopg.Connection[TupleRow], tables: Tables) -> int:
 
 
 def vector_statements(tables: Tables, dimension: int) -> list[sql.Composed]:
-    """Fix the embedding column's dimension and build the cosine HNSW index over it; run
-    once, when the index records its embedder."""
-    return [
-        # A type modifier cannot be a query parameter; it is rendered as an int literal.
-        tables.sql(
-            "ALTER TABLE {chunks} ALTER COLUMN embedding TYPE vector({dim})", dim=sql.Literal(int(dimension))
-        ),
-        tables.sql(
-            "CREATE INDEX IF NOT EXISTS {chunks_embedding} ON {chunks} "
-            "USING hnsw (embedding vector_cosine_ops)"
-        ),
-    ]
+    """Fix the embedding column's dimension and build the cosine HNSW index over it."""
+    return [vector_column_statement(tables, dimension), vector_index_statement(tables)]
+
+
+def vector_column_statement(tables: Tables, dimension: int) -> sql.Composed:
+    """Fix the embedding column's dimension; run once, when the index records its embedder."""
+    # A type modifier cannot be a query parameter; it is rendered as an int literal.
+    return tables.sql(
+        "ALTER TABLE {chunks} ALTER COLUMN embedding TYPE vector({dim})", dim=sql.Literal(int(dimension))
+    )
+
+
+def vector_index_statement(tables: Tables) -> sql.Composed:
+    """The cosine HNSW index. Built once over a first load rather than row by row as it
+    arrives: a bulk build is several times faster (docs/backends.md)."""
+    return tables.sql(
+        "CREATE INDEX IF NOT EXISTS {chunks_embedding} ON {chunks} USING hnsw (embedding vector_cosine_ops)"
+    )
 
 
 def drop_statements(tables: Tables) -> list[sql.Composed]:
     return [
         tables.sql(f"DROP TABLE IF EXISTS {{{name}}}")
         for name in (
-            *("chunks", "documents", "state", "embedder", "schema_version", "reembed", "reembed_target"),
-            *("runs", "events", "feedback", "suggestions"),
+            *("postings", "terms", "bm25_stats", "chunks", "documents", "state", "embedder"),
+            *("schema_version", "reembed", "reembed_target", "runs", "events", "feedback", "suggestions"),
         )
     ]
 
@@ -287,19 +306,18 @@ def drop_statements(tables: Tables) -> list[sql.Composed]:
 
 _UPSERT_CHUNK = """
 INSERT INTO {chunks} (id, uri, ordinal, text, section, content_hash, title, revision, updated_at,
-                      labels, label_terms, embed_key, embedding, tsv, idents, access_terms)
+                      labels, label_terms, embed_key, embedding, access_terms,
+                      len_title, len_section, len_body, len_ident)
 VALUES (%(id)s, %(uri)s, %(ordinal)s, %(text)s, %(section)s, %(content_hash)s, %(title)s, %(revision)s,
-        %(updated_at)s, %(labels)s, %(label_terms)s, %(embed_key)s, %(embedding)s,
-        setweight(to_tsvector({cfg}, %(title)s), 'A')
-          || setweight(to_tsvector({cfg}, %(section)s), 'B')
-          || to_tsvector({cfg}, %(body)s),
-        %(idents)s, %(access_terms)s)
+        %(updated_at)s, %(labels)s, %(label_terms)s, %(embed_key)s, %(embedding)s, %(access_terms)s,
+        %(len_title)s, %(len_section)s, %(len_body)s, %(len_ident)s)
 ON CONFLICT (id) DO UPDATE SET
     uri = EXCLUDED.uri, ordinal = EXCLUDED.ordinal, text = EXCLUDED.text, section = EXCLUDED.section,
     content_hash = EXCLUDED.content_hash, title = EXCLUDED.title, revision = EXCLUDED.revision,
     updated_at = EXCLUDED.updated_at, labels = EXCLUDED.labels, label_terms = EXCLUDED.label_terms,
-    embed_key = EXCLUDED.embed_key, embedding = EXCLUDED.embedding, tsv = EXCLUDED.tsv,
-    idents = EXCLUDED.idents, access_terms = EXCLUDED.access_terms
+    embed_key = EXCLUDED.embed_key, embedding = EXCLUDED.embedding, access_terms = EXCLUDED.access_terms,
+    len_title = EXCLUDED.len_title, len_section = EXCLUDED.len_section, len_body = EXCLUDED.len_body,
+    len_ident = EXCLUDED.len_ident
 """
 
 UPSERT_DOCUMENT = """
@@ -350,37 +368,7 @@ class RowFilter:
 
 
 def upsert_chunk_statement(tables: Tables) -> sql.Composed:
-    return tables.sql(_UPSERT_CHUNK, cfg=sql.Literal(TEXT_SEARCH_CONFIG))
-
-
-def text_channel_statement(tables: Tables, word_count: int, rows: RowFilter) -> sql.Composed:
-    """Parameters: ``word_count`` query words, the query's identifiers (``text[]``),
-    ``rows.params()``, the limit. One ``plainto_tsquery`` per word, OR-ed:
-    every word is a bound parameter, so no query text is ever read as tsquery syntax, and
-    a chunk need not contain every word of a question to match."""
-    word_query = (
-        sql.SQL(" || ").join(
-            sql.SQL("plainto_tsquery({cfg}, {word})").format(
-                cfg=sql.Literal(TEXT_SEARCH_CONFIG), word=sql.Placeholder()
-            )
-            for _ in range(word_count)
-        )
-        if word_count
-        else sql.SQL("''::tsquery")
-    )
-    return tables.sql(
-        "SELECT c.id, ts_rank(c.tsv, q.words, 1)"
-        " + {weight} * cardinality(ARRAY(SELECT unnest(c.idents) INTERSECT SELECT unnest(q.idents)))"
-        " AS score"
-        " FROM {chunks} c, (SELECT {word_query} AS words, %s::text[] AS idents) q"
-        " WHERE {conditions}"
-        " ORDER BY score DESC, c.id LIMIT %s",
-        weight=sql.Literal(IDENTIFIER_WEIGHT),
-        word_query=word_query,
-        conditions=sql.SQL(" AND ").join(
-            [sql.SQL("(c.tsv @@ q.words OR c.idents && q.idents)"), *rows.conditions("c")]
-        ),
-    )
+    return tables.sql(_UPSERT_CHUNK)
 
 
 def vector_channel_statement(tables: Tables, rows: RowFilter) -> sql.Composed:
@@ -432,14 +420,17 @@ def run_row(run: RunRecord) -> dict[str, Any]:
 # -- rows <-> records --------------------------------------------------------------------
 
 
-def chunk_row(chunk: Chunk, vector: npt.NDArray[np.float32], document: Document) -> dict[str, Any]:
-    """A chunk's row; its ``access_terms`` are its document's (``lore.access.access_terms``)."""
-    title, section, text = (
-        lexical.clean_text(chunk.title),
-        lexical.clean_text(chunk.section),
-        lexical.clean_text(chunk.text),
-    )
-    everything = f"{title}\n{section}\n{text}"
+def clean_fields(chunk: Chunk) -> tuple[str, str, str]:
+    """Title, section and text as stored (and analysed for BM25)."""
+    return lexical.clean_text(chunk.title), lexical.clean_text(chunk.section), lexical.clean_text(chunk.text)
+
+
+def chunk_row(
+    chunk: Chunk, vector: npt.NDArray[np.float32], document: Document, lengths: Sequence[int]
+) -> dict[str, Any]:
+    """A chunk's row; its ``access_terms`` are its document's (``lore.access.access_terms``),
+    ``lengths`` its BM25 field lengths (``bm25.Postings``)."""
+    title, section, text = clean_fields(chunk)
     return {
         "id": chunk.id,
         "uri": chunk.uri,
@@ -454,10 +445,8 @@ def chunk_row(chunk: Chunk, vector: npt.NDArray[np.float32], document: Document)
         "label_terms": sorted(label_terms(chunk.labels)),
         "embed_key": embed_key(chunk),
         "embedding": vector,
-        # camelCase parts join the word channel so "etcd no leader" meets etcdNoLeader.
-        "body": f"{text}\n{' '.join(lexical.camel_parts(everything))}",
-        "idents": lexical.identifiers(everything),
         "access_terms": sorted(access_terms(document.access, document.tenant)),
+        **{f"len_{name}": length for name, length in zip(bm25.FIELDS, lengths, strict=True)},
     }
 
 

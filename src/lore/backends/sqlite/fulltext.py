@@ -30,6 +30,7 @@ import shutil
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 import tantivy
@@ -73,6 +74,7 @@ class FullTextRow:
     access_terms: frozenset[str] = frozenset()
 
 
+@cache
 def _analyzers() -> dict[str, tantivy.TextAnalyzer]:
     stemmed = (
         tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
@@ -105,6 +107,40 @@ def with_identifier_words(text: str) -> str:
         if not any(len(part) == 1 and part.isalpha() for part in parts):
             words.append(" ".join(parts))
     return f"{text}\n{' '.join(words)}" if words else text
+
+
+#: The analyzer of each text field.
+FIELD_ANALYZERS = {"title": _STEMMED, "section": _STEMMED, "body": _STEMMED, "ident": _IDENT}
+
+
+def field_texts(title: str, section: str, text: str) -> dict[str, str]:
+    """What each text field of a chunk is given to index. The English fields also get
+    CamelCase identifiers' words, so "node is not ready" meets a runbook titled
+    KubeNodeNotReady; ``ident`` keeps the identifier whole."""
+    return {
+        "title": with_identifier_words(title),
+        "section": with_identifier_words(section),
+        "body": with_identifier_words(text),
+        "ident": f"{title}\n{section}\n{text}",
+    }
+
+
+def field_terms(title: str, section: str, text: str) -> dict[str, list[str]]:
+    """The terms each text field of a chunk holds, repeated as often as they occur: the
+    token stream this index is built from, for a backend that keeps its own postings
+    (pgvector) and must rank exactly as this one does."""
+    analyzers = _analyzers()
+    return {
+        field: analyzers[FIELD_ANALYZERS[field]].analyze(value)
+        for field, value in field_texts(title, section, text).items()
+    }
+
+
+def query_terms(query: str) -> tuple[list[str], list[str]]:
+    """The distinct terms a query searches for: English ones (looked up in title, section
+    and body) and identifier ones (in ``ident``), each list capped at ``MAX_QUERY_TERMS``."""
+    analyzers = _analyzers()
+    return _unique(analyzers[_STEMMED].analyze(query)), _unique(analyzers[_IDENT].analyze(query))
 
 
 def _schema() -> tantivy.Schema:
@@ -288,12 +324,8 @@ class FullTextIndex:
     def _document(self, row: FullTextRow) -> tantivy.Document:
         document = tantivy.Document()
         document.add_integer("rowid", row.rowid)
-        # The English fields also get CamelCase identifiers' words, so "node is not ready"
-        # meets a runbook titled KubeNodeNotReady; ``ident`` keeps the identifier whole.
-        document.add_text("title", with_identifier_words(row.title))
-        document.add_text("section", with_identifier_words(row.section))
-        document.add_text("body", with_identifier_words(row.text))
-        document.add_text("ident", f"{row.title}\n{row.section}\n{row.text}")
+        for field, value in field_texts(row.title, row.section, row.text).items():
+            document.add_text(field, value)
         for term in sorted(row.label_terms):
             document.add_text("labels", term)
         for term in sorted(row.access_terms):
@@ -352,15 +384,11 @@ class FullTextIndex:
         return tantivy.Occur.Should, term if boost == 1.0 else tantivy.Query.boost_query(term, boost)
 
     def _scoring_query(self, query: str) -> tantivy.Query | None:
+        words, identifiers = query_terms(query)
         clauses = [
-            self._clause(field, token, boost)
-            for token in _unique(self._analyzers[_STEMMED].analyze(query))
-            for field, boost in self._boosts.items()
+            self._clause(field, token, boost) for token in words for field, boost in self._boosts.items()
         ]
-        clauses.extend(
-            self._clause("ident", token, self._identifier_boost)
-            for token in _unique(self._analyzers[_IDENT].analyze(query))
-        )
+        clauses.extend(self._clause("ident", token, self._identifier_boost) for token in identifiers)
         if not clauses:
             return None
         return clauses[0][1] if len(clauses) == 1 else tantivy.Query.boolean_query(clauses)

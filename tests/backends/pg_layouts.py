@@ -1,0 +1,20 @@
+"""Earlier layouts of a pgvector index, rebuilt from the current one, for migration tests."""
+
+from __future__ import annotations
+
+import psycopg
+
+
+def to_schema_3(pg_dsn: str, index: str) -> None:
+    """Turn an index back into the layout of schema 3: the ts_rank columns, no postings."""
+    with psycopg.connect(pg_dsn) as conn:
+        conn.execute(f"DROP TABLE {index}_postings, {index}_terms, {index}_bm25_stats")
+        conn.execute(
+            f"ALTER TABLE {index}_chunks DROP COLUMN key, DROP COLUMN len_title, DROP COLUMN len_section,"
+            " DROP COLUMN len_body, DROP COLUMN len_ident,"
+            " ADD COLUMN tsv tsvector NOT NULL DEFAULT ''::tsvector,"
+            " ADD COLUMN idents text[] NOT NULL DEFAULT '{}'::text[]"
+        )
+        conn.execute(f"UPDATE {index}_chunks SET tsv = to_tsvector('english', title || ' ' || text)")
+        conn.execute(f"CREATE INDEX {index}_chunks_tsv ON {index}_chunks USING gin (tsv)")
+        conn.execute(f"DELETE FROM {index}_schema_version WHERE version > 3")
