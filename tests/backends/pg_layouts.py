@@ -6,9 +6,11 @@ import psycopg
 
 
 def to_schema_3(pg_dsn: str, index: str) -> None:
-    """Turn an index back into the layout of schema 3: the ts_rank columns, no postings."""
+    """Turn an index back into the layout of schema 3: the ts_rank columns, no postings,
+    no event tables."""
     with psycopg.connect(pg_dsn) as conn:
         conn.execute(f"DROP TABLE {index}_postings, {index}_terms, {index}_bm25_stats")
+        conn.execute(f"DROP TABLE {index}_events, {index}_feedback, {index}_suggestions")  # migration 4
         conn.execute(
             f"ALTER TABLE {index}_chunks DROP COLUMN key, DROP COLUMN len_title, DROP COLUMN len_section,"
             " DROP COLUMN len_body, DROP COLUMN len_ident,"
