@@ -3,13 +3,16 @@
 It holds derived data only (SQLite is the source of truth) and knows chunks by their
 SQLite rowid. Fields:
 
-- ``title``, ``section``, ``body``: English text, stemmed, stop words removed; each field
-  may be boosted at query time (equal weights by default: docs/quality.md). CamelCase
-  identifiers add their words here (``KubeNodeNotReady`` also as "Kube Node Not Ready"),
-  so an alert's description meets the runbook named for it.
-- ``ident``: the same text split only at whitespace and most punctuation, lowercased and
-  not stemmed, so ``kube-apiserver``, ``etcdNoLeader``, ``ERR_1234``, ``10.0.0.1`` and
-  ``payments-consumer-group`` are single terms and match whole.
+- ``title``, ``section``, ``body``, ``path``: English text, stemmed, stop words removed;
+  each field may be boosted at query time (equal weights by default: docs/quality.md;
+  ``path`` takes the title's). ``path`` is the document's uri as words (its folders and
+  file name, ``lexical.path_text``). The analyzer splits snake_case, kebab-case and dotted
+  names into their words; CamelCase identifiers add theirs here (``KubeNodeNotReady`` also
+  as "Kube Node Not Ready"), so an alert's description meets the runbook named for it.
+- ``ident``: the same text and path split only at whitespace and most punctuation,
+  lowercased and not stemmed, so ``kube-apiserver``, ``etcdNoLeader``, ``ERR_1234``,
+  ``10.0.0.1`` and ``payments-consumer-group`` are single terms and match whole; the
+  names inside dotted compounds (``kube-apiserver.service``) are added whole too.
 - ``labels``: raw ``key=value`` terms (lore.models.label_terms) for filtering.
 - ``access``: raw tenant and group terms (lore.access.access_terms) for the caller's
   ``AccessFilter``, applied inside the search like the labels, never after its cut.
@@ -25,7 +28,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -35,23 +37,18 @@ from pathlib import Path
 import tantivy
 
 from lore.access import AccessFilter
+from lore.backends import lexical
 from lore.errors import IndexingError, RetrievalError
 
 #: Bump when fields or analyzers change: the directory is then rebuilt from SQLite.
-#: 2: the ``access`` field; 3: CamelCase identifiers also indexed as their words.
-FULLTEXT_VERSION = 3
+#: 2: the ``access`` field; 3: CamelCase identifiers also indexed as their words;
+#: 4: the ``path`` field (the document's file name and folders), inner names of compounds.
+FULLTEXT_VERSION = 4
 _MARKER = "lore-fulltext.json"
 _STEMMED = "lore_en_stem"
 _IDENT = "lore_ident"
 #: Words joined by ``.`` or ``-`` (``_`` is a word character) form one identifier.
 _IDENT_PATTERN = r"\w+(?:[.\-]\w+)*"
-#: A CamelCase identifier (``KubeNodeNotReady``, ``etcdNoLeader``, ``KubeAPIDown``) and
-#: its words (``Kube``, ``Node``, ``Not``, ``Ready``; an acronym stays one word).
-_CAMEL_IDENTIFIER = re.compile(r"\b[A-Za-z][a-z0-9]*(?:[A-Z]+[a-z0-9]*)+\b")
-#: Where one word of an identifier ends and the next begins: ``eN`` (etcdNoLeader), ``IDo``
-#: (KubeAPIDown). ``BRCA1``, ``IPv4``-style names have none and are left alone.
-_CAMEL_JOINT = re.compile(r"[a-z][A-Z]|[A-Z][A-Z][a-z]")
-_CAMEL_WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 #: A pasted stack trace should still be searchable, but not become 10,000 clauses.
 MAX_QUERY_TERMS = 128
 _WRITER_HEAP_BYTES = 64_000_000
@@ -71,6 +68,8 @@ class FullTextRow:
     label_terms: frozenset[str]
     #: ``lore.access.access_terms`` of the chunk's document.
     access_terms: frozenset[str] = frozenset()
+    #: The chunk's document uri, indexed as its path words (``lexical.path_text``).
+    uri: str = ""
 
 
 def _analyzers() -> dict[str, tantivy.TextAnalyzer]:
@@ -96,15 +95,17 @@ def with_identifier_words(text: str) -> str:
     """``text`` and, after it, the words of each CamelCase identifier in it (snake_case,
     kebab-case and dotted names are split by the English analyzer already). A split that
     leaves a one-letter word (``mRNA``, ``IPv4``, ``iPhone``) is a name, not words: kept whole."""
-    words = []
-    for match in _CAMEL_IDENTIFIER.finditer(text):
-        identifier = match.group(0)
-        if not _CAMEL_JOINT.search(identifier):
-            continue
-        parts = _CAMEL_WORD.findall(identifier)
-        if not any(len(part) == 1 and part.isalpha() for part in parts):
-            words.append(" ".join(parts))
+    words = lexical.camel_words(text)
     return f"{text}\n{' '.join(words)}" if words else text
+
+
+def _identifier_text(text: str) -> str:
+    """What the ``ident`` field holds: ``text`` (its analyzer keeps ``kube-apiserver``,
+    ``node_exporter`` and ``etcd.member.count`` whole) and the names inside its dotted
+    compounds, which that analyzer would keep glued (``kube-apiserver.service`` also gives
+    ``kube-apiserver``), so an exact search for the inner name matches whole."""
+    inner = lexical.sub_identifiers(text)
+    return f"{text}\n{' '.join(inner)}" if inner else text
 
 
 def _schema() -> tantivy.Schema:
@@ -117,6 +118,7 @@ def _schema() -> tantivy.Schema:
     builder.add_text_field("title", tokenizer_name=_STEMMED, index_option="freq")
     builder.add_text_field("section", tokenizer_name=_STEMMED, index_option="freq")
     builder.add_text_field("body", tokenizer_name=_STEMMED, index_option="freq")
+    builder.add_text_field("path", tokenizer_name=_STEMMED, index_option="freq")
     builder.add_text_field("ident", tokenizer_name=_IDENT, index_option="freq")
     builder.add_text_field("labels", tokenizer_name="raw", index_option="basic")
     builder.add_text_field("access", tokenizer_name="raw", index_option="basic")
@@ -135,7 +137,9 @@ class FullTextIndex:
         self, directory: Path, *, title_boost: float, section_boost: float, identifier_boost: float
     ) -> None:
         self._directory = directory
-        self._boosts = {"title": title_boost, "section": section_boost, "body": 1.0}
+        # The path is a second title (a runbook's file name is often its alert's name,
+        # or says more than a generic first heading such as "Steps to check").
+        self._boosts = {"title": title_boost, "section": section_boost, "body": 1.0, "path": title_boost}
         self._identifier_boost = identifier_boost
         self._analyzers = _analyzers()
         self._schema = _schema()
@@ -293,7 +297,9 @@ class FullTextIndex:
         document.add_text("title", with_identifier_words(row.title))
         document.add_text("section", with_identifier_words(row.section))
         document.add_text("body", with_identifier_words(row.text))
-        document.add_text("ident", f"{row.title}\n{row.section}\n{row.text}")
+        path = lexical.path_text(row.uri)
+        document.add_text("path", with_identifier_words(path))
+        document.add_text("ident", _identifier_text(f"{row.title}\n{row.section}\n{row.text}\n{path}"))
         for term in sorted(row.label_terms):
             document.add_text("labels", term)
         for term in sorted(row.access_terms):
