@@ -128,3 +128,10 @@ def test_the_exact_identifier_outranks_its_scattered_words(backend: SqliteBacken
     found = [p.uri for p in asyncio.run(backend.retrieve("kube-apiserver", top_k=5, mode=SearchMode.BM25))]
     assert found[:2] == ["runbooks/control-plane/apiserver-restart.md", "runbooks/kube/api-notes.md"]
     assert asyncio.run(backend.retrieve("apiserver", top_k=5, mode=SearchMode.BM25))
+
+
+def test_identifier_share_leaves_template_placeholders_out() -> None:
+    assert lexical.identifier_share("ERR_5002 on kube-apiserver") == pytest.approx(2 / 3)
+    assert lexical.identifier_share("the node is not ready") == 0.0
+    assert lexical.identifier_share("Node {{ $labels.node }} is down ({{ $value | humanize }})") == 0.0
+    assert lexical.identifier_share("") == 0.0

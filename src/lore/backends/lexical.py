@@ -156,6 +156,20 @@ def path_text(uri: str) -> str:
     return " ".join(segment for segment in segments if _HAS_LETTER.search(segment))
 
 
+#: A Go-template reference (``{{ $labels.instance }}``, ``{{ $value | humanize }}``): a
+#: pasted alert rule's placeholder, not a name the alert carries.
+_TEMPLATE = re.compile(r"\{\{.*?\}\}", re.DOTALL)
+
+
+def identifier_share(text: str) -> float:
+    """The share of a query's tokens that are identifiers (0.0 to 1.0), template
+    placeholders left out: ``ERR_5002 on kube-apiserver`` is 2/3, prose 0."""
+    tokens = [match.group() for match in _TOKEN.finditer(_TEMPLATE.sub(" ", text))]
+    if not tokens:
+        return 0.0
+    return sum(1 for token in tokens if _is_identifier(token)) / len(tokens)
+
+
 @cache
 def _analyzer() -> tantivy.TextAnalyzer:
     return (

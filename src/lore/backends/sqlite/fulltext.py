@@ -134,12 +134,20 @@ class FullTextIndex:
     one writer per directory); searches may run in any process at any time."""
 
     def __init__(
-        self, directory: Path, *, title_boost: float, section_boost: float, identifier_boost: float
+        self,
+        directory: Path,
+        *,
+        title_boost: float,
+        section_boost: float,
+        identifier_boost: float,
+        path_boost: float | None = None,
     ) -> None:
         self._directory = directory
         # The path is a second title (a runbook's file name is often its alert's name,
-        # or says more than a generic first heading such as "Steps to check").
-        self._boosts = {"title": title_boost, "section": section_boost, "body": 1.0, "path": title_boost}
+        # or says more than a generic first heading such as "Steps to check"): it takes
+        # the title's boost unless given one (eval/tuning/sweep.py measures it apart).
+        path_weight = title_boost if path_boost is None else path_boost
+        self._boosts = {"title": title_boost, "section": section_boost, "body": 1.0, "path": path_weight}
         self._identifier_boost = identifier_boost
         self._analyzers = _analyzers()
         self._schema = _schema()
