@@ -31,7 +31,9 @@ def main() -> None:
             if not query.answerable:
                 continue
             uris: list[str] = []
-            for passage in retriever.search(query.text, top_k=60, mode=mode):  # type: ignore[attr-defined]
+            # 200 chunks, as `lore eval` asks for: score fusion normalises over the depth searched.
+            # 200 chunks, as `lore eval` asks for: score fusion normalises over that depth.
+            for passage in retriever.search(query.text, top_k=200, mode=mode):  # type: ignore[attr-defined]
                 if passage.uri not in uris:
                     uris.append(passage.uri)
             wanted = [t.uri for t in query.targets]
