@@ -48,9 +48,12 @@ class Boosts:
     title: float
     section: float
     identifier: float
+    #: None: the title's boost, as the backend does.
+    path: float | None = None
 
     def label(self) -> str:
-        return f"title={self.title:g} section={self.section:g} ident={self.identifier:g}"
+        path = "" if self.path is None else f" path={self.path:g}"
+        return f"title={self.title:g} section={self.section:g} ident={self.identifier:g}{path}"
 
 
 class Channels:
@@ -73,7 +76,7 @@ class Channels:
     def _search(self, mode: str, boosts: Boosts) -> dict[str, list[Hit]]:
         backend = SqliteBackend(
             self.index, self.cache, title_boost=boosts.title, section_boost=boosts.section,
-            identifier_boost=boosts.identifier, candidate_depth=self.pool,
+            identifier_boost=boosts.identifier, path_boost=boosts.path, candidate_depth=self.pool,
         )
         try:
             found: dict[str, list[Hit]] = {}
@@ -109,9 +112,10 @@ class Channels:
 def fused(
     channels: Channels, boosts: Boosts, *, fusion: str = "rrf", k: int = 60, depth: int = 100,
     bm25_weight: float = 1.0, vector_weight: float = 1.0, per_document: bool = False,
+    weighting: Callable[[str], dict[str, float]] | None = None,
 ) -> Callable[[EvalQuery], list[int]]:
     keep = max(depth, EVAL_TOP_K)
-    weights = {"bm25": bm25_weight, "vector": vector_weight}
+    static = {"bm25": bm25_weight, "vector": vector_weight}
     bm25 = channels.bm25(boosts)
 
     def best_per_document(hits: list[Hit], canonical: dict[str, int]) -> list[Hit]:
@@ -125,6 +129,7 @@ def fused(
         return kept
 
     def ranked(query: EvalQuery) -> list[int]:
+        weights = static if weighting is None else weighting(query.text)
         lists = {"bm25": bm25[query.qid][:keep], "vector": channels.vector[query.qid][:keep]}
         if per_document:
             # Each channel ranks documents (by their best chunk), so a document is fused once
@@ -140,6 +145,21 @@ def fused(
         return [rowid for rowid, _, _ in result]
 
     return ranked
+
+
+def _share(text: str) -> float:
+    """The identifier share of a query, as ``lore.backends.lexical.identifier_share``."""
+    from lore.backends import lexical
+
+    return lexical.identifier_share(text)
+
+
+WEIGHTINGS: dict[str, Callable[[str], dict[str, float]]] = {
+    "bm25 1+s, vector 1": lambda q: {"bm25": 1.0 + _share(q), "vector": 1.0},
+    "bm25 1, vector 1-s": lambda q: {"bm25": 1.0, "vector": 1.0 - _share(q)},
+    "bm25 1+s, vector 1-s": lambda q: {"bm25": 1.0 + _share(q), "vector": 1.0 - _share(q)},
+    "bm25 1+2s, vector 1": lambda q: {"bm25": 1.0 + 2 * _share(q), "vector": 1.0},
+}
 
 
 def single(hits: dict[str, list[Hit]]) -> Callable[[EvalQuery], list[int]]:
@@ -168,6 +188,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="only the default and main alternatives")
     parser.add_argument("--final", action="store_true", help="only the defaults before and after tuning")
     parser.add_argument("--documents", action="store_true", help="chunk-level against document-level fusion")
+    parser.add_argument("--weighting", action="store_true", help="query-dependent channel weights")
     args = parser.parse_args()
     if args.beir is not None:
         queries = load_beir_queries(BeirPaths.from_directory(args.beir, args.split))
@@ -184,6 +205,27 @@ def main() -> None:
 
     channels = Channels(args.index, queries, args.pool)
     default = Boosts(2.0, 1.5, 1.0)
+    if args.weighting:
+        even = Boosts(1.0, 1.0, 1.0)
+        table("query-dependent channel weights (score fusion, boosts 1/1/1)", [
+            ("bm25", channels.score(single(channels.bm25(even)))),
+            ("vector", channels.score(single(channels.vector))),
+            ("hybrid score, equal weights (default)", channels.score(fused(channels, even, fusion="score"))),
+            *[
+                (label, channels.score(fused(channels, even, fusion="score", weighting=rule)))
+                for label, rule in WEIGHTINGS.items()
+            ],
+            ("hybrid score per document",
+             channels.score(fused(channels, even, fusion="score", per_document=True))),
+        ])
+        no_path = Boosts(1.0, 1.0, 1.0, 1e-6)
+        table("the path field off (boost 1e-6) against on (the title's boost)", [
+            ("bm25, path off", channels.score(single(channels.bm25(no_path)))),
+            ("hybrid score, path off", channels.score(fused(channels, no_path, fusion="score"))),
+            ("bm25, path on", channels.score(single(channels.bm25(even)))),
+            ("hybrid score, path on", channels.score(fused(channels, even, fusion="score"))),
+        ])
+        return
     if args.documents:
         even = Boosts(1.0, 1.0, 1.0)
         table("fusing chunk ranks or document ranks (boosts 1/1/1)", [

@@ -215,3 +215,17 @@ def test_search_without_a_local_index_does_not_create_one(tmp_path: Path) -> Non
     assert status.exit_code == 0, status.output
     assert "never" in status.output
     assert not (tmp_path / "index").exists()
+
+
+async def test_bm25_matches_the_file_name_and_inner_names(
+    backend: QdrantBackend, embedder: CountingEmbedder
+) -> None:
+    add_document(backend, embedder, "monitoring/prometheus-is-down.md", "Log in and check the service.",
+                 title="Steps to check")  # fmt: skip
+    add_document(backend, embedder, "control-plane/restart.md",
+                 "Restart kube-apiserver.service on each master.")  # fmt: skip
+    add_document(backend, embedder, "notes.md", "Water the office plants on Fridays.")
+    found = await backend.retrieve("Prometheus is down", top_k=2, mode=SearchMode.BM25)
+    assert found[0].uri == "monitoring/prometheus-is-down.md"
+    found = await backend.retrieve("kube-apiserver", top_k=2, mode=SearchMode.BM25)
+    assert found[0].uri == "control-plane/restart.md"

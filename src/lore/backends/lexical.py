@@ -70,6 +70,106 @@ def camel_parts(text: str) -> list[str]:
     return parts
 
 
+#: Where one word of a CamelCase name ends and the next begins: ``eN`` (etcdNoLeader),
+#: ``IDo`` (KubeAPIDown). ``BRCA1``-style names have none and are left alone.
+_CAMEL_JOINT = re.compile(r"[a-z][A-Z]|[A-Z][A-Z][a-z]")
+_CAMEL_WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+#: The joiners between the names of a compound (a path, a URL, ``host:port``, an image
+#: reference), as opposed to those inside one name (``-``, ``_``, ``.``).
+_OUTER_JOINERS = re.compile(r"[/:@]+")
+
+
+def _camel_words(name: str) -> list[str]:
+    """``KubeAPIDown`` -> Kube, API, Down. A split that leaves a one-letter word (``mRNA``,
+    ``IPv4``, ``iPhone``) means a name, not words: no split (measured, docs/quality.md)."""
+    if not _CAMEL_JOINT.search(name):
+        return [name]
+    parts = _CAMEL_WORD.findall(name)
+    if any(len(part) == 1 and part.isalpha() for part in parts):
+        return [name]
+    return parts
+
+
+def identifier_words(text: str) -> list[str]:
+    """The words every identifier of ``text`` is made of, in order (case kept, repeats
+    kept): ``kube-apiserver`` -> kube, apiserver; ``node_exporter`` -> node, exporter;
+    ``etcd.member.count`` -> etcd, member, count; ``KubeNodeNotReady`` -> Kube, Node, Not,
+    Ready; numbers left out (``10.0.0.1`` gives nothing). Plain words give nothing, so
+    indexing text plus these words counts each identifier's words once more, never a
+    plain word."""
+    words: list[str] = []
+    for match in _TOKEN.finditer(text):
+        token = match.group()
+        if not _is_identifier(token):
+            continue
+        split: list[str] = []
+        for piece in _JOINERS.split(token):
+            split.extend(_camel_words(piece) if piece else [])
+        if len(split) > 1:
+            words.extend(word for word in split if not word.isdigit())
+    return words
+
+
+def camel_words(text: str) -> list[str]:
+    """Only the words of CamelCase names (``KubeAPIDown`` -> Kube, API, Down), for an
+    analyzer that already splits at ``-``, ``_`` and ``.`` itself; same one-letter rule."""
+    words: list[str] = []
+    for match in _TOKEN.finditer(text):
+        for piece in _JOINERS.split(match.group()):
+            split = _camel_words(piece) if piece else []
+            if len(split) > 1:
+                words.extend(split)
+    return words
+
+
+def sub_identifiers(text: str) -> list[str]:
+    """The names inside compound identifiers, lowercased, each once: a path, URL, image
+    reference or ``host:port`` yields its identifier-shaped pieces
+    (``quay.io/coreos/kube-apiserver:v1.29`` -> quay.io, kube-apiserver, v1.29), and a dotted
+    name its identifier-shaped parts (``kube-apiserver.service`` -> kube-apiserver), so a
+    search for the inner name matches it whole too. The compound itself is not repeated."""
+    found: dict[str, None] = {}
+    for match in _TOKEN.finditer(text):
+        token = match.group()
+        if not _is_identifier(token):
+            continue
+        whole = token.lower()
+        for piece in _OUTER_JOINERS.split(whole):
+            candidates = [piece, *piece.split(".")] if "." in piece else [piece]
+            for candidate in candidates:
+                if candidate != whole and _is_identifier(candidate):
+                    found.setdefault(candidate, None)
+    return list(found)
+
+
+def path_text(uri: str) -> str:
+    """A document's address as searchable text: the uri without its scheme and file
+    extension, one name per path segment (``file://gitlab/docs/patroni/patroni-lag.md`` ->
+    "gitlab docs patroni patroni-lag"). Segments without a letter (``beir://4983``, dates)
+    are left out: a number in a query should not match a document's id."""
+    _, _, rest = uri.partition("://")
+    segments = [segment for segment in (rest or uri).split("?")[0].split("#")[0].split("/") if segment]
+    if segments:
+        stem, dot, extension = segments[-1].rpartition(".")
+        if dot and stem and extension.isalnum() and len(extension) <= 5:
+            segments[-1] = stem
+    return " ".join(segment for segment in segments if _HAS_LETTER.search(segment))
+
+
+#: A Go-template reference (``{{ $labels.instance }}``, ``{{ $value | humanize }}``): a
+#: pasted alert rule's placeholder, not a name the alert carries.
+_TEMPLATE = re.compile(r"\{\{.*?\}\}", re.DOTALL)
+
+
+def identifier_share(text: str) -> float:
+    """The share of a query's tokens that are identifiers (0.0 to 1.0), template
+    placeholders left out: ``ERR_5002 on kube-apiserver`` is 2/3, prose 0."""
+    tokens = [match.group() for match in _TOKEN.finditer(_TEMPLATE.sub(" ", text))]
+    if not tokens:
+        return 0.0
+    return sum(1 for token in tokens if _is_identifier(token)) / len(tokens)
+
+
 @cache
 def _analyzer() -> tantivy.TextAnalyzer:
     return (
@@ -84,7 +184,8 @@ def _analyzer() -> tantivy.TextAnalyzer:
 
 def terms(text: str) -> list[str]:
     """Every lexical term of ``text``, repeated as often as it occurs: stemmed words, the
-    words inside camelCase identifiers, and each identifier whole."""
+    words inside camelCase identifiers, each identifier whole, and the names inside
+    compound identifiers (``sub_identifiers``) once each."""
     analyzer = _analyzer()
     words: list[str] = analyzer.analyze(text)
     parts = camel_parts(text)
@@ -94,6 +195,7 @@ def terms(text: str) -> list[str]:
         token = match.group()
         if _is_identifier(token):
             words.append(token.lower())
+    words.extend(sub_identifiers(text))
     return words
 
 

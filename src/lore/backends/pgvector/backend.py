@@ -285,7 +285,7 @@ class PgVectorBackend(ServerSearch):
             )
         postings = bm25.Postings()
         for chunk in chunks:
-            postings.add(chunk.id, *clean_fields(chunk))
+            postings.add(chunk.id, *clean_fields(chunk), chunk.uri)
         rows = [
             chunk_row(chunk, matrix[i], document, postings.lengths[chunk.id])
             for i, chunk in enumerate(chunks)

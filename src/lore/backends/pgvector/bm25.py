@@ -110,8 +110,10 @@ class Postings:
     df: dict[str, list[int]] = field(default_factory=dict)
     lengths: dict[str, tuple[int, int, int, int]] = field(default_factory=dict)
 
-    def add(self, chunk_id: str, title: str, section: str, text: str) -> None:
-        analysed = field_terms(title, section, text)
+    def add(self, chunk_id: str, title: str, section: str, text: str, uri: str = "") -> None:
+        # SQLite's ``path`` field has no column here yet; the path's identifiers reach
+        # ``ident`` through ``uri``, as on SQLite.
+        analysed = field_terms(title, section, text, uri)
         counts = [Counter(analysed[name]) for name in FIELDS]
         lt, ls, lb, li = (min(len(analysed[name]), _SMALLINT_MAX) for name in FIELDS)
         self.lengths[chunk_id] = (lt, ls, lb, li)
@@ -256,15 +258,15 @@ def backfill(conn: psycopg.Connection[TupleRow], tables: Tables, batch: int = 20
     while True:
         rows = conn.execute(
             tables.sql(
-                "SELECT key, id, title, section, text FROM {chunks} WHERE key > %s ORDER BY key LIMIT %s"
+                "SELECT key, id, title, section, text, uri FROM {chunks} WHERE key > %s ORDER BY key LIMIT %s"
             ),
             (after, batch),
         ).fetchall()
         if not rows:
             return
         postings = Postings()
-        for _, chunk_id, title, section, text in rows:
-            postings.add(chunk_id, title, section, text)
+        for _, chunk_id, title, section, text, uri in rows:
+            postings.add(chunk_id, title, section, text, uri)
         set_lengths(conn, tables, postings)
         write_postings(conn, tables, postings)
         after = int(rows[-1][0])

@@ -89,7 +89,9 @@ def chunk_point(
 ) -> models.PointStruct:
     """``dense`` names the live dense vector: ``dense``, or the one ``lore reembed`` made live.
     ``access``: ``lore.access.access_terms`` of the chunk's document."""
-    sparse = weights.document(embedding_text(chunk))
+    # The path words too, as on SQLite: a runbook's file name often names what a generic
+    # first heading does not. Existing points gain them when their document is re-synced.
+    sparse = weights.document(f"{embedding_text(chunk)}\n{lexical.path_text(chunk.uri)}")
     return models.PointStruct(
         id=point_id("chunk", chunk.id),
         vector={

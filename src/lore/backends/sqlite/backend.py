@@ -107,6 +107,7 @@ class SqliteBackend(SqliteSearch):
         title_boost: float = 1.0,
         section_boost: float = 1.0,
         identifier_boost: float = 1.0,
+        path_boost: float | None = None,
     ) -> None:
         if rrf_k <= 0 or candidate_depth <= 0:
             raise ConfigError(
@@ -157,6 +158,7 @@ class SqliteBackend(SqliteSearch):
             title_boost=title_boost,
             section_boost=section_boost,
             identifier_boost=identifier_boost,
+            path_boost=path_boost,
         )
         self._journal = FullTextJournal(self._store, self._fulltext, self._path, self._write_guard)
         try:

@@ -3,13 +3,16 @@
 It holds derived data only (SQLite is the source of truth) and knows chunks by their
 SQLite rowid. Fields:
 
-- ``title``, ``section``, ``body``: English text, stemmed, stop words removed; each field
-  may be boosted at query time (equal weights by default: docs/quality.md). CamelCase
-  identifiers add their words here (``KubeNodeNotReady`` also as "Kube Node Not Ready"),
-  so an alert's description meets the runbook named for it.
-- ``ident``: the same text split only at whitespace and most punctuation, lowercased and
-  not stemmed, so ``kube-apiserver``, ``etcdNoLeader``, ``ERR_1234``, ``10.0.0.1`` and
-  ``payments-consumer-group`` are single terms and match whole.
+- ``title``, ``section``, ``body``, ``path``: English text, stemmed, stop words removed;
+  each field may be boosted at query time (equal weights by default: docs/quality.md;
+  ``path`` takes the title's). ``path`` is the document's uri as words (its folders and
+  file name, ``lexical.path_text``). The analyzer splits snake_case, kebab-case and dotted
+  names into their words; CamelCase identifiers add theirs here (``KubeNodeNotReady`` also
+  as "Kube Node Not Ready"), so an alert's description meets the runbook named for it.
+- ``ident``: the same text and path split only at whitespace and most punctuation,
+  lowercased and not stemmed, so ``kube-apiserver``, ``etcdNoLeader``, ``ERR_1234``,
+  ``10.0.0.1`` and ``payments-consumer-group`` are single terms and match whole; the
+  names inside dotted compounds (``kube-apiserver.service``) are added whole too.
 - ``labels``: raw ``key=value`` terms (lore.models.label_terms) for filtering.
 - ``access``: raw tenant and group terms (lore.access.access_terms) for the caller's
   ``AccessFilter``, applied inside the search like the labels, never after its cut.
@@ -25,7 +28,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -36,23 +38,18 @@ from pathlib import Path
 import tantivy
 
 from lore.access import AccessFilter
+from lore.backends import lexical
 from lore.errors import IndexingError, RetrievalError
 
 #: Bump when fields or analyzers change: the directory is then rebuilt from SQLite.
-#: 2: the ``access`` field; 3: CamelCase identifiers also indexed as their words.
-FULLTEXT_VERSION = 3
+#: 2: the ``access`` field; 3: CamelCase identifiers also indexed as their words;
+#: 4: the ``path`` field (the document's file name and folders), inner names of compounds.
+FULLTEXT_VERSION = 4
 _MARKER = "lore-fulltext.json"
 _STEMMED = "lore_en_stem"
 _IDENT = "lore_ident"
 #: Words joined by ``.`` or ``-`` (``_`` is a word character) form one identifier.
 _IDENT_PATTERN = r"\w+(?:[.\-]\w+)*"
-#: A CamelCase identifier (``KubeNodeNotReady``, ``etcdNoLeader``, ``KubeAPIDown``) and
-#: its words (``Kube``, ``Node``, ``Not``, ``Ready``; an acronym stays one word).
-_CAMEL_IDENTIFIER = re.compile(r"\b[A-Za-z][a-z0-9]*(?:[A-Z]+[a-z0-9]*)+\b")
-#: Where one word of an identifier ends and the next begins: ``eN`` (etcdNoLeader), ``IDo``
-#: (KubeAPIDown). ``BRCA1``, ``IPv4``-style names have none and are left alone.
-_CAMEL_JOINT = re.compile(r"[a-z][A-Z]|[A-Z][A-Z][a-z]")
-_CAMEL_WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 #: A pasted stack trace should still be searchable, but not become 10,000 clauses.
 MAX_QUERY_TERMS = 128
 _WRITER_HEAP_BYTES = 64_000_000
@@ -72,6 +69,8 @@ class FullTextRow:
     label_terms: frozenset[str]
     #: ``lore.access.access_terms`` of the chunk's document.
     access_terms: frozenset[str] = frozenset()
+    #: The chunk's document uri, indexed as its path words (``lexical.path_text``).
+    uri: str = ""
 
 
 @cache
@@ -98,47 +97,58 @@ def with_identifier_words(text: str) -> str:
     """``text`` and, after it, the words of each CamelCase identifier in it (snake_case,
     kebab-case and dotted names are split by the English analyzer already). A split that
     leaves a one-letter word (``mRNA``, ``IPv4``, ``iPhone``) is a name, not words: kept whole."""
-    words = []
-    for match in _CAMEL_IDENTIFIER.finditer(text):
-        identifier = match.group(0)
-        if not _CAMEL_JOINT.search(identifier):
-            continue
-        parts = _CAMEL_WORD.findall(identifier)
-        if not any(len(part) == 1 and part.isalpha() for part in parts):
-            words.append(" ".join(parts))
+    words = lexical.camel_words(text)
     return f"{text}\n{' '.join(words)}" if words else text
 
 
 #: The analyzer of each text field.
-FIELD_ANALYZERS = {"title": _STEMMED, "section": _STEMMED, "body": _STEMMED, "ident": _IDENT}
+FIELD_ANALYZERS = {
+    "title": _STEMMED,
+    "section": _STEMMED,
+    "body": _STEMMED,
+    "path": _STEMMED,
+    "ident": _IDENT,
+}
 
 
-def field_texts(title: str, section: str, text: str) -> dict[str, str]:
+def _identifier_text(text: str) -> str:
+    """What the ``ident`` field holds: ``text`` (its analyzer keeps ``kube-apiserver``,
+    ``node_exporter`` and ``etcd.member.count`` whole) and the names inside its dotted
+    compounds, which that analyzer would keep glued (``kube-apiserver.service`` also gives
+    ``kube-apiserver``), so an exact search for the inner name matches whole."""
+    inner = lexical.sub_identifiers(text)
+    return f"{text}\n{' '.join(inner)}" if inner else text
+
+
+def field_texts(title: str, section: str, text: str, uri: str = "") -> dict[str, str]:
     """What each text field of a chunk is given to index. The English fields also get
     CamelCase identifiers' words, so "node is not ready" meets a runbook titled
-    KubeNodeNotReady; ``ident`` keeps the identifier whole."""
+    KubeNodeNotReady; ``path`` holds the document's folder and file-name words
+    (``lexical.path_text``); ``ident`` keeps identifiers whole, the path's too."""
+    path = lexical.path_text(uri) if uri else ""
     return {
         "title": with_identifier_words(title),
         "section": with_identifier_words(section),
         "body": with_identifier_words(text),
-        "ident": f"{title}\n{section}\n{text}",
+        "path": with_identifier_words(path),
+        "ident": _identifier_text(f"{title}\n{section}\n{text}\n{path}"),
     }
 
 
-def field_terms(title: str, section: str, text: str) -> dict[str, list[str]]:
+def field_terms(title: str, section: str, text: str, uri: str = "") -> dict[str, list[str]]:
     """The terms each text field of a chunk holds, repeated as often as they occur: the
     token stream this index is built from, for a backend that keeps its own postings
     (pgvector) and must rank exactly as this one does."""
     analyzers = _analyzers()
     return {
         field: analyzers[FIELD_ANALYZERS[field]].analyze(value)
-        for field, value in field_texts(title, section, text).items()
+        for field, value in field_texts(title, section, text, uri).items()
     }
 
 
 def query_terms(query: str) -> tuple[list[str], list[str]]:
-    """The distinct terms a query searches for: English ones (looked up in title, section
-    and body) and identifier ones (in ``ident``), each list capped at ``MAX_QUERY_TERMS``."""
+    """The distinct terms a query searches for: English ones (looked up in title, section,
+    body and path) and identifier ones (in ``ident``), each list capped at ``MAX_QUERY_TERMS``."""
     analyzers = _analyzers()
     return _unique(analyzers[_STEMMED].analyze(query)), _unique(analyzers[_IDENT].analyze(query))
 
@@ -153,6 +163,7 @@ def _schema() -> tantivy.Schema:
     builder.add_text_field("title", tokenizer_name=_STEMMED, index_option="freq")
     builder.add_text_field("section", tokenizer_name=_STEMMED, index_option="freq")
     builder.add_text_field("body", tokenizer_name=_STEMMED, index_option="freq")
+    builder.add_text_field("path", tokenizer_name=_STEMMED, index_option="freq")
     builder.add_text_field("ident", tokenizer_name=_IDENT, index_option="freq")
     builder.add_text_field("labels", tokenizer_name="raw", index_option="basic")
     builder.add_text_field("access", tokenizer_name="raw", index_option="basic")
@@ -168,10 +179,20 @@ class FullTextIndex:
     one writer per directory); searches may run in any process at any time."""
 
     def __init__(
-        self, directory: Path, *, title_boost: float, section_boost: float, identifier_boost: float
+        self,
+        directory: Path,
+        *,
+        title_boost: float,
+        section_boost: float,
+        identifier_boost: float,
+        path_boost: float | None = None,
     ) -> None:
         self._directory = directory
-        self._boosts = {"title": title_boost, "section": section_boost, "body": 1.0}
+        # The path is a second title (a runbook's file name is often its alert's name,
+        # or says more than a generic first heading such as "Steps to check"): it takes
+        # the title's boost unless given one (eval/tuning/sweep.py measures it apart).
+        path_weight = title_boost if path_boost is None else path_boost
+        self._boosts = {"title": title_boost, "section": section_boost, "body": 1.0, "path": path_weight}
         self._identifier_boost = identifier_boost
         self._analyzers = _analyzers()
         self._schema = _schema()
@@ -324,7 +345,7 @@ class FullTextIndex:
     def _document(self, row: FullTextRow) -> tantivy.Document:
         document = tantivy.Document()
         document.add_integer("rowid", row.rowid)
-        for field, value in field_texts(row.title, row.section, row.text).items():
+        for field, value in field_texts(row.title, row.section, row.text, row.uri).items():
             document.add_text(field, value)
         for term in sorted(row.label_terms):
             document.add_text("labels", term)

@@ -223,7 +223,7 @@ class ChunkStore:
             [(term, rowid) for rowid, held in zip(rowids, terms, strict=True) for term in held],
         )
         return {
-            rowid: FullTextRow(rowid, chunk.title, chunk.section, chunk.text, held, access)
+            rowid: FullTextRow(rowid, chunk.title, chunk.section, chunk.text, held, access, chunk.uri)
             for rowid, chunk, held in zip(rowids, chunks, terms, strict=True)
         }
 
@@ -346,7 +346,7 @@ class ChunkStore:
     @property
     def _fulltext_select(self) -> str:
         return (
-            f"SELECT c.id, c.title, c.section, c.text, c.labels, {self._access_columns} "
+            f"SELECT c.id, c.title, c.section, c.text, c.labels, {self._access_columns}, c.uri "
             "FROM chunks c LEFT JOIN documents d ON d.uri = c.uri"
         )
 
@@ -483,7 +483,7 @@ class ChunkStore:
         return chunks, np.frombuffer(blob, dtype=np.float32).reshape(len(rows), dimension).copy()
 
 
-def _fulltext_row(row: tuple[int, str, str, str, str, str | None, str | None]) -> FullTextRow:
-    rowid, title, section, text, labels, access, tenant = row
+def _fulltext_row(row: tuple[int, str, str, str, str, str | None, str | None, str]) -> FullTextRow:
+    rowid, title, section, text, labels, access, tenant, uri = row
     terms = access_terms(_access_of(access), tenant)
-    return FullTextRow(rowid, title, section, text, label_terms(json.loads(labels)), terms)
+    return FullTextRow(rowid, title, section, text, label_terms(json.loads(labels)), terms, uri)
