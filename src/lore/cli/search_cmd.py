@@ -162,12 +162,25 @@ def search_command(
         ),
     ] = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print the structured result as JSON.")] = False,
+    min_confidence: Annotated[
+        str | None,
+        typer.Option(
+            "--min-confidence",
+            metavar="none|low|medium|high",
+            help="Say 'no matching knowledge' below this confidence (default: min_confidence, "
+            "'low'); 'none' shows every answer.",
+        ),
+    ] = None,
 ) -> None:
     """Search the indexed knowledge, through the same safety chain and audit as agents."""
     labels = parse_labels(label or [])
     search_mode = parse_mode(mode)
     count = parse_top_k(top_k)
     current = settings()
+    if min_confidence is not None:
+        if min_confidence not in _LEVELS:
+            raise ConfigError(f"--min-confidence must be one of {', '.join(_LEVELS)}, got {min_confidence!r}")
+        current = current.model_copy(update={"min_confidence": min_confidence})
     _check_index(current)
     embedder, warming = _warm_up(current, search_mode)
     try:
@@ -206,12 +219,18 @@ def _search(
             arguments["labels"] = labels
         tool = KnowledgeSearch(retriever, settings=current)
         result = asyncio.run(tool.run(arguments, principal=os_user(), mode=search_mode))
-        if result.error is None and not result.passages and _index_is_empty(retriever, current):
+        no_match = result.metadata is not None and result.metadata.no_match
+        empty = result.error is None and not result.passages and not no_match
+        if empty and _index_is_empty(retriever, current):
             raise ConfigError("the index is empty: run `lore sync` first")
     finally:
         if isinstance(retriever, KnowledgeIndex):
             retriever.close()
     return result
+
+
+#: ``--min-confidence`` values, as ``LoreSettings.min_confidence`` takes them.
+_LEVELS = ("none", "low", "medium", "high")
 
 
 def terminal_safe(text: str) -> str:
@@ -237,13 +256,19 @@ def _print_human(result: ToolResult) -> None:
     metadata = result.metadata
     if metadata is None:  # pragma: no cover - only error results lack metadata
         return
-    query = terminal_safe(repr(metadata.query))
-    if not result.passages:
-        console.print(Text(f"no matching knowledge for {query}"))
+    from lore.tool.render import UNKNOWN, no_match_text, nothing_found_text
+
+    if metadata.no_match:
+        console.print(Text(terminal_safe(no_match_text(metadata.query, metadata.min_confidence))))
         return
+    if not result.passages:
+        console.print(Text(terminal_safe(nothing_found_text(metadata.query))))
+        return
+    query = terminal_safe(repr(metadata.query))
+    confidence = "" if metadata.confidence == UNKNOWN else f" · confidence {metadata.confidence}"
     console.print(
         Text(
-            f"{metadata.result_count} passages for {query} · {metadata.engine} · "
+            f"{metadata.result_count} passages for {query}{confidence} · {metadata.engine} · "
             f"{metadata.latency_ms:.0f} ms",
             style="dim",
         )
@@ -297,6 +322,8 @@ def _heading(passage: ToolPassage, *, continued: bool = False) -> Text:
     elif continued:
         heading.append("(another passage of this document)")
     heading.append(f"   score {passage.score:.4f}", style="dim")
+    if passage.confidence != "unknown":
+        heading.append(f" · confidence {passage.confidence}", style="dim")
     return heading
 
 

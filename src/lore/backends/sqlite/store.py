@@ -20,7 +20,17 @@ import numpy.typing as npt
 
 from lore.access import access_terms
 from lore.backends.sqlite.fulltext import FullTextRow
-from lore.models import Chunk, Document, IndexedDocument, Passage, RunRecord, embed_key, label_terms, utc
+from lore.models import (
+    Chunk,
+    Document,
+    Evidence,
+    IndexedDocument,
+    Passage,
+    RunRecord,
+    embed_key,
+    label_terms,
+    utc,
+)
 from lore.protocols import Vectors
 from lore.schedule_history import run_from_json, run_to_json
 
@@ -369,8 +379,13 @@ class ChunkStore:
 
     # -- reading -------------------------------------------------------------------------
 
-    def passages(self, ranked: Sequence[tuple[int, float, dict[str, int]]]) -> list[Passage]:
-        """Passages for ranked rowids, in order; rowids no longer stored are skipped."""
+    def passages(
+        self,
+        ranked: Sequence[tuple[int, float, dict[str, int]]],
+        evidence: Callable[[int, str, str, str], Evidence] | None = None,
+    ) -> list[Passage]:
+        """Passages for ranked rowids, in order; rowids no longer stored are skipped.
+        ``evidence(rowid, title, section, text)`` gives each its ``Passage.evidence``."""
         ids = [rowid for rowid, _, _ in ranked]
         query = (
             "SELECT id, chunk_id, uri, section, title, revision, updated_at, labels, text FROM chunks "
@@ -395,6 +410,7 @@ class ChunkStore:
                         json.loads(labels),
                         chunk_id,
                         ranks,
+                        evidence=None if evidence is None else evidence(rowid, title, section, text),
                     )
                 )
         return passages
