@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from lore.config import load_settings
 from lore.confidence import CUTOFFS, MODELS, Logistic, level
+from lore.config import load_settings
 from lore.eval.datasets import EvalQuery, load_golden_set
 from lore.eval.verdict import judge, passage_rows
 from lore.resolve import resolve_retriever
@@ -131,7 +131,9 @@ def _answers(rows: list[dict[str, object]], model: Logistic, names: Sequence[str
 
 
 def main(argv: Sequence[str]) -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     collecting = commands.add_parser("collect")
     collecting.add_argument("files", nargs="+", type=Path)

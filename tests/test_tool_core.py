@@ -25,9 +25,9 @@ from hypothesis import strategies as st
 import agent_corpus
 from lore.access import AccessFilter
 from lore.backends.sqlite import SqliteBackend
+from lore.confidence import Confidence
 from lore.config import LoreSettings, SafetySettings, load_settings
 from lore.errors import BackendUnavailableError, ConfigError, QueryError
-from lore.confidence import Confidence
 from lore.models import SOURCE_TYPE_LABEL, Evidence, Passage, SearchMode, filter_terms, label_terms
 from lore.safety.audit import AuditEntry, AuditHit, JsonlAuditLog, MemoryAuditLog
 from lore.safety.cap import cap_passages, cap_text
@@ -416,7 +416,8 @@ async def test_no_result_is_a_normal_answer(tmp_path: Path) -> None:
     assert result.passages == []
     # An empty result is not the verdict "no matching knowledge" (passages found, none good).
     assert result.render_text().startswith("nothing found for 'kafka lag': no passage matched")
-    assert result.metadata is not None and not result.metadata.no_match
+    assert result.metadata is not None
+    assert not result.metadata.no_match
 
 
 async def test_degraded_retriever_is_reported(tmp_path: Path) -> None:
@@ -895,7 +896,8 @@ async def test_passages_below_min_confidence_are_withheld_with_a_lead_line(tmp_p
     assert result.error is None
     assert result.passages == []
     assert result.metadata is not None
-    assert result.metadata.no_match and result.metadata.confidence == "none"
+    assert result.metadata.no_match
+    assert result.metadata.confidence == "none"
     assert result.metadata.min_confidence == "low"
     text = result.render_text()
     assert text.startswith("no matching knowledge for this query ('mongodb has no primary')")
@@ -909,7 +911,8 @@ async def test_a_confident_passage_is_shown_with_its_level(tmp_path: Path) -> No
     result = await search.run({"query": "restore etcd quorum"})
     assert [p.confidence for p in result.passages] == ["high", "none"]
     assert result.metadata is not None
-    assert result.metadata.confidence == "high" and not result.metadata.no_match
+    assert result.metadata.confidence == "high"
+    assert not result.metadata.no_match
     assert "confidence high" in result.render_text()
     assert result.to_dict()["metadata"]["confidence"] == "high"
 
@@ -918,7 +921,8 @@ async def test_unknown_evidence_never_says_no_match(tmp_path: Path) -> None:
     search, _, _ = tool(tmp_path, [passage("No evidence reported.")])
     result = await search.run({"query": "anything"})
     assert [p.confidence for p in result.passages] == ["unknown"]
-    assert result.metadata is not None and not result.metadata.no_match
+    assert result.metadata is not None
+    assert not result.metadata.no_match
 
 
 async def test_min_confidence_none_shows_every_answer(tmp_path: Path) -> None:
@@ -932,4 +936,6 @@ async def test_min_confidence_none_shows_every_answer(tmp_path: Path) -> None:
     strict = KnowledgeSearch(retriever, settings=settings(tmp_path), audit=MemoryAuditLog(),
                              min_confidence=Confidence.HIGH)  # fmt: skip
     medium = await strict.run({"query": "x"})
-    assert medium.passages == [] and medium.metadata is not None and medium.metadata.no_match
+    assert medium.passages == []
+    assert medium.metadata is not None
+    assert medium.metadata.no_match

@@ -50,6 +50,10 @@ _ORDER = {
 }
 
 #: Probability cut-offs: at least this for high, medium, low; below ``low`` is none.
+#: ``low`` is half the best probability of the least confident answerable calibration
+#: question (0.436), rounded down: withholding a real answer costs an agent more than
+#: showing weak passages marked low, so the margin is on the answerable side.
+#: (0.3, between the two groups, hid one held-out answer: docs/quality.md, "Confidence".)
 CUTOFFS: Mapping[Confidence, float] = {
     Confidence.HIGH: 0.75,
     Confidence.MEDIUM: 0.5,
@@ -69,14 +73,16 @@ class Logistic:
         return 1.0 / (1.0 + math.exp(-z))
 
 
-#: Fitted by ``eval/calibrate_confidence.py`` (local MiniLM embedder, hybrid search).
+#: Fitted by ``eval/calibrate_confidence.py`` (local MiniLM embedder, hybrid search, the
+#: calibration halves). Agreement earns almost no weight: among the top 8 passages nearly
+#: every one is in both channels' top 10, so it tells little that coverage and cosine do not.
 MODELS: Mapping[frozenset[str], Logistic] = {
     frozenset({"coverage", "cosine", "agree"}): Logistic(
-        bias=-9.0, weights={"coverage": 4.0, "cosine": 10.0, "agree": 1.0}
+        bias=-6.534, weights={"coverage": 5.492, "cosine": 8.625, "agree": 0.03}
     ),
-    frozenset({"coverage", "cosine"}): Logistic(bias=-9.0, weights={"coverage": 4.0, "cosine": 10.0}),
-    frozenset({"coverage"}): Logistic(bias=-4.0, weights={"coverage": 6.0}),
-    frozenset({"cosine"}): Logistic(bias=-8.0, weights={"cosine": 14.0}),
+    frozenset({"coverage", "cosine"}): Logistic(bias=-6.532, weights={"coverage": 5.512, "cosine": 8.658}),
+    frozenset({"coverage"}): Logistic(bias=-3.625, weights={"coverage": 8.982}),
+    frozenset({"cosine"}): Logistic(bias=-6.659, weights={"cosine": 12.371}),
 }
 
 

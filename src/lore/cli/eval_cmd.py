@@ -510,3 +510,7 @@ def generate_command(
     )
     for reason, count in result.skipped.most_common():
         console.print(f"  skipped {count}: {reason}", highlight=False)
+
+
+# `lore eval verdict` lives in its own module (this one is long enough); it registers on eval_app.
+from lore.cli import verdict_cmd as _verdict_cmd  # noqa: E402,F401

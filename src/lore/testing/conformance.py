@@ -308,7 +308,8 @@ class RetrievalConformance(_Suite):
         top = passages[0]
         assert top.uri == "runbooks/tls.md"
         assert all(passage.evidence is not None for passage in passages)
-        assert top.evidence is not None and top.evidence.coverage == pytest.approx(1.0)
+        assert top.evidence is not None
+        assert top.evidence.coverage == pytest.approx(1.0)
         vectors = mode is not SearchMode.BM25 and not embedder.degraded
         for passage in passages:
             assert passage.evidence is not None
