@@ -111,3 +111,29 @@ def test_http_search_says_no_matching_knowledge(tmp_path: Path) -> None:
         assert answered["metadata"]["no_match"] is False
         assert answered["passages"][0]["uri"].endswith("etcd/no-leader.md")
         assert answered["passages"][0]["confidence"] in ("high", "medium")
+
+
+def test_eval_verdict_reports_precision_recall_and_hits(config: Path, tmp_path: Path) -> None:
+    golden = tmp_path / "golden.yaml"
+    golden.write_text(
+        "questions:\n"
+        f"  - {{id: etcd, question: '{ANSWERABLE}', expected: file://runbooks/etcd-no-leader.md}}\n"
+        f"  - {{id: mongo, question: '{UNANSWERABLE}', answerable: false, split: holdout}}\n"
+        "  - {id: hsm, question: 'rotate the HSM master key', answerable: false, split: calibration}\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "verdict.json"
+    done = lore(config, "eval", "verdict", str(golden), "--json", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "none precision" in done.stdout
+    figures = json.loads(out.read_text(encoding="utf-8"))
+    assert (figures["answerable"], figures["unanswerable"]) == (1, 2)
+    assert figures["none_precision"] == 1.0
+    assert figures["none_recall"] == 1.0
+    assert figures["hit@5_verdict_off"] == figures["hit@5_verdict_on"] == 1.0
+    held_out = lore(config, "eval", "verdict", str(golden), "--split", "holdout", "--json", str(out))
+    assert held_out.returncode == 0, held_out.stderr
+    assert json.loads(out.read_text(encoding="utf-8"))["unanswerable"] == 1
+    bad = lore(config, "eval", "verdict", str(golden), "--split", "later")
+    assert bad.returncode == 2
+    assert "--split must be one of" in bad.stderr
