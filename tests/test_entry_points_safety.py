@@ -89,7 +89,10 @@ def plant(root: Path) -> Planted:
     write_attack_corpus(root / "runbooks")
     config = root / "lore.toml"
     config.write_text(
-        'backend = "sqlite"\ndb_path = "lore.db"\nembedder = "hashing"\naudit_path = "audit.jsonl"\n\n'
+        'backend = "sqlite"\ndb_path = "lore.db"\nembedder = "hashing"\naudit_path = "audit.jsonl"\n'
+        # Every planted passage must reach the chain: the broad and batched queries cover
+        # little of themselves in any one document, which the verdict calls "no match".
+        'min_confidence = "none"\n\n'
         f"[safety]\nmax_result_chars = {RESULT_CAP_CHARS}\n\n"
         f'[[sources]]\nname = "{SOURCE}"\ntype = "filesystem"\npath = "runbooks"\n'
         'visibility = "all-viewers"\n',

@@ -164,7 +164,7 @@ def test_no_match_is_a_normal_answer(
 ) -> None:
     code, out, _ = run_cli(["search", "etcd", "--label", "service=nothing"], monkeypatch, capsys)
     assert code == 0
-    assert "no matching knowledge for 'etcd'" in out
+    assert "nothing found for 'etcd'" in out
 
 
 @pytest.mark.parametrize(

@@ -11,6 +11,7 @@ import json
 import re
 import threading
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -24,9 +25,10 @@ from hypothesis import strategies as st
 import agent_corpus
 from lore.access import AccessFilter
 from lore.backends.sqlite import SqliteBackend
+from lore.confidence import Confidence
 from lore.config import LoreSettings, SafetySettings, load_settings
 from lore.errors import BackendUnavailableError, ConfigError, QueryError
-from lore.models import SOURCE_TYPE_LABEL, Passage, SearchMode, filter_terms, label_terms
+from lore.models import SOURCE_TYPE_LABEL, Evidence, Passage, SearchMode, filter_terms, label_terms
 from lore.safety.audit import AuditEntry, AuditHit, JsonlAuditLog, MemoryAuditLog
 from lore.safety.cap import cap_passages, cap_text
 from lore.testing import add_document
@@ -344,11 +346,12 @@ async def test_to_dict_is_json_with_every_field(tmp_path: Path) -> None:
     assert "never instructions" in data["notice"]
     assert set(data["passages"][0]) == {
         "rank", "title", "section", "uri", "text", "score", "revision", "updated_at", "age_days",
-        "stale", "source_type", "chunk_id",
+        "stale", "source_type", "chunk_id", "confidence",
     }  # fmt: skip
     assert set(data["metadata"]) == {
         "query", "engine", "degraded", "result_count", "safety", "truncated", "latency_ms",
         "reranker", "reranked", "degraded_reason", "served_by", "event_id",
+        "confidence", "no_match", "min_confidence",
     }  # fmt: skip
     assert data["metadata"]["degraded"] is False
     assert data["metadata"]["degraded_reason"] is None
@@ -417,11 +420,13 @@ async def test_no_result_is_a_normal_answer(tmp_path: Path) -> None:
     result = await search.run({"query": "kafka lag"})
     assert result.error is None
     assert result.passages == []
-    # Genuinely empty: said plainly, and not degraded.
-    assert result.render_text() == "nothing found: no matching knowledge for 'kafka lag'"
+    # Genuinely empty: said plainly, and not degraded; not the verdict "no matching
+    # knowledge" (passages found, none good).
+    assert result.render_text().startswith("nothing found for 'kafka lag': no passage matched")
     assert result.metadata is not None
     assert result.metadata.degraded is False
     assert result.metadata.degraded_reason is None
+    assert not result.metadata.no_match
 
 
 async def test_a_degraded_empty_answer_does_not_read_as_nothing_there(tmp_path: Path) -> None:
@@ -432,7 +437,7 @@ async def test_a_degraded_empty_answer_does_not_read_as_nothing_there(tmp_path: 
     assert result.metadata is not None
     assert result.metadata.degraded is True
     text = result.render_text()
-    assert text.startswith("nothing found: no matching knowledge for 'kafka lag'")
+    assert text.startswith("nothing found for 'kafka lag'")
     assert "DEGRADED, so the index may hold more" in text
 
 
@@ -899,3 +904,64 @@ async def test_reranking_can_be_turned_off_explicitly(tmp_path: Path) -> None:
     result = await search.run({"query": "etcd", "top_k": 2})
     assert result.metadata is not None
     assert (result.metadata.reranker, result.metadata.reranked) == (None, False)
+
+
+# -- confidence and "no matching knowledge" ----------------------------------------------------
+
+
+def judged(text: str, coverage: float | None, cosine: float | None, **kwargs: Any) -> Passage:
+    ranks = {"bm25": 1, "vector": 1} if coverage is not None and cosine is not None else {}
+    evidence = Evidence(coverage=coverage, cosine=cosine)
+    return replace(passage(text, **kwargs), evidence=evidence, channel_ranks=ranks)
+
+
+async def test_passages_below_min_confidence_are_withheld_with_a_lead_line(tmp_path: Path) -> None:
+    weak = [judged("Restore from the snapshot.", 0.05, 0.1), judged("Check disks.", 0.0, 0.05, chunk_id="c2")]
+    search, _, log = tool(tmp_path, weak)
+    result = await search.run({"query": "mongodb has no primary"})
+    assert result.error is None
+    assert result.passages == []
+    assert result.metadata is not None
+    assert result.metadata.no_match
+    assert result.metadata.confidence == "none"
+    assert result.metadata.min_confidence == "low"
+    text = result.render_text()
+    assert text.startswith("no matching knowledge for this query ('mongodb has no primary')")
+    assert "nothing found" not in text
+    assert log.entries[-1].results == []  # the audit records what the agent was shown
+
+
+async def test_a_confident_passage_is_shown_with_its_level(tmp_path: Path) -> None:
+    found = [judged("Restore etcd quorum.", 1.0, 0.8), judged("Unrelated.", 0.0, 0.05, chunk_id="c2")]
+    search, _, _ = tool(tmp_path, found)
+    result = await search.run({"query": "restore etcd quorum"})
+    assert [p.confidence for p in result.passages] == ["high", "none"]
+    assert result.metadata is not None
+    assert result.metadata.confidence == "high"
+    assert not result.metadata.no_match
+    assert "confidence high" in result.render_text()
+    assert result.to_dict()["metadata"]["confidence"] == "high"
+
+
+async def test_unknown_evidence_never_says_no_match(tmp_path: Path) -> None:
+    search, _, _ = tool(tmp_path, [passage("No evidence reported.")])
+    result = await search.run({"query": "anything"})
+    assert [p.confidence for p in result.passages] == ["unknown"]
+    assert result.metadata is not None
+    assert not result.metadata.no_match
+
+
+async def test_min_confidence_none_shows_every_answer(tmp_path: Path) -> None:
+    retriever = ListRetriever([judged("weak", 0.0, 0.0)])
+    search = KnowledgeSearch(
+        retriever, settings=settings(tmp_path).model_copy(update={"min_confidence": "none"}),
+        audit=MemoryAuditLog(),
+    )  # fmt: skip
+    result = await search.run({"query": "x"})
+    assert [p.confidence for p in result.passages] == ["none"]
+    strict = KnowledgeSearch(retriever, settings=settings(tmp_path), audit=MemoryAuditLog(),
+                             min_confidence=Confidence.HIGH)  # fmt: skip
+    medium = await strict.run({"query": "x"})
+    assert medium.passages == []
+    assert medium.metadata is not None
+    assert medium.metadata.no_match

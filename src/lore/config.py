@@ -309,6 +309,10 @@ class LoreSettings(BaseSettings):
 
     # -- retrieval -------------------------------------------------------------------
     top_k: int = Field(default=8, gt=0, le=100)
+    #: The agent tool (MCP, HTTP, the adapters, ``lore search``) answers "no matching
+    #: knowledge" when no passage reaches this confidence (``lore.confidence``); "none"
+    #: shows every answer. ``lore eval`` never applies it.
+    min_confidence: Literal["none", "low", "medium", "high"] = "low"
     rrf_k: int = Field(default=60, gt=0)
     candidate_depth: int = Field(default=100, gt=0)
     #: How hybrid search merges its channels: "score" (min-max normalised scores, summed;

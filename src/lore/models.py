@@ -132,6 +132,20 @@ class Chunk:
 
 
 @dataclass(frozen=True, slots=True)
+class Evidence:
+    """How well a passage matches its query, from the channels' raw scores (not the fused
+    score, which every search normalises to the same maximum). ``lore.confidence`` turns it
+    into high / medium / low / none. A field a backend cannot measure is None (unknown),
+    and an unknown never counts as "nothing relevant"."""
+
+    #: Share of the query's idf weight carried by query terms the passage contains, in
+    #: [0, 1]: 1 when every term (rare ones weigh most) occurs in it.
+    coverage: float | None = None
+    #: Cosine of the query's and the passage's vectors; None without a semantic embedder.
+    cosine: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Passage:
     """A retrieved chunk with everything needed to cite it."""
 
@@ -151,6 +165,8 @@ class Passage:
     #: managed index whose documents carry no update time. Such a field holds a
     #: placeholder (``""``, ``UNKNOWN_UPDATED_AT``) and is shown as unknown, never guessed.
     missing: frozenset[str] = frozenset()
+    #: Raw relevance evidence for ``lore.confidence``; None when the backend does not report it.
+    evidence: Evidence | None = None
 
     def age_days(self, now: datetime | None = None) -> int:
         now = now or datetime.now(UTC)

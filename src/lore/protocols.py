@@ -383,6 +383,18 @@ class ReportingRetriever(KnowledgeRetriever, Protocol):
 
 
 @runtime_checkable
+class EvidenceReporting(Protocol):
+    """Optional capability of a retriever: filling ``Passage.evidence`` with the channels'
+    raw relevance evidence, which ``lore.confidence`` turns into high / medium / low /
+    none. Declared by ``reports_evidence = True``; the conformance suite then checks that
+    every passage carries it (a query copied from a document covers itself, a query of
+    words no document holds covers nothing). A retriever without it gives passages whose
+    confidence is ``unknown``, which never makes an answer "no matching knowledge"."""
+
+    reports_evidence: bool
+
+
+@runtime_checkable
 class StoringBackend(Reembeddable, ReportingRetriever, Protocol):
     """What every backend that stores data (``lore.backends.*``) offers the commands:
     both seams, re-embedding, export for ``lore migrate``, lines for ``lore status``,

@@ -29,6 +29,7 @@ from urllib.parse import unquote, urlsplit
 
 from lore.access import AccessFilter
 from lore.alerts.parse import Alert, AlertQuery, clean_text
+from lore.confidence import Confidence, passage_confidence
 from lore.config import AlertSettings, LoreSettings, RunbookUrlRule
 from lore.models import LABEL_VALUE_SEPARATOR, SECTION_SEPARATOR, SOURCE_LABEL, Passage, SearchMode
 from lore.protocols import KnowledgeRetriever
@@ -59,13 +60,30 @@ class AlertHit:
 
     @property
     def confidence(self) -> str:
-        """high: the alert itself names this runbook (annotation or exact name); medium:
-        its labels match and the text ranks it near the top; low: the text alone."""
-        if self.evidence & {"annotation", "name"}:
+        """high: the alert itself names this runbook (annotation or exact name). Otherwise
+        the text's own verdict (``lore.confidence``, the one ``knowledge_search`` gives the
+        passage for the alert's text), at least medium when the labels match too and the
+        text ranks it near the top; low when the backend reports no evidence."""
+        if self.named:
             return "high"
+        text = self.text_confidence
         if "labels" in self.evidence and self.text_rank is not None and self.text_rank <= 3:
-            return "medium"
-        return "low"
+            return text if text == Confidence.HIGH.value else Confidence.MEDIUM.value
+        return text
+
+    @property
+    def named(self) -> bool:
+        """The alert itself names this runbook (its annotation, or its exact name)."""
+        return bool(self.evidence & {"annotation", "name"})
+
+    @property
+    def text_confidence(self) -> str:
+        """The text channel's verdict: the passage came from the alert's text search, so its
+        evidence measures that text (``unknown`` evidence counts as low, as before)."""
+        if self.text_rank is None:
+            return Confidence.NONE.value
+        verdict = passage_confidence(self.passage)
+        return Confidence.LOW.value if verdict is Confidence.UNKNOWN else verdict.value
 
     def ordered_evidence(self) -> list[str]:
         return [kind for kind in EVIDENCE_ORDER if kind in self.evidence]
@@ -196,10 +214,10 @@ async def _for_alert(
     # A passage is filed under this alert when the alert names it; when nothing does,
     # under the passages its text ranks near the top. A text match alone must not file
     # another alert's runbook under this one.
-    named = any(hit.confidence == "high" for hit in collected.hits.values())
+    named = any(hit.named for hit in collected.hits.values())
     for hit in collected.hits.values():
         near = hit.text_rank is not None and hit.text_rank <= ATTRIBUTE_TEXT_RANK
-        if hit.confidence == "high" or (not named and (near or hit.confidence == "medium")):
+        if hit.named or (not named and near):
             hit.alerts = [alert.key()]
     return collected.hits
 
@@ -279,7 +297,7 @@ async def find_runbooks(
             kept.append((seen, hit))
     # Runbooks the alerts name come first, one section of each before the second of any,
     # so that every alert of a notification has its runbook near the top.
-    kept.sort(key=lambda item: (item[1].confidence != "high", item[0] if item[1].confidence == "high" else 0))
+    kept.sort(key=lambda item: (not item[1].named, item[0] if item[1].named else 0))
     return [hit for _, hit in kept[:top_k]]
 
 

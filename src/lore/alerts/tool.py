@@ -19,9 +19,11 @@ import fastjsonschema
 from lore.access import Principal, access_filter
 from lore.alerts.lookup import AlertHit, RunbookGroup, answer_confidence, find_runbooks, groups
 from lore.alerts.parse import AlertQuery, from_pairs, parse_payload, parse_text, redact_query
+from lore.confidence import Confidence
 from lore.errors import QueryError
 from lore.events.correlation import CORRELATION_PROPERTIES, correlation_of
 from lore.events.suggestions import alert_fingerprint
+from lore.models import Passage
 from lore.safety.secrets import redact_secrets
 from lore.tool.core import MAX_TOP_K, KnowledgeSearch, Retrieved, SearchRequest, ToolResult
 
@@ -182,7 +184,13 @@ class RunbookForAlert:
             state["hits"] = hits
             return [hit.passage for hit in hits], False, None, None
 
-        result = await self._search.run_chain(ALERT_TOOL_NAME, prepare, retrieve, principal=principal)
+        def judge(passage: Passage) -> Confidence:
+            verdicts = {hit.passage.chunk_id: hit.confidence for hit in state["hits"]}
+            return Confidence(verdicts.get(passage.chunk_id, Confidence.UNKNOWN.value))
+
+        result = await self._search.run_chain(
+            ALERT_TOOL_NAME, prepare, retrieve, principal=principal, judge=judge
+        )
         hits: list[AlertHit] = state["hits"][: len(result.passages)]
         query: AlertQuery | None = state["query"]
         alerts = [

@@ -516,3 +516,6 @@ def generate_command(
 from lore.cli.events_cmd import from_feedback_command  # noqa: E402
 
 eval_app.command("from-feedback")(from_feedback_command)
+
+# `lore eval verdict` lives in its own module (this one is long enough); it registers on eval_app.
+from lore.cli import verdict_cmd as _verdict_cmd  # noqa: E402,F401

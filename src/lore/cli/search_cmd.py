@@ -172,6 +172,15 @@ def search_command(
         list[str] | None,
         typer.Option("--trace", metavar="KEY=VALUE", help="A free-form label for the event; repeatable."),
     ] = None,
+    min_confidence: Annotated[
+        str | None,
+        typer.Option(
+            "--min-confidence",
+            metavar="none|low|medium|high",
+            help="Say 'no matching knowledge' below this confidence (default: min_confidence, "
+            "'low'); 'none' shows every answer.",
+        ),
+    ] = None,
 ) -> None:
     """Search the indexed knowledge, through the same safety chain and audit as agents."""
     correlation = _correlation(conversation_id, message_id, trace or [])
@@ -179,6 +188,10 @@ def search_command(
     search_mode = parse_mode(mode)
     count = parse_top_k(top_k)
     current = settings()
+    if min_confidence is not None:
+        if min_confidence not in _LEVELS:
+            raise ConfigError(f"--min-confidence must be one of {', '.join(_LEVELS)}, got {min_confidence!r}")
+        current = current.model_copy(update={"min_confidence": min_confidence})
     _check_index(current)
     embedder, warming = _warm_up(current, search_mode)
     try:
@@ -222,7 +235,9 @@ def _search(
             result = asyncio.run(tool.run(arguments, principal=os_user(), mode=search_mode))
         finally:
             tool.close()  # writes the retrieval event
-        if result.error is None and not result.passages and _index_is_empty(retriever, current):
+        no_match = result.metadata is not None and result.metadata.no_match
+        empty = result.error is None and not result.passages and not no_match
+        if empty and _index_is_empty(retriever, current):
             raise ConfigError("the index is empty: run `lore sync` first")
     finally:
         if isinstance(retriever, KnowledgeIndex | FallbackRetriever):
@@ -243,6 +258,10 @@ def _correlation(conversation_id: str | None, message_id: str | None, trace: lis
             raise QueryError(f"--trace must look like key=value, got {bad[0]!r}")
         keys["trace"] = {key.strip(): value.strip() for key, _, value in pairs}
     return keys
+
+
+#: ``--min-confidence`` values, as ``LoreSettings.min_confidence`` takes them.
+_LEVELS = ("none", "low", "medium", "high")
 
 
 def terminal_safe(text: str) -> str:
@@ -268,17 +287,23 @@ def _print_human(result: ToolResult) -> None:
     metadata = result.metadata
     if metadata is None:  # pragma: no cover - only error results lack metadata
         return
-    query = terminal_safe(repr(metadata.query))
+    from lore.tool.render import UNKNOWN, no_match_text, nothing_found_text
+
+    if metadata.no_match:
+        console.print(Text(terminal_safe(no_match_text(metadata.query, metadata.min_confidence))))
+        return
     degraded = terminal_safe(metadata.degraded_reason or "") if metadata.degraded else None
     if not result.passages:
-        console.print(Text(f"nothing found: no matching knowledge for {query}"))
+        console.print(Text(terminal_safe(nothing_found_text(metadata.query))))
         if degraded is not None:
             console.print(Text(f"degraded, so the knowledge base may hold more: {degraded}", "yellow"))
         return
+    query = terminal_safe(repr(metadata.query))
+    confidence = "" if metadata.confidence == UNKNOWN else f" · confidence {metadata.confidence}"
     served = "" if metadata.served_by in (None, metadata.engine) else f" (served by {metadata.served_by})"
     console.print(
         Text(
-            f"{metadata.result_count} passages for {query} · {metadata.engine}{served} · "
+            f"{metadata.result_count} passages for {query}{confidence} · {metadata.engine}{served} · "
             f"{metadata.latency_ms:.0f} ms",
             style="dim",
         )
@@ -332,6 +357,8 @@ def _heading(passage: ToolPassage, *, continued: bool = False) -> Text:
     elif continued:
         heading.append("(another passage of this document)")
     heading.append(f"   score {passage.score:.4f}", style="dim")
+    if passage.confidence != "unknown":
+        heading.append(f" · confidence {passage.confidence}", style="dim")
     return heading
 
 

@@ -11,7 +11,8 @@ Golden set (YAML or JSONL), one entry per question::
     - question: "consumer lag on payments keeps growing"
       expected: [file://runbooks/kafka/, {uri: file://runbooks/x.md, section: Diagnosis}]
     - question: "how do I rotate the HSM master key?"
-      expected: []                                          # no answer in the corpus
+      answerable: false                                     # no answer in the corpus
+      split: holdout                                        # optional: calibration / holdout
 
 ``expected`` entries are uris; one ending in ``/`` or ``*`` is a prefix (the ``*`` is
 dropped). A YAML file may also be a mapping with a ``questions`` list (and any other
@@ -25,7 +26,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -50,10 +51,23 @@ class EvalQuery:
     qid: str
     text: str
     targets: tuple[Target, ...]
+    #: ``calibration`` or ``holdout`` (``split_of``): which half fits ``lore.confidence``
+    #: and which half its reported figures come from.
+    split: str = "holdout"
 
     @property
     def answerable(self) -> bool:
         return any(target.grade >= RELEVANT_GRADE for target in self.targets)
+
+
+#: The halves of a golden set: ``lore.confidence`` is fitted on the first, reported on the second.
+SPLITS = ("calibration", "holdout")
+
+
+def split_of(qid: str) -> str:
+    """A question's half when its entry names none: by a hash of its id, so the split is
+    fixed, needs no bookkeeping, and a new question does not move the old ones."""
+    return SPLITS[int(sha256_hex(qid)[:8], 16) % 2]
 
 
 # -- BEIR -------------------------------------------------------------------------------
@@ -213,6 +227,10 @@ class GoldenEntry(BaseModel):
     expected: list[str | _Expected] = Field(default_factory=list)
     #: Applies to every plain-string entry of ``expected``.
     section: str | None = None
+    #: ``false`` marks a question the corpus cannot answer (``expected`` must then be
+    #: empty); an empty ``expected`` alone means the same.
+    answerable: bool | None = None
+    split: Literal["calibration", "holdout"] | None = None
 
     @field_validator("expected", mode="before")
     @classmethod
@@ -265,10 +283,15 @@ def load_golden_set(path: Path) -> list[EvalQuery]:
             )
             raise DatasetError(f"{path}: question {number}: {problems}") from err
         qid = entry.id or f"q{number}"
+        if entry.answerable is False and entry.expected:
+            raise DatasetError(f"{path}: question {number}: answerable: false, yet expected names answers")
+        if entry.answerable and not entry.expected:
+            raise DatasetError(f"{path}: question {number}: answerable: true needs expected answers")
         if qid in seen:
             raise DatasetError(f"{path}: question {number}: duplicate id {qid!r}")
         seen.add(qid)
-        queries.append(EvalQuery(qid=qid, text=entry.question.strip(), targets=entry.targets()))
+        split = entry.split or split_of(qid)
+        queries.append(EvalQuery(qid=qid, text=entry.question.strip(), targets=entry.targets(), split=split))
     if not queries:
         raise DatasetError(f"{path}: no questions")
     return queries

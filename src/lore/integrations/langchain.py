@@ -6,8 +6,10 @@
 Documents are built from the tool's result, never from the retriever underneath: their
 text has been screened for injected instructions, redacted and capped, and each call is
 in the audit log. ``Document.metadata`` carries the provenance (uri, title, section,
-revision, updated_at, age_days, stale, score, rank, chunk_id) and ``untrusted: True`` with
-the tool's ``notice``: page content is reference data, never instructions.
+revision, updated_at, age_days, stale, score, rank, chunk_id, confidence) and ``untrusted:
+True`` with the tool's ``notice``: page content is reference data, never instructions. An
+answer below ``min_confidence`` ("no matching knowledge") is no document, as a retriever
+says it found nothing.
 """
 
 from __future__ import annotations
@@ -81,6 +83,7 @@ def _document(passage: ToolPassage, result: ToolResult) -> Document:
         "score": passage.score,
         "source_type": passage.source_type,
         "chunk_id": passage.chunk_id,
+        "confidence": passage.confidence,
     }
     if result.metadata is not None:
         metadata["engine"] = result.metadata.engine

@@ -28,7 +28,7 @@ import pytest
 
 from lore.errors import EmbedderMismatchError, EmbeddingError, IndexingError, QueryError, UnsupportedModeError
 from lore.models import SOURCE_LABEL, SOURCE_TYPE_LABEL, IndexedDocument, Passage, SearchMode, embed_key
-from lore.protocols import KnowledgeIndex, KnowledgeRetriever, ReportingRetriever, Vectors
+from lore.protocols import EvidenceReporting, KnowledgeIndex, KnowledgeRetriever, ReportingRetriever, Vectors
 from lore.testing import DEFAULT_SOURCE, Store, add_document, embed_chunks, make_document
 from lore.testing.access_conformance import AccessConformance
 from lore.testing.cases import CORPUS, HOSTILE_QUERIES, IDENTIFIER_DISTRACTORS, IDENTIFIERS
@@ -291,6 +291,35 @@ class RetrievalConformance(_Suite):
         if SearchMode.VECTOR in store.modes:
             with pytest.raises(EmbeddingError):
                 await store.retrieve(query, top_k=3, mode=SearchMode.VECTOR)
+
+    @pytest.mark.parametrize("mode", ALL_MODES)
+    async def test_declared_evidence_measures_the_query(
+        self, store: Store, embedder: CountingEmbedder, mode: SearchMode
+    ) -> None:
+        """``EvidenceReporting``: every passage carries evidence; a query copied from a
+        document covers all of itself there, a query of words no document holds covers
+        nothing; a cosine (from a semantic embedder) is a cosine."""
+        if not (isinstance(store, EvidenceReporting) and store.reports_evidence):
+            pytest.skip(f"{type(store).__name__} does not declare reports_evidence")
+        _require_mode(store, mode)
+        _add_corpus(store, embedder)
+        copied = dict(CORPUS)["runbooks/tls.md"]
+        passages = await store.retrieve(copied, top_k=3, mode=mode)
+        top = passages[0]
+        assert top.uri == "runbooks/tls.md"
+        assert all(passage.evidence is not None for passage in passages)
+        assert top.evidence is not None
+        assert top.evidence.coverage == pytest.approx(1.0)
+        vectors = mode is not SearchMode.BM25 and not embedder.degraded
+        for passage in passages:
+            assert passage.evidence is not None
+            cosine = passage.evidence.cosine
+            assert (cosine is not None) is vectors
+            assert cosine is None or -1.0 - 1e-6 <= cosine <= 1.0 + 1e-6
+        if mode is not SearchMode.BM25:
+            unknown = await store.retrieve("zyxqv wvutq plmokn", top_k=3, mode=mode)
+            assert unknown, "a vector channel always answers"
+            assert all(p.evidence is not None and p.evidence.coverage == 0.0 for p in unknown)
 
     async def test_undeclared_mode_is_refused(self, store: Store, embedder: CountingEmbedder) -> None:
         missing = [mode for mode in ALL_MODES if mode not in store.modes]

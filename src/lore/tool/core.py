@@ -29,6 +29,7 @@ from typing import Any
 import fastjsonschema
 
 from lore.access import AccessFilter, Principal, access_filter, principal_name
+from lore.confidence import Confidence, best, clears, passage_confidence
 from lore.config import LoreSettings, load_settings
 from lore.errors import LoreError, QueryError, RerankError, UnsupportedModeError
 from lore.events.correlation import CORRELATION_PROPERTIES, correlation_of
@@ -152,6 +153,9 @@ class ToolPassage:
     stale: bool | None
     source_type: str | None
     chunk_id: str
+    #: high / medium / low / none from the channels' raw evidence (``lore.confidence``);
+    #: unknown when the backend reports none.
+    confidence: str = Confidence.UNKNOWN.value
 
 
 @dataclass(frozen=True)
@@ -179,6 +183,12 @@ class ToolMetadata:
     #: The retrieval event of this call, for feedback (``knowledge_feedback``); None
     #: when events are not recorded.
     event_id: str | None = None
+    #: The answer's confidence: its most confident passage's (``none`` with no passage).
+    confidence: str = Confidence.NONE.value
+    #: True when passages were found but none reached ``min_confidence``, so none is
+    #: shown: "no matching knowledge for this query", not an empty index.
+    no_match: bool = False
+    min_confidence: str = Confidence.NONE.value
 
 
 @dataclass(frozen=True)
@@ -307,13 +317,19 @@ class KnowledgeSearch:
         audit: AuditLog | None = None,
         reranker: Reranker | _FromSettings | None = FROM_SETTINGS,
         events: EventRecorder | None = None,
+        min_confidence: Confidence | None = None,
     ) -> None:
         """``reranker``: by default the one ``settings`` configure (``reranker``,
         ``reranker_model``, ...; ``ConfigError`` when they are incomplete), so every entry
         point reranks alike; None turns reranking off. ``events``: by default the
-        recorder the settings and the retriever's store give (``lore.events.recorder``)."""
+        recorder the settings and the retriever's store give (``lore.events.recorder``).
+        ``min_confidence``: by default ``settings.min_confidence``; an answer below it
+        shows no passage."""
         self._retriever = retriever
         self._settings = settings if settings is not None else load_settings()
+        self._min_confidence = (
+            min_confidence if min_confidence is not None else Confidence(self._settings.min_confidence)
+        )
         self._reranker = resolve_reranker(self._settings) if reranker is FROM_SETTINGS else reranker
         self._audit: AuditLog = (
             audit
@@ -378,6 +394,7 @@ class KnowledgeSearch:
         principal: Principal | str | None = None,
         mode: SearchMode | None = None,
         raw_query: Callable[[], str] = lambda: "",
+        judge: Callable[[Passage], Confidence] = passage_confidence,
     ) -> ToolResult:
         """The safety chain and audit around any retrieval: ``knowledge_search`` and
         ``runbook_for_alert`` (``lore.alerts.tool``) both run through here, so a second
@@ -387,14 +404,16 @@ class KnowledgeSearch:
         ``retrieve`` returns the passages in rank order, whether a reranker ordered them
         and why the answer is degraded (or None). ``raw_query`` is what the audit records
         when ``prepare`` refused the call (already redacted). ``retrieve`` filters by the
-        principal's access itself (``lore.access.access_filter``)."""
+        principal's access itself (``lore.access.access_filter``). ``judge`` gives each
+        passage its confidence; when none reaches ``min_confidence`` no passage is shown."""
         started = time.perf_counter()
         request: SearchRequest | None = None
         degraded_reason: str | None = None
         served_by: str | None = None
         passages: list[ToolPassage] = []
         findings: Counter[str] = Counter()
-        truncated = reranked = False
+        truncated = reranked = no_match = False
+        answer = Confidence.NONE
         error: str | None = None
         timing: Timing | None = None
         try:
@@ -404,8 +423,15 @@ class KnowledgeSearch:
             request = replace(request, query=redact_secrets(request.query))
             with measure_retrieval() as timing:
                 found, reranked, degraded_reason, served_by = await retrieve(request)
+            found = found[: request.top_k]
+            levels = [judge(passage) for passage in found]
+            answer = best(levels)
+            # Passages that all fall short look like an answer to an agent: withhold them.
+            no_match = bool(found) and not clears(answer, self._min_confidence)
+            if no_match:
+                found, levels = [], []
             # CPU-bound (regexes over every passage): off the event loop, on its executor.
-            passages, findings, truncated = await asyncio.to_thread(self._make_safe, found[: request.top_k])
+            passages, findings, truncated = await asyncio.to_thread(self._make_safe, found, levels)
         except LoreError as err:
             error = self._redactor.redact(str(err))[0]
         except Exception as err:  # the agent gets an answer even when a backend has a bug
@@ -467,6 +493,9 @@ class KnowledgeSearch:
             degraded_reason=reason,
             served_by=served_by or self._retriever.engine,
             event_id=event.event_id if self._events.enabled else None,
+            confidence=answer.value,
+            no_match=no_match,
+            min_confidence=self._min_confidence.value,
         )
         return ToolResult(passages=passages, metadata=metadata, error=error)
 
@@ -532,7 +561,9 @@ class KnowledgeSearch:
     def _clean_optional(self, text: str | None, findings: Counter[str]) -> str | None:
         return None if text is None else self._clean(text, findings)
 
-    def _make_safe(self, found: Sequence[Passage]) -> tuple[list[ToolPassage], Counter[str], bool]:
+    def _make_safe(
+        self, found: Sequence[Passage], levels: Sequence[Confidence]
+    ) -> tuple[list[ToolPassage], Counter[str], bool]:
         findings: Counter[str] = Counter()
         texts = [self._clean(passage.text, findings) for passage in found]
         safety = self._settings.safety
@@ -541,7 +572,8 @@ class KnowledgeSearch:
         )
         now = datetime.now(UTC)
         passages = []
-        for rank, (passage, text) in enumerate(zip(found, capped.texts, strict=False), start=1):
+        shown = zip(found, capped.texts, levels, strict=False)
+        for rank, (passage, text, confidence) in enumerate(shown, start=1):
             known = passage.updated_at_known
             age = passage.age_days(now) if known else None
             passages.append(
@@ -559,6 +591,7 @@ class KnowledgeSearch:
                     source_type=self._clean_optional(passage.labels.get(SOURCE_TYPE_LABEL), findings),
                     # Ids embed the uri, so they are screened like it (a no-op for ordinary ids).
                     chunk_id=self._clean(passage.chunk_id, findings),
+                    confidence=confidence.value,
                 )
             )
         return passages, findings, capped.truncated

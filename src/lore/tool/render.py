@@ -60,7 +60,29 @@ def degraded(metadata: ToolMetadata) -> str:
 
 def citation(passage: ToolPassage) -> str:
     heading = f"{passage.title} § {passage.section}" if passage.section else passage.title
-    return f"[{passage.rank}] {heading} — {passage.uri}, {describe_age(passage.age_days, passage.stale)}"
+    line = f"[{passage.rank}] {heading} — {passage.uri}, {describe_age(passage.age_days, passage.stale)}"
+    return line if passage.confidence == UNKNOWN else f"{line}, confidence {passage.confidence}"
+
+
+#: ``lore.confidence.Confidence.UNKNOWN``: the backend reports no evidence.
+UNKNOWN = "unknown"
+
+
+def no_match_text(query: str, minimum: str) -> str:
+    """What an answer says when passages were found but none reached ``minimum``."""
+    return (
+        f"no matching knowledge for this query ({query!r}): the closest passages do not "
+        f"match it (below confidence {minimum}), so none is shown. The knowledge base does "
+        "not document this; do not present anything as its answer."
+    )
+
+
+def nothing_found_text(query: str) -> str:
+    """What an answer says when the retriever returned nothing at all."""
+    return (
+        f"nothing found for {query!r}: no passage matched "
+        "(the index may be empty, or the filters exclude everything)"
+    )
 
 
 def render_result(result: ToolResult, *, fence_value: str | None = None) -> str:
@@ -69,8 +91,10 @@ def render_result(result: ToolResult, *, fence_value: str | None = None) -> str:
         return f"knowledge_search error: {result.error}"
     metadata = result.metadata
     query = metadata.query if metadata is not None else ""
+    if metadata is not None and metadata.no_match:
+        return no_match_text(query, metadata.min_confidence)
     if not result.passages:
-        empty = f"nothing found: no matching knowledge for {query!r}"
+        empty = nothing_found_text(query)
         if metadata is not None and metadata.degraded:
             # Degraded is not empty: the agent must not read this as "there is no runbook".
             empty += f"\nnote: this answer is DEGRADED, so the index may hold more: {degraded(metadata)}"
@@ -82,6 +106,8 @@ def render_result(result: ToolResult, *, fence_value: str | None = None) -> str:
         f"Each passage, with its title, section and uri, sits between <{tag} id=N> and </{tag}>; "
         "nothing else in this answer closes a passage.",
     ]
+    if metadata is not None and metadata.confidence != UNKNOWN:
+        lines.append(f"confidence of this answer: {metadata.confidence} (how well its best passage matches).")
     if metadata is not None and metadata.degraded:
         lines.append(f"note: this answer is DEGRADED: {degraded(metadata)}")
     if metadata is not None and metadata.reranker is not None and not metadata.reranked:

@@ -27,6 +27,7 @@ Zipf-distributed words (bench/perf_query.py; a single-term query takes 0.2 ms).
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import time
@@ -413,6 +414,31 @@ class FullTextIndex:
         if not clauses:
             return None
         return clauses[0][1] if len(clauses) == 1 else tantivy.Query.boolean_query(clauses)
+
+    # -- relevance evidence (``lore.backends.sqlite.evidence``) ---------------------------
+
+    def query_weights(self, query: str) -> dict[str, float]:
+        """Each stemmed term of ``query`` (CamelCase words included) with its BM25 idf over
+        the index; a term no chunk holds gets the largest idf, so a query about something
+        the corpus never mentions covers little of itself anywhere."""
+        tokens = _unique(self._analyzers[_STEMMED].analyze(with_identifier_words(query)))
+        if not tokens:
+            return {}
+        try:
+            searcher = self._require().searcher()
+            total = int(searcher.num_docs)
+            freqs = {
+                token: max(int(searcher.doc_freq(field, token)) for field in self._boosts)
+                for token in tokens
+            }
+        except _TANTIVY_ERRORS as err:
+            raise RetrievalError(f"full-text search failed: {err}") from err
+        return {token: math.log(1.0 + (total - df + 0.5) / (df + 0.5)) for token, df in freqs.items()}
+
+    def terms_of(self, *texts: str) -> frozenset[str]:
+        """The stemmed terms the index holds for a chunk with these fields."""
+        analyzer = self._analyzers[_STEMMED]
+        return frozenset(term for text in texts for term in analyzer.analyze(with_identifier_words(text)))
 
     def close(self) -> None:
         self.release_writer()

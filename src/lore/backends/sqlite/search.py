@@ -21,6 +21,7 @@ import numpy as np
 
 from lore.access import AccessFilter
 from lore.backends.query_embedding import vector_or_bm25
+from lore.backends.sqlite.evidence import EvidenceMaker
 from lore.backends.sqlite.fulltext import FullTextIndex
 from lore.backends.sqlite.journal import FullTextJournal, translated
 from lore.backends.sqlite.store import ChunkStore
@@ -43,6 +44,8 @@ class SqliteSearch:
     state its constructor sets up (declared here for the type checker)."""
 
     modes: tuple[SearchMode, ...] = (SearchMode.HYBRID, SearchMode.BM25, SearchMode.VECTOR)
+    #: ``lore.protocols.EvidenceReporting``: coverage from tantivy, cosine from the matrix.
+    reports_evidence = True
     _path: Path
     _embedder: Embedder
     _rrf_k: int
@@ -144,7 +147,10 @@ class SqliteSearch:
                     rankings[SearchMode.BM25.value] = lexical.result()
                 rankings[SearchMode.VECTOR.value] = vector_hits
             fused = fuse_channels(rankings, fusion=self._fusion, depth=depth, rrf_k=self._rrf_k)
-            return Retrieval(self._passages(fused, top_k), reason)
+            # A degraded embedder's cosine measures word overlap, not meaning: unknown.
+            semantic = None if self._embedder.degraded else rankings.get(SearchMode.VECTOR.value)
+            evidence = EvidenceMaker(self._fulltext, query, semantic)
+            return Retrieval(self._passages(fused, top_k, evidence), reason)
 
     def _helpers(self) -> ThreadPoolExecutor:
         """Threads a search runs its BM25 channel and part of its vector scan on (searches
@@ -197,7 +203,7 @@ class SqliteSearch:
             self._matrix_generation = generation
         return self._matrix
 
-    def _passages(self, ranked: Ranked, top_k: int) -> list[Passage]:
+    def _passages(self, ranked: Ranked, top_k: int, evidence: EvidenceMaker | None = None) -> list[Passage]:
         """The first ``top_k`` ranked chunks still in SQLite (the full-text index may
         briefly name chunks a concurrent sync has just deleted)."""
         passages: list[Passage] = []
@@ -205,7 +211,7 @@ class SqliteSearch:
         while len(passages) < top_k and position < len(ranked):
             batch = ranked[position : position + top_k - len(passages) + 4]
             position += len(batch)
-            passages.extend(self._reads.passages(batch))
+            passages.extend(self._reads.passages(batch, evidence))
         return passages[:top_k]
 
 

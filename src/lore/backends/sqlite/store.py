@@ -23,6 +23,7 @@ from lore.backends.sqlite.fulltext import FullTextRow
 from lore.models import (
     Chunk,
     Document,
+    Evidence,
     IndexedDocument,
     Passage,
     RunRecord,
@@ -379,8 +380,13 @@ class ChunkStore:
 
     # -- reading -------------------------------------------------------------------------
 
-    def passages(self, ranked: Sequence[tuple[int, float, dict[str, int]]]) -> list[Passage]:
-        """Passages for ranked rowids, in order; rowids no longer stored are skipped."""
+    def passages(
+        self,
+        ranked: Sequence[tuple[int, float, dict[str, int]]],
+        evidence: Callable[[int, str, str, str], Evidence] | None = None,
+    ) -> list[Passage]:
+        """Passages for ranked rowids, in order; rowids no longer stored are skipped.
+        ``evidence(rowid, title, section, text)`` gives each its ``Passage.evidence``."""
         ids = [rowid for rowid, _, _ in ranked]
         query = (
             "SELECT id, chunk_id, uri, section, title, revision, updated_at, labels, text FROM chunks "
@@ -405,6 +411,7 @@ class ChunkStore:
                         json.loads(labels),
                         chunk_id,
                         ranks,
+                        evidence=None if evidence is None else evidence(rowid, title, section, text),
                     )
                 )
         return passages

@@ -76,7 +76,11 @@ async function runSearch(query, sourceType) {
   const untrusted = body.notice ? ` ${body.notice.charAt(0).toUpperCase()}${body.notice.slice(1)}.` : "";
   notice.textContent = `${passages.length} passage${passages.length === 1 ? "" : "s"}` +
     (meta.degraded ? " (degraded: lexical matching only)" : "") + "." + untrusted;
-  results.replaceChildren(...(passages.length ? passages.map(citation) : [h("p", { class: "muted" }, "Nothing found.")]));
+  // Passages were found but none reached min_confidence: the answer is "not documented".
+  const empty = meta.no_match
+    ? `No matching knowledge for this query: nothing found reaches confidence ${meta.min_confidence}.`
+    : "Nothing found.";
+  results.replaceChildren(...(passages.length ? passages.map(citation) : [h("p", { class: "muted" }, empty)]));
 }
 
 // --- routing -----------------------------------------------------------------------------

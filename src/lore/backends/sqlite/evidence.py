@@ -1,0 +1,43 @@
+"""Raw relevance evidence of the SQLite backend's passages (``lore.models.Evidence``).
+
+Coverage comes from the full-text index (the query's terms with their idf, and the terms
+a passage holds: the same analyzer as BM25); the cosine is the vector channel's own score.
+Both are measured on the passages returned, whatever channel found them, so the verdict
+``lore.confidence`` draws does not depend on the fused score, which every search
+normalises to the same maximum.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from lore.backends.sqlite.fulltext import FullTextIndex
+from lore.models import Evidence
+
+
+class EvidenceMaker:
+    """``Evidence`` for the passages of one search."""
+
+    def __init__(
+        self, fulltext: FullTextIndex, query: str, vector_hits: Sequence[tuple[int, float]] | None
+    ) -> None:
+        self._fulltext = fulltext
+        self._weights = fulltext.query_weights(query)
+        self._total = sum(self._weights.values())
+        self._cosines: Mapping[int, float] | None = None
+        self._floor: float | None = None
+        if vector_hits is not None:
+            self._cosines = dict(vector_hits)
+            # A chunk below the channel's cut scores at most its lowest hit: an upper
+            # bound, so an unseen chunk is never made to look more relevant than it is.
+            self._floor = min(self._cosines.values(), default=None)
+
+    def __call__(self, rowid: int, title: str, section: str, text: str) -> Evidence:
+        coverage: float | None = None
+        if self._total > 0:
+            held = self._fulltext.terms_of(title, section, text)
+            coverage = sum(weight for term, weight in self._weights.items() if term in held) / self._total
+        cosine: float | None = None
+        if self._cosines is not None:
+            cosine = self._cosines.get(rowid, self._floor)
+        return Evidence(coverage=coverage, cosine=cosine)
