@@ -131,7 +131,10 @@ class AnnFiles:
 
     def save(self, index: Index, keys: npt.NDArray[np.int64], through: int, model_id: str) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
-        held = self.state() if (self.directory / STATE).exists() else None
+        try:
+            held = self.state()
+        except TornIndexError:
+            held = None  # replaced below
         version = 1 + max(
             (int(p.stem.split("-")[1]) for p in self.directory.glob("graph-*.usearch")), default=0
         )
