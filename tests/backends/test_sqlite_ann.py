@@ -82,7 +82,8 @@ def test_the_channel_follows_the_threshold_both_ways(tmp_path: Path, embedder: C
         backend.delete_by_uri("doc-3.md")
         assert isinstance(backend._refresh(need_vectors=True), VectorMatrix)
         assert dict(backend.status_lines())["vector index"].startswith("exact scan (29 vectors")
-        assert _nearest(backend, 3, top_k=29) and "doc-3.md" not in _nearest(backend, 3, top_k=29)
+        assert len(_nearest(backend, 3, top_k=29)) == 29
+        assert "doc-3.md" not in _nearest(backend, 3, top_k=29)
 
 
 def test_candidates_carry_their_exact_cosines(tmp_path: Path, embedder: CountingEmbedder) -> None:
@@ -129,7 +130,8 @@ def test_many_deletes_leave_the_graph(tmp_path: Path, embedder: CountingEmbedder
         for number in range(20):
             backend.delete_by_uri(f"doc-{number}.md")
         channel = backend._refresh(need_vectors=True)
-        assert isinstance(channel, AnnChannel) and len(channel) == 20
+        assert isinstance(channel, AnnChannel)
+        assert len(channel) == 20
         assert _nearest(backend, 25) == ["doc-25.md"]
 
 
