@@ -3,7 +3,9 @@ exact scan and LanceDB, in one run (issue 15, section 1).
 
     .venv/bin/python bench/perf_million.py [--scale 1000000] [--queries 200] [--work /tmp/lore-ann]
 
-Phases, each skipped when its result is already in ``--work`` (build once, measure often):
+Phases, each skipped when its result is already in ``--work`` (build once, measure often);
+``--threshold`` is the ``ann_threshold`` of the graph runs (below the scale, to measure
+the graph on a smaller index):
 
 1. ``build``: the synthetic corpus (``_synthetic.py``) ingested through ``upsert`` under
    ``write_lock`` with the graph off, then the graph built on open (``_prepare_vectors``),
@@ -58,7 +60,7 @@ def _percentiles(samples: list[float]) -> dict[str, float]:
     return {"p50": statistics.median(ordered), "p95": ordered[round(0.95 * (len(ordered) - 1))]}
 
 
-def build(work: Path, scale: int) -> dict[str, float]:
+def build(work: Path, scale: int, threshold: int) -> dict[str, float]:
     folder = work / f"corpus-{scale}"
     if not (folder / "texts.jsonl").exists():
         generate(scale).save(folder)
@@ -73,12 +75,12 @@ def build(work: Path, scale: int) -> dict[str, float]:
             backend.upsert(document, chunks, vectors)
     figures["ingest_chunks_per_s"] = len(corpus) / (time.perf_counter() - started)
     started = time.perf_counter()
-    SqliteBackend(db, embedder).close()  # builds the graph on open
+    SqliteBackend(db, embedder, ann_threshold=threshold).close()  # builds the graph on open
     figures["graph_vectors_per_s"] = len(corpus) / (time.perf_counter() - started)
     return figures
 
 
-def update(work: Path, scale: int) -> dict[str, float]:
+def update(work: Path, scale: int, threshold: int) -> dict[str, float]:
     """1% of the documents upserted again, in one sync: each replaces its chunks (new
     rows added, the old ones deleted), then the graph catches up as the lock is released."""
     corpus = Corpus.load(work / f"corpus-{scale}", scale // 100)
@@ -86,7 +88,7 @@ def update(work: Path, scale: int) -> dict[str, float]:
     embedder = PrecomputedQueries(corpus.queries, corpus.query_vectors)
     started = time.perf_counter()
     changed = 0
-    with SqliteBackend(db, embedder) as backend, backend.write_lock():
+    with SqliteBackend(db, embedder, ann_threshold=threshold) as backend, backend.write_lock():
         for document, chunks, vectors in documents(corpus):
             backend.upsert(document, chunks, vectors)
             changed += len(chunks)
@@ -222,25 +224,29 @@ def main() -> int:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--work", type=Path, default=Path("/tmp/lore-ann"))
     parser.add_argument("--phase", choices=["build", "update", "serve", "lancedb"])
-    parser.add_argument("--threshold", type=int, default=200_000)
+    parser.add_argument("--threshold", type=int, default=200_000, help="ann_threshold of the graph runs")
     parser.add_argument("--skip", default="", help="phases to leave out, comma-separated")
     args = parser.parse_args()
     if args.phase == "build":
-        print(json.dumps(build(args.work, args.scale)))
+        print(json.dumps(build(args.work, args.scale, args.threshold)))
     elif args.phase == "update":
-        print(json.dumps(update(args.work, args.scale)))
+        print(json.dumps(update(args.work, args.scale, args.threshold)))
     elif args.phase == "serve":
         print(json.dumps(serve(args.work, args.scale, args.queries, args.threshold)))
     elif args.phase == "lancedb":
         print(json.dumps(lancedb(args.work, args.scale, args.queries)))
     else:
         skip = set(args.skip.split(","))
-        built = {} if (args.work / f"index-{args.scale}").exists() else _worker(args, "build")
+        threshold = ["--threshold", str(args.threshold)]
+        built_file = args.work / f"built-{args.scale}.json"
+        if not built_file.exists():
+            built_file.write_text(json.dumps(_worker(args, "build", *threshold)))
+        built = json.loads(built_file.read_text())
         marker = args.work / f"updated-{args.scale}.json"
         if not marker.exists():
-            marker.write_text(json.dumps(_worker(args, "update")))
+            marker.write_text(json.dumps(_worker(args, "update", *threshold)))
         built.update(json.loads(marker.read_text()))
-        graph = _worker(args, "serve", "--threshold", "200000")
+        graph = _worker(args, "serve", *threshold)
         exact = {} if "exact" in skip else _worker(args, "serve", "--threshold", str(NEVER))
         lance = {} if "lancedb" in skip else _worker(args, "lancedb")
         print(

@@ -30,7 +30,6 @@ filter is selective, or over-fetching found too few, the allowed rows are scored
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
@@ -45,6 +44,7 @@ from lore.backends.sqlite.store import ChunkStore
 from lore.backends.sqlite.vector_matrix import Positions, VectorMatrix
 from lore.errors import IndexingError
 from lore.protocols import Vectors
+from lore.sources.stored import fsync_dir, write_atomic
 
 LAYOUT = 1
 STATE = "state.json"
@@ -83,14 +83,6 @@ class TornIndexError(IndexingError):
 
 def _vectors(blobs: list[bytes], dimension: int) -> Vectors:
     return np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), dimension)
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class AnnFiles:
@@ -142,20 +134,16 @@ class AnnFiles:
         index.save(str(graph))
         np.save(key_file, keys)
         for written in (graph, key_file):
-            _fsync(written)
+            fsync_dir(written)  # an fsync by path: of a file as well as a folder
         state = AnnState(
             LAYOUT, graph.name, key_file.name, through, graph.stat().st_size, model_id, index.ndim
         )
-        staged = self.directory / f"{STATE}.{os.getpid()}"
-        staged.write_text(json.dumps(asdict(state)), encoding="utf-8")
-        _fsync(staged)
-        staged.replace(self.directory / STATE)
-        _fsync(self.directory)
+        write_atomic(self.directory / STATE, json.dumps(asdict(state)).encode())
         current = {graph.name, key_file.name, STATE}
         if held is not None:  # a reader may still be opening the previous pair: keep it
             current |= {held.graph, held.keys}
         for stale in self.directory.iterdir():
-            if stale.name not in current and not stale.name.startswith(f"{STATE}."):
+            if stale.name not in current and not stale.name.startswith("."):
                 stale.unlink(missing_ok=True)
 
 
