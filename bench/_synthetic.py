@@ -4,8 +4,12 @@ Texts mix common operations words with the identifiers SRE text is full of (aler
 such as ``EtcdNoLeader``, services such as ``payments-consumer-group``, metric names,
 error codes, pod states), each drawn from a Zipf-like distribution, so BM25 meets both
 long posting lists (common words) and selective ones (rare identifiers), as in real
-runbooks. Vectors are random unit vectors (dimension 384, like all-MiniLM-L6-v2): the
-vector channel's cost depends on the count and size of vectors, not on what they mean.
+runbooks. Vectors (dimension 384, like all-MiniLM-L6-v2) are clustered as real
+embeddings are: each is a topic direction, plus its document's direction, plus noise, so
+a chunk's nearest neighbours are its own document's chunks and then its topic's, and a
+query is a perturbed chunk. An exact scan's cost depends only on the count and size of
+the vectors; an approximate index's recall depends on this structure (uniform random
+vectors in 384 dimensions have no near neighbours at all, unlike any text embedding).
 
 Everything is derived from one seed; a smaller scale is a prefix of a larger one, so
 every scale and every engine sees the same chunks. ``save``/``load`` pass a corpus to the
@@ -149,6 +153,39 @@ def _unit_vectors(rng: np.random.Generator, count: int) -> npt.NDArray[np.float3
     return matrix
 
 
+#: Chunks per topic, and the weights of the topic, document and chunk directions.
+_TOPIC_CHUNKS = 500
+_TOPIC, _DOCUMENT, _NOISE = 1.0, 0.8, 0.6
+_BLOCK = 65_536
+
+
+def clustered_vectors(rng: np.random.Generator, count: int) -> npt.NDArray[np.float32]:
+    """Unit vectors: topic + document + chunk directions (see the module docstring);
+    document j holds chunks ``[j*8, j*8+8)``. Built in blocks to bound temporaries."""
+    topics = _unit_vectors(rng, max(1, count // _TOPIC_CHUNKS))
+    documents = -(-count // CHUNKS_PER_DOCUMENT)
+    topic_of = rng.integers(0, len(topics), size=documents)
+    out = np.empty((count, DIMENSION), dtype=np.float32)
+    for start in range(0, count, _BLOCK):
+        end = min(count, start + _BLOCK)
+        first, last = start // CHUNKS_PER_DOCUMENT, (end - 1) // CHUNKS_PER_DOCUMENT + 1
+        own = _DOCUMENT * _unit_vectors(rng, last - first) + _TOPIC * topics[topic_of[first:last]]
+        rows = np.arange(start, end) // CHUNKS_PER_DOCUMENT - first
+        block = own[rows] + _NOISE * _unit_vectors(rng, end - start)
+        block /= np.linalg.norm(block, axis=1, keepdims=True)
+        out[start:end] = block
+    return out
+
+
+def query_vectors(
+    rng: np.random.Generator, vectors: npt.NDArray[np.float32], count: int
+) -> npt.NDArray[np.float32]:
+    """Each query near one chunk, as a question lies near the passage that answers it."""
+    near = vectors[rng.integers(0, len(vectors), size=count)] + _NOISE * _unit_vectors(rng, count)
+    near /= np.linalg.norm(near, axis=1, keepdims=True)
+    return near.astype(np.float32)
+
+
 @dataclass
 class Corpus:
     """``texts[i]`` is chunk i; document j holds chunks ``[j*8, j*8+8)``."""
@@ -215,12 +252,13 @@ def generate(chunks: int, queries: int = 200, seed: int = 7) -> Corpus:
     texts = [" ".join(tokens[end - length : end]) for end, length in zip(ends, lengths, strict=True)]
     alerts = idents[_zipf(rng, len(idents), -(-chunks // CHUNKS_PER_DOCUMENT))]
     titles = [f"{alert} runbook" for alert in alerts]
+    vectors = clustered_vectors(rng, chunks)
     return Corpus(
         texts,
         titles,
-        _unit_vectors(rng, chunks),
+        vectors,
         make_queries(rng, common, idents, queries),
-        _unit_vectors(rng, queries),
+        query_vectors(rng, vectors, queries),
     )
 
 

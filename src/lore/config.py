@@ -315,6 +315,11 @@ class LoreSettings(BaseSettings):
     min_confidence: Literal["none", "low", "medium", "high"] = "low"
     rrf_k: int = Field(default=60, gt=0)
     candidate_depth: int = Field(default=100, gt=0)
+    #: Stored vectors from which the sqlite backend searches an approximate index
+    #: (HNSW, int8, re-scored exactly) instead of scanning them all in memory: below it
+    #: the exact scan is exact and, on an idle machine, fast; above it the float32 matrix
+    #: would not fit a small machine (docs/benchmarks.md, "A million chunks").
+    ann_threshold: int = Field(default=200_000, gt=0)
     #: How hybrid search merges its channels: "score" (min-max normalised scores, summed;
     #: Qdrant's DBSF) ranked higher than "rrf" (reciprocal ranks) in nDCG@10 on every set
     #: measured, on every backend (docs/quality.md); "rrf" keeps a little more Recall@100.

@@ -1,4 +1,5 @@
-"""``lore reindex``: rebuild the embedded backend's full-text index from SQLite.
+"""``lore reindex``: rebuild the embedded backend's full-text index (and, at or above
+``ann_threshold`` chunks, its approximate vector index) from SQLite.
 
 The tantivy directory beside the database is derived data; rebuilding it loses nothing
 and needs no embedding. lore already repairs it on open after a crash, so this is for
@@ -14,7 +15,8 @@ from lore.resolve import missing_index, open_backend
 
 @app.command()
 def reindex() -> None:
-    """Rebuild the full-text (BM25) index of the SQLite backend from its database."""
+    """Rebuild the full-text (BM25) index of the SQLite backend, and its approximate
+    vector index above ann_threshold, from its database."""
     current = settings()
     missing = missing_index(current)
     if missing is not None:
@@ -24,7 +26,7 @@ def reindex() -> None:
         raise ConfigError("backend is 'none': there is no index")
     try:
         # Declared by the backend: only the SQLite one keeps derived full-text data.
-        with console.status("rebuilding the full-text index"):
+        with console.status("rebuilding the derived indexes"):
             count = backend.rebuild_fulltext()
     finally:
         backend.close()

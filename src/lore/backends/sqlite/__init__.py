@@ -72,6 +72,7 @@ def from_settings(settings: LoreSettings, embedder: Embedder) -> SqliteBackend:
         title_boost=settings.bm25_title_boost,
         section_boost=settings.bm25_section_boost,
         identifier_boost=settings.bm25_identifier_boost,
+        ann_threshold=settings.ann_threshold,
     )
 
 

@@ -14,7 +14,13 @@ Storage layout, beside each other (``lore.db`` stands for ``settings.db_path``):
 - ``lore.db.lock``: the file a sync holds ``flock``-ed (``write_lock``), so a second
   concurrent writer fails fast with ``IndexLockedError`` instead of interleaving.
 - Vectors are also held in memory as one matrix (``vector_matrix.py``), brought up to
-  date when the ``generation`` counter moves (e.g. another process synced).
+  date when the ``generation`` counter moves (e.g. another process synced), below
+  ``ann_threshold`` stored vectors.
+- ``lore.db.ann/``: at or above ``ann_threshold``, an approximate (HNSW, int8) vector
+  index instead of the matrix (``ann.py``, ``channels.py``). Derived data like tantivy's:
+  versioned files recording the last rowid they reflect, caught up from SQLite on open,
+  built or rebuilt by the writer (when it releases the lock, on open when missing or
+  torn) and by ``lore reindex``.
 
 Crash consistency between SQLite and tantivy, which cannot share a transaction:
 
@@ -58,6 +64,8 @@ from typing import Literal
 import numpy as np
 
 from lore.backends.sqlite import reembed as sqlite_reembed
+from lore.backends.sqlite.ann import AnnChannel
+from lore.backends.sqlite.channels import VectorChannels, vector_count
 from lore.backends.sqlite.fulltext import FullTextIndex
 from lore.backends.sqlite.journal import FullTextJournal, translated
 from lore.backends.sqlite.readonly import open_connections, private_fulltext_dir, writable
@@ -108,10 +116,12 @@ class SqliteBackend(SqliteSearch):
         section_boost: float = 1.0,
         identifier_boost: float = 1.0,
         path_boost: float | None = None,
+        ann_threshold: int = 200_000,
     ) -> None:
-        if rrf_k <= 0 or candidate_depth <= 0:
+        if rrf_k <= 0 or candidate_depth <= 0 or ann_threshold <= 0:
             raise ConfigError(
-                f"rrf_k and candidate_depth must be positive, got {rrf_k} and {candidate_depth}"
+                "rrf_k, candidate_depth and ann_threshold must be positive, got "
+                f"{rrf_k}, {candidate_depth} and {ann_threshold}"
             )
         if fusion not in ("rrf", "score"):
             raise ConfigError(f"fusion must be 'rrf' or 'score', got {fusion!r}")
@@ -127,7 +137,8 @@ class SqliteBackend(SqliteSearch):
         self._lock_depth = 0
         self._fulltext_generation: str | None = None
         self._matrix_generation: str | None = None
-        self._matrix = VectorMatrix(embedder.dimension)
+        self._matrix: VectorMatrix | AnnChannel = VectorMatrix(embedder.dimension)
+        self._vectors = VectorChannels(self._path, embedder.dimension, embedder.model_id, ann_threshold)
         self._threads: ThreadPoolExecutor | None = None
         try:
             self._path.parent.mkdir(parents=True, exist_ok=True)
@@ -171,6 +182,7 @@ class SqliteBackend(SqliteSearch):
             if stored is not None:
                 self._ensure_same_embedder(stored, embedder.model_id, embedder.dimension)
             self._prepare_fulltext()
+            self._prepare_vectors()
         except BaseException:
             self.close()
             raise
@@ -254,6 +266,7 @@ class SqliteBackend(SqliteSearch):
                 return
             try:
                 self._journal.flush()
+                self._keep_vectors()
             finally:
                 try:
                     self._fulltext.release_writer()
@@ -307,6 +320,26 @@ class SqliteBackend(SqliteSearch):
                 ) from err
             # Otherwise the live writer applies its own journal.
 
+    # -- the approximate vector index (derived data, like the full-text index) -----------
+
+    def _keep_vectors(self, *, rebuild: bool = False) -> int:
+        with translated(IndexingError, f"cannot update the vector index of {self._path}"):
+            return self._vectors.upkeep(self._store, self._read_guard, rebuild=rebuild)
+
+    def _prepare_vectors(self) -> None:
+        """Build a missing or torn approximate index on open, above the threshold (like
+        the full-text index); a read-only index or a busy writer leaves exact search."""
+        if self._read_only is not None or self._vectors.usable():
+            return
+        with translated(IndexingError, f"cannot read the index {self._path}"):
+            if vector_count(self._store) < self._vectors.threshold:
+                return
+        try:
+            with self.write_lock():  # releasing the lock builds it
+                pass
+        except IndexLockedError:
+            return  # the live writer builds it when it releases the lock
+
     @property
     def read_only(self) -> str | None:
         """Why the index is open read-only (a read-only mount, a full disk), or None."""
@@ -314,6 +347,8 @@ class SqliteBackend(SqliteSearch):
 
     def status_lines(self) -> list[tuple[str, str]]:
         lines = [("full-text index", self.fulltext_state())]
+        with self._read_guard, translated(IndexingError, f"cannot read the index {self._path}"):
+            lines.append(("vector index", self._vectors.state_line(vector_count(self._reads))))
         if self._read_only is not None:
             lines.append(("access", f"read-only: {self._read_only}; searches work, syncs cannot write"))
         return lines
@@ -323,9 +358,12 @@ class SqliteBackend(SqliteSearch):
         return self._journal.state()
 
     def rebuild_fulltext(self) -> int:
-        """Rebuild the BM25 index from SQLite (``lore reindex``); returns the chunk count."""
+        """Rebuild the derived data from SQLite (``lore reindex``): the BM25 index and, at
+        or above ``ann_threshold``, the approximate vector index; returns the chunk count."""
         with self.write_lock(), self._write_guard:
-            return self._journal.rebuild()
+            count = self._journal.rebuild()
+            self._keep_vectors(rebuild=True)
+            return count
 
     # -- KnowledgeIndex ------------------------------------------------------------------
 
@@ -457,6 +495,8 @@ class SqliteBackend(SqliteSearch):
             with self._read_guard:
                 self._embedder = embedder
                 self._matrix = VectorMatrix(embedder.dimension)
+                threshold = self._vectors.threshold
+                self._vectors = VectorChannels(self._path, embedder.dimension, embedder.model_id, threshold)
                 self._matrix_generation = None
 
     # -- lifecycle -----------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """The read side of the SQLite backend (``sqlite.py``): both channels inside one search,
 filtered by labels and by the caller's access before any cut, and fused.
 
-A search runs BM25 in tantivy (``fulltext.py``) and the exact cosine scan over the
-in-memory matrix (``vector_matrix.py``) side by side, each with the label terms and the
+A search runs BM25 in tantivy (``fulltext.py``) and the vector channel (the exact
+cosine scan over the in-memory matrix, ``vector_matrix.py``, or above ``ann_threshold``
+the approximate graph, ``ann.py``; ``channels.py`` picks) side by side, each with the label terms and the
 ``AccessFilter`` applied inside it (a tantivy filter clause, a row mask before the top-k
 selection), so that a restricted document can never take a place a readable one would
 have had. Hits are looked up in SQLite by rowid, which drops chunks a concurrent sync has
@@ -21,6 +22,8 @@ import numpy as np
 
 from lore.access import AccessFilter
 from lore.backends.query_embedding import vector_or_bm25
+from lore.backends.sqlite.ann import AnnChannel
+from lore.backends.sqlite.channels import VectorChannels
 from lore.backends.sqlite.evidence import EvidenceMaker
 from lore.backends.sqlite.fulltext import FullTextIndex
 from lore.backends.sqlite.journal import FullTextJournal, translated
@@ -55,7 +58,8 @@ class SqliteSearch:
     _lock_depth: int
     _fulltext_generation: str | None
     _matrix_generation: str | None
-    _matrix: VectorMatrix
+    _matrix: VectorMatrix | AnnChannel
+    _vectors: VectorChannels
     _threads: ThreadPoolExecutor | None
     _reads: ChunkStore
     _fulltext: FullTextIndex
@@ -133,7 +137,7 @@ class SqliteSearch:
             if vector is None:
                 rankings[SearchMode.BM25.value] = self._fulltext.search(query, label_filter, depth, access)
             elif chosen is SearchMode.VECTOR:
-                hits = matrix.search(vector, label_filter, vector_depth, self._helpers(), access)
+                hits = self._vector_hits(matrix, vector, label_filter, vector_depth, access)
                 rankings[SearchMode.VECTOR.value] = hits
             else:
                 # tantivy and numpy both release the GIL: BM25 runs on a helper thread
@@ -142,7 +146,7 @@ class SqliteSearch:
                 helpers = self._helpers()
                 lexical = helpers.submit(self._fulltext.search, query, label_filter, depth, access)
                 try:
-                    vector_hits = matrix.search(vector, label_filter, vector_depth, helpers, access)
+                    vector_hits = self._vector_hits(matrix, vector, label_filter, vector_depth, access)
                 finally:
                     rankings[SearchMode.BM25.value] = lexical.result()
                 rankings[SearchMode.VECTOR.value] = vector_hits
@@ -151,6 +155,17 @@ class SqliteSearch:
             semantic = None if self._embedder.degraded else rankings.get(SearchMode.VECTOR.value)
             evidence = EvidenceMaker(self._fulltext, query, semantic)
             return Retrieval(self._passages(fused, top_k, evidence), reason)
+
+    def _vector_hits(
+        self,
+        channel: VectorMatrix | AnnChannel,
+        vector: Vectors,
+        label_filter: frozenset[str],
+        depth: int,
+        access: AccessFilter | None,
+    ) -> list[tuple[int, float]]:
+        helpers = self._helpers()
+        return self._vectors.search(channel, vector, label_filter, depth, helpers, access, self._reads)
 
     def _helpers(self) -> ThreadPoolExecutor:
         """Threads a search runs its BM25 channel and part of its vector scan on (searches
@@ -179,7 +194,7 @@ class SqliteSearch:
             raise QueryError(f"the query vector must have shape ({dimension},), got {vector.shape}")
         return vector, mode, None
 
-    def _refresh(self, *, need_vectors: bool) -> VectorMatrix:
+    def _refresh(self, *, need_vectors: bool) -> VectorMatrix | AnnChannel:
         """Catch up with changes (made in any process) since the last search."""
         generation = self._reads.generation()
         if generation not in (self._fulltext_generation, self._matrix_generation):
@@ -197,7 +212,8 @@ class SqliteSearch:
             self._fulltext_generation = generation
         if need_vectors and generation != self._matrix_generation:
             try:
-                self._matrix.refresh(self._reads)
+                # The exact matrix below ann_threshold, the approximate graph above it.
+                self._matrix = self._vectors.refresh(self._reads)
             except ValueError as err:  # blobs of another size: the embedder check was bypassed
                 raise RetrievalError(f"the vectors in {self._path} do not fit the embedder: {err}") from err
             self._matrix_generation = generation

@@ -82,9 +82,12 @@ class VectorMatrix:
     Not thread-safe: the backend refreshes and searches it under one lock.
     """
 
-    def __init__(self, dimension: int) -> None:
+    def __init__(self, dimension: int, *, keep_vectors: bool = True) -> None:
         self._dimension = dimension
-        self._buffer: Vectors = np.empty((0, dimension), dtype=np.float32)
+        #: False: rowids and postings only, the filters of the approximate channel
+        #: (``ann.py``), which must not hold a float32 copy of a large index.
+        self._keep_vectors = keep_vectors
+        self._buffer: Vectors = np.empty((0, dimension if keep_vectors else 0), dtype=np.float32)
         self._rowids: Positions = np.empty(0, dtype=np.int64)
         self._count = 0
         #: Rows of deleted chunks still in the matrix, as of the last refresh.
@@ -117,12 +120,13 @@ class VectorMatrix:
         try:
             live: int = conn.execute("SELECT COUNT(*) FROM chunk_vectors").fetchone()[0]
             last = int(self._rowids[self._count - 1]) if self._count else 0
+            columns = "chunk, vector" if self._keep_vectors else "chunk, NULL"
             added = conn.execute(
-                "SELECT chunk, vector FROM chunk_vectors WHERE chunk > ? ORDER BY chunk", (last,)
+                f"SELECT {columns} FROM chunk_vectors WHERE chunk > ? ORDER BY chunk", (last,)
             ).fetchall()
             if self._count + len(added) - live > _DEAD_FRACTION * live:
                 self._count, self._postings, self._access, last = 0, {}, {}, 0
-                added = conn.execute("SELECT chunk, vector FROM chunk_vectors ORDER BY chunk").fetchall()
+                added = conn.execute(f"SELECT {columns} FROM chunk_vectors ORDER BY chunk").fetchall()
             labels = conn.execute("SELECT term, chunk FROM chunk_labels WHERE chunk > ?", (last,)).fetchall()
             access = store.access_postings(last)
         finally:
@@ -131,20 +135,25 @@ class VectorMatrix:
         self._dead = max(0, self._count - live)
 
     def _append(
-        self, added: list[tuple[int, bytes]], labels: list[tuple[str, int]], access: Mapping[str, Positions]
+        self,
+        added: list[tuple[int, bytes | None]],
+        labels: list[tuple[str, int]],
+        access: Mapping[str, Positions],
     ) -> None:
         if not added:
             return
         start, end = self._count, self._count + len(added)
         if end > len(self._buffer):
             capacity = max(end, 2 * len(self._buffer))
-            buffer = np.empty((capacity, self._dimension), dtype=np.float32)
+            buffer = np.empty((capacity, self._buffer.shape[1]), dtype=np.float32)
             buffer[:start] = self._buffer[:start]
             rowids = np.empty(capacity, dtype=np.int64)
             rowids[:start] = self._rowids[:start]
             self._buffer, self._rowids = buffer, rowids
-        blob = b"".join(vector for _, vector in added)
-        self._buffer[start:end] = np.frombuffer(blob, dtype=np.float32).reshape(len(added), self._dimension)
+        if self._keep_vectors:
+            blob = b"".join(vector for _, vector in added if vector is not None)
+            shape = (len(added), self._dimension)
+            self._buffer[start:end] = np.frombuffer(blob, dtype=np.float32).reshape(shape)
         new_rowids = np.fromiter((rowid for rowid, _ in added), dtype=np.int64, count=len(added))
         self._rowids[start:end] = new_rowids
         self._count = end
@@ -153,6 +162,12 @@ class VectorMatrix:
             by_term[term].append(rowid)
         _add_postings(self._postings, by_term, new_rowids, start)
         _add_postings(self._access, access, new_rowids, start)
+
+    def allowed_rowids(self, label_filter: frozenset[str], access: AccessFilter | None) -> Positions | None:
+        """Rowids (ascending) of rows passing every filter term and ``access``; None
+        means no filter. Rows of chunks deleted since the last refresh may be among them."""
+        allowed = self._allowed(label_filter, access)
+        return None if allowed is None else self.rowids[allowed]
 
     def _allowed(self, label_filter: frozenset[str], access: AccessFilter | None) -> Positions | None:
         """Row positions passing every filter term and ``access``; None means no filter."""

@@ -1,0 +1,261 @@
+"""A million chunks on the embedded default: the approximate vector channel against the
+exact scan and LanceDB, in one run (issue 15, section 1).
+
+    .venv/bin/python bench/perf_million.py [--scale 1000000] [--queries 200] [--work /tmp/lore-ann]
+
+Phases, each skipped when its result is already in ``--work`` (build once, measure often);
+``--threshold`` is the ``ann_threshold`` of the graph runs (below the scale, to measure
+the graph on a smaller index):
+
+1. ``build``: the synthetic corpus (``_synthetic.py``) ingested through ``upsert`` under
+   ``write_lock`` with the graph off, then the graph built on open (``_prepare_vectors``),
+   so the two rates are reported apart; ``update``: 1% more chunks upserted and as many
+   deleted, then the graph brought up to date (what a sync does when it releases its lock).
+2. ``serve``: a fresh process that holds no corpus text opens the index as a server would
+   and runs the queries, with precomputed vectors (query embedding excluded): hybrid,
+   vector and bm25 through ``search``; vector recall@10 against an exact scan of the same
+   stored vectors; its resident memory (VmRSS, VmHWM) after the queries. Run once with
+   the graph (default ``ann_threshold``) and once forced exact (``ann_threshold`` above
+   the count), each in its own process, so each RSS is its own.
+3. ``lancedb``: the same vectors and texts in LanceDB (its own process), hybrid queries.
+
+The load average is printed beside the figures: 8 engineers share these 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import numpy as np
+from _cells import PrecomputedQueries
+from _synthetic import Corpus, documents, generate
+
+from lore.backends.sqlite import SqliteBackend
+from lore.models import SearchMode
+
+TOP_K = 10
+NEVER = 10**12
+
+
+def _memory() -> dict[str, float]:
+    found: dict[str, float] = {}
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(("VmRSS", "VmHWM")):
+                found[line.split(":")[0]] = int(line.split()[1]) / 1024
+    return found
+
+
+def _percentiles(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+    return {"p50": statistics.median(ordered), "p95": ordered[round(0.95 * (len(ordered) - 1))]}
+
+
+def build(work: Path, scale: int, threshold: int) -> dict[str, float]:
+    folder = work / f"corpus-{scale}"
+    if not (folder / "texts.jsonl").exists():
+        generate(scale).save(folder)
+    corpus = Corpus.load(folder)
+    db = work / f"index-{scale}" / "lore.db"
+    embedder = PrecomputedQueries(corpus.queries, corpus.query_vectors)
+    figures: dict[str, float] = {}
+    started = time.perf_counter()
+    with SqliteBackend(db, embedder, ann_threshold=NEVER) as backend, backend.write_lock():
+        backend.check_embedder(embedder.model_id, embedder.dimension)
+        for document, chunks, vectors in documents(corpus):
+            backend.upsert(document, chunks, vectors)
+    figures["ingest_chunks_per_s"] = len(corpus) / (time.perf_counter() - started)
+    started = time.perf_counter()
+    SqliteBackend(db, embedder, ann_threshold=threshold).close()  # builds the graph on open
+    figures["graph_vectors_per_s"] = len(corpus) / (time.perf_counter() - started)
+    return figures
+
+
+def update(work: Path, scale: int, threshold: int) -> dict[str, float]:
+    """1% of the documents upserted again, in one sync: each replaces its chunks (new
+    rows added, the old ones deleted), then the graph catches up as the lock is released."""
+    corpus = Corpus.load(work / f"corpus-{scale}", scale // 100)
+    db = work / f"index-{scale}" / "lore.db"
+    embedder = PrecomputedQueries(corpus.queries, corpus.query_vectors)
+    started = time.perf_counter()
+    changed = 0
+    with SqliteBackend(db, embedder, ann_threshold=threshold) as backend, backend.write_lock():
+        for document, chunks, vectors in documents(corpus):
+            backend.upsert(document, chunks, vectors)
+            changed += len(chunks)
+    return {"update_chunks_per_s": changed / (time.perf_counter() - started)}
+
+
+def serve(work: Path, scale: int, queries: int, threshold: int) -> dict[str, float]:
+    corpus = Corpus.load(work / f"corpus-{scale}", 0)
+    texts, vectors = corpus.queries[:queries], corpus.query_vectors[:queries]
+    db = work / f"index-{scale}" / "lore.db"
+    embedder = PrecomputedQueries(corpus.queries, corpus.query_vectors)
+    figures: dict[str, float] = {}
+    with SqliteBackend(db, embedder, ann_threshold=threshold) as backend:
+        started = time.perf_counter()
+        backend.search(texts[0], top_k=TOP_K, mode=SearchMode.HYBRID, query_vector=vectors[0])
+        figures["first_search_s"] = time.perf_counter() - started
+        samples: dict[str, list[float]] = {mode.value: [] for mode in backend.modes}
+        found: list[list[str]] = []
+        for i in range(queries):
+            for mode in backend.modes:
+                started = time.perf_counter()
+                hits = backend.search(texts[i], top_k=TOP_K, mode=mode, query_vector=vectors[i])
+                samples[mode.value].append((time.perf_counter() - started) * 1000)
+                if mode is SearchMode.VECTOR:
+                    found.append([p.chunk_id for p in hits])
+        for mode, timings in samples.items():
+            for name, value in _percentiles(timings).items():
+                figures[f"{mode}_{name}_ms"] = value
+        figures.update(_memory())
+        channel = type(backend._refresh(need_vectors=True)).__name__
+    exact = _exact_top(work, scale, queries)
+    figures["recall_at_10"] = float(
+        np.mean([len(set(f) & set(e)) / TOP_K for f, e in zip(found, exact, strict=True)])
+    )
+    figures["channel_is_graph"] = float(channel == "AnnChannel")
+    return figures
+
+
+def _exact_top(work: Path, scale: int, queries: int) -> list[list[str]]:
+    """The chunk ids an exact scan of the stored vectors returns (read straight from SQLite)."""
+    import sqlite3
+
+    cached = work / f"exact-{scale}-{queries}.json"
+    if cached.exists():
+        loaded: list[list[str]] = json.loads(cached.read_text())
+        return loaded
+    asked = np.load(work / f"corpus-{scale}" / "query_vectors.npy")[:queries]
+    conn = sqlite3.connect(work / f"index-{scale}" / "lore.db")
+    best_ids: list[list[int]] = [[] for _ in asked]
+    best_scores: list[list[float]] = [[] for _ in asked]
+    cursor = conn.execute("SELECT chunk, vector FROM chunk_vectors")
+    while block := cursor.fetchmany(50_000):
+        ids = np.array([r for r, _ in block])
+        matrix = np.frombuffer(b"".join(b for _, b in block), dtype=np.float32).reshape(len(block), -1)
+        scores = asked @ matrix.T
+        for q in range(len(asked)):
+            merged_ids = np.concatenate([best_ids[q], ids]).astype(np.int64)
+            merged = np.concatenate([best_scores[q], scores[q]])
+            keep = np.argsort(-merged)[:TOP_K]
+            best_ids[q], best_scores[q] = merged_ids[keep].tolist(), merged[keep].tolist()
+    names = []
+    for rowids in best_ids:
+        marks = ",".join("?" * len(rowids))
+        rows = dict(conn.execute(f"SELECT id, chunk_id FROM chunks WHERE id IN ({marks})", rowids).fetchall())
+        names.append([rows[r] for r in rowids])
+    cached.write_text(json.dumps(names))
+    return names
+
+
+def lancedb(work: Path, scale: int, queries: int) -> dict[str, float]:
+    import lancedb as lance
+    import pyarrow as pa
+
+    corpus = Corpus.load(work / f"corpus-{scale}")
+    target = work / f"lancedb-{scale}"
+    database = lance.connect(str(target))
+    figures: dict[str, float] = {}
+    if "chunks" not in database.table_names():
+        started = time.perf_counter()
+        table = None
+        for start in range(0, len(corpus), 100_000):
+            end = min(len(corpus), start + 100_000)
+            batch = pa.table(
+                {
+                    "id": pa.array(range(start, end)),
+                    "text": pa.array(corpus.texts[start:end]),
+                    "vector": pa.FixedSizeListArray.from_arrays(
+                        pa.array(np.asarray(corpus.vectors[start:end]).ravel()), corpus.vectors.shape[1]
+                    ),
+                }
+            )
+            table = database.create_table("chunks", batch) if table is None else table
+            if start:
+                table.add(batch)
+        assert table is not None
+        table.create_index(metric="cosine", index_type="IVF_PQ", num_partitions=256, num_sub_vectors=48)
+        table.create_fts_index("text")
+        figures["build_s"] = time.perf_counter() - started
+    table = database.open_table("chunks")
+    timings = []
+    for i in range(queries):
+        started = time.perf_counter()
+        (
+            table.search(query_type="hybrid")
+            .vector(corpus.query_vectors[i])
+            .text(corpus.queries[i])
+            .limit(TOP_K)
+            .to_list()
+        )
+        timings.append((time.perf_counter() - started) * 1000)
+    figures.update({f"hybrid_{k}_ms": v for k, v in _percentiles(timings).items()})
+    figures.update(_memory())
+    return figures
+
+
+def _worker(args: argparse.Namespace, phase: str, *extra: str) -> dict[str, float]:
+    command = [sys.executable, __file__, "--scale", str(args.scale), "--queries", str(args.queries)]
+    command += ["--work", str(args.work), "--phase", phase, *extra]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode:
+        print(done.stderr[-2000:], file=sys.stderr)
+        return {}
+    figures: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    print(phase, *extra, figures, f"load {os.getloadavg()[0]:.1f}", flush=True)
+    return figures
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--scale", type=int, default=1_000_000)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--work", type=Path, default=Path("/tmp/lore-ann"))
+    parser.add_argument("--phase", choices=["build", "update", "serve", "lancedb"])
+    parser.add_argument("--threshold", type=int, default=200_000, help="ann_threshold of the graph runs")
+    parser.add_argument("--skip", default="", help="phases to leave out, comma-separated")
+    args = parser.parse_args()
+    if args.phase == "build":
+        print(json.dumps(build(args.work, args.scale, args.threshold)))
+    elif args.phase == "update":
+        print(json.dumps(update(args.work, args.scale, args.threshold)))
+    elif args.phase == "serve":
+        print(json.dumps(serve(args.work, args.scale, args.queries, args.threshold)))
+    elif args.phase == "lancedb":
+        print(json.dumps(lancedb(args.work, args.scale, args.queries)))
+    else:
+        skip = set(args.skip.split(","))
+        threshold = ["--threshold", str(args.threshold)]
+        built_file = args.work / f"built-{args.scale}.json"
+        if not built_file.exists():
+            built_file.write_text(json.dumps(_worker(args, "build", *threshold)))
+        built = json.loads(built_file.read_text())
+        marker = args.work / f"updated-{args.scale}.json"
+        if not marker.exists():
+            marker.write_text(json.dumps(_worker(args, "update", *threshold)))
+        built.update(json.loads(marker.read_text()))
+        graph = _worker(args, "serve", *threshold)
+        exact = {} if "exact" in skip else _worker(args, "serve", "--threshold", str(NEVER))
+        lance = {} if "lancedb" in skip else _worker(args, "lancedb")
+        print(
+            f"\n{args.scale:,} chunks, {args.queries} queries, "
+            f"load average {os.getloadavg()[0]:.1f} on 2 cores"
+        )
+        print(json.dumps({"build": built, "graph": graph, "exact": exact, "lancedb": lance}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
