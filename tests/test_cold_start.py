@@ -28,7 +28,7 @@ HEAVY = ("torch", "transformers", "sentence_transformers")
 #: scanner package (its patterns come from a cache), the chunker (sync only; the Markdown
 #: parser comes later, for the human output alone), OpenVINO's model converter (a cached
 #: model is only compiled), the reference JSON Schema validator.
-NEEDLESS = ("detect_secrets", "jsonschema", "lore.chunking", "openvino.tools.ovc")
+NEEDLESS = ("detect_secrets", "jsonschema", "lore.chunking", "openvino.tools.ovc", "usearch")
 
 
 def test_every_command_is_mapped_to_the_module_that_registers_it() -> None:

@@ -34,10 +34,11 @@ import sqlite3
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
-from usearch.index import Index
 
 from lore.access import AccessFilter
 from lore.backends.sqlite.store import ChunkStore
@@ -45,6 +46,9 @@ from lore.backends.sqlite.vector_matrix import Positions, VectorMatrix
 from lore.errors import IndexingError
 from lore.protocols import Vectors
 from lore.sources.stored import fsync_dir, write_atomic
+
+if TYPE_CHECKING:
+    from usearch.index import Index
 
 LAYOUT = 1
 STATE = "state.json"
@@ -112,7 +116,7 @@ class AnnFiles:
         try:
             if graph.stat().st_size != state.size:
                 raise TornIndexError(f"{graph} is {graph.stat().st_size} bytes, not {state.size}")
-            index = Index.restore(str(graph))
+            index: Index = _usearch().Index.restore(str(graph))
             keys = np.load(self.directory / state.keys)
         except (OSError, ValueError, RuntimeError) as err:
             raise TornIndexError(f"cannot read the vector index {graph}: {err}") from err
@@ -157,7 +161,7 @@ class AnnChannel:
         self._model_id = model_id
         self.files = files
         self._filters = VectorMatrix(dimension, keep_vectors=False)
-        self._index = Index(
+        self._index: Index = _usearch().Index(
             ndim=dimension, metric="cos", dtype="i8", connectivity=CONNECTIVITY, expansion_add=EXPANSION_ADD
         )
         self._keys: npt.NDArray[np.int64] = np.empty(0, dtype=np.int64)
@@ -288,3 +292,12 @@ def _exact(
     best = np.argpartition(-values, top - 1)[:top] if top < len(values) else np.arange(len(values))
     best = best[np.lexsort((ids[best], -values[best]))]
     return list(zip(ids[best].tolist(), values[best].tolist(), strict=True))
+
+
+def _usearch() -> ModuleType:
+    """``usearch.index``, imported only once an index is this large. Imported before a model
+    conversion (``lore.embedders.openvino_runtime``: a first sync) it makes PyTorch's
+    tracing of the model take minutes instead of seconds; a small index never needs it."""
+    import usearch.index
+
+    return usearch.index
