@@ -29,6 +29,7 @@ from lore.confidence import Confidence
 from lore.config import LoreSettings, SafetySettings, load_settings
 from lore.errors import BackendUnavailableError, ConfigError, QueryError
 from lore.models import SOURCE_TYPE_LABEL, Evidence, Passage, SearchMode, filter_terms, label_terms
+from lore.protocols import Retrieval
 from lore.safety.audit import AuditEntry, AuditHit, JsonlAuditLog, MemoryAuditLog
 from lore.safety.cap import cap_passages, cap_text
 from lore.testing import add_document
@@ -965,3 +966,37 @@ async def test_min_confidence_none_shows_every_answer(tmp_path: Path) -> None:
     assert medium.passages == []
     assert medium.metadata is not None
     assert medium.metadata.no_match
+
+
+class FallbackAnswering(ListRetriever):
+    """Answers as a ``[fallback]`` retriever does while its primary is down."""
+
+    async def retrieve_detailed(
+        self,
+        query: str,
+        *,
+        top_k: int = 8,
+        labels: Mapping[str, str] | None = None,
+        mode: SearchMode | None = None,
+        access: AccessFilter | None = None,
+    ) -> Retrieval:
+        found = await self.retrieve(query, top_k=top_k, labels=labels, mode=mode, access=access)
+        return Retrieval(found, "the primary index is unreachable", served_by="fallback:sqlite")
+
+
+async def test_runbook_for_alert_says_when_the_fallback_answered(tmp_path: Path) -> None:
+    """Degraded is not empty on both tools: the alert lookup's answer from the fallback
+    says so as knowledge_search's does."""
+    from lore.alerts.tool import RunbookForAlert
+
+    found = passage("etcdNoLeader: the members cannot elect a leader.", title="etcdNoLeader")
+    search = KnowledgeSearch(
+        FallbackAnswering([found]), settings=settings(tmp_path), audit=MemoryAuditLog(), min_confidence=None
+    )
+    answer = await RunbookForAlert(search).run({"labels": {"alertname": "etcdNoLeader"}})
+    assert answer.passages
+    metadata = answer.result.metadata
+    assert metadata is not None
+    assert metadata.degraded is True
+    assert metadata.degraded_reason == "the primary index is unreachable"
+    assert metadata.served_by == "fallback:sqlite"

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from urllib.parse import unquote, urlsplit
@@ -32,7 +32,7 @@ from lore.alerts.parse import Alert, AlertQuery, clean_text
 from lore.confidence import Confidence, passage_confidence
 from lore.config import AlertSettings, LoreSettings, RunbookUrlRule
 from lore.models import LABEL_VALUE_SEPARATOR, SECTION_SEPARATOR, SOURCE_LABEL, Passage, SearchMode
-from lore.protocols import KnowledgeRetriever
+from lore.protocols import KnowledgeRetriever, ReportingRetriever
 
 #: Candidates asked of the retriever per search.
 DEPTH = 40
@@ -172,6 +172,35 @@ def _label_matches(passage: Passage, alert: Alert, boost: Sequence[str]) -> dict
     return matched
 
 
+@dataclass
+class RetrievalReport:
+    """What the retrievals of one lookup said about themselves: why any was degraded (the
+    query could not be embedded, the ``[fallback]`` index answered) and which index
+    answered, so the alert tool's answer says it as ``knowledge_search``'s does."""
+
+    degraded_reason: str | None = None
+    served_by: str | None = None
+
+    async def retrieve(
+        self,
+        retriever: KnowledgeRetriever,
+        query: str,
+        *,
+        top_k: int,
+        access: AccessFilter | None,
+        mode: SearchMode | None = None,
+        labels: Mapping[str, str] | None = None,
+    ) -> list[Passage]:
+        if not isinstance(retriever, ReportingRetriever):
+            return await retriever.retrieve(query, top_k=top_k, labels=labels, mode=mode, access=access)
+        found = await retriever.retrieve_detailed(query, top_k=top_k, labels=labels, mode=mode, access=access)
+        self.degraded_reason = self.degraded_reason or found.degraded_reason
+        # Served by the fallback if any retrieval of the lookup was.
+        if found.served_by and (self.served_by is None or found.served_by.startswith("fallback:")):
+            self.served_by = found.served_by
+        return found.passages
+
+
 class _Collector:
     """Hits of one alert, by chunk id."""
 
@@ -185,27 +214,31 @@ class _Collector:
 
 
 async def _for_alert(
-    alert: Alert, retriever: KnowledgeRetriever, settings: LoreSettings, access: AccessFilter | None
+    alert: Alert,
+    retriever: KnowledgeRetriever,
+    settings: LoreSettings,
+    access: AccessFilter | None,
+    report: RetrievalReport,
 ) -> dict[str, AlertHit]:
     collected = _Collector()
     text = clean_text(alert.text)
     name = alert.alertname
     if text:
-        found = await retriever.retrieve(text, top_k=DEPTH, access=access)
+        found = await report.retrieve(retriever, text, top_k=DEPTH, access=access)
         for rank, hit in enumerate(collected.add(found), start=1):
             hit.text_rank = rank
     if name:
         # The name is an identifier: BM25's identifier field matches it whole.
         mode = SearchMode.BM25 if SearchMode.BM25 in retriever.modes else None
-        found = await retriever.retrieve(name, top_k=DEPTH, mode=mode, access=access)
+        found = await report.retrieve(retriever, name, top_k=DEPTH, mode=mode, access=access)
         for rank, hit in enumerate(collected.add(found), start=1):
             collected.name_rank[hit.passage.chunk_id] = rank
     target = runbook_target(alert.runbook_url, settings) if alert.runbook_url else None
     if target is not None:
         words = " ".join(part for part in (target.anchor or "", name or "", text) if part).replace("-", " ")
         labels = {SOURCE_LABEL: target.source} if target.source else None
-        found = await retriever.retrieve(
-            words or target.stem, top_k=DEPTH, labels=labels, access=access
+        found = await report.retrieve(
+            retriever, words or target.stem, top_k=DEPTH, labels=labels, access=access
         )
         for rank, hit in enumerate(collected.add(found), start=1):
             collected.annotation_rank[hit.passage.chunk_id] = rank
@@ -269,14 +302,17 @@ async def find_runbooks(
     settings: LoreSettings,
     top_k: int,
     access: AccessFilter | None = None,
+    report: RetrievalReport | None = None,
 ) -> list[AlertHit]:
     """The best ``top_k`` passages over every alert of the notification; a passage that
     answers several alerts is listed once, with all of them, so alerts sharing a runbook
     come out grouped under it. ``access``: what the caller may read, filtered inside
-    every retrieval (``lore.access``)."""
+    every retrieval (``lore.access``). ``report`` collects what the retrievals said about
+    themselves (degraded, served by the fallback)."""
+    report = report if report is not None else RetrievalReport()
     merged: dict[str, AlertHit] = {}
     for alert in query.alerts:
-        for chunk, hit in (await _for_alert(alert, retriever, settings, access)).items():
+        for chunk, hit in (await _for_alert(alert, retriever, settings, access, report)).items():
             known = merged.get(chunk)
             if known is None:
                 merged[chunk] = hit

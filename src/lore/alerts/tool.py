@@ -17,7 +17,14 @@ from typing import Any
 import fastjsonschema
 
 from lore.access import Principal, access_filter
-from lore.alerts.lookup import AlertHit, RunbookGroup, answer_confidence, find_runbooks, groups
+from lore.alerts.lookup import (
+    AlertHit,
+    RetrievalReport,
+    RunbookGroup,
+    answer_confidence,
+    find_runbooks,
+    groups,
+)
 from lore.alerts.parse import AlertQuery, from_pairs, parse_payload, parse_text, redact_query
 from lore.confidence import Confidence
 from lore.errors import QueryError
@@ -180,9 +187,10 @@ class RunbookForAlert:
 
         async def retrieve(request: SearchRequest) -> Retrieved:
             retriever = self._search.retriever
-            hits = await find_runbooks(state["query"], retriever, settings, request.top_k, access)
+            report = RetrievalReport()
+            hits = await find_runbooks(state["query"], retriever, settings, request.top_k, access, report)
             state["hits"] = hits
-            return [hit.passage for hit in hits], False, None, None
+            return [hit.passage for hit in hits], False, report.degraded_reason, report.served_by
 
         def judge(passage: Passage) -> Confidence:
             verdicts = {hit.passage.chunk_id: hit.confidence for hit in state["hits"]}
