@@ -293,7 +293,10 @@ async def test_the_tool_filters_by_principal_and_audits_it(
     with SqliteBackend(tmp_path / "lore.db", embedder) as index:
         await _sync(sources, index, embedder)
         audit = MemoryAuditLog()
-        settings = LoreSettings(audit_path=tmp_path / "audit.jsonl", safety=SafetySettings())
+        # Every passage shown: this is about who sees what, not the "no match" verdict.
+        settings = LoreSettings(
+            audit_path=tmp_path / "audit.jsonl", safety=SafetySettings(), min_confidence="none"
+        )
         search = KnowledgeSearch(index, settings=settings, audit=audit, reranker=None)
         as_viewer = await search.run({"query": "failover replication", "top_k": 5}, principal=VIEWER)
         as_dba = await search.run({"query": "failover replication", "top_k": 5}, principal=DBA)

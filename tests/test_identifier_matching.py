@@ -47,6 +47,10 @@ def test_path_text() -> None:
     # A benchmark's numeric ids and dated folders are not words anyone searches for.
     assert lexical.path_text("beir://4983") == ""
     assert lexical.path_text("file://pm/2026/07/etcd.v2") == "pm etcd"
+    # A postmortem's date is not a name: 10.0.0.1 must not match the 10 of 2025-10-03.
+    assert lexical.path_text("file://pm/2025-10-03-certificate-expiry.md") == "pm certificate-expiry"
+    assert lexical.path_text("file://pm/incident_20250103.md") == "pm incident"
+    assert lexical.path_text("file://kb/err-1234-idempotency.md") == "kb err-1234-idempotency"
 
 
 @given(st.lists(_WORD, min_size=2, max_size=5), st.sampled_from(["-", "_", "."]))

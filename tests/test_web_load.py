@@ -64,8 +64,10 @@ async def test_concurrent_searches_all_answer_while_a_sync_is_writing(tmp_path: 
             embedder.release.set()
             for answer in answers:
                 assert answer.status_code == 200, answer.text
-                assert answer.json()["error"] is None
-                assert answer.json()["passages"]
+                body = answer.json()
+                assert body["error"] is None
+                # An answer each: passages, or the verdict that none of them matches well.
+                assert body["passages"] or body["metadata"]["no_match"], body
 
             async def finished() -> bool:
                 history = (await admin.get("/v1/sync")).json()["history"]

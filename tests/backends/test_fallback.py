@@ -283,7 +283,7 @@ def test_cli_sync_status_and_search_through_an_outage(tmp_path: Path, running: C
     assert "keyword fallback" in data["metadata"]["degraded_reason"]
     human = cli(config, "search", "etcd quorum")
     assert human.returncode == 0, human.stderr
-    assert "served by fallback:sqlite" in human.stdout
+    assert "served by fallback:sqlite" in " ".join(human.stdout.split())
     assert "the primary index (pgvector) is unreachable" in " ".join(human.stdout.split())
 
 

@@ -146,14 +146,21 @@ def path_text(uri: str) -> str:
     """A document's address as searchable text: the uri without its scheme and file
     extension, one name per path segment (``file://gitlab/docs/patroni/patroni-lag.md`` ->
     "gitlab docs patroni patroni-lag"). Segments without a letter (``beir://4983``, dates)
-    are left out: a number in a query should not match a document's id."""
+    are left out, and so are dates inside a name (``2025-10-03-certificate-expiry`` ->
+    "certificate-expiry", as postmortems are named): a number in a query (``10.0.0.1``)
+    should not match a document's id or the day it was written."""
     _, _, rest = uri.partition("://")
     segments = [segment for segment in (rest or uri).split("?")[0].split("#")[0].split("/") if segment]
     if segments:
         stem, dot, extension = segments[-1].rpartition(".")
         if dot and stem and extension.isalnum() and len(extension) <= 5:
             segments[-1] = stem
-    return " ".join(segment for segment in segments if _HAS_LETTER.search(segment))
+    named = (_DATE.sub("", segment).strip("-_. ") for segment in segments)
+    return " ".join(segment for segment in named if _HAS_LETTER.search(segment))
+
+
+#: A calendar date in a file or folder name, with the separator that joins it to the rest.
+_DATE = re.compile(r"(?<![0-9])(?:19|20)\d\d[-_.]?[01]\d[-_.]?[0-3]\d(?![0-9])[-_.]?")
 
 
 #: A Go-template reference (``{{ $labels.instance }}``, ``{{ $value | humanize }}``): a
