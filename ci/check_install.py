@@ -38,6 +38,8 @@ NEEDS_EXTRA = {
     "lore.backends.pgvector.schema": "pgvector",
     "lore.backends.pgvector": "pgvector",
     "lore.backends.pgvector.backend": "pgvector",
+    "lore.backends.pgvector.bm25": "pgvector",
+    "lore.backends.pgvector.events": "pgvector",
     "lore.backends.qdrant": "qdrant",
     "lore.backends.qdrant.backend": "qdrant",
     "lore.backends.qdrant.layout": "qdrant",
@@ -48,6 +50,8 @@ NEEDS_EXTRA = {
     "lore.integrations.adk": "adk",
     "lore.integrations.langchain": "langchain",
     "lore.mcp_server": "mcp",
+    # /metrics of lore serve and lore mcp --http (prometheus-client, in both extras)
+    "lore.metrics": "mcp",
     # lore serve's web layer (FastAPI); lore.web.tokens and lore.web.managed are base
     "lore.web.app": "serve",
     "lore.web.auth": "serve",
@@ -55,6 +59,8 @@ NEEDS_EXTRA = {
     "lore.web.mcp_mount": "serve",
     "lore.web.problems": "serve",
     "lore.web.routes_documents": "serve",
+    "lore.web.routes_events": "serve",
+    "lore.web.routes_metrics": "serve",
     "lore.web.routes_search": "serve",
     "lore.web.routes_session": "serve",
     "lore.web.routes_sources": "serve",
@@ -65,6 +71,7 @@ NEEDS_EXTRA = {
     "lore.testing.conformance": "dev",
     "lore.testing.access_conformance": "dev",
     "lore.testing.run_history": "dev",
+    "lore.testing.event_store": "dev",
     "lore.testing.source_conformance": "dev",
 }
 
@@ -100,13 +107,26 @@ def installed_lore() -> Path:
     return location
 
 
+def _lore_modules(path: list[str], prefix: str = "lore.") -> list[pkgutil.ModuleInfo]:
+    """Every module below ``path``, found without importing any (``pkgutil.walk_packages``
+    imports each package to look inside it, and a backend package of a missing extra
+    refuses to be imported: that is what NEEDS_EXTRA says)."""
+    found = []
+    for info in pkgutil.iter_modules(path, prefix):
+        found.append(info)
+        if info.ispkg:
+            folder = Path(getattr(info.module_finder, "path", "")) / info.name.rsplit(".", 1)[-1]
+            found.extend(_lore_modules([str(folder)], info.name + "."))
+    return found
+
+
 def check_imports(extras: set[str]) -> list[str]:
     """Import every lore module the installed extras support; the failures, one line each."""
     import lore
 
     failures = []
     count = 0
-    for module in pkgutil.walk_packages(lore.__path__, prefix="lore."):
+    for module in _lore_modules(lore.__path__):
         extra = NEEDS_EXTRA.get(module.name)
         if extra is not None and extra not in extras:
             continue
