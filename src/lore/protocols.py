@@ -248,6 +248,14 @@ class QueryWarmUp(Protocol):
 
 
 @runtime_checkable
+class Closing(Protocol):
+    """Optional capability of a retriever that holds connections or files (every
+    ``KnowledgeIndex``, the ``[fallback]`` retriever): whoever opened it closes it."""
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
 class Checkpointing(Protocol):
     """Optional capability of an index with a write-ahead log: sync calls ``checkpoint``
     between groups of documents, so the log of a long first sync stays small instead of

@@ -219,8 +219,7 @@ def _search(
     search_mode: SearchMode | None,
     correlation: dict[str, Any] | None = None,
 ) -> ToolResult:
-    from lore.backends.fallback import FallbackRetriever
-    from lore.protocols import KnowledgeIndex
+    from lore.protocols import Closing
     from lore.tool.core import KnowledgeSearch
 
     retriever = _open_retriever(current, embedder)
@@ -240,7 +239,7 @@ def _search(
         if empty and _index_is_empty(retriever, current):
             raise ConfigError("the index is empty: run `lore sync` first")
     finally:
-        if isinstance(retriever, KnowledgeIndex | FallbackRetriever):
+        if isinstance(retriever, Closing):
             retriever.close()
     return result
 
