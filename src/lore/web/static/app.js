@@ -132,6 +132,9 @@ function applyRole() {
 }
 
 function showSignedIn() {
+  // Hiding the form does not move focus off the token field at once (the browser fixes focus up
+  // later); until it does, keys go to a hidden field and "/" would not reach the search box.
+  if ($("signin").contains(document.activeElement)) document.activeElement.blur();
   $("signin").hidden = true;
   $("app").hidden = false;
   $("nav").hidden = false;
@@ -191,7 +194,8 @@ function wireSearch() {
   document.addEventListener("keydown", (event) => {
     if (event.key !== "/" || event.ctrlKey || event.metaKey || event.altKey) return;
     const target = event.target;
-    if (target.closest && target.closest("input, textarea, select, [contenteditable]")) return;
+    const typing = target.closest && target.closest("input, textarea, select, [contenteditable]");
+    if (typing && !typing.closest("[hidden]")) return;
     if ($("app").hidden) return;
     event.preventDefault();
     $("q").focus();
