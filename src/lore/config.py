@@ -416,6 +416,8 @@ _CONFIG_FILE_FOR_LOAD: dict[str, Path | None] = {"path": None}
 def find_config_file(explicit: str | os.PathLike[str] | None = None) -> Path | None:
     if explicit is not None:
         path = Path(explicit)
+        if path.is_dir():
+            raise ConfigError(f"config file {path} is a directory: name the lore.toml inside it")
         if not path.is_file():
             raise ConfigError(f"config file not found: {path}")
         return path
@@ -468,7 +470,14 @@ def _describe_error(error: ErrorDetails, where: str) -> str:
         valid = [name for name in model.model_fields if name != "config_file"]
         return f"{origin}: {unknown_key_message(str(loc[-1]), valid, table)}"
     field = ".".join(str(part) for part in loc) or "settings"
-    return f"{origin}: {field}: {error['msg']}"
+    return f"{origin}: {field}: {field_problem(error)}"
+
+
+def field_problem(error: ErrorDetails) -> str:
+    """pydantic's message, except where it names a Python class instead of what to write."""
+    if error["type"] == "path_type":
+        return f"should be a path, written as a string, not {error['input']!r}"
+    return error["msg"]
 
 
 def _model_at(loc: Sequence[int | str]) -> tuple[type[BaseModel], str | None]:

@@ -32,9 +32,11 @@ INTERRUPTED_EXIT = 130
 
 def print_error(message: str, *, prefix: str = "error: ") -> None:
     """One line on stderr. The message is plain text, never markup: it quotes config
-    (``[[sources]]``), paths and queries, whose brackets rich would otherwise eat."""
+    (``[[sources]]``), paths and queries, whose brackets rich would otherwise eat. A
+    driver's message may span lines (libpq adds an indented hint, PyYAML a caret under the
+    input); they are joined so that scripts and log lines get one line per error."""
     line = Text(prefix, style="red")
-    line.append(message)
+    line.append(" ".join(part.strip() for part in message.strip().splitlines() if part.strip()))
     err_console.print(line, highlight=False, soft_wrap=True)
 
 

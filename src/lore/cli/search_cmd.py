@@ -139,6 +139,17 @@ def _index_is_empty(retriever: KnowledgeRetriever, current: LoreSettings) -> boo
     return retriever.get_state(LAST_SYNC_KEY) is None
 
 
+def _empty_index_message(retriever: KnowledgeRetriever) -> str:
+    from lore.protocols import KnowledgeIndex
+    from lore.sync import LAST_SYNC_KEY
+
+    if isinstance(retriever, KnowledgeIndex) and retriever.get_state(LAST_SYNC_KEY) is not None:
+        # "run lore sync first" to someone who just did sends them round in a circle
+        return ("the index is empty: the last `lore sync` found no documents in the configured "
+                "sources; check each source's path and include/exclude globs in lore.toml")
+    return "the index is empty: run `lore sync` first"
+
+
 @app.command("search")
 def search_command(
     query: Annotated[str, typer.Argument(help="What to look for: a question, an alert name, an error.")],
@@ -237,7 +248,7 @@ def _search(
         no_match = result.metadata is not None and result.metadata.no_match
         empty = result.error is None and not result.passages and not no_match
         if empty and _index_is_empty(retriever, current):
-            raise ConfigError("the index is empty: run `lore sync` first")
+            raise ConfigError(_empty_index_message(retriever))
     finally:
         if isinstance(retriever, Closing):
             retriever.close()

@@ -169,6 +169,8 @@ def sync_command(
     console.print(_summary(report))
     if report.rechunked:
         console.print("chunking settings changed since the last sync: every document was re-chunked")
+    for name in _empty_folders(current, report):
+        say(f"source {name!r} listed no documents: check its path and include/exclude globs in lore.toml")
     for name in report.skipped_sources:
         why = 'visibility is restricted and no access list says who may read it (access = ["group"])'
         console.print(f"skipped source [bold]{name}[/bold]: {escape(why)}", highlight=False)
@@ -187,6 +189,14 @@ def sync_command(
             console.print(f"  {failure.source}: {where}: {failure.reason}", highlight=False, markup=False)
     if report.failures or report.refused_prunes:
         raise typer.Exit(1)
+
+
+def _empty_folders(current: LoreSettings, report: SyncReport) -> list[str]:
+    """Folder sources whose complete listing found nothing: a wrong path or glob, said so,
+    rather than a summary of zeros that reads like success. (A git or Confluence source
+    lists only what changed, so zero there is the normal case of an unchanged source.)"""
+    folders = {config.name for config in current.sources if config.type == "filesystem"}
+    return [run.source for run in report.sources if run.source in folders and run.complete and run.seen == 0]
 
 
 def _watch(current: LoreSettings, allow_mass_delete: bool) -> None:

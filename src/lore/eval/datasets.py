@@ -252,6 +252,15 @@ class GoldenEntry(BaseModel):
         return tuple(targets)
 
 
+def _yaml_problem(err: yaml.YAMLError) -> str:
+    """PyYAML's message quotes the input over several lines with a caret under it; the
+    problem and its line and column say the same on one."""
+    if isinstance(err, yaml.MarkedYAMLError) and err.problem_mark is not None:
+        mark = err.problem_mark
+        return f"{err.problem} (line {mark.line + 1}, column {mark.column + 1})"
+    return str(err)
+
+
 def _golden_records(path: Path) -> list[Any]:
     if path.suffix.lower() == ".jsonl":
         return [record for _, record in _jsonl(path)]
@@ -260,7 +269,7 @@ def _golden_records(path: Path) -> list[Any]:
     except OSError as err:
         raise DatasetError(f"cannot read {path}: {err}") from err
     except yaml.YAMLError as err:
-        raise DatasetError(f"{path}: not valid YAML: {err}") from err
+        raise DatasetError(f"{path}: not valid YAML: {_yaml_problem(err)}") from err
     if isinstance(loaded, dict):
         loaded = loaded.get("questions")
     if not isinstance(loaded, list):

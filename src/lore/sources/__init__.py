@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from pydantic import ValidationError
 
 from lore import __version__
-from lore.config import LoreSettings, SourceConfig, unknown_key_message
+from lore.config import LoreSettings, SourceConfig, field_problem, unknown_key_message
 from lore.errors import ConfigError
 from lore.models import Visibility
 from lore.protocols import KnowledgeSource
@@ -123,7 +123,7 @@ def typed_source_config(item: object, number: int = 1) -> SourceConfig:
         return model.model_validate(item)
     except ValidationError as err:
         problems = "; ".join(
-            f"{'.'.join(str(part) for part in error['loc']) or 'table'}: {error['msg']}"
+            f"{'.'.join(str(part) for part in error['loc']) or 'table'}: {field_problem(error)}"
             for error in err.errors()
         )
         raise ConfigError(f"{table}: {problems}") from err
