@@ -5,9 +5,11 @@ store, feedback rules, alert fingerprints and the golden set grown from feedback
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,6 +23,7 @@ from lore.events.golden import IN_RESULTS, KNOWLEDGE_GAP, RANKING_GAP, from_feed
 from lore.events.record import EventQuery, RetrievalEvent
 from lore.events.suggestions import alert_fingerprint
 from lore.models import SearchMode
+from lore.safety.audit import AuditError
 from lore.testing import add_document
 from lore.testing.embedders import CountingEmbedder
 from lore.tool.core import KnowledgeSearch, ToolResult
@@ -176,19 +179,65 @@ def test_feedback_rules(backend: SqliteBackend, tmp_path: Path) -> None:
     other_admin = Principal("acme-root", Role.ADMIN, tenant="acme")
     event = recorded(tool, search(tool, alice, query="etcd leader", top_k=1))
     given = {"event_id": event.event_id, "helpful": ["runbooks/etcd.md"]}
-    assert submit_feedback(tool.events, given, alice).principal == "alice"
-    assert submit_feedback(tool.events, given, admin).principal == "root"
+    assert submit_feedback(tool.events, given, alice, audit=tool.audit).principal == "alice"
+    assert submit_feedback(tool.events, given, admin, audit=tool.audit).principal == "root"
     for stranger in (bob, other_admin):  # not theirs: as if it did not exist
         with pytest.raises(QueryError, match="no retrieval event"):
-            submit_feedback(tool.events, given, stranger)
+            submit_feedback(tool.events, given, stranger, audit=tool.audit)
     with pytest.raises(QueryError, match="not among the results"):
-        submit_feedback(tool.events, {**given, "helpful": ["runbooks/kafka.md"]}, alice)
+        submit_feedback(tool.events, {**given, "helpful": ["runbooks/kafka.md"]}, alice, audit=tool.audit)
     with pytest.raises(QueryError, match="give helpful"):
-        submit_feedback(tool.events, {"event_id": event.event_id}, alice)
+        submit_feedback(tool.events, {"event_id": event.event_id}, alice, audit=tool.audit)
     with pytest.raises(QueryError, match="32 hex digits"):
-        submit_feedback(tool.events, {"event_id": "nope", "note": "x"}, alice)
+        submit_feedback(tool.events, {"event_id": "nope", "note": "x"}, alice, audit=tool.audit)
     assert tool.events.store is not None
     assert len(tool.events.store.feedback(event.event_id)) == 2
+    tool.close()
+
+
+def audit_lines(path: Path, tool_name: str = "knowledge_feedback") -> list[dict[str, Any]]:
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    return [line for line in lines if line["tool"] == tool_name]
+
+
+def test_feedback_is_audited_stored_or_refused(backend: SqliteBackend, tmp_path: Path) -> None:
+    tool = tool_for(backend, tmp_path)
+    alice = Principal("alice", Role.VIEWER, frozenset({"sre"}))
+    bob = Principal("bob", Role.VIEWER, frozenset({"sre"}))
+    event = recorded(tool, search(tool, alice, query="etcd leader", top_k=1))
+    token = "ghp_" + "Z" * 36  # a pasted secret must not reach the audit log in clear
+    given = {"event_id": event.event_id, "helpful": ["runbooks/etcd.md"], "note": f"see {token}"}
+
+    stored = submit_feedback(tool.events, given, alice, audit=tool.audit)
+    with pytest.raises(QueryError, match="no retrieval event"):
+        submit_feedback(tool.events, given, bob, audit=tool.audit)
+    tool.close()
+
+    ok, refused = audit_lines(tmp_path / "audit.jsonl")
+    assert ok["principal"] == "alice"
+    assert ok["error"] is None
+    assert ok["feedback"]["event_id"] == event.event_id
+    assert ok["feedback"]["feedback_id"] == stored.feedback_id
+    assert ok["feedback"]["helpful"] == ["runbooks/etcd.md"]
+    assert token not in json.dumps(ok)
+    assert refused["principal"] == "bob"
+    assert refused["error"].startswith("no retrieval event")
+    assert refused["feedback"]["event_id"] == event.event_id
+    assert refused["feedback"]["feedback_id"] is None
+    assert "feedback" not in audit_lines(tmp_path / "audit.jsonl", "knowledge_search")[0]
+
+
+def test_feedback_that_cannot_be_audited_is_not_stored(backend: SqliteBackend, tmp_path: Path) -> None:
+    tool = tool_for(backend, tmp_path)
+    event = recorded(tool, search(tool, query="etcd leader", top_k=1))
+    (tmp_path / "audit.jsonl").unlink()
+    (tmp_path / "audit.jsonl").mkdir()  # a real open() failure: EISDIR
+
+    with pytest.raises(AuditError, match="could not be written"):
+        submit_feedback(tool.events, {"event_id": event.event_id, "note": "x"}, None, audit=tool.audit)
+
+    assert tool.events.store is not None
+    assert tool.events.store.feedback(event.event_id) == []
     tool.close()
 
 
@@ -204,6 +253,7 @@ def test_from_feedback_separates_knowledge_and_ranking_gaps(backend: SqliteBacke
             "expected": ["Kafka consumer lag", "runbooks/etcd-restore.md", "runbooks/etcd.md"],
         },
         None,
+        audit=tool.audit,
     )
     assert tool.events.store is not None
     golden = from_feedback(tool.events.store, ((d.uri, d.title) for d in backend.list_documents()))

@@ -59,6 +59,12 @@ def events(config: Path, *args: str) -> list[dict[str, Any]]:
     return listed
 
 
+def feedback_audit(config: Path) -> list[dict[str, Any]]:
+    """The audit log's knowledge_feedback records (agent_corpus sets audit.jsonl)."""
+    lines = [json.loads(line) for line in (config.parent / "audit.jsonl").read_text().splitlines()]
+    return [line for line in lines if line["tool"] == "knowledge_feedback"]
+
+
 @pytest.fixture
 def config(tmp_path: Path) -> Path:
     return agent_corpus.synced_config(tmp_path, RUNBOOKS)
@@ -98,6 +104,12 @@ def test_search_events_feedback_and_a_golden_set(config: Path) -> None:
     stray = lore(config, "feedback", event_id, "--helpful", "file://elsewhere.md")
     assert stray.returncode == 2
     assert "not among the results" in stray.stderr
+    recorded, refused = feedback_audit(config)
+    assert recorded["feedback"]["event_id"] == event_id
+    assert recorded["feedback"]["note"] == "wanted the restore steps"
+    assert recorded["error"] is None
+    assert refused["feedback"]["event_id"] == event_id
+    assert "not among the results" in refused["error"]
 
     golden = config.parent / "golden.yaml"
     report = ok(config, "eval", "from-feedback", "--out", str(golden))
@@ -167,3 +179,7 @@ def test_mcp_stdio_search_then_feedback(config: Path) -> None:
     assert event.correlation.message_id == "m-1"
     assert [f.not_helpful for f in store.feedback(event_id)] == [[uri]]
     store.close()
+    recorded, refused = feedback_audit(config)
+    assert recorded["feedback"]["not_helpful"] == [uri]
+    assert refused["feedback"]["event_id"] == "0" * 32
+    assert refused["error"].startswith("no retrieval event")

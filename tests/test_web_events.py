@@ -5,6 +5,7 @@ each caller only the passages they may read."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
@@ -60,6 +61,15 @@ def test_search_events_are_for_admins_and_feedback_for_the_caller(served: Served
         refused = outsider.post("/v1/feedback", json={"event_id": event_id, "note": "not mine"})
         assert refused.status_code == 404
         assert refused.headers["content-type"].startswith("application/problem+json")
+    settings = served.service.search.settings
+    audit = settings.resolve_path(settings.audit_path)
+    audited = [json.loads(line) for line in audit.read_text().splitlines()]
+    on_event = [line for line in audited if line["tool"] == "knowledge_feedback"
+                and line["feedback"]["event_id"] == event_id]  # fmt: skip
+    assert [(line["principal"], line["error"] is None) for line in on_event] == [
+        ("viewer-1", True), ("viewer-1", False), ("outsider-1", False)
+    ]
+    assert on_event[0]["feedback"]["expected"] == ["DNS failures"]
     with served.client("admin") as admin:
         listed = admin.get("/v1/events", params={"since": "1h"}).json()["events"]
         mine = next(e for e in listed if e["event_id"] == event_id)

@@ -124,9 +124,13 @@ def feedback_command(
             arguments[key] = list(values)
     if note is not None:
         arguments["note"] = note
-    recorder = EventRecorder(configured_event_store(settings()))
+    from lore.safety.audit import JsonlAuditLog
+
+    current = settings()
+    recorder = EventRecorder(configured_event_store(current))
     try:
-        feedback = submit_feedback(recorder, arguments, os_user())
+        audit = JsonlAuditLog(current.resolve_path(current.audit_path))
+        feedback = submit_feedback(recorder, arguments, os_user(), audit=audit)
     finally:
         recorder.close()
     say(f"feedback {feedback.feedback_id} recorded for event {feedback.event_id}")

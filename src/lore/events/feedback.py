@@ -6,7 +6,11 @@ Who may give it: whoever could see the event's results, that is the principal wh
 the call (the results were filtered by their access), or an admin of its tenant (who may
 read every event of the tenant anyway). The local user (CLI, stdio MCP) is the admin of
 their own index. Anyone else is told the event does not exist, so event ids of other
-people cannot be probed."""
+people cannot be probed.
+
+Every call is audited, stored or refused, through the tool's audit log: feedback becomes
+golden sets, so who said what about which event is a security-relevant write. The record
+is written before the feedback is stored; when it cannot be written nothing is stored."""
 
 from __future__ import annotations
 
@@ -21,10 +25,12 @@ import fastjsonschema
 from lore.access import Principal
 from lore.errors import ConfigError, LoreError, QueryError
 from lore.events.record import Feedback, RetrievalEvent, new_id, now_iso
+from lore.safety.audit import AuditEntry, AuditFeedback, AuditLog
 from lore.safety.secrets import redact_secrets
 
 if TYPE_CHECKING:
     from lore.events.recorder import EventRecorder
+    from lore.protocols import EventStore
     from lore.tool.core import KnowledgeSearch
 
 FEEDBACK_TOOL_NAME = "knowledge_feedback"
@@ -91,9 +97,59 @@ def may_see(event: RetrievalEvent, principal: Principal | str | None) -> bool:
 
 
 def submit_feedback(
-    recorder: EventRecorder, arguments: Mapping[str, Any], principal: Principal | str | None
+    recorder: EventRecorder,
+    arguments: Mapping[str, Any],
+    principal: Principal | str | None,
+    *,
+    audit: AuditLog,
 ) -> Feedback:
-    """Validate and store feedback; ``QueryError`` for bad input or an unknown event."""
+    """Validate, audit and store feedback; ``QueryError`` for bad input or an unknown event
+    (audited too), ``AuditError`` when the record cannot be written (nothing stored)."""
+    try:
+        store, feedback = _feedback(recorder, arguments, principal)
+    except LoreError as err:
+        audit.record(_audit_entry(principal, arguments, None, redact_secrets(str(err))))
+        raise
+    audit.record(_audit_entry(principal, arguments, feedback, None))
+    store.record_feedback(feedback)
+    return feedback
+
+
+def _principal_name(principal: Principal | str | None) -> str | None:
+    return principal.name if isinstance(principal, Principal) else principal
+
+
+def _audit_entry(
+    principal: Principal | str | None,
+    arguments: Mapping[str, Any],
+    feedback: Feedback | None,
+    error: str | None,
+) -> AuditEntry:
+    if feedback is not None:
+        said = AuditFeedback(
+            event_id=feedback.event_id, feedback_id=feedback.feedback_id, helpful=feedback.helpful,
+            not_helpful=feedback.not_helpful, expected=feedback.expected, note=feedback.note,
+        )
+    else:  # refused: only the event it named, which may be anything a caller typed
+        event_id = arguments.get("event_id") if isinstance(arguments, Mapping) else None
+        said = AuditFeedback(event_id=redact_secrets(str(event_id))[:64] if event_id is not None else "")
+    return AuditEntry(
+        time=feedback.time if feedback is not None else now_iso(),
+        principal=_principal_name(principal),
+        tool=FEEDBACK_TOOL_NAME,
+        query="",
+        filters={},
+        top_k=None,
+        mode=None,
+        engine=None,
+        error=error,
+        feedback=said,
+    )
+
+
+def _feedback(
+    recorder: EventRecorder, arguments: Mapping[str, Any], principal: Principal | str | None
+) -> tuple[EventStore, Feedback]:
     given = _validated(arguments)
     store = recorder.store
     if store is None:
@@ -111,18 +167,16 @@ def submit_feedback(
             "name a missing document in 'expected'"
         )
     note = given.get("note")
-    feedback = Feedback(
+    return store, Feedback(
         feedback_id=new_id(),
         event_id=event_id,
         time=now_iso(),
-        principal=principal.name if isinstance(principal, Principal) else principal,
+        principal=_principal_name(principal),
         helpful=helpful,
         not_helpful=not_helpful,
         expected=[redact_secrets(item) for item in given.get("expected") or []],
         note=redact_secrets(note) if note else None,
     )
-    store.record_feedback(feedback)
-    return feedback
 
 
 @dataclass(frozen=True)
@@ -149,13 +203,16 @@ class FeedbackTool:
 
     def __init__(self, search: KnowledgeSearch) -> None:
         self._recorder = search.events
+        self._audit = search.audit
         self.input_schema: dict[str, Any] = copy.deepcopy(FEEDBACK_INPUT_SCHEMA)
 
     async def run(
         self, arguments: Mapping[str, Any], *, principal: Principal | str | None = None
     ) -> FeedbackResult:
         try:
-            feedback = await asyncio.to_thread(submit_feedback, self._recorder, arguments, principal)
+            feedback = await asyncio.to_thread(
+                submit_feedback, self._recorder, arguments, principal, audit=self._audit
+            )
         except LoreError as err:
             return FeedbackResult(None, redact_secrets(str(err)))
         return FeedbackResult(feedback, None)

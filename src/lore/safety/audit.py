@@ -1,4 +1,5 @@
-"""Audit: one record per ``knowledge_search`` call, whatever the entry point.
+"""Audit: one record per ``knowledge_search`` call, whatever the entry point, and one per
+feedback (``knowledge_feedback``): feedback becomes golden sets, a security-relevant write.
 
 The default log is append-only JSONL, one line per call:
 
@@ -46,6 +47,18 @@ class AuditHit:
 
 
 @dataclass(frozen=True)
+class AuditFeedback:
+    """What a feedback call said (``expected`` and ``note`` redacted by the caller)."""
+
+    event_id: str
+    feedback_id: str | None = None
+    helpful: list[str] = field(default_factory=list)
+    not_helpful: list[str] = field(default_factory=list)
+    expected: list[str] = field(default_factory=list)
+    note: str | None = None
+
+
+@dataclass(frozen=True)
 class AuditEntry:
     #: UTC, ISO 8601.
     time: str
@@ -61,9 +74,14 @@ class AuditEntry:
     safety: dict[str, int] = field(default_factory=dict)
     truncated: bool = False
     error: str | None = None
+    #: Only on ``knowledge_feedback`` entries; a search's line has no such key.
+    feedback: AuditFeedback | None = None
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), ensure_ascii=False, separators=(",", ":"))
+        record = asdict(self)
+        if self.feedback is None:
+            del record["feedback"]
+        return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
 
 
 class AuditLog(Protocol):

@@ -361,6 +361,11 @@ class KnowledgeSearch:
     def events(self) -> EventRecorder:
         return self._events
 
+    @property
+    def audit(self) -> AuditLog:
+        """Where this tool's calls are audited; feedback on them goes there too."""
+        return self._audit
+
     def close(self) -> None:
         """Write the queued retrieval events; the retriever is the caller's to close."""
         self._events.close()

@@ -20,6 +20,7 @@ from lore.events.feedback import submit_feedback
 from lore.events.record import EventQuery, RetrievalEvent, parse_since
 from lore.events.suggestions import store_suggestions, visible_suggestion
 from lore.protocols import DocumentReader, EventStore
+from lore.safety.audit import AuditError
 from lore.web.auth import Caller, require, service_of
 from lore.web.problems import Problem
 from lore.web.service import Service
@@ -80,7 +81,11 @@ async def feedback(
         raise Problem(400, f"the body is not JSON: {err}") from err
     service = service_of(request)
     try:
-        given = await asyncio.to_thread(submit_feedback, service.search.events, arguments, caller.principal)
+        given = await asyncio.to_thread(
+            submit_feedback, service.search.events, arguments, caller.principal, audit=service.search.audit
+        )
+    except AuditError as err:
+        raise Problem(503, str(err)) from err
     except QueryError as err:
         status = 404 if str(err).startswith("no retrieval event") else 422
         raise Problem(status, str(err)) from err
