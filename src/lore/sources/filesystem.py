@@ -240,29 +240,50 @@ class FilesystemSource:
         return data, info.st_mtime
 
     def _document(self, relative: str, text: str, revision: str, changed: datetime) -> Document:
-        # Here, not at the top: every command validates this module's CONFIG_MODEL when it
-        # loads settings, and a search must not pay for the Markdown parser's import.
-        from lore.chunking import FRONT_MATTER_MEDIA_TYPES, split_front_matter
+        return file_document(
+            self.uri_for(relative), PurePosixPath(relative), text,
+            revision=revision, updated_at=changed, labels=self.labels, front_matter_dates=True,
+        )  # fmt: skip
 
-        posix = PurePosixPath(relative)
-        media_type = MEDIA_TYPES.get(posix.suffix.lower(), "text/plain")
-        metadata: dict[str, Any] = {}
-        body = text
-        if media_type in FRONT_MATTER_MEDIA_TYPES:
-            metadata, body = split_front_matter(text)
-        labels = front_matter_labels(metadata)
-        if str(posix.parent) != ".":
-            labels[FOLDER_LABEL] = str(posix.parent)
-        labels.update(self.labels)
-        return Document(
-            uri=self.uri_for(relative),
-            title=_title(metadata, body, media_type, posix),
-            text=body,
-            revision=revision,
-            updated_at=_updated_at(metadata) or changed,
-            labels=labels,
-            media_type=media_type,
-        )
+
+def file_document(
+    uri: str,
+    relative: PurePosixPath,
+    text: str,
+    *,
+    revision: str,
+    updated_at: datetime,
+    labels: Mapping[str, str],
+    front_matter_dates: bool,
+) -> Document:
+    """A file's Document, for every source that reads files (folders, git, the pack): the
+    media type from the suffix, front matter split off into labels, the title, the
+    ``folder`` label from ``relative`` (the path below the source's root), then the
+    source's own ``labels``. ``front_matter_dates``: an ``updated:`` key wins over
+    ``updated_at`` (a folder's mtime; not a git commit time, which is the truth there)."""
+    # Here, not at the top: every command validates this module's CONFIG_MODEL when it
+    # loads settings, and a search must not pay for the Markdown parser's import.
+    from lore.chunking import FRONT_MATTER_MEDIA_TYPES, split_front_matter
+
+    media_type = MEDIA_TYPES.get(relative.suffix.lower(), "text/plain")
+    metadata: dict[str, Any] = {}
+    body = text
+    if media_type in FRONT_MATTER_MEDIA_TYPES:
+        metadata, body = split_front_matter(text)
+    document_labels = front_matter_labels(metadata)
+    if str(relative.parent) != ".":
+        document_labels[FOLDER_LABEL] = str(relative.parent)
+    document_labels.update(labels)
+    declared = _updated_at(metadata) if front_matter_dates else None
+    return Document(
+        uri=uri,
+        title=_title(metadata, body, media_type, relative),
+        text=body,
+        revision=revision,
+        updated_at=declared or updated_at,
+        labels=document_labels,
+        media_type=media_type,
+    )
 
 
 def _special_kind(mode: int) -> str | None:

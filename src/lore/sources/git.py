@@ -29,7 +29,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path, PurePath, PurePosixPath
-from typing import Any, Literal
+from typing import Literal
 
 from pathspec import GitIgnoreSpec
 from pydantic import ConfigDict, Field, field_validator
@@ -42,11 +42,8 @@ from lore.sources import parse_visibility
 from lore.sources.filesystem import (
     DEFAULT_EXCLUDE,
     DEFAULT_INCLUDE,
-    FOLDER_LABEL,
-    MEDIA_TYPES,
-    _title,
     decode_text,
-    front_matter_labels,
+    file_document,
     too_large,
 )
 from lore.sources.git_repo import Repository
@@ -296,29 +293,11 @@ class GitSource:
         return replace(document, title=found.title or document.title, media_type=found.media_type)
 
     def _document(self, repo_path: str, text: str, blob_id: str, updated_at: datetime) -> Document:
-        # Here, not at the top: loading settings imports this module (CONFIG_MODEL), and a
-        # search must not pay for the Markdown parser's import.
-        from lore.chunking import FRONT_MATTER_MEDIA_TYPES, split_front_matter
-
-        relative = PurePosixPath(self._relative(repo_path))
-        media_type = MEDIA_TYPES.get(relative.suffix.lower(), "text/plain")
-        metadata: dict[str, Any] = {}
-        body = text
-        if media_type in FRONT_MATTER_MEDIA_TYPES:
-            metadata, body = split_front_matter(text)
-        labels = front_matter_labels(metadata)
-        if str(relative.parent) != ".":
-            labels[FOLDER_LABEL] = str(relative.parent)
-        labels.update(self.labels)
-        return Document(
-            uri=self.uri_for(repo_path),
-            title=_title(metadata, body, media_type, relative),
-            text=body,
-            revision=blob_id,
-            updated_at=updated_at,
-            labels=labels,
-            media_type=media_type,
-        )
+        # the commit time is the truth here: front-matter dates do not override it
+        return file_document(
+            self.uri_for(repo_path), PurePosixPath(self._relative(repo_path)), text,
+            revision=blob_id, updated_at=updated_at, labels=self.labels, front_matter_dates=False,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
