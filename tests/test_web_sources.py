@@ -12,7 +12,7 @@ from lore.config import load_settings
 from lore.errors import ConfigError
 from lore.sources import build_source
 from lore.sources.manual import ManualSource
-from lore.sources.upload import UploadRefused, UploadSource, sniff
+from lore.sources.upload import UploadRefused, UploadSource, extract, sniff
 from lore.sync import run_sync
 
 
@@ -88,18 +88,18 @@ def test_sniff_accepts_by_content(data: bytes, filename: str, kind: str) -> None
     ("data", "filename", "reason", "unsupported"),
     [
         (b"hello", "a.pdf", "not a PDF", False),
-        (_zip_without_word(), "a.docx", "not a Word document", False),
+        (_zip_without_word(), "a.docx", "not a DOCX", False),
         (b"\xff\xfe\x00a", "a.txt", "NUL", False),
-        (b"\xc3\x28", "a.txt", "not UTF-8", False),
+        (b"\xc3\x28", "a.txt", "not valid UTF-8", False),
         (b"MZ", "a.exe", "not accepted", True),
         (b"x", "README", "no extension", True),
     ],
 )
-def test_sniff_refuses_what_the_content_contradicts(
+def test_an_upload_whose_content_contradicts_its_name_is_refused(
     data: bytes, filename: str, reason: str, unsupported: bool
 ) -> None:
     with pytest.raises(UploadRefused, match=reason) as refused:
-        sniff(data, filename)
+        extract(data, filename)
     assert refused.value.unsupported is unsupported
 
 

@@ -33,6 +33,7 @@ __all__ = [
     "Extracted",
     "ExtractionError",
     "Limits",
+    "check_content",
     "extract",
     "sniff",
 ]
@@ -72,14 +73,7 @@ def extract(
     limits = limits or DEFAULT_LIMITS
     check_size(data, limits.max_bytes if max_bytes is None else max_bytes)
     suffix = PurePosixPath(filename).suffix.lower()
-    found = sniff(data, filename)
-    expected = MEDIA_TYPES.get(suffix) or (TEXT if suffix in TEXT_MEDIA_TYPES else None)
-    if expected == DOCX and data.startswith(_ZIP_MAGIC):
-        found = DOCX  # a zip that is no DOCX, or a broken one: the DOCX reader says which
-    if expected is None:  # no extension lore knows: the content says what it is
-        expected = found or TEXT
-    elif found != expected and not (expected in (TEXT, HTML) and found in (TEXT, HTML)):
-        _refuse(data, suffix, expected, found)
+    expected, found = _checked_type(data, suffix)
     if expected == PDF:
         from lore.extract import pdf
 
@@ -93,6 +87,28 @@ def extract(
 
         return html.extract(data, limits)
     return Extracted(markdown=_text(data), title=None, media_type=TEXT_MEDIA_TYPES.get(suffix, TEXT))
+
+
+def check_content(data: bytes, filename: str) -> str:
+    """The media type ``extract`` will read ``data`` as (``application/pdf``, the DOCX
+    type, ``text/html`` or ``text/plain``), decided by content and extension alike; an
+    ``ExtractionError`` when the content contradicts the extension. The check every
+    caller that takes files (the upload source too) makes before extracting anything. A
+    zip named .docx passes: the DOCX reader says what is wrong with it."""
+    return _checked_type(data, PurePosixPath(filename).suffix.lower())[0]
+
+
+def _checked_type(data: bytes, suffix: str) -> tuple[str, str | None]:
+    """(the type to read, the type sniffed from the content)."""
+    found = sniff(data)
+    expected = MEDIA_TYPES.get(suffix) or (TEXT if suffix in TEXT_MEDIA_TYPES else None)
+    if expected == DOCX and data.startswith(_ZIP_MAGIC):
+        found = DOCX  # a zip that is no DOCX, or a broken one: the DOCX reader says which
+    if expected is None:  # no extension lore knows: the content says what it is
+        expected = found or TEXT
+    elif found != expected and not (expected in (TEXT, HTML) and found in (TEXT, HTML)):
+        _refuse(data, suffix, expected, found)
+    return expected, found
 
 
 def _refuse(data: bytes, suffix: str, expected: str, found: str | None) -> None:

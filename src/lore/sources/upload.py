@@ -7,17 +7,16 @@ extracted Markdown as one document of this source (``stored.py``), with uri
 ``upload://<source>/<slug of the file name>``. Uploading a file of the same name again
 replaces that document.
 
-The type is decided by the bytes, not the name alone: a ``.pdf`` must start like a PDF, a
-``.docx`` must be a zip holding ``word/document.xml``, and ``.md``/``.txt`` must be UTF-8
-text without NUL bytes. Extraction is ``lore.extract.extract``, as for files in every other
-source: PDF and DOCX become Markdown with their headings, Markdown and text stay as they are.
+The type is decided by the bytes, not the name alone, by the sniffing every file source
+uses (``lore.extract``): a ``.pdf`` must look like a PDF, a ``.docx`` must be a zip holding
+``word/document.xml``, and ``.md``/``.txt`` must be UTF-8 text without NUL bytes.
+Extraction is ``lore.extract.extract``, as for files in every other source: PDF and DOCX
+become Markdown with their headings, Markdown and text stay as they are.
 """
 
 from __future__ import annotations
 
 import hashlib
-import io
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -37,12 +36,16 @@ class UploadRefused(SourceError):
         self.unsupported = unsupported
 
 
-#: Suffix -> the kind its content must show.
+#: Suffix -> the kind of upload it is; its content must show it (``lore.extract``).
 ACCEPTED = {".md": "markdown", ".markdown": "markdown", ".txt": "text", ".pdf": "pdf", ".docx": "docx"}
 
 
 def sniff(data: bytes, filename: str) -> str:
-    """The kind of an upload (``markdown``, ``text``, ``pdf``, ``docx``), checked by content."""
+    """The kind of an upload (``markdown``, ``text``, ``pdf``, ``docx``): its name must be
+    one lore takes (else 415), and its content must be what the name says, checked by the
+    extraction layer's own sniffing (``lore.extract.check_content``), as for every file."""
+    from lore.extract import ExtractionError, check_content
+
     suffix = PurePosixPath(filename).suffix.lower()
     kind = ACCEPTED.get(suffix)
     if kind is None:
@@ -50,30 +53,11 @@ def sniff(data: bytes, filename: str) -> str:
         raise UploadRefused(
             f"{filename}: {suffix or 'no extension'} is not accepted ({accepted})", unsupported=True
         )
-    if kind == "pdf":
-        if not data.startswith(b"%PDF-"):
-            raise UploadRefused(f"{filename}: named .pdf but its content is not a PDF")
-    elif kind == "docx":
-        if not _is_docx(data):
-            raise UploadRefused(f"{filename}: named .docx but its content is not a Word document")
-    elif b"\x00" in data:
-        raise UploadRefused(f"{filename}: binary content (NUL bytes) in a {suffix} file")
-    else:
-        try:
-            data.decode("utf-8")
-        except UnicodeDecodeError as err:
-            raise UploadRefused(f"{filename}: not UTF-8 text (byte at offset {err.start})") from err
-    return kind
-
-
-def _is_docx(data: bytes) -> bool:
-    if not data.startswith(b"PK\x03\x04"):
-        return False
     try:
-        with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            return "word/document.xml" in archive.namelist()
-    except zipfile.BadZipFile:
-        return False
+        check_content(data, filename)
+    except ExtractionError as err:
+        raise UploadRefused(f"{filename}: {err.reason}") from err
+    return kind
 
 
 @dataclass(frozen=True)
