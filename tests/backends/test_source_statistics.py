@@ -1,5 +1,6 @@
 """``source_statistics`` (what ``/metrics`` reads per source) on every backend that has
-it: the same answer from SQLite and PostgreSQL for the same ledger."""
+it: the same answer from SQLite, PostgreSQL, Qdrant (local mode) and Elasticsearch /
+OpenSearch (the loopback shape server) for the same ledger."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from lore.backends.sqlite import SqliteBackend
 from lore.protocols import KnowledgeIndex, SourceStatistics
 from lore.testing import add_document
 from lore.testing.embedders import CountingEmbedder
+from optional_extras import require_extra
 
 from .conftest import require_pgvector_extra
 
@@ -61,3 +63,31 @@ class TestPgVectorSourceStatistics(SourceStatisticsSuite):
         yield backend
         backend.drop()
         backend.close()
+
+
+class TestQdrantSourceStatistics(SourceStatisticsSuite):
+    @pytest.fixture
+    def store(self, tmp_path: Path) -> Iterator[KnowledgeIndex]:
+        require_extra("qdrant_client", "qdrant")
+        from lore.backends.qdrant import QdrantBackend
+
+        backend = QdrantBackend(CountingEmbedder(), path=tmp_path / "qdrant")  # local mode: the real engine
+        yield backend
+        backend.close()
+
+
+class TestElasticsearchSourceStatistics(SourceStatisticsSuite):
+    @pytest.fixture(params=["elasticsearch", "opensearch"])
+    def store(self, request: pytest.FixtureRequest) -> Iterator[KnowledgeIndex]:
+        require_extra("elasticsearch", "elasticsearch")
+        require_extra("opensearchpy", "opensearch")
+        from es_server import FakeSearchServer
+        from lore.backends.elasticsearch import ElasticsearchBackend
+        from lore.backends.elasticsearch.dialect import Connection, dialect_for
+
+        with FakeSearchServer(request.param) as server:
+            backend = ElasticsearchBackend(
+                CountingEmbedder(), dialect_for(request.param), Connection(hosts=(server.url,))
+            )
+            yield backend
+            backend.close()

@@ -4,7 +4,8 @@ that keeps JSON, so ``lore migrate`` between them is a copy."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,6 +16,7 @@ from lore.models import (
     Document,
     IndexedDocument,
     Passage,
+    SourceCounts,
     embed_key,
     label_terms,
     utc,
@@ -107,6 +109,23 @@ def indexed_document(payload: Mapping[str, Any]) -> IndexedDocument:
         access=_access(payload),
         tenant=payload.get("tenant"),
     )
+
+
+def ledger_counts(rows: Iterable[Mapping[str, Any]], stale_before: datetime) -> list[SourceCounts]:
+    """``SourceStatistics`` of a store that keeps the ledger as JSON rows: documents, their
+    chunks and those updated at or before ``stale_before``, per source, sorted by name.
+    Counted here, over one scan of the ledger (documents, not chunks), since neither Qdrant
+    nor the Elasticsearch dialects lore speaks share one aggregation for it."""
+    cutoff = utc(stale_before)
+    documents: Counter[str] = Counter()
+    chunks: Counter[str] = Counter()
+    stale: Counter[str] = Counter()
+    for row in rows:
+        source = str(row.get("source", ""))
+        documents[source] += 1
+        chunks[source] += int(row["chunk_count"])
+        stale[source] += datetime.fromisoformat(row["updated_at"]) <= cutoff
+    return [SourceCounts(name, documents[name], chunks[name], stale[name]) for name in sorted(documents)]
 
 
 def document_from_payload(payload: Mapping[str, Any]) -> Document:

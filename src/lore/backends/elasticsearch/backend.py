@@ -21,6 +21,7 @@ import re
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -51,12 +52,13 @@ from lore.backends.payloads import (
     document_from_payload,
     document_payload,
     indexed_document,
+    ledger_counts,
     passage_from_payload,
 )
 from lore.backends.query_embedding import check_query_embedder, embed_query
 from lore.errors import ConfigError, EmbedderMismatchError, IndexingError, RetrievalError
 from lore.fusion import fuse_channels
-from lore.models import Chunk, Document, IndexedDocument, Passage, ReembedStatus, SearchMode
+from lore.models import Chunk, Document, IndexedDocument, Passage, ReembedStatus, SearchMode, SourceCounts
 from lore.protocols import Embedder, Retrieval, Vectors
 
 #: Why hybrid search answers from BM25 alone with ``embedder = "none"``.
@@ -282,6 +284,10 @@ class ElasticsearchBackend:
 
     def held(self, source: str) -> Mapping[str, IndexedDocument]:
         return {row["uri"]: indexed_document(row) for row in self._ledger(source)}
+
+    def source_statistics(self, stale_before: datetime) -> list[SourceCounts]:
+        """For ``/metrics``: one scan of the ledger, outside the write lock."""
+        return ledger_counts(self._ledger(None), stale_before)
 
     def cached_vectors(self, embed_keys: Sequence[str]) -> Mapping[str, npt.NDArray[np.float32]]:
         live = self.live()

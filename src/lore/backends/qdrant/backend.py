@@ -38,6 +38,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from functools import partial
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -47,6 +48,7 @@ import numpy.typing as npt
 
 from lore.access import AccessFilter, access_terms
 from lore.backends import lexical
+from lore.backends.payloads import ledger_counts
 from lore.backends.qdrant import reembed as qdrant_reembed
 from lore.backends.qdrant.layout import (
     CHUNK_INDEXES,
@@ -85,6 +87,7 @@ from lore.models import (
     ReembedStatus,
     RunRecord,
     SearchMode,
+    SourceCounts,
 )
 from lore.protocols import Embedder, Vectors
 from lore.schedule_history import StateRunLog
@@ -366,6 +369,12 @@ class QdrantBackend(ServerSearch):
         self._call(
             IndexingError, f"delete {uri}", lambda: self._client.delete(self._meta, selector_ids, wait=True)
         )
+
+    def source_statistics(self, stale_before: datetime) -> list[SourceCounts]:
+        """For ``/metrics``: one scroll over the document records, outside the write lock."""
+        flt = models.Filter(must=[match("kind", "document")])
+        rows = (record.payload or {} for record in self._scroll(self._meta, flt, IndexingError))
+        return ledger_counts(rows, stale_before)
 
     def held(self, source: str) -> Mapping[str, IndexedDocument]:
         flt = models.Filter(must=[match("kind", "document"), match("source", source)])
