@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -230,6 +231,30 @@ def test_stdin_text_and_label_options(
     assert code == 0, err
     assert "confidence: high" in out
     assert "KubeNodeNotReady" in out
+
+
+def test_a_runbook_found_by_text_alone_is_listed_without_an_empty_for(
+    config: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = config.parent / "payload.json"
+    path.write_text(json.dumps(notification(NODE)), encoding="utf-8")
+
+    code, out, err = run_cli(["--config", str(config), "alert", str(path)], monkeypatch, capsys)
+    settings = load_settings(config)
+    retriever = resolve_retriever(settings)
+    assert retriever is not None
+    try:
+        tool = RunbookForAlert(KnowledgeSearch(retriever, settings=settings))
+        text = asyncio.run(tool.run({"payload": notification(NODE)})).render_text()
+    finally:
+        retriever.close()  # type: ignore[attr-defined]
+
+    assert code == 0, err
+    group_lines = [line for line in out.splitlines() if line.startswith("  file://")]
+    assert any("for KubeNodeNotReady" in line for line in group_lines)
+    assert any(" for " not in line for line in group_lines), out  # the postmortem: text only
+    for shown in (out, text):
+        assert not re.search(r" for\s+\(", shown), shown
 
 
 @pytest.mark.parametrize(

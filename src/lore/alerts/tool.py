@@ -151,9 +151,9 @@ class AlertResult:
             return f"{ALERT_TOOL_NAME} error: {self.result.error}"
         lines = [f"runbook_for_alert: confidence {self.confidence}"]
         for group in self.groups:
-            alerts = ", ".join(group.alerts)
+            alerts = f" for {', '.join(group.alerts)}" if group.alerts else ""
             ranks = ", ".join(f"[{rank}]" for rank in group.ranks)
-            lines.append(f"- {ranks} for {alerts} ({group.confidence})")
+            lines.append(f"- {ranks}{alerts} ({group.confidence})")
         for rank, hit in enumerate(self.hits[: len(self.result.passages)], start=1):
             lines.append(f"  [{rank}] matched: {', '.join(hit.ordered_evidence()) or 'nothing'}")
         return "\n".join(lines) + "\n\n" + self.result.render_text()

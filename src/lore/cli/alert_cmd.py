@@ -135,8 +135,9 @@ def _lookup(current: LoreSettings, embedder: Embedder, arguments: dict[str, Any]
 def _print(result: AlertResult) -> None:
     console.print(Text(f"confidence: {result.confidence}", style="bold"))
     for group in result.groups:
-        alerts = ", ".join(group.alerts)
-        console.print(Text(f"  {group.uri}  for {alerts}  ({group.confidence})", style="dim"))
+        # a runbook found by its text alone answers no alert in particular: no empty "for"
+        alerts = f"  for {', '.join(group.alerts)}" if group.alerts else ""
+        console.print(Text(f"  {group.uri}{alerts}  ({group.confidence})", style="dim"))
     for rank, hit in enumerate(result.hits, start=1):
         console.print(Text(f"  [{rank}] matched: {', '.join(hit.ordered_evidence())}", style="dim"))
     _print_human(result.result)
