@@ -4,7 +4,10 @@ errors), and a sync that found nothing says so instead of printing a summary of 
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
+
+import pytest
 
 from optional_extras import require_extra
 from test_cli import assert_one_line_error, make_project, run_lore
@@ -81,3 +84,23 @@ def test_a_folder_with_documents_gets_no_empty_source_note(tmp_path: Path) -> No
 
     assert synced.returncode == 0, synced.stderr
     assert "listed no documents" not in synced.stdout
+
+
+@pytest.mark.parametrize(
+    ("command", "module", "extra"), [(["serve"], "fastapi", "serve"), (["mcp", "--http"], "mcp", "mcp")]
+)
+def test_a_port_in_use_is_one_line_before_anything_says_serving(
+    tmp_path: Path, command: list[str], module: str, extra: str
+) -> None:
+    require_extra(module, extra)
+    make_project(tmp_path)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+
+        result = run_lore(*command, "--port", str(port), cwd=tmp_path)
+
+    assert_one_line_error(result, f"cannot listen on 127.0.0.1:{port}: the port is in use")
+    assert "serving" not in result.stderr
+    assert "MCP server on" not in result.stderr

@@ -46,6 +46,10 @@ def mcp_command(
     from lore.resolve import NO_BACKEND, resolve_embedder
 
     current = settings()
+    if http:
+        from lore.cli.listen import check_can_listen
+
+        check_can_listen("127.0.0.1", port)  # mcp_server.HTTP_HOST, without importing the SDK
     if current.backend == NO_BACKEND:
         # A deployment without a corpus must not advertise a search it cannot answer.
         raise ConfigError(_NO_CORPUS)

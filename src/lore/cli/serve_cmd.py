@@ -51,11 +51,13 @@ def serve_command(
     import uvicorn
 
     from lore.access import Role
+    from lore.cli.listen import check_can_listen
     from lore.web.app import create_app
     from lore.web.service import open_service
     from lore.web.tokens import TokenStore
 
     current = settings()
+    check_can_listen(host, port)
     tokens = TokenStore(current.resolved_data_dir())
     demo: str | None = None
     if demo_token:
