@@ -4,13 +4,15 @@ errors), and a sync that found nothing says so instead of printing a summary of 
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from optional_extras import require_extra
-from test_cli import assert_one_line_error, make_project, run_lore
+from test_cli import LORE, assert_one_line_error, make_project, run_lore
 
 
 def test_an_unreachable_postgresql_is_one_line_though_libpq_adds_a_hint(tmp_path: Path) -> None:
@@ -42,6 +44,17 @@ def test_a_config_that_is_a_directory_says_so(tmp_path: Path) -> None:
     result = run_lore("--config", "conf", "status", cwd=tmp_path)
 
     assert_one_line_error(result, "config file conf is a directory")
+
+
+def test_lore_config_naming_a_directory_says_so(tmp_path: Path) -> None:
+    (tmp_path / "conf").mkdir()
+
+    result = subprocess.run(
+        [str(LORE), "status"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "LORE_CONFIG": "conf", "NO_COLOR": "1"},
+    )  # fmt: skip
+
+    assert_one_line_error(result, "LORE_CONFIG points to a directory, conf")
 
 
 def test_a_source_path_of_the_wrong_type_names_what_to_write(tmp_path: Path) -> None:

@@ -424,6 +424,8 @@ def find_config_file(explicit: str | os.PathLike[str] | None = None) -> Path | N
     env = os.environ.get("LORE_CONFIG")
     if env:
         path = Path(env)
+        if path.is_dir():
+            raise ConfigError(f"LORE_CONFIG points to a directory, {path}: name the lore.toml inside it")
         if not path.is_file():
             raise ConfigError(f"LORE_CONFIG points to a missing file: {path}")
         return path
