@@ -39,7 +39,8 @@ def fake_token() -> str:
 @pytest.fixture
 def upstream(tmp_path: Path) -> Upstream:
     repo = Upstream(tmp_path / "upstream")
-    repo.write("disk-full.md", "---\ntitle: Disk full\ntags: [storage]\n---\n\n# Ignored\n\nRun df -h.\n")
+    front_matter = "---\ntitle: Disk full\ntags: [storage]\nupdated: 2020-01-15\n---\n"
+    repo.write("disk-full.md", front_matter + "\n# Ignored\n\nRun df -h.\n")
     repo.write("alerts/etcd.md", "# etcd has no leader\n\nRestart the member.\n")
     repo.write("alerts/kafka.md", "# Kafka lag\n\nScale the consumers.\n")
     repo.write("old-name.md", "# Renamed runbook\n\nSame text after the rename.\n")
@@ -113,7 +114,7 @@ async def test_complete_listing_over_http_with_a_token(
     assert disk.labels["tags"] == "storage"
     assert disk.text.startswith("# Ignored")  # front matter removed, as in the filesystem source
     assert disk.revision == upstream.blob("disk-full.md")  # the blob id
-    assert disk.updated_at == FIRST  # the last commit that touched it, not the clone time
+    assert disk.updated_at == FIRST  # its last commit: not the clone time, nor front matter
     etcd = docs["git://runbooks@alerts/etcd.md"]
     assert etcd.updated_at == SECOND
     assert etcd.labels["folder"] == "alerts"
