@@ -7,6 +7,7 @@ import gc
 import importlib
 import sys
 
+from lore import startup_trace
 from lore.embedders import query_worker
 
 #: Each module registers its commands on ``app`` when imported.
@@ -70,6 +71,7 @@ def _register_commands(argv: list[str] | None = None) -> None:
 def main() -> None:
     # First, before typer, pydantic and the rest are imported: a cold `lore search` gets
     # its query model ready in a forked process meanwhile (lore.embedders.query_worker).
+    startup_trace.mark("main")
     command = _command_name(sys.argv[1:])
     query_worker.start(sys.argv[1:], command)
     collecting = gc.isenabled()
@@ -81,6 +83,7 @@ def main() -> None:
     try:
         _run()
     finally:
+        startup_trace.mark("done")
         query_worker.release()
         if collecting:
             gc.enable()  # main() may run inside another program (tests do)
@@ -90,8 +93,10 @@ def _run() -> None:
     from lore.cli.app import INTERRUPTED_EXIT, app, print_error
     from lore.errors import LoreError
 
+    startup_trace.mark("cli app imported")
     try:
         _register_commands(sys.argv[1:])
+        startup_trace.mark("command registered")
         app()
     except LoreError as err:
         print_error(str(err))

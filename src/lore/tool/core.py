@@ -28,6 +28,7 @@ from typing import Any
 
 import fastjsonschema
 
+from lore import startup_trace
 from lore.access import AccessFilter, Principal, access_filter, principal_name
 from lore.confidence import Confidence, best, clears, passage_confidence
 from lore.config import LoreSettings, load_settings
@@ -423,6 +424,7 @@ class KnowledgeSearch:
             request = replace(request, query=redact_secrets(request.query))
             with measure_retrieval() as timing:
                 found, reranked, degraded_reason, served_by = await retrieve(request)
+            startup_trace.mark("retrieved")
             found = found[: request.top_k]
             levels = [judge(passage) for passage in found]
             answer = best(levels)
@@ -432,6 +434,7 @@ class KnowledgeSearch:
                 found, levels = [], []
             # CPU-bound (regexes over every passage): off the event loop, on its executor.
             passages, findings, truncated = await asyncio.to_thread(self._make_safe, found, levels)
+            startup_trace.mark("screened and redacted")
         except LoreError as err:
             error = self._redactor.redact(str(err))[0]
         except Exception as err:  # the agent gets an answer even when a backend has a bug
@@ -439,8 +442,12 @@ class KnowledgeSearch:
             error = f"{tool.replace('_', ' ')} failed unexpectedly ({type(err).__name__})"
         latency_ms = (time.perf_counter() - started) * 1000.0
         observe_search(  # the one place every tool call is counted (lore.metrics)
-            tool, self._retriever.engine, mode.value if mode is not None else None, latency_ms / 1000.0,
-            [p.score for p in passages], degraded=self._retriever.degraded or degraded_reason is not None,
+            tool,
+            self._retriever.engine,
+            mode.value if mode is not None else None,
+            latency_ms / 1000.0,
+            [p.score for p in passages],
+            degraded=self._retriever.degraded or degraded_reason is not None,
             failed=error is not None,
         )
 
@@ -477,6 +484,7 @@ class KnowledgeSearch:
             degraded_reason=reason,
         )
         self._events.record(event)
+        startup_trace.mark("audited")
 
         if request is None:
             return ToolResult(passages=[], metadata=None, error=error)
