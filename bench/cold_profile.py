@@ -41,7 +41,8 @@ def _children_cpu() -> float:
 
 def one_run(config: Path, query: str, trace: Path) -> tuple[dict[str, tuple[float, float]], float, float]:
     """Each mark's (seconds since spawn, CPU seconds of its process), the wall time and the
-    CPU seconds of the whole run (the parent, and the worker it reaped)."""
+    CPU seconds of the ``lore`` process (the worker is not its to reap: its own marks give
+    its CPU)."""
     path = PATHS[0]
     env = child_env(path) | {"LORE_TRACE_STARTUP": str(trace)}
     command = [*path.prefix, "--config", str(config), "search", query, "--mode", "hybrid", "-k", "3"]
@@ -89,7 +90,7 @@ def report(
         table.add_row(side, label.removeprefix(WORKER_PREFIX), f"{since:.0f}", f"{cpu:.0f}")
     table.add_row(
         "both",
-        "exit (wall, CPU of parent + worker)",
+        "exit (wall; CPU of the parent)",
         f"{statistics.median(walls) * 1000:.0f}",
         f"{statistics.median(cpus) * 1000:.0f}",
     )
@@ -99,9 +100,7 @@ def report(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--runs", type=int, default=7, help="fresh processes (default 7)")
-    parser.add_argument(
-        "--config", type=Path, help="an indexed lore.toml (default: index examples/)"
-    )
+    parser.add_argument("--config", type=Path, help="an indexed lore.toml (default: index examples/)")
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error("--runs must be at least 1")
