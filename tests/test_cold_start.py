@@ -263,3 +263,64 @@ def test_the_worker_is_forked_only_where_it_helps(
         (tmp_path / "lore.toml").write_text(config, encoding="utf-8")
     monkeypatch.setattr(query_worker.threading, "active_count", lambda: 1)
     assert query_worker._worthwhile(argv, _command_name(argv)) is expected
+
+
+def _rendered(markdown: object, *, terminal: bool) -> str:
+    import io
+
+    from rich.console import Console
+
+    screen = io.StringIO()
+    Console(
+        file=screen, width=100, force_terminal=terminal, color_system="truecolor" if terminal else None
+    ).print(markdown)
+    return screen.getvalue()
+
+
+def test_passages_print_the_same_text_without_lexing_where_no_colour_shows() -> None:
+    """Printed to a pipe, a code block is not lexed (no style would show) and reads exactly
+    as rich's own Markdown prints it, for every runbook of the example corpus; on a
+    terminal it is highlighted as before."""
+    from rich.markdown import Markdown
+
+    from lore.cli.passage_markdown import PassageMarkdown
+
+    examples = sorted((Path(lore.cli.__file__).parents[3] / "examples" / "runbooks").rglob("*.md"))
+    assert examples
+    fenced = 0
+    for path in examples:
+        text = path.read_text(encoding="utf-8")
+        fenced += text.count("```")
+        assert _rendered(PassageMarkdown(text, hyperlinks=False), terminal=False) == _rendered(
+            Markdown(text, hyperlinks=False), terminal=False
+        ), path
+    assert fenced > 10  # the corpus has code blocks to compare
+    block = "# T\n\n```bash\nkubectl -n payments get pods\n```\n"
+    coloured = _rendered(PassageMarkdown(block), terminal=True)
+    assert coloured == _rendered(Markdown(block), terminal=True)
+    assert "\x1b[" in coloured
+
+
+def test_printing_passages_to_a_pipe_builds_no_lexer(tmp_path: Path) -> None:
+    """The structural side of the test above: pygments' lexers stay unimported."""
+    script = textwrap.dedent(
+        """
+        import io, sys
+        from rich.console import Console
+        from lore.cli.passage_markdown import PassageMarkdown
+        text = "# T\\n\\n```bash\\nkubectl get pods\\n```\\n\\n```python\\nprint(1)\\n```\\n"
+        Console(file=io.StringIO(), width=80).print(PassageMarkdown(text))
+        print(sorted(name for name in sys.modules if name.startswith("pygments.lexers.")))
+        """
+    )
+    env = {key: value for key, value in os.environ.items() if not key.startswith("LORE_")}
+    env["PYTHONPATH"] = str(Path(lore.cli.__file__).parents[2])
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    # The lexer table and the plain-text lexer; no language's lexer (shell, python).
+    assert set(json.loads(done.stdout.replace("'", '"'))) <= {
+        "pygments.lexers._mapping",
+        "pygments.lexers.special",
+    }

@@ -347,11 +347,11 @@ def _body(passage: ToolPassage) -> RenderableType:
     breaks and code blocks. Markdown, not markup: a passage's "[bold]" prints as written,
     and links show their address rather than hiding it behind a clickable word."""
     # rich.markdown (and markdown-it) only for a human reader, never for --json.
-    from rich.markdown import Markdown
+    from lore.cli.passage_markdown import PassageMarkdown
 
     text = terminal_safe(passage.text)
     if PurePosixPath(passage.uri).suffix.lower() in _MARKDOWN_SUFFIXES:
-        return Markdown(text, hyperlinks=False)
+        return PassageMarkdown(text, hyperlinks=False)
     return Text(text)
 
 
