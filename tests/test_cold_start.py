@@ -324,3 +324,134 @@ def test_printing_passages_to_a_pipe_builds_no_lexer(tmp_path: Path) -> None:
         "pygments.lexers._mapping",
         "pygments.lexers.special",
     }
+
+
+@pytest.mark.parametrize(
+    ("config", "env", "guessed"),
+    [
+        ('cache_dir = "cache"\n', {}, True),  # relative to the config file, not the cwd
+        ('cache_dir = "~/lore-cache"\n', {}, True),
+        ("", {}, True),  # the user cache directory
+        ('cache_dir = "cache"\n', {"LORE_CACHE_DIR": "elsewhere"}, True),  # the environment wins
+        ('embedding_model = "all-MiniLM-L6-v2"\n', {}, False),  # another key decides: no guess
+        ('embedding_runtime = "torch"\n', {}, False),
+        ("cache_dir = 3\n", {}, False),  # a form the settings model would judge
+    ],
+)
+def test_the_workers_guess_of_the_model_is_what_the_settings_resolve(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, config: str, env: dict[str, str], guessed: bool
+) -> None:
+    """The worker compiles its guess before the settings are read; a guess must name what
+    the settings (the one source of truth) then ask for, or be no guess at all."""
+    from lore.embedders.local import LocalEmbedder
+    from lore.embedders.query_hint import model_location, read_hint
+    from lore.resolve import resolve_embedder
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "lore.toml").write_text(config, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)  # not the config's folder: relative paths must not follow the cwd
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    for key in [key for key in os.environ if key.startswith("LORE_")]:
+        monkeypatch.delenv(key)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    argv = ["--config", str(project / "lore.toml"), "search", "etcd"]
+    guess = model_location(read_hint(argv))
+    if not guessed:
+        assert guess is None
+        return
+    embedder = resolve_embedder(load_settings(project / "lore.toml"))
+    assert isinstance(embedder, LocalEmbedder)
+    assert guess == (embedder.model_dir, embedder.cache_dir)
+
+
+#: What a cold ``lore search`` never needs on its way to the answer: the query model's
+#: runtimes (the worker has them), sync's parts (the chunker, pathspec, the stored sources
+#: and their YAML), the ANN library below its threshold, and with ``--json`` the
+#: Markdown renderer.
+SEARCH_NEVER = (
+    "torch",
+    "sentence_transformers",
+    "transformers",
+    "openvino",
+    "tokenizers",
+    "lore.chunking",
+    "lore.sync",
+    "pathspec",
+    "yaml",
+    "lore.sources.stored",
+    "usearch",
+    "jsonschema",
+)
+
+
+def _imported(args: list[str], cwd: Path, names: tuple[str, ...]) -> tuple[str, list[str]]:
+    """Run ``lore ARGS`` in a fresh interpreter: its stdout, and which of ``names`` it imported."""
+    script = textwrap.dedent(
+        f"""
+        import json, sys
+        from lore.cli import main
+        sys.argv = ["lore", *{args!r}]
+        try:
+            main()
+        finally:
+            print("IMPORTED", json.dumps([n for n in {names!r} if n in sys.modules]), file=sys.stderr)
+        """
+    )
+    env = {key: value for key, value in os.environ.items() if not key.startswith("LORE_")}
+    env["PYTHONPATH"] = str(Path(lore.cli.__file__).parents[2])
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    [line] = [line for line in done.stderr.splitlines() if line.startswith("IMPORTED ")]
+    return done.stdout, json.loads(line.removeprefix("IMPORTED "))
+
+
+def test_importing_the_cli_imports_nothing_before_the_fork() -> None:
+    """``lore.cli`` forks the query worker first: what it imports before, the worker
+    inherits and the parent pays for before the second core can help."""
+    heavy = ("typer", "rich", "pydantic", "pydantic_settings", "numpy", "openvino", "tantivy", "lore.config")
+    script = f"import json, sys, lore.cli; print(json.dumps([n for n in {heavy!r} if n in sys.modules]))"
+    env = {key: value for key, value in os.environ.items() if not key.startswith("LORE_")}
+    env["PYTHONPATH"] = str(Path(lore.cli.__file__).parents[2])
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout) == []
+
+
+@pytest.fixture(scope="module")
+def hashing_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An index of two runbooks (one with a code block) built with the hashing embedder:
+    the search path's imports without the real model's sync."""
+    root = tmp_path_factory.mktemp("hashing")
+    (root / "runbooks").mkdir()
+    (root / "runbooks" / "etcd.md").write_text(
+        "# etcd quorum loss\n\n## Recovery\n\nRestore a member:\n\n```bash\netcdctl member list\n```\n",
+        encoding="utf-8",
+    )
+    (root / "runbooks" / "disk.md").write_text(
+        "# Node disk full\n\nFree /var/lib/docker.\n", encoding="utf-8"
+    )
+    (root / "lore.toml").write_text(
+        'db_path = "lore.db"\nembedder = "hashing"\ncache_dir = "cache"\naudit_path = "audit.jsonl"\n\n'
+        '[vault]\nenabled = false\n\n[[sources]]\nname = "runbooks"\ntype = "filesystem"\npath = "runbooks"\n'
+        'visibility = "all-viewers"\n',
+        encoding="utf-8",
+    )
+    run_sync(load_settings(root / "lore.toml"))
+    return root
+
+
+@pytest.mark.parametrize("json_output", [True, False])
+def test_a_search_imports_only_what_answering_needs(hashing_project: Path, json_output: bool) -> None:
+    args = ["--config", str(hashing_project / "lore.toml"), "search", "etcd quorum", "--mode", "hybrid"]
+    args += ["--json"] if json_output else []
+    never = SEARCH_NEVER + (("rich.markdown",) if json_output else ("pygments.lexers.shell",))
+    _imported(args, hashing_project, never)  # a first search may fill caches (detect-secrets' patterns)
+    out, imported = _imported(args, hashing_project, (*never, "detect_secrets"))
+    assert "etcd" in out
+    assert imported == []
