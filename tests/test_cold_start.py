@@ -89,25 +89,31 @@ def _probe(args: list[str], cwd: Path, extra_env: dict[str, str] | None = None) 
     return result.stdout, probe[-1], needless[-1]
 
 
-@pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Two runbooks synced with the local model into a project whose cache holds the
-    converted, checked model (what a first ``lore sync`` leaves)."""
-    root = tmp_path_factory.mktemp("project")
+def _two_runbooks(root: Path, embedder: str, etcd: str) -> Path:
+    """A project of two runbooks (``etcd`` the text of the first) to sync with ``embedder``."""
     (root / "runbooks").mkdir()
-    (root / "runbooks" / "etcd.md").write_text(
-        "# etcd quorum loss\n\n## Diagnosis\n\netcdNoLeader fires when members cannot elect a leader.\n",
-        encoding="utf-8",
-    )
+    (root / "runbooks" / "etcd.md").write_text(etcd, encoding="utf-8")
     (root / "runbooks" / "disk.md").write_text(
         "# Node disk full\n\nThe root filesystem is full: free /var/lib/docker.\n", encoding="utf-8"
     )
     (root / "lore.toml").write_text(
-        'backend = "sqlite"\ndb_path = "lore.db"\nembedder = "local"\ncache_dir = "cache"\n'
+        f'backend = "sqlite"\ndb_path = "lore.db"\nembedder = "{embedder}"\ncache_dir = "cache"\n'
         # Without the playbook pack: two runbooks keep the real model's sync short.
         'audit_path = "audit.jsonl"\n\n[vault]\nenabled = false\n\n[[sources]]\nname = "runbooks"\n'
         'type = "filesystem"\npath = "runbooks"\nvisibility = "all-viewers"\n',
         encoding="utf-8",
+    )
+    return root
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two runbooks synced with the local model into a project whose cache holds the
+    converted, checked model (what a first ``lore sync`` leaves)."""
+    root = _two_runbooks(
+        tmp_path_factory.mktemp("project"),
+        "local",
+        "# etcd quorum loss\n\n## Diagnosis\n\netcdNoLeader fires when members cannot elect a leader.\n",
     )
     report = run_sync(load_settings(root / "lore.toml"))
     assert report.chunks_embedded > 0
@@ -179,6 +185,10 @@ from lore.embedders.openvino_runtime import validated_model
 
 cache = Path(sys.argv[1])
 case = sys.argv[2]
+if case.startswith("guess"):  # what the worker guesses from lore.toml before the settings
+    guessed = cache if case == "guessed" else cache / "nowhere"
+    hint = query_worker.query_hint.ConfigHint({"cache_dir": str(guessed)})
+    query_worker.query_hint.read_hint = lambda argv: hint
 query_worker.start(["search", "q"], "search")
 worker = query_worker.claim()
 assert worker is not None, "no worker was started"
@@ -186,7 +196,7 @@ model_dir = bundled_model_path()
 texts = ["etcd has no leader", "pod stuck in CrashLoopBackOff", "x" * 3000]
 model_xml = validated_model(model_dir, cache)
 reference = QueryEncoder.load(model_dir, model_xml, pipeline(model_dir), 32).encode(texts)
-if case == "same":
+if case in ("same", "guessed", "guessed wrong"):
     worker.load(model_dir, cache, 32)
     print("DIFF", float(np.abs(worker.encode(texts) - reference).max()))
 elif case == "missing":
@@ -211,11 +221,17 @@ elif case == "killed":
         ("same", "DIFF 0.0"),  # the same code in the child: the same vectors
         ("missing", "UNAVAILABLE no checked OpenVINO model cached yet"),
         ("killed", "DIFF 0.0 openvino"),  # a dead worker: the query is embedded in-process
+        # The model compiled before the parent asked is the one it asks for: used as is.
+        ("guessed", "DIFF 0.0"),
+        # A guess that names no cached model is no guess: the request is compiled.
+        ("guessed wrong", "DIFF 0.0"),
     ],
 )
-def test_the_query_worker(project: Path, case: str, expected: str) -> None:
+def test_the_query_worker(project: Path, tmp_path: Path, case: str, expected: str) -> None:
+    trace = tmp_path / "trace.tsv"
     env = {key: value for key, value in os.environ.items() if not key.startswith("LORE_")}
     env.update(PYTHONPATH=str(Path(lore.cli.__file__).parents[2]), LORE_EMBEDDER="local")
+    env["LORE_TRACE_STARTUP"] = str(trace)
     done = subprocess.run(
         [sys.executable, "-c", _WORKER_SCRIPT, str(project / "cache"), case],
         cwd=project,
@@ -226,6 +242,11 @@ def test_the_query_worker(project: Path, case: str, expected: str) -> None:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert expected in done.stdout, done.stdout + done.stderr[-2000:]
+    marks = [line.split("\t")[1] for line in trace.read_text(encoding="utf-8").splitlines()]
+    if case.startswith("guess"):
+        # Compiled once either way: before the request when the guess was right, for it when not.
+        assert ("worker: guess compiled" in marks) is (case == "guessed"), marks
+        assert "worker: model compiled" in marks
 
 
 @pytest.mark.parametrize(
@@ -427,20 +448,10 @@ def test_importing_the_cli_imports_nothing_before_the_fork() -> None:
 def hashing_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An index of two runbooks (one with a code block) built with the hashing embedder:
     the search path's imports without the real model's sync."""
-    root = tmp_path_factory.mktemp("hashing")
-    (root / "runbooks").mkdir()
-    (root / "runbooks" / "etcd.md").write_text(
+    root = _two_runbooks(
+        tmp_path_factory.mktemp("hashing"),
+        "hashing",
         "# etcd quorum loss\n\n## Recovery\n\nRestore a member:\n\n```bash\netcdctl member list\n```\n",
-        encoding="utf-8",
-    )
-    (root / "runbooks" / "disk.md").write_text(
-        "# Node disk full\n\nFree /var/lib/docker.\n", encoding="utf-8"
-    )
-    (root / "lore.toml").write_text(
-        'db_path = "lore.db"\nembedder = "hashing"\ncache_dir = "cache"\naudit_path = "audit.jsonl"\n\n'
-        '[vault]\nenabled = false\n\n[[sources]]\nname = "runbooks"\ntype = "filesystem"\npath = "runbooks"\n'
-        'visibility = "all-viewers"\n',
-        encoding="utf-8",
     )
     run_sync(load_settings(root / "lore.toml"))
     return root
