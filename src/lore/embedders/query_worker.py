@@ -7,7 +7,9 @@ importing OpenVINO and the tokenizer) runs Python bytecode under the GIL, so a s
 thread only interleaves with the first. A child forked before any of that imports OpenVINO
 and the tokenizer and compiles the cached model on the second core, truly beside the
 parent, which never imports OpenVINO at all. The child is the same ``QueryEncoder`` code
-(``lore.embedders.local_query``), so the vectors are the ones an in-process query gets.
+(``lore.embedders.local_query``), so the vectors are the ones an in-process query gets. It
+compiles the model the config file probably names before the parent's settings can say
+(``lore.embedders.query_hint``), and keeps it only for a request that resolves to it.
 
 Everything here is best effort and invisible: no fork where it cannot help (a command that
 embeds no query, a configured embedder other than ``local``, no OpenVINO installed, a
