@@ -55,32 +55,35 @@ def test_the_command_word_is_found_after_the_root_options(argv: list[str], name:
     assert _command_name(argv) == name
 
 
+def _run_lore(
+    args: list[str], cwd: Path, report: str, extra_env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``lore ARGS`` in a fresh interpreter (this checkout's code, no ``LORE_*`` of ours),
+    then, whatever the command did, the statements ``report`` (``json`` and ``sys`` imported)."""
+    lines = "".join(f"    {line.strip()}\n" for line in report.strip().splitlines())
+    script = f"import json, sys\nfrom lore.cli import main\nsys.argv = ['lore', *{args!r}]\n"
+    script += f"try:\n    main()\nfinally:\n{lines}"
+    env = {key: value for key, value in os.environ.items() if not key.startswith("LORE_")}
+    env["PYTHONPATH"] = str(Path(lore.cli.__file__).parents[2])
+    env.update(extra_env or {})
+    return subprocess.run(
+        [sys.executable, "-c", script], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
+    )
+
+
 _LAST_STDERR = [""]  # the stderr of the latest _probe, for the lines it does not return
 
 
 def _probe(args: list[str], cwd: Path, extra_env: dict[str, str] | None = None) -> tuple[str, str, str]:
     """Run ``lore ARGS`` in a fresh interpreter; stdout, and which heavy modules it imported."""
-    script = textwrap.dedent(
-        f"""
-        import sys
-        from lore.cli import main
-        sys.argv = ["lore", *{args!r}]
-        try:
-            main()
-        finally:
-            loaded = [name for name in {HEAVY!r} if name in sys.modules]
-            needless = [name for name in {NEEDLESS!r} if name in sys.modules]
-            print("PROBE", ",".join(loaded) or "none", "lore.sync" in sys.modules, file=sys.stderr)
-            print("NEEDLESS", ",".join(needless) or "none", file=sys.stderr)
-            print("QUERY-MODEL", "openvino" in sys.modules, "tokenizers" in sys.modules, file=sys.stderr)
+    report = f"""
+        loaded = [name for name in {HEAVY!r} if name in sys.modules]
+        needless = [name for name in {NEEDLESS!r} if name in sys.modules]
+        print("PROBE", ",".join(loaded) or "none", "lore.sync" in sys.modules, file=sys.stderr)
+        print("NEEDLESS", ",".join(needless) or "none", file=sys.stderr)
+        print("QUERY-MODEL", "openvino" in sys.modules, "tokenizers" in sys.modules, file=sys.stderr)
         """
-    )
-    env = {key: value for key, value in os.environ.items() if not key.startswith("LORE_")}
-    env["PYTHONPATH"] = str(Path(lore.cli.__file__).parents[2])
-    env.update(extra_env or {})
-    result = subprocess.run(
-        [sys.executable, "-c", script], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
-    )
+    result = _run_lore(args, cwd, report, extra_env)
     _LAST_STDERR[:] = [result.stderr]
     probe = [line for line in result.stderr.splitlines() if line.startswith("PROBE")]
     assert result.returncode == 0, result.stderr[-2000:]
@@ -409,22 +412,8 @@ SEARCH_NEVER = (
 
 def _imported(args: list[str], cwd: Path, names: tuple[str, ...]) -> tuple[str, list[str]]:
     """Run ``lore ARGS`` in a fresh interpreter: its stdout, and which of ``names`` it imported."""
-    script = textwrap.dedent(
-        f"""
-        import json, sys
-        from lore.cli import main
-        sys.argv = ["lore", *{args!r}]
-        try:
-            main()
-        finally:
-            print("IMPORTED", json.dumps([n for n in {names!r} if n in sys.modules]), file=sys.stderr)
-        """
-    )
-    env = {key: value for key, value in os.environ.items() if not key.startswith("LORE_")}
-    env["PYTHONPATH"] = str(Path(lore.cli.__file__).parents[2])
-    done = subprocess.run(
-        [sys.executable, "-c", script], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
-    )
+    report = f'print("IMPORTED", json.dumps([n for n in {names!r} if n in sys.modules]), file=sys.stderr)'
+    done = _run_lore(args, cwd, report)
     assert done.returncode == 0, done.stderr[-2000:]
     [line] = [line for line in done.stderr.splitlines() if line.startswith("IMPORTED ")]
     return done.stdout, json.loads(line.removeprefix("IMPORTED "))
