@@ -35,7 +35,7 @@ from lore.access import Principal, Role, access_filter
 from lore.config import load_settings
 from lore.safety.audit import AuditEntry, JsonlAuditLog
 from lore.safety.secrets import redact_secrets
-from lore.tool.core import _parse_arguments
+from lore.tool.arguments import parse_arguments as _parse_arguments
 from lore.web.service import Service, open_service
 
 PRINCIPAL = Principal("profile", Role.VIEWER, frozenset({"sre"}))
@@ -87,11 +87,11 @@ def stages(service: Service, scratch: Path) -> list[tuple[str, float]]:
         ),
         (
             "cleaning, cold (screening + redaction)",
-            cpu_ms(lambda: [search._clean_uncached(text) for text in fields], 3) / per_search,
+            cpu_ms(lambda: [search.cleaner.clean_uncached(text) for text in fields], 3) / per_search,
         ),
         (
             "cleaning, as the tool does it (cached)",
-            cpu_ms(lambda: [search._clean(text, Counter()) for text in fields], 20) / per_search,
+            cpu_ms(lambda: [search.cleaner.clean(text, Counter()) for text in fields], 20) / per_search,
         ),
         ("audit record (open, flock, append)", cpu_ms(lambda: log.record(entry), 300)),
         ("result to JSON", cpu_ms(lambda: json.dumps(result.to_dict()), 300)),

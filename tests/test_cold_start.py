@@ -55,32 +55,35 @@ def test_the_command_word_is_found_after_the_root_options(argv: list[str], name:
     assert _command_name(argv) == name
 
 
+def _run_lore(
+    args: list[str], cwd: Path, report: str, extra_env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``lore ARGS`` in a fresh interpreter (this checkout's code, no ``LORE_*`` of ours),
+    then, whatever the command did, the statements ``report`` (``json`` and ``sys`` imported)."""
+    lines = "".join(f"    {line.strip()}\n" for line in report.strip().splitlines())
+    script = f"import json, sys\nfrom lore.cli import main\nsys.argv = ['lore', *{args!r}]\n"
+    script += f"try:\n    main()\nfinally:\n{lines}"
+    env = {key: value for key, value in os.environ.items() if not key.startswith("LORE_")}
+    env["PYTHONPATH"] = str(Path(lore.cli.__file__).parents[2])
+    env.update(extra_env or {})
+    return subprocess.run(
+        [sys.executable, "-c", script], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
+    )
+
+
 _LAST_STDERR = [""]  # the stderr of the latest _probe, for the lines it does not return
 
 
 def _probe(args: list[str], cwd: Path, extra_env: dict[str, str] | None = None) -> tuple[str, str, str]:
     """Run ``lore ARGS`` in a fresh interpreter; stdout, and which heavy modules it imported."""
-    script = textwrap.dedent(
-        f"""
-        import sys
-        from lore.cli import main
-        sys.argv = ["lore", *{args!r}]
-        try:
-            main()
-        finally:
-            loaded = [name for name in {HEAVY!r} if name in sys.modules]
-            needless = [name for name in {NEEDLESS!r} if name in sys.modules]
-            print("PROBE", ",".join(loaded) or "none", "lore.sync" in sys.modules, file=sys.stderr)
-            print("NEEDLESS", ",".join(needless) or "none", file=sys.stderr)
-            print("QUERY-MODEL", "openvino" in sys.modules, "tokenizers" in sys.modules, file=sys.stderr)
+    report = f"""
+        loaded = [name for name in {HEAVY!r} if name in sys.modules]
+        needless = [name for name in {NEEDLESS!r} if name in sys.modules]
+        print("PROBE", ",".join(loaded) or "none", "lore.sync" in sys.modules, file=sys.stderr)
+        print("NEEDLESS", ",".join(needless) or "none", file=sys.stderr)
+        print("QUERY-MODEL", "openvino" in sys.modules, "tokenizers" in sys.modules, file=sys.stderr)
         """
-    )
-    env = {key: value for key, value in os.environ.items() if not key.startswith("LORE_")}
-    env["PYTHONPATH"] = str(Path(lore.cli.__file__).parents[2])
-    env.update(extra_env or {})
-    result = subprocess.run(
-        [sys.executable, "-c", script], cwd=cwd, env=env, capture_output=True, text=True, timeout=600
-    )
+    result = _run_lore(args, cwd, report, extra_env)
     _LAST_STDERR[:] = [result.stderr]
     probe = [line for line in result.stderr.splitlines() if line.startswith("PROBE")]
     assert result.returncode == 0, result.stderr[-2000:]
@@ -89,25 +92,31 @@ def _probe(args: list[str], cwd: Path, extra_env: dict[str, str] | None = None) 
     return result.stdout, probe[-1], needless[-1]
 
 
-@pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Two runbooks synced with the local model into a project whose cache holds the
-    converted, checked model (what a first ``lore sync`` leaves)."""
-    root = tmp_path_factory.mktemp("project")
+def _two_runbooks(root: Path, embedder: str, etcd: str) -> Path:
+    """A project of two runbooks (``etcd`` the text of the first) to sync with ``embedder``."""
     (root / "runbooks").mkdir()
-    (root / "runbooks" / "etcd.md").write_text(
-        "# etcd quorum loss\n\n## Diagnosis\n\netcdNoLeader fires when members cannot elect a leader.\n",
-        encoding="utf-8",
-    )
+    (root / "runbooks" / "etcd.md").write_text(etcd, encoding="utf-8")
     (root / "runbooks" / "disk.md").write_text(
         "# Node disk full\n\nThe root filesystem is full: free /var/lib/docker.\n", encoding="utf-8"
     )
     (root / "lore.toml").write_text(
-        'backend = "sqlite"\ndb_path = "lore.db"\nembedder = "local"\ncache_dir = "cache"\n'
+        f'backend = "sqlite"\ndb_path = "lore.db"\nembedder = "{embedder}"\ncache_dir = "cache"\n'
         # Without the playbook pack: two runbooks keep the real model's sync short.
         'audit_path = "audit.jsonl"\n\n[vault]\nenabled = false\n\n[[sources]]\nname = "runbooks"\n'
         'type = "filesystem"\npath = "runbooks"\nvisibility = "all-viewers"\n',
         encoding="utf-8",
+    )
+    return root
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two runbooks synced with the local model into a project whose cache holds the
+    converted, checked model (what a first ``lore sync`` leaves)."""
+    root = _two_runbooks(
+        tmp_path_factory.mktemp("project"),
+        "local",
+        "# etcd quorum loss\n\n## Diagnosis\n\netcdNoLeader fires when members cannot elect a leader.\n",
     )
     report = run_sync(load_settings(root / "lore.toml"))
     assert report.chunks_embedded > 0
@@ -179,6 +188,10 @@ from lore.embedders.openvino_runtime import validated_model
 
 cache = Path(sys.argv[1])
 case = sys.argv[2]
+if case.startswith("guess"):  # what the worker guesses from lore.toml before the settings
+    guessed = cache if case == "guessed" else cache / "nowhere"
+    hint = query_worker.query_hint.ConfigHint({"cache_dir": str(guessed)})
+    query_worker.query_hint.read_hint = lambda argv: hint
 query_worker.start(["search", "q"], "search")
 worker = query_worker.claim()
 assert worker is not None, "no worker was started"
@@ -186,7 +199,7 @@ model_dir = bundled_model_path()
 texts = ["etcd has no leader", "pod stuck in CrashLoopBackOff", "x" * 3000]
 model_xml = validated_model(model_dir, cache)
 reference = QueryEncoder.load(model_dir, model_xml, pipeline(model_dir), 32).encode(texts)
-if case == "same":
+if case in ("same", "guessed", "guessed wrong"):
     worker.load(model_dir, cache, 32)
     print("DIFF", float(np.abs(worker.encode(texts) - reference).max()))
 elif case == "missing":
@@ -211,11 +224,17 @@ elif case == "killed":
         ("same", "DIFF 0.0"),  # the same code in the child: the same vectors
         ("missing", "UNAVAILABLE no checked OpenVINO model cached yet"),
         ("killed", "DIFF 0.0 openvino"),  # a dead worker: the query is embedded in-process
+        # The model compiled before the parent asked is the one it asks for: used as is.
+        ("guessed", "DIFF 0.0"),
+        # A guess that names no cached model is no guess: the request is compiled.
+        ("guessed wrong", "DIFF 0.0"),
     ],
 )
-def test_the_query_worker(project: Path, case: str, expected: str) -> None:
+def test_the_query_worker(project: Path, tmp_path: Path, case: str, expected: str) -> None:
+    trace = tmp_path / "trace.tsv"
     env = {key: value for key, value in os.environ.items() if not key.startswith("LORE_")}
     env.update(PYTHONPATH=str(Path(lore.cli.__file__).parents[2]), LORE_EMBEDDER="local")
+    env["LORE_TRACE_STARTUP"] = str(trace)
     done = subprocess.run(
         [sys.executable, "-c", _WORKER_SCRIPT, str(project / "cache"), case],
         cwd=project,
@@ -226,6 +245,11 @@ def test_the_query_worker(project: Path, case: str, expected: str) -> None:
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert expected in done.stdout, done.stdout + done.stderr[-2000:]
+    marks = [line.split("\t")[1] for line in trace.read_text(encoding="utf-8").splitlines()]
+    if case.startswith("guess"):
+        # Compiled once either way: before the request when the guess was right, for it when not.
+        assert ("worker: guess compiled" in marks) is (case == "guessed"), marks
+        assert "worker: model compiled" in marks
 
 
 @pytest.mark.parametrize(
@@ -263,3 +287,171 @@ def test_the_worker_is_forked_only_where_it_helps(
         (tmp_path / "lore.toml").write_text(config, encoding="utf-8")
     monkeypatch.setattr(query_worker.threading, "active_count", lambda: 1)
     assert query_worker._worthwhile(argv, _command_name(argv)) is expected
+
+
+def _rendered(markdown: object, *, terminal: bool) -> str:
+    import io
+
+    from rich.console import Console
+
+    screen = io.StringIO()
+    Console(
+        file=screen, width=100, force_terminal=terminal, color_system="truecolor" if terminal else None
+    ).print(markdown)
+    return screen.getvalue()
+
+
+def test_passages_print_the_same_text_without_lexing_where_no_colour_shows() -> None:
+    """Printed to a pipe, a code block is not lexed (no style would show) and reads exactly
+    as rich's own Markdown prints it, for every runbook of the example corpus; on a
+    terminal it is highlighted as before."""
+    from rich.markdown import Markdown
+
+    from lore.cli.passage_markdown import PassageMarkdown
+
+    examples = sorted((Path(lore.cli.__file__).parents[3] / "examples" / "runbooks").rglob("*.md"))
+    assert examples
+    fenced = 0
+    for path in examples:
+        text = path.read_text(encoding="utf-8")
+        fenced += text.count("```")
+        assert _rendered(PassageMarkdown(text, hyperlinks=False), terminal=False) == _rendered(
+            Markdown(text, hyperlinks=False), terminal=False
+        ), path
+    assert fenced > 10  # the corpus has code blocks to compare
+    block = "# T\n\n```bash\nkubectl -n payments get pods\n```\n"
+    coloured = _rendered(PassageMarkdown(block), terminal=True)
+    assert coloured == _rendered(Markdown(block), terminal=True)
+    assert "\x1b[" in coloured
+
+
+def test_printing_passages_to_a_pipe_builds_no_lexer(tmp_path: Path) -> None:
+    """The structural side of the test above: pygments' lexers stay unimported."""
+    script = textwrap.dedent(
+        """
+        import io, sys
+        from rich.console import Console
+        from lore.cli.passage_markdown import PassageMarkdown
+        text = "# T\\n\\n```bash\\nkubectl get pods\\n```\\n\\n```python\\nprint(1)\\n```\\n"
+        Console(file=io.StringIO(), width=80).print(PassageMarkdown(text))
+        print(sorted(name for name in sys.modules if name.startswith("pygments.lexers.")))
+        """
+    )
+    env = {key: value for key, value in os.environ.items() if not key.startswith("LORE_")}
+    env["PYTHONPATH"] = str(Path(lore.cli.__file__).parents[2])
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    # The lexer table and the plain-text lexer; no language's lexer (shell, python).
+    assert set(json.loads(done.stdout.replace("'", '"'))) <= {
+        "pygments.lexers._mapping",
+        "pygments.lexers.special",
+    }
+
+
+@pytest.mark.parametrize(
+    ("config", "env", "guessed"),
+    [
+        ('cache_dir = "cache"\n', {}, True),  # relative to the config file, not the cwd
+        ('cache_dir = "~/lore-cache"\n', {}, True),
+        ("", {}, True),  # the user cache directory
+        ('cache_dir = "cache"\n', {"LORE_CACHE_DIR": "elsewhere"}, True),  # the environment wins
+        ('embedding_model = "all-MiniLM-L6-v2"\n', {}, False),  # another key decides: no guess
+        ('embedding_runtime = "torch"\n', {}, False),
+        ("cache_dir = 3\n", {}, False),  # a form the settings model would judge
+    ],
+)
+def test_the_workers_guess_of_the_model_is_what_the_settings_resolve(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, config: str, env: dict[str, str], guessed: bool
+) -> None:
+    """The worker compiles its guess before the settings are read; a guess must name what
+    the settings (the one source of truth) then ask for, or be no guess at all."""
+    from lore.embedders.local import LocalEmbedder
+    from lore.embedders.query_hint import model_location, read_hint
+    from lore.resolve import resolve_embedder
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "lore.toml").write_text(config, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)  # not the config's folder: relative paths must not follow the cwd
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    for key in [key for key in os.environ if key.startswith("LORE_")]:
+        monkeypatch.delenv(key)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    argv = ["--config", str(project / "lore.toml"), "search", "etcd"]
+    guess = model_location(read_hint(argv))
+    if not guessed:
+        assert guess is None
+        return
+    embedder = resolve_embedder(load_settings(project / "lore.toml"))
+    assert isinstance(embedder, LocalEmbedder)
+    assert guess == (embedder.model_dir, embedder.cache_dir)
+
+
+#: What a cold ``lore search`` never needs on its way to the answer: the query model's
+#: runtimes (the worker has them), sync's parts (the chunker, pathspec, the stored sources
+#: and their YAML), the ANN library below its threshold, and with ``--json`` the
+#: Markdown renderer.
+SEARCH_NEVER = (
+    "torch",
+    "sentence_transformers",
+    "transformers",
+    "openvino",
+    "tokenizers",
+    "lore.chunking",
+    "lore.sync",
+    "pathspec",
+    "yaml",
+    "lore.sources.stored",
+    "usearch",
+    "jsonschema",
+)
+
+
+def _imported(args: list[str], cwd: Path, names: tuple[str, ...]) -> tuple[str, list[str]]:
+    """Run ``lore ARGS`` in a fresh interpreter: its stdout, and which of ``names`` it imported."""
+    report = f'print("IMPORTED", json.dumps([n for n in {names!r} if n in sys.modules]), file=sys.stderr)'
+    done = _run_lore(args, cwd, report)
+    assert done.returncode == 0, done.stderr[-2000:]
+    [line] = [line for line in done.stderr.splitlines() if line.startswith("IMPORTED ")]
+    return done.stdout, json.loads(line.removeprefix("IMPORTED "))
+
+
+def test_importing_the_cli_imports_nothing_before_the_fork() -> None:
+    """``lore.cli`` forks the query worker first: what it imports before, the worker
+    inherits and the parent pays for before the second core can help."""
+    heavy = ("typer", "rich", "pydantic", "pydantic_settings", "numpy", "openvino", "tantivy", "lore.config")
+    script = f"import json, sys, lore.cli; print(json.dumps([n for n in {heavy!r} if n in sys.modules]))"
+    env = {key: value for key, value in os.environ.items() if not key.startswith("LORE_")}
+    env["PYTHONPATH"] = str(Path(lore.cli.__file__).parents[2])
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout) == []
+
+
+@pytest.fixture(scope="module")
+def hashing_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An index of two runbooks (one with a code block) built with the hashing embedder:
+    the search path's imports without the real model's sync."""
+    root = _two_runbooks(
+        tmp_path_factory.mktemp("hashing"),
+        "hashing",
+        "# etcd quorum loss\n\n## Recovery\n\nRestore a member:\n\n```bash\netcdctl member list\n```\n",
+    )
+    run_sync(load_settings(root / "lore.toml"))
+    return root
+
+
+@pytest.mark.parametrize("json_output", [True, False])
+def test_a_search_imports_only_what_answering_needs(hashing_project: Path, json_output: bool) -> None:
+    args = ["--config", str(hashing_project / "lore.toml"), "search", "etcd quorum", "--mode", "hybrid"]
+    args += ["--json"] if json_output else []
+    never = SEARCH_NEVER + (("rich.markdown",) if json_output else ("pygments.lexers.shell",))
+    _imported(args, hashing_project, never)  # a first search may fill caches (detect-secrets' patterns)
+    out, imported = _imported(args, hashing_project, (*never, "detect_secrets"))
+    assert "etcd" in out
+    assert imported == []

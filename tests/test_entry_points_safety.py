@@ -31,8 +31,9 @@ from mcp import Client, StdioServerParameters
 from mcp.types import TextContent
 
 from lore.cli.search_cmd import os_user as cli_os_user
-from lore.config import load_settings
+from lore.config import LoreSettings, load_settings
 from lore.mcp_server import os_user as mcp_os_user
+from lore.protocols import KnowledgeRetriever
 from lore.resolve import resolve_index
 from lore.sync import run_sync
 from lore.testing.attacks import (
@@ -43,6 +44,7 @@ from lore.testing.attacks import (
     unsafe_payloads,
     write_attack_corpus,
 )
+from lore.tool.cleaning import PassageCleaner
 from lore.tool.core import MAX_TOP_K, KnowledgeSearch, build_knowledge_search
 from optional_extras import require_extra
 
@@ -152,12 +154,18 @@ def test_the_corpus_plants_both_kinds_of_attack() -> None:
     assert len({case.name for case in CASES}) == len(CASES)
 
 
+class _NoCleaning(PassageCleaner):
+    def clean(self, text: str, findings: Counter[str]) -> str:
+        return text
+
+
 class ChainBypassed(KnowledgeSearch):
     """The control: the real tool with screening and redaction switched off (the cap and
     the audit still run). Only a test builds this."""
 
-    def _clean(self, text: str, findings: Counter[str]) -> str:
-        return text
+    def __init__(self, retriever: KnowledgeRetriever, *, settings: LoreSettings) -> None:
+        super().__init__(retriever, settings=settings)
+        self._cleaner = _NoCleaning(settings)
 
 
 async def test_control_without_the_chain_every_case_leaks(

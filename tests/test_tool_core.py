@@ -236,7 +236,7 @@ _ARGUMENTS = st.dictionaries(
 def test_the_compiled_schema_agrees_with_the_reference_validator(arguments: dict[str, Any]) -> None:
     # The tool validates with fastjsonschema (cheap to import); clients validate the
     # advertised INPUT_SCHEMA with whatever they have. Both must accept the same inputs.
-    from lore.tool.core import _parse_arguments
+    from lore.tool.arguments import parse_arguments as _parse_arguments
 
     expected = jsonschema.Draft202012Validator(INPUT_SCHEMA).is_valid(arguments)
     refusal: str | None = None

@@ -15,6 +15,7 @@ document stayed retrievable after it was deleted upstream.
 
 from __future__ import annotations
 
+import functools
 import logging
 import uuid
 from collections.abc import Callable, Iterable
@@ -46,7 +47,17 @@ RUN_RETENTION = 1_000
 
 Clock = Callable[[], datetime]
 
-_RECORD = TypeAdapter(RunRecord)
+
+@functools.cache
+def _record() -> TypeAdapter[RunRecord]:
+    # Built on first use: building a pydantic schema at import costs every command that
+    # imports a backend (a cold ``lore search`` included), though only sync records runs.
+    return TypeAdapter(RunRecord)
+
+
+@functools.cache
+def _records() -> TypeAdapter[list[RunRecord]]:
+    return TypeAdapter(list[RunRecord])
 
 
 def utc_now() -> datetime:
@@ -145,8 +156,15 @@ class RunRecorder:
     def add_failed_source(self, source: str, reason: str) -> None:
         now = self._clock()
         self._not_started.append(
-            SourceRun(source, now, now, RunStatus.FAILED, complete=False, failed=1,
-                      failures=(SyncFailure(source, "", reason),))
+            SourceRun(
+                source,
+                now,
+                now,
+                RunStatus.FAILED,
+                complete=False,
+                failed=1,
+                failures=(SyncFailure(source, "", reason),),
+            )
         )
 
     def finish(self, index: KnowledgeIndex | None, error: BaseException | None = None) -> RunRecord:
@@ -170,12 +188,12 @@ class RunRecorder:
 
 
 def run_to_json(run: RunRecord) -> str:
-    return _RECORD.dump_json(run).decode()
+    return _record().dump_json(run).decode()
 
 
 def run_from_json(raw: str | bytes) -> RunRecord:
     try:
-        return _RECORD.validate_json(raw)
+        return _record().validate_json(raw)
     except ValidationError as err:
         raise _unreadable(err) from err
 
@@ -215,7 +233,7 @@ class StateRunLog:
         kept.append(run)
         kept.sort(key=lambda held: (held.started_at, held.run_id), reverse=True)
         del kept[STATE_RUN_RETENTION:]
-        self._index.set_state(STATE_RUNS_KEY, _RECORDS.dump_json(kept).decode())
+        self._index.set_state(STATE_RUNS_KEY, _records().dump_json(kept).decode())
 
     def runs(self, limit: int = 20, *, source: str | None = None) -> list[RunRecord]:
         held = self._all()
@@ -228,9 +246,6 @@ class StateRunLog:
         if not raw:
             return []
         try:
-            return _RECORDS.validate_json(raw)
+            return _records().validate_json(raw)
         except ValidationError as err:
             raise _unreadable(err) from err
-
-
-_RECORDS = TypeAdapter(list[RunRecord])

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import gc
 import importlib
 import sys
 
+from lore import startup_trace
 from lore.embedders import query_worker
 
 #: Each module registers its commands on ``app`` when imported.
@@ -70,6 +72,7 @@ def _register_commands(argv: list[str] | None = None) -> None:
 def main() -> None:
     # First, before typer, pydantic and the rest are imported: a cold `lore search` gets
     # its query model ready in a forked process meanwhile (lore.embedders.query_worker).
+    startup_trace.mark("main")
     command = _command_name(sys.argv[1:])
     query_worker.start(sys.argv[1:], command)
     collecting = gc.isenabled()
@@ -78,9 +81,17 @@ def main() -> None:
         # the cyclic collector's passes over the objects its imports create cost about a
         # tenth of a cold search. A long-running command (mcp, serve, sync) keeps it.
         gc.disable()
+        # The interpreter's exit collects once more, disabled or not: a pass over every
+        # object the imports made (about a tenth of a cold search again), to free memory
+        # the process is about to return anyway. Frozen objects are exempt; run last of
+        # the exit handlers (registered first), after anything that writes on exit, and
+        # at the exit of a program that runs main() inside it, never before.
+        atexit.unregister(gc.freeze)  # once, however often main() runs in one program
+        atexit.register(gc.freeze)
     try:
         _run()
     finally:
+        startup_trace.mark("done")
         query_worker.release()
         if collecting:
             gc.enable()  # main() may run inside another program (tests do)
@@ -90,8 +101,10 @@ def _run() -> None:
     from lore.cli.app import INTERRUPTED_EXIT, app, print_error
     from lore.errors import LoreError
 
+    startup_trace.mark("cli app imported")
     try:
         _register_commands(sys.argv[1:])
+        startup_trace.mark("command registered")
         app()
     except LoreError as err:
         print_error(str(err))

@@ -17,6 +17,7 @@ import typer
 from rich.padding import Padding
 from rich.text import Text
 
+from lore import startup_trace
 from lore.cli.app import app, console, settings
 from lore.config import LoreSettings
 from lore.errors import ConfigError, LoreError, QueryError
@@ -198,13 +199,16 @@ def search_command(
     labels = parse_labels(label or [])
     search_mode = parse_mode(mode)
     count = parse_top_k(top_k)
+    startup_trace.mark("arguments parsed")
     current = settings()
+    startup_trace.mark("settings loaded")
     if min_confidence is not None:
         if min_confidence not in _LEVELS:
             raise ConfigError(f"--min-confidence must be one of {', '.join(_LEVELS)}, got {min_confidence!r}")
         current = current.model_copy(update={"min_confidence": min_confidence})
     _check_index(current)
     embedder, warming = _warm_up(current, search_mode)
+    startup_trace.mark("embedder resolved")
     try:
         result = _search(current, embedder, query, count, labels, search_mode, correlation)
     finally:
@@ -219,6 +223,7 @@ def search_command(
         raise LoreError(result.error)
     if not json_output:
         _print_human(result)
+    startup_trace.mark("rendered")
 
 
 def _search(
@@ -233,7 +238,9 @@ def _search(
     from lore.protocols import Closing
     from lore.tool.core import KnowledgeSearch
 
+    startup_trace.mark("tool core imported")
     retriever = _open_retriever(current, embedder)
+    startup_trace.mark("index opened")
     try:
         arguments: dict[str, Any] = {"query": query, **(correlation or {})}
         if count is not None:
@@ -241,6 +248,7 @@ def _search(
         if labels:
             arguments["labels"] = labels
         tool = KnowledgeSearch(retriever, settings=current)
+        startup_trace.mark("tool built")
         try:
             result = asyncio.run(tool.run(arguments, principal=os_user(), mode=search_mode))
         finally:
@@ -350,11 +358,11 @@ def _body(passage: ToolPassage) -> RenderableType:
     breaks and code blocks. Markdown, not markup: a passage's "[bold]" prints as written,
     and links show their address rather than hiding it behind a clickable word."""
     # rich.markdown (and markdown-it) only for a human reader, never for --json.
-    from rich.markdown import Markdown
+    from lore.cli.passage_markdown import PassageMarkdown
 
     text = terminal_safe(passage.text)
     if PurePosixPath(passage.uri).suffix.lower() in _MARKDOWN_SUFFIXES:
-        return Markdown(text, hyperlinks=False)
+        return PassageMarkdown(text, hyperlinks=False)
     return Text(text)
 
 

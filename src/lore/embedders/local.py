@@ -34,6 +34,7 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
+from lore import startup_trace
 from lore.config import LoreSettings
 from lore.embedders.local_query import QueryEncoder
 from lore.embedders.query_worker import QueryWorker, WorkerUnavailable
@@ -184,7 +185,10 @@ class LocalEmbedder:
         if encoder is not None:
             with self._warming:
                 pass
-            return encoder.encode(texts)
+            startup_trace.mark("query embedding")
+            vectors = encoder.encode(texts)
+            startup_trace.mark("query embedded")
+            return vectors
         return self._encode(texts, prompt="query")
 
     def warm_up(self) -> None:

@@ -140,19 +140,7 @@ class QueryEncoder:
 
     @classmethod
     def load(cls, model_dir: Path, model_xml: Path, spec: Pipeline, batch_size: int) -> QueryEncoder:
-        from tokenizers import Tokenizer
-
-        from lore.embedders import openvino_runtime
-
-        try:
-            tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
-        except Exception as err:  # tokenizers raises a bare Exception for a bad file
-            raise EmbeddingError(f"cannot read {model_dir / 'tokenizer.json'}: {err}") from err
-        # tokenizer.json carries its own truncation and padding (128 for MiniLM);
-        # sentence-transformers truncates at max_seq_length and pads to the batch's longest.
-        tokenizer.enable_truncation(max_length=spec.max_seq_length, strategy="longest_first")
-        tokenizer.no_padding()
-        return cls(tokenizer, openvino_runtime.compile_model(model_xml), spec, batch_size)
+        return cls(*compiled_parts(model_dir, model_xml, spec), spec, batch_size)
 
     def encode(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         encodings = self._tokenizer.encode_batch(list(texts))
@@ -193,3 +181,21 @@ class QueryEncoder:
             norms = np.linalg.norm(vectors, axis=1, keepdims=True)
             vectors = vectors / np.clip(norms, 1e-12, None)
         return vectors.astype(np.float32, copy=False)
+
+
+def compiled_parts(model_dir: Path, model_xml: Path, spec: Pipeline) -> tuple[Any, Any]:
+    """The tokenizer configured as sentence-transformers uses it and the compiled model:
+    what a ``QueryEncoder`` is made of, and all that loading one costs."""
+    from tokenizers import Tokenizer
+
+    from lore.embedders import openvino_runtime
+
+    try:
+        tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+    except Exception as err:  # tokenizers raises a bare Exception for a bad file
+        raise EmbeddingError(f"cannot read {model_dir / 'tokenizer.json'}: {err}") from err
+    # tokenizer.json carries its own truncation and padding (128 for MiniLM);
+    # sentence-transformers truncates at max_seq_length and pads to the batch's longest.
+    tokenizer.enable_truncation(max_length=spec.max_seq_length, strategy="longest_first")
+    tokenizer.no_padding()
+    return tokenizer, openvino_runtime.compile_model(model_xml)

@@ -7,7 +7,9 @@ importing OpenVINO and the tokenizer) runs Python bytecode under the GIL, so a s
 thread only interleaves with the first. A child forked before any of that imports OpenVINO
 and the tokenizer and compiles the cached model on the second core, truly beside the
 parent, which never imports OpenVINO at all. The child is the same ``QueryEncoder`` code
-(``lore.embedders.local_query``), so the vectors are the ones an in-process query gets.
+(``lore.embedders.local_query``), so the vectors are the ones an in-process query gets. It
+compiles the model the config file probably names before the parent's settings can say
+(``lore.embedders.query_hint``), and keeps it only for a request that resolves to it.
 
 Everything here is best effort and invisible: no fork where it cannot help (a command that
 embeds no query, a configured embedder other than ``local``, no OpenVINO installed, a
@@ -33,6 +35,8 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
+
+from lore.embedders import query_hint
 
 if TYPE_CHECKING:
     import numpy as np
@@ -115,6 +119,8 @@ class QueryWorker:
 
 
 _started: QueryWorker | None = None
+#: The command's config file as read before forking, for the child's guess of the model.
+_hint = query_hint.ConfigHint()
 
 
 def start(argv: Sequence[str], command: str | None) -> None:
@@ -171,32 +177,15 @@ def _worthwhile(argv: Sequence[str], command: str | None) -> bool:
             return False
     except (ImportError, ValueError):
         return False
-    return _configured_embedder(words) in (None, "local")
+    global _hint
+    _hint = query_hint.read_hint(words)
+    return _configured_embedder(_hint) in (None, "local")
 
 
-def _configured_embedder(argv: list[str]) -> str | None:
+def _configured_embedder(hint: query_hint.ConfigHint) -> str | None:
     """The ``embedder`` setting as far as it can be read without importing the settings
-    (pydantic): the environment, then the top level of the config file the command will
-    read (``--config``, ``$LORE_CONFIG``, ``./lore.toml``, as ``lore.config`` finds it).
-    Only a hint: a wrong guess costs a child that idles, or the in-process path."""
-    if "LORE_EMBEDDER" in os.environ:
-        return os.environ["LORE_EMBEDDER"]
-    path: str | None = None
-    for index, word in enumerate(argv[:-1]):
-        if word in ("--config", "-c"):
-            path = argv[index + 1]
-            break
-    else:
-        path = os.environ.get("LORE_CONFIG") or ("lore.toml" if os.path.isfile("lore.toml") else None)
-    if path is None:
-        return None
-    import tomllib
-
-    try:
-        with open(path, "rb") as handle:
-            value = tomllib.load(handle).get("embedder")
-    except (OSError, ValueError):
-        return None
+    (pydantic). Only a hint: a wrong guess costs a child that idles, or the in-process path."""
+    value = query_hint.setting(hint, "embedder")
     return value if isinstance(value, str) else None
 
 
@@ -216,11 +205,16 @@ def _serve(requests: int, replies: int) -> NoReturn:  # pragma: no cover - runs 
 
 def _answer(requests: int, replies: int) -> None:  # pragma: no cover - runs in the child
     # What every request needs, imported while the parent imports the rest of lore.
+    from lore import startup_trace
     from lore.embedders import local_query, openvino_runtime
 
+    startup_trace.mark("worker: forked")
     openvino_runtime._runtime()
+    startup_trace.mark("worker: openvino imported")
     import tokenizers  # noqa: F401
 
+    startup_trace.mark("worker: tokenizers imported")
+    prepared = _prepare_guess()
     encoder: local_query.QueryEncoder | None = None
     while True:
         try:
@@ -229,20 +223,50 @@ def _answer(requests: int, replies: int) -> None:  # pragma: no cover - runs in 
             return
         try:
             if message[0] == "load":
+                startup_trace.mark("worker: load asked")
                 model_dir = Path(message[1])
                 cache_dir = Path(message[2]) if message[2] else None
                 spec = local_query.pipeline(model_dir)
                 model_xml = openvino_runtime.validated_model(model_dir, cache_dir)
                 if model_xml is None:
                     raise WorkerUnavailable("no checked OpenVINO model cached yet")
-                encoder = local_query.QueryEncoder.load(model_dir, model_xml, spec, message[3])
+                key = (model_dir.resolve(), model_xml.resolve())
+                parts = prepared.pop(key, None) or local_query.compiled_parts(model_dir, model_xml, spec)
+                encoder = local_query.QueryEncoder(*parts, spec, message[3])
+                startup_trace.mark("worker: model compiled")
                 _write(replies, ("ok",))
             elif encoder is None:
                 raise WorkerUnavailable("no model loaded")
             else:
                 _write(replies, ("vectors", encoder.encode(message[1])))
+                startup_trace.mark("worker: encoded")
         except Exception as err:  # every failure is the parent's cue to embed itself
             _write(replies, ("error", str(err) or type(err).__name__))
+
+
+def _prepare_guess() -> dict[tuple[Path, Path], tuple[Any, Any]]:  # pragma: no cover - the child
+    """The model the config file probably names (``query_hint``), compiled and run once
+    (OpenVINO's first inference costs about ten later ones) before the parent, still
+    importing, asks for it; keyed by the model directory and the checked model file, which
+    a ``load`` must resolve to for it to be used. Empty when there is no guess or it fails."""
+    from lore import startup_trace
+    from lore.embedders import local_query, openvino_runtime
+
+    try:
+        location = query_hint.model_location(_hint)
+        if location is None:
+            return {}
+        model_dir, cache_dir = location
+        model_xml = openvino_runtime.validated_model(model_dir, cache_dir)
+        if model_xml is None:
+            return {}
+        spec = local_query.pipeline(model_dir)
+        parts = local_query.compiled_parts(model_dir, model_xml, spec)
+        local_query.QueryEncoder(*parts, spec, 1).encode(["warm-up"])
+    except Exception:  # a guess that fails is no guess: the load request decides
+        return {}
+    startup_trace.mark("worker: guess compiled")
+    return {(model_dir.resolve(), model_xml.resolve()): parts}
 
 
 def _write(fd: int, message: tuple[Any, ...]) -> None:

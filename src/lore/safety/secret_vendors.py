@@ -96,8 +96,15 @@ class LibraryRule:
     """One detect-secrets regex, applied to spans rather than lines."""
 
     kind: str
-    pattern: re.Pattern[str]
+    #: The regex as written, compiled on first use (``pattern``): most texts hold none of
+    #: a rule's hints, so a cold search compiles a few of the dozens, not all of them.
+    source: str
+    flags: int = 0
     hints: tuple[str, ...] = ()
+
+    @functools.cached_property
+    def pattern(self) -> re.Pattern[str]:
+        return re.compile(self.source, self.flags)
 
     def apply(self, text: str, findings: Counter[str]) -> str:
         spans: list[tuple[int, int]] = []
@@ -170,7 +177,9 @@ def _rules_from_plugins() -> list[LibraryRule]:
         names = (kinds,) if isinstance(kinds, str) else kinds
         for position, pattern in enumerate(plugin().denylist):
             if isinstance(pattern, re.Pattern):
-                rules.append(LibraryRule(names[min(position, len(names) - 1)], pattern, hints))
+                rules.append(
+                    LibraryRule(names[min(position, len(names) - 1)], pattern.pattern, pattern.flags, hints)
+                )
     return rules
 
 
@@ -219,11 +228,16 @@ def _read_cache(key: str) -> list[LibraryRule] | None:
         data = json.loads(_cache_path(key).read_text(encoding="utf-8"))
         if not isinstance(data, dict) or data.get("key") != key:
             return None
-        return [
-            LibraryRule(kind, re.compile(pattern, flags), tuple(hints))
-            for kind, pattern, flags, hints in data["rules"]
+        # Not compiled here (``LibraryRule.pattern``): they compiled when this lore wrote
+        # them under this key; a file edited since fails closed at first use, as an error
+        # result, never an unredacted one.
+        rules = [
+            LibraryRule(kind, pattern, flags, tuple(hints)) for kind, pattern, flags, hints in data["rules"]
         ]
-    except (OSError, ValueError, KeyError, TypeError, re.error):
+        if not all(isinstance(rule.source, str) and isinstance(rule.flags, int) for rule in rules):
+            return None
+        return rules
+    except (OSError, ValueError, KeyError, TypeError):
         return None  # absent, torn or foreign: rebuilt from the plugins
 
 
@@ -231,7 +245,7 @@ def _write_cache(key: str, rules: list[LibraryRule]) -> None:
     path = _cache_path(key)
     data = {
         "key": key,
-        "rules": [[rule.kind, rule.pattern.pattern, rule.pattern.flags, list(rule.hints)] for rule in rules],
+        "rules": [[rule.kind, rule.source, rule.flags, list(rule.hints)] for rule in rules],
     }
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -26,7 +26,6 @@ from datetime import UTC, date, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from pathspec import GitIgnoreSpec
 from pydantic import ConfigDict, Field
 
 from lore.config import LoreSettings, SourceConfig
@@ -110,6 +109,10 @@ class FilesystemSource:
         self.visibility = visibility
         self.labels = dict(labels or {})
         self.max_file_bytes = max_file_bytes
+        # Here, not at the top: loading settings imports this module for its config model
+        # (every command, a cold search included), and only a sync matches files.
+        from pathspec import GitIgnoreSpec
+
         self._include = GitIgnoreSpec.from_lines(include)
         self._exclude = GitIgnoreSpec.from_lines(exclude)
 

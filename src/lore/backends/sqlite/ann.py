@@ -45,7 +45,6 @@ from lore.backends.sqlite.store import ChunkStore
 from lore.backends.sqlite.vector_matrix import Positions, VectorMatrix
 from lore.errors import IndexingError
 from lore.protocols import Vectors
-from lore.sources.stored import fsync_dir, write_atomic
 
 if TYPE_CHECKING:
     from usearch.index import Index
@@ -126,6 +125,9 @@ class AnnFiles:
         return index, np.asarray(keys, dtype=np.int64), state.through
 
     def save(self, index: Index, keys: npt.NDArray[np.int64], through: int, model_id: str) -> None:
+        # Here, not at the top: lore.sources.stored brings yaml, which a search never needs.
+        from lore.sources.stored import fsync_dir, write_atomic
+
         self.directory.mkdir(parents=True, exist_ok=True)
         try:
             held = self.state()
