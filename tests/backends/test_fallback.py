@@ -335,3 +335,51 @@ def test_http_search_answers_from_the_fallback(
         "the primary index (pgvector) did not answer within its latency budget (2000 ms)"
     )
     assert "these answers come from the keyword fallback, updated 20" in reason
+
+
+def test_serve_starts_while_the_primary_is_down_and_picks_it_up(
+    tmp_path: Path, running: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An outage at start behaves like one during service: ``lore serve`` starts, answers
+    from the fallback saying why, /readyz says ready but degraded, and the breaker's probe
+    finds the primary once PostgreSQL is back."""
+    from web_helpers import serve, wait_for
+    from web_helpers import write_config as write_web_config
+
+    monkeypatch.setenv("LORE_BACKEND", "pgvector")
+    monkeypatch.setenv("LORE_PG_DSN", running.dsn)
+    monkeypatch.setenv("LORE_INDEX_NAME", f"t_{uuid.uuid4().hex[:12]}")
+    extra = '[fallback]\ndb_path = "fallback.db"\nfailures = 2\ncooldown_s = 1\n'
+    assert run_sync(load_settings(write_web_config(tmp_path, extra=extra)), embedder=CountingEmbedder()).ok
+    running.pause()
+    with serve(tmp_path, extra=extra, sync=False) as served, served.client("viewer") as client:
+        wait_for(lambda: client.get("/readyz").status_code == 200, "readiness")
+        ready = client.get("/readyz").json()
+        assert (ready["status"], ready["degraded"]) == ("ready", True)
+        assert ready["detail"].startswith("the primary index (pgvector) is unreachable")
+        degraded = client.post("/v1/search", json={"query": "zanzibarquorum"}).json()
+        assert degraded["passages"][0]["uri"].endswith("etcd/no-leader.md")
+        assert (degraded["metadata"]["served_by"], degraded["metadata"]["degraded"]) == (
+            "fallback:sqlite",
+            True,
+        )
+        reason = degraded["metadata"]["degraded_reason"]
+        assert reason.startswith("the primary index (pgvector) is unreachable; these answers come from")
+        assert "cause: " in reason
+        # What only the primary can answer says why it cannot, as a 503 problem.
+        tree = served.client("admin").get("/v1/documents")
+        assert tree.status_code == 503
+        assert "unreachable" in tree.json()["detail"]
+
+        running.resume()
+
+        def from_primary() -> bool:
+            found = client.post("/v1/search", json={"query": "zanzibarquorum"}).json()
+            return bool(found["metadata"]["served_by"] == "pgvector")
+
+        wait_for(from_primary, "the primary after PostgreSQL came back")
+        healthy = client.post("/v1/search", json={"query": "zanzibarquorum"}).json()
+        assert healthy["metadata"]["degraded"] is False
+        assert healthy["passages"][0]["uri"].endswith("etcd/no-leader.md")
+        assert client.get("/readyz").json() == {"status": "ready"}
+        assert served.client("admin").get("/v1/documents").status_code == 200
