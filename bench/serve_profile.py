@@ -13,8 +13,9 @@ injection screening and redaction of five passages and their fields, first cold 
 the tool before the cache) and then as the tool now does it (``KnowledgeSearch._clean``).
 Beside the search's stages, two costs of the service that searches share the CPU with:
 ``GET /v1/sync``'s status (a client polling a sync) and a sync of the first source with
-nothing changed (per sync, not per search). Whole searches use distinct query texts (a question and a counter), so the query
-embedding cache never answers; ``--repeat`` cycles the questions as agents repeat them.
+nothing changed (per sync, not per search). Whole searches use distinct query texts (a
+question and a counter), so the query embedding cache never answers; ``--repeat`` cycles
+the questions as agents repeat them.
 """
 
 from __future__ import annotations
