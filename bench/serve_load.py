@@ -18,8 +18,9 @@ Every query text is new (a question and the request's number), so the servers' q
 embedding cache never answers; ``--repeat`` cycles the questions instead, as agents repeat
 them. Beside the latencies: the server process's CPU time per request (from /proc, so
 the figure means something on a shared machine; for lore serve it includes the sync
-running inside it, for lore mcp --http the sync is another process) and the load average
-over the level.
+running inside it, for lore mcp --http the sync is another process), the part of it the
+server's sync thread used (its threads of lowered priority, read from /proc), and the
+load average over the level.
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ from rich.table import Table
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_CORPORA = REPO_ROOT.parent / "shared" / "corpora"
 LORE = Path(sys.executable).with_name("lore")
+#: lore.web.sync_runner.SYNC_NICENESS, without importing the service into the driver.
+SYNC_NICENESS = 10
 
 
 def free_port() -> int:
@@ -68,20 +71,43 @@ class Level:
     errors: int = 0
     syncs: int = 0
     cpu_seconds: float = 0.0
+    #: Of ``cpu_seconds``, what the server's lowered-priority (sync) threads used.
+    sync_cpu_seconds: float = 0.0
     load: float = 0.0
 
     @property
     def cpu_ms_per_request(self) -> float:
         return 1000 * self.cpu_seconds / max(1, len(self.samples))
 
+    @property
+    def sync_cpu_ms_per_request(self) -> float:
+        return 1000 * self.sync_cpu_seconds / max(1, len(self.samples))
+
+
+def _stat_fields(path: Path) -> list[str] | None:
+    try:
+        return path.read_text().rpartition(")")[2].split()
+    except OSError:
+        return None
+
 
 def cpu_seconds(pid: int) -> float:
     """User + system CPU time of a process so far (Linux /proc; 0 elsewhere)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    fields = _stat_fields(Path(f"/proc/{pid}/stat"))
+    return 0.0 if fields is None else (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def background_cpu_seconds(pid: int) -> float:
+    """CPU time so far of the process's threads running at a lowered priority: lore
+    serve's sync thread (``lore.web.sync_runner.SYNC_NICENESS``) and the helpers it has
+    running. A helper that has exited is counted in the process's total only, so the
+    figure is a lower bound of what the syncs cost."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        fields = _stat_fields(task / "stat")
+        if fields is not None and int(fields[16]) >= SYNC_NICENESS:
+            total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 #: Whether each query text is a new one (set from --repeat).
@@ -175,9 +201,10 @@ async def run_level(
             level.errors += 0 if ok else 1
 
     syncing = asyncio.create_task(drive_sync(stop))
-    cpu = cpu_seconds(pid)
+    cpu, background = cpu_seconds(pid), background_cpu_seconds(pid)
     await asyncio.gather(*(client(n) for n in range(level.clients)))
     level.cpu_seconds = cpu_seconds(pid) - cpu
+    level.sync_cpu_seconds = background_cpu_seconds(pid) - background
     level.load = os.getloadavg()[0]
     stop.set()
     level.syncs = await syncing
@@ -297,7 +324,10 @@ def report(console: Console, rounds: list[list[Level]], embedder: str) -> None:
     table = Table(
         title=f"search under load while a sync runs (embedder: {embedder}; medians of {len(rounds)} rounds)"
     )
-    columns = ("target", "clients", "requests", "errors", "p50 ms", "p95 ms", "CPU ms/req", "syncs", "load")
+    columns = (
+        "target", "clients", "requests", "errors", "p50 ms", "p95 ms", "CPU ms/req",
+        "of it, sync thread", "syncs", "load",
+    )  # fmt: skip
     for column in columns:
         table.add_column(column, justify="left" if column == "target" else "right")
     for position, first in enumerate(rounds[0]):
@@ -310,6 +340,7 @@ def report(console: Console, rounds: list[list[Level]], embedder: str) -> None:
             f"{statistics.median(percentile(level.samples, 0.50) for level in same):.1f}",
             f"{statistics.median(percentile(level.samples, 0.95) for level in same):.1f}",
             f"{statistics.median(level.cpu_ms_per_request for level in same):.1f}",
+            f"{statistics.median(level.sync_cpu_ms_per_request for level in same):.1f}",
             str(int(statistics.median(level.syncs for level in same))),
             f"{statistics.median(level.load for level in same):.1f}",
         )

@@ -11,8 +11,11 @@ not used for the stages because tracing slows Python code several times more tha
 Stages run as a search runs them, on the questions' own passages; "cleaning" is the
 injection screening and redaction of five passages and their fields, first cold (as in
 the tool before the cache) and then as the tool now does it (``KnowledgeSearch._clean``).
-Whole searches use distinct query texts (a question and a counter), so the query
-embedding cache never answers; ``--repeat`` cycles the questions as agents repeat them.
+Beside the search's stages, two costs of the service that searches share the CPU with:
+``GET /v1/sync``'s status (a client polling a sync) and a sync of the first source with
+nothing changed (per sync, not per search). Whole searches use distinct query texts (a
+question and a counter), so the query embedding cache never answers; ``--repeat`` cycles
+the questions as agents repeat them.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from lore.safety.audit import AuditEntry, JsonlAuditLog
 from lore.safety.secrets import redact_secrets
 from lore.tool.arguments import parse_arguments as _parse_arguments
 from lore.web.service import Service, open_service
+from lore.web.sync_runner import SyncRunner
 
 PRINCIPAL = Principal("profile", Role.VIEWER, frozenset({"sre"}))
 
@@ -67,6 +71,7 @@ def stages(service: Service, scratch: Path) -> list[tuple[str, float]]:
     entry = AuditEntry("2026-12-01T00:00:00+00:00", "p", "knowledge_search", query, {}, 5, None, "sqlite")
     result = asyncio.run(search.run({"query": query, "top_k": 5}, principal=PRINCIPAL))
     per_search = len(found)
+    source = service.built_sources()[0].name
     return [
         ("validate arguments", cpu_ms(lambda: _parse_arguments({"query": query, "top_k": 5}, 8), 500)),
         ("redact the query (twice)", 2 * cpu_ms(lambda: redact_secrets(query), 500)),
@@ -96,6 +101,14 @@ def stages(service: Service, scratch: Path) -> list[tuple[str, float]]:
         ("audit record (open, flock, append)", cpu_ms(lambda: log.record(entry), 300)),
         ("result to JSON", cpu_ms(lambda: json.dumps(result.to_dict()), 300)),
         ("render text (MCP)", cpu_ms(result.render_text, 300)),
+        (
+            "GET /v1/sync's status (builds every source)",
+            cpu_ms(SyncRunner(service).status, 50),
+        ),
+        (
+            f"a service sync of {source!r}, nothing changed (per sync, not per search)",
+            cpu_ms(lambda: service.sync_now(source), 5),
+        ),
     ]
 
 

@@ -87,6 +87,17 @@ def test_a_released_probe_frees_the_slot_without_changing_state() -> None:
     assert b.admit()
 
 
+def test_trip_opens_at_once_and_probes_after_the_cooldown() -> None:
+    clock, changes = Clock(), list[str]()
+    b = breaker(clock, changes)
+    b.trip()  # known down (unreachable at start): nobody waits for it
+    assert (b.state, b.admit()) == ("open", False)
+    clock.now += 30
+    assert b.admit()
+    b.record_success()
+    assert changes == ["open", "half_open", "closed"]
+
+
 def test_a_failing_listener_changes_nothing() -> None:
     def broken(state: str) -> None:
         raise RuntimeError("observer bug")

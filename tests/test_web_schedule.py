@@ -67,3 +67,29 @@ def test_the_sync_status_says_when_each_source_is_due(served: Served) -> None:
     assert due["runbooks"] is None
     assert due["hourly"] is not None
     assert datetime.fromisoformat(due["hourly"]) > datetime.now(UTC) + timedelta(minutes=50)
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="a niceness per thread is Linux's")
+def test_syncs_run_on_a_thread_of_lower_priority_than_the_searches(served: Served) -> None:
+    import os
+    import threading
+    import time
+
+    from lore.web.sync_runner import SYNC_NICENESS
+
+    runner = SyncRunner(served.service)
+    runner.start()
+    try:
+        run = runner.trigger("hourly")
+        deadline = datetime.now(UTC) + timedelta(seconds=60)
+        while not any(r["run_id"] == run.run_id and r["finished_at"] for r in runner.history()):
+            assert datetime.now(UTC) < deadline, "the sync did not finish"
+            time.sleep(0.05)
+        assert runner._thread is not None
+        worker = runner._thread.native_id
+        assert worker is not None
+        assert os.getpriority(os.PRIO_PROCESS, worker) >= SYNC_NICENESS
+        # The process and the threads that serve searches keep theirs.
+        assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) < SYNC_NICENESS
+    finally:
+        runner.stop()

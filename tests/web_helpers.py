@@ -110,7 +110,7 @@ def serve(
         server.should_exit = True
         thread.join(timeout=30)
         sock.close()
-        service.backend.close()
+        service.primary.close()
 
 
 def wait_for(check: object, what: str, seconds: float = 60.0) -> None:

@@ -111,6 +111,17 @@ class CircuitBreaker:
                 changed = self._move(BreakerState.OPEN)
         self._notify(changed)
 
+    def trip(self) -> None:
+        """Open now, as ``failures`` consecutive failures would: the dependency is known to
+        be down (``lore serve`` found it unreachable at start), so no call need wait for it
+        before the cool-down's probe."""
+        with self._lock:
+            self._consecutive = max(self._consecutive, self.failures)
+            self._probing = False
+            self._opened_at = self._clock()
+            changed = self._move(BreakerState.OPEN)
+        self._notify(changed)
+
     def release(self) -> None:
         """An admitted call that says nothing about the dependency's health (a refused
         query, an embedder failure before the store was asked): a probe slot is freed,

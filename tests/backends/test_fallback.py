@@ -17,6 +17,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -335,3 +336,109 @@ def test_http_search_answers_from_the_fallback(
         "the primary index (pgvector) did not answer within its latency budget (2000 ms)"
     )
     assert "these answers come from the keyword fallback, updated 20" in reason
+
+
+def test_serve_starts_while_the_primary_is_down_and_picks_it_up(
+    tmp_path: Path, running: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An outage at start behaves like one during service: ``lore serve`` starts, answers
+    from the fallback saying why, /readyz says ready but degraded, and the breaker's probe
+    finds the primary once PostgreSQL is back."""
+    from web_helpers import serve, wait_for
+    from web_helpers import write_config as write_web_config
+
+    monkeypatch.setenv("LORE_BACKEND", "pgvector")
+    monkeypatch.setenv("LORE_PG_DSN", running.dsn)
+    monkeypatch.setenv("LORE_INDEX_NAME", f"t_{uuid.uuid4().hex[:12]}")
+    extra = '[fallback]\ndb_path = "fallback.db"\nfailures = 2\ncooldown_s = 1\n'
+    assert run_sync(load_settings(write_web_config(tmp_path, extra=extra)), embedder=CountingEmbedder()).ok
+    running.pause()
+    with serve(tmp_path, extra=extra, sync=False) as served, served.client("viewer") as client:
+        wait_for(lambda: client.get("/readyz").status_code == 200, "readiness")
+        ready = client.get("/readyz").json()
+        assert (ready["status"], ready["degraded"]) == ("ready", True)
+        assert ready["detail"].startswith("the primary index (pgvector) is unreachable")
+        degraded = client.post("/v1/search", json={"query": "zanzibarquorum"}).json()
+        assert degraded["passages"][0]["uri"].endswith("etcd/no-leader.md")
+        assert (degraded["metadata"]["served_by"], degraded["metadata"]["degraded"]) == (
+            "fallback:sqlite",
+            True,
+        )
+        reason = degraded["metadata"]["degraded_reason"]
+        assert reason.startswith("the primary index (pgvector) is unreachable; these answers come from")
+        assert "cause: " in reason
+        # What only the primary can answer says why it cannot, as a 503 problem.
+        tree = served.client("admin").get("/v1/documents")
+        assert tree.status_code == 503
+        assert "unreachable" in tree.json()["detail"]
+
+        running.resume()
+
+        def from_primary() -> bool:
+            found = client.post("/v1/search", json={"query": "zanzibarquorum"}).json()
+            return bool(found["metadata"]["served_by"] == "pgvector")
+
+        wait_for(from_primary, "the primary after PostgreSQL came back")
+        healthy = client.post("/v1/search", json={"query": "zanzibarquorum"}).json()
+        assert healthy["metadata"]["degraded"] is False
+        assert healthy["passages"][0]["uri"].endswith("etcd/no-leader.md")
+        assert client.get("/readyz").json() == {"status": "ready"}
+        assert served.client("admin").get("/v1/documents").status_code == 200
+
+
+def test_mcp_http_starts_while_the_primary_is_down_and_picks_it_up(
+    tmp_path: Path, running: Cluster
+) -> None:
+    """``lore mcp --http`` opens its primary on first use: started during an outage it
+    answers from the fallback, and from the primary once PostgreSQL is back."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    from web_helpers import free_port
+
+    config = write_config(tmp_path, running.dsn)
+    config.write_text(config.read_text().replace("cooldown_s = 3600", "cooldown_s = 1"))
+    assert cli(config, "sync").returncode == 0
+    running.pause()
+    env = {key: value for key, value in os.environ.items() if not key.startswith("LORE_")}
+    port = free_port()
+    server = subprocess.Popen(
+        [str(LORE), "--config", str(config), "mcp", "--http", "--port", str(port)],
+        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+
+        async def served_by() -> str:
+            async with (
+                httpx2.AsyncClient(timeout=60) as http,
+                Client(streamable_http_client(f"http://127.0.0.1:{port}/mcp", http_client=http)) as client,
+            ):
+                result = await client.call_tool("knowledge_search", {"query": "kafka consumer lag"})
+            structured = result.structured_content
+            assert structured is not None
+            assert not result.is_error
+            assert structured["passages"][0]["uri"] == "file://runbooks/kafka.md"
+            return str(structured["metadata"]["served_by"])
+
+        for _ in range(600):  # until it listens (a bound, not a timing)
+            if server.poll() is not None:
+                pytest.fail(f"lore mcp --http exited: {server.stderr.read() if server.stderr else b''!r}")
+            try:
+                first = asyncio.run(served_by())
+                break
+            except (OSError, httpx2.TransportError, ExceptionGroup):
+                time.sleep(0.2)
+        else:
+            pytest.fail("lore mcp --http did not start")
+        assert first == "fallback:sqlite"
+        running.resume()
+        for _ in range(600):
+            if asyncio.run(served_by()) == "pgvector":
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail("the primary was not picked up after PostgreSQL came back")
+    finally:
+        server.terminate()
+        server.wait(timeout=60)

@@ -261,6 +261,12 @@ class FallbackRetriever(_FromDetailed):
             reason += f"; {found.degraded_reason}"
         return Retrieval(found.passages, reason, served_by=self.served_by_fallback)
 
+    def primary_unreachable(self, cause: str) -> None:
+        """The primary is known to be down (it could not be opened at start): answer from
+        the fallback at once, with ``cause`` as the reason, until the breaker's probe."""
+        self._last_failure = (_UNREACHABLE[0], cause)
+        self.breaker.trip()
+
     def _updated(self) -> str:
         raw = self._fallback_updated() if self._fallback_updated is not None else None
         if not raw:

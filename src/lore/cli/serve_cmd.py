@@ -77,6 +77,9 @@ def serve_command(
         )
     service = open_service(current)
     asgi = create_app(service, host=host)
+    degraded = service.degraded_reason()
+    if degraded is not None:
+        say(f"WARNING: {degraded}; the primary is used again once it answers", stderr=True)
     say(f"lore serving http://{host}:{port}/  (API /v1, MCP /mcp, OpenAPI /docs)", stderr=True)
     if demo is not None:
         say(f"viewer token for the demo ({DEMO_TOKEN_NAME}): {demo}", stderr=True)

@@ -10,6 +10,7 @@ request, so the SDK's app keeps its own routing and DNS-rebinding protection.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib.resources import files
@@ -86,6 +87,11 @@ def create_app(service: Service, *, host: str = "127.0.0.1") -> ASGIApp:
     @api.get("/readyz", tags=["health"])
     async def readyz() -> JSONResponse:
         if service.ready.is_set():
+            # Ready even while the primary is down: searches answer (from the fallback,
+            # saying so), and taking the only instance out of rotation would answer nothing.
+            degraded = await asyncio.to_thread(service.degraded_reason)
+            if degraded is not None:
+                return JSONResponse({"status": "ready", "degraded": True, "detail": degraded})
             return JSONResponse({"status": "ready"})
         return JSONResponse({"status": "starting", "detail": "loading the embedding model"}, status_code=503)
 

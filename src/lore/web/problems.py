@@ -16,7 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from lore.errors import ConfigError, LoreError
+from lore.errors import BackendUnavailableError, ConfigError, LoreError
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +83,12 @@ def install(app: FastAPI) -> None:
         return problem_response(422, _validation_detail(exc))
 
     async def on_lore(request: Request, exc: Exception) -> JSONResponse:
-        status = 400 if isinstance(exc, ConfigError) else 500
+        # An unreachable index is the server's temporary trouble, not a bug: 503.
+        status = 500
+        if isinstance(exc, ConfigError):
+            status = 400
+        elif isinstance(exc, BackendUnavailableError):
+            status = 503
         return problem_response(status, str(exc))
 
     async def on_unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -13,6 +13,7 @@ from fastapi.responses import Response
 
 from lore.access import Role
 from lore.metrics import METRICS_PATH, expose, metrics_endpoint, watch_breaker, watch_events_dropped
+from lore.protocols import StoringBackend
 from lore.web.auth import require
 from lore.web.service import Service
 
@@ -21,7 +22,11 @@ LOOPBACK = "127.0.0.1"
 
 def metrics_router(service: Service, host: str) -> APIRouter:
     """The route, publishing ``service``'s index."""
-    expose(service.backend, service.settings)
+    # Once it is open: a primary that is down at start is published when it is back.
+    def publish(backend: StoringBackend) -> None:
+        expose(backend, service.settings)
+
+    service.primary.when_open(publish)
     events = service.search.events
     watch_events_dropped(lambda: events.dropped)
     watch_breaker(service.search.retriever, service.settings.backend)

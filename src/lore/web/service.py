@@ -16,14 +16,14 @@ import threading
 from collections.abc import AsyncIterator, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from lore.access import Principal, readable
 from lore.alerts.tool import AlertResult, RunbookForAlert
 from lore.backends.mirror import MirroredIndex
 from lore.chunking import Chunker
 from lore.config import LoreSettings
-from lore.errors import ConfigError, LoreError
+from lore.errors import BackendUnavailableError, ConfigError, LoreError
 from lore.models import RunTrigger, SourceFailure, SourceItem, SyncReport, Tombstone
 from lore.protocols import (
     Embedder,
@@ -44,8 +44,12 @@ from lore.sync import CHUNKING_STATE_KEY, check_sources, ingest_signature, sync_
 from lore.tool.core import KnowledgeSearch, ToolResult
 from lore.web.limits import Limits
 from lore.web.managed import DEFAULT_NOTES_SOURCE, DEFAULT_UPLOAD_SOURCE, ManagedSources
+from lore.web.primary import PrimaryIndex
 from lore.web.problems import Problem
 from lore.web.tokens import TokenStore
+
+if TYPE_CHECKING:
+    from lore.backends.fallback import FallbackRetriever
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
@@ -89,7 +93,8 @@ class _OneDocument:
 @dataclass
 class Service:
     settings: LoreSettings
-    backend: StoringBackend
+    #: The backend, or how to open it while it is unreachable (``Service.backend``).
+    primary: PrimaryIndex
     embedder: Embedder
     search: KnowledgeSearch
     tokens: TokenStore
@@ -98,6 +103,8 @@ class Service:
     write_lock: threading.Lock = field(default_factory=threading.Lock)
     #: The ``[fallback]`` index every sync and upload also writes (None: none configured).
     fallback: StoringBackend | None = None
+    #: The searches' retriever when ``[fallback]`` is configured (its breaker's state).
+    fallback_retriever: FallbackRetriever | None = None
 
     def __post_init__(self) -> None:
         self.sources = ManagedSources(self.settings)
@@ -107,7 +114,30 @@ class Service:
             self.embedder, max_tokens=self.settings.chunk_tokens, overlap_tokens=self.settings.chunk_overlap
         )
 
+    @property
+    def backend(self) -> StoringBackend:
+        """The primary index; ``BackendUnavailableError`` while it is unreachable (searches
+        answer from the ``[fallback]`` meanwhile, and every other use says why it cannot)."""
+        return self.primary.get()
+
     # -- readiness -------------------------------------------------------------------
+
+    def degraded_reason(self) -> str | None:
+        """Why searches answer from the fallback now (None: they do not)."""
+        retriever = self.fallback_retriever
+        if retriever is None:
+            return None
+        fallback = retriever.fallback.engine
+        failure = self.primary.failure
+        if failure is not None:
+            return f"{failure}; searches answer from the keyword fallback ({fallback})"
+        state = retriever.breaker.state
+        if state == "closed":
+            return None
+        return (
+            f"the primary index ({self.primary.engine}) is failing (circuit breaker {state}); "
+            f"searches answer from the keyword fallback ({fallback})"
+        )
 
     def warm_up(self) -> None:
         """Load the embedder in the background; ``/readyz`` answers 200 once done.
@@ -313,24 +343,53 @@ def open_service(
     embedder = embedder if embedder is not None else resolve_embedder(settings)
     # Searches embed their queries through the batcher; sync and uploads embed documents
     # with the embedder itself (``Service.embedder``).
-    backend = open_backend(settings, query_embedder(embedder))
-    if backend is None:
-        raise ConfigError('backend is "none": there is no index to serve; configure one and run lore sync')
-    retriever: KnowledgeRetriever = backend
-    fallback = None
+    queries = query_embedder(embedder)
+
+    def opener() -> StoringBackend:
+        backend = open_backend(settings, queries)
+        if backend is None:
+            raise ConfigError(
+                'backend is "none": there is no index to serve; configure one and run lore sync'
+            )
+        return backend
+
+    unreachable: BackendUnavailableError | None = None
+    try:
+        opened: StoringBackend | None = opener()
+    except BackendUnavailableError as err:
+        if settings.fallback is None:
+            raise
+        # An outage at start is an outage: served from the fallback until it is over.
+        opened, unreachable = None, err
+        logger.warning("the primary index is unreachable at start (%s); serving from the fallback", err)
+    primary = PrimaryIndex(settings.backend, opener, opened=opened, failure=unreachable)
+    retriever: KnowledgeRetriever | None = opened
+    fallback = fallback_retriever = None
     if settings.fallback is not None:
-        from lore.backends.fallback import fallback_settings, retriever_with_fallback
+        from lore.backends.fallback import LazyRetriever, fallback_settings, retriever_with_fallback
 
         # Written by every sync and upload; searched while the backend is unreachable.
-        fallback = open_backend(fallback_settings(settings), query_embedder(embedder))
-        retriever = retriever_with_fallback(settings, embedder, primary=backend, fallback=fallback)
+        fallback = open_backend(fallback_settings(settings), queries)
+        lazy = retriever if retriever is not None else LazyRetriever(
+            primary.open, engine=settings.backend, degraded=embedder.degraded
+        )
+        retriever = fallback_retriever = retriever_with_fallback(
+            settings, embedder, primary=lazy, fallback=fallback
+        )
+        if unreachable is not None:
+            fallback_retriever.primary_unreachable(str(unreachable))
+            # Whoever finds the primary back first (a probe, a sync, a read) ends the outage.
+            breaker = fallback_retriever.breaker
+            primary.when_open(lambda _backend: breaker.record_success())
+    assert retriever is not None
     search = KnowledgeSearch(retriever, settings=settings, reranker=reranker, audit=audit_log(settings))
     return Service(
         settings,
-        backend,
+        primary,
         embedder,
         search,
         TokenStore(settings.resolved_data_dir()),
         limits=limits or Limits(),
         fallback=fallback,
+        fallback_retriever=fallback_retriever,
     )

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import queue
 import random
 import threading
@@ -41,6 +42,8 @@ HISTORY_KEY = "serve:sync_history"
 HISTORY_LENGTH = 50
 #: How often the schedule looks for due sources.
 SCHEDULE_TICK_S = 30.0
+#: The niceness of the thread that runs queued syncs (and the threads it starts).
+SYNC_NICENESS = 10
 
 
 def _now() -> str:
@@ -151,6 +154,7 @@ class SyncRunner:
             return self._current is not None
 
     def _work(self) -> None:
+        _background_priority()
         while (run := self._queue.get()) is not None:
             with self._lock:
                 self._pending.remove(run)
@@ -214,6 +218,21 @@ class SyncRunner:
         except (LoreError, ValueError):
             return None
         return stats if isinstance(stats, dict) else None
+
+
+def _background_priority() -> None:
+    """Lower this thread's CPU priority: a sync is background work, and on a machine with
+    few cores it competed with the searches it runs beside for the CPU (chunking,
+    hashing, SQLite and tantivy writes). Linux keeps a niceness per thread, and the
+    threads a sync starts (its event loop's executor) inherit it; elsewhere
+    ``setpriority`` would lower the whole process, so it is left alone there."""
+    if not os.path.isdir("/proc/self/task"):  # not Linux: the id would be the process's
+        return
+    try:
+        current = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), max(current, SYNC_NICENESS))
+    except OSError as err:  # a sandbox that refuses it: the sync runs at normal priority
+        logger.info("cannot lower the sync thread's priority: %s", err)
 
 
 def _last_run(run: dict[str, Any] | None, stats: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -33,7 +33,7 @@ import shutil
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 import tantivy
@@ -119,6 +119,17 @@ def _identifier_text(text: str) -> str:
     ``kube-apiserver``), so an exact search for the inner name matches whole."""
     inner = lexical.sub_identifiers(text)
     return f"{text}\n{' '.join(inner)}" if inner else text
+
+
+@lru_cache(maxsize=1024)
+def chunk_terms(texts: tuple[str, ...]) -> frozenset[str]:
+    """The stemmed terms of a chunk's fields, kept for the last chunks asked about: every
+    search measures its passages' coverage with them (``evidence.EvidenceMaker``), and
+    analysing five passages again on each search was a third of a retrieval's CPU in
+    ``lore serve`` (bench/serve_profile.py), where the same runbooks answer many queries.
+    A pure function of the texts (the analyzers are fixed), so nothing can go stale."""
+    analyzer = _analyzers()[_STEMMED]
+    return frozenset(term for text in texts for term in analyzer.analyze(with_identifier_words(text)))
 
 
 def field_texts(title: str, section: str, text: str, uri: str = "") -> dict[str, str]:
@@ -437,8 +448,7 @@ class FullTextIndex:
 
     def terms_of(self, *texts: str) -> frozenset[str]:
         """The stemmed terms the index holds for a chunk with these fields."""
-        analyzer = self._analyzers[_STEMMED]
-        return frozenset(term for text in texts for term in analyzer.analyze(with_identifier_words(text)))
+        return chunk_terms(texts)
 
     def close(self) -> None:
         self.release_writer()
