@@ -32,9 +32,10 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from lore.access import AccessFilter
+from lore.access import AccessFilter, access_terms
 from lore.backends import lexical
 from lore.backends.pgvector import bm25
+from lore.backends.pgvector import postings as pg_postings
 from lore.backends.pgvector import reembed as pg_reembed
 from lore.backends.pgvector.events import PgEventStore
 from lore.backends.pgvector.schema import (
@@ -120,6 +121,19 @@ def _where(dsn: str) -> str:
     return f"PostgreSQL at {host}:{port}/{parts.get('dbname') or parts.get('user') or ''}"
 
 
+#: SQLSTATE classes of a server that cannot serve: connection (08), insufficient resources
+#: (53), operator intervention such as a shutdown (57), system errors (58).
+_UNAVAILABLE_CLASSES = frozenset({"08", "53", "57", "58"})
+
+
+def _server_trouble(err: psycopg.OperationalError) -> bool:
+    """Whether an ``OperationalError`` means the server, not the statement: psycopg files
+    errors of one row under that class too (``54000``, an index row too large), and those
+    fail one document, not the whole sync."""
+    state = err.sqlstate
+    return state is None or state[:2] in _UNAVAILABLE_CLASSES
+
+
 class PgVectorBackend(ServerSearch):
     """An index in PostgreSQL. ``KnowledgeIndex`` and ``KnowledgeRetriever`` at once."""
 
@@ -192,10 +206,11 @@ class PgVectorBackend(ServerSearch):
                 dsn, autocommit=True, connect_timeout=max(1, math.ceil(self._timeout))
             ) as conn:
                 migrate(conn, self._tables)
-                if not bm25.is_current(conn, self._tables):
-                    # Postings of other analyzers would miss or mis-rank terms: rebuilt
-                    # once, as the SQLite backend rebuilds its tantivy index.
-                    bm25.rebuild(conn, self._tables)
+                if not pg_postings.is_current(conn, self._tables):
+                    # Postings of other analyzers (or of an older layout) would miss or
+                    # mis-rank terms: rebuilt once, as the SQLite backend rebuilds tantivy's.
+                    pg_postings.rebuild(conn, self._tables)
+                self._restore_impact_index(conn)
                 self._stored = self._recorded_embedder(conn)
         except psycopg.OperationalError as err:
             raise BackendUnavailableError(f"{self._where} is unreachable: {err}".strip()) from err
@@ -207,6 +222,19 @@ class PgVectorBackend(ServerSearch):
         except psycopg.Error as err:
             raise IndexingError(f"{self._where}: preparing index {self.index_name!r} failed: {err}") from err
 
+    def _restore_impact_index(self, conn: psycopg.Connection[TupleRow]) -> None:
+        """A first load killed before its end leaves the postings without their impact
+        index (``postings.first_load``): built here, unless a writer is loading now (it
+        builds the index when it releases the lock)."""
+        key = (LOCK_CLASS, lock_key("write", self.index_name))
+        row = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", key).fetchone()
+        if not row or not row[0]:
+            return
+        try:
+            conn.execute(self._tables.sql(pg_postings.IMPACT_INDEX))
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s, %s)", key)
+
     @contextmanager
     def _connection(self, failure: type[LoreError]) -> Iterator[psycopg.Connection[TupleRow]]:
         """A pooled connection; driver errors become ``failure``, an unreachable server
@@ -216,9 +244,9 @@ class PgVectorBackend(ServerSearch):
                 yield conn
         except PoolTimeout as err:
             raise BackendUnavailableError(f"{self._where} is unreachable: {err}") from err
-        except psycopg.OperationalError as err:
-            raise BackendUnavailableError(f"{self._where} failed: {err}".strip()) from err
         except psycopg.Error as err:
+            if isinstance(err, psycopg.OperationalError) and _server_trouble(err):
+                raise BackendUnavailableError(f"{self._where} failed: {err}".strip()) from err
             raise failure(f"{self._where}: {err}".strip()) from err
 
     def _recorded_embedder(self, conn: psycopg.Connection[TupleRow]) -> tuple[str, int] | None:
@@ -283,17 +311,23 @@ class PgVectorBackend(ServerSearch):
             raise IndexingError(
                 f"{document.uri}: vectors have {matrix.shape[1]} dimensions, the index {self._stored[1]}"
             )
-        postings = bm25.Postings()
-        for chunk in chunks:
-            postings.add(chunk.id, *clean_fields(chunk), chunk.uri)
-        rows = [
-            chunk_row(chunk, matrix[i], document, postings.lengths[chunk.id])
-            for i, chunk in enumerate(chunks)
-        ]
+        postings = pg_postings.Postings()
+        access = sorted(access_terms(document.access, document.tenant))
+        rows = []
+        for i, chunk in enumerate(chunks):
+            fields = clean_fields(chunk)
+            postings.add(chunk.id, *fields, chunk.uri)
+            rows.append(chunk_row(chunk, fields, matrix[i], access, postings.lengths[chunk.id]))
         with self._connection(IndexingError) as conn, conn.pipeline(), conn.transaction():
             # In one transaction the new version replaces the old atomically: a crash
             # leaves one or the other, and readers never see neither. Pipelined: every
             # statement goes out at once, and the server answers them in one round trip.
+            if self._lock_depth:
+                # Within a sync, a commit need not wait for its WAL flush: a server crash
+                # may then lose the last few documents whole, ledger row included, so the
+                # next sync writes them again; atomicity is untouched. The sync's own
+                # synchronous writes (its run record, its state) flush all before them.
+                conn.execute("SET LOCAL synchronous_commit TO off")
             self._remove_postings(conn, document.uri)
             if rows:
                 with conn.cursor() as cur:
@@ -302,14 +336,14 @@ class PgVectorBackend(ServerSearch):
                 self._tables.sql("DELETE FROM {chunks} WHERE uri = %s AND NOT (id = ANY(%s))"),
                 (document.uri, [chunk.id for chunk in chunks]),
             )
-            bm25.write_postings(conn, self._tables, postings)
+            pg_postings.write_postings(conn, self._tables, postings)
             conn.execute(self._tables.sql(UPSERT_DOCUMENT), document_row(document, len(chunks)))
         if not self._lock_depth:
             self._ensure_vector_index()
 
     def _remove_postings(self, conn: psycopg.Connection[TupleRow], uri: str) -> None:
         """Take the chunks of ``uri`` out of the BM25 postings and statistics."""
-        for statement in bm25.removal_statements(self._tables, "uri = %s"):
+        for statement in pg_postings.removal_statements(self._tables, "uri = %s"):
             conn.execute(statement, (uri,))
 
     def delete_by_uri(self, uri: str) -> None:
@@ -438,13 +472,19 @@ class PgVectorBackend(ServerSearch):
                 )
             with self._lock_guard:
                 self._lock_depth = 1
+            bulk = False
             try:
+                bulk = pg_postings.first_load(conn, self._tables)
                 yield
                 self._ensure_vector_index()
             finally:
                 with self._lock_guard:
                     self._lock_depth = 0
-                conn.execute("SELECT pg_advisory_unlock(%s, %s)", key)
+                try:
+                    if bulk:
+                        conn.execute(self._tables.sql(pg_postings.IMPACT_INDEX))
+                finally:
+                    conn.execute("SELECT pg_advisory_unlock(%s, %s)", key)
 
     # -- read side (``retrieve`` and ``retrieve_detailed``: server_search.py) -----------
 
@@ -455,7 +495,7 @@ class PgVectorBackend(ServerSearch):
     def rebuild_fulltext(self) -> int:
         """Rebuild the BM25 postings and statistics from the stored chunks."""
         with self.write_lock(), self._connection(IndexingError) as conn:
-            return bm25.rebuild(conn, self._tables)
+            return pg_postings.rebuild(conn, self._tables)
 
     def status_lines(self) -> list[tuple[str, str]]:
         return [("where", self._where)]

@@ -22,14 +22,15 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from lore.access import AccessFilter, access_terms, tenant_term
+from lore.access import AccessFilter, tenant_term
 from lore.backends import lexical
-from lore.backends.pgvector import bm25
+from lore.backends.pgvector import bm25, postings
 from lore.errors import ConfigError, MissingExtraError
 from lore.models import SOURCE_LABEL, Chunk, Document, Passage, RunRecord, embed_key, label_terms, utc
 from lore.schedule_history import run_to_json
@@ -71,44 +72,61 @@ class Tables:
         return sql.Identifier(f"{self.index}_{suffix}")
 
     def mapping(self) -> Mapping[str, sql.Identifier]:
-        return {
-            "schema_version": self.name("schema_version"),
-            "documents": self.name("documents"),
-            "documents_source": self.name("documents_source"),
-            "chunks": self.name("chunks"),
-            "chunks_uri": self.name("chunks_uri"),
-            "chunks_tsv": self.name("chunks_tsv"),
-            "chunks_idents": self.name("chunks_idents"),
-            "chunks_labels": self.name("chunks_labels"),
-            "chunks_access": self.name("chunks_access"),
-            "chunks_embed_key": self.name("chunks_embed_key"),
-            "chunks_embedding": self.name("chunks_embedding"),
-            "chunks_key": self.name("chunks_key"),
-            # The BM25 channel (bm25.py).
-            "postings": self.name("postings"),
-            "postings_impact": self.name("postings_impact"),
-            "postings_chunk": self.name("postings_chunk"),
-            "terms": self.name("terms"),
-            "bm25_stats": self.name("bm25_stats"),
-            "state": self.name("state"),
-            "embedder": self.name("embedder"),
-            # Staging of `lore reembed` (reembed.py), present only while one is under way.
-            "reembed": self.name("reembed"),
-            "reembed_target": self.name("reembed_target"),
-            # Sync run history (lore.schedule_history).
-            "runs": self.name("runs"),
-            "runs_started": self.name("runs_started"),
-            "runs_sources": self.name("runs_sources"),
-            # Retrieval events, feedback, alert suggestions (lore.backends.pgvector.events).
-            "events": self.name("events"),
-            "events_time": self.name("events_time"),
-            "feedback": self.name("feedback"),
-            "feedback_event": self.name("feedback_event"),
-            "suggestions": self.name("suggestions"),
-        }
+        return _mapping(self.index)
 
     def sql(self, template: str, **extra: sql.Composable) -> sql.Composed:
-        return sql.SQL(template).format(**self.mapping(), **extra)
+        if extra:
+            return sql.SQL(template).format(**self.mapping(), **extra)
+        return _statement(self.index, template)
+
+
+@lru_cache(maxsize=4096)
+def _statement(index: str, template: str) -> sql.Composed:
+    """A statement composed once per index: composing one cost about as much client time
+    as sending it (measured on ingest)."""
+    return sql.SQL(template).format(**_mapping(index))
+
+
+@lru_cache(maxsize=256)
+def _mapping(index: str) -> Mapping[str, sql.Identifier]:
+    def name(suffix: str) -> sql.Identifier:
+        return sql.Identifier(f"{index}_{suffix}")
+
+    return {
+            "schema_version": name("schema_version"),
+            "documents": name("documents"),
+            "documents_source": name("documents_source"),
+            "chunks": name("chunks"),
+            "chunks_uri": name("chunks_uri"),
+            "chunks_tsv": name("chunks_tsv"),
+            "chunks_idents": name("chunks_idents"),
+            "chunks_labels": name("chunks_labels"),
+            "chunks_access": name("chunks_access"),
+            "chunks_embed_key": name("chunks_embed_key"),
+            "chunks_embedding": name("chunks_embedding"),
+            "chunks_key": name("chunks_key"),
+            # The BM25 channel (bm25.py).
+            "postings": name("postings"),
+            "postings_impact": name("postings_impact"),
+            "postings_chunk": name("postings_chunk"),
+            "terms": name("terms"),
+            "bm25_stats": name("bm25_stats"),
+            "state": name("state"),
+            "embedder": name("embedder"),
+            # Staging of `lore reembed` (reembed.py), present only while one is under way.
+            "reembed": name("reembed"),
+            "reembed_target": name("reembed_target"),
+            # Sync run history (lore.schedule_history).
+            "runs": name("runs"),
+            "runs_started": name("runs_started"),
+            "runs_sources": name("runs_sources"),
+            # Retrieval events, feedback, alert suggestions (lore.backends.pgvector.events).
+            "events": name("events"),
+            "events_time": name("events_time"),
+            "feedback": name("feedback"),
+            "feedback_event": name("feedback_event"),
+            "suggestions": name("suggestions"),
+        }
 
 
 #: A migration step: SQL (table names in braces), or a function for what SQL alone cannot
@@ -220,7 +238,22 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Step, ...]], ...] = (
     (
         5,
         "BM25: postings and term statistics built from the stored chunks; tsvector columns dropped",
-        (*bm25.MIGRATION_STATEMENTS, bm25.rebuild),
+        # The postings are built once the latest layout stands (``postings.mark_stale``).
+        (*bm25.MIGRATION_STATEMENTS, postings.mark_stale),
+    ),
+    (
+        6,
+        "BM25: the path field (folder and file-name words), as in the SQLite backend",
+        (
+            "ALTER TABLE {chunks} ADD COLUMN len_path integer NOT NULL DEFAULT 0",
+            "ALTER TABLE {postings} ADD COLUMN tf_path smallint NOT NULL DEFAULT 0, "
+            "ADD COLUMN len_path smallint NOT NULL DEFAULT 0",
+            "ALTER TABLE {terms} ADD COLUMN df_path integer NOT NULL DEFAULT 0",
+            "ALTER TABLE {bm25_stats} ADD COLUMN len_path bigint NOT NULL DEFAULT 0",
+            "DROP INDEX {postings_impact}",
+            postings.IMPACT_INDEX,
+            postings.mark_stale,
+        ),
     ),
 )
 
@@ -307,17 +340,17 @@ def drop_statements(tables: Tables) -> list[sql.Composed]:
 _UPSERT_CHUNK = """
 INSERT INTO {chunks} (id, uri, ordinal, text, section, content_hash, title, revision, updated_at,
                       labels, label_terms, embed_key, embedding, access_terms,
-                      len_title, len_section, len_body, len_ident)
+                      len_title, len_section, len_body, len_path, len_ident)
 VALUES (%(id)s, %(uri)s, %(ordinal)s, %(text)s, %(section)s, %(content_hash)s, %(title)s, %(revision)s,
         %(updated_at)s, %(labels)s, %(label_terms)s, %(embed_key)s, %(embedding)s, %(access_terms)s,
-        %(len_title)s, %(len_section)s, %(len_body)s, %(len_ident)s)
+        %(len_title)s, %(len_section)s, %(len_body)s, %(len_path)s, %(len_ident)s)
 ON CONFLICT (id) DO UPDATE SET
     uri = EXCLUDED.uri, ordinal = EXCLUDED.ordinal, text = EXCLUDED.text, section = EXCLUDED.section,
     content_hash = EXCLUDED.content_hash, title = EXCLUDED.title, revision = EXCLUDED.revision,
     updated_at = EXCLUDED.updated_at, labels = EXCLUDED.labels, label_terms = EXCLUDED.label_terms,
     embed_key = EXCLUDED.embed_key, embedding = EXCLUDED.embedding, access_terms = EXCLUDED.access_terms,
     len_title = EXCLUDED.len_title, len_section = EXCLUDED.len_section, len_body = EXCLUDED.len_body,
-    len_ident = EXCLUDED.len_ident
+    len_path = EXCLUDED.len_path, len_ident = EXCLUDED.len_ident
 """
 
 UPSERT_DOCUMENT = """
@@ -426,11 +459,15 @@ def clean_fields(chunk: Chunk) -> tuple[str, str, str]:
 
 
 def chunk_row(
-    chunk: Chunk, vector: npt.NDArray[np.float32], document: Document, lengths: Sequence[int]
+    chunk: Chunk,
+    fields: tuple[str, str, str],
+    vector: npt.NDArray[np.float32],
+    access: list[str],
+    lengths: Sequence[int],
 ) -> dict[str, Any]:
-    """A chunk's row; its ``access_terms`` are its document's (``lore.access.access_terms``),
-    ``lengths`` its BM25 field lengths (``bm25.Postings``)."""
-    title, section, text = clean_fields(chunk)
+    """A chunk's row: ``fields`` are its ``clean_fields``, ``access`` its document's sorted
+    ``lore.access.access_terms``, ``lengths`` its BM25 field lengths (``postings.Postings``)."""
+    title, section, text = fields
     return {
         "id": chunk.id,
         "uri": chunk.uri,
@@ -445,7 +482,7 @@ def chunk_row(
         "label_terms": sorted(label_terms(chunk.labels)),
         "embed_key": embed_key(chunk),
         "embedding": vector,
-        "access_terms": sorted(access_terms(document.access, document.tenant)),
+        "access_terms": access,
         **{f"len_{name}": length for name, length in zip(bm25.FIELDS, lengths, strict=True)},
     }
 
