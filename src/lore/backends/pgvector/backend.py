@@ -64,7 +64,7 @@ from lore.backends.pgvector.schema import (
     vector_column_statement,
     vector_index_statement,
 )
-from lore.backends.query_embedding import check_query_embedder
+from lore.backends.query_embedding import check_query_embedder, checked_vectors
 from lore.backends.server_search import ServerSearch
 from lore.backends.sqlite.fulltext import query_terms
 from lore.errors import (
@@ -178,6 +178,9 @@ class PgVectorBackend(ServerSearch):
         self._stored: tuple[str, int] | None = None
         self._lock_guard = threading.Lock()
         self._lock_depth = 0
+        #: During a first load (``postings.first_load``), the uris written so far: any
+        #: other holds no rows, so its write skips removing an old version.
+        self._loaded: set[str] | None = None
         self._bootstrap(dsn)
         self._pool: ConnectionPool[psycopg.Connection[TupleRow]] = ConnectionPool(
             dsn,
@@ -302,15 +305,7 @@ class PgVectorBackend(ServerSearch):
         self._stored = (model_id, dimension)
 
     def upsert(self, document: Document, chunks: Sequence[Chunk], vectors: Vectors) -> None:
-        matrix = np.asarray(vectors, dtype=np.float32)
-        if matrix.ndim != 2 or matrix.shape[0] != len(chunks):
-            raise IndexingError(
-                f"{document.uri}: {len(chunks)} chunks but vectors of shape {tuple(matrix.shape)}"
-            )
-        if chunks and self._stored is not None and matrix.shape[1] != self._stored[1]:
-            raise IndexingError(
-                f"{document.uri}: vectors have {matrix.shape[1]} dimensions, the index {self._stored[1]}"
-            )
+        matrix = checked_vectors(document.uri, len(chunks), vectors, self._stored)
         postings = pg_postings.Postings()
         access = sorted(access_terms(document.access, document.tenant))
         rows = []
@@ -328,16 +323,22 @@ class PgVectorBackend(ServerSearch):
                 # next sync writes them again; atomicity is untouched. The sync's own
                 # synchronous writes (its run record, its state) flush all before them.
                 conn.execute("SET LOCAL synchronous_commit TO off")
-            self._remove_postings(conn, document.uri)
+            loaded = self._loaded
+            held = loaded is None or document.uri in loaded
+            if held:
+                self._remove_postings(conn, document.uri)
             if rows:
                 with conn.cursor() as cur:
                     cur.executemany(upsert_chunk_statement(self._tables), rows)
-            conn.execute(
-                self._tables.sql("DELETE FROM {chunks} WHERE uri = %s AND NOT (id = ANY(%s))"),
-                (document.uri, [chunk.id for chunk in chunks]),
-            )
+            if held:
+                conn.execute(
+                    self._tables.sql("DELETE FROM {chunks} WHERE uri = %s AND NOT (id = ANY(%s))"),
+                    (document.uri, [chunk.id for chunk in chunks]),
+                )
             pg_postings.write_postings(conn, self._tables, postings)
             conn.execute(self._tables.sql(UPSERT_DOCUMENT), document_row(document, len(chunks)))
+        if loaded is not None:
+            loaded.add(document.uri)
         if not self._lock_depth:
             self._ensure_vector_index()
 
@@ -475,11 +476,13 @@ class PgVectorBackend(ServerSearch):
             bulk = False
             try:
                 bulk = pg_postings.first_load(conn, self._tables)
+                self._loaded = set() if bulk else None
                 yield
                 self._ensure_vector_index()
             finally:
                 with self._lock_guard:
                     self._lock_depth = 0
+                    self._loaded = None
                 try:
                     if bulk:
                         conn.execute(self._tables.sql(pg_postings.IMPACT_INDEX))
