@@ -35,6 +35,7 @@ import numpy.typing as npt
 from lore.access import AccessFilter, access_terms
 from lore.backends import lexical
 from lore.backends.pgvector import bm25
+from lore.backends.pgvector import channels as pg_channels
 from lore.backends.pgvector import postings as pg_postings
 from lore.backends.pgvector import reembed as pg_reembed
 from lore.backends.pgvector.events import PgEventStore
@@ -42,7 +43,6 @@ from lore.backends.pgvector.schema import (
     EXPIRE_RUNS,
     EXPORT_CHUNK_COLUMNS,
     LOCK_CLASS,
-    PASSAGE_COLUMNS,
     RECORD_RUN,
     UPSERT_DOCUMENT,
     RowFilter,
@@ -60,13 +60,11 @@ from lore.backends.pgvector.schema import (
     schema_version,
     upsert_chunk_statement,
     vector_array,
-    vector_channel_statement,
     vector_column_statement,
     vector_index_statement,
 )
 from lore.backends.query_embedding import check_query_embedder, checked_vectors
 from lore.backends.server_search import ServerSearch
-from lore.backends.sqlite.fulltext import query_terms
 from lore.errors import (
     BackendUnavailableError,
     ConfigError,
@@ -94,7 +92,6 @@ from lore.schedule_history import RUN_RETENTION, run_from_json
 
 try:
     import psycopg
-    from pgvector.psycopg import register_vector
     from psycopg.conninfo import conninfo_to_dict
     from psycopg.rows import TupleRow
     from psycopg_pool import ConnectionPool, PoolTimeout
@@ -102,12 +99,9 @@ except ImportError as err:  # pragma: no cover - exercised only without the extr
     raise MissingExtraError("pgvector", err.name or "psycopg") from err
 
 ENGINE = "pgvector"
-Ranked = list[tuple[str, float, dict[str, int]]]
 #: Channel names, as they appear in ``Passage.channel_ranks``.
 TEXT_CHANNEL = SearchMode.BM25.value
 VECTOR_CHANNEL = SearchMode.VECTOR.value
-#: pgvector's own ceiling for ``hnsw.ef_search``.
-MAX_EF_SEARCH = 1000
 
 
 def _where(dsn: str) -> str:
@@ -178,6 +172,7 @@ class PgVectorBackend(ServerSearch):
         self._stored: tuple[str, int] | None = None
         self._lock_guard = threading.Lock()
         self._lock_depth = 0
+        self._channels = pg_channels.Channels(self._tables, boosts, bm25_candidates, candidate_depth)
         #: During a first load (``postings.first_load``), the uris written so far: any
         #: other holds no rows, so its write skips removing an old version.
         self._loaded: set[str] | None = None
@@ -187,7 +182,7 @@ class PgVectorBackend(ServerSearch):
             min_size=1,
             max_size=pool_size,
             kwargs={"autocommit": True, "connect_timeout": max(1, math.ceil(connect_timeout))},
-            configure=register_vector,
+            configure=pg_channels.configure(candidate_depth),
             check=ConnectionPool.check_connection,
             open=False,
             name=f"lore-{index_name}",
@@ -485,7 +480,7 @@ class PgVectorBackend(ServerSearch):
                     self._loaded = None
                 try:
                     if bulk:
-                        conn.execute(self._tables.sql(pg_postings.IMPACT_INDEX))
+                        pg_postings.end_first_load(conn, self._tables)
                 finally:
                     conn.execute("SELECT pg_advisory_unlock(%s, %s)", key)
 
@@ -522,72 +517,30 @@ class PgVectorBackend(ServerSearch):
         where = RowFilter(sorted(terms), access)
         # Only fusion needs candidates beyond top_k; a single channel asks for what it returns.
         depth = max(self._depth, top_k) if mode is SearchMode.HYBRID else top_k
+        if self._stored is None or (vector is not None and not np.any(vector)):
+            vector = None  # nothing embedded yet, or a query with no features: no neighbours
+        run = self._channels
         channels: dict[str, list[tuple[str, float]]] = {}
         with self._connection(RetrievalError) as conn:
+            text_scan = None
             if mode in (SearchMode.HYBRID, SearchMode.BM25):
-                channels[TEXT_CHANNEL] = self._text_channel(conn, text, where, depth)
-            if vector is not None:
-                channels[VECTOR_CHANNEL] = self._vector_channel(conn, vector, where, depth)
+                text_scan = run.text_statement(conn, text, where, depth)
+                channels[TEXT_CHANNEL] = []
+            lexical, nearest = run.search(conn, text_scan, vector, where, depth)
+            if lexical is not None:
+                channels[TEXT_CHANNEL] = lexical
+            if nearest is not None:
+                channels[VECTOR_CHANNEL] = nearest
             fused = fuse_channels(
                 channels, fusion=self._fusion, depth=depth, rrf_k=self._rrf_k, lexical=TEXT_CHANNEL
             )[:top_k]
-            rows = self._fetch(conn, [item for item, _, _ in fused])
+            rows = run.fetch(conn, [item for item, _, _ in fused])
         passages = []
         for chunk_id, score, ranks in fused:
             row = rows.get(chunk_id)
             if row is not None:  # deleted between the channel queries and the fetch
                 passages.append(passage_from_row(row, score, ranks))
         return passages
-
-    def _text_channel(
-        self, conn: psycopg.Connection[TupleRow], text: str, where: RowFilter, depth: int
-    ) -> list[tuple[str, float]]:
-        words, identifiers = query_terms(text)
-        if not words and not identifiers:
-            return []
-        found = conn.execute(
-            self._tables.sql(bm25.STATISTICS), (list(dict.fromkeys(words + identifiers)),)
-        ).fetchall()
-        weights = bm25.weights(found, words, identifiers, self._boosts)
-        if weights is None:
-            return []
-        statement = bm25.search_statement(self._tables, weights, where)
-        rows = conn.execute(
-            statement, bm25.search_params(weights, max(self._candidates, depth), where, depth)
-        ).fetchall()
-        return [(row[0], float(row[1])) for row in rows]
-
-    def _vector_channel(
-        self,
-        conn: psycopg.Connection[TupleRow],
-        vector: npt.NDArray[np.float32],
-        where: RowFilter,
-        depth: int,
-    ) -> list[tuple[str, float]]:
-        if self._stored is None or not np.any(vector):
-            return []  # nothing embedded yet, or a query with no features: no neighbours
-        statement = vector_channel_statement(self._tables, where)
-        params: list[Any] = [vector, *where.params(), depth]
-        with conn.transaction():
-            conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(min(depth, MAX_EF_SEARCH)),))
-            if where.active:
-                conn.execute("SELECT set_config('hnsw.iterative_scan', 'strict_order', true)")
-            rows = conn.execute(statement, params).fetchall()
-            if where.active and len(rows) < depth:
-                # Fewer than asked for: the filtered set is small, or the index walk gave
-                # up first. Either way an exact scan over the filtered rows is cheap.
-                conn.execute("SELECT set_config('enable_indexscan', 'off', true)")
-                rows = conn.execute(statement, params).fetchall()
-        return [(row[0], 1.0 - float(row[1])) for row in rows if not math.isnan(float(row[1]))]
-
-    def _fetch(self, conn: psycopg.Connection[TupleRow], ids: list[str]) -> dict[str, tuple[Any, ...]]:
-        if not ids:
-            return {}
-        rows = conn.execute(
-            self._tables.sql(f"SELECT {PASSAGE_COLUMNS} FROM {{chunks}} WHERE id = ANY(%s)"),
-            (ids,),
-        ).fetchall()
-        return {row[0]: row for row in rows}
 
     # -- Reembeddable (``lore reembed``; the SQL is in reembed.py) -------------------
 

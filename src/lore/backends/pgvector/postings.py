@@ -220,6 +220,15 @@ def first_load(conn: psycopg.Connection[TupleRow], tables: Tables) -> bool:
     return True
 
 
+def end_first_load(conn: psycopg.Connection[TupleRow], tables: Tables) -> None:
+    """Build the impact index in bulk, then vacuum what the load wrote (on an autocommit
+    connection): the visibility map lets a term's postings be read from the index alone
+    (else each query fetched heap pages), and the statistics give the planner real sizes."""
+    conn.execute(tables.sql(IMPACT_INDEX))
+    for table in ("postings", "chunks", "terms"):
+        conn.execute(tables.sql(f"VACUUM (ANALYZE) {{{table}}}"))
+
+
 #: The ``state`` key recording which analysis the postings were built with: when the
 #: SQLite full-text index's analyzers change (``FULLTEXT_VERSION``), so must these.
 ANALYSIS_KEY = "lore.bm25_analysis"
