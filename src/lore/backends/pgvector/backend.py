@@ -16,7 +16,7 @@ distance share no scale as they come:
   precisely because the filter is selective.
 
 Label filters (``key=value`` terms, ``@>`` on a GIN-indexed ``text[]``) and the caller's
-access (tenant and group terms in another GIN-indexed ``text[]``, ``pg_schema.RowFilter``)
+access (tenant and group terms in another GIN-indexed ``text[]``, ``statements.RowFilter``)
 apply inside both channels. Tables are prefixed with the index name (see ``lore.backends.pgvector.schema``).
 """
 
@@ -26,8 +26,7 @@ import math
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import datetime
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -39,29 +38,26 @@ from lore.backends.pgvector import channels as pg_channels
 from lore.backends.pgvector import postings as pg_postings
 from lore.backends.pgvector import reembed as pg_reembed
 from lore.backends.pgvector.events import PgEventStore
+from lore.backends.pgvector.ledger import LedgerReads
 from lore.backends.pgvector.schema import (
-    EXPIRE_RUNS,
-    EXPORT_CHUNK_COLUMNS,
     LOCK_CLASS,
-    RECORD_RUN,
-    UPSERT_DOCUMENT,
-    RowFilter,
     Tables,
-    chunk_from_row,
-    chunk_row,
-    clean_fields,
-    document_row,
     drop_statements,
     lock_key,
     migrate,
-    passage_from_row,
-    run_row,
-    runs_statement,
     schema_version,
-    upsert_chunk_statement,
-    vector_array,
     vector_column_statement,
     vector_index_statement,
+)
+from lore.backends.pgvector.statements import (
+    UPSERT_DOCUMENT,
+    RowFilter,
+    chunk_row,
+    clean_fields,
+    document_row,
+    passage_from_row,
+    upsert_chunk_statement,
+    vector_array,
 )
 from lore.backends.query_embedding import check_query_embedder, checked_vectors
 from lore.backends.server_search import ServerSearch
@@ -79,16 +75,11 @@ from lore.fusion import fuse_channels
 from lore.models import (
     Chunk,
     Document,
-    IndexedDocument,
     Passage,
     ReembedStatus,
-    RunRecord,
     SearchMode,
-    SourceCounts,
-    utc,
 )
 from lore.protocols import Embedder, Vectors
-from lore.schedule_history import RUN_RETENTION, run_from_json
 
 try:
     import psycopg
@@ -128,7 +119,7 @@ def _server_trouble(err: psycopg.OperationalError) -> bool:
     return state is None or state[:2] in _UNAVAILABLE_CLASSES
 
 
-class PgVectorBackend(ServerSearch):
+class PgVectorBackend(LedgerReads, ServerSearch):
     """An index in PostgreSQL. ``KnowledgeIndex`` and ``KnowledgeRetriever`` at once."""
 
     modes: tuple[SearchMode, ...] = (SearchMode.HYBRID, SearchMode.BM25, SearchMode.VECTOR)
@@ -358,29 +349,6 @@ class PgVectorBackend(ServerSearch):
             conn.execute(vector_index_statement(self._tables))
         self._vector_index = True
 
-    def held(self, source: str) -> Mapping[str, IndexedDocument]:
-        with self._connection(IndexingError) as conn:
-            rows = conn.execute(
-                self._tables.sql(
-                    "SELECT uri, revision, title, updated_at, chunk_count, indexed_at, access, tenant "
-                    "FROM {documents} WHERE source = %s"
-                ),
-                (source,),
-            ).fetchall()
-        return {
-            row[0]: IndexedDocument(
-                uri=row[0],
-                revision=row[1],
-                title=row[2],
-                updated_at=utc(row[3]),
-                chunk_count=row[4],
-                indexed_at=utc(row[5]),
-                access=None if row[6] is None else frozenset(row[6]),
-                tenant=row[7],
-            )
-            for row in rows
-        }
-
     def cached_vectors(self, embed_keys: Sequence[str]) -> Mapping[str, npt.NDArray[np.float32]]:
         if not embed_keys:
             return {}
@@ -410,35 +378,6 @@ class PgVectorBackend(ServerSearch):
                 ),
                 (key, lexical.clean_text(value)),
             )
-
-    def source_statistics(self, stale_before: datetime) -> list[SourceCounts]:
-        """For ``/metrics``: one aggregate over the ledger, outside any write lock."""
-        with self._connection(IndexingError) as conn:
-            rows = conn.execute(
-                self._tables.sql(
-                    "SELECT source, count(*), coalesce(sum(chunk_count), 0), "
-                    "count(*) FILTER (WHERE updated_at <= %s) "
-                    "FROM {documents} GROUP BY source ORDER BY source"
-                ),
-                (utc(stale_before),),
-            ).fetchall()
-        return [
-            SourceCounts(str(name), int(docs), int(chunks), int(stale))
-            for name, docs, chunks, stale in rows
-        ]
-
-    # -- RunHistory (the SQL is in schema.py) ------------------------------------------
-
-    def record_run(self, run: RunRecord) -> None:
-        with self._connection(IndexingError) as conn, conn.transaction():
-            conn.execute(self._tables.sql(RECORD_RUN), run_row(run))
-            conn.execute(self._tables.sql(EXPIRE_RUNS), (RUN_RETENTION,))
-
-    def runs(self, limit: int = 20, *, source: str | None = None) -> list[RunRecord]:
-        params = (source, limit) if source is not None else (limit,)
-        with self._connection(IndexingError) as conn:
-            rows = conn.execute(runs_statement(self._tables, of_source=source is not None), params).fetchall()
-        return [run_from_json(row[0]) for row in rows]
 
     @contextmanager
     def write_lock(self) -> Iterator[None]:
@@ -565,67 +504,3 @@ class PgVectorBackend(ServerSearch):
             pg_reembed.switch(conn, self._tables, embedder.model_id, embedder.dimension)
         self._embedder = embedder
         self._stored = (embedder.model_id, embedder.dimension)
-
-    # -- export (for ``lore migrate``) ------------------------------------------------
-
-    def stored_embedder(self) -> tuple[str, int] | None:
-        """``(model_id, dimension)`` the vectors were made with; None before the first use."""
-        with self._connection(IndexingError) as conn:
-            row = conn.execute(self._tables.sql("SELECT model_id, dimension FROM {embedder}")).fetchone()
-        return (str(row[0]), int(row[1])) if row else None
-
-    def export(self) -> Iterator[tuple[Document, list[Chunk], Vectors]]:
-        """Every document with its chunks and stored vectors, in uri order, for ``lore
-        migrate``. Documents come back with empty ``text``: only the chunks are stored."""
-        for document in self._documents():
-            rows = self._chunk_rows(document.uri)
-            chunks = [chunk_from_row(document.uri, row) for row in rows]
-            dimension = self._stored[1] if self._stored else 0
-            vectors = (
-                np.stack([vector_array(row[9]) for row in rows])
-                if rows
-                else np.empty((0, dimension), dtype=np.float32)
-            )
-            yield document, chunks, vectors
-
-    # -- DocumentReader (the documents tree and reader of ``lore serve``) ---------------
-
-    def list_documents(self) -> list[Document]:
-        return self._documents()
-
-    def read_document(self, uri: str) -> tuple[Document, list[Chunk]] | None:
-        found = self._documents(uri)
-        if not found:
-            return None
-        return found[0], [chunk_from_row(uri, row) for row in self._chunk_rows(uri)]
-
-    def _documents(self, uri: str | None = None) -> list[Document]:
-        query = "SELECT uri, title, revision, updated_at, labels, media_type, access, tenant FROM {documents}"
-        with self._connection(IndexingError) as conn:
-            if uri is None:
-                rows = conn.execute(self._tables.sql(query + " ORDER BY uri")).fetchall()
-            else:
-                rows = conn.execute(self._tables.sql(query + " WHERE uri = %s"), (uri,)).fetchall()
-        return [
-            Document(
-                uri=found,
-                title=title,
-                text="",
-                revision=revision,
-                updated_at=utc(updated_at),
-                labels=dict(labels),
-                media_type=media_type,
-                access=None if access is None else frozenset(access),
-                tenant=tenant,
-            )
-            for found, title, revision, updated_at, labels, media_type, access, tenant in rows
-        ]
-
-    def _chunk_rows(self, uri: str) -> list[Any]:
-        with self._connection(IndexingError) as conn:
-            return conn.execute(
-                self._tables.sql(
-                    f"SELECT {EXPORT_CHUNK_COLUMNS} FROM {{chunks}} WHERE uri = %s ORDER BY ordinal, id"
-                ),
-                (uri,),
-            ).fetchall()

@@ -44,7 +44,8 @@ except ImportError as err:  # pragma: no cover - exercised only without the extr
     raise MissingExtraError("pgvector", err.name or "psycopg") from err
 
 if TYPE_CHECKING:
-    from lore.backends.pgvector.schema import RowFilter, Tables
+    from lore.backends.pgvector.schema import Tables
+    from lore.backends.pgvector.statements import RowFilter
 
 #: tantivy's BM25 constants (``tantivy::query::bm25``), so both backends score alike.
 K1 = 1.2

@@ -21,7 +21,8 @@ import numpy as np
 import numpy.typing as npt
 
 from lore.backends.pgvector import bm25
-from lore.backends.pgvector.schema import PASSAGE_COLUMNS, RowFilter, Tables, vector_channel_statement
+from lore.backends.pgvector.schema import Tables
+from lore.backends.pgvector.statements import PASSAGE_COLUMNS, RowFilter, vector_channel_statement
 from lore.backends.sqlite.fulltext import query_terms
 from lore.errors import MissingExtraError
 
