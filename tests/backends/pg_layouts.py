@@ -13,10 +13,25 @@ def to_schema_3(pg_dsn: str, index: str) -> None:
         conn.execute(f"DROP TABLE {index}_events, {index}_feedback, {index}_suggestions")  # migration 4
         conn.execute(
             f"ALTER TABLE {index}_chunks DROP COLUMN key, DROP COLUMN len_title, DROP COLUMN len_section,"
-            " DROP COLUMN len_body, DROP COLUMN len_ident,"
+            " DROP COLUMN len_body, DROP COLUMN len_ident, DROP COLUMN len_path,"
             " ADD COLUMN tsv tsvector NOT NULL DEFAULT ''::tsvector,"
             " ADD COLUMN idents text[] NOT NULL DEFAULT '{}'::text[]"
         )
         conn.execute(f"UPDATE {index}_chunks SET tsv = to_tsvector('english', title || ' ' || text)")
         conn.execute(f"CREATE INDEX {index}_chunks_tsv ON {index}_chunks USING gin (tsv)")
         conn.execute(f"DELETE FROM {index}_schema_version WHERE version > 3")
+
+
+def to_schema_5(pg_dsn: str, index: str) -> None:
+    """Turn an index back into the layout of schema 5: BM25 postings without the path field."""
+    with psycopg.connect(pg_dsn) as conn:
+        conn.execute(f"ALTER TABLE {index}_chunks DROP COLUMN len_path")
+        conn.execute(f"ALTER TABLE {index}_postings DROP COLUMN tf_path, DROP COLUMN len_path")
+        conn.execute(f"ALTER TABLE {index}_terms DROP COLUMN df_path")
+        conn.execute(f"ALTER TABLE {index}_bm25_stats DROP COLUMN len_path")
+        conn.execute(
+            f"CREATE INDEX IF NOT EXISTS {index}_postings_impact ON {index}_postings (term, impact DESC) "
+            "INCLUDE (chunk, tf_title, tf_section, tf_body, tf_ident,"
+            " len_title, len_section, len_body, len_ident)"
+        )
+        conn.execute(f"DELETE FROM {index}_schema_version WHERE version > 5")

@@ -5,15 +5,16 @@ the ``ts_rank`` layout (schema 3)."""
 
 from __future__ import annotations
 
+import random
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from optional_extras import require_extra
 
-from .pg_layouts import to_schema_3
+from .pg_layouts import to_schema_3, to_schema_5
 
 require_extra("psycopg", "pgvector")
 require_extra("psycopg_pool", "pgvector")
@@ -27,7 +28,7 @@ from lore.backends.pgvector import schema as pg_schema
 from lore.backends.sqlite import SqliteBackend
 from lore.models import SearchMode
 from lore.protocols import KnowledgeIndex
-from lore.testing import add_document
+from lore.testing import DEFAULT_SOURCE, add_document
 from lore.testing.embedders import CountingEmbedder
 
 #: Short fields: tantivy stores lengths up to 40 exactly (longer ones lossily), so the two
@@ -144,9 +145,8 @@ async def test_scores_and_order_match_the_sqlite_channel(
     from lore.backends.pgvector import bm25
 
     boosts = {"title_boost": 2.0, "section_boost": 1.5, "identifier_boost": 3.0} if boosted else {}
-    # path_boost 0: SQLite's path field (folder and file-name words) has no pgvector
-    # column yet; the path's identifiers reach both backends' ident field alike.
-    sqlite = SqliteBackend(tmp_path / "lore.db", embedder, path_boost=0.0, **boosts)
+    # The path field (folder and file-name words) takes the title's boost on both.
+    sqlite = SqliteBackend(tmp_path / "lore.db", embedder, **boosts)
     pg = PgVectorBackend(
         pg_dsn,
         embedder,
@@ -170,25 +170,27 @@ async def test_scores_and_order_match_the_sqlite_channel(
         pg.close()
 
 
+def _each(template: str) -> str:
+    from lore.backends.pgvector.bm25 import FIELDS
+
+    return ", ".join(template.format(f=name) for name in FIELDS)
+
+
 def _statistics(pg_dsn: str, index: str) -> tuple[tuple[int, ...], tuple[int, ...], list[tuple[int, ...]]]:
     """The maintained statistics, the same recomputed from the chunks and postings, and
     every term row whose frequencies differ from a recount."""
     with psycopg.connect(pg_dsn) as conn:
         kept = conn.execute(
-            f"SELECT chunks, len_title, len_section, len_body, len_ident FROM {index}_bm25_stats"
+            f"SELECT chunks, {_each('len_{f}')} FROM {index}_bm25_stats"
         ).fetchone()
         counted = conn.execute(
-            "SELECT count(*), coalesce(sum(len_title), 0), coalesce(sum(len_section), 0),"
-            f" coalesce(sum(len_body), 0), coalesce(sum(len_ident), 0) FROM {index}_chunks"
+            f"SELECT count(*), {_each('coalesce(sum(len_{f}), 0)')} FROM {index}_chunks"
         ).fetchone()
         wrong = conn.execute(
-            f"SELECT t.term, t.df_title, t.df_section, t.df_body, t.df_ident FROM {index}_terms t"
-            " LEFT JOIN (SELECT term, count(*) FILTER (WHERE tf_title > 0) AS a,"
-            " count(*) FILTER (WHERE tf_section > 0) AS b, count(*) FILTER (WHERE tf_body > 0) AS c,"
-            f" count(*) FILTER (WHERE tf_ident > 0) AS d FROM {index}_postings GROUP BY term) p"
-            " ON p.term = t.term"
-            " WHERE (t.df_title, t.df_section, t.df_body, t.df_ident)"
-            " IS DISTINCT FROM (coalesce(p.a, 0), coalesce(p.b, 0), coalesce(p.c, 0), coalesce(p.d, 0))"
+            f"SELECT t.term, {_each('t.df_{f}')} FROM {index}_terms t"
+            f" LEFT JOIN (SELECT term, {_each('count(*) FILTER (WHERE tf_{f} > 0) AS {f}')}"
+            f" FROM {index}_postings GROUP BY term) p ON p.term = t.term"
+            f" WHERE ({_each('t.df_{f}')}) IS DISTINCT FROM ({_each('coalesce(p.{f}, 0)')})"
         ).fetchall()
     assert kept is not None
     assert counted is not None
@@ -276,20 +278,38 @@ async def test_first_load_under_the_write_lock(
     assert {p.uri for p in found} >= {f"bulk/{i}.md" for i in range(3, 120, 7)}
 
 
-async def test_an_index_of_schema_3_gets_its_postings_from_the_stored_chunks(
-    pg: PgVectorBackend, pg_dsn: str, embedder: CountingEmbedder
-) -> None:
+async def _migrated(
+    pg: PgVectorBackend,
+    pg_dsn: str,
+    embedder: CountingEmbedder,
+    revert: Callable[[str, str], None],
+    queries: list[str],
+) -> PgVectorBackend:
+    """Load the corpus, turn the index back into an older layout (``revert``), reopen it
+    (which migrates it), and check that it ranks as the fresh index did, with exact
+    statistics. The caller closes the reopened backend."""
     _load(pg, embedder)
-    before = {query: await _ranking(pg, query) for query in QUERIES}
-    to_schema_3(pg_dsn, pg.index_name)
+    before = {query: await _ranking(pg, query) for query in queries}
+    revert(pg_dsn, pg.index_name)
     reopened = PgVectorBackend(pg_dsn, embedder, index_name=pg.index_name)
     try:
         assert reopened.schema_version() == pg_schema.LATEST_VERSION
-        for query in QUERIES:
+        for query in queries:
             _assert_same(await _ranking(reopened, query), before[query], query)
         kept, counted, wrong = _statistics(pg_dsn, pg.index_name)
         assert kept == counted
         assert wrong == []
+    except BaseException:
+        reopened.close()
+        raise
+    return reopened
+
+
+async def test_an_index_of_schema_3_gets_its_postings_from_the_stored_chunks(
+    pg: PgVectorBackend, pg_dsn: str, embedder: CountingEmbedder
+) -> None:
+    reopened = await _migrated(pg, pg_dsn, embedder, to_schema_3, QUERIES)
+    try:
         with psycopg.connect(pg_dsn) as conn:
             columns = {
                 row[0]
@@ -306,10 +326,36 @@ async def test_an_index_of_schema_3_gets_its_postings_from_the_stored_chunks(
         reopened.close()
 
 
+async def test_an_index_of_schema_5_gets_the_path_field(
+    pg: PgVectorBackend, pg_dsn: str, embedder: CountingEmbedder
+) -> None:
+    """Postings of schema 5 had no path field: the migration adds it and rebuilds them, so
+    the ranking is the fresh index's (which matches SQLite's, with the path's boost)."""
+    reopened = await _migrated(pg, pg_dsn, embedder, to_schema_5, [*QUERIES, "kafka", "k8s crash"])
+    try:
+        assert _statistics(pg_dsn, pg.index_name)[0][4] > 0  # the path field's total length
+    finally:
+        reopened.close()
+
+
+async def test_path_words_rank_like_sqlite_with_the_default_boost(
+    pg: PgVectorBackend, sqlite: SqliteBackend, embedder: CountingEmbedder
+) -> None:
+    """A folder or file-name word found nowhere else in the chunk: only the path field
+    holds it as an English word (stemmed), so "crashes" finds k8s/crash.md on both."""
+    _load(pg, embedder)
+    _load(sqlite, embedder)
+    for query in ("crashes", "kafka lag", "errors api"):
+        expected = await _ranking(sqlite, query)
+        assert expected, query
+        _assert_same(await _ranking(pg, query), expected, query)
+    assert (await _ranking(pg, "crashes"))[0][0].startswith("k8s/crash.md")
+
+
 async def test_reindex_and_a_changed_analysis_rebuild_the_postings(
     pg: PgVectorBackend, pg_dsn: str, embedder: CountingEmbedder
 ) -> None:
-    from lore.backends.pgvector import bm25
+    from lore.backends.pgvector import postings
 
     _load(pg, embedder)
     before = {query: await _ranking(pg, query) for query in QUERIES}
@@ -323,7 +369,9 @@ async def test_reindex_and_a_changed_analysis_rebuild_the_postings(
     # Postings made by other analyzers (another FULLTEXT_VERSION) are rebuilt on opening.
     with psycopg.connect(pg_dsn) as conn:
         conn.execute(f"TRUNCATE {pg.index_name}_postings")
-        conn.execute(f"UPDATE {pg.index_name}_state SET value = 'old' WHERE key = %s", (bm25.ANALYSIS_KEY,))
+        conn.execute(
+            f"UPDATE {pg.index_name}_state SET value = 'old' WHERE key = %s", (postings.ANALYSIS_KEY,)
+        )
     reopened = PgVectorBackend(pg_dsn, embedder, index_name=pg.index_name)
     try:
         for query in QUERIES:
@@ -331,3 +379,61 @@ async def test_reindex_and_a_changed_analysis_rebuild_the_postings(
         assert _statistics(pg_dsn, pg.index_name)[2] == []
     finally:
         reopened.close()
+
+
+def _impact_index_exists(pg_dsn: str, index: str) -> bool:
+    with psycopg.connect(pg_dsn) as conn:
+        row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f"{index}_postings_impact",)).fetchone()
+    return bool(row and row[0])
+
+
+async def test_a_bulk_load_is_fail_soft_and_exact(
+    pg: PgVectorBackend, pg_dsn: str, embedder: CountingEmbedder
+) -> None:
+    """A first load (the impact index dropped, built at release): one document re-upserted
+    and one deleted mid-load, and one the server refuses (a label term too long for its
+    GIN index) failing alone, its neighbours written."""
+    from lore.errors import IndexingError
+
+    with pg.write_lock():
+        pg.check_embedder(embedder.model_id, embedder.dimension)
+        assert not _impact_index_exists(pg_dsn, pg.index_name)
+        for i in range(60):
+            if i == 30:
+                huge = random.Random(0).randbytes(4000).hex()  # incompressible
+                with pytest.raises(IndexingError):
+                    add_document(pg, embedder, "bad.md", "refused disk", labels={"huge": huge})
+            add_document(pg, embedder, f"bulk/{i}.md", f"alert{i} fired on node-{i % 7}; restart worker {i}")
+        add_document(pg, embedder, "bulk/5.md", "rewritten: zookeeper quorum")
+        pg.delete_by_uri("bulk/6.md")
+        # Searchable before the index is back, only slower.
+        found = await pg.retrieve("alert42", mode=SearchMode.BM25)
+        assert found[0].uri == "bulk/42.md"
+    assert _impact_index_exists(pg_dsn, pg.index_name)
+    kept, counted, wrong = _statistics(pg_dsn, pg.index_name)
+    assert kept == counted
+    assert kept[0] == 59
+    assert wrong == []
+    assert [p.uri for p in await pg.retrieve("zookeeper", mode=SearchMode.BM25)] == ["bulk/5.md"]
+    assert await pg.retrieve("alert5", mode=SearchMode.BM25) == []
+    assert await pg.retrieve("alert6", mode=SearchMode.BM25) == []
+    assert await pg.retrieve("refused", mode=SearchMode.BM25) == []
+    assert "bad.md" not in pg.held(DEFAULT_SOURCE)
+    # A second load into a non-empty index keeps the impact index.
+    with pg.write_lock():
+        assert _impact_index_exists(pg_dsn, pg.index_name)
+        add_document(pg, embedder, "late.md", "late arrival")
+    assert _impact_index_exists(pg_dsn, pg.index_name)
+
+
+def test_a_first_load_killed_midway_gets_its_index_on_the_next_open(
+    pg: PgVectorBackend, pg_dsn: str, embedder: CountingEmbedder
+) -> None:
+    from lore.backends.pgvector import postings
+
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # as a crashed first load leaves it
+        postings.first_load(conn, pg._tables)
+    assert not _impact_index_exists(pg_dsn, pg.index_name)
+    reopened = PgVectorBackend(pg_dsn, embedder, index_name=pg.index_name)
+    reopened.close()
+    assert _impact_index_exists(pg_dsn, pg.index_name)

@@ -27,7 +27,7 @@ class TestSqliteRunHistory(RunHistoryConformance):
 
 
 class TestPgVectorRunHistory(RunHistoryConformance):
-    retention_module = "lore.backends.pgvector.backend"
+    retention_module = "lore.backends.pgvector.ledger"
 
     @pytest.fixture
     def store(self, pg_dsn: str) -> Iterator[object]:

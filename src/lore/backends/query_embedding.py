@@ -13,8 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+import numpy.typing as npt
 
-from lore.errors import EmbedderMismatchError, EmbeddingError
+from lore.errors import EmbedderMismatchError, EmbeddingError, IndexingError
 from lore.events.timing import embedding
 from lore.models import SearchMode
 from lore.protocols import Embedder, Vectors
@@ -61,3 +62,20 @@ def check_query_embedder(stored: tuple[str, int] | None, embedder: Embedder, whe
             f"use {current[0]!r} ({current[1]} dimensions); configure the original embedder, or run "
             "`lore reembed`"
         )
+
+
+def checked_vectors(
+    uri: str, count: int, vectors: Vectors, stored: tuple[str, int] | None, *, recorded: bool = False
+) -> npt.NDArray[np.float32]:
+    """A document's vectors as a float32 matrix, one row per chunk of the index's
+    dimension (``stored`` is its ``(model_id, dimension)``, None before the first sync),
+    or ``IndexingError`` naming ``uri``. With ``recorded``, chunks need a recorded
+    embedder (a backend whose vector field is created by ``check_embedder``)."""
+    matrix = np.asarray(vectors, dtype=np.float32)
+    if matrix.ndim != 2 or matrix.shape[0] != count:
+        raise IndexingError(f"{uri}: {count} chunks but vectors of shape {tuple(matrix.shape)}")
+    if count and stored is None and recorded:
+        raise IndexingError(f"{uri}: no embedder recorded yet; call check_embedder first")
+    if count and stored is not None and matrix.shape[1] != stored[1]:
+        raise IndexingError(f"{uri}: vectors have {matrix.shape[1]} dimensions, the index {stored[1]}")
+    return matrix

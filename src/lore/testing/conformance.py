@@ -210,6 +210,11 @@ class IndexConformance(_Suite):
         store.check_embedder(embedder.model_id, embedder.dimension)
         with pytest.raises(IndexingError):
             store.upsert(document, chunks, embed_chunks(embedder, chunks[:1]))
+        # The right count, the wrong dimension (``query_embedding.checked_vectors``).
+        vectors = np.asarray(embed_chunks(embedder, chunks), dtype=np.float32)
+        with pytest.raises(IndexingError, match=r"m\.md"):
+            store.upsert(document, chunks, np.hstack([vectors, vectors]))
+        assert "m.md" not in store.held(DEFAULT_SOURCE)
 
     def test_check_embedder(self, store: Store, embedder: CountingEmbedder) -> None:
         store.check_embedder(embedder.model_id, embedder.dimension)

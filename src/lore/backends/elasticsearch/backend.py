@@ -55,7 +55,7 @@ from lore.backends.payloads import (
     ledger_counts,
     passage_from_payload,
 )
-from lore.backends.query_embedding import check_query_embedder, embed_query
+from lore.backends.query_embedding import check_query_embedder, checked_vectors, embed_query
 from lore.errors import ConfigError, EmbedderMismatchError, IndexingError, RetrievalError
 from lore.fusion import fuse_channels
 from lore.models import Chunk, Document, IndexedDocument, Passage, ReembedStatus, SearchMode, SourceCounts
@@ -229,18 +229,9 @@ class ElasticsearchBackend:
             )
 
     def upsert(self, document: Document, chunks: Sequence[Chunk], vectors: Vectors) -> None:
-        matrix = np.asarray(vectors, dtype=np.float32)
-        if matrix.ndim != 2 or matrix.shape[0] != len(chunks):
-            raise IndexingError(
-                f"{document.uri}: {len(chunks)} chunks but vectors of shape {tuple(matrix.shape)}"
-            )
         live = self.live()
-        if chunks and live is None:
-            raise IndexingError(f"{document.uri}: no embedder recorded yet; call check_embedder first")
-        if chunks and live is not None and matrix.shape[1] != live[1]:
-            raise IndexingError(
-                f"{document.uri}: vectors have {matrix.shape[1]} dimensions, the index {live[1]}"
-            )
+        stored = live[:2] if live else None
+        matrix = checked_vectors(document.uri, len(chunks), vectors, stored, recorded=True)
         ids = [doc_id(chunk.id) for chunk in chunks]
         terms = access_terms(document.access, document.tenant)
         writes: list[dict[str, Any]] = []

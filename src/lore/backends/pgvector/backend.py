@@ -16,7 +16,7 @@ distance share no scale as they come:
   precisely because the filter is selective.
 
 Label filters (``key=value`` terms, ``@>`` on a GIN-indexed ``text[]``) and the caller's
-access (tenant and group terms in another GIN-indexed ``text[]``, ``pg_schema.RowFilter``)
+access (tenant and group terms in another GIN-indexed ``text[]``, ``statements.RowFilter``)
 apply inside both channels. Tables are prefixed with the index name (see ``lore.backends.pgvector.schema``).
 """
 
@@ -26,46 +26,41 @@ import math
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import datetime
-from typing import Any, Literal
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
-from lore.access import AccessFilter
+from lore.access import AccessFilter, access_terms
 from lore.backends import lexical
 from lore.backends.pgvector import bm25
+from lore.backends.pgvector import channels as pg_channels
+from lore.backends.pgvector import postings as pg_postings
 from lore.backends.pgvector import reembed as pg_reembed
 from lore.backends.pgvector.events import PgEventStore
+from lore.backends.pgvector.ledger import LedgerReads
 from lore.backends.pgvector.schema import (
-    EXPIRE_RUNS,
-    EXPORT_CHUNK_COLUMNS,
     LOCK_CLASS,
-    PASSAGE_COLUMNS,
-    RECORD_RUN,
-    UPSERT_DOCUMENT,
-    RowFilter,
     Tables,
-    chunk_from_row,
-    chunk_row,
-    clean_fields,
-    document_row,
     drop_statements,
     lock_key,
     migrate,
-    passage_from_row,
-    run_row,
-    runs_statement,
     schema_version,
-    upsert_chunk_statement,
-    vector_array,
-    vector_channel_statement,
     vector_column_statement,
     vector_index_statement,
 )
-from lore.backends.query_embedding import check_query_embedder
+from lore.backends.pgvector.statements import (
+    UPSERT_DOCUMENT,
+    RowFilter,
+    chunk_row,
+    clean_fields,
+    document_row,
+    passage_from_row,
+    upsert_chunk_statement,
+    vector_array,
+)
+from lore.backends.query_embedding import check_query_embedder, checked_vectors
 from lore.backends.server_search import ServerSearch
-from lore.backends.sqlite.fulltext import query_terms
 from lore.errors import (
     BackendUnavailableError,
     ConfigError,
@@ -80,20 +75,14 @@ from lore.fusion import fuse_channels
 from lore.models import (
     Chunk,
     Document,
-    IndexedDocument,
     Passage,
     ReembedStatus,
-    RunRecord,
     SearchMode,
-    SourceCounts,
-    utc,
 )
 from lore.protocols import Embedder, Vectors
-from lore.schedule_history import RUN_RETENTION, run_from_json
 
 try:
     import psycopg
-    from pgvector.psycopg import register_vector
     from psycopg.conninfo import conninfo_to_dict
     from psycopg.rows import TupleRow
     from psycopg_pool import ConnectionPool, PoolTimeout
@@ -101,12 +90,9 @@ except ImportError as err:  # pragma: no cover - exercised only without the extr
     raise MissingExtraError("pgvector", err.name or "psycopg") from err
 
 ENGINE = "pgvector"
-Ranked = list[tuple[str, float, dict[str, int]]]
 #: Channel names, as they appear in ``Passage.channel_ranks``.
 TEXT_CHANNEL = SearchMode.BM25.value
 VECTOR_CHANNEL = SearchMode.VECTOR.value
-#: pgvector's own ceiling for ``hnsw.ef_search``.
-MAX_EF_SEARCH = 1000
 
 
 def _where(dsn: str) -> str:
@@ -120,7 +106,20 @@ def _where(dsn: str) -> str:
     return f"PostgreSQL at {host}:{port}/{parts.get('dbname') or parts.get('user') or ''}"
 
 
-class PgVectorBackend(ServerSearch):
+#: SQLSTATE classes of a server that cannot serve: connection (08), insufficient resources
+#: (53), operator intervention such as a shutdown (57), system errors (58).
+_UNAVAILABLE_CLASSES = frozenset({"08", "53", "57", "58"})
+
+
+def _server_trouble(err: psycopg.OperationalError) -> bool:
+    """Whether an ``OperationalError`` means the server, not the statement: psycopg files
+    errors of one row under that class too (``54000``, an index row too large), and those
+    fail one document, not the whole sync."""
+    state = err.sqlstate
+    return state is None or state[:2] in _UNAVAILABLE_CLASSES
+
+
+class PgVectorBackend(LedgerReads, ServerSearch):
     """An index in PostgreSQL. ``KnowledgeIndex`` and ``KnowledgeRetriever`` at once."""
 
     modes: tuple[SearchMode, ...] = (SearchMode.HYBRID, SearchMode.BM25, SearchMode.VECTOR)
@@ -164,13 +163,17 @@ class PgVectorBackend(ServerSearch):
         self._stored: tuple[str, int] | None = None
         self._lock_guard = threading.Lock()
         self._lock_depth = 0
+        self._channels = pg_channels.Channels(self._tables, boosts, bm25_candidates, candidate_depth)
+        #: During a first load (``postings.first_load``), the uris written so far: any
+        #: other holds no rows, so its write skips removing an old version.
+        self._loaded: set[str] | None = None
         self._bootstrap(dsn)
         self._pool: ConnectionPool[psycopg.Connection[TupleRow]] = ConnectionPool(
             dsn,
             min_size=1,
             max_size=pool_size,
             kwargs={"autocommit": True, "connect_timeout": max(1, math.ceil(connect_timeout))},
-            configure=register_vector,
+            configure=pg_channels.configure(candidate_depth),
             check=ConnectionPool.check_connection,
             open=False,
             name=f"lore-{index_name}",
@@ -192,10 +195,11 @@ class PgVectorBackend(ServerSearch):
                 dsn, autocommit=True, connect_timeout=max(1, math.ceil(self._timeout))
             ) as conn:
                 migrate(conn, self._tables)
-                if not bm25.is_current(conn, self._tables):
-                    # Postings of other analyzers would miss or mis-rank terms: rebuilt
-                    # once, as the SQLite backend rebuilds its tantivy index.
-                    bm25.rebuild(conn, self._tables)
+                if not pg_postings.is_current(conn, self._tables):
+                    # Postings of other analyzers (or of an older layout) would miss or
+                    # mis-rank terms: rebuilt once, as the SQLite backend rebuilds tantivy's.
+                    pg_postings.rebuild(conn, self._tables)
+                self._restore_impact_index(conn)
                 self._stored = self._recorded_embedder(conn)
         except psycopg.OperationalError as err:
             raise BackendUnavailableError(f"{self._where} is unreachable: {err}".strip()) from err
@@ -207,6 +211,19 @@ class PgVectorBackend(ServerSearch):
         except psycopg.Error as err:
             raise IndexingError(f"{self._where}: preparing index {self.index_name!r} failed: {err}") from err
 
+    def _restore_impact_index(self, conn: psycopg.Connection[TupleRow]) -> None:
+        """A first load killed before its end leaves the postings without their impact
+        index (``postings.first_load``): built here, unless a writer is loading now (it
+        builds the index when it releases the lock)."""
+        key = (LOCK_CLASS, lock_key("write", self.index_name))
+        row = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", key).fetchone()
+        if not row or not row[0]:
+            return
+        try:
+            conn.execute(self._tables.sql(pg_postings.IMPACT_INDEX))
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s, %s)", key)
+
     @contextmanager
     def _connection(self, failure: type[LoreError]) -> Iterator[psycopg.Connection[TupleRow]]:
         """A pooled connection; driver errors become ``failure``, an unreachable server
@@ -216,9 +233,9 @@ class PgVectorBackend(ServerSearch):
                 yield conn
         except PoolTimeout as err:
             raise BackendUnavailableError(f"{self._where} is unreachable: {err}") from err
-        except psycopg.OperationalError as err:
-            raise BackendUnavailableError(f"{self._where} failed: {err}".strip()) from err
         except psycopg.Error as err:
+            if isinstance(err, psycopg.OperationalError) and _server_trouble(err):
+                raise BackendUnavailableError(f"{self._where} failed: {err}".strip()) from err
             raise failure(f"{self._where}: {err}".strip()) from err
 
     def _recorded_embedder(self, conn: psycopg.Connection[TupleRow]) -> tuple[str, int] | None:
@@ -274,42 +291,46 @@ class PgVectorBackend(ServerSearch):
         self._stored = (model_id, dimension)
 
     def upsert(self, document: Document, chunks: Sequence[Chunk], vectors: Vectors) -> None:
-        matrix = np.asarray(vectors, dtype=np.float32)
-        if matrix.ndim != 2 or matrix.shape[0] != len(chunks):
-            raise IndexingError(
-                f"{document.uri}: {len(chunks)} chunks but vectors of shape {tuple(matrix.shape)}"
-            )
-        if chunks and self._stored is not None and matrix.shape[1] != self._stored[1]:
-            raise IndexingError(
-                f"{document.uri}: vectors have {matrix.shape[1]} dimensions, the index {self._stored[1]}"
-            )
-        postings = bm25.Postings()
-        for chunk in chunks:
-            postings.add(chunk.id, *clean_fields(chunk), chunk.uri)
-        rows = [
-            chunk_row(chunk, matrix[i], document, postings.lengths[chunk.id])
-            for i, chunk in enumerate(chunks)
-        ]
+        matrix = checked_vectors(document.uri, len(chunks), vectors, self._stored)
+        postings = pg_postings.Postings()
+        access = sorted(access_terms(document.access, document.tenant))
+        rows = []
+        for i, chunk in enumerate(chunks):
+            fields = clean_fields(chunk)
+            postings.add(chunk.id, *fields, chunk.uri)
+            rows.append(chunk_row(chunk, fields, matrix[i], access, postings.lengths[chunk.id]))
         with self._connection(IndexingError) as conn, conn.pipeline(), conn.transaction():
             # In one transaction the new version replaces the old atomically: a crash
             # leaves one or the other, and readers never see neither. Pipelined: every
             # statement goes out at once, and the server answers them in one round trip.
-            self._remove_postings(conn, document.uri)
+            if self._lock_depth:
+                # Within a sync, a commit need not wait for its WAL flush: a server crash
+                # may then lose the last few documents whole, ledger row included, so the
+                # next sync writes them again; atomicity is untouched. The sync's own
+                # synchronous writes (its run record, its state) flush all before them.
+                conn.execute("SET LOCAL synchronous_commit TO off")
+            loaded = self._loaded
+            held = loaded is None or document.uri in loaded
+            if held:
+                self._remove_postings(conn, document.uri)
             if rows:
                 with conn.cursor() as cur:
                     cur.executemany(upsert_chunk_statement(self._tables), rows)
-            conn.execute(
-                self._tables.sql("DELETE FROM {chunks} WHERE uri = %s AND NOT (id = ANY(%s))"),
-                (document.uri, [chunk.id for chunk in chunks]),
-            )
-            bm25.write_postings(conn, self._tables, postings)
+            if held:
+                conn.execute(
+                    self._tables.sql("DELETE FROM {chunks} WHERE uri = %s AND NOT (id = ANY(%s))"),
+                    (document.uri, [chunk.id for chunk in chunks]),
+                )
+            pg_postings.write_postings(conn, self._tables, postings)
             conn.execute(self._tables.sql(UPSERT_DOCUMENT), document_row(document, len(chunks)))
+        if loaded is not None:
+            loaded.add(document.uri)
         if not self._lock_depth:
             self._ensure_vector_index()
 
     def _remove_postings(self, conn: psycopg.Connection[TupleRow], uri: str) -> None:
         """Take the chunks of ``uri`` out of the BM25 postings and statistics."""
-        for statement in bm25.removal_statements(self._tables, "uri = %s"):
+        for statement in pg_postings.removal_statements(self._tables, "uri = %s"):
             conn.execute(statement, (uri,))
 
     def delete_by_uri(self, uri: str) -> None:
@@ -327,29 +348,6 @@ class PgVectorBackend(ServerSearch):
         with self._connection(IndexingError) as conn:
             conn.execute(vector_index_statement(self._tables))
         self._vector_index = True
-
-    def held(self, source: str) -> Mapping[str, IndexedDocument]:
-        with self._connection(IndexingError) as conn:
-            rows = conn.execute(
-                self._tables.sql(
-                    "SELECT uri, revision, title, updated_at, chunk_count, indexed_at, access, tenant "
-                    "FROM {documents} WHERE source = %s"
-                ),
-                (source,),
-            ).fetchall()
-        return {
-            row[0]: IndexedDocument(
-                uri=row[0],
-                revision=row[1],
-                title=row[2],
-                updated_at=utc(row[3]),
-                chunk_count=row[4],
-                indexed_at=utc(row[5]),
-                access=None if row[6] is None else frozenset(row[6]),
-                tenant=row[7],
-            )
-            for row in rows
-        }
 
     def cached_vectors(self, embed_keys: Sequence[str]) -> Mapping[str, npt.NDArray[np.float32]]:
         if not embed_keys:
@@ -381,35 +379,6 @@ class PgVectorBackend(ServerSearch):
                 (key, lexical.clean_text(value)),
             )
 
-    def source_statistics(self, stale_before: datetime) -> list[SourceCounts]:
-        """For ``/metrics``: one aggregate over the ledger, outside any write lock."""
-        with self._connection(IndexingError) as conn:
-            rows = conn.execute(
-                self._tables.sql(
-                    "SELECT source, count(*), coalesce(sum(chunk_count), 0), "
-                    "count(*) FILTER (WHERE updated_at <= %s) "
-                    "FROM {documents} GROUP BY source ORDER BY source"
-                ),
-                (utc(stale_before),),
-            ).fetchall()
-        return [
-            SourceCounts(str(name), int(docs), int(chunks), int(stale))
-            for name, docs, chunks, stale in rows
-        ]
-
-    # -- RunHistory (the SQL is in schema.py) ------------------------------------------
-
-    def record_run(self, run: RunRecord) -> None:
-        with self._connection(IndexingError) as conn, conn.transaction():
-            conn.execute(self._tables.sql(RECORD_RUN), run_row(run))
-            conn.execute(self._tables.sql(EXPIRE_RUNS), (RUN_RETENTION,))
-
-    def runs(self, limit: int = 20, *, source: str | None = None) -> list[RunRecord]:
-        params = (source, limit) if source is not None else (limit,)
-        with self._connection(IndexingError) as conn:
-            rows = conn.execute(runs_statement(self._tables, of_source=source is not None), params).fetchall()
-        return [run_from_json(row[0]) for row in rows]
-
     @contextmanager
     def write_lock(self) -> Iterator[None]:
         """Held for a whole sync: a session-level advisory lock on a connection kept for
@@ -438,13 +407,21 @@ class PgVectorBackend(ServerSearch):
                 )
             with self._lock_guard:
                 self._lock_depth = 1
+            bulk = False
             try:
+                bulk = pg_postings.first_load(conn, self._tables)
+                self._loaded = set() if bulk else None
                 yield
                 self._ensure_vector_index()
             finally:
                 with self._lock_guard:
                     self._lock_depth = 0
-                conn.execute("SELECT pg_advisory_unlock(%s, %s)", key)
+                    self._loaded = None
+                try:
+                    if bulk:
+                        pg_postings.end_first_load(conn, self._tables)
+                finally:
+                    conn.execute("SELECT pg_advisory_unlock(%s, %s)", key)
 
     # -- read side (``retrieve`` and ``retrieve_detailed``: server_search.py) -----------
 
@@ -455,7 +432,7 @@ class PgVectorBackend(ServerSearch):
     def rebuild_fulltext(self) -> int:
         """Rebuild the BM25 postings and statistics from the stored chunks."""
         with self.write_lock(), self._connection(IndexingError) as conn:
-            return bm25.rebuild(conn, self._tables)
+            return pg_postings.rebuild(conn, self._tables)
 
     def status_lines(self) -> list[tuple[str, str]]:
         return [("where", self._where)]
@@ -479,72 +456,30 @@ class PgVectorBackend(ServerSearch):
         where = RowFilter(sorted(terms), access)
         # Only fusion needs candidates beyond top_k; a single channel asks for what it returns.
         depth = max(self._depth, top_k) if mode is SearchMode.HYBRID else top_k
+        if self._stored is None or (vector is not None and not np.any(vector)):
+            vector = None  # nothing embedded yet, or a query with no features: no neighbours
+        run = self._channels
         channels: dict[str, list[tuple[str, float]]] = {}
         with self._connection(RetrievalError) as conn:
+            text_scan = None
             if mode in (SearchMode.HYBRID, SearchMode.BM25):
-                channels[TEXT_CHANNEL] = self._text_channel(conn, text, where, depth)
-            if vector is not None:
-                channels[VECTOR_CHANNEL] = self._vector_channel(conn, vector, where, depth)
+                text_scan = run.text_statement(conn, text, where, depth)
+                channels[TEXT_CHANNEL] = []
+            lexical, nearest = run.search(conn, text_scan, vector, where, depth)
+            if lexical is not None:
+                channels[TEXT_CHANNEL] = lexical
+            if nearest is not None:
+                channels[VECTOR_CHANNEL] = nearest
             fused = fuse_channels(
                 channels, fusion=self._fusion, depth=depth, rrf_k=self._rrf_k, lexical=TEXT_CHANNEL
             )[:top_k]
-            rows = self._fetch(conn, [item for item, _, _ in fused])
+            rows = run.fetch(conn, [item for item, _, _ in fused])
         passages = []
         for chunk_id, score, ranks in fused:
             row = rows.get(chunk_id)
             if row is not None:  # deleted between the channel queries and the fetch
                 passages.append(passage_from_row(row, score, ranks))
         return passages
-
-    def _text_channel(
-        self, conn: psycopg.Connection[TupleRow], text: str, where: RowFilter, depth: int
-    ) -> list[tuple[str, float]]:
-        words, identifiers = query_terms(text)
-        if not words and not identifiers:
-            return []
-        found = conn.execute(
-            self._tables.sql(bm25.STATISTICS), (list(dict.fromkeys(words + identifiers)),)
-        ).fetchall()
-        weights = bm25.weights(found, words, identifiers, self._boosts)
-        if weights is None:
-            return []
-        statement = bm25.search_statement(self._tables, weights, where)
-        rows = conn.execute(
-            statement, bm25.search_params(weights, max(self._candidates, depth), where, depth)
-        ).fetchall()
-        return [(row[0], float(row[1])) for row in rows]
-
-    def _vector_channel(
-        self,
-        conn: psycopg.Connection[TupleRow],
-        vector: npt.NDArray[np.float32],
-        where: RowFilter,
-        depth: int,
-    ) -> list[tuple[str, float]]:
-        if self._stored is None or not np.any(vector):
-            return []  # nothing embedded yet, or a query with no features: no neighbours
-        statement = vector_channel_statement(self._tables, where)
-        params: list[Any] = [vector, *where.params(), depth]
-        with conn.transaction():
-            conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(min(depth, MAX_EF_SEARCH)),))
-            if where.active:
-                conn.execute("SELECT set_config('hnsw.iterative_scan', 'strict_order', true)")
-            rows = conn.execute(statement, params).fetchall()
-            if where.active and len(rows) < depth:
-                # Fewer than asked for: the filtered set is small, or the index walk gave
-                # up first. Either way an exact scan over the filtered rows is cheap.
-                conn.execute("SELECT set_config('enable_indexscan', 'off', true)")
-                rows = conn.execute(statement, params).fetchall()
-        return [(row[0], 1.0 - float(row[1])) for row in rows if not math.isnan(float(row[1]))]
-
-    def _fetch(self, conn: psycopg.Connection[TupleRow], ids: list[str]) -> dict[str, tuple[Any, ...]]:
-        if not ids:
-            return {}
-        rows = conn.execute(
-            self._tables.sql(f"SELECT {PASSAGE_COLUMNS} FROM {{chunks}} WHERE id = ANY(%s)"),
-            (ids,),
-        ).fetchall()
-        return {row[0]: row for row in rows}
 
     # -- Reembeddable (``lore reembed``; the SQL is in reembed.py) -------------------
 
@@ -569,67 +504,3 @@ class PgVectorBackend(ServerSearch):
             pg_reembed.switch(conn, self._tables, embedder.model_id, embedder.dimension)
         self._embedder = embedder
         self._stored = (embedder.model_id, embedder.dimension)
-
-    # -- export (for ``lore migrate``) ------------------------------------------------
-
-    def stored_embedder(self) -> tuple[str, int] | None:
-        """``(model_id, dimension)`` the vectors were made with; None before the first use."""
-        with self._connection(IndexingError) as conn:
-            row = conn.execute(self._tables.sql("SELECT model_id, dimension FROM {embedder}")).fetchone()
-        return (str(row[0]), int(row[1])) if row else None
-
-    def export(self) -> Iterator[tuple[Document, list[Chunk], Vectors]]:
-        """Every document with its chunks and stored vectors, in uri order, for ``lore
-        migrate``. Documents come back with empty ``text``: only the chunks are stored."""
-        for document in self._documents():
-            rows = self._chunk_rows(document.uri)
-            chunks = [chunk_from_row(document.uri, row) for row in rows]
-            dimension = self._stored[1] if self._stored else 0
-            vectors = (
-                np.stack([vector_array(row[9]) for row in rows])
-                if rows
-                else np.empty((0, dimension), dtype=np.float32)
-            )
-            yield document, chunks, vectors
-
-    # -- DocumentReader (the documents tree and reader of ``lore serve``) ---------------
-
-    def list_documents(self) -> list[Document]:
-        return self._documents()
-
-    def read_document(self, uri: str) -> tuple[Document, list[Chunk]] | None:
-        found = self._documents(uri)
-        if not found:
-            return None
-        return found[0], [chunk_from_row(uri, row) for row in self._chunk_rows(uri)]
-
-    def _documents(self, uri: str | None = None) -> list[Document]:
-        query = "SELECT uri, title, revision, updated_at, labels, media_type, access, tenant FROM {documents}"
-        with self._connection(IndexingError) as conn:
-            if uri is None:
-                rows = conn.execute(self._tables.sql(query + " ORDER BY uri")).fetchall()
-            else:
-                rows = conn.execute(self._tables.sql(query + " WHERE uri = %s"), (uri,)).fetchall()
-        return [
-            Document(
-                uri=found,
-                title=title,
-                text="",
-                revision=revision,
-                updated_at=utc(updated_at),
-                labels=dict(labels),
-                media_type=media_type,
-                access=None if access is None else frozenset(access),
-                tenant=tenant,
-            )
-            for found, title, revision, updated_at, labels, media_type, access, tenant in rows
-        ]
-
-    def _chunk_rows(self, uri: str) -> list[Any]:
-        with self._connection(IndexingError) as conn:
-            return conn.execute(
-                self._tables.sql(
-                    f"SELECT {EXPORT_CHUNK_COLUMNS} FROM {{chunks}} WHERE uri = %s ORDER BY ordinal, id"
-                ),
-                (uri,),
-            ).fetchall()

@@ -22,7 +22,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from lore.backends.pgvector.schema import Tables, chunk_from_row, vector_statements
+from lore.backends.pgvector.schema import Tables, vector_statements
+from lore.backends.pgvector.statements import chunk_from_row
 from lore.errors import IndexingError, MissingExtraError
 from lore.models import Chunk, ReembedStatus
 from lore.protocols import Vectors

@@ -68,7 +68,7 @@ from lore.backends.qdrant.layout import (
     point_id,
 )
 from lore.backends.qdrant.local import FileLock, open_local, release_local
-from lore.backends.query_embedding import check_query_embedder
+from lore.backends.query_embedding import check_query_embedder, checked_vectors
 from lore.backends.server_search import ServerSearch
 from lore.errors import (
     BackendUnavailableError,
@@ -323,18 +323,7 @@ class QdrantBackend(ServerSearch):
         self._stored = (model_id, dimension)
 
     def upsert(self, document: Document, chunks: Sequence[Chunk], vectors: Vectors) -> None:
-        matrix = np.asarray(vectors, dtype=np.float32)
-        if matrix.ndim != 2 or matrix.shape[0] != len(chunks):
-            raise IndexingError(
-                f"{document.uri}: {len(chunks)} chunks but vectors of shape {tuple(matrix.shape)}"
-            )
-        stored = self.stored_embedder()
-        if chunks and stored is None:
-            raise IndexingError(f"{document.uri}: no embedder recorded yet; call check_embedder first")
-        if chunks and stored is not None and matrix.shape[1] != stored[1]:
-            raise IndexingError(
-                f"{document.uri}: vectors have {matrix.shape[1]} dimensions, the index {stored[1]}"
-            )
+        matrix = checked_vectors(document.uri, len(chunks), vectors, self.stored_embedder(), recorded=True)
         dense = self._live_vector()
         terms = access_terms(document.access, document.tenant)
         points = [chunk_point(c, matrix[i], self._weights, dense, terms) for i, c in enumerate(chunks)]
