@@ -32,7 +32,7 @@ from lore.config import load_settings
 from lore.eval.datasets import BeirPaths, EvalQuery, load_beir_queries, load_golden_set
 from lore.eval.metrics import RankedDocument, mean_metrics, query_metrics
 from lore.eval.runner import QueryVectorCache
-from lore.fusion import Id, _ordered, _ranks, _weights, normalized_score_fusion, reciprocal_rank_fusion
+from lore.fusion import Id, normalized_score_fusion, reciprocal_rank_fusion, summed_fusion
 from lore.resolve import resolve_embedder
 
 #: Chunks ``lore eval`` asks for per query (twice the 100 documents it ranks).
@@ -120,24 +120,14 @@ def distribution_score_fusion(
     (2·spread·sd)``, clipped to [0, 1] (Qdrant's DBSF with ``spread`` 3). A channel whose
     best hit stands far above its crowd (BM25 on an exact phrase) keeps that lead, while a
     channel of near ties (cosines of related pages) adds about as much to each of them."""
-    channel_weights = _weights(list(scored), weights)
-    ranks, first_seen = _ranks({channel: [item for item, _ in pairs] for channel, pairs in scored.items()})
-    scores: dict[Id, float] = dict.fromkeys(ranks, 0.0)
-    for channel, pairs in scored.items():
-        seen: set[Id] = set()
-        values = [score for _, score in pairs]
-        if not values:
-            continue
+
+    def by_distribution(_: str, values: Sequence[float]) -> Callable[[float], float]:
         mean = sum(values) / len(values)
         sd = (sum((value - mean) ** 2 for value in values) / len(values)) ** 0.5
-        for item, score in pairs:
-            if item in seen:
-                continue
-            seen.add(item)
-            low = mean - spread * sd
-            normalised = 1.0 if sd == 0 else min(1.0, max(0.0, (score - low) / (2 * spread * sd)))
-            scores[item] += channel_weights[channel] * normalised
-    return _ordered(scores, ranks, first_seen)
+        low = mean - spread * sd
+        return lambda score: 1.0 if sd == 0 else min(1.0, max(0.0, (score - low) / (2 * spread * sd)))
+
+    return summed_fusion(scored, by_distribution, weights=weights)
 
 
 def fused(
@@ -223,6 +213,21 @@ def single(hits: dict[str, list[Hit]]) -> Callable[[EvalQuery], list[int]]:
     return lambda query: [rowid for rowid, _ in hits[query.qid]]
 
 
+def weighted_rows(
+    channels: Channels, boosts: Boosts, rules: dict[str, Callable[[str], dict[str, float]]]
+) -> list[tuple[str, dict[str, float]]]:
+    """Both channels, equal-weight score fusion, and score fusion with each rule's weights."""
+    return [
+        ("bm25", channels.score(single(channels.bm25(boosts)))),
+        ("vector", channels.score(single(channels.vector))),
+        ("hybrid score, equal weights (default)", channels.score(fused(channels, boosts, fusion="score"))),
+        *[
+            (label, channels.score(fused(channels, boosts, fusion="score", weighting=rule)))
+            for label, rule in rules.items()
+        ],
+    ]
+
+
 def table(title: str, rows: list[tuple[str, dict[str, float]]]) -> None:
     print(f"\n### {title}\n")
     print("| setting | " + " | ".join(SHOWN) + " |")
@@ -267,13 +272,7 @@ def main() -> None:
     if args.weighting:
         even = Boosts(1.0, 1.0, 1.0)
         table("query-dependent channel weights (score fusion, boosts 1/1/1)", [
-            ("bm25", channels.score(single(channels.bm25(even)))),
-            ("vector", channels.score(single(channels.vector))),
-            ("hybrid score, equal weights (default)", channels.score(fused(channels, even, fusion="score"))),
-            *[
-                (label, channels.score(fused(channels, even, fusion="score", weighting=rule)))
-                for label, rule in WEIGHTINGS.items()
-            ],
+            *weighted_rows(channels, even, WEIGHTINGS),
             ("hybrid score per document",
              channels.score(fused(channels, even, fusion="score", per_document=True))),
         ])
@@ -300,15 +299,8 @@ def main() -> None:
         return
     if args.length:
         even = Boosts(1.0, 1.0, 1.0)
-        table("channel weights by query length (score fusion, boosts 1/1/1)", [
-            ("bm25", channels.score(single(channels.bm25(even)))),
-            ("vector", channels.score(single(channels.vector))),
-            ("hybrid score, equal weights (default)", channels.score(fused(channels, even, fusion="score"))),
-            *[
-                (label, channels.score(fused(channels, even, fusion="score", weighting=rule)))
-                for label, rule in LENGTH_WEIGHTINGS.items()
-            ],
-        ])
+        table("channel weights by query length (score fusion, boosts 1/1/1)",
+              weighted_rows(channels, even, LENGTH_WEIGHTINGS))
         return
     if args.documents:
         even = Boosts(1.0, 1.0, 1.0)
