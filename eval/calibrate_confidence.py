@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -130,6 +131,62 @@ def _answers(rows: list[dict[str, object]], model: Logistic, names: Sequence[str
     print(f"cut-offs now: {dict((c.value, v) for c, v in CUTOFFS.items())}; models now: {len(MODELS)}")
 
 
+def _fitted(rows: list[dict[str, object]], names: Sequence[str]) -> Logistic:
+    usable = [(f, r["relevant"]) for r in rows if (f := _features(r, names)) is not None]
+    weights = fit_logistic(np.array([f for f, _ in usable]), np.array([float(y) for _, y in usable]))
+    return Logistic(bias=float(weights[0]), weights=dict(zip(names, map(float, weights[1:]), strict=True)))
+
+
+Best = dict[str, tuple[bool, bool, float]]
+
+
+def _best_per_question(rows: list[dict[str, object]], model: Logistic, names: Sequence[str]) -> Best:
+    """qid -> (answerable, relevant passage shown, best probability)."""
+    best: dict[str, tuple[bool, bool, float]] = {}
+    for row in rows:
+        values = _features(row, names)
+        p = 0.0 if values is None else model.probability(dict(zip(names, values, strict=True)))
+        qid = str(row["qid"])
+        answerable, hit, top = best.get(qid, (bool(row.get("answerable")), False, 0.0))
+        best[qid] = (answerable, hit or bool(row["relevant"]), max(top, p))
+    return best
+
+
+def _low_cutoff(best: Best) -> float:
+    """The rule of lore.confidence: half the best probability of the least confident
+    answerable calibration question, rounded down to a tenth."""
+    least = min(p for answerable, _, p in best.values() if answerable)
+    return math.floor(least / 2 * 10) / 10
+
+
+def crossval(calibration: Sequence[Path], holdout: Sequence[Path], low: float | None = None) -> None:
+    """Two folds: fit the model and the ``low`` cut-off (or take ``low`` as given) on one
+    half of every set at once, report each set's other half; then swap the halves."""
+    names = FEATURE_SETS[0]
+    load = {path: [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+            for path in [*calibration, *holdout]}
+    for fit_on, report_on in ((calibration, holdout), (holdout, calibration)):
+        rows = [row for path in fit_on for row in load[path]]
+        model = _fitted(rows, names)
+        cut = low if low is not None else _low_cutoff(_best_per_question(rows, model, names))
+        terms = " + ".join(f"{w:.2f}·{n}" for n, w in model.weights.items())
+        print(f"fit on {', '.join(p.name for p in fit_on)}: p = σ({model.bias:.2f} + {terms}), low {cut:.1f}")
+        print("| reported on | answerable / no-answer | none precision | none recall "
+              "| answerable called none | hits lost |")
+        print("|---|---|---:|---:|---:|---:|")
+        for path in report_on:
+            best = _best_per_question(load[path], model, names)
+            none = {qid for qid, (_, _, p) in best.items() if p < cut}
+            answerable = {qid for qid, (a, _, _) in best.items() if a}
+            true_none = len(none - answerable)
+            precision = true_none / len(none) if none else 1.0
+            recall = true_none / (len(best) - len(answerable)) if len(best) > len(answerable) else 0.0
+            lost = sum(1 for qid in none & answerable if best[qid][1])
+            print(f"| {path.name} | {len(answerable)} / {len(best) - len(answerable)} | {precision:.3f} | "
+                  f"{recall:.3f} | {len(none & answerable)} | {lost} |")
+        print()
+
+
 def main(argv: Sequence[str]) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -143,8 +200,14 @@ def main(argv: Sequence[str]) -> None:
     collecting.add_argument("--top-k", type=int, default=8)
     fitting = commands.add_parser("fit")
     fitting.add_argument("files", nargs="+", type=Path)
+    crossing = commands.add_parser("crossval")
+    crossing.add_argument("--calibration", nargs="+", type=Path, required=True)
+    crossing.add_argument("--holdout", nargs="+", type=Path, required=True)
+    crossing.add_argument("--low", type=float, help="a fixed low cut-off instead of the rule's")
     args = parser.parse_args(argv)
-    if args.command == "collect":
+    if args.command == "crossval":
+        crossval(args.calibration, args.holdout, args.low)
+    elif args.command == "collect":
         collect(args.config, args.files, args.out, args.split, args.top_k)
     else:
         fit(args.files)

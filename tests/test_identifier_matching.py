@@ -139,3 +139,21 @@ def test_identifier_share_leaves_template_placeholders_out() -> None:
     assert lexical.identifier_share("the node is not ready") == 0.0
     assert lexical.identifier_share("Node {{ $labels.node }} is down ({{ $value | humanize }})") == 0.0
     assert lexical.identifier_share("") == 0.0
+
+
+def _coverage(backend: SqliteBackend, query: str, uri: str) -> float:
+    found = asyncio.run(backend.retrieve(query, top_k=7, mode=SearchMode.BM25))
+    evidence = next(p.evidence for p in found if p.uri == uri)
+    assert evidence is not None
+    assert evidence.coverage is not None
+    return evidence.coverage
+
+
+def test_coverage_counts_the_path_and_leaves_template_placeholders_out(backend: SqliteBackend) -> None:
+    """The verdict's coverage (lore.confidence): a page named for the failure covers the
+    words its file name holds, and a pasted rule's placeholders are not query words that
+    no page could hold (they hid a real answer as "none": docs/quality.md, "Confidence")."""
+    page = "runbooks/monitoring/prometheus-is-down.md"
+    assert _coverage(backend, "prometheus down", page) == pytest.approx(1.0)
+    templated = "Prometheus {{ $labels.instance }} is down ({{ $value | humanizePercentage }})"
+    assert _coverage(backend, templated, page) == pytest.approx(1.0)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import argparse
 import sqlite3
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,7 +32,7 @@ from lore.config import load_settings
 from lore.eval.datasets import BeirPaths, EvalQuery, load_beir_queries, load_golden_set
 from lore.eval.metrics import RankedDocument, mean_metrics, query_metrics
 from lore.eval.runner import QueryVectorCache
-from lore.fusion import normalized_score_fusion, reciprocal_rank_fusion
+from lore.fusion import Id, normalized_score_fusion, reciprocal_rank_fusion, summed_fusion
 from lore.resolve import resolve_embedder
 
 #: Chunks ``lore eval`` asks for per query (twice the 100 documents it ranks).
@@ -109,6 +109,27 @@ class Channels:
         return mean_metrics(per_query)
 
 
+def distribution_score_fusion(
+    scored: Mapping[str, Sequence[tuple[Id, float]]],
+    *,
+    weights: Mapping[str, float] | None = None,
+    spread: float = 3.0,
+) -> list[tuple[Id, float, dict[str, int]]]:
+    """An experiment, not adopted (docs/quality.md). Normalise each channel by its own
+    score distribution, then sum with ``weights``: ``(score - (mean - spread·sd)) /
+    (2·spread·sd)``, clipped to [0, 1] (Qdrant's DBSF with ``spread`` 3). A channel whose
+    best hit stands far above its crowd (BM25 on an exact phrase) keeps that lead, while a
+    channel of near ties (cosines of related pages) adds about as much to each of them."""
+
+    def by_distribution(_: str, values: Sequence[float]) -> Callable[[float], float]:
+        mean = sum(values) / len(values)
+        sd = (sum((value - mean) ** 2 for value in values) / len(values)) ** 0.5
+        low = mean - spread * sd
+        return lambda score: 1.0 if sd == 0 else min(1.0, max(0.0, (score - low) / (2 * spread * sd)))
+
+    return summed_fusion(scored, by_distribution, weights=weights)
+
+
 def fused(
     channels: Channels, boosts: Boosts, *, fusion: str = "rrf", k: int = 60, depth: int = 100,
     bm25_weight: float = 1.0, vector_weight: float = 1.0, per_document: bool = False,
@@ -136,7 +157,10 @@ def fused(
             # with its document rank in each channel, whichever of its chunks each one found.
             canonical: dict[str, int] = {}  # one id per document, whichever chunk each channel found
             lists = {channel: best_per_document(hits, canonical) for channel, hits in lists.items()}
-        if fusion == "score":  # as fuse_channels does: a BM25 list shorter than asked for has a floor of 0
+        if fusion.startswith("dbsf"):  # "dbsf" or "dbsf:<spread>"
+            spread = float(fusion.partition(":")[2] or 3.0)
+            result = distribution_score_fusion(lists, weights=weights, spread=spread)
+        elif fusion == "score":  # as fuse_channels does: a BM25 list shorter than asked for has a floor of 0
             exhausted = {"bm25": 0.0} if len(bm25[query.qid]) < keep else None
             result = normalized_score_fusion(lists, weights=weights, floors=exhausted)
         else:
@@ -162,8 +186,46 @@ WEIGHTINGS: dict[str, Callable[[str], dict[str, float]]] = {
 }
 
 
+def _words(text: str) -> int:
+    """The query's words, template placeholders left out."""
+    from lore.backends import lexical
+
+    return len(lexical.query_words(lexical.without_templates(text)))
+
+
+#: Long queries lean lexical: a long query gives BM25 many terms to agree on, while its
+#: embedding averages them into one vector (and is cut at the model's window).
+def _by_length(per: int, cap: float | None = None) -> Callable[[str], dict[str, float]]:
+    def weights(query: str) -> dict[str, float]:
+        lean = max(1.0, _words(query) / per)
+        return {"bm25": lean if cap is None else min(cap, lean), "vector": 1.0}
+
+    return weights
+
+
+LENGTH_WEIGHTINGS: dict[str, Callable[[str], dict[str, float]]] = {
+    **{f"bm25 max(1, words/{n})": _by_length(n) for n in (15, 20, 30)},
+    **{f"bm25 min(2, max(1, words/{n}))": _by_length(n, 2.0) for n in (15, 20)},
+}
+
+
 def single(hits: dict[str, list[Hit]]) -> Callable[[EvalQuery], list[int]]:
     return lambda query: [rowid for rowid, _ in hits[query.qid]]
+
+
+def weighted_rows(
+    channels: Channels, boosts: Boosts, rules: dict[str, Callable[[str], dict[str, float]]]
+) -> list[tuple[str, dict[str, float]]]:
+    """Both channels, equal-weight score fusion, and score fusion with each rule's weights."""
+    return [
+        ("bm25", channels.score(single(channels.bm25(boosts)))),
+        ("vector", channels.score(single(channels.vector))),
+        ("hybrid score, equal weights (default)", channels.score(fused(channels, boosts, fusion="score"))),
+        *[
+            (label, channels.score(fused(channels, boosts, fusion="score", weighting=rule)))
+            for label, rule in rules.items()
+        ],
+    ]
 
 
 def table(title: str, rows: list[tuple[str, dict[str, float]]]) -> None:
@@ -189,6 +251,8 @@ def main() -> None:
     parser.add_argument("--final", action="store_true", help="only the defaults before and after tuning")
     parser.add_argument("--documents", action="store_true", help="chunk-level against document-level fusion")
     parser.add_argument("--weighting", action="store_true", help="query-dependent channel weights")
+    parser.add_argument("--normalisation", action="store_true", help="min-max against distribution-based")
+    parser.add_argument("--length", action="store_true", help="channel weights by query length")
     args = parser.parse_args()
     if args.beir is not None:
         queries = load_beir_queries(BeirPaths.from_directory(args.beir, args.split))
@@ -208,13 +272,7 @@ def main() -> None:
     if args.weighting:
         even = Boosts(1.0, 1.0, 1.0)
         table("query-dependent channel weights (score fusion, boosts 1/1/1)", [
-            ("bm25", channels.score(single(channels.bm25(even)))),
-            ("vector", channels.score(single(channels.vector))),
-            ("hybrid score, equal weights (default)", channels.score(fused(channels, even, fusion="score"))),
-            *[
-                (label, channels.score(fused(channels, even, fusion="score", weighting=rule)))
-                for label, rule in WEIGHTINGS.items()
-            ],
+            *weighted_rows(channels, even, WEIGHTINGS),
             ("hybrid score per document",
              channels.score(fused(channels, even, fusion="score", per_document=True))),
         ])
@@ -225,6 +283,24 @@ def main() -> None:
             ("bm25, path on", channels.score(single(channels.bm25(even)))),
             ("hybrid score, path on", channels.score(fused(channels, even, fusion="score"))),
         ])
+        return
+    if args.normalisation:
+        even = Boosts(1.0, 1.0, 1.0)
+        table("how each channel's scores are normalised before they are summed (boosts 1/1/1)", [
+            ("bm25", channels.score(single(channels.bm25(even)))),
+            ("vector", channels.score(single(channels.vector))),
+            *[
+                (f"{fusion}{' per document' if per_document else ''}",
+                 channels.score(fused(channels, even, fusion=fusion, per_document=per_document)))
+                for fusion in ("score", "dbsf", "dbsf:2", "dbsf:4", "rrf")
+                for per_document in (False, True)
+            ],
+        ])
+        return
+    if args.length:
+        even = Boosts(1.0, 1.0, 1.0)
+        table("channel weights by query length (score fusion, boosts 1/1/1)",
+              weighted_rows(channels, even, LENGTH_WEIGHTINGS))
         return
     if args.documents:
         even = Boosts(1.0, 1.0, 1.0)

@@ -17,7 +17,7 @@ output. Ids are usually strings; any hashable id works (the SQLite backend fuses
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import TypeVar
 
 Id = TypeVar("Id", bound=Hashable)
@@ -96,22 +96,40 @@ def normalized_score_fusion(
     as if it had not matched at all. A channel whose scores are all equal (and on its
     floor) contributes 1.0 for each of its ids (they are all its best).
     """
+
+    def min_max(channel: str, values: Sequence[float]) -> Callable[[float], float]:
+        high = max(values)
+        low = min(values) if floors is None or channel not in floors else min(floors[channel], *values)
+        return lambda score: (score - low) / (high - low) if high > low else 1.0
+
+    return summed_fusion(scored, min_max, weights=weights)
+
+
+#: Given a channel's name and its scores, the function that normalises each of them.
+Normaliser = Callable[[str, Sequence[float]], Callable[[float], float]]
+
+
+def summed_fusion(
+    scored: Mapping[str, Sequence[tuple[Id, float]]],
+    normaliser: Normaliser,
+    *,
+    weights: Mapping[str, float] | None = None,
+) -> list[tuple[Id, float, dict[str, int]]]:
+    """Normalise each channel's scores with ``normaliser``, then sum them with ``weights``
+    (an id's first occurrence in a channel counts). ``normalized_score_fusion`` is this
+    with min-max; ``eval/tuning/sweep.py`` tries other normalisers."""
     channel_weights = _weights(list(scored), weights)
     ranks, first_seen = _ranks({channel: [item for item, _ in pairs] for channel, pairs in scored.items()})
     scores: dict[Id, float] = dict.fromkeys(ranks, 0.0)
     for channel, pairs in scored.items():
-        seen: set[Id] = set()
-        values = [score for _, score in pairs]
-        if not values:
+        if not pairs:
             continue
-        high = max(values)
-        low = min(values) if floors is None or channel not in floors else min(floors[channel], *values)
+        scale = normaliser(channel, [score for _, score in pairs])
+        seen: set[Id] = set()
         for item, score in pairs:
-            if item in seen:
-                continue
-            seen.add(item)
-            normalised = (score - low) / (high - low) if high > low else 1.0
-            scores[item] += channel_weights[channel] * normalised
+            if item not in seen:
+                seen.add(item)
+                scores[item] += channel_weights[channel] * scale(score)
     return _ordered(scores, ranks, first_seen)
 
 

@@ -168,10 +168,16 @@ _DATE = re.compile(r"(?<![0-9])(?:19|20)\d\d[-_.]?[01]\d[-_.]?[0-3]\d(?![0-9])[-
 _TEMPLATE = re.compile(r"\{\{.*?\}\}", re.DOTALL)
 
 
+def without_templates(text: str) -> str:
+    """``text`` with its Go-template placeholders blanked out: in a pasted alert rule
+    ``{{ $value | humanizePercentage }}`` names the templating, not the failure."""
+    return _TEMPLATE.sub(" ", text)
+
+
 def identifier_share(text: str) -> float:
     """The share of a query's tokens that are identifiers (0.0 to 1.0), template
     placeholders left out: ``ERR_5002 on kube-apiserver`` is 2/3, prose 0."""
-    tokens = [match.group() for match in _TOKEN.finditer(_TEMPLATE.sub(" ", text))]
+    tokens = [match.group() for match in _TOKEN.finditer(without_templates(text))]
     if not tokens:
         return 0.0
     return sum(1 for token in tokens if _is_identifier(token)) / len(tokens)

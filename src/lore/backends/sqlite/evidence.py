@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from lore.backends import lexical
 from lore.backends.sqlite.fulltext import FullTextIndex
 from lore.models import Evidence
 
@@ -22,7 +23,10 @@ class EvidenceMaker:
         self, fulltext: FullTextIndex, query: str, vector_hits: Sequence[tuple[int, float]] | None
     ) -> None:
         self._fulltext = fulltext
-        self._weights = fulltext.query_weights(query)
+        # A pasted rule's placeholders are rare words (``humanizePercentage``) that no
+        # runbook holds: counted, they made half of such a query's idf weight
+        # uncoverable, and its own runbook looked like no match (docs/quality.md).
+        self._weights = fulltext.query_weights(lexical.without_templates(query))
         self._total = sum(self._weights.values())
         self._cosines: Mapping[int, float] | None = None
         self._floor: float | None = None
@@ -32,10 +36,12 @@ class EvidenceMaker:
             # bound, so an unseen chunk is never made to look more relevant than it is.
             self._floor = min(self._cosines.values(), default=None)
 
-    def __call__(self, rowid: int, title: str, section: str, text: str) -> Evidence:
+    def __call__(self, rowid: int, uri: str, title: str, section: str, text: str) -> Evidence:
         coverage: float | None = None
         if self._total > 0:
-            held = self._fulltext.terms_of(title, section, text)
+            # The path is searched like the title (a runbook named for its alert), so a
+            # query term it holds is evidence as well.
+            held = self._fulltext.terms_of(lexical.path_text(uri), title, section, text)
             coverage = sum(weight for term, weight in self._weights.items() if term in held) / self._total
         cosine: float | None = None
         if self._cosines is not None:

@@ -383,10 +383,10 @@ class ChunkStore:
     def passages(
         self,
         ranked: Sequence[tuple[int, float, dict[str, int]]],
-        evidence: Callable[[int, str, str, str], Evidence] | None = None,
+        evidence: Callable[[int, str, str, str, str], Evidence] | None = None,
     ) -> list[Passage]:
         """Passages for ranked rowids, in order; rowids no longer stored are skipped.
-        ``evidence(rowid, title, section, text)`` gives each its ``Passage.evidence``."""
+        ``evidence(rowid, uri, title, section, text)`` gives each its ``Passage.evidence``."""
         ids = [rowid for rowid, _, _ in ranked]
         query = (
             "SELECT id, chunk_id, uri, section, title, revision, updated_at, labels, text FROM chunks "
@@ -411,7 +411,7 @@ class ChunkStore:
                         json.loads(labels),
                         chunk_id,
                         ranks,
-                        evidence=None if evidence is None else evidence(rowid, title, section, text),
+                        evidence=None if evidence is None else evidence(rowid, uri, title, section, text),
                     )
                 )
         return passages
