@@ -111,6 +111,23 @@ def test_candidates_carry_their_exact_cosines(tmp_path: Path, embedder: Counting
         assert found / (20 * 10) >= 0.95
 
 
+def test_a_node_the_graph_cannot_reach_is_still_found(tmp_path: Path, embedder: CountingEmbedder) -> None:
+    """A multi-threaded build can leave a node unreachable (CI once lost one passage of a
+    top 50 over 24 documents); fewer hits than readable vectors means an exact scan."""
+    with SqliteBackend(tmp_path / "lore.db", embedder, ann_threshold=1) as backend:
+        with backend.write_lock():
+            for number in range(40):
+                _add(backend, embedder, number)
+        channel = backend._refresh(need_vectors=True)
+        assert isinstance(channel, AnnChannel)
+        stranded = int(channel._keys[5])
+        channel._index.remove(stranded)  # still a stored, readable vector; gone from the graph
+        every = channel.search(_unit(5)[0], frozenset(), 50, backend._reads, None)
+        assert len(every) == 40
+        assert every[0][0] == stranded
+        assert len(_nearest(backend, 5, top_k=50)) == 40
+
+
 def test_incremental_adds_and_deletes_reach_every_process(tmp_path: Path, embedder: CountingEmbedder) -> None:
     db = tmp_path / "lore.db"
     with SqliteBackend(db, embedder, ann_threshold=1) as backend:

@@ -251,8 +251,14 @@ class AnnChannel:
         if allowed is not None:
             found = found[_members(found, allowed)]
         hits = _exact(store.conn, np.sort(found), query, limit, self._dimension)
-        if allowed is not None and len(hits) < min(limit, len(allowed)):
-            return _exact(store.conn, allowed, query, limit, self._dimension)
+        # A graph can leave a few nodes unreachable (its build is multi-threaded, so which
+        # ones varies); when it returns fewer hits than there are readable vectors, the
+        # exact scan answers instead, so a caller never loses a passage to the graph.
+        readable = len(self._filters) - self._filters.dead if allowed is None else len(allowed)
+        if len(hits) < min(limit, readable):
+            return _exact(
+                store.conn, allowed if allowed is not None else self._keys, query, limit, self._dimension
+            )
         return hits
 
 
