@@ -77,6 +77,11 @@ _CAMEL_WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 #: The joiners between the names of a compound (a path, a URL, ``host:port``, an image
 #: reference), as opposed to those inside one name (``-``, ``_``, ``.``).
 _OUTER_JOINERS = re.compile(r"[/:@]+")
+_COMPOUND = re.compile(r"[./:@]")
+#: A whole run of token characters that holds one of ``_COMPOUND``.
+_RUN_WITH_COMPOUND = re.compile(r"(?<![\w.\-:/@])[\w\-]*[./:@][\w.\-:/@]*")
+#: A whole run of token characters (``_TOKEN``'s alphabet) that holds a CamelCase joint.
+_RUN_WITH_JOINT = re.compile(r"(?<![\w.\-:/@])[\w.\-:/@]*?(?:[a-z][A-Z]|[A-Z][A-Z][a-z])[\w.\-:/@]*")
 
 
 def _camel_words(name: str) -> list[str]:
@@ -114,11 +119,15 @@ def camel_words(text: str) -> list[str]:
     """Only the words of CamelCase names (``KubeAPIDown`` -> Kube, API, Down), for an
     analyzer that already splits at ``-``, ``_`` and ``.`` itself; same one-letter rule."""
     words: list[str] = []
-    for match in _TOKEN.finditer(text):
-        for piece in _JOINERS.split(match.group()):
-            split = _camel_words(piece) if piece else []
-            if len(split) > 1:
-                words.extend(split)
+    # A joint is letters only, so it lies inside one piece of one token: only the runs of
+    # token characters that hold one are tokenised (most of a sync's analysis time was
+    # spent tokenising runs that hold none).
+    for run in _RUN_WITH_JOINT.finditer(text):
+        for match in _TOKEN.finditer(run.group()):
+            for piece in _JOINERS.split(match.group()):
+                split = _camel_words(piece) if piece else []
+                if len(split) > 1:
+                    words.extend(split)
     return words
 
 
@@ -129,9 +138,12 @@ def sub_identifiers(text: str) -> list[str]:
     name its identifier-shaped parts (``kube-apiserver.service`` -> kube-apiserver), so a
     search for the inner name matches it whole too. The compound itself is not repeated."""
     found: dict[str, None] = {}
-    for match in _TOKEN.finditer(text):
-        token = match.group()
-        if not _is_identifier(token):
+    # Only a token with an outer joiner or a dot has a name inside that differs from it.
+    tokens = (
+        match.group() for run in _RUN_WITH_COMPOUND.finditer(text) for match in _TOKEN.finditer(run.group())
+    )
+    for token in tokens:
+        if not _COMPOUND.search(token) or not _is_identifier(token):
             continue
         whole = token.lower()
         for piece in _OUTER_JOINERS.split(whole):
