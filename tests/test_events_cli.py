@@ -113,7 +113,7 @@ def test_search_events_feedback_and_a_golden_set(config: Path) -> None:
 
     golden = config.parent / "golden.yaml"
     report = ok(config, "eval", "from-feedback", "--out", str(golden))
-    assert "1 knowledge gaps, 1 ranking gaps" in report
+    assert "1 knowledge gap, 1 ranking gap" in report
     assert "knowledge gap: 'file://runbooks/etcd-restore.md'" in report
     assert f"ranking gap: 'Kafka consumer lag' ({kafka})" in report
     evaluated = lore(config, "eval", "golden", str(golden), "--mode", "bm25")

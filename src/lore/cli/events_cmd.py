@@ -168,4 +168,4 @@ def from_feedback_command(
     else:
         for line in report_lines(golden):
             say(line)
-        say(f"wrote {len(golden.entries)} questions to {out}")
+        say(f"wrote {len(golden.entries)} question{'' if len(golden.entries) == 1 else 's'} to {out}")

@@ -104,10 +104,14 @@ def write_feedback_golden(path: Path, golden: FeedbackGolden) -> None:
     write_golden_set(path, golden.entries)
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def report_lines(golden: FeedbackGolden) -> list[str]:
     lines = [
-        f"{len(golden.entries)} questions; {golden.count(KNOWLEDGE_GAP)} knowledge gaps, "
-        f"{golden.count(RANKING_GAP)} ranking gaps, {golden.count(IN_RESULTS)} found in results"
+        f"{_count(len(golden.entries), 'question')}; {_count(golden.count(KNOWLEDGE_GAP), 'knowledge gap')}, "
+        f"{_count(golden.count(RANKING_GAP), 'ranking gap')}, {golden.count(IN_RESULTS)} found in results"
     ]
     for miss in golden.misses:
         where = f" at rank {miss.rank}" if miss.rank is not None else ""
