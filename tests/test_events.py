@@ -87,6 +87,8 @@ def test_a_search_records_every_field(backend: SqliteBackend, tmp_path: Path) ->
     assert (event.correlation.conversation_id, event.correlation.message_id) == ("conv-1", "msg-2")
     assert event.correlation.trace == {"ticket": "INC-42"}
     assert event.engine == "sqlite"
+    # No mode was asked for: the event names the one that answered, the backend's default.
+    assert event.mode == backend.modes[0].value == "hybrid"
     assert [(h.uri, h.chunk_id, h.rank, h.score) for h in event.results] == [
         (p.uri, p.chunk_id, p.rank, p.score) for p in result.passages
     ]

@@ -54,15 +54,15 @@ def search_over(tmp_path: Path, embedder: CountingEmbedder | HashingEmbedder) ->
 
 
 def outcome_count(engine: str, outcome: str) -> float:
-    return value("lore_retrievals_total", tool=TOOL, engine=engine, mode="default", outcome=outcome)
+    return value("lore_retrievals_total", tool=TOOL, engine=engine, mode="hybrid", outcome=outcome)
 
 
 async def test_each_tool_call_is_counted_once_by_outcome_with_latency_and_top_score(tmp_path: Path) -> None:
     search = search_over(tmp_path, CountingEmbedder())
     engine = search.retriever.engine
     before = {name: outcome_count(engine, name) for name in ("ok", "empty", "error", "degraded")}
-    seconds_before = value("lore_retrieval_seconds_count", tool=TOOL, engine=engine, mode="default")
-    scores_before = value("lore_top_score_count", tool=TOOL, engine=engine, mode="default")
+    seconds_before = value("lore_retrieval_seconds_count", tool=TOOL, engine=engine, mode="hybrid")
+    scores_before = value("lore_top_score_count", tool=TOOL, engine=engine, mode="hybrid")
 
     found = await search.run({"query": "zanzibarquorum"})
     assert found.passages
@@ -73,11 +73,11 @@ async def test_each_tool_call_is_counted_once_by_outcome_with_latency_and_top_sc
     assert after["ok"] == before["ok"] + 1
     assert after["error"] == before["error"] + 1
     assert sum(after.values()) == sum(before.values()) + 2
-    assert value("lore_retrieval_seconds_count", tool=TOOL, engine=engine, mode="default") == (
+    assert value("lore_retrieval_seconds_count", tool=TOOL, engine=engine, mode="hybrid") == (
         seconds_before + 2
     )
     # A top score for the answer with passages, none for the refused call.
-    assert value("lore_top_score_count", tool=TOOL, engine=engine, mode="default") == (
+    assert value("lore_top_score_count", tool=TOOL, engine=engine, mode="hybrid") == (
         scores_before + 1
     )
 

@@ -210,10 +210,13 @@ class KnowledgeSearch:
             logger.exception("%s failed", tool)
             error = f"{tool.replace('_', ' ')} failed unexpectedly ({type(err).__name__})"
         latency_ms = (time.perf_counter() - started) * 1000.0
+        # The mode that answered the call, also when the caller left it to the retriever
+        # (the first of its modes, by the protocol): analytics group by it.
+        effective = mode if mode is not None else next(iter(self._retriever.modes), None)
         observe_search(  # the one place every tool call is counted (lore.metrics)
             tool,
             self._retriever.engine,
-            mode.value if mode is not None else None,
+            effective.value if effective is not None else None,
             latency_ms / 1000.0,
             [p.score for p in passages],
             degraded=self._retriever.degraded or degraded_reason is not None,
@@ -228,7 +231,7 @@ class KnowledgeSearch:
             query=shown_query if request is not None else raw_query(),
             filters=dict(request.labels) if request is not None else {},
             top_k=request.top_k if request is not None else None,
-            mode=mode.value if mode is not None else None,
+            mode=effective.value if effective is not None else None,
             engine=self._retriever.engine,
             results=[AuditHit(rank=p.rank, uri=p.uri, chunk_id=p.chunk_id, score=p.score) for p in passages],
             latency_ms=round(latency_ms, 3),
