@@ -83,7 +83,7 @@ def _lines(event: RetrievalEvent) -> list[str]:
 def prune_command(
     older_than: Annotated[
         int | None,
-        typer.Option("--older-than", metavar="DAYS", min=1, help="Default: [events] retention_days (90)."),
+        typer.Option("--older-than", metavar="DAYS", min=1, help=r"Default: \[events] retention_days (90)."),
     ] = None,
 ) -> None:
     """Drop events (with their feedback) and alert suggestions older than the retention."""

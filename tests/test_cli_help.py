@@ -1,0 +1,46 @@
+"""Help texts print as written: typer renders them as rich markup, which silently eats a
+bracketed word such as ``[events]`` (a config table), so a help text must escape it."""
+
+from __future__ import annotations
+
+import re
+
+import typer.main
+from typer.testing import CliRunner
+
+import lore.cli
+from lore.cli.app import app
+
+#: A bracketed word, escaped (`\[events]` in the source, shown as `[events]`) or not.
+_BRACKETED = re.compile(r"\\?(\[[^\]\s]+\])")
+
+
+def commands(command: object, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], object]]:
+    """Every command under ``command`` (typer's click groups keep theirs in ``commands``)."""
+    found: list[tuple[tuple[str, ...], object]] = [(path, command)]
+    subcommands = getattr(command, "commands", None)
+    if isinstance(subcommands, dict):
+        for name, subcommand in sorted(subcommands.items()):
+            found += commands(subcommand, (*path, name))
+    return found
+
+
+def help_texts(command: object) -> list[str]:
+    params = getattr(command, "params", [])
+    return [getattr(command, "help", None) or ""] + [getattr(p, "help", None) or "" for p in params]
+
+
+def test_every_bracketed_word_of_a_help_text_is_shown() -> None:
+    lore.cli._register_commands()  # every command module, as `lore --help` does
+    runner = CliRunner()
+    checked = 0
+    for path, command in commands(typer.main.get_command(app)):
+        wanted = [word for text in help_texts(command) for word in _BRACKETED.findall(text)]
+        if not wanted:
+            continue
+        shown = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "400", "TERMINAL_WIDTH": "400"}).output
+        flat = " ".join(shown.split())
+        for word in wanted:
+            checked += 1
+            assert word in flat, f"lore {' '.join(path)} --help does not show {word}: escape it as \\{word}"
+    assert checked, "no help text holds a bracketed word: the test checks nothing"
