@@ -117,3 +117,24 @@ def test_a_port_in_use_is_one_line_before_anything_says_serving(
     assert_one_line_error(result, f"cannot listen on 127.0.0.1:{port}: the port is in use")
     assert "serving" not in result.stderr
     assert "MCP server on" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("token", "create"), "Missing option '--role'. See 'lore token create --help'."),
+        (("events", "--limit", "0"), "Invalid value for '--limit'"),
+        (("feedback",), "Missing argument 'event_id'. See 'lore feedback --help'."),
+        (("serch", "etcd"), "No such command 'serch'. Did you mean 'search'"),
+        (("search", "etcd", "--no-such-option"), "No such option: --no-such-option"),
+    ],
+)
+def test_a_usage_error_is_one_line_naming_the_help_to_read(
+    tmp_path: Path, args: tuple[str, ...], said: str
+) -> None:
+    make_project(tmp_path)
+
+    result = run_lore(*args, cwd=tmp_path)
+
+    assert_one_line_error(result, said)
+    assert result.returncode == 2

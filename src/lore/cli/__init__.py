@@ -98,6 +98,8 @@ def main() -> None:
 
 
 def _run() -> None:
+    import typer
+
     from lore.cli.app import INTERRUPTED_EXIT, app, print_error
     from lore.errors import LoreError
 
@@ -105,7 +107,16 @@ def _run() -> None:
     try:
         _register_commands(sys.argv[1:])
         startup_trace.mark("command registered")
-        app()
+        # Not standalone: a usage error comes back here, to be said in one line, instead
+        # of typer's usage, hint and boxed message on three to five lines.
+        status = app(standalone_mode=False)
+    except typer.TyperException as err:  # click's usage errors (a missing option, --limit 0)
+        if type(err).__name__ != "NoArgsIsHelpError":  # `lore` alone: the help is printed
+            print_error(_usage_error(err))
+        sys.exit(err.exit_code)
+    except typer.Abort:  # end of input at a prompt
+        print_error("aborted", prefix="")
+        sys.exit(1)
     except LoreError as err:
         print_error(str(err))
         sys.exit(2)
@@ -116,6 +127,21 @@ def _run() -> None:
         if exit_.code == INTERRUPTED_EXIT:
             _interrupted()
         raise
+    # A command's typer.Exit(code), and Ctrl-C inside a command (typer makes it 130).
+    if status == INTERRUPTED_EXIT:
+        _interrupted()
+    sys.exit(status if isinstance(status, int) else 0)
+
+
+def _usage_error(err: Exception) -> str:
+    """``Missing option '--name'. See 'lore token create --help'.``"""
+    message = err.format_message() if hasattr(err, "format_message") else str(err)
+    context = getattr(err, "ctx", None)
+    command = getattr(context, "command_path", None)
+    if not command:
+        return message
+    ended = message if message.endswith((".", "?", "!")) else f"{message}."
+    return f"{ended} See '{command} --help'."
 
 
 def _interrupted() -> None:
