@@ -3,6 +3,7 @@ at 1, 8 and 32 concurrent clients, while a sync writes the same index.
 
     .venv/bin/python bench/serve_load.py [--local] [--requests 200] [--seconds 30] [--rounds 3]
                                           [--clients 1,8,32] [--no-shared] [--repeat]
+                                          [--workdir DIR]
     .venv/bin/python bench/serve_load.py --quick    # the goal's check: --local --no-shared, 1 round
 
 Loopback only, bounded in count (``--requests`` per level) and time (``--seconds`` per
@@ -27,8 +28,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import itertools
 import os
+import resource
 import shutil
 import socket
 import statistics
@@ -54,6 +57,9 @@ SHARED_CORPORA = REPO_ROOT.parent / "shared" / "corpora"
 LORE = Path(sys.executable).with_name("lore")
 #: lore.web.sync_runner.SYNC_NICENESS, without importing the service into the driver.
 SYNC_NICENESS = 10
+#: How docs/service.md says to run a sync beside a serving process, as a user would:
+#: ``nice -n 19 lore sync`` (lore serve runs its own syncs at that niceness).
+BACKGROUND = ("nice", "-n", "19") if shutil.which("nice") else ()
 
 
 def free_port() -> int:
@@ -70,8 +76,11 @@ class Level:
     samples: list[float] = field(default_factory=list)
     errors: int = 0
     syncs: int = 0
+    #: The server process's own CPU time over the level (its sync threads included when
+    #: syncs run in-process).
     cpu_seconds: float = 0.0
-    #: Of ``cpu_seconds``, what the server's lowered-priority (sync) threads used.
+    #: What the syncs used: the server's lowered-priority threads and its sync processes
+    #: (lore serve), or the ``lore sync`` processes beside it (lore mcp --http).
     sync_cpu_seconds: float = 0.0
     load: float = 0.0
 
@@ -92,9 +101,23 @@ def _stat_fields(path: Path) -> list[str] | None:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (Linux /proc; 0 elsewhere)."""
+    """User + system CPU time of a process so far, its own threads only (Linux /proc; 0
+    elsewhere)."""
     fields = _stat_fields(Path(f"/proc/{pid}/stat"))
     return 0.0 if fields is None else (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu_seconds(pid: int) -> float:
+    """CPU time of the process's children that have exited and been waited for: lore
+    serve's sync processes (``lore.web.sync_process``)."""
+    fields = _stat_fields(Path(f"/proc/{pid}/stat"))
+    return 0.0 if fields is None else (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
+
+
+def own_children_cpu_seconds() -> float:
+    """CPU time of this driver's exited children: the ``lore sync`` runs beside lore mcp."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def background_cpu_seconds(pid: int) -> float:
@@ -200,14 +223,18 @@ async def run_level(
             level.samples.append((time.perf_counter() - started) * 1000)
             level.errors += 0 if ok else 1
 
+    def sync_cpu() -> float:
+        return background_cpu_seconds(pid) + children_cpu_seconds(pid) + own_children_cpu_seconds()
+
     syncing = asyncio.create_task(drive_sync(stop))
-    cpu, background = cpu_seconds(pid), background_cpu_seconds(pid)
+    cpu, background = cpu_seconds(pid), sync_cpu()
     await asyncio.gather(*(client(n) for n in range(level.clients)))
     level.cpu_seconds = cpu_seconds(pid) - cpu
-    level.sync_cpu_seconds = background_cpu_seconds(pid) - background
-    level.load = os.getloadavg()[0]
     stop.set()
     level.syncs = await syncing
+    # After the sync under way has finished, so that its process has been waited for.
+    level.sync_cpu_seconds = sync_cpu() - background
+    level.load = os.getloadavg()[0]
 
 
 async def serve_round(
@@ -279,6 +306,7 @@ async def mcp_round(
                     while not stop.is_set():
                         touch_runbook(scratch, done)
                         sync = await asyncio.create_subprocess_exec(
+                            *BACKGROUND,
                             str(LORE),
                             "--config",
                             str(config),
@@ -325,8 +353,8 @@ def report(console: Console, rounds: list[list[Level]], embedder: str) -> None:
         title=f"search under load while a sync runs (embedder: {embedder}; medians of {len(rounds)} rounds)"
     )
     columns = (
-        "target", "clients", "requests", "errors", "p50 ms", "p95 ms", "CPU ms/req",
-        "of it, sync thread", "syncs", "load",
+        "target", "clients", "requests", "errors", "p50 ms", "p95 ms", "server CPU ms/req",
+        "sync CPU ms/req", "syncs", "load",
     )  # fmt: skip
     for column in columns:
         table.add_column(column, justify="left" if column == "target" else "right")
@@ -355,9 +383,15 @@ async def main_async(options: argparse.Namespace) -> None:
         options.requests, options.seconds = 100, 15.0
     console = Console()
     clients = [int(part) for part in options.clients.split(",")]
-    with tempfile.TemporaryDirectory(prefix="lore-serve-load-") as folder:
-        scratch = Path(folder)
-        config = write_config(scratch, shared=not options.no_shared)
+    with contextlib.ExitStack() as stack:
+        if options.workdir is not None:
+            scratch = options.workdir.resolve()
+            scratch.mkdir(parents=True, exist_ok=True)
+        else:
+            scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="lore-serve-load-")))
+        config = scratch / "lore.toml"
+        if not config.exists():  # a --workdir of an earlier run keeps its corpus and index
+            write_config(scratch, shared=not options.no_shared)
         env = {key: value for key, value in os.environ.items() if not key.startswith("LORE_")}
         env["LORE_EMBEDDER"] = "local" if options.local else "hashing"
         env["XDG_CACHE_HOME"] = os.environ.get("XDG_CACHE_HOME", str(scratch / "cache"))
@@ -387,6 +421,12 @@ def main() -> None:
     parser.add_argument("--no-shared", action="store_true", help="the example corpus only")
     parser.add_argument(
         "--repeat", action="store_true", help="cycle the questions (the embedding cache answers)"
+    )
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        help="keep the corpus copy and index here (default: a temporary folder); a later run "
+        "with the same folder skips the first sync of the corpus",
     )
     parser.add_argument(
         "--quick",
