@@ -3,7 +3,7 @@ at 1, 8 and 32 concurrent clients, while a sync writes the same index.
 
     .venv/bin/python bench/serve_load.py [--local] [--requests 200] [--seconds 30] [--rounds 3]
                                           [--clients 1,8,32] [--no-shared] [--repeat]
-                                          [--workdir DIR]
+                                          [--workdir DIR] [--sync-nice 19]
     .venv/bin/python bench/serve_load.py --quick    # the goal's check: --local --no-shared, 1 round
 
 Loopback only, bounded in count (``--requests`` per level) and time (``--seconds`` per
@@ -11,17 +11,20 @@ level). The corpus is a scratch copy of examples/runbooks plus ../shared/corpora
 is present; the index, tokens and audit log live in a temporary folder. During every level
 a driver keeps a sync running: it edits one runbook of the scratch copy and syncs (through
 ``POST /v1/sync`` for lore serve, ``lore sync`` beside ``lore mcp --http``), so each sync
-re-chunks, embeds and writes a document while the searches run. The embedder is the
+re-chunks, embeds and writes a document while the searches run. lore serve runs each sync
+in a child process of niceness 19 (``lore.web.sync_process``); the ``lore sync`` beside
+``lore mcp --http`` is started as docs/service.md tells a user to start one,
+``nice -n 19 lore sync`` (``--sync-nice 0``: at normal priority, as runs before it were). The embedder is the
 deterministic ``hashing`` one unless ``--local`` (the offline all-MiniLM-L6-v2; goal: p95 at
 8 clients <= 100 ms). The table shows medians over ``--rounds`` rounds.
 
 Every query text is new (a question and the request's number), so the servers' query
 embedding cache never answers; ``--repeat`` cycles the questions instead, as agents repeat
-them. Beside the latencies: the server process's CPU time per request (from /proc, so
-the figure means something on a shared machine; for lore serve it includes the sync
-running inside it, for lore mcp --http the sync is another process), the part of it the
-server's sync thread used (its threads of lowered priority, read from /proc), and the
-load average over the level.
+them. Beside the latencies: the server process's own CPU time per request (from /proc, so
+the figure means something on a shared machine; its threads only, so a sync running on a
+thread inside it is included, a sync process is not), the syncs' CPU time per request
+(the server's threads of lowered priority, its sync processes, and the ``lore sync`` runs
+beside lore mcp --http, each once it has exited), and the load average over the level.
 """
 
 from __future__ import annotations
@@ -58,8 +61,9 @@ LORE = Path(sys.executable).with_name("lore")
 #: lore.web.sync_runner.SYNC_NICENESS, without importing the service into the driver.
 SYNC_NICENESS = 10
 #: How docs/service.md says to run a sync beside a serving process, as a user would:
-#: ``nice -n 19 lore sync`` (lore serve runs its own syncs at that niceness).
-BACKGROUND = ("nice", "-n", "19") if shutil.which("nice") else ()
+#: ``nice -n 19 lore sync`` (lore serve runs its own syncs at that niceness); set from
+#: ``--sync-nice`` (0: at normal priority, as the runs before lore serve's did).
+BACKGROUND: tuple[str, ...] = ()
 
 
 def free_port() -> int:
@@ -376,8 +380,10 @@ def report(console: Console, rounds: list[list[Level]], embedder: str) -> None:
 
 
 async def main_async(options: argparse.Namespace) -> None:
-    global DISTINCT
+    global DISTINCT, BACKGROUND
     DISTINCT = not options.repeat
+    if options.sync_nice and shutil.which("nice"):
+        BACKGROUND = ("nice", "-n", str(options.sync_nice))
     if options.quick:
         options.local, options.no_shared, options.rounds = True, True, 1
         options.requests, options.seconds = 100, 15.0
@@ -421,6 +427,13 @@ def main() -> None:
     parser.add_argument("--no-shared", action="store_true", help="the example corpus only")
     parser.add_argument(
         "--repeat", action="store_true", help="cycle the questions (the embedding cache answers)"
+    )
+    parser.add_argument(
+        "--sync-nice",
+        type=int,
+        default=19,
+        help="niceness of the lore sync runs beside lore mcp --http (default 19, as docs/service.md "
+        "says to run them; 0: normal priority)",
     )
     parser.add_argument(
         "--workdir",

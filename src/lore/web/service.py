@@ -4,8 +4,9 @@ token store, and the single writer through which uploads, edits, deletes and syn
 Writes never run two at once (``write_lock``), and each goes through the sync pipeline
 (``lore.sync.sync_sources``: redaction at ingest, chunking, embedding, write-before-
 delete) for exactly the documents it changed, so a request returns once its change is
-searchable. A sync or a write runs on a worker thread with its own event loop; searches
-go on meanwhile on the server's loop (the SQLite backend reads on its own connection).
+searchable. A write runs on a worker thread with its own event loop, a whole sync in a
+child process of the lowest priority (``lore.web.sync_process``); searches go on
+meanwhile on the server's loop (the SQLite backend reads on its own connection).
 """
 
 from __future__ import annotations
