@@ -3,6 +3,7 @@ at 1, 8 and 32 concurrent clients, while a sync writes the same index.
 
     .venv/bin/python bench/serve_load.py [--local] [--requests 200] [--seconds 30] [--rounds 3]
                                           [--clients 1,8,32] [--no-shared] [--repeat]
+                                          [--workdir DIR] [--sync-nice 19]
     .venv/bin/python bench/serve_load.py --quick    # the goal's check: --local --no-shared, 1 round
 
 Loopback only, bounded in count (``--requests`` per level) and time (``--seconds`` per
@@ -10,25 +11,30 @@ level). The corpus is a scratch copy of examples/runbooks plus ../shared/corpora
 is present; the index, tokens and audit log live in a temporary folder. During every level
 a driver keeps a sync running: it edits one runbook of the scratch copy and syncs (through
 ``POST /v1/sync`` for lore serve, ``lore sync`` beside ``lore mcp --http``), so each sync
-re-chunks, embeds and writes a document while the searches run. The embedder is the
+re-chunks, embeds and writes a document while the searches run. lore serve runs each sync
+in a child process of niceness 19 (``lore.web.sync_process``); the ``lore sync`` beside
+``lore mcp --http`` is started as docs/service.md tells a user to start one,
+``nice -n 19 lore sync`` (``--sync-nice 0``: at normal priority, as runs before it were). The embedder is the
 deterministic ``hashing`` one unless ``--local`` (the offline all-MiniLM-L6-v2; goal: p95 at
 8 clients <= 100 ms). The table shows medians over ``--rounds`` rounds.
 
 Every query text is new (a question and the request's number), so the servers' query
 embedding cache never answers; ``--repeat`` cycles the questions instead, as agents repeat
-them. Beside the latencies: the server process's CPU time per request (from /proc, so
-the figure means something on a shared machine; for lore serve it includes the sync
-running inside it, for lore mcp --http the sync is another process), the part of it the
-server's sync thread used (its threads of lowered priority, read from /proc), and the
-load average over the level.
+them. Beside the latencies: the server process's own CPU time per request (from /proc, so
+the figure means something on a shared machine; its threads only, so a sync running on a
+thread inside it is included, a sync process is not), the syncs' CPU time per request
+(the server's threads of lowered priority, its sync processes, and the ``lore sync`` runs
+beside lore mcp --http, each once it has exited), and the load average over the level.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import itertools
 import os
+import resource
 import shutil
 import socket
 import statistics
@@ -54,6 +60,10 @@ SHARED_CORPORA = REPO_ROOT.parent / "shared" / "corpora"
 LORE = Path(sys.executable).with_name("lore")
 #: lore.web.sync_runner.SYNC_NICENESS, without importing the service into the driver.
 SYNC_NICENESS = 10
+#: How docs/service.md says to run a sync beside a serving process, as a user would:
+#: ``nice -n 19 lore sync`` (lore serve runs its own syncs at that niceness); set from
+#: ``--sync-nice`` (0: at normal priority, as the runs before lore serve's did).
+BACKGROUND: tuple[str, ...] = ()
 
 
 def free_port() -> int:
@@ -70,8 +80,11 @@ class Level:
     samples: list[float] = field(default_factory=list)
     errors: int = 0
     syncs: int = 0
+    #: The server process's own CPU time over the level (its sync threads included when
+    #: syncs run in-process).
     cpu_seconds: float = 0.0
-    #: Of ``cpu_seconds``, what the server's lowered-priority (sync) threads used.
+    #: What the syncs used: the server's lowered-priority threads and its sync processes
+    #: (lore serve), or the ``lore sync`` processes beside it (lore mcp --http).
     sync_cpu_seconds: float = 0.0
     load: float = 0.0
 
@@ -92,9 +105,23 @@ def _stat_fields(path: Path) -> list[str] | None:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far (Linux /proc; 0 elsewhere)."""
+    """User + system CPU time of a process so far, its own threads only (Linux /proc; 0
+    elsewhere)."""
     fields = _stat_fields(Path(f"/proc/{pid}/stat"))
     return 0.0 if fields is None else (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu_seconds(pid: int) -> float:
+    """CPU time of the process's children that have exited and been waited for: lore
+    serve's sync processes (``lore.web.sync_process``)."""
+    fields = _stat_fields(Path(f"/proc/{pid}/stat"))
+    return 0.0 if fields is None else (int(fields[13]) + int(fields[14])) / os.sysconf("SC_CLK_TCK")
+
+
+def own_children_cpu_seconds() -> float:
+    """CPU time of this driver's exited children: the ``lore sync`` runs beside lore mcp."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def background_cpu_seconds(pid: int) -> float:
@@ -200,14 +227,18 @@ async def run_level(
             level.samples.append((time.perf_counter() - started) * 1000)
             level.errors += 0 if ok else 1
 
+    def sync_cpu() -> float:
+        return background_cpu_seconds(pid) + children_cpu_seconds(pid) + own_children_cpu_seconds()
+
     syncing = asyncio.create_task(drive_sync(stop))
-    cpu, background = cpu_seconds(pid), background_cpu_seconds(pid)
+    cpu, background = cpu_seconds(pid), sync_cpu()
     await asyncio.gather(*(client(n) for n in range(level.clients)))
     level.cpu_seconds = cpu_seconds(pid) - cpu
-    level.sync_cpu_seconds = background_cpu_seconds(pid) - background
-    level.load = os.getloadavg()[0]
     stop.set()
     level.syncs = await syncing
+    # After the sync under way has finished, so that its process has been waited for.
+    level.sync_cpu_seconds = sync_cpu() - background
+    level.load = os.getloadavg()[0]
 
 
 async def serve_round(
@@ -279,6 +310,7 @@ async def mcp_round(
                     while not stop.is_set():
                         touch_runbook(scratch, done)
                         sync = await asyncio.create_subprocess_exec(
+                            *BACKGROUND,
                             str(LORE),
                             "--config",
                             str(config),
@@ -325,8 +357,8 @@ def report(console: Console, rounds: list[list[Level]], embedder: str) -> None:
         title=f"search under load while a sync runs (embedder: {embedder}; medians of {len(rounds)} rounds)"
     )
     columns = (
-        "target", "clients", "requests", "errors", "p50 ms", "p95 ms", "CPU ms/req",
-        "of it, sync thread", "syncs", "load",
+        "target", "clients", "requests", "errors", "p50 ms", "p95 ms", "server CPU ms/req",
+        "sync CPU ms/req", "syncs", "load",
     )  # fmt: skip
     for column in columns:
         table.add_column(column, justify="left" if column == "target" else "right")
@@ -348,16 +380,24 @@ def report(console: Console, rounds: list[list[Level]], embedder: str) -> None:
 
 
 async def main_async(options: argparse.Namespace) -> None:
-    global DISTINCT
+    global DISTINCT, BACKGROUND
     DISTINCT = not options.repeat
+    if options.sync_nice and shutil.which("nice"):
+        BACKGROUND = ("nice", "-n", str(options.sync_nice))
     if options.quick:
         options.local, options.no_shared, options.rounds = True, True, 1
         options.requests, options.seconds = 100, 15.0
     console = Console()
     clients = [int(part) for part in options.clients.split(",")]
-    with tempfile.TemporaryDirectory(prefix="lore-serve-load-") as folder:
-        scratch = Path(folder)
-        config = write_config(scratch, shared=not options.no_shared)
+    with contextlib.ExitStack() as stack:
+        if options.workdir is not None:
+            scratch = options.workdir.resolve()
+            scratch.mkdir(parents=True, exist_ok=True)
+        else:
+            scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="lore-serve-load-")))
+        config = scratch / "lore.toml"
+        if not config.exists():  # a --workdir of an earlier run keeps its corpus and index
+            write_config(scratch, shared=not options.no_shared)
         env = {key: value for key, value in os.environ.items() if not key.startswith("LORE_")}
         env["LORE_EMBEDDER"] = "local" if options.local else "hashing"
         env["XDG_CACHE_HOME"] = os.environ.get("XDG_CACHE_HOME", str(scratch / "cache"))
@@ -387,6 +427,19 @@ def main() -> None:
     parser.add_argument("--no-shared", action="store_true", help="the example corpus only")
     parser.add_argument(
         "--repeat", action="store_true", help="cycle the questions (the embedding cache answers)"
+    )
+    parser.add_argument(
+        "--sync-nice",
+        type=int,
+        default=19,
+        help="niceness of the lore sync runs beside lore mcp --http (default 19, as docs/service.md "
+        "says to run them; 0: normal priority)",
+    )
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        help="keep the corpus copy and index here (default: a temporary folder); a later run "
+        "with the same folder skips the first sync of the corpus",
     )
     parser.add_argument(
         "--quick",

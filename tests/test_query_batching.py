@@ -148,3 +148,84 @@ def test_the_local_model_gives_each_query_its_single_query_vector_in_a_batch(tmp
     np.testing.assert_allclose(np.stack(batched), np.tile(alone, (4, 1)), atol=1e-5)
     # And the batched form itself: all four texts padded into one inference.
     np.testing.assert_allclose(fresh.embed_queries(texts), alone, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_a_servers_query_model_infers_on_one_thread_and_gives_the_same_vectors(tmp_path: Path) -> None:
+    import os
+
+    from lore.embedders import openvino_runtime
+    from lore.embedders.local import from_settings
+    from lore.serving import query_embedder
+
+    settings = LoreSettings(embedder="local", cache_dir=tmp_path)
+    from_settings(settings).embed_documents(["convert and check the model once"])  # as sync does
+    texts = ["etcdNoLeader", "why does the payments-consumer-group fall behind after a broker restart?"]
+    everyone = from_settings(settings)
+    alone = everyone.embed_queries(texts)
+    try:
+        server = from_settings(settings)
+        batcher = query_embedder(server)  # what lore serve and lore mcp --http wrap theirs in
+        served = np.stack([batcher.embed_queries([text])[0] for text in texts])
+        encoder, default = server._torch_free_encoder(), everyone._torch_free_encoder()
+    finally:
+        openvino_runtime.set_query_threads(None)
+    assert encoder is not None
+    assert default is not None
+    assert encoder._compiled.get_property("INFERENCE_NUM_THREADS") == 1  # type: ignore[attr-defined]
+    if (os.cpu_count() or 1) > 1:  # a lore search alone keeps every core
+        assert default._compiled.get_property("INFERENCE_NUM_THREADS") > 1  # type: ignore[attr-defined]
+    np.testing.assert_allclose(served, alone, atol=1e-5)
+
+
+def test_each_searchs_event_says_how_long_it_spent_embedding_its_batch_wait_included(tmp_path: Path) -> None:
+    """Issue 13 §1: under micro-batching a search's ``embedding_ms`` is the time its call
+    spent embedding, waiting for the inference that carried its query included, not 0
+    for the searches whose query another search's thread embedded."""
+    import asyncio
+
+    from lore.access import ALL_VIEWERS
+    from lore.backends.sqlite import SqliteBackend
+    from lore.testing import add_document
+    from lore.tool.core import KnowledgeSearch
+
+    gated = GatedEmbedder()
+    batcher = BatchingQueryEmbedder(gated)
+    index = SqliteBackend(tmp_path / "lore.db", batcher)
+    text = "etcd lost its leader: restore quorum."
+    add_document(index, gated, "runbooks/etcd.md", text, access=ALL_VIEWERS)
+    tool = KnowledgeSearch(index, settings=LoreSettings(audit_path=tmp_path / "audit.jsonl"), reranker=None)
+    held_s = 0.2
+
+    def release() -> None:
+        deadline = time.monotonic() + 60
+        while not gated.batches:
+            assert time.monotonic() < deadline, "the first inference never started"
+            time.sleep(0.005)
+        _queued(batcher, 3)
+        time.sleep(held_s)  # every search is now waiting for an inference: held this long
+        gated.release.set()
+
+    async def searches() -> list[object]:
+        return await asyncio.gather(*(tool.run({"query": text}) for text in QUESTIONS[:4]))
+
+    releaser = threading.Thread(target=release)
+    releaser.start()
+    try:
+        results = asyncio.run(searches())
+    finally:
+        gated.release.set()
+        releaser.join()
+    assert gated.batches == [1, 3]  # one search alone, the three others batched behind it
+    tool.events.flush()
+    store = tool.events.store
+    assert store is not None
+    for result in results:
+        metadata = result.metadata  # type: ignore[attr-defined]
+        event = store.event(metadata.event_id)
+        assert event is not None
+        assert event.embedding_ms is not None
+        assert event.embedding_ms >= held_s * 1000  # the wait is the query's embedding time
+        assert event.embedding_ms <= event.latency_ms
+    tool.close()
+    index.close()

@@ -28,6 +28,19 @@ from lore.safety.audit_writer import QueuedAuditLog
 THREADS_PER_CORE = 4
 
 
+#: Threads each query inference uses in a server (``openvino_runtime.set_query_threads``).
+QUERY_INFERENCE_THREADS = 1
+
+
+def configure_server_process() -> None:
+    """Process-wide choices of a long-running search server, made before its embedder
+    loads: query inferences on one thread each, so that concurrent searches spend the
+    CPU on their own work rather than on inference threads waiting for each other."""
+    from lore.embedders import openvino_runtime
+
+    openvino_runtime.set_query_threads(QUERY_INFERENCE_THREADS)
+
+
 def worker_count() -> int:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return max(2, THREADS_PER_CORE * cores)
@@ -43,7 +56,9 @@ def install_executor() -> ThreadPoolExecutor:
 
 def query_embedder(embedder: Embedder) -> Embedder:
     """``embedder`` with its queries micro-batched across concurrent requests and the
-    last ones cached (``lore.embedders.query_batching``); documents are untouched."""
+    last ones cached (``lore.embedders.query_batching``); documents are untouched. Also
+    ``configure_server_process``, for a query model not compiled yet."""
+    configure_server_process()
     return embedder if isinstance(embedder, BatchingQueryEmbedder) else BatchingQueryEmbedder(embedder)
 
 

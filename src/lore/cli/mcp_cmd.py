@@ -53,6 +53,10 @@ def mcp_command(
     if current.backend == NO_BACKEND:
         # A deployment without a corpus must not advertise a search it cannot answer.
         raise ConfigError(_NO_CORPUS)
+    if http:
+        from lore.serving import configure_server_process
+
+        configure_server_process()  # before the warm-up compiles the query model
     embedder = resolve_embedder(current)
     if isinstance(embedder, QueryWarmUp):
         # Started before the tool core (and, for --http, the SDK) is imported: the model

@@ -111,12 +111,30 @@ def validated_model(model_dir: Path, cache_dir: Path | None) -> Path | None:
     return target / _MODEL_XML
 
 
+#: Threads one query inference may use; None leaves it to OpenVINO (every core).
+_query_threads: int | None = None
+
+
+def set_query_threads(threads: int | None) -> None:
+    """How many threads each query inference compiled from now on may use. A search server
+    sets 1 (``lore.serving.configure_server_process``): MiniLM over a query of a few dozen
+    tokens is too little work to split, and OpenVINO's threads waiting on each other cost
+    a 2-core machine 30-45 % more CPU per query than one thread does (8.4 against 12.5 ms
+    for one query of 11 tokens, 5.1 against 7.3 ms per query in a batch of eight,
+    docs/benchmarks.md), CPU that concurrent searches need. One ``lore search`` keeps
+    every core: it has nothing else to run meanwhile."""
+    global _query_threads
+    _query_threads = threads
+
+
 def compile_model(model_xml: Path) -> Any:
     """The model compiled for this CPU, for the lowest latency of one request (a query), with
     OpenVINO's compiled-blob cache beside the model where that can be written."""
     openvino = _runtime()
 
-    config = {"PERFORMANCE_HINT": "LATENCY"}
+    config: dict[str, Any] = {"PERFORMANCE_HINT": "LATENCY"}
+    if _query_threads is not None:
+        config["INFERENCE_NUM_THREADS"] = _query_threads
     try:
         core = openvino.Core()
         core.set_property({"CACHE_DIR": str(model_xml.parent / _COMPILED)})

@@ -4,8 +4,9 @@ token store, and the single writer through which uploads, edits, deletes and syn
 Writes never run two at once (``write_lock``), and each goes through the sync pipeline
 (``lore.sync.sync_sources``: redaction at ingest, chunking, embedding, write-before-
 delete) for exactly the documents it changed, so a request returns once its change is
-searchable. A sync or a write runs on a worker thread with its own event loop; searches
-go on meanwhile on the server's loop (the SQLite backend reads on its own connection).
+searchable. A write runs on a worker thread with its own event loop, a whole sync in a
+child process of the lowest priority (``lore.web.sync_process``); searches go on
+meanwhile on the server's loop (the SQLite backend reads on its own connection).
 """
 
 from __future__ import annotations
@@ -20,33 +21,30 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from lore.access import Principal, readable
 from lore.alerts.tool import AlertResult, RunbookForAlert
-from lore.backends.mirror import MirroredIndex
-from lore.chunking import Chunker
 from lore.config import LoreSettings
 from lore.errors import BackendUnavailableError, ConfigError, LoreError
-from lore.models import RunTrigger, SourceFailure, SourceItem, SyncReport, Tombstone
+from lore.models import SourceFailure, SourceItem, SyncReport, Tombstone
 from lore.protocols import (
     Embedder,
-    KnowledgeIndex,
     KnowledgeRetriever,
     KnowledgeSource,
     QueryWarmUp,
     StoringBackend,
 )
-from lore.schedule_history import RunRecorder
 from lore.serving import audit_log, query_embedder
 from lore.sources import build_source
 from lore.sources.manual import ManualSource
 from lore.sources.scope import ScopedSource, SourceScope, default_access, scope_of
 from lore.sources.stored import StoredSource
 from lore.sources.upload import UploadSource
-from lore.sync import CHUNKING_STATE_KEY, check_sources, ingest_signature, sync_sources
 from lore.tool.core import KnowledgeSearch, ToolResult
 from lore.web.limits import Limits
-from lore.web.managed import DEFAULT_NOTES_SOURCE, DEFAULT_UPLOAD_SOURCE, ManagedSources
+from lore.web.managed import DEFAULT_NOTES_SOURCE, DEFAULT_UPLOAD_SOURCE
 from lore.web.primary import PrimaryIndex
 from lore.web.problems import Problem
+from lore.web.sync_process import SyncProcess
 from lore.web.tokens import TokenStore
+from lore.web.writer import IndexWriter
 
 if TYPE_CHECKING:
     from lore.backends.fallback import FallbackRetriever
@@ -105,14 +103,16 @@ class Service:
     fallback: StoringBackend | None = None
     #: The searches' retriever when ``[fallback]`` is configured (its breaker's state).
     fallback_retriever: FallbackRetriever | None = None
+    #: Where whole syncs run: a child process of the lowest priority, or (None) the
+    #: calling thread, as for an embedder the child could not build from the settings.
+    sync_process: SyncProcess | None = None
 
     def __post_init__(self) -> None:
-        self.sources = ManagedSources(self.settings)
+        self.writer = IndexWriter(self.settings, self.embedder, lambda: self.backend, self.fallback)
+        self.sources = self.writer.sources
+        self.chunker = self.writer.chunker
         #: Threads that run (or wait to run) writes; they queue on ``write_lock``.
         self._writers = ThreadPoolExecutor(max_workers=WRITE_THREADS, thread_name_prefix="lore-write")
-        self.chunker = Chunker.for_embedder(
-            self.embedder, max_tokens=self.settings.chunk_tokens, overlap_tokens=self.settings.chunk_overlap
-        )
 
     @property
     def backend(self) -> StoringBackend:
@@ -174,7 +174,7 @@ class Service:
     # -- sources ---------------------------------------------------------------------
 
     def built_sources(self) -> list[KnowledgeSource]:
-        return [build_source(config, self.settings) for config, _ in self.sources.all()]
+        return self.writer.built_sources()
 
     def source(self, name: str) -> KnowledgeSource | None:
         for config, _ in self.sources.all():
@@ -256,22 +256,16 @@ class Service:
         return report
 
     def sync_now(self, only: str | None = None) -> SyncReport:
-        """A whole sync (of every source, or of ``only``), on the calling thread, after
-        any write in progress."""
-
-        def run() -> SyncReport:
-            sources = self.built_sources()
-            # A change of chunking settings re-chunks every source in one run: one source
-            # alone would record the new settings for all of them.
-            if only is not None and self._chunking_current():
-                sources = [source for source in sources if source.name == only]
-            return self._sync(sources)
-
-        return self.locked(run)
+        """A whole sync (of every source, or of ``only``), after any write in progress: in
+        a child process of the lowest priority when the service has one
+        (``lore.web.sync_process``), else on the calling thread."""
+        runner = self.sync_process
+        if runner is not None:
+            return self.locked(lambda: runner.run(self.settings, only))
+        return self.locked(lambda: self._sync(self.writer.sources_to_sync(only)))
 
     def _chunking_current(self) -> bool:
-        stored = self.backend.get_state(CHUNKING_STATE_KEY)
-        return stored is None or stored == ingest_signature(self.chunker)
+        return self.writer.chunking_current()
 
     def _sync(self, sources: list[KnowledgeSource]) -> SyncReport:
         if (
@@ -279,30 +273,7 @@ class Service:
             and not self._chunking_current()
         ):
             sources = self.built_sources()
-        check_sources(sources)
-        target: KnowledgeIndex = self.backend
-        if self.fallback is not None:
-            target = MirroredIndex(self.backend, self.fallback)
-        # Recorded like every other sync, so `lore sync --history`, the schedule and
-        # /metrics (the last successful sync per source) see the service's runs too.
-        recorder = RunRecorder(RunTrigger.SERVICE)
-        try:
-            asyncio.run(
-                sync_sources(
-                    sources,  # sync itself skips what may not be indexed (lore.sources.scope)
-                    target,
-                    self.embedder,
-                    self.chunker,
-                    batch_size=self.settings.embedding_batch_size,
-                    max_prune_fraction=self.settings.max_prune_fraction,
-                    report=recorder.report,
-                )
-            )
-        except BaseException as err:
-            recorder.finish(self.backend, err)
-            raise
-        recorder.finish(self.backend)
-        return recorder.report
+        return self.writer.sync(sources)
 
     def locked(self, job: Callable[[], T]) -> T:
         """``job`` under the write lock: never two writes at once."""
@@ -340,6 +311,7 @@ def open_service(
     from lore.resolve import open_backend, resolve_embedder
 
     reranker = resolve_reranker(settings)  # before the store, so a bad setting leaves nothing open
+    built_embedder = embedder is None
     embedder = embedder if embedder is not None else resolve_embedder(settings)
     # Searches embed their queries through the batcher; sync and uploads embed documents
     # with the embedder itself (``Service.embedder``).
@@ -392,4 +364,6 @@ def open_service(
         limits=limits or Limits(),
         fallback=fallback,
         fallback_retriever=fallback_retriever,
+        # A child builds its embedder from the settings: one passed in stays in-process.
+        sync_process=SyncProcess() if built_embedder else None,
     )

@@ -3,9 +3,12 @@
 A request queues a run and returns at once (202). One daemon thread takes runs in order,
 each under the service's write lock, so a sync never overlaps another or an upload. The
 history (newest first, ``HISTORY_LENGTH`` runs) is kept in the index's state, so it
-survives a restart. On shutdown a run in progress is abandoned, not waited for: every
-document the pipeline writes is one transaction, so the index holds the old version or
-the new, and the next sync converges.
+survives a restart. ``lore serve`` runs each sync in a child process of the lowest CPU
+priority (``lore.web.sync_process``), so a sync takes only the CPU its searches leave
+idle; on shutdown that run stops at its next document and is recorded as stopped. A run
+on the worker thread itself (an embedder passed in, as the tests do) is abandoned
+instead. Either way every document the pipeline writes is one transaction, so the index
+holds the old version or the new, and the next sync converges.
 
 ``start_background_sync`` also starts the schedule: every source with a cadence
 (``every``; the built-in pack daily by default, ``lore.schedule.cadence``) is queued once
@@ -42,8 +45,12 @@ HISTORY_KEY = "serve:sync_history"
 HISTORY_LENGTH = 50
 #: How often the schedule looks for due sources.
 SCHEDULE_TICK_S = 30.0
-#: The niceness of the thread that runs queued syncs (and the threads it starts).
+#: The niceness of the thread that runs queued syncs (and the threads it starts) when
+#: they run in the service's own process; in a child process they run at
+#: ``lore.web.sync_process.NICENESS``.
 SYNC_NICENESS = 10
+#: Seconds ``stop`` waits for the worker to record a run its child process stopped.
+STOP_RECORD_S = 5.0
 
 
 def _now() -> str:
@@ -88,8 +95,16 @@ class SyncRunner:
         threading.Thread(target=self._schedule, name="lore-serve-schedule", daemon=True).start()
 
     def stop(self) -> None:
+        """No run starts after this. A run in a child process (``Service.sync_process``)
+        is stopped at its next document and recorded; one on the worker thread itself is
+        abandoned (each document is one transaction)."""
         self._stopping.set()
         self._queue.put(None)
+        child = self.service.sync_process
+        if child is not None:
+            child.stop()
+            if self._thread is not None:  # it records the stopped run, then ends
+                self._thread.join(timeout=STOP_RECORD_S)
 
     # -- the schedule ----------------------------------------------------------------
 

@@ -1,0 +1,89 @@
+"""How the service writes its index: the sources it syncs and the sync pipeline over the
+primary index (and the ``[fallback]`` one), without the rest of the service.
+
+``lore serve`` uses it in its own process for uploads, edits and deletes, and in a child
+process of the lowest priority for whole syncs (``lore.web.sync_process``), which opens
+the index and the embedder itself and has nothing else of the service to build.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from lore.backends.mirror import MirroredIndex
+from lore.chunking import Chunker
+from lore.config import LoreSettings
+from lore.models import RunRecord, RunTrigger, SyncReport
+from lore.protocols import Embedder, KnowledgeIndex, KnowledgeSource, StoringBackend
+from lore.schedule_history import RunRecorder
+from lore.sources import build_source
+from lore.sync import CHUNKING_STATE_KEY, check_sources, ingest_signature, sync_sources
+from lore.sync_pipeline import SyncProgress
+from lore.web.managed import ManagedSources
+
+
+class IndexWriter:
+    def __init__(
+        self,
+        settings: LoreSettings,
+        embedder: Embedder,
+        backend: Callable[[], StoringBackend],
+        fallback: StoringBackend | None = None,
+    ) -> None:
+        """``backend`` returns the primary index when a write needs it (the service's
+        raises while it is unreachable); ``fallback`` is written beside it."""
+        self.settings = settings
+        self.embedder = embedder
+        self._backend = backend
+        self.fallback = fallback
+        self.sources = ManagedSources(settings)
+        self.chunker = Chunker.for_embedder(
+            embedder, max_tokens=settings.chunk_tokens, overlap_tokens=settings.chunk_overlap
+        )
+        #: The record of the last run ``sync`` finished, however it ended.
+        self.last_run: RunRecord | None = None
+
+    def built_sources(self) -> list[KnowledgeSource]:
+        return [build_source(config, self.settings) for config, _ in self.sources.all()]
+
+    def sources_to_sync(self, only: str | None) -> list[KnowledgeSource]:
+        """Every source, or ``only``. A change of chunking settings re-chunks every source
+        in one run: one source alone would record the new settings for all of them."""
+        sources = self.built_sources()
+        if only is not None and self.chunking_current():
+            sources = [source for source in sources if source.name == only]
+        return sources
+
+    def chunking_current(self) -> bool:
+        stored = self._backend().get_state(CHUNKING_STATE_KEY)
+        return stored is None or stored == ingest_signature(self.chunker)
+
+    def sync(self, sources: list[KnowledgeSource], progress: SyncProgress | None = None) -> SyncReport:
+        """``sources`` through the sync pipeline, on the calling thread (its own event loop)."""
+        check_sources(sources)
+        backend = self._backend()
+        target: KnowledgeIndex = backend
+        if self.fallback is not None:
+            target = MirroredIndex(backend, self.fallback)
+        # Recorded like every other sync, so `lore sync --history`, the schedule and
+        # /metrics (the last successful sync per source) see the service's runs too.
+        recorder = RunRecorder(RunTrigger.SERVICE)
+        try:
+            asyncio.run(
+                sync_sources(
+                    sources,  # sync itself skips what may not be indexed (lore.sources.scope)
+                    target,
+                    self.embedder,
+                    self.chunker,
+                    progress=progress,
+                    batch_size=self.settings.embedding_batch_size,
+                    max_prune_fraction=self.settings.max_prune_fraction,
+                    report=recorder.report,
+                )
+            )
+        except BaseException as err:
+            self.last_run = recorder.finish(backend, err)
+            raise
+        self.last_run = recorder.finish(backend)
+        return recorder.report
