@@ -111,7 +111,7 @@ def _index_lock(settings: LoreSettings) -> threading.Lock:
         return _INDEX_LOCKS.setdefault(index_key(settings), threading.Lock())
 
 
-class _StopAware:
+class StopAware:
     """Passes progress on and stops the sync at the next document once asked to."""
 
     def __init__(self, stopping: threading.Event, inner: SyncProgress | None) -> None:
@@ -312,7 +312,7 @@ class Scheduler:
             if sources:
                 asyncio.run(sync_sources(
                     sources, index, embedder, settings_chunker(self._settings, embedder),
-                    progress=_StopAware(self._stopping, None),
+                    progress=StopAware(self._stopping, None),
                     batch_size=self._settings.embedding_batch_size,
                     max_prune_fraction=self._settings.max_prune_fraction,
                     allow_mass_delete=self._allow_mass_delete,

@@ -221,7 +221,7 @@ def run_job(job: SyncJob, stopping: threading.Event, writers: list[IndexWriter])
     ``writers``, whose ``last_run`` then holds the run's record however it ended."""
     from lore.backends.fallback import fallback_settings
     from lore.resolve import open_backend, resolve_embedder
-    from lore.schedule import _StopAware  # the stop check `lore sync --watch` uses
+    from lore.schedule import StopAware  # the stop check `lore sync --watch` uses too
     from lore.web.writer import IndexWriter
 
     settings = job.settings
@@ -233,7 +233,7 @@ def run_job(job: SyncJob, stopping: threading.Event, writers: list[IndexWriter])
     try:
         writer = IndexWriter(settings, embedder, lambda: backend, fallback)
         writers.append(writer)
-        return writer.sync(writer.sources_to_sync(job.source), progress=_StopAware(stopping, None))
+        return writer.sync(writer.sources_to_sync(job.source), progress=StopAware(stopping, None))
     finally:
         backend.close()
         if fallback is not None:
