@@ -406,8 +406,8 @@ class FullTextIndex:
             if rowid is not None
         ]
 
-    def _term(self, field: str, value: str) -> tantivy.Query:
-        return tantivy.Query.term_query(self._schema, field, value)
+    def _term(self, field: str, value: str | int, index_option: str = "position") -> tantivy.Query:
+        return tantivy.Query.term_query(self._schema, field, value, index_option=index_option)
 
     def _filter(self, field: str, value: str) -> tantivy.Query:
         return tantivy.Query.const_score_query(self._term(field, value), 0.0)
@@ -461,14 +461,21 @@ class FullTextIndex:
         exactly those texts; a chunk the index does not hold (yet) is left out.
 
         One search per ``_TERMS_PER_SEARCH`` terms: term ``i`` of a batch scores a constant
-        2**i when any English field holds it, so a chunk's summed score is the bit set of the
-        terms it holds (exact in tantivy's f32 scores below 2**24). The rowid clause scores 0
-        and is required, so every indexed chunk of ``rowids`` comes back, even one holding none."""
+        2**i in a chunk whose English fields hold it, so a chunk's summed score is the bit
+        set of the terms it holds (exact in tantivy's f32 scores below 2**24). The rowid
+        clause scores 0 and is required, so every indexed chunk of ``rowids`` comes back,
+        even one holding none. Each term's clause is itself restricted to ``rowids``: an
+        intersection led by the few chosen chunks skips through a common word's postings,
+        where a bare disjunction of them walked them all (twice the time, measured)."""
         if not rowids:
             return {}
         index = self._require()
-        among = tantivy.Query.term_set_query(self._schema, "rowid", list(rowids))
-        chosen = tantivy.Query.const_score_query(among, 0.0)
+        chosen = tantivy.Query.const_score_query(
+            tantivy.Query.boolean_query(
+                [(tantivy.Occur.Should, self._term("rowid", rowid, "basic")) for rowid in rowids]
+            ),
+            0.0,
+        )
         held: dict[int, set[str]] = {}
         try:
             searcher = index.searcher()
@@ -476,7 +483,8 @@ class FullTextIndex:
                 batch = terms[start : start + _TERMS_PER_SEARCH]
                 clauses = [(tantivy.Occur.Must, chosen)]
                 clauses.extend(
-                    (tantivy.Occur.Should, self._anywhere(term, 2**bit)) for bit, term in enumerate(batch)
+                    (tantivy.Occur.Should, self._held_by(chosen, term, 2**bit))
+                    for bit, term in enumerate(batch)
                 )
                 hits = searcher.search(tantivy.Query.boolean_query(clauses), len(rowids), count=False).hits
                 found = searcher.fast_field_values("rowid", [address for _, address in hits])
@@ -489,13 +497,13 @@ class FullTextIndex:
             raise RetrievalError(f"full-text search failed: {err}") from err
         return {rowid: frozenset(found_terms) for rowid, found_terms in held.items()}
 
-    def _anywhere(self, term: str, score: float) -> tantivy.Query:
-        """Chunks whose title, section, body or path holds ``term``, all scoring ``score``."""
-        fields = [
-            (tantivy.Occur.Should, tantivy.Query.term_query(self._schema, field, term, index_option="basic"))
-            for field in self._boosts
-        ]
-        return tantivy.Query.const_score_query(tantivy.Query.boolean_query(fields), score)
+    def _held_by(self, chosen: tantivy.Query, term: str, score: float) -> tantivy.Query:
+        """The ``chosen`` chunks whose title, section, body or path holds ``term``, all
+        scoring ``score``."""
+        fields = [(tantivy.Occur.Should, self._term(field, term, "basic")) for field in self._boosts]
+        anywhere = tantivy.Query.boolean_query(fields)
+        both = tantivy.Query.boolean_query([(tantivy.Occur.Must, chosen), (tantivy.Occur.Must, anywhere)])
+        return tantivy.Query.const_score_query(both, score)
 
     def close(self) -> None:
         self.release_writer()
