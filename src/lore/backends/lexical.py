@@ -20,7 +20,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 
 import tantivy
 
@@ -78,10 +78,40 @@ _CAMEL_WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 #: reference), as opposed to those inside one name (``-``, ``_``, ``.``).
 _OUTER_JOINERS = re.compile(r"[/:@]+")
 _COMPOUND = re.compile(r"[./:@]")
-#: A whole run of token characters that holds one of ``_COMPOUND``.
-_RUN_WITH_COMPOUND = re.compile(r"(?<![\w.\-:/@])[\w\-]*[./:@][\w.\-:/@]*")
-#: A whole run of token characters (``_TOKEN``'s alphabet) that holds a CamelCase joint.
-_RUN_WITH_JOINT = re.compile(r"(?<![\w.\-:/@])[\w.\-:/@]*?(?:[a-z][A-Z]|[A-Z][A-Z][a-z])[\w.\-:/@]*")
+#: Token characters (``_TOKEN``'s alphabet), as many as follow.
+_RUN = re.compile(r"[\w.\-:/@]*")
+#: From a run's first upper-case letter, or first compound joiner, to the run's end.
+_FROM_UPPER = re.compile(r"[A-Z][\w.\-:/@]*")
+_FROM_JOINER = re.compile(r"[./:@][\w.\-:/@]*")
+
+
+def _runs_from(mark: re.Pattern[str], text: str) -> list[str]:
+    """The whole runs of token characters of ``text`` in which ``mark`` (a character class
+    and then the rest of the run) matches, in order: each match grown leftwards to its
+    run's start on the reversed text. One regex that matched whole runs tested its pattern
+    at every character and took most of a sync's analysis time; a leading character class
+    lets the regex engine skip to the next candidate."""
+    runs: list[str] = []
+    reversed_text = ""
+    for match in mark.finditer(text):
+        at = match.start()
+        if not reversed_text:
+            reversed_text = text[::-1]
+        before = _RUN.match(reversed_text, len(text) - at)
+        start = at - (before.end() - before.start()) if before else at
+        runs.append(text[start : match.end()])
+    return runs
+
+
+def _runs_with_joint(text: str) -> list[str]:
+    """The whole runs of token characters that hold a CamelCase joint (which holds an
+    upper-case letter)."""
+    return [run for run in _runs_from(_FROM_UPPER, text) if _CAMEL_JOINT.search(run)]
+
+
+def _runs_with_joiner(text: str) -> list[str]:
+    """The whole runs of token characters that hold one of ``_COMPOUND``."""
+    return _runs_from(_FROM_JOINER, text)
 
 
 def _camel_words(name: str) -> list[str]:
@@ -122,13 +152,25 @@ def camel_words(text: str) -> list[str]:
     # A joint is letters only, so it lies inside one piece of one token: only the runs of
     # token characters that hold one are tokenised (most of a sync's analysis time was
     # spent tokenising runs that hold none).
-    for run in _RUN_WITH_JOINT.finditer(text):
-        for match in _TOKEN.finditer(run.group()):
-            for piece in _JOINERS.split(match.group()):
-                split = _camel_words(piece) if piece else []
-                if len(split) > 1:
-                    words.extend(split)
+    for run in _runs_with_joint(text):
+        for match in _TOKEN.finditer(run):
+            words.extend(_token_camel_words(match.group()))
     return words
+
+
+#: Distinct tokens whose analysis is kept: a corpus names the same identifiers again and
+#: again (Zipf), and each costs several regex calls; a pure function, so never stale.
+_TOKEN_CACHE = 1 << 15
+
+
+@lru_cache(maxsize=_TOKEN_CACHE)
+def _token_camel_words(token: str) -> tuple[str, ...]:
+    words: list[str] = []
+    for piece in _JOINERS.split(token):
+        split = _camel_words(piece) if piece else []
+        if len(split) > 1:
+            words.extend(split)
+    return tuple(words)
 
 
 def sub_identifiers(text: str) -> list[str]:
@@ -138,20 +180,24 @@ def sub_identifiers(text: str) -> list[str]:
     name its identifier-shaped parts (``kube-apiserver.service`` -> kube-apiserver), so a
     search for the inner name matches it whole too. The compound itself is not repeated."""
     found: dict[str, None] = {}
-    # Only a token with an outer joiner or a dot has a name inside that differs from it.
-    tokens = (
-        match.group() for run in _RUN_WITH_COMPOUND.finditer(text) for match in _TOKEN.finditer(run.group())
-    )
-    for token in tokens:
-        if not _COMPOUND.search(token) or not _is_identifier(token):
-            continue
-        whole = token.lower()
-        for piece in _OUTER_JOINERS.split(whole):
-            candidates = [piece, *piece.split(".")] if "." in piece else [piece]
-            for candidate in candidates:
-                if candidate != whole and _is_identifier(candidate):
-                    found.setdefault(candidate, None)
+    for run in _runs_with_joiner(text):
+        for match in _TOKEN.finditer(run):
+            found.update(dict.fromkeys(_inner_names(match.group())))
     return list(found)
+
+
+@lru_cache(maxsize=_TOKEN_CACHE)
+def _inner_names(token: str) -> tuple[str, ...]:
+    """``sub_identifiers`` of one token, in order, repeats left to the caller."""
+    # Only a token with an outer joiner or a dot has a name inside that differs from it.
+    if not _COMPOUND.search(token) or not _is_identifier(token):
+        return ()
+    names: list[str] = []
+    whole = token.lower()
+    for piece in _OUTER_JOINERS.split(whole):
+        candidates = [piece, *piece.split(".")] if "." in piece else [piece]
+        names.extend(c for c in candidates if c != whole and _is_identifier(c))
+    return tuple(names)
 
 
 def path_text(uri: str) -> str:

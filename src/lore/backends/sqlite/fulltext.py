@@ -53,6 +53,9 @@ _IDENT = "lore_ident"
 _IDENT_PATTERN = r"\w+(?:[.\-]\w+)*"
 #: A pasted stack trace should still be searchable, but not become 10,000 clauses.
 MAX_QUERY_TERMS = 128
+#: Query terms whose presence one evidence search tells apart (``held_terms``): one bit
+#: each of a score that tantivy keeps as an f32, exact for integers below 2**24.
+_TERMS_PER_SEARCH = 20
 _WRITER_HEAP_BYTES = 64_000_000
 #: Test-only: seconds to pause a rebuild after its rows are added and before its commit,
 #: so a test can kill the process exactly there (tests/backends/test_sqlite_robustness.py).
@@ -123,10 +126,10 @@ def _identifier_text(text: str) -> str:
 
 @lru_cache(maxsize=1024)
 def chunk_terms(texts: tuple[str, ...]) -> frozenset[str]:
-    """The stemmed terms of a chunk's fields, kept for the last chunks asked about: every
-    search measures its passages' coverage with them (``evidence.EvidenceMaker``), and
-    analysing five passages again on each search was a third of a retrieval's CPU in
-    ``lore serve`` (bench/serve_profile.py), where the same runbooks answer many queries.
+    """The stemmed terms of a chunk's fields, kept for the last chunks asked about. A
+    search reads its passages' query terms from the index (``FullTextIndex.held_terms``);
+    this analysis is the fallback for a chunk the index does not hold yet, and the
+    definition ``held_terms`` must agree with (tests/backends/test_sqlite_evidence.py).
     A pure function of the texts (the analyzers are fixed), so nothing can go stale."""
     analyzer = _analyzers()[_STEMMED]
     return frozenset(term for text in texts for term in analyzer.analyze(with_identifier_words(text)))
@@ -403,8 +406,8 @@ class FullTextIndex:
             if rowid is not None
         ]
 
-    def _term(self, field: str, value: str) -> tantivy.Query:
-        return tantivy.Query.term_query(self._schema, field, value)
+    def _term(self, field: str, value: str | int, index_option: str = "position") -> tantivy.Query:
+        return tantivy.Query.term_query(self._schema, field, value, index_option=index_option)
 
     def _filter(self, field: str, value: str) -> tantivy.Query:
         return tantivy.Query.const_score_query(self._term(field, value), 0.0)
@@ -449,6 +452,58 @@ class FullTextIndex:
     def terms_of(self, *texts: str) -> frozenset[str]:
         """The stemmed terms the index holds for a chunk with these fields."""
         return chunk_terms(texts)
+
+    def held_terms(self, rowids: Sequence[int], terms: Sequence[str]) -> dict[int, frozenset[str]]:
+        """Which of ``terms`` (stemmed) each chunk of ``rowids`` holds in its English fields,
+        read from the index's postings instead of analysing the chunks' text again (that
+        analysis was two thirds of a bm25 search's time at 10k chunks: docs/benchmarks.md).
+        The same terms as ``chunk_terms`` of the chunk's fields, as the index was built from
+        exactly those texts; a chunk the index does not hold (yet) is left out.
+
+        One search per ``_TERMS_PER_SEARCH`` terms: term ``i`` of a batch scores a constant
+        2**i in a chunk whose English fields hold it, so a chunk's summed score is the bit
+        set of the terms it holds (exact in tantivy's f32 scores below 2**24). The rowid
+        clause scores 0 and is required, so every indexed chunk of ``rowids`` comes back,
+        even one holding none. Each term's clause is itself restricted to ``rowids``: an
+        intersection led by the few chosen chunks skips through a common word's postings,
+        where a bare disjunction of them walked them all (twice the time, measured)."""
+        if not rowids:
+            return {}
+        index = self._require()
+        chosen = tantivy.Query.const_score_query(
+            tantivy.Query.boolean_query(
+                [(tantivy.Occur.Should, self._term("rowid", rowid, "basic")) for rowid in rowids]
+            ),
+            0.0,
+        )
+        held: dict[int, set[str]] = {}
+        try:
+            searcher = index.searcher()
+            for start in range(0, max(len(terms), 1), _TERMS_PER_SEARCH):
+                batch = terms[start : start + _TERMS_PER_SEARCH]
+                clauses = [(tantivy.Occur.Must, chosen)]
+                clauses.extend(
+                    (tantivy.Occur.Should, self._held_by(chosen, term, 2**bit))
+                    for bit, term in enumerate(batch)
+                )
+                hits = searcher.search(tantivy.Query.boolean_query(clauses), len(rowids), count=False).hits
+                found = searcher.fast_field_values("rowid", [address for _, address in hits])
+                for (score, _), rowid in zip(hits, found, strict=True):
+                    if rowid is not None:
+                        bits = round(score)
+                        terms_held = held.setdefault(int(rowid), set())
+                        terms_held.update(term for bit, term in enumerate(batch) if bits >> bit & 1)
+        except _TANTIVY_ERRORS as err:
+            raise RetrievalError(f"full-text search failed: {err}") from err
+        return {rowid: frozenset(found_terms) for rowid, found_terms in held.items()}
+
+    def _held_by(self, chosen: tantivy.Query, term: str, score: float) -> tantivy.Query:
+        """The ``chosen`` chunks whose title, section, body or path holds ``term``, all
+        scoring ``score``."""
+        fields = [(tantivy.Occur.Should, self._term(field, term, "basic")) for field in self._boosts]
+        anywhere = tantivy.Query.boolean_query(fields)
+        both = tantivy.Query.boolean_query([(tantivy.Occur.Must, chosen), (tantivy.Occur.Must, anywhere)])
+        return tantivy.Query.const_score_query(both, score)
 
     def close(self) -> None:
         self.release_writer()

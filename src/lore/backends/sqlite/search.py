@@ -227,6 +227,8 @@ class SqliteSearch:
         while len(passages) < top_k and position < len(ranked):
             batch = ranked[position : position + top_k - len(passages) + 4]
             position += len(batch)
+            if evidence is not None:
+                evidence.prepare([rowid for rowid, _, _ in batch])
             passages.extend(self._reads.passages(batch, evidence))
         return passages[:top_k]
 
