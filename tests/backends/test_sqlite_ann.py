@@ -121,7 +121,11 @@ def test_a_node_the_graph_cannot_reach_is_still_found(tmp_path: Path, embedder: 
         channel = backend._refresh(need_vectors=True)
         assert isinstance(channel, AnnChannel)
         stranded = int(channel._keys[5])
-        channel._index.remove(stranded)  # still a stored, readable vector; gone from the graph
+        # The mapped graph cannot change: a copy in memory without the node takes its place.
+        saved = channel.files.load(channel._model_id, DIMENSION, mutable=True)
+        assert saved is not None
+        saved.index.remove(stranded)  # still a stored, readable vector; gone from the graph
+        channel._index = saved.index
         every = channel.search(_unit(5)[0], frozenset(), 50, backend._reads, None)
         assert len(every) == 40
         assert every[0][0] == stranded
