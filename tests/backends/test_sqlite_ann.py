@@ -159,7 +159,9 @@ def test_many_deletes_leave_the_graph(tmp_path: Path, embedder: CountingEmbedder
             backend.delete_by_uri(f"doc-{number}.md")
         channel = backend._refresh(need_vectors=True)
         assert isinstance(channel, AnnChannel)
-        assert len(channel) == 20
+        # Dead entries stay until a tenth of the graph is dead, then it is rebuilt.
+        assert 20 <= len(channel) <= 22
+        assert channel.stale == len(channel) - 20
         assert _nearest(backend, 25) == ["doc-25.md"]
 
 

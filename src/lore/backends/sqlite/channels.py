@@ -24,8 +24,9 @@ from lore.protocols import Vectors
 #: read from SQLite by whoever opens the files) before a writer saves a new version (as
 #: a fraction of the graph, and at least): a save per small sync would only cost.
 _SAVE_FRACTION, _SAVE_ROWS = 0.01, 1_000
-#: Entries of deleted chunks tolerated in the graph, as a fraction of it, before a save.
-_DEAD_FRACTION = 0.01
+#: Entries of deleted chunks tolerated in the graph, as a fraction of it, before it is
+#: rebuilt (they only take candidate places: re-scoring drops them; see ``AnnChannel.save``).
+_DEAD_FRACTION = 0.1
 
 
 def vector_count(store: ChunkStore) -> int:
@@ -104,8 +105,9 @@ class VectorChannels:
 
     def upkeep(self, store: ChunkStore, read_guard: threading.Lock, *, rebuild: bool = False) -> int:
         """After writes: above the threshold, bring the graph up to date (building it
-        when missing or torn, or when ``rebuild``) and save it when far enough ahead of
-        its files. Returns the graph's size (0 below the threshold)."""
+        when missing or torn, when ``rebuild``, or when a tenth of it is dead) and save
+        it when far enough ahead of its files. Returns the graph's size (0 below the
+        threshold)."""
         if vector_count(store) < self.threshold:
             return 0
         with read_guard:
@@ -122,14 +124,18 @@ class VectorChannels:
         else:
             with read_guard:
                 ann.refresh(store)
-        if _due(ann):
-            # Written outside the read guard: the old version is only read meanwhile, and
-            # nothing is added to it since this process holds the write lock.
-            saved = ann.save(store)
-            saved.refresh(store)
-            with read_guard:
-                self.ann = ann = saved
-        return len(ann)
+        # Written outside the read guard: the old version is only read meanwhile, and
+        # nothing is added to it since this process holds the write lock.
+        if ann.stale > max(1, _DEAD_FRACTION * len(ann)):
+            fresh = AnnChannel.build(self._dimension, self._model_id, self.files, store)
+        elif _due(ann):
+            fresh = ann.save(store)
+        else:
+            return len(ann)
+        fresh.refresh(store)
+        with read_guard:
+            self.ann = fresh
+        return len(fresh)
 
     def state_line(self, live: int) -> str:
         """One line for ``lore status``."""
@@ -142,9 +148,4 @@ class VectorChannels:
 
 def _due(ann: AnnChannel) -> bool:
     """Whether the graph's files are far enough behind to write a new version."""
-    size = len(ann)
-    return (
-        not ann.filters_saved
-        or ann.unsaved > max(_SAVE_ROWS, _SAVE_FRACTION * size)
-        or ann.stale > max(1, _DEAD_FRACTION * size)
-    )
+    return not ann.filters_saved or ann.unsaved > max(_SAVE_ROWS, _SAVE_FRACTION * len(ann))
