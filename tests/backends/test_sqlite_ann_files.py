@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -19,10 +18,16 @@ from lore.backends.sqlite.store import ChunkStore
 from lore.backends.sqlite.vector_matrix import VectorMatrix
 from lore.models import SearchMode
 from lore.testing import add_document
-from lore.testing.conformance import BackendConformance
 from lore.testing.embedders import CountingEmbedder
 
-from .test_sqlite_ann import DIMENSION, _ann_dir, _nearest, _unit
+from . import test_sqlite_ann as graph_suite
+from .test_sqlite_ann import (
+    DIMENSION,
+    _ann_dir,
+    _nearest,
+    _unit,
+    filtered_through_the_graph,  # noqa: F401 (the graph suite's fixture)
+)
 from .test_sqlite_robustness import mount_root, read_only_view  # noqa: F401 (fixtures)
 
 
@@ -34,15 +39,9 @@ def save_every_write(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.usefixtures("save_every_write")
-class TestSqliteAnnSavedConformance(BackendConformance):
+class TestSqliteAnnSavedConformance(graph_suite.TestSqliteAnnConformance):
     """The whole suite with every search on a freshly saved version: its filters come
     from their file, not from SQLite."""
-
-    @pytest.fixture
-    def store(self, tmp_path: Path, embedder: CountingEmbedder) -> Iterator[SqliteBackend]:
-        backend = SqliteBackend(tmp_path / "lore.db", embedder, ann_threshold=1)
-        yield backend
-        backend.close()
 
 
 @pytest.fixture
