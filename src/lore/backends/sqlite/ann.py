@@ -4,22 +4,34 @@ re-scored exactly from the float32 vectors in SQLite.
 
 usearch was chosen by measurement against hnswlib and faiss-cpu (bench/ann_libraries.py,
 docs/benchmarks.md): int8 storage (a quarter of float32), adds and removes by key, and a
-single file that saves and restores. Below the threshold the exact scan
+single file that saves, restores and memory-maps. Below the threshold the exact scan
 (``vector_matrix.py``) is both faster and exact, so this channel is not used.
 
 Derived data, like the full-text index: ``lore.db.ann/`` beside the database holds
-versioned pairs ``graph-N.usearch`` + ``keys-N.npy`` and ``state.json`` naming the current
-pair with the highest rowid it reflects (``through``), its size in bytes, the embedder
-and the layout. A save writes a new pair, fsyncs it, then replaces ``state.json``
-atomically; older pairs are removed after. So a crash leaves either the old state or the
-new one, never a state naming a half-written file; a file that does not match its state
-(truncated, damaged, another embedder) is "torn" and rebuilt from SQLite.
+versioned files ``graph-N.usearch`` + ``keys-N.npy`` + ``filters-N.npz`` and
+``state.json`` naming the current graph and keys with the highest rowid they reflect
+(``through``), the graph's size in bytes, the embedder and the layout. A save writes a
+new version, fsyncs it, then replaces ``state.json`` atomically; older versions are
+removed after. So a crash leaves either the old state or the new one, never a state
+naming a half-written file; a file that does not match its state (truncated, damaged,
+another embedder) is "torn" and rebuilt from SQLite. ``filters-N.npz`` (the rowids and
+label and access postings of the rows the graph was saved with) only spares a reader
+reading them from SQLite: when it is missing (written by an older lore) or does not
+match its state, they are read from SQLite instead.
+
+A fresh process opens the graph memory-mapped (``view``: no copy, nothing to load; at 1M
+chunks the first search of a process took 34 s when it loaded the graph, re-added the
+rows saved after it and read the filters from SQLite). A mapped graph cannot change, so
+rows committed after the save (rowid above ``through``) are held beside it in memory as
+float32 (the "delta") and scored exactly; a writer saves a new version once the delta
+passes a hundredth of the graph, and rebuilds it once dead entries pass a tenth
+(``channels.py``); a reader that finds a newer version maps it instead.
 
 Never visibly out of step, by construction rather than by a journal: rowids only grow
-(AUTOINCREMENT), so rows committed after a save are those above ``through`` and are
-added on the next refresh, in any process; a deleted chunk may linger in the graph, but
-every candidate is re-scored from SQLite, and one whose vector is gone is dropped. Dead
-entries are removed from the graph once they pass a hundredth of it.
+(AUTOINCREMENT), so rows committed after a save are those above ``through`` and join
+the delta on the next refresh, in any process; a deleted chunk may linger in the graph
+or the delta, but every candidate is re-scored from SQLite, and one whose vector is gone
+is dropped. Dead entries leave the graph when it is rebuilt.
 
 Label and access filters hold inside the channel: the allowed rowids come from the same
 posting lists as the exact scan's (a ``VectorMatrix`` without vectors), the graph is
@@ -31,6 +43,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import zipfile
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -42,7 +55,7 @@ import numpy.typing as npt
 
 from lore.access import AccessFilter
 from lore.backends.sqlite.store import ChunkStore
-from lore.backends.sqlite.vector_matrix import Positions, VectorMatrix
+from lore.backends.sqlite.vector_matrix import Positions, VectorMatrix, live_rowids, members
 from lore.errors import IndexingError
 from lore.protocols import Vectors
 
@@ -63,8 +76,6 @@ _MAX_CANDIDATES = 4_000
 _EXACT_ROWS = 20_000
 #: Rows per read from SQLite while building or scoring exactly.
 _READ_ROWS = 20_000
-#: Dead entries tolerated in the graph, as a fraction of it, before they are removed.
-_DEAD_FRACTION = 0.01
 
 
 @dataclass(frozen=True)
@@ -84,8 +95,24 @@ class TornIndexError(IndexingError):
     """The graph does not match its state: rebuilt from SQLite."""
 
 
+@dataclass(frozen=True)
+class Saved:
+    """One version of the files, as read: the graph (memory-mapped), its keys, the
+    filters when their file matches."""
+
+    index: Index
+    keys: npt.NDArray[np.int64]
+    through: int
+    graph: str
+    filters: VectorMatrix | None
+
+
 def _vectors(blobs: list[bytes], dimension: int) -> Vectors:
     return np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), dimension)
+
+
+def _filters_name(graph: str) -> str:
+    return "filters-" + graph.removeprefix("graph-").removesuffix(".usearch") + ".npz"
 
 
 class AnnFiles:
@@ -103,9 +130,10 @@ class AnnFiles:
         except (OSError, ValueError, TypeError) as err:
             raise TornIndexError(f"the vector index state in {self.directory} is unreadable: {err}") from err
 
-    def load(self, model_id: str, dimension: int) -> tuple[Index, npt.NDArray[np.int64], int] | None:
-        """The graph, its keys and ``through``; None when there is none (or of an older
-        layout). Raises ``TornIndexError`` when the files do not match the state."""
+    def load(self, model_id: str, dimension: int, *, mutable: bool = False) -> Saved | None:
+        """The current version, memory-mapped (a copy in memory when ``mutable``); None
+        when there is none (or of an older layout). Raises ``TornIndexError`` when the
+        files do not match the state."""
         state = self.state()
         if state is None:
             return None
@@ -113,18 +141,41 @@ class AnnFiles:
             raise TornIndexError(f"the vector index in {self.directory} was built with {state.model_id!r}")
         graph = self.directory / state.graph
         try:
+            # Checked before mapping: a truncated file must never reach usearch.
             if graph.stat().st_size != state.size:
                 raise TornIndexError(f"{graph} is {graph.stat().st_size} bytes, not {state.size}")
-            index: Index = _usearch().Index.restore(str(graph))
-            keys = np.load(self.directory / state.keys)
+            # Key lookups are for removing by key, which only a mutable copy does; a view
+            # without them opens in a third of the time.
+            index: Index | None = _usearch().Index.restore(
+                str(graph), view=not mutable, enable_key_lookups=mutable
+            )
+            keys = np.load(self.directory / state.keys, allow_pickle=False)
         except (OSError, ValueError, RuntimeError) as err:
             raise TornIndexError(f"cannot read the vector index {graph}: {err}") from err
         if index is None or len(index) != len(keys) or index.ndim != dimension:
             raise TornIndexError(f"the vector index {graph} does not match its state")
         index.expansion_search = EXPANSION_ADD  # type: ignore[misc]  # a setter mypy misreads
-        return index, np.asarray(keys, dtype=np.int64), state.through
+        filters = self._filters(state, dimension)
+        return Saved(index, np.asarray(keys, dtype=np.int64), state.through, state.graph, filters)
 
-    def save(self, index: Index, keys: npt.NDArray[np.int64], through: int, model_id: str) -> None:
+    def _filters(self, state: AnnState, dimension: int) -> VectorMatrix | None:
+        """The saved filters of ``state``'s graph; None when missing or not its own."""
+        try:
+            with np.load(self.directory / _filters_name(state.graph), allow_pickle=False) as saved:
+                if int(saved["through"]) != state.through:
+                    return None
+                return VectorMatrix.from_arrays(dimension, saved)
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+            return None  # read from SQLite instead
+
+    def save(
+        self,
+        index: Index,
+        keys: npt.NDArray[np.int64],
+        through: int,
+        model_id: str,
+        filters: dict[str, npt.NDArray[np.generic]],
+    ) -> None:
         # Here, not at the top: lore.sources.stored brings yaml, which a search never needs.
         from lore.sources.stored import fsync_dir, write_atomic
 
@@ -137,61 +188,121 @@ class AnnFiles:
             (int(p.stem.split("-")[1]) for p in self.directory.glob("graph-*.usearch")), default=0
         )
         graph, key_file = self.directory / f"graph-{version}.usearch", self.directory / f"keys-{version}.npy"
+        filter_file = self.directory / _filters_name(graph.name)
         index.save(str(graph))
         np.save(key_file, keys)
-        for written in (graph, key_file):
+        with filter_file.open("wb") as out:
+            arrays = {"through": np.asarray(through, dtype=np.int64), **filters}
+            np.savez(out, **arrays)  # type: ignore[arg-type]  # the stub matches **arrays to allow_pickle
+        for written in (graph, key_file, filter_file):
             fsync_dir(written)  # an fsync by path: of a file as well as a folder
         state = AnnState(
             LAYOUT, graph.name, key_file.name, through, graph.stat().st_size, model_id, index.ndim
         )
         write_atomic(self.directory / STATE, json.dumps(asdict(state)).encode())
-        current = {graph.name, key_file.name, STATE}
-        if held is not None:  # a reader may still be opening the previous pair: keep it
-            current |= {held.graph, held.keys}
+        current = {graph.name, key_file.name, filter_file.name, STATE}
+        if held is not None:  # a reader may still be opening the previous version: keep it
+            current |= {held.graph, held.keys, _filters_name(held.graph)}
         for stale in self.directory.iterdir():
             if stale.name not in current and not stale.name.startswith("."):
                 stale.unlink(missing_ok=True)
 
 
+class Delta:
+    """Rows committed after the graph's files were saved, as float32, scored exactly."""
+
+    def __init__(self, dimension: int) -> None:
+        self._vectors: Vectors = np.empty((0, dimension), dtype=np.float32)
+        self._rowids: Positions = np.empty(0, dtype=np.int64)
+        self._count = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    @property
+    def rowids(self) -> Positions:
+        return self._rowids[: self._count]
+
+    @property
+    def vectors(self) -> Vectors:
+        return self._vectors[: self._count]
+
+    def append(self, rowids: Positions, vectors: Vectors) -> None:
+        end = self._count + len(rowids)
+        if end > len(self._rowids):
+            capacity = max(end, 2 * len(self._rowids))
+            grown = np.empty((capacity, self._vectors.shape[1]), dtype=np.float32)
+            grown[: self._count] = self.vectors
+            ids = np.empty(capacity, dtype=np.int64)
+            ids[: self._count] = self.rowids
+            self._vectors, self._rowids = grown, ids
+        self._vectors[self._count : end] = vectors
+        self._rowids[self._count : end] = rowids
+        self._count = end
+
+    def best(self, query: Vectors, count: int, allowed: Positions | None) -> Positions:
+        """The rowids of the ``count`` best rows among ``allowed`` (None: all)."""
+        rowids, vectors = self.rowids, self.vectors
+        if allowed is not None:
+            keep = members(rowids, allowed)
+            rowids, vectors = rowids[keep], vectors[keep]
+        if len(rowids) <= count:
+            return rowids
+        scores = np.einsum("ij,j->i", vectors, query)
+        best: Positions = rowids[np.argpartition(-scores, count - 1)[:count]]
+        return best
+
+
 class AnnChannel:
-    """The graph of one index in memory, kept up to date with SQLite like the matrix.
+    """One version of the graph, mapped, and the rows committed after it.
 
     Not thread-safe: the backend refreshes and searches it under one lock."""
 
-    def __init__(self, dimension: int, model_id: str, files: AnnFiles) -> None:
+    def __init__(self, dimension: int, model_id: str, files: AnnFiles, saved: Saved) -> None:
         self._dimension = dimension
         self._model_id = model_id
         self.files = files
-        self._filters = VectorMatrix(dimension, keep_vectors=False)
-        self._index: Index = _usearch().Index(
-            ndim=dimension, metric="cos", dtype="i8", connectivity=CONNECTIVITY, expansion_add=EXPANSION_ADD
-        )
-        self._keys: npt.NDArray[np.int64] = np.empty(0, dtype=np.int64)
-        self._through = 0
-        #: ``through`` of the files on disk, to tell how far the graph in memory is ahead.
-        self.saved_through = 0
+        self._index = saved.index
+        self._keys = saved.keys
+        self._through = saved.through
+        #: The file of the mapped graph, to tell when a writer has saved a newer one.
+        self.graph = saved.graph
+        #: Whether the filters came with the files (else they are read from SQLite, and
+        #: a writer saves them).
+        self.filters_saved = saved.filters is not None
+        self._filters = saved.filters or VectorMatrix(dimension, keep_vectors=False)
+        self._delta = Delta(dimension)
 
     @classmethod
     def open(cls, dimension: int, model_id: str, files: AnnFiles) -> AnnChannel | None:
         """From the files; None when there are none, ``TornIndexError`` when torn."""
-        loaded = files.load(model_id, dimension)
-        if loaded is None:
-            return None
-        channel = cls(dimension, model_id, files)
-        channel._index, channel._keys, channel._through = loaded
-        channel.saved_through = channel._through
-        return channel
+        saved = files.load(model_id, dimension)
+        return None if saved is None else cls(dimension, model_id, files, saved)
 
     @classmethod
     def build(cls, dimension: int, model_id: str, files: AnnFiles, store: ChunkStore) -> AnnChannel:
-        """A fresh graph of every stored vector, saved."""
-        channel = cls(dimension, model_id, files)
-        channel.refresh(store)
-        channel.save()
+        """A fresh graph of every stored vector, saved, and opened from its files."""
+        filters = VectorMatrix(dimension, keep_vectors=False)
+        filters.refresh(store)
+        index = _new_index(dimension)
+        keys, through = [np.empty(0, dtype=np.int64)], 0
+        for rowids, blobs in _rows(store.conn, "WHERE chunk <= ?", (filters.last,)):
+            index.add(rowids.astype(np.uint64), _vectors(blobs, dimension), threads=2)
+            keys.append(rowids)
+            through = int(rowids[-1])
+        files.save(index, np.concatenate(keys), max(through, filters.last), model_id, filters.to_arrays())
+        del index  # the copy in memory: the channel maps the file instead
+        return cls._reopened(dimension, model_id, files)
+
+    @classmethod
+    def _reopened(cls, dimension: int, model_id: str, files: AnnFiles) -> AnnChannel:
+        channel = cls.open(dimension, model_id, files)
+        if channel is None:
+            raise TornIndexError(f"the vector index just saved in {files.directory} is gone")
         return channel
 
     def __len__(self) -> int:
-        return len(self._keys)
+        return len(self._keys) + len(self._delta)
 
     @property
     def dead(self) -> int:
@@ -199,32 +310,52 @@ class AnnChannel:
 
     @property
     def unsaved(self) -> int:
-        """Rows added since the files were written (an estimate, by rowid)."""
-        return int(np.count_nonzero(self._keys > self.saved_through))
+        """Rows added since the files were written."""
+        return len(self._delta)
 
-    def save(self) -> None:
-        self.files.save(self._index, self._keys, self._through, self._model_id)
-        self.saved_through = self._through
+    @property
+    def stale(self) -> int:
+        """Entries of deleted chunks in the graph and the delta, as of the last refresh."""
+        return max(0, len(self) - (len(self._filters) - self._filters.dead))
+
+    def superseded(self) -> bool:
+        """Whether a writer has saved a newer version of the files since these."""
+        try:
+            state = self.files.state()
+        except TornIndexError:
+            return False  # the writer rebuilds it; this version still answers
+        return state is not None and state.graph != self.graph
 
     def refresh(self, store: ChunkStore) -> None:
-        """Add rows committed since ``through``, and drop dead entries once they are many."""
+        """Catch up with rows committed since ``through`` (into the delta)."""
         self._filters.refresh(store)
-        conn = store.conn
-        live = len(self._filters) - self._filters.dead
-        for rowids, blobs in _rows(conn, "WHERE chunk > ?", (self._through,)):
-            self._add(rowids, _vectors(blobs, self._dimension))
-        if len(self._keys) - live > max(1, _DEAD_FRACTION * live):
-            rows = conn.execute("SELECT chunk FROM chunk_vectors")
-            alive = np.fromiter((r for (r,) in rows), dtype=np.int64)
-            gone = np.setdiff1d(self._keys, alive, assume_unique=True)
-            if len(gone):
-                self._index.remove(gone.astype(np.uint64))
-                self._keys = np.setdiff1d(self._keys, gone, assume_unique=True)
+        held = int(self._delta.rowids[-1]) if len(self._delta) else self._through
+        for rowids, blobs in _rows(store.conn, "WHERE chunk > ?", (held,)):
+            self._delta.append(rowids, _vectors(blobs, self._dimension))
 
-    def _add(self, rowids: npt.NDArray[np.int64], vectors: Vectors) -> None:
-        self._index.add(rowids.astype(np.uint64), vectors, threads=2)
-        self._keys = np.concatenate([self._keys, rowids])
-        self._through = max(self._through, int(rowids[-1]))
+    def save(self, store: ChunkStore) -> AnnChannel:
+        """A new version of the files: the graph with the delta's live rows added; returns
+        the channel opened from it. This channel is only read, so searches may go on with
+        it meanwhile.
+
+        Dead entries stay in the graph (re-scoring drops them) until a rebuild: removing
+        them and adding new rows makes usearch reuse their slots, which cost recall@10 at
+        1M chunks after a 1% update (0.9505 to 0.9305, bench/perf_million.py), and its
+        removal that also unlinks them did not finish in 15 minutes."""
+        saved = self.files.load(self._model_id, self._dimension, mutable=True)
+        if saved is None or saved.graph != self.graph:
+            raise TornIndexError(f"the vector index in {self.files.directory} changed while it was saved")
+        index, keys = saved.index, saved.keys
+        through = max(self._through, int(self._delta.rowids[-1]) if len(self._delta) else 0)
+        alive = live_rowids(store, through)
+        fresh = members(self._delta.rowids, alive)
+        if np.any(fresh):
+            added = self._delta.rowids[fresh]
+            index.add(added.astype(np.uint64), self._delta.vectors[fresh], threads=2)
+            keys = np.concatenate([keys, added])
+        self.files.save(index, keys, through, self._model_id, self._filters.to_arrays(alive))
+        del index
+        return self._reopened(self._dimension, self._model_id, self.files)
 
     def search(
         self,
@@ -237,36 +368,39 @@ class AnnChannel:
         """``(rowid, cosine)`` best first: true float32 cosines of the candidates, only
         rows carrying every filter term and passing ``access``."""
         allowed = self._filters.allowed_rowids(label_filter, access)
-        if len(self._keys) == 0 or (allowed is not None and len(allowed) == 0):
+        if len(self) == 0 or (allowed is not None and len(allowed) == 0):
             return []
         if allowed is not None and len(allowed) <= max(_EXACT_ROWS, limit):
             return _exact(store.conn, allowed, query, limit, self._dimension)
         share = 1.0 if allowed is None else len(allowed) / max(1, len(self._filters))
-        wanted = min(len(self._keys), max(_MIN_CANDIDATES, _OVERFETCH * limit) / share)
+        wanted = max(_MIN_CANDIDATES, _OVERFETCH * limit) / share
         if wanted > _MAX_CANDIDATES and allowed is not None:
             return _exact(store.conn, allowed, query, limit, self._dimension)
-        count = int(wanted)
-        self._index.expansion_search = max(EXPANSION_ADD, count)  # type: ignore[misc]  # as above
-        found = np.asarray(self._index.search(query, count, threads=1).keys, dtype=np.int64)
-        if allowed is not None:
-            found = found[_members(found, allowed)]
-        hits = _exact(store.conn, np.sort(found), query, limit, self._dimension)
+        count = int(min(len(self), wanted))
+        found = self._delta.best(query, count, allowed)
+        if len(self._keys):
+            self._index.expansion_search = max(EXPANSION_ADD, count)  # type: ignore[misc]  # as above
+            taken = min(len(self._keys), count)
+            mapped = np.asarray(self._index.search(query, taken, threads=1).keys, dtype=np.int64)
+            if allowed is not None:
+                mapped = mapped[members(mapped, allowed)]
+            found = np.concatenate([found, mapped])
+        hits = _exact(store.conn, np.unique(found), query, limit, self._dimension)
         # A graph can leave a few nodes unreachable (its build is multi-threaded, so which
         # ones varies); when it returns fewer hits than there are readable vectors, the
         # exact scan answers instead, so a caller never loses a passage to the graph.
         readable = len(self._filters) - self._filters.dead if allowed is None else len(allowed)
         if len(hits) < min(limit, readable):
-            return _exact(
-                store.conn, allowed if allowed is not None else self._keys, query, limit, self._dimension
-            )
+            every = allowed if allowed is not None else self._filters.rowids
+            return _exact(store.conn, every, query, limit, self._dimension)
         return hits
 
 
-def _members(found: Positions, allowed: Positions) -> npt.NDArray[np.bool_]:
-    """Which of ``found`` are in ``allowed`` (ascending)."""
-    at = np.minimum(np.searchsorted(allowed, found), len(allowed) - 1)
-    members: npt.NDArray[np.bool_] = allowed[at] == found
-    return members
+def _new_index(dimension: int) -> Index:
+    index: Index = _usearch().Index(
+        ndim=dimension, metric="cos", dtype="i8", connectivity=CONNECTIVITY, expansion_add=EXPANSION_ADD
+    )
+    return index
 
 
 def _rows(

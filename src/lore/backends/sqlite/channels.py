@@ -20,10 +20,13 @@ from lore.backends.sqlite.store import ChunkStore
 from lore.backends.sqlite.vector_matrix import VectorMatrix
 from lore.protocols import Vectors
 
-#: Rows the graph in memory may be ahead of its files before a writer saves it again
-#: (as a fraction of the graph, and at least): the rows past the files' ``through`` are
-#: re-added from SQLite by whoever opens them, so a save per small sync would only cost.
+#: Rows past the files' ``through`` (held in memory and scanned exactly by every process,
+#: read from SQLite by whoever opens the files) before a writer saves a new version (as
+#: a fraction of the graph, and at least): a save per small sync would only cost.
 _SAVE_FRACTION, _SAVE_ROWS = 0.01, 1_000
+#: Entries of deleted chunks tolerated in the graph, as a fraction of it, before it is
+#: rebuilt (they only take candidate places: re-scoring drops them; see ``AnnChannel.save``).
+_DEAD_FRACTION = 0.1
 
 
 def vector_count(store: ChunkStore) -> int:
@@ -49,8 +52,10 @@ class VectorChannels:
     def refresh(self, reads: ChunkStore) -> VectorMatrix | AnnChannel:
         """The channel for the index as it is now, caught up with it."""
         if vector_count(reads) >= self.threshold:
-            if self.ann is None:
-                self.ann = self._open()
+            if self.ann is None or self.ann.superseded():
+                # A newer version saved by a writer (maybe another process) is mapped in
+                # place of this one; a torn one leaves this one answering.
+                self.ann = self._open() or self.ann
             if self.ann is not None:
                 self.matrix = None  # the point of the graph: no float32 copy in memory
                 self.ann.refresh(reads)
@@ -100,8 +105,9 @@ class VectorChannels:
 
     def upkeep(self, store: ChunkStore, read_guard: threading.Lock, *, rebuild: bool = False) -> int:
         """After writes: above the threshold, bring the graph up to date (building it
-        when missing or torn, or when ``rebuild``) and save it when far enough ahead of
-        its files. Returns the graph's size (0 below the threshold)."""
+        when missing or torn, when ``rebuild``, or when a tenth of it is dead) and save
+        it when far enough ahead of its files. Returns the graph's size (0 below the
+        threshold)."""
         if vector_count(store) < self.threshold:
             return 0
         with read_guard:
@@ -112,17 +118,24 @@ class VectorChannels:
                 # Built from the write connection, outside the read guard: searches of
                 # this process go on (exactly) meanwhile.
                 ann = AnnChannel.build(self._dimension, self._model_id, self.files, store)
-            else:
-                ann.refresh(store)
+            ann.refresh(store)
             with read_guard:
                 self.ann, self.matrix, self.missing = ann, None, None
         else:
             with read_guard:
                 ann.refresh(store)
-        if ann.unsaved > max(_SAVE_ROWS, _SAVE_FRACTION * len(ann)):
-            with read_guard:
-                ann.save()
-        return len(ann)
+        # Written outside the read guard: the old version is only read meanwhile, and
+        # nothing is added to it since this process holds the write lock.
+        if ann.stale > max(1, _DEAD_FRACTION * len(ann)):
+            fresh = AnnChannel.build(self._dimension, self._model_id, self.files, store)
+        elif _due(ann):
+            fresh = ann.save(store)
+        else:
+            return len(ann)
+        fresh.refresh(store)
+        with read_guard:
+            self.ann = fresh
+        return len(fresh)
 
     def state_line(self, live: int) -> str:
         """One line for ``lore status``."""
@@ -131,3 +144,8 @@ class VectorChannels:
         if self.ann is None and not self.usable():
             return f"exact scan: the approximate index is {self.missing or 'missing or torn'}"
         return f"approximate (usearch HNSW, int8, re-scored exactly) over {live} vectors"
+
+
+def _due(ann: AnnChannel) -> bool:
+    """Whether the graph's files are far enough behind to write a new version."""
+    return not ann.filters_saved or ann.unsaved > max(_SAVE_ROWS, _SAVE_FRACTION * len(ann))
