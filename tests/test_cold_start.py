@@ -392,8 +392,9 @@ def test_the_workers_guess_of_the_model_is_what_the_settings_resolve(
 
 #: What a cold ``lore search`` never needs on its way to the answer: the query model's
 #: runtimes (the worker has them), sync's parts (the chunker, pathspec, the stored sources
-#: and their YAML), the ANN library below its threshold, and with ``--json`` the
-#: Markdown renderer.
+#: and their YAML), the ANN library below its threshold, pydantic-settings (no ``LORE_*``
+#: variable names a setting: lore.config_sources), and with ``--json`` the Markdown
+#: renderer.
 SEARCH_NEVER = (
     "torch",
     "sentence_transformers",
@@ -407,6 +408,7 @@ SEARCH_NEVER = (
     "lore.sources.stored",
     "usearch",
     "jsonschema",
+    "pydantic_settings",
 )
 
 
