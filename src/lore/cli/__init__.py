@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import errno
 import gc
 import importlib
+import os
 import sys
 
 from lore import startup_trace
@@ -98,14 +100,11 @@ def main() -> None:
 
 
 def _run() -> None:
-    from lore.cli.app import INTERRUPTED_EXIT, app, print_error
+    from lore.cli.shell import INTERRUPTED_EXIT, print_error
     from lore.errors import LoreError
 
-    startup_trace.mark("cli app imported")
     try:
-        _register_commands(sys.argv[1:])
-        startup_trace.mark("command registered")
-        app()
+        _run_command(sys.argv[1:])
     except LoreError as err:
         print_error(str(err))
         sys.exit(2)
@@ -118,8 +117,48 @@ def _run() -> None:
         raise
 
 
+def _run_command(argv: list[str]) -> None:
+    """The command, through the typer application, or for a plain ``lore search``
+    straight to it (``lore.cli.search_args``: typer's import is a measurable share of a
+    cold search); either way it ends in ``SystemExit``, 0 on success, as click ends."""
+    from lore.cli import search_args
+
+    call = search_args.read(argv) if _command_name(argv) == "search" else None
+    if call is not None:
+        from lore.cli import shell
+        from lore.cli.search_run import run_search
+
+        shell.state.config_file = call.config
+        shell.state.settings = None
+        startup_trace.mark("cli app imported")
+        startup_trace.mark("command registered")
+        try:
+            run_search(**call.arguments)  # type: ignore[arg-type]
+        except OSError as err:
+            if err.errno != errno.EPIPE:
+                raise
+            _pipe_closed()
+        sys.exit(0)
+    from lore.cli.app import app
+
+    startup_trace.mark("cli app imported")
+    _register_commands(argv)
+    startup_trace.mark("command registered")
+    app()
+
+
+def _pipe_closed() -> None:
+    """The reader of stdout went away (``lore search ... | head -1``): exit 1 with nothing
+    more said, as click does, and nothing left to flush at exit to fail again."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(null, stream.fileno())
+    sys.exit(1)
+
+
 def _interrupted() -> None:
-    from lore.cli.app import INTERRUPTED_EXIT, print_error
+    from lore.cli.shell import INTERRUPTED_EXIT, print_error
 
     with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C while saying so
         print_error("interrupted", prefix="")
