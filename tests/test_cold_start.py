@@ -392,8 +392,9 @@ def test_the_workers_guess_of_the_model_is_what_the_settings_resolve(
 
 #: What a cold ``lore search`` never needs on its way to the answer: the query model's
 #: runtimes (the worker has them), sync's parts (the chunker, pathspec, the stored sources
-#: and their YAML), the ANN library below its threshold, and with ``--json`` the
-#: Markdown renderer.
+#: and their YAML), the ANN library below its threshold, pydantic-settings (no ``LORE_*``
+#: variable names a setting: lore.config_sources), and with ``--json`` the Markdown
+#: renderer.
 SEARCH_NEVER = (
     "torch",
     "sentence_transformers",
@@ -407,6 +408,7 @@ SEARCH_NEVER = (
     "lore.sources.stored",
     "usearch",
     "jsonschema",
+    "pydantic_settings",
 )
 
 
@@ -453,5 +455,79 @@ def test_a_search_imports_only_what_answering_needs(hashing_project: Path, json_
     never = SEARCH_NEVER + (("rich.markdown",) if json_output else ("pygments.lexers.shell",))
     _imported(args, hashing_project, never)  # a first search may fill caches (detect-secrets' patterns)
     out, imported = _imported(args, hashing_project, (*never, "detect_secrets"))
+    assert "etcd" in out
+    assert imported == []
+
+
+def test_the_typer_free_reading_of_a_search_knows_exactly_the_commands_options() -> None:
+    """lore.cli.search_args restates the options of the typer command (their one
+    definition, lore.cli.search_cmd): names, kinds and parameters must be the same."""
+    import inspect
+
+    import lore.cli.search_cmd  # noqa: F401  (registers the command)
+    from lore.cli import search_args
+    from lore.cli.search_run import run_search
+
+    group = typer.main.get_command(app)
+    assert isinstance(group, TyperGroup)
+    root = {opt: param.name for param in group.params for opt in (*param.opts, *param.secondary_opts)}
+    assert root == search_args.ROOT_OPTIONS
+    command = group.commands["search"]
+    options: dict[str, tuple[str | None, str]] = {}
+    for param in command.params:
+        # typer may carry its own click: the parameters' kinds by name, not by class
+        if param.param_type_name == "argument":
+            assert (param.name, param.nargs, param.required) == (search_args.QUERY, 1, True)
+            continue
+        assert param.param_type_name == "option"
+        kind = "flag" if getattr(param, "is_flag", False) else "repeatable" if param.multiple else "value"
+        for opt in (*param.opts, *param.secondary_opts):
+            options[opt] = (param.name, kind)
+    assert options == search_args.SEARCH_OPTIONS
+    assert set(inspect.signature(run_search).parameters) == {param.name for param in command.params}
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["search", "etcd"], (None, {"query": "etcd"})),
+        (["-c", "x.toml", "search", "-k", "3", "etcd", "--json"],
+         (Path("x.toml"), {"top_k": "3", "query": "etcd", "json_output": True})),
+        (["--config=x.toml", "search", "q", "--label", "a=b", "-l", "c=d", "--mode=bm25"],
+         (Path("x.toml"), {"query": "q", "label": ["a=b", "c=d"], "mode": "bm25"})),
+        (["search", "q", "--trace", "a=b", "--trace=c=d"], (None, {"query": "q", "trace": ["a=b", "c=d"]})),
+        # for typer: help, unknown or attached forms, missing values, extra words, repeats
+        (["search", "q", "--help"], None),
+        (["search", "q", "-k3"], None),
+        (["search", "q", "-k=3"], None),
+        (["search", "q", "--top"], None),
+        (["search", "q", "-k"], None),
+        (["search", "q", "-k", "--json"], None),
+        (["search", "q", "r"], None),
+        (["search", "--", "-q"], None),
+        (["search", "-q"], None),
+        (["search"], None),
+        (["search", "q", "-k", "1", "-k", "2"], None),
+        (["search", "q", "--json", "--json"], None),
+        (["search", "q", "--json=1"], None),
+        (["--verbose", "search", "q"], None),
+        (["-c", "a", "-c", "b", "search", "q"], None),
+        (["search", "q", "--config", "x"], None),
+        (["search", "q\udcff"], None),
+        (["status"], None),
+    ],
+)  # fmt: skip
+def test_a_search_is_read_without_typer_only_in_the_forms_it_knows(
+    argv: list[str], expected: tuple[Path | None, dict[str, object]] | None
+) -> None:
+    from lore.cli import search_args
+
+    call = search_args.read(argv)
+    assert (None if call is None else (call.config, call.arguments)) == expected
+
+
+def test_a_plain_search_never_imports_typer(hashing_project: Path) -> None:
+    args = ["--config", str(hashing_project / "lore.toml"), "search", "etcd quorum", "-k", "2"]
+    out, imported = _imported(args, hashing_project, ("typer", "click", "lore.cli.app"))
     assert "etcd" in out
     assert imported == []

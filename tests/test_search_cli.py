@@ -297,7 +297,7 @@ def test_rendering_itself_neutralises_terminal_escapes_and_markup() -> None:
 
     from rich.console import Console
 
-    from lore.cli import search_cmd
+    from lore.cli import search_run
     from lore.tool.core import ToolMetadata, ToolPassage, ToolResult
 
     passage = ToolPassage(
@@ -311,12 +311,12 @@ def test_rendering_itself_neutralises_terminal_escapes_and_markup() -> None:
                             truncated=False, latency_ms=1.0)  # fmt: skip
     screen = io.StringIO()
     terminal = Console(file=screen, force_terminal=True, color_system="truecolor", width=100)
-    original = search_cmd.console
-    search_cmd.console = terminal
+    original = search_run.console
+    search_run.console = terminal
     try:
-        search_cmd._print_human(ToolResult(passages=[passage], metadata=metadata, error=None))
+        search_run._print_human(ToolResult(passages=[passage], metadata=metadata, error=None))
     finally:
-        search_cmd.console = original
+        search_run.console = original
     out = screen.getvalue()
 
     for injected in ("\x1b[31mEVIL", "\x1b]0;", "\x07", "\x1b[2J", "\x1b[5mblink", "\x1b[8m", "\x1b]8;"):

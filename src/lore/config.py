@@ -30,13 +30,8 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, SerializeAsAny, ValidationError, field_validator
 from pydantic_core import ErrorDetails, PydanticCustomError
-from pydantic_settings import (
-    BaseSettings,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
-    TomlConfigSettingsSource,
-)
 
+from lore.config_sources import merged_values
 from lore.errors import ConfigError
 from lore.schedule_cadence import VAULT_DEFAULT_EVERY, parse_every
 
@@ -256,15 +251,21 @@ class AlertSettings(BaseModel):
     boost_labels: list[str] = Field(default_factory=lambda: ["service", "namespace", "job", "severity"])
 
 
-class LoreSettings(BaseSettings):
-    model_config = SettingsConfigDict(
-        env_prefix="LORE_",
-        env_nested_delimiter="__",
-        # A misspelt key must be an error, not a default silently used instead. Unknown
-        # top-level LORE_* variables are still ignored (pydantic-settings reads only the
-        # variables of declared fields): other programs may share the prefix.
-        extra="forbid",
-    )
+class LoreSettings(BaseModel):
+    """Every setting, read from the config file, then ``LORE_*`` variables, then keyword
+    arguments, each overriding the one before (``lore.config_sources``), as a
+    pydantic-settings ``BaseSettings`` with those three sources would: not one, since
+    importing pydantic-settings costs about a tenth of a cold ``lore search`` (it imports
+    its every source, dotenv, importlib.metadata and resources, and builds models), and
+    most runs set no such variable (then it is never imported)."""
+
+    # As BaseSettings configures itself. A misspelt key must be an error, not a default
+    # silently used instead. Unknown top-level LORE_* variables are still ignored (only
+    # the variables of declared fields are read): other programs may share the prefix.
+    model_config = ConfigDict(extra="forbid", validate_default=True, arbitrary_types_allowed=True)
+
+    def __init__(self, **values: Any) -> None:
+        super().__init__(**merged_values(type(self), _CONFIG_FILE_FOR_LOAD.get("path"), values))
 
     # -- where the index lives -------------------------------------------------------
     backend: str = "sqlite"
@@ -372,20 +373,6 @@ class LoreSettings(BaseSettings):
     #: Where this configuration was read from (None: defaults and environment only).
     config_file: Path | None = None
 
-    @classmethod
-    def settings_customise_sources(
-        cls,
-        settings_cls: type[BaseSettings],
-        init_settings: PydanticBaseSettingsSource,
-        env_settings: PydanticBaseSettingsSource,
-        dotenv_settings: PydanticBaseSettingsSource,
-        file_secret_settings: PydanticBaseSettingsSource,
-    ) -> tuple[PydanticBaseSettingsSource, ...]:
-        toml_file = _CONFIG_FILE_FOR_LOAD.get("path")
-        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
-        if toml_file is not None:
-            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=toml_file))
-        return tuple(sources)
 
     def resolve_path(self, path: Path) -> Path:
         """Relative paths in a config file are relative to that file, not to the cwd."""
@@ -409,7 +396,7 @@ class LoreSettings(BaseSettings):
         return platformdirs.user_cache_path("lore")
 
 
-# pydantic-settings builds sources from the class, so the chosen file is passed aside.
+# The file load_settings chose, for LoreSettings.__init__ (whose keyword arguments are settings).
 _CONFIG_FILE_FOR_LOAD: dict[str, Path | None] = {"path": None}
 
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import errno
 import gc
 import importlib
+import os
 import sys
 
 from lore import startup_trace
@@ -98,25 +100,11 @@ def main() -> None:
 
 
 def _run() -> None:
-    import typer
-
-    from lore.cli.app import INTERRUPTED_EXIT, app, print_error
+    from lore.cli.shell import INTERRUPTED_EXIT, print_error
     from lore.errors import LoreError
 
-    startup_trace.mark("cli app imported")
     try:
-        _register_commands(sys.argv[1:])
-        startup_trace.mark("command registered")
-        # Not standalone: a usage error comes back here, to be said in one line, instead
-        # of typer's usage, hint and boxed message on three to five lines.
-        status = app(standalone_mode=False)
-    except typer.TyperException as err:  # click's usage errors (a missing option, --limit 0)
-        if type(err).__name__ != "NoArgsIsHelpError":  # `lore` alone: the help is printed
-            print_error(_usage_error(err))
-        sys.exit(err.exit_code)
-    except typer.Abort:  # end of input at a prompt
-        print_error("aborted", prefix="")
-        sys.exit(1)
+        _run_command(sys.argv[1:])
     except LoreError as err:
         print_error(str(err))
         sys.exit(2)
@@ -127,10 +115,6 @@ def _run() -> None:
         if exit_.code == INTERRUPTED_EXIT:
             _interrupted()
         raise
-    # A command's typer.Exit(code), and Ctrl-C inside a command (typer makes it 130).
-    if status == INTERRUPTED_EXIT:
-        _interrupted()
-    sys.exit(status if isinstance(status, int) else 0)
 
 
 def _usage_error(err: Exception) -> str:
@@ -144,8 +128,65 @@ def _usage_error(err: Exception) -> str:
     return f"{ended} See '{command} --help'."
 
 
+def _run_command(argv: list[str]) -> None:
+    """The command, through the typer application, or for a plain ``lore search``
+    straight to it (``lore.cli.search_args``: typer's import is a measurable share of a
+    cold search); either way it ends in ``SystemExit``, 0 on success, as click ends."""
+    from lore.cli import search_args
+
+    call = search_args.read(argv) if _command_name(argv) == "search" else None
+    if call is not None:
+        from lore.cli import shell
+        from lore.cli.search_run import run_search
+
+        shell.state.config_file = call.config
+        shell.state.settings = None
+        startup_trace.mark("cli app imported")
+        startup_trace.mark("command registered")
+        try:
+            run_search(**call.arguments)  # type: ignore[arg-type]
+        except OSError as err:
+            if err.errno != errno.EPIPE:
+                raise
+            _pipe_closed()
+        sys.exit(0)
+    import typer
+
+    from lore.cli.app import app
+    from lore.cli.shell import INTERRUPTED_EXIT, print_error
+
+    startup_trace.mark("cli app imported")
+    _register_commands(argv)
+    startup_trace.mark("command registered")
+    try:
+        # Not standalone: a usage error comes back here, to be said in one line, instead
+        # of typer's usage, hint and boxed message on three to five lines.
+        status = app(standalone_mode=False)
+    except typer.TyperException as err:  # click's usage errors (a missing option, --limit 0)
+        if type(err).__name__ != "NoArgsIsHelpError":  # `lore` alone: the help is printed
+            print_error(_usage_error(err))
+        sys.exit(err.exit_code)
+    except typer.Abort:  # end of input at a prompt
+        print_error("aborted", prefix="")
+        sys.exit(1)
+    # A command's typer.Exit(code), and Ctrl-C inside a command (typer makes it 130).
+    if status == INTERRUPTED_EXIT:
+        _interrupted()
+    sys.exit(status if isinstance(status, int) else 0)
+
+
+def _pipe_closed() -> None:
+    """The reader of stdout went away (``lore search ... | head -1``): exit 1 with nothing
+    more said, as click does, and nothing left to flush at exit to fail again."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(null, stream.fileno())
+    sys.exit(1)
+
+
 def _interrupted() -> None:
-    from lore.cli.app import INTERRUPTED_EXIT, print_error
+    from lore.cli.shell import INTERRUPTED_EXIT, print_error
 
     with contextlib.suppress(KeyboardInterrupt):  # a second Ctrl-C while saying so
         print_error("interrupted", prefix="")
