@@ -153,7 +153,7 @@ def _run_command(argv: list[str]) -> None:
     import typer
 
     from lore.cli.app import app
-    from lore.cli.shell import INTERRUPTED_EXIT, print_error
+    from lore.cli.shell import print_error
 
     startup_trace.mark("cli app imported")
     _register_commands(argv)
@@ -169,9 +169,7 @@ def _run_command(argv: list[str]) -> None:
     except typer.Abort:  # end of input at a prompt
         print_error("aborted", prefix="")
         sys.exit(1)
-    # A command's typer.Exit(code), and Ctrl-C inside a command (typer makes it 130).
-    if status == INTERRUPTED_EXIT:
-        _interrupted()
+    # A command's typer.Exit(code); Ctrl-C inside a command is 130, which _run says once.
     sys.exit(status if isinstance(status, int) else 0)
 
 
