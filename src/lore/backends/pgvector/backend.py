@@ -42,7 +42,9 @@ from lore.backends.pgvector.events import PgEventStore
 from lore.backends.pgvector.ledger import LedgerReads
 from lore.backends.pgvector.schema import (
     LOCK_CLASS,
+    RAISE_BUILD_MEMORY,
     Tables,
+    build_memory_kb,
     drop_statements,
     lock_key,
     migrate,
@@ -290,35 +292,14 @@ class PgVectorBackend(LedgerReads, ServerSearch):
     def upsert_many(
         self, items: Sequence[tuple[Document, Sequence[Chunk], Vectors]]
     ) -> list[Exception | None]:
-        """``BulkWriting``: batches of documents, one transaction each (``bulk.py``). A batch
-        the server refuses is written again document by document, so the one at fault
-        fails alone; an unreachable server raises."""
-        outcomes: list[Exception | None] = [None] * len(items)
-        prepared: list[pg_bulk.Prepared] = []
-        position: dict[int, int] = {}
-        for i, (document, chunks, vectors) in enumerate(items):
-            try:
-                prepared.append(pg_bulk.prepare(document, chunks, vectors, self._stored))
-            except LoreError as err:
-                outcomes[i] = err
-                continue
-            position[id(prepared[-1])] = i
-        for batch in pg_bulk.batches(prepared):
-            try:
-                self._write(batch)
-            except BackendUnavailableError:
-                raise
-            except LoreError:
-                for item in batch:  # each alone, so that only the one at fault fails
-                    try:
-                        self._write([item])
-                    except BackendUnavailableError:
-                        raise
-                    except LoreError as err:
-                        outcomes[position[id(item)]] = err
+        """``BulkWriting``: batches of documents, one transaction each (``bulk.py``)."""
+        outcomes = pg_bulk.write_all(items, self._prepare, self._write)
         if not self._lock_depth:
             self._ensure_vector_index()
         return outcomes
+
+    def _prepare(self, document: Document, chunks: Sequence[Chunk], vectors: Vectors) -> pg_bulk.Prepared:
+        return pg_bulk.prepare(document, chunks, vectors, self._stored)
 
     def _write(self, batch: Sequence[pg_bulk.Prepared]) -> None:
         """Whole documents in one transaction: a crash leaves each one's old or new
@@ -353,7 +334,10 @@ class PgVectorBackend(LedgerReads, ServerSearch):
         is then built in bulk instead of row by row."""
         if self._vector_index or self._stored is None:
             return
-        with self._connection(IndexingError) as conn:
+        with self._connection(IndexingError) as conn, conn.transaction():
+            row = conn.execute(self._tables.sql("SELECT count(*) FROM {chunks}")).fetchone()
+            rows = int(row[0]) if row else 0
+            conn.execute(RAISE_BUILD_MEMORY, (build_memory_kb(rows, self._stored[1]),))
             conn.execute(vector_index_statement(self._tables))
         self._vector_index = True
 

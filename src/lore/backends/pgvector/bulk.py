@@ -18,7 +18,8 @@ so the bad one fails alone (``PgVectorBackend.upsert_many``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +29,7 @@ from lore.backends.pgvector import postings as pg_postings
 from lore.backends.pgvector.schema import Tables
 from lore.backends.pgvector.statements import UPSERT_DOCUMENT, clean_fields, document_row
 from lore.backends.query_embedding import checked_vectors
-from lore.errors import MissingExtraError
+from lore.errors import BackendUnavailableError, LoreError, MissingExtraError
 from lore.models import Chunk, Document, embed_key, label_terms, utc
 from lore.protocols import Vectors
 
@@ -115,25 +116,70 @@ def prepare(
     return Prepared(document, [chunk.id for chunk in chunks], rows, postings)
 
 
-def batches(prepared: Sequence[Prepared], limit: int = BATCH_CHUNKS) -> list[list[Prepared]]:
-    """Consecutive runs of whole documents of at most ``limit`` chunks (a larger document
-    is a batch of its own); a uri seen twice starts a new batch, so each batch writes a
-    document once and the later version is written after the earlier one."""
-    found: list[list[Prepared]] = []
-    current: list[Prepared] = []
+def batches(documents: Sequence[tuple[str, int]], limit: int = BATCH_CHUNKS) -> list[list[int]]:
+    """Positions of ``(uri, chunk count)`` pairs in consecutive runs of at most ``limit``
+    chunks (a larger document is a batch of its own); a uri seen twice starts a new
+    batch, so each batch writes a document once and a later version after an earlier."""
+    found: list[list[int]] = []
+    current: list[int] = []
     size = 0
     uris: set[str] = set()
-    for item in prepared:
-        count = len(item.rows)
-        if current and (size + count > limit or item.document.uri in uris):
+    for position, (uri, count) in enumerate(documents):
+        if current and (size + count > limit or uri in uris):
             found.append(current)
             current, size, uris = [], 0, set()
-        current.append(item)
+        current.append(position)
         size += count
-        uris.add(item.document.uri)
+        uris.add(uri)
     if current:
         found.append(current)
     return found
+
+
+Item = tuple[Document, Sequence[Chunk], Vectors]
+
+
+def write_all(
+    items: Sequence[Item],
+    prepare: Callable[[Document, Sequence[Chunk], Vectors], Prepared],
+    write: Callable[[Sequence[Prepared]], None],
+) -> list[Exception | None]:
+    """``BulkWriting.upsert_many`` given how to prepare one document and write a batch:
+    the next batch is prepared (analysed, on the client) while the last one is written
+    (mostly waiting on the server, on another core), one batch in flight at a time, in
+    order. A batch ``write`` refuses is written again document by document, so the one
+    at fault fails alone; an unreachable server raises."""
+    outcomes: list[Exception | None] = [None] * len(items)
+
+    def written(batch: list[tuple[int, Prepared]]) -> None:
+        try:
+            write([item for _, item in batch])
+        except BackendUnavailableError:
+            raise
+        except LoreError:
+            for position, item in batch:
+                try:
+                    write([item])
+                except BackendUnavailableError:
+                    raise
+                except LoreError as err:
+                    outcomes[position] = err
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="lore-pg-write") as writer:
+        inflight: Future[None] | None = None
+        for positions in batches([(document.uri, len(chunks)) for document, chunks, _ in items]):
+            batch = []
+            for position in positions:
+                try:
+                    batch.append((position, prepare(*items[position])))
+                except LoreError as err:
+                    outcomes[position] = err
+            if inflight is not None:
+                inflight.result()
+            inflight = writer.submit(written, batch) if batch else None
+        if inflight is not None:
+            inflight.result()
+    return outcomes
 
 
 def write(

@@ -18,6 +18,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import chain
 
 import numpy as np
 import numpy.typing as npt
@@ -95,12 +96,10 @@ class Counted:
         ]
         packed = fixed.tobytes()
         size = _FIXED.itemsize
-        pieces: list[bytes] = [_SIGNATURE]
-        for row, term in enumerate(self.terms.tolist()):
-            pieces.append(heads[term])
-            pieces.append(packed[row * size : (row + 1) * size])
-        pieces.append(_TRAILER)
-        return b"".join(pieces)
+        rows_fixed = [packed[start : start + size] for start in range(0, len(packed), size)]
+        rows_head = [heads[term] for term in self.terms.tolist()]
+        rows = chain.from_iterable(zip(rows_head, rows_fixed, strict=True))
+        return b"".join((_SIGNATURE, *rows, _TRAILER))
 
 
 def count(
@@ -108,16 +107,17 @@ def count(
 ) -> Counted:
     """Postings of chunks given, per chunk, a token stream per field (``FIELDS`` order),
     its field lengths and its chunk key. An empty token is no term."""
-    vocabulary: dict[str, int] = {"": 0}
-    setdefault = vocabulary.setdefault
-    ids: list[int] = []
+    tokens_in_order: list[str] = []
     sizes: list[int] = []
     for fields in streams:
         for terms in fields:
-            ids.extend([setdefault(term, len(vocabulary)) for term in terms])
+            tokens_in_order.extend(terms)
             sizes.append(len(terms))
+    # Numbered in order of first appearance, the empty token first (as 0, no term).
+    vocabulary = {term: number for number, term in enumerate(dict.fromkeys(["", *tokens_in_order]))}
     width = len(vocabulary)
-    tokens = np.asarray(ids, dtype=np.int64)
+    numbers = map(vocabulary.__getitem__, tokens_in_order)
+    tokens = np.fromiter(numbers, dtype=np.int64, count=len(tokens_in_order))
     slot = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)  # chunk * _FIELDS + field
     code = ((slot // _FIELDS) * width + tokens) * _FIELDS + slot % _FIELDS
     unique, counts = np.unique(code[tokens != 0], return_counts=True)
