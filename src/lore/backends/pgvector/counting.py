@@ -98,8 +98,8 @@ class Counted:
         size = _FIXED.itemsize
         rows_fixed = [packed[start : start + size] for start in range(0, len(packed), size)]
         rows_head = [heads[term] for term in self.terms.tolist()]
-        rows = chain.from_iterable(zip(rows_head, rows_fixed, strict=True))
-        return b"".join((_SIGNATURE, *rows, _TRAILER))
+        pieces = chain.from_iterable(zip(rows_head, rows_fixed, strict=True))
+        return b"".join((_SIGNATURE, *pieces, _TRAILER))
 
 
 def count(
