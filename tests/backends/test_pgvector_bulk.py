@@ -5,11 +5,8 @@ real PostgreSQL server."""
 from __future__ import annotations
 
 import random
-import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
-
-import pytest
 
 from optional_extras import require_extra
 
@@ -24,20 +21,13 @@ from lore.sync import sync_sources
 from lore.testing import DEFAULT_SOURCE, make_document
 from lore.testing.embedders import CountingEmbedder
 
-from .test_pgvector_bm25 import _statistics
+from . import test_pgvector_bm25 as bm25_tests
 
-
-@pytest.fixture
-def embedder() -> CountingEmbedder:
-    return CountingEmbedder()
-
-
-@pytest.fixture
-def pg(pg_dsn: str, embedder: CountingEmbedder) -> Iterator[PgVectorBackend]:
-    store = PgVectorBackend(pg_dsn, embedder, index_name=f"t_{uuid.uuid4().hex[:16]}")
-    yield store
-    store.drop()
-    store.close()
+#: The BM25 tests' fixtures (a counting embedder, a fresh index per test on the session's
+#: server) and their recount of the statistics.
+embedder = bm25_tests.embedder
+pg = bm25_tests.pg
+_statistics = bm25_tests._statistics
 
 
 def _huge() -> str:
