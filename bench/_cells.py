@@ -4,8 +4,9 @@
 
 A process per cell makes peak RSS mean something (the high-water mark only grows) and
 leaves no engine's caches or threads behind for the next one. The cell ingests the
-synthetic corpus through the index seam (``upsert`` per document under ``write_lock``,
-as sync calls it; no embedder involved), then times ~200 queries per mode.
+synthetic corpus through the index seam as sync calls it (under ``write_lock``,
+``upsert`` per document, or ``upsert_many`` per group of 512 chunks for an index that is
+``BulkWriting``; no embedder involved), then times ~200 queries per mode.
 
 Query embedding is excluded: the backends get a ``PrecomputedQueries`` embedder that
 looks each query's vector up in a table, so the figures are retrieval alone. Queries go
@@ -44,12 +45,15 @@ from _synthetic import CHUNKS_PER_DOCUMENT, DIMENSION, Corpus, documents
 
 from lore.errors import MissingExtraError
 from lore.models import Chunk, Document, Passage, SearchMode
-from lore.protocols import Vectors
+from lore.protocols import BulkWriting, Vectors
+from lore.sync_pipeline import BATCHES_PER_GROUP
 
 MODES = (SearchMode.BM25, SearchMode.VECTOR, SearchMode.HYBRID)
 TOP_K = 8
 LORE_BACKENDS = ("sqlite", "pgvector", "qdrant")
 PEERS = ("lancedb",)
+#: Chunks per group of a sync with the default embedding batch of 32 texts.
+SYNC_GROUP_CHUNKS = 32 * BATCHES_PER_GROUP
 #: An ingest is judged against its budget once it has run this long (or a tenth of the
 #: budget, if smaller): long enough for a stable rate, short enough to waste little.
 _INGEST_PROBE_S = 20.0
@@ -260,15 +264,35 @@ def ingest_lore(engine: LoreEngine, corpus: Corpus, embedder: PrecomputedQueries
     probe_after = min(_INGEST_PROBE_S, budget_s / 10)
     done = 0
     started = time.perf_counter()
+    # As sync calls it: an index that writes many documents at once gets them a group at a
+    # time (sync's groups hold BATCHES_PER_GROUP embedding batches of 32 texts: 512 chunks).
+    group = SYNC_GROUP_CHUNKS // CHUNKS_PER_DOCUMENT if isinstance(engine, BulkWriting) else 1
     with engine.write_lock():  # released (and flushed) inside the timed span
         engine.check_embedder(embedder.model_id, embedder.dimension)
-        for document, chunks, vectors in documents(corpus):
-            engine.upsert(document, chunks, vectors)
-            done += len(chunks)
+        pending: list[tuple[Document, Sequence[Chunk], Vectors]] = []
+        for item in documents(corpus):
+            pending.append(item)
+            if len(pending) < group:
+                continue
+            done += _write(engine, pending)
+            pending = []
             elapsed = time.perf_counter() - started
             if done < total and elapsed > probe_after and elapsed * total / done > budget_s:
                 raise IngestTooSlow(done, elapsed, total)
+        _write(engine, pending)
     return time.perf_counter() - started
+
+
+def _write(engine: LoreEngine, items: list[tuple[Document, Sequence[Chunk], Vectors]]) -> int:
+    """Chunks written; a failure is an error, as no synthetic document is bad."""
+    if isinstance(engine, BulkWriting):
+        failed = [error for error in engine.upsert_many(items) if error is not None]
+        if failed:
+            raise failed[0]
+    else:
+        for document, chunks, vectors in items:
+            engine.upsert(document, chunks, vectors)
+    return sum(len(chunks) for _, chunks, _ in items)
 
 
 def run_lore(spec: CellSpec, corpus: Corpus, result: CellResult) -> None:

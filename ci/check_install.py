@@ -39,6 +39,8 @@ NEEDS_EXTRA = {
     "lore.backends.pgvector": "pgvector",
     "lore.backends.pgvector.backend": "pgvector",
     "lore.backends.pgvector.bm25": "pgvector",
+    "lore.backends.pgvector.bulk": "pgvector",
+    "lore.backends.pgvector.counting": "pgvector",
     "lore.backends.pgvector.events": "pgvector",
     "lore.backends.pgvector.channels": "pgvector",
     "lore.backends.pgvector.ledger": "pgvector",

@@ -256,6 +256,22 @@ class Closing(Protocol):
 
 
 @runtime_checkable
+class BulkWriting(Protocol):
+    """Optional capability of an index that writes many documents faster at once than one
+    by one (a server, where each write's round trips and per-statement work dominate):
+    sync hands it each group of documents whose vectors are ready."""
+
+    def upsert_many(
+        self, items: Sequence[tuple[Document, Sequence[Chunk], Vectors]]
+    ) -> list[Exception | None]:
+        """Write each item as ``upsert`` would, in order, with the same guarantees per
+        document (atomic, the new version before the old goes). One outcome per item:
+        None when written, else the error that item alone raised, its neighbours written.
+        Errors no write can survive (the store unreachable) are raised instead."""
+        ...
+
+
+@runtime_checkable
 class Checkpointing(Protocol):
     """Optional capability of an index with a write-ahead log: sync calls ``checkpoint``
     between groups of documents, so the log of a long first sync stays small instead of

@@ -27,7 +27,7 @@ from lore.errors import (
     LoreError,
 )
 from lore.models import Chunk, Document, SyncFailure, SyncReport, embedding_text
-from lore.protocols import Checkpointing, Embedder, KnowledgeIndex, Vectors
+from lore.protocols import BulkWriting, Checkpointing, Embedder, KnowledgeIndex, Vectors
 
 logger = logging.getLogger(__name__)
 
@@ -100,6 +100,7 @@ class Pipeline:
         self._progress = progress
         self._batch_size = batch_size
         self._checkpoint = index.checkpoint if isinstance(index, Checkpointing) else None
+        self._bulk = index if isinstance(index, BulkWriting) else None
         #: Set when the run ends early (Ctrl-C): the worker stops between batches.
         self._stopping = threading.Event()
         self._group: list[Pending] = []
@@ -153,8 +154,11 @@ class Pipeline:
         group, future = self._inflight
         self._inflight = None
         await future
-        for pending in group:
-            self._write(pending)
+        if self._bulk is not None:
+            self._write_all(self._bulk, group)
+        else:
+            for pending in group:
+                self._write(pending)
         self.checkpoint()
 
     def _embed_group(self, group: list[Pending]) -> None:
@@ -203,19 +207,37 @@ class Pipeline:
         except Exception as err:  # recorded as this document's failure
             pending.error = f"embedding failed: {describe(err)}"
 
+    def _write_all(self, index: BulkWriting, group: list[Pending]) -> None:
+        """A group in one call to an index that writes many documents at once."""
+        ready = [pending for pending in group if pending.error is None]
+        outcomes = index.upsert_many([(p.document, p.chunks, self._matrix(p)) for p in ready])
+        failed = dict(zip(map(id, ready), outcomes, strict=True))
+        for pending in group:
+            error = failed.get(id(pending))
+            if error is not None and isinstance(error, FATAL):
+                raise error
+            self._record(pending, error)
+
     def _write(self, pending: Pending) -> None:
+        error: Exception | None = None
+        if pending.error is None:
+            try:
+                self._index.upsert(pending.document, pending.chunks, self._matrix(pending))
+            except FATAL:
+                raise
+            except Exception as err:  # one document's write failure must not stop the run
+                error = err
+        self._record(pending, error)
+
+    def _record(self, pending: Pending, error: Exception | None) -> None:
+        """Count one document of a group: written, or failed for ``error`` (or its embedding)."""
         report = self.report
         uri = pending.document.uri
         if pending.error is not None:
             report.failures.append(SyncFailure(pending.source, uri, pending.error))
             return
-        vectors = self._matrix(pending)
-        try:
-            self._index.upsert(pending.document, pending.chunks, vectors)
-        except FATAL:
-            raise
-        except Exception as err:  # one document's write failure must not stop the run
-            report.failures.append(SyncFailure(pending.source, uri, f"writing failed: {describe(err)}"))
+        if error is not None:
+            report.failures.append(SyncFailure(pending.source, uri, f"writing failed: {describe(error)}"))
             return
         self.written.add(uri)
         if pending.is_new:

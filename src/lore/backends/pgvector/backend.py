@@ -31,9 +31,10 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from lore.access import AccessFilter, access_terms
+from lore.access import AccessFilter
 from lore.backends import lexical
 from lore.backends.pgvector import bm25
+from lore.backends.pgvector import bulk as pg_bulk
 from lore.backends.pgvector import channels as pg_channels
 from lore.backends.pgvector import postings as pg_postings
 from lore.backends.pgvector import reembed as pg_reembed
@@ -41,7 +42,9 @@ from lore.backends.pgvector.events import PgEventStore
 from lore.backends.pgvector.ledger import LedgerReads
 from lore.backends.pgvector.schema import (
     LOCK_CLASS,
+    RAISE_BUILD_MEMORY,
     Tables,
+    build_memory_kb,
     drop_statements,
     lock_key,
     migrate,
@@ -49,17 +52,8 @@ from lore.backends.pgvector.schema import (
     vector_column_statement,
     vector_index_statement,
 )
-from lore.backends.pgvector.statements import (
-    UPSERT_DOCUMENT,
-    RowFilter,
-    chunk_row,
-    clean_fields,
-    document_row,
-    passage_from_row,
-    upsert_chunk_statement,
-    vector_array,
-)
-from lore.backends.query_embedding import check_query_embedder, checked_vectors
+from lore.backends.pgvector.statements import RowFilter, passage_from_row, vector_array
+from lore.backends.query_embedding import check_query_embedder
 from lore.backends.server_search import ServerSearch
 from lore.errors import (
     BackendUnavailableError,
@@ -291,42 +285,37 @@ class PgVectorBackend(LedgerReads, ServerSearch):
         self._stored = (model_id, dimension)
 
     def upsert(self, document: Document, chunks: Sequence[Chunk], vectors: Vectors) -> None:
-        matrix = checked_vectors(document.uri, len(chunks), vectors, self._stored)
-        postings = pg_postings.Postings()
-        access = sorted(access_terms(document.access, document.tenant))
-        rows = []
-        for i, chunk in enumerate(chunks):
-            fields = clean_fields(chunk)
-            postings.add(chunk.id, *fields, chunk.uri)
-            rows.append(chunk_row(chunk, fields, matrix[i], access, postings.lengths[chunk.id]))
-        with self._connection(IndexingError) as conn, conn.pipeline(), conn.transaction():
-            # In one transaction the new version replaces the old atomically: a crash
-            # leaves one or the other, and readers never see neither. Pipelined: every
-            # statement goes out at once, and the server answers them in one round trip.
+        self._write([pg_bulk.prepare(document, chunks, vectors, self._stored)])
+        if not self._lock_depth:
+            self._ensure_vector_index()
+
+    def upsert_many(
+        self, items: Sequence[tuple[Document, Sequence[Chunk], Vectors]]
+    ) -> list[Exception | None]:
+        """``BulkWriting``: batches of documents, one transaction each (``bulk.py``)."""
+        outcomes = pg_bulk.write_all(items, self._prepare, self._write)
+        if not self._lock_depth:
+            self._ensure_vector_index()
+        return outcomes
+
+    def _prepare(self, document: Document, chunks: Sequence[Chunk], vectors: Vectors) -> pg_bulk.Prepared:
+        return pg_bulk.prepare(document, chunks, vectors, self._stored)
+
+    def _write(self, batch: Sequence[pg_bulk.Prepared]) -> None:
+        """Whole documents in one transaction: a crash leaves each one's old or new
+        version, and readers never see neither."""
+        loaded = self._loaded
+        held = {item.document.uri for item in batch if loaded is None or item.document.uri in loaded}
+        with self._connection(IndexingError) as conn, conn.transaction():
             if self._lock_depth:
                 # Within a sync, a commit need not wait for its WAL flush: a server crash
                 # may then lose the last few documents whole, ledger row included, so the
                 # next sync writes them again; atomicity is untouched. The sync's own
                 # synchronous writes (its run record, its state) flush all before them.
                 conn.execute("SET LOCAL synchronous_commit TO off")
-            loaded = self._loaded
-            held = loaded is None or document.uri in loaded
-            if held:
-                self._remove_postings(conn, document.uri)
-            if rows:
-                with conn.cursor() as cur:
-                    cur.executemany(upsert_chunk_statement(self._tables), rows)
-            if held:
-                conn.execute(
-                    self._tables.sql("DELETE FROM {chunks} WHERE uri = %s AND NOT (id = ANY(%s))"),
-                    (document.uri, [chunk.id for chunk in chunks]),
-                )
-            pg_postings.write_postings(conn, self._tables, postings)
-            conn.execute(self._tables.sql(UPSERT_DOCUMENT), document_row(document, len(chunks)))
+            pg_bulk.write(conn, self._tables, batch, held)
         if loaded is not None:
-            loaded.add(document.uri)
-        if not self._lock_depth:
-            self._ensure_vector_index()
+            loaded.update(item.document.uri for item in batch)
 
     def _remove_postings(self, conn: psycopg.Connection[TupleRow], uri: str) -> None:
         """Take the chunks of ``uri`` out of the BM25 postings and statistics."""
@@ -345,7 +334,10 @@ class PgVectorBackend(LedgerReads, ServerSearch):
         is then built in bulk instead of row by row."""
         if self._vector_index or self._stored is None:
             return
-        with self._connection(IndexingError) as conn:
+        with self._connection(IndexingError) as conn, conn.transaction():
+            row = conn.execute(self._tables.sql("SELECT count(*) FROM {chunks}")).fetchone()
+            rows = int(row[0]) if row else 0
+            conn.execute(RAISE_BUILD_MEMORY, (build_memory_kb(rows, self._stored[1]),))
             conn.execute(vector_index_statement(self._tables))
         self._vector_index = True
 

@@ -2,23 +2,21 @@
 statistics added and removed in each write's transaction, rebuilt from the stored chunks.
 
 The client analyses each chunk with tantivy's analyzers (``field_terms``, the SQLite
-backend's own) and sends the token streams as they come, one space-joined string per
-field and chunk; the server counts them into postings and document frequencies in one
-statement (``INSERT_POSTINGS``). Measured at 10k synthetic chunks: building the postings
-lines in Python (a Counter and a formatted line per term and chunk) cost twice the
-analysis itself, so the counting moved to the server, which runs beside the client on
-another core. The tokens never hold a space: the English analyzer splits at every
-non-alphanumeric character and the identifier analyzer's pattern (``\\w+([.-]\\w+)*``)
-has none.
+backend's own), counts the postings from the token streams with numpy and copies them
+in (``counting.py``: an ``INSERT ... SELECT`` that counted them on the server cost seven
+times the server time); the terms' document frequencies and the statistics follow in
+one statement each per write.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from lore.backends.pgvector.bm25 import FIELDS, K1, REFERENCE_LENGTHS, B
+from lore.backends.pgvector.bm25 import FIELDS
+from lore.backends.pgvector.counting import SMALLINT_MAX, count
 from lore.backends.sqlite.fulltext import FULLTEXT_VERSION, field_terms
 from lore.errors import MissingExtraError
 
@@ -32,33 +30,23 @@ except ImportError as err:  # pragma: no cover - exercised only without the extr
 if TYPE_CHECKING:
     from lore.backends.pgvector.schema import Tables
 
-#: Counts and lengths are smallint columns.
-SMALLINT_MAX = 32_767
-
 
 @dataclass(slots=True)
 class Postings:
-    """The token streams of some chunks (``INSERT_POSTINGS`` counts them) and their field
-    lengths, which the chunk rows and the statistics take too."""
+    """The analysed chunks of a write: each chunk's token stream per field (``FIELDS``
+    order) and its field lengths, which the chunk rows and the statistics take too. The
+    postings are counted from the streams when written (``write_postings``)."""
 
     chunk_ids: list[str] = field(default_factory=list)
-    #: Per field (``FIELDS``), one space-joined token string per chunk.
-    tokens: list[list[str]] = field(default_factory=lambda: [[] for _ in FIELDS])
+    streams: list[list[list[str]]] = field(default_factory=list)
     lengths: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
     def add(self, chunk_id: str, title: str, section: str, text: str, uri: str = "") -> None:
         analysed = field_terms(title, section, text, uri)
+        streams = [analysed[name] for name in FIELDS]
         self.chunk_ids.append(chunk_id)
-        lengths = []
-        for column, name in zip(self.tokens, FIELDS, strict=True):
-            terms = analysed[name]
-            column.append(" ".join(terms))
-            lengths.append(min(len(terms), SMALLINT_MAX))
-        self.lengths[chunk_id] = tuple(lengths)
-
-    def params(self) -> list[Any]:
-        """Parameters of ``INSERT_POSTINGS``."""
-        return [self.chunk_ids, *self.tokens]
+        self.streams.append(streams)
+        self.lengths[chunk_id] = tuple(min(len(terms), SMALLINT_MAX) for terms in streams)
 
     def stats_params(self) -> list[int]:
         """Parameters of ``ADD_STATS``: the chunk count, then each field's total length."""
@@ -66,57 +54,37 @@ class Postings:
         return [len(self.lengths), *totals]
 
 
+def merged(parts: Sequence[Postings]) -> Postings:
+    """The analysed chunks of several documents, to be written together."""
+    if len(parts) == 1:
+        return parts[0]
+    found = Postings()
+    for part in parts:
+        found.chunk_ids.extend(part.chunk_ids)
+        found.streams.extend(part.streams)
+        found.lengths.update(part.lengths)
+    return found
+
+
 def _columns(template: str) -> str:
     return ", ".join(template.format(f=name) for name in FIELDS)
-
-
-def _impact() -> str:
-    """A posting's length-normalised term frequency against ``REFERENCE_LENGTHS``: the
-    order of a term's postings in its index (scores use the live averages)."""
-    a = K1 * (1.0 - B)
-    return " + ".join(
-        f"tf_{name}::float8 / (tf_{name} + {a!r} + {K1 * B / REFERENCE_LENGTHS[name]!r} * len_{name})"
-        for name in FIELDS
-    )
-
-
-def _tokens_by_field() -> str:
-    return " UNION ALL ".join(
-        f"SELECT {number}, x FROM string_to_table(u.{name}, ' ') x" for number, name in enumerate(FIELDS)
-    )
 
 
 _TERM_UPSERT = "ON CONFLICT (term) DO UPDATE SET " + ", ".join(
     f"df_{name} = {{terms}}.df_{name} + EXCLUDED.df_{name}" for name in FIELDS
 )
 
-#: Parameters: ``Postings.params()``. The chunks' rows are written first, in the same
-#: transaction; each is looked up by id (a lateral lookup, so the planner cannot choose to
-#: scan the chunks table). Document frequencies are added from what was inserted, in term
-#: order, so concurrent writers lock term rows in one order and cannot deadlock.
-INSERT_POSTINGS = f"""
-WITH u AS MATERIALIZED (
-    SELECT c.*, {_columns("u.{f}")}
-    FROM unnest(%s::text[], {_columns("%s::text[]")}) AS u(id, {_columns("{f}")})
-    CROSS JOIN LATERAL (SELECT key, {_columns("len_{f}")} FROM {{chunks}} WHERE id = u.id) c
-),
-counted AS (
-    SELECT u.key, t.term, {_columns("u.len_{f}")},
-           {", ".join(f"least(count(*) FILTER (WHERE t.n = {n}), {SMALLINT_MAX}) AS tf_{name}"
-                      for n, name in enumerate(FIELDS))}
-    FROM u CROSS JOIN LATERAL ({_tokens_by_field()}) t(n, term)
-    WHERE t.term <> ''
-    GROUP BY u.key, t.term, {_columns("u.len_{f}")}
-),
-inserted AS (
-    INSERT INTO {{postings}} (term, chunk, {_columns("tf_{f}")}, {_columns("len_{f}")}, impact)
-    SELECT term, key, {_columns("tf_{f}::int2")},
-           {_columns("least(len_{f}, " + str(SMALLINT_MAX) + ")::int2")}, ({_impact()})::float4
-    FROM counted
-    RETURNING term, {_columns("tf_{f}")}
+#: The postings of a write, copied in (``counting.Counted.copy_data``).
+COPY_POSTINGS = (
+    "COPY {postings} (term, chunk, " + _columns("tf_{f}") + ", " + _columns("len_{f}")
+    + ", impact) FROM STDIN (FORMAT BINARY)"
 )
+
+#: Parameters: the terms, then per field their document frequencies in the write. Added
+#: in term order, so concurrent writers lock term rows in one order and cannot deadlock.
+ADD_TERMS = f"""
 INSERT INTO {{terms}} (term, {_columns("df_{f}")})
-SELECT term, {_columns("count(*) FILTER (WHERE tf_{f} > 0)")} FROM inserted GROUP BY term ORDER BY term
+SELECT * FROM unnest(%s::text[], {_columns("%s::int[]")}) ORDER BY 1
 {_TERM_UPSERT}
 """
 
@@ -152,12 +120,22 @@ def removal_statements(tables: Tables, chunks_where: str) -> tuple[sql.Composed,
     return (tables.sql(REMOVE_POSTINGS, keys=keys), tables.sql(REMOVE_STATS, keys=keys))
 
 
-def write_postings(conn: psycopg.Connection[TupleRow], tables: Tables, postings: Postings) -> None:
-    """Add postings (their chunks' rows, with their lengths, already written) and their
-    statistics."""
+def write_postings(
+    conn: psycopg.Connection[TupleRow], tables: Tables, postings: Postings, keys: Mapping[str, int]
+) -> None:
+    """Add postings (their chunks' rows, with their lengths, already written; ``keys``
+    their chunk keys by id), their terms' document frequencies and the statistics."""
     if not postings.lengths:
         return
-    conn.execute(tables.sql(INSERT_POSTINGS), postings.params())
+    counted = count(
+        postings.streams,
+        [postings.lengths[chunk_id] for chunk_id in postings.chunk_ids],
+        [keys[chunk_id] for chunk_id in postings.chunk_ids],
+    )
+    with conn.cursor() as cur, cur.copy(tables.sql(COPY_POSTINGS)) as copy:
+        copy.write(counted.copy_data())
+    terms, frequencies = counted.frequencies()
+    conn.execute(tables.sql(ADD_TERMS), [terms, *frequencies])
     conn.execute(tables.sql(ADD_STATS), postings.stats_params())
 
 
@@ -177,7 +155,7 @@ def backfill(conn: psycopg.Connection[TupleRow], tables: Tables, batch: int = 20
         for _, chunk_id, title, section, text, uri in rows:
             postings.add(chunk_id, title, section, text, uri)
         set_lengths(conn, tables, postings)
-        write_postings(conn, tables, postings)
+        write_postings(conn, tables, postings, {row[1]: int(row[0]) for row in rows})
         after = int(rows[-1][0])
 
 

@@ -314,6 +314,27 @@ def vector_index_statement(tables: Tables) -> sql.Composed:
     )
 
 
+#: Parameters: the kilobytes a bulk index build should have. ``maintenance_work_mem`` is
+#: raised for the transaction only, never lowered: an HNSW build whose graph outgrows it
+#: goes on inserting on disk, several times slower (pgvector's notice "hnsw graph no longer
+#: fits into maintenance_work_mem"); the server's default, 64MB, holds about 35k vectors
+#: of 384 dimensions.
+RAISE_BUILD_MEMORY = (
+    "SELECT set_config('maintenance_work_mem', "
+    "greatest(pg_size_bytes(current_setting('maintenance_work_mem')) / 1024, %s)::text || 'kB', true)"
+)
+#: The most a build asks for (a server's own larger setting stays).
+MAX_BUILD_MEMORY_KB = 1024 * 1024
+
+
+def build_memory_kb(rows: int, dimension: int) -> int:
+    """What an HNSW graph of ``rows`` vectors needs in memory, with room to spare: each
+    element holds its vector and its neighbour lists (measured by pgvector's own notice:
+    about 1.7 kB per 384-dimension vector at the default m = 16)."""
+    per_row = dimension * 4 + 300
+    return min(MAX_BUILD_MEMORY_KB, max(1, rows * per_row * 5 // 4 // 1024))
+
+
 def drop_statements(tables: Tables) -> list[sql.Composed]:
     return [
         tables.sql(f"DROP TABLE IF EXISTS {{{name}}}")

@@ -15,10 +15,9 @@ import numpy.typing as npt
 
 from lore.access import AccessFilter
 from lore.backends import lexical
-from lore.backends.pgvector import bm25
 from lore.backends.pgvector.schema import Tables
 from lore.errors import MissingExtraError
-from lore.models import SOURCE_LABEL, Chunk, Document, Passage, RunRecord, embed_key, label_terms, utc
+from lore.models import SOURCE_LABEL, Chunk, Document, Passage, RunRecord, utc
 from lore.schedule_history import run_to_json
 
 try:
@@ -29,22 +28,6 @@ except ImportError as err:  # pragma: no cover - exercised only without the extr
 
 
 # -- statements ----------------------------------------------------------------------------
-
-_UPSERT_CHUNK = """
-INSERT INTO {chunks} (id, uri, ordinal, text, section, content_hash, title, revision, updated_at,
-                      labels, label_terms, embed_key, embedding, access_terms,
-                      len_title, len_section, len_body, len_path, len_ident)
-VALUES (%(id)s, %(uri)s, %(ordinal)s, %(text)s, %(section)s, %(content_hash)s, %(title)s, %(revision)s,
-        %(updated_at)s, %(labels)s, %(label_terms)s, %(embed_key)s, %(embedding)s, %(access_terms)s,
-        %(len_title)s, %(len_section)s, %(len_body)s, %(len_path)s, %(len_ident)s)
-ON CONFLICT (id) DO UPDATE SET
-    uri = EXCLUDED.uri, ordinal = EXCLUDED.ordinal, text = EXCLUDED.text, section = EXCLUDED.section,
-    content_hash = EXCLUDED.content_hash, title = EXCLUDED.title, revision = EXCLUDED.revision,
-    updated_at = EXCLUDED.updated_at, labels = EXCLUDED.labels, label_terms = EXCLUDED.label_terms,
-    embed_key = EXCLUDED.embed_key, embedding = EXCLUDED.embedding, access_terms = EXCLUDED.access_terms,
-    len_title = EXCLUDED.len_title, len_section = EXCLUDED.len_section, len_body = EXCLUDED.len_body,
-    len_path = EXCLUDED.len_path, len_ident = EXCLUDED.len_ident
-"""
 
 UPSERT_DOCUMENT = """
 INSERT INTO {documents} (uri, source, title, revision, updated_at, labels, media_type, chunk_count,
@@ -91,10 +74,6 @@ class RowFilter:
             if self.access.group_terms is not None:
                 found.append(sorted(self.access.group_terms))
         return found
-
-
-def upsert_chunk_statement(tables: Tables) -> sql.Composed:
-    return tables.sql(_UPSERT_CHUNK)
 
 
 def vector_channel_statement(tables: Tables, rows: RowFilter) -> sql.Composed:
@@ -149,35 +128,6 @@ def run_row(run: RunRecord) -> dict[str, Any]:
 def clean_fields(chunk: Chunk) -> tuple[str, str, str]:
     """Title, section and text as stored (and analysed for BM25)."""
     return lexical.clean_text(chunk.title), lexical.clean_text(chunk.section), lexical.clean_text(chunk.text)
-
-
-def chunk_row(
-    chunk: Chunk,
-    fields: tuple[str, str, str],
-    vector: npt.NDArray[np.float32],
-    access: list[str],
-    lengths: Sequence[int],
-) -> dict[str, Any]:
-    """A chunk's row: ``fields`` are its ``clean_fields``, ``access`` its document's sorted
-    ``lore.access.access_terms``, ``lengths`` its BM25 field lengths (``postings.Postings``)."""
-    title, section, text = fields
-    return {
-        "id": chunk.id,
-        "uri": chunk.uri,
-        "ordinal": chunk.ordinal,
-        "text": text,
-        "section": section,
-        "content_hash": chunk.content_hash,
-        "title": title,
-        "revision": chunk.revision,
-        "updated_at": utc(chunk.updated_at),
-        "labels": Jsonb(dict(chunk.labels)),
-        "label_terms": sorted(label_terms(chunk.labels)),
-        "embed_key": embed_key(chunk),
-        "embedding": vector,
-        "access_terms": access,
-        **{f"len_{name}": length for name, length in zip(bm25.FIELDS, lengths, strict=True)},
-    }
 
 
 def document_row(document: Document, chunk_count: int) -> dict[str, Any]:
