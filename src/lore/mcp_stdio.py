@@ -38,6 +38,7 @@ from typing import BinaryIO, TypeAlias
 from lore.alerts.tool import AlertResult, RunbookForAlert
 from lore.errors import LoreError
 from lore.events.feedback import FeedbackResult, FeedbackTool
+from lore.interrupt import lines
 from lore.tool.core import KnowledgeSearch, ToolResult
 
 #: A tool this server offers: both run through the tool core's safety chain.
@@ -273,7 +274,7 @@ def serve(search: KnowledgeSearch, stdin: BinaryIO, stdout: BinaryIO) -> None:
     """Answer each line of ``stdin`` on ``stdout`` until EOF."""
     session = StdioSession(search, principal=os_user())
     try:
-        for raw in iter(stdin.readline, b""):
+        for raw in lines(stdin):
             reply = session.handle_line(raw)
             if reply is not None:
                 stdout.write(encode(reply))

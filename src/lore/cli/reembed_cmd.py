@@ -23,6 +23,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from lore.cli.app import app, console, say, settings
 from lore.config import LoreSettings
 from lore.errors import ConfigError, LoreError
+from lore.interrupt import read_line
 from lore.reembed import ReembedResult, open_for_reembed, reembed_index
 from lore.resolve import resolve_embedder
 
@@ -90,13 +91,18 @@ def target_settings(current: LoreSettings, embedder: str | None, model: str | No
 
 
 def _confirm() -> bool:
-    try:
-        return typer.confirm("Continue?", default=False)
-    except typer.Abort as err:
-        # typer turns Ctrl-C at a prompt into "Aborted." and exit 1; the CLI's rule is 130.
-        if isinstance(err.__context__, KeyboardInterrupt):
-            raise KeyboardInterrupt from None
-        return False  # the input ended: no answer is not a yes
+    """typer.confirm's question and answers, read so that Ctrl-C at the prompt always
+    stops the command (exit 130), however soon after the question it comes."""
+    while True:
+        answer = read_line("Continue? [y/N]: ")
+        if answer is None:
+            return False  # the input ended: no answer is not a yes
+        answer = answer.strip().lower()
+        if answer in ("y", "yes"):
+            return True
+        if answer in ("", "n", "no"):
+            return False
+        say("Error: invalid input")
 
 
 def _describe(embedder: tuple[str, int]) -> str:
