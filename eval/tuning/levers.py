@@ -20,7 +20,6 @@ feedback, document aggregation"):
 
 from __future__ import annotations
 
-import argparse
 import sqlite3
 import sys
 from collections.abc import Callable, Sequence
@@ -30,10 +29,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from sweep import EVAL_TOP_K, Boosts, Channels, Hit, fused, single, table
+from sweep import EVAL_TOP_K, Boosts, Channels, Hit, fused, parsed_queries, query_parser, single, table
 
 from lore.backends.sqlite import SqliteBackend
-from lore.eval.datasets import BeirPaths, EvalQuery, load_beir_queries, load_golden_set
+from lore.eval.datasets import EvalQuery
 from lore.fusion import normalized_score_fusion, summed_fusion
 
 EVEN = Boosts(1.0, 1.0, 1.0)
@@ -181,23 +180,12 @@ def aggregated(channels: Channels, *, second: float) -> Ranked:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--index", type=Path, required=True)
-    parser.add_argument("--beir", type=Path)
-    parser.add_argument("--split", default="train")
-    parser.add_argument("--golden", type=Path)
+    parser = query_parser(__doc__)
     parser.add_argument(
         "--only", choices=("calibrated", "feedback", "aggregate", "docvector"), action="append"
     )
     args = parser.parse_args()
-    if args.beir is not None:
-        queries = load_beir_queries(BeirPaths.from_directory(args.beir, args.split))
-    elif args.golden is not None:
-        queries = [q for q in load_golden_set(args.golden) if q.answerable]
-    else:
-        parser.error("give --beir or --golden")
+    queries = parsed_queries(parser, args)
     print(f"{len(queries)} queries, index {args.index}")
     channels = Channels(args.index, queries, EVAL_TOP_K)
     extra = Extra(channels)
