@@ -237,14 +237,29 @@ def table(title: str, rows: list[tuple[str, dict[str, float]]]) -> None:
     sys.stdout.flush()
 
 
-def main() -> None:
+def query_parser(description: str | None) -> argparse.ArgumentParser:
+    """The arguments every tuning script takes: the index, and the queries to score."""
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--index", type=Path, required=True)
     parser.add_argument("--beir", type=Path)
     parser.add_argument("--split", default="train")
     parser.add_argument("--golden", type=Path)
+    return parser
+
+
+def parsed_queries(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[EvalQuery]:
+    """The BEIR split's queries, or the golden set's answerable ones."""
+    if args.beir is not None:
+        return load_beir_queries(BeirPaths.from_directory(args.beir, args.split))
+    if args.golden is not None:
+        return [q for q in load_golden_set(args.golden) if q.answerable]
+    parser.error("give --beir or --golden")
+
+
+def main() -> None:
+    parser = query_parser(__doc__)
     parser.add_argument("--present-only", action="store_true")
     parser.add_argument("--pool", type=int, default=800, help="chunks fetched per channel and query")
     parser.add_argument("--quick", action="store_true", help="only the default and main alternatives")
@@ -254,12 +269,7 @@ def main() -> None:
     parser.add_argument("--normalisation", action="store_true", help="min-max against distribution-based")
     parser.add_argument("--length", action="store_true", help="channel weights by query length")
     args = parser.parse_args()
-    if args.beir is not None:
-        queries = load_beir_queries(BeirPaths.from_directory(args.beir, args.split))
-    elif args.golden is not None:
-        queries = [q for q in load_golden_set(args.golden) if q.answerable]
-    else:
-        parser.error("give --beir or --golden")
+    queries = parsed_queries(parser, args)
     if args.present_only:
         conn = sqlite3.connect(f"file:{args.index}?mode=ro", uri=True)
         held = {uri for (uri,) in conn.execute("SELECT uri FROM documents")}
