@@ -177,14 +177,16 @@ def sweep_ef(work: Path, scale: int, queries: int, threshold: int, values: list[
         backend.search(texts[0], top_k=TOP_K, mode=SearchMode.VECTOR, query_vector=vectors[0])
         for ef in values:
             ann.EXPANSION_SEARCH = ef  # read at each search
-            timings, recalls = [], []
+            timings, cpu, recalls = [], [], []
             for i in range(queries):
-                started = time.perf_counter()
+                started, used = time.perf_counter(), time.process_time()
                 hits = backend.search(texts[i], top_k=TOP_K, mode=SearchMode.VECTOR, query_vector=vectors[i])
                 timings.append((time.perf_counter() - started) * 1000)
+                cpu.append((time.process_time() - used) * 1000)
                 recalls.append(len({p.chunk_id for p in hits} & set(exact[i])) / TOP_K)
             figures[f"ef{ef}_recall_at_10"] = float(np.mean(recalls))
             figures.update({f"ef{ef}_vector_{k}_ms": v for k, v in _percentiles(timings).items()})
+            figures[f"ef{ef}_vector_cpu_p50_ms"] = statistics.median(cpu)
     return figures
 
 
