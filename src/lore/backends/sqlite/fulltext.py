@@ -380,13 +380,7 @@ class FullTextIndex:
         """``(rowid, bm25 score)`` best first; only chunks carrying every filter term and
         passing ``access``."""
         index = self._require()
-        try:
-            # One searcher (one snapshot of the index) for the term statistics the query
-            # is built from and for the search itself.
-            searcher = index.searcher()
-            scoring = self._scoring_query(query, searcher)
-        except _TANTIVY_ERRORS as err:
-            raise RetrievalError(f"full-text search failed: {err}") from err
+        scoring = self._scoring_query(query)
         if scoring is None:
             return []
         # Filters score nothing (constant 0), so they only restrict, inside the search.
@@ -401,6 +395,7 @@ class FullTextIndex:
         if must:
             scoring = tantivy.Query.boolean_query([(tantivy.Occur.Must, scoring), *must])
         try:
+            searcher = index.searcher()
             hits = searcher.search(scoring, limit, count=False).hits
             rowids = searcher.fast_field_values("rowid", [address for _, address in hits])
         except _TANTIVY_ERRORS as err:
@@ -420,22 +415,18 @@ class FullTextIndex:
     def _clause(self, field: str, token: str, boost: float) -> tuple[tantivy.Occur, tantivy.Query]:
         term = self._term(field, token)
         # A bare term query where the boost is 1: tantivy answers a disjunction of plain
-        # term queries with its specialised term union (block-max WAND too, but only
-        # through a plain TopDocs collector, which tantivy-py 0.27 never uses: it wraps
-        # every search in a MultiCollector; top 1 costs what top 100 does, measured).
+        # term queries with its specialised term union, which any wrapper (a boost, a
+        # nested boolean) rules out. Not block-max WAND: tantivy-py 0.27 wraps every
+        # search in a MultiCollector, which scores every matching posting (at 1M chunks
+        # top 1 costs what top 100 does, with or without counting: docs/benchmarks.md).
         return tantivy.Occur.Should, term if boost == 1.0 else tantivy.Query.boost_query(term, boost)
 
-    def _scoring_query(self, query: str, searcher: tantivy.Searcher) -> tantivy.Query | None:
-        """The query's terms in each field, leaving out a term no chunk holds in that
-        field: its clause scores nothing anywhere, so every score and the ranking stay
-        the same, and tantivy-py collects through a ``MultiCollector``, which walks every
-        matching posting (no block-max WAND to skip them), so each clause costs its
-        segments' work (an English word is looked up in four fields, mostly held by one
-        or two). 10% of a BM25 search at 1M chunks (bench/perf_million.py)."""
+    def _scoring_query(self, query: str) -> tantivy.Query | None:
         words, identifiers = query_terms(query)
-        wanted = [(field, token, boost) for token in words for field, boost in self._boosts.items()]
-        wanted.extend(("ident", token, self._identifier_boost) for token in identifiers)
-        clauses = [self._clause(*clause) for clause in wanted if searcher.doc_freq(clause[0], clause[1])]
+        clauses = [
+            self._clause(field, token, boost) for token in words for field, boost in self._boosts.items()
+        ]
+        clauses.extend(self._clause("ident", token, self._identifier_boost) for token in identifiers)
         if not clauses:
             return None
         return clauses[0][1] if len(clauses) == 1 else tantivy.Query.boolean_query(clauses)
