@@ -17,13 +17,25 @@ the graph on a smaller index):
    and runs the queries, with precomputed vectors (query embedding excluded): hybrid,
    vector and bm25 through ``search``; vector recall@10 against an exact scan of the same
    stored vectors; its resident memory (VmRSS, VmHWM; RssFile is the memory-mapped
-   graph's pages, which the kernel can drop) after the queries; ``open_s`` and
+   graph's pages, which the kernel can drop) after the queries; the CPU time of each
+   mode's searches (``*_cpu_p50_ms``, all threads, less inflated by a loaded machine
+   than wall time); ``open_s`` and
    ``first_search_s``, what a fresh process pays before its first answer. Run once with
    the graph (default ``ann_threshold``) and once forced exact (``ann_threshold`` above
    the count), each in its own process, so each RSS is its own.
 3. ``lancedb``: the same vectors and texts in LanceDB (its own process), hybrid queries.
 
 The load average is printed beside the figures: 8 engineers share these 2 cores.
+
+A query-only rerun on data already built (no writer: the graph, the exact scan and
+LanceDB, each in a fresh process; about 5 minutes at 1M, most of it the exact scan's
+process reading the 1.5 GB of float32 vectors from SQLite):
+
+    .venv/bin/python bench/perf_million.py --work /work/bench-data/million --skip upkeep
+
+``--skip upkeep,exact,lancedb`` measures the graph alone (about a minute);
+``--phase ef`` prints the graph's recall@10 and vector latency at each ``--ef`` value
+(how ``ann.EXPANSION_SEARCH`` was chosen).
 """
 
 from __future__ import annotations
@@ -124,17 +136,23 @@ def serve(work: Path, scale: int, queries: int, threshold: int) -> dict[str, flo
         backend.search(texts[0], top_k=TOP_K, mode=SearchMode.HYBRID, query_vector=vectors[0])
         figures["first_search_s"] = time.perf_counter() - started
         samples: dict[str, list[float]] = {mode.value: [] for mode in backend.modes}
+        cpu: dict[str, list[float]] = {mode.value: [] for mode in backend.modes}
         found: list[list[str]] = []
         for i in range(queries):
             for mode in backend.modes:
-                started = time.perf_counter()
+                started, used = time.perf_counter(), time.process_time()
                 hits = backend.search(texts[i], top_k=TOP_K, mode=mode, query_vector=vectors[i])
                 samples[mode.value].append((time.perf_counter() - started) * 1000)
+                cpu[mode.value].append((time.process_time() - used) * 1000)
                 if mode is SearchMode.VECTOR:
                     found.append([p.chunk_id for p in hits])
         for mode, timings in samples.items():
             for name, value in _percentiles(timings).items():
                 figures[f"{mode}_{name}_ms"] = value
+            # CPU time of the search's threads together: what a loaded machine inflates
+            # least (a hybrid search's two channels overlap, so its wall time on idle
+            # cores is below this).
+            figures[f"{mode}_cpu_p50_ms"] = statistics.median(cpu[mode])
         figures.update(_memory())
         channel = type(backend._refresh(need_vectors=True)).__name__
     exact = _exact_top(work, scale, queries)
@@ -142,6 +160,33 @@ def serve(work: Path, scale: int, queries: int, threshold: int) -> dict[str, flo
         np.mean([len(set(f) & set(e)) / TOP_K for f, e in zip(found, exact, strict=True)])
     )
     figures["channel_is_graph"] = float(channel == "AnnChannel")
+    return figures
+
+
+def sweep_ef(work: Path, scale: int, queries: int, threshold: int, values: list[int]) -> dict[str, float]:
+    """Vector recall@10 and latency of the graph at each search expansion (HNSW's ef,
+    ``ann.EXPANSION_SEARCH``), in one process: what the setting was chosen from."""
+    from lore.backends.sqlite import ann
+
+    corpus = Corpus.load(work / f"corpus-{scale}", 0)
+    texts, vectors = corpus.queries[:queries], corpus.query_vectors[:queries]
+    exact = _exact_top(work, scale, queries)
+    embedder = PrecomputedQueries(corpus.queries, corpus.query_vectors)
+    figures: dict[str, float] = {}
+    with SqliteBackend(work / f"index-{scale}" / "lore.db", embedder, ann_threshold=threshold) as backend:
+        backend.search(texts[0], top_k=TOP_K, mode=SearchMode.VECTOR, query_vector=vectors[0])
+        for ef in values:
+            ann.EXPANSION_SEARCH = ef  # read at each search
+            timings, cpu, recalls = [], [], []
+            for i in range(queries):
+                started, used = time.perf_counter(), time.process_time()
+                hits = backend.search(texts[i], top_k=TOP_K, mode=SearchMode.VECTOR, query_vector=vectors[i])
+                timings.append((time.perf_counter() - started) * 1000)
+                cpu.append((time.process_time() - used) * 1000)
+                recalls.append(len({p.chunk_id for p in hits} & set(exact[i])) / TOP_K)
+            figures[f"ef{ef}_recall_at_10"] = float(np.mean(recalls))
+            figures.update({f"ef{ef}_vector_{k}_ms": v for k, v in _percentiles(timings).items()})
+            figures[f"ef{ef}_vector_cpu_p50_ms"] = statistics.median(cpu)
     return figures
 
 
@@ -206,9 +251,9 @@ def lancedb(work: Path, scale: int, queries: int) -> dict[str, float]:
         table.create_fts_index("text")
         figures["build_s"] = time.perf_counter() - started
     table = database.open_table("chunks")
-    timings = []
+    timings, cpu = [], []
     for i in range(queries):
-        started = time.perf_counter()
+        started, used = time.perf_counter(), time.process_time()
         (
             table.search(query_type="hybrid")
             .vector(corpus.query_vectors[i])
@@ -217,7 +262,9 @@ def lancedb(work: Path, scale: int, queries: int) -> dict[str, float]:
             .to_list()
         )
         timings.append((time.perf_counter() - started) * 1000)
+        cpu.append((time.process_time() - used) * 1000)
     figures.update({f"hybrid_{k}_ms": v for k, v in _percentiles(timings).items()})
+    figures["hybrid_cpu_p50_ms"] = statistics.median(cpu)
     figures.update(_memory())
     return figures
 
@@ -225,12 +272,17 @@ def lancedb(work: Path, scale: int, queries: int) -> dict[str, float]:
 def _worker(args: argparse.Namespace, phase: str, *extra: str) -> dict[str, float]:
     command = [sys.executable, __file__, "--scale", str(args.scale), "--queries", str(args.queries)]
     command += ["--work", str(args.work), "--phase", phase, *extra]
+    # The one-minute load average before and after: on a shared machine a figure means
+    # little without the contention it was taken under.
+    load_before, started = os.getloadavg()[0], time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode:
         print(done.stderr[-2000:], file=sys.stderr)
         return {}
     figures: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
-    print(phase, *extra, figures, f"load {os.getloadavg()[0]:.1f}", flush=True)
+    figures.update(load_before=load_before, load_after=os.getloadavg()[0])
+    figures["phase_s"] = time.perf_counter() - started
+    print(phase, *extra, figures, flush=True)
     return figures
 
 
@@ -241,9 +293,14 @@ def main() -> int:
     parser.add_argument("--scale", type=int, default=1_000_000)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--work", type=Path, default=Path("/tmp/lore-ann"))
-    parser.add_argument("--phase", choices=["build", "update", "upkeep", "serve", "lancedb"])
+    parser.add_argument("--phase", choices=["build", "update", "upkeep", "serve", "lancedb", "ef"])
+    parser.add_argument(
+        "--ef", default="128,160,200,256,320", help="search expansions the ef phase tries, comma-separated"
+    )
     parser.add_argument("--threshold", type=int, default=200_000, help="ann_threshold of the graph runs")
-    parser.add_argument("--skip", default="", help="phases to leave out, comma-separated")
+    parser.add_argument(
+        "--skip", default="", help="phases to leave out, comma-separated: upkeep, graph, exact, lancedb"
+    )
     args = parser.parse_args()
     if args.phase == "build":
         print(json.dumps(build(args.work, args.scale, args.threshold)))
@@ -255,6 +312,9 @@ def main() -> int:
         print(json.dumps(serve(args.work, args.scale, args.queries, args.threshold)))
     elif args.phase == "lancedb":
         print(json.dumps(lancedb(args.work, args.scale, args.queries)))
+    elif args.phase == "ef":
+        values = [int(value) for value in args.ef.split(",")]
+        print(json.dumps(sweep_ef(args.work, args.scale, args.queries, args.threshold, values)))
     else:
         skip = set(args.skip.split(","))
         threshold = ["--threshold", str(args.threshold)]
@@ -266,8 +326,9 @@ def main() -> int:
         if not marker.exists():
             marker.write_text(json.dumps(_worker(args, "update", *threshold)))
         built.update(json.loads(marker.read_text()))
-        built.update(_worker(args, "upkeep", *threshold))
-        graph = _worker(args, "serve", *threshold)
+        if "upkeep" not in skip:
+            built.update(_worker(args, "upkeep", *threshold))
+        graph = {} if "graph" in skip else _worker(args, "serve", *threshold)
         exact = {} if "exact" in skip else _worker(args, "serve", "--threshold", str(NEVER))
         lance = {} if "lancedb" in skip else _worker(args, "lancedb")
         print(

@@ -414,9 +414,11 @@ class FullTextIndex:
 
     def _clause(self, field: str, token: str, boost: float) -> tuple[tantivy.Occur, tantivy.Query]:
         term = self._term(field, token)
-        # A bare term query where the boost is 1: tantivy can answer a disjunction of
-        # plain term queries with block-max WAND, and any wrapper (a boost, a nested
-        # boolean) rules that out. Measured gain on the bench's queries: a few percent.
+        # A bare term query where the boost is 1: tantivy answers a disjunction of plain
+        # term queries with its specialised term union, which any wrapper (a boost, a
+        # nested boolean) rules out. Not block-max WAND: tantivy-py 0.27 wraps every
+        # search in a MultiCollector, which scores every matching posting (at 1M chunks
+        # top 1 costs what top 100 does, with or without counting: docs/benchmarks.md).
         return tantivy.Occur.Should, term if boost == 1.0 else tantivy.Query.boost_query(term, boost)
 
     def _scoring_query(self, query: str) -> tantivy.Query | None:
