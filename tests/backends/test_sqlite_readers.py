@@ -69,9 +69,8 @@ def test_a_refresh_waits_for_the_searches_running_and_then_sees_the_change(backe
             _until(lambda: lock.waiting == 1, "the search waiting to refresh")
             assert not found.done()
         assert found.result(timeout=_BOUND)[0].uri == "doc-new.md"
-    with ThreadPoolExecutor(2) as both:  # settled again: side by side
-        with backend._read_guard:
-            assert both.submit(backend.search, "zookeeper", top_k=1).result(timeout=_BOUND)
+    with ThreadPoolExecutor(2) as both, backend._read_guard:  # settled again: side by side
+        assert both.submit(backend.search, "zookeeper", top_k=1).result(timeout=_BOUND)
 
 
 def test_a_waiting_exclusive_holder_goes_before_new_shared_ones() -> None:
