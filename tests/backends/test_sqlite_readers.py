@@ -1,5 +1,6 @@
 """Searches side by side in one SQLite backend object (``lore.backends.sqlite.readers``):
-concurrent read sections, one committed state per section, refreshes alone."""
+concurrent read sections, one committed state per section, refreshes alone; and the
+vector matrix's filter cache the concurrent searches share."""
 
 from __future__ import annotations
 
@@ -11,13 +12,16 @@ from pathlib import Path
 
 import pytest
 
+from lore.access import Principal, Role, access_filter
 from lore.backends.sqlite import SqliteBackend
 from lore.backends.sqlite.readers import SharedExclusiveLock
+from lore.backends.sqlite.vector_matrix import VectorMatrix
 from lore.testing import add_document
 from lore.testing.embedders import CountingEmbedder
 
 #: A bound on waiting for another thread, so that a regression fails instead of hanging.
 _BOUND = 60.0
+_SRE = frozenset({"sre"})
 
 
 @pytest.fixture
@@ -25,7 +29,9 @@ def backend(tmp_path: Path) -> Iterator[SqliteBackend]:
     embedder = CountingEmbedder()
     opened = SqliteBackend(tmp_path / "lore.db", embedder)
     for number, topic in enumerate(("etcd quorum lost", "disk full on the node", "certificate expired")):
-        add_document(opened, embedder, f"doc-{number}.md", f"# Runbook {number}\n\n{topic} runbook text")
+        add_document(
+            opened, embedder, f"doc-{number}.md", f"# Runbook {number}\n\n{topic} runbook text", access=_SRE
+        )
     opened.search("etcd", top_k=3)  # the read state is loaded: later sections are settled
     yield opened
     opened.close()
@@ -111,3 +117,21 @@ def test_close_waits_for_a_read_section(tmp_path: Path) -> None:
             assert backend._reads.chunk_count() == 1  # the connection is still open
         closing.result(timeout=_BOUND)
     assert closed.is_set()
+
+
+def test_the_rows_a_filter_allows_are_merged_once_until_the_rows_change(backend: SqliteBackend) -> None:
+    """Merging an access's postings on every search cost more than the BM25 channel."""
+    matrix = backend._refresh(need_vectors=True)
+    assert isinstance(matrix, VectorMatrix)
+    viewer = access_filter(Principal("viewer", Role.VIEWER, frozenset({"sre"})))
+    first = matrix.allowed_rowids(frozenset(), viewer)
+    assert first is not None
+    assert len(first) == 3
+    assert matrix._allowed(frozenset(), viewer) is matrix._allowed(frozenset(), viewer)
+    add_document(backend, CountingEmbedder(), "doc-new.md", "# New\n\nzookeeper session expired", access=_SRE)
+    assert backend._refresh(need_vectors=True) is matrix
+    again = matrix.allowed_rowids(frozenset(), viewer)
+    assert again is not None
+    assert len(again) == 4  # the new row is allowed too
+    found = backend.search("zookeeper session", top_k=1, mode="vector", access=viewer)
+    assert found[0].uri == "doc-new.md"
