@@ -16,6 +16,7 @@ from lore.access import Principal, Role, access_filter
 from lore.backends.sqlite import SqliteBackend
 from lore.backends.sqlite.readers import SharedExclusiveLock
 from lore.backends.sqlite.vector_matrix import VectorMatrix
+from lore.errors import LoreError
 from lore.testing import add_document
 from lore.testing.embedders import CountingEmbedder
 
@@ -135,3 +136,12 @@ def test_the_rows_a_filter_allows_are_merged_once_until_the_rows_change(backend:
     assert len(again) == 4  # the new row is allowed too
     found = backend.search("zookeeper session", top_k=1, mode="vector", access=viewer)
     assert found[0].uri == "doc-new.md"
+
+
+def test_a_closed_index_is_not_searched(tmp_path: Path) -> None:
+    embedder = CountingEmbedder()
+    backend = SqliteBackend(tmp_path / "lore.db", embedder)
+    add_document(backend, embedder, "doc.md", "# Doc\n\ntext")
+    backend.close()
+    with pytest.raises(LoreError):
+        backend.search("text", top_k=1)

@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 
 from lore.backends.sqlite.store import ChunkStore
+from lore.errors import RetrievalError
 
 
 class SharedExclusiveLock:
@@ -100,6 +101,7 @@ class ReaderStores(ChunkStore):
         self._idle: list[sqlite3.Connection] = []
         self._opened: list[sqlite3.Connection] = []
         self._pool = threading.Lock()
+        self._closed = False
 
     @property  # a per-thread connection in place of ChunkStore's one attribute
     def conn(self) -> sqlite3.Connection:
@@ -115,6 +117,8 @@ class ReaderStores(ChunkStore):
         """A connection for this thread until the block ends (opened when none is idle:
         as many as there were concurrent readers, no more)."""
         with self._pool:
+            if self._closed:  # as the one connection did: a closed index is not searched
+                raise RetrievalError("the index has been closed")
             conn = self._idle.pop() if self._idle else None
         if conn is None:
             conn = self._opener()
@@ -130,6 +134,7 @@ class ReaderStores(ChunkStore):
 
     def close(self) -> None:
         with self._pool:
+            self._closed = True
             for conn in (*self._opened, self._outside):
                 conn.close()
             self._opened.clear()
