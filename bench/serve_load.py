@@ -25,6 +25,7 @@ the figure means something on a shared machine; its threads only, so a sync runn
 thread inside it is included, a sync process is not), the syncs' CPU time per request
 (the server's threads of lowered priority, its sync processes, and the ``lore sync`` runs
 beside lore mcp --http, each once it has exited), and the load average over the level.
+Below the table, each level's first failed answer, if any.
 """
 
 from __future__ import annotations
