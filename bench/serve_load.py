@@ -25,6 +25,7 @@ the figure means something on a shared machine; its threads only, so a sync runn
 thread inside it is included, a sync process is not), the syncs' CPU time per request
 (the server's threads of lowered priority, its sync processes, and the ``lore sync`` runs
 beside lore mcp --http, each once it has exited), and the load average over the level.
+Below the table, each level's first failed answer, if any.
 """
 
 from __future__ import annotations
@@ -79,6 +80,8 @@ class Level:
     clients: int
     samples: list[float] = field(default_factory=list)
     errors: int = 0
+    #: What the first failed request answered, shown below the table.
+    first_error: str | None = None
     syncs: int = 0
     #: The server process's own CPU time over the level (its sync threads included when
     #: syncs run in-process).
@@ -210,7 +213,7 @@ async def run_level(
     level: Level,
     requests: int,
     seconds: float,
-    call: Callable[[int, int], Awaitable[bool]],
+    call: Callable[[int, int], Awaitable[str | None]],
     drive_sync: Callable[[asyncio.Event], Awaitable[int]],
     pid: int,
 ) -> None:
@@ -223,9 +226,11 @@ async def run_level(
             if time.monotonic() > deadline:
                 return
             started = time.perf_counter()
-            ok = await call(number, i)
+            problem = await call(number, i)
             level.samples.append((time.perf_counter() - started) * 1000)
-            level.errors += 0 if ok else 1
+            if problem is not None:
+                level.errors += 1
+                level.first_error = level.first_error or problem
 
     def sync_cpu() -> float:
         return background_cpu_seconds(pid) + children_cpu_seconds(pid) + own_children_cpu_seconds()
@@ -261,9 +266,11 @@ async def serve_round(
             ) as admin,
         ):
 
-            async def call(number: int, i: int) -> bool:
+            async def call(number: int, i: int) -> str | None:
                 response = await http.post("/v1/search", json={"query": question(i), "top_k": 5})
-                return response.status_code == 200 and response.json()["error"] is None
+                if response.status_code == 200 and response.json()["error"] is None:
+                    return None
+                return f"HTTP {response.status_code}: {response.text[:300]}"
 
             async def drive_sync(stop: asyncio.Event) -> int:
                 done = 0
@@ -299,11 +306,11 @@ async def mcp_round(
             level = Level("lore mcp --http", count)
             async with _McpPool(url, count) as pool:
 
-                async def call(number: int, i: int) -> bool:
+                async def call(number: int, i: int) -> str | None:
                     result = await pool.clients[number].call_tool(
                         "knowledge_search", {"query": question(i), "top_k": 5}
                     )
-                    return not result.is_error
+                    return str(result.content)[:300] if result.is_error else None
 
                 async def drive_sync(stop: asyncio.Event) -> int:
                     done = 0
@@ -377,6 +384,10 @@ def report(console: Console, rounds: list[list[Level]], embedder: str) -> None:
             f"{statistics.median(level.load for level in same):.1f}",
         )
     console.print(table)
+    for levels in rounds:
+        for level in levels:
+            if level.first_error is not None:
+                console.print(f"first error of {level.target} at {level.clients}: {level.first_error}")
 
 
 async def main_async(options: argparse.Namespace) -> None:

@@ -116,3 +116,13 @@ def test_the_service_batches_query_embedding_and_audits_through_its_writer(tmp_p
         audit = served.service.search._audit
         assert isinstance(audit, QueuedAuditLog)
         wait_for(lambda: audit.written >= 1, "the audit record")
+
+
+def test_authentication_runs_on_the_event_loop() -> None:
+    """A plain-function dependency went to a worker thread and back on every request."""
+    import inspect
+
+    from lore.access import Role
+    from lore.web.auth import require
+
+    assert inspect.iscoroutinefunction(require(Role.VIEWER, "search"))

@@ -19,7 +19,7 @@ import hmac
 import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -161,10 +161,13 @@ def auth_of(request: Request) -> Auth:
     return auth
 
 
-def require(role: Role, action: str) -> Callable[[Request], Caller]:
+def require(role: Role, action: str) -> Callable[[Request], Awaitable[Caller]]:
     """A route dependency: the caller, who must hold at least ``role`` to ``action``."""
 
-    def dependency(request: Request) -> Caller:
+    # A coroutine, so FastAPI runs it on the event loop: as a plain function it went to a
+    # worker thread and back on every request, for a dictionary look-up, an HMAC and a
+    # stat of the tokens file (re-read only when it changed).
+    async def dependency(request: Request) -> Caller:
         caller = auth_of(request).identify(request)
         if not caller.principal.role.allows(role):
             raise Problem(403, f"{_WHO[role]} may {action}; this token is a {caller.principal.role.value}")

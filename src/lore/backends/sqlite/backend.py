@@ -53,13 +53,14 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+import sqlite3
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import Literal, cast
 
 import numpy as np
 
@@ -68,9 +69,11 @@ from lore.backends.sqlite.ann import AnnChannel
 from lore.backends.sqlite.channels import VectorChannels, vector_count
 from lore.backends.sqlite.fulltext import FullTextIndex
 from lore.backends.sqlite.journal import FullTextJournal, translated
-from lore.backends.sqlite.readonly import open_connections, private_fulltext_dir, writable
-from lore.backends.sqlite.schema import ACCESS_VERSION, SCHEMA_VERSION, migrate, schema_version
+from lore.backends.sqlite.readers import ReaderStores, ReadGuard
+from lore.backends.sqlite.readonly import connect_read_only, open_connections, private_fulltext_dir, writable
+from lore.backends.sqlite.schema import ACCESS_VERSION, SCHEMA_VERSION, connect, migrate, schema_version
 from lore.backends.sqlite.search import SqliteSearch
+from lore.backends.sqlite.store import ChunkStore
 from lore.backends.sqlite.vector_matrix import VectorMatrix
 from lore.errors import (
     ConfigError,
@@ -95,6 +98,10 @@ from lore.schedule_history import RUN_RETENTION
 #: commit per document would dominate sync time, and a longer backlog only lengthens the
 #: replay after a crash.
 _FLUSH_EVERY = 20_000
+
+#: Threads the searches hand their BM25 channel and part of a large vector scan to
+#: (shared by concurrent searches, which keep the rest of their work on their own).
+_HELPER_THREADS = 4
 
 
 class SqliteBackend(SqliteSearch):
@@ -132,22 +139,31 @@ class SqliteBackend(SqliteSearch):
         self._fusion = fusion
         self._lock_path = self._path.with_name(self._path.name + ".lock")
         self._write_guard = threading.RLock()
-        self._read_guard = threading.Lock()
         self._lock_fd: int | None = None
         self._lock_depth = 0
         self._fulltext_generation: str | None = None
         self._matrix_generation: str | None = None
         self._matrix: VectorMatrix | AnnChannel = VectorMatrix(embedder.dimension)
         self._vectors = VectorChannels(self._path, embedder.dimension, embedder.model_id, ann_threshold)
-        self._threads: ThreadPoolExecutor | None = None
+        # Made here, not on a search's first use: searches run side by side now.
+        self._threads: ThreadPoolExecutor | None = ThreadPoolExecutor(
+            max_workers=_HELPER_THREADS, thread_name_prefix="lore-search"
+        )
         try:
             self._path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as err:
             raise IndexingError(f"cannot create the directory for {self._path}: {err}") from err
-        # One connection for the write side, one for searches: in WAL mode a search
-        # never waits for a write, even within one process. Read-only when the file
-        # cannot be written (a read-only mount, a full disk): searches still work.
-        self._store, self._reads, self._read_only = open_connections(self._path)
+        # One connection for the write side, one per concurrent search (``readers.py``):
+        # in WAL mode a search never waits for a write, even within one process, nor for
+        # another search. Read-only when the file cannot be written (a read-only mount,
+        # a full disk): searches still work.
+        self._store, first, self._read_only = open_connections(self._path)
+        self._readers = ReaderStores(first.conn, self._reader_opener())
+        self._reads = self._readers
+        self._guard = ReadGuard(self._readers, self._settled)
+        # search.py's annotation names the plain lock this guard replaced; it is used
+        # only as ``with self._read_guard:``, which the guard serves.
+        self._read_guard = cast(threading.Lock, self._guard)
         fulltext_dir = self._path.with_name(self._path.name + ".tantivy")
         #: A private copy of the full-text index, when its own directory is read-only.
         self._private: Path | None = None
@@ -160,7 +176,7 @@ class SqliteBackend(SqliteSearch):
             except IndexingError:
                 if not writable(fulltext_dir.parent):
                     self._store.conn.close()
-                    self._reads.conn.close()
+                    self._readers.close()
                     raise
             else:
                 fulltext_dir = self._private
@@ -190,6 +206,21 @@ class SqliteBackend(SqliteSearch):
     @property
     def path(self) -> Path:
         return self._path
+
+    # -- concurrent reads (readers.py) ---------------------------------------------------
+
+    def _reader_opener(self) -> Callable[[], sqlite3.Connection]:
+        """How each further search connection is opened: as the first one was."""
+        path = self._path
+        return (lambda: connect_read_only(path)) if self._read_only is not None else (lambda: connect(path))
+
+    def _settled(self, reads: ChunkStore) -> bool:
+        """Whether a read section can run beside others: the shared read state is already
+        its snapshot's generation (nothing to refresh) and the vector channel is the exact
+        matrix (the graph's search sets its expansion, so graph searches run alone)."""
+        generation = reads.generation()
+        current = generation == self._fulltext_generation == self._matrix_generation
+        return current and not isinstance(self._matrix, AnnChannel)
 
     @property
     def degraded(self) -> bool:
@@ -324,7 +355,10 @@ class SqliteBackend(SqliteSearch):
 
     def _keep_vectors(self, *, rebuild: bool = False) -> int:
         with translated(IndexingError, f"cannot update the vector index of {self._path}"):
-            return self._vectors.upkeep(self._store, self._read_guard, rebuild=rebuild)
+            # The channel is swapped alone (an exclusive section); channels.py's
+            # annotation names the plain lock this guard replaced.
+            alone = cast(threading.Lock, self._guard.exclusive)
+            return self._vectors.upkeep(self._store, alone, rebuild=rebuild)
 
     def _prepare_vectors(self) -> None:
         """Build a missing or torn approximate index on open, above the threshold (like
@@ -492,7 +526,7 @@ class SqliteBackend(SqliteSearch):
             sqlite_reembed.switch(self._store, embedder.model_id, embedder.dimension)
             # Same rowids, new vectors (maybe of another size): the matrix cannot catch up
             # incrementally, so it starts afresh.
-            with self._read_guard:
+            with self._guard.exclusive:
                 self._embedder = embedder
                 self._matrix = VectorMatrix(embedder.dimension)
                 threshold = self._vectors.threshold
@@ -509,13 +543,13 @@ class SqliteBackend(SqliteSearch):
                     self._lock_depth = 1
                     self._release()
             finally:
-                with self._read_guard:
+                with self._guard.exclusive:
                     if self._threads is not None:
                         self._threads.shutdown()
                         self._threads = None
                 self._fulltext.close()
                 self._store.conn.close()
-                self._reads.conn.close()
+                self._readers.close()
                 if self._private is not None:
                     shutil.rmtree(self._private.parent, ignore_errors=True)
 

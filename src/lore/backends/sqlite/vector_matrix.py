@@ -43,6 +43,10 @@ Positions = npt.NDArray[np.int64]
 _GATHER_FRACTION = 0.1
 #: Dead rows tolerated (as a fraction of live ones) before a full reload.
 _DEAD_FRACTION = 0.1
+#: A filter: label terms, and the caller's tenant and group terms (None: no access filter).
+_FilterKey = tuple[frozenset[str], str | None, frozenset[str] | None]
+#: Distinct filters whose allowed rows are kept (a server's tokens share a few).
+_ALLOWED_CACHED = 64
 #: Rows per block of a scan shared between threads (6 MiB at dimension 384).
 _BLOCK_ROWS = 4_096
 
@@ -84,7 +88,8 @@ def _dot(matrix: Vectors, query: Vectors, helpers: Executor | None = None) -> Ve
 class VectorMatrix:
     """Every chunk vector of one index, with label posting lists for filtering.
 
-    Not thread-safe: the backend refreshes and searches it under one lock.
+    Searches only read it (and its filter cache) and may run side by side; a refresh
+    runs alone (the backend's read guard, ``readers.py``).
     """
 
     def __init__(self, dimension: int, *, keep_vectors: bool = True) -> None:
@@ -102,6 +107,10 @@ class VectorMatrix:
         self._postings: dict[str, Positions] = {}
         #: Access terms (lore.access.access_terms) -> row positions, like the labels'.
         self._access: dict[str, Positions] = {}
+        #: The row positions each filter (labels and caller's access) allowed, until the
+        #: rows change: a server's callers share a few, and merging an access's postings
+        #: cost a search more than its whole BM25 channel.
+        self._allowed_cache: dict[_FilterKey, Positions | None] = {}
 
     def __len__(self) -> int:
         return self._count
@@ -150,6 +159,7 @@ class VectorMatrix:
 
     def _compact(self, alive: Positions) -> None:
         """Drop the rows whose rowid is not in ``alive`` (ascending), and their postings."""
+        self._allowed_cache.clear()
         keep = members(self.rowids, alive)
         moved = np.cumsum(keep) - 1  # a kept row's new position
         kept = int(np.count_nonzero(keep))
@@ -173,6 +183,7 @@ class VectorMatrix:
     ) -> None:
         if not added:
             return
+        self._allowed_cache.clear()
         start, end = self._count, self._count + len(added)
         if end > len(self._buffer):
             capacity = max(end, 2 * len(self._buffer))
@@ -246,7 +257,23 @@ class VectorMatrix:
         return None if allowed is None else self.rowids[allowed]
 
     def _allowed(self, label_filter: frozenset[str], access: AccessFilter | None) -> Positions | None:
-        """Row positions passing every filter term and ``access``; None means no filter."""
+        """Row positions passing every filter term and ``access``; None means no filter.
+        Read-only, shared by the searches with the same filters until the rows change."""
+        key: _FilterKey = (label_filter, None, None)
+        if access is not None:
+            key = (label_filter, access.tenant_term, access.group_terms)
+        if key in self._allowed_cache:
+            return self._allowed_cache[key]
+        allowed = self._merged_filters(label_filter, access)
+        if allowed is not None:
+            allowed = allowed.view()  # may be a posting list itself: only this view is frozen
+            allowed.flags.writeable = False
+        if len(self._allowed_cache) >= _ALLOWED_CACHED:
+            self._allowed_cache.clear()
+        self._allowed_cache[key] = allowed
+        return allowed
+
+    def _merged_filters(self, label_filter: frozenset[str], access: AccessFilter | None) -> Positions | None:
         required = [self._postings.get(term) for term in label_filter]
         if access is not None:
             required.append(self._access.get(access.tenant_term))
