@@ -60,7 +60,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal, cast
+from typing import Literal
 
 import numpy as np
 
@@ -161,9 +161,7 @@ class SqliteBackend(SqliteSearch):
         self._readers = ReaderStores(first.conn, self._reader_opener())
         self._reads = self._readers
         self._guard = ReadGuard(self._readers, self._settled)
-        # search.py's annotation names the plain lock this guard replaced; it is used
-        # only as ``with self._read_guard:``, which the guard serves.
-        self._read_guard = cast(threading.Lock, self._guard)
+        self._read_guard = self._guard
         fulltext_dir = self._path.with_name(self._path.name + ".tantivy")
         #: A private copy of the full-text index, when its own directory is read-only.
         self._private: Path | None = None
@@ -355,10 +353,8 @@ class SqliteBackend(SqliteSearch):
 
     def _keep_vectors(self, *, rebuild: bool = False) -> int:
         with translated(IndexingError, f"cannot update the vector index of {self._path}"):
-            # The channel is swapped alone (an exclusive section); channels.py's
-            # annotation names the plain lock this guard replaced.
-            alone = cast(threading.Lock, self._guard.exclusive)
-            return self._vectors.upkeep(self._store, alone, rebuild=rebuild)
+            # The channel is swapped alone: an exclusive section.
+            return self._vectors.upkeep(self._store, self._guard.exclusive, rebuild=rebuild)
 
     def _prepare_vectors(self) -> None:
         """Build a missing or torn approximate index on open, above the threshold (like

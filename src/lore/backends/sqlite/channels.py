@@ -10,8 +10,8 @@ usable graph files scans exactly, and ``lore status`` says so.
 
 from __future__ import annotations
 
-import threading
 from concurrent.futures import Executor
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 from lore.access import AccessFilter
@@ -103,7 +103,9 @@ class VectorChannels:
         graph = self.files.directory / state.graph
         return graph.is_file() and graph.stat().st_size == state.size
 
-    def upkeep(self, store: ChunkStore, read_guard: threading.Lock, *, rebuild: bool = False) -> int:
+    def upkeep(
+        self, store: ChunkStore, read_guard: AbstractContextManager[None], *, rebuild: bool = False
+    ) -> int:
         """After writes: above the threshold, bring the graph up to date (building it
         when missing or torn, when ``rebuild``, or when a tenth of it is dead) and save
         it when far enough ahead of its files. Returns the graph's size (0 below the

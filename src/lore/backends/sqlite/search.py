@@ -13,9 +13,9 @@ just deleted. A mixin over ``SqliteBackend``'s state, split off to keep modules 
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import numpy as np
@@ -54,7 +54,7 @@ class SqliteSearch:
     _rrf_k: int
     _candidate_depth: int
     _fusion: str
-    _read_guard: threading.Lock
+    _read_guard: AbstractContextManager[None]
     _lock_depth: int
     _fulltext_generation: str | None
     _matrix_generation: str | None
@@ -168,8 +168,8 @@ class SqliteSearch:
         return self._vectors.search(channel, vector, label_filter, depth, helpers, access, self._reads)
 
     def _helpers(self) -> ThreadPoolExecutor:
-        """Threads a search runs its BM25 channel and part of its vector scan on (searches
-        are serialised by ``_read_guard``, so two suffice); made on first use."""
+        """Threads a search runs its BM25 channel and part of its vector scan on (shared by
+        concurrent searches: two, one per core of the machines lore is sized for); made on first use."""
         if self._threads is None:
             self._threads = ThreadPoolExecutor(max_workers=2, thread_name_prefix="lore-search")
         return self._threads
