@@ -531,3 +531,66 @@ def test_a_plain_search_never_imports_typer(hashing_project: Path) -> None:
     out, imported = _imported(args, hashing_project, ("typer", "click", "lore.cli.app"))
     assert "etcd" in out
     assert imported == []
+
+
+#: A program as setuptools writes the ``lore`` console script, with an exit handler that
+#: must still run.
+_CONSOLE_SCRIPT = """\
+import atexit
+import sys
+from lore.cli import main
+atexit.register(lambda: print("EXIT-HANDLER", file=sys.stderr))
+if __name__ == "__main__":
+    sys.exit(main())
+"""
+
+
+def _console_script(
+    tmp_path: Path, project: Path, args: list[str], *, as_file: bool
+) -> subprocess.CompletedProcess[str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("LORE_")}
+    env["PYTHONPATH"] = str(Path(lore.cli.__file__).parents[2])
+    env["LORE_TRACE_STARTUP"] = str(tmp_path / f"trace-{as_file}.tsv")
+    script = tmp_path / "lore"
+    script.write_text(_CONSOLE_SCRIPT, encoding="utf-8")
+    program = [str(script)] if as_file else ["-c", _CONSOLE_SCRIPT]
+    return subprocess.run(
+        [sys.executable, *program, "--config", str(project / "lore.toml"), *args],
+        cwd=project, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("args", "status", "stdout", "stderr"),
+    [
+        (["search", "etcd quorum", "-k", "2"], 0, "etcd quorum loss", ""),
+        (["search", "etcd quorum", "--json"], 0, '"passages"', ""),
+        (["search", "etcd quorum", "-k", "0"], 2, "", "--top-k must be a whole number"),
+    ],
+)
+def test_a_search_run_as_the_program_skips_only_the_interpreters_teardown(
+    hashing_project: Path, tmp_path: Path, args: list[str], status: int, stdout: str, stderr: str
+) -> None:
+    """The console script ends a search with ``os._exit`` after the exit handlers: the same
+    output, status, audit record and retrieval event, without the teardown of every module
+    (``lore.cli._exit_now``). ``main()`` called by a program that goes on exits normally."""
+    import sqlite3
+
+    audit = hashing_project / "audit.jsonl"
+    audited = audit.read_text(encoding="utf-8").count("\n") if audit.exists() else 0
+    with sqlite3.connect(hashing_project / "lore.db") as db:
+        (events,) = db.execute("SELECT count(*) FROM retrieval_events").fetchone()
+    fast = _console_script(tmp_path, hashing_project, args, as_file=True)
+    normal = _console_script(tmp_path, hashing_project, args, as_file=False)
+    for done in (fast, normal):
+        assert done.returncode == status, done.stderr[-2000:]
+        assert stdout in done.stdout
+        assert stderr in done.stderr
+        assert "EXIT-HANDLER" in done.stderr
+    traces = [(tmp_path / f"trace-{as_file}.tsv").read_text(encoding="utf-8") for as_file in (True, False)]
+    assert "exit without teardown" in traces[0]
+    assert "exit without teardown" not in traces[1]
+    searched = 0 if status else 2
+    assert audit.read_text(encoding="utf-8").count("\n") == audited + searched
+    with sqlite3.connect(hashing_project / "lore.db") as db:
+        assert db.execute("SELECT count(*) FROM retrieval_events").fetchone() == (events + searched,)
