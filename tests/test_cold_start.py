@@ -425,6 +425,8 @@ def test_importing_the_cli_imports_nothing_before_the_fork() -> None:
     """``lore.cli`` forks the query worker first: what it imports before, the worker
     inherits and the parent pays for before the second core can help."""
     heavy = ("typer", "rich", "pydantic", "pydantic_settings", "numpy", "openvino", "tantivy", "lore.config")
+    # the records (``lore/__init__`` imports them lazily) and the dataclasses machinery
+    heavy += ("lore.models", "lore.errors", "dataclasses", "inspect")
     script = f"import json, sys, lore.cli; print(json.dumps([n for n in {heavy!r} if n in sys.modules]))"
     env = {key: value for key, value in os.environ.items() if not key.startswith("LORE_")}
     env["PYTHONPATH"] = str(Path(lore.cli.__file__).parents[2])
