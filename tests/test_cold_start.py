@@ -596,3 +596,30 @@ def test_a_search_run_as_the_program_skips_only_the_interpreters_teardown(
     assert audit.read_text(encoding="utf-8").count("\n") == audited + searched
     with sqlite3.connect(hashing_project / "lore.db") as db:
         assert db.execute("SELECT count(*) FROM retrieval_events").fetchone() == (events + searched,)
+
+
+def test_the_search_prepares_its_output_only_while_the_model_is_still_loading() -> None:
+    """``search_run.while_loading``: steps run in order while the warm-up thread lives,
+    none once it has finished (they then run where they always did), none without one."""
+    import threading
+
+    from lore.cli.search_run import while_loading
+
+    release = threading.Event()
+    loading = threading.Thread(target=release.wait, daemon=True)
+    loading.start()
+    ran: list[str] = []
+    while_loading(loading, [lambda: ran.append("a"), lambda: ran.append("b")])
+    assert ran == ["a", "b"]
+    ran.clear()
+
+    def first() -> None:
+        ran.append("a")
+        release.set()
+        loading.join()
+
+    while_loading(loading, [first, lambda: ran.append("b")])
+    assert ran == ["a"]  # the model became ready during the first step
+    while_loading(loading, [lambda: ran.append("c")])
+    while_loading(None, [lambda: ran.append("d")])
+    assert ran == ["a"]

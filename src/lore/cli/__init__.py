@@ -109,10 +109,12 @@ def main() -> None:
 
 
 def _is_the_program() -> bool:
-    """Whether ``main`` is the program: the ``lore`` console script (a file that imports
-    ``main`` and exits with it), not a program that calls ``main()`` and goes on after it."""
+    """Whether ``main`` is the program: the ``lore`` console script (a file named ``lore``
+    that imports ``main`` and exits with it), not a program that calls ``main()`` and may
+    go on after it (a test, a profiler, ``python -c``)."""
     program = sys.modules.get("__main__")
-    return getattr(program, "main", None) is main and getattr(program, "__file__", None) is not None
+    path = getattr(program, "__file__", None)
+    return getattr(program, "main", None) is main and isinstance(path, str) and os.path.basename(path) == "lore"
 
 
 def _exit_now(exit_: SystemExit) -> None:
