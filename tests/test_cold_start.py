@@ -541,16 +541,18 @@ _CONSOLE_SCRIPT = """\
 import atexit
 import sys
 from lore.cli import main
-atexit.register(lambda: print("EXIT-HANDLER", file=sys.stderr))
+atexit.register(lambda: print("EXIT-HANDLER", "importlib.metadata" in sys.modules, file=sys.stderr))
 if __name__ == "__main__":
     sys.exit(main())
 """
 
 
 def _console_script(
-    tmp_path: Path, project: Path, args: list[str], *, as_file: bool
+    tmp_path: Path, project: Path, args: list[str], *, as_file: bool, env_extra: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     env = {key: value for key, value in os.environ.items() if not key.startswith("LORE_")}
+    env.pop("PYDANTIC_DISABLE_PLUGINS", None)
+    env.update(env_extra or {})
     env["PYTHONPATH"] = str(Path(lore.cli.__file__).parents[2])
     env["LORE_TRACE_STARTUP"] = str(tmp_path / f"trace-{as_file}.tsv")
     script = tmp_path / "lore"
@@ -623,3 +625,37 @@ def test_the_search_prepares_its_output_only_while_the_model_is_still_loading() 
     while_loading(loading, [lambda: ran.append("c")])
     while_loading(None, [lambda: ran.append("d")])
     assert ran == ["a"]
+
+
+def test_a_search_run_as_the_program_skips_pydantics_plugin_scan(
+    hashing_project: Path, tmp_path: Path
+) -> None:
+    """pydantic's plugin loader imports importlib.metadata and reads every installed
+    distribution's entry points; a one-shot search run as the program finds no plugins
+    without either (``lore.cli._without_pydantic_plugins``), unless the user's
+    ``PYDANTIC_DISABLE_PLUGINS`` says which to run, and a program calling ``main()`` keeps
+    pydantic's own loader."""
+    args = ["search", "etcd quorum", "-k", "2"]
+    fast = _console_script(tmp_path, hashing_project, args, as_file=True)
+    chosen = _console_script(
+        tmp_path, hashing_project, args, as_file=True, env_extra={"PYDANTIC_DISABLE_PLUGINS": "x"}
+    )
+    inside = _console_script(tmp_path, hashing_project, args, as_file=False)
+    for done in (fast, chosen, inside):
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "etcd quorum loss" in done.stdout
+    assert "EXIT-HANDLER False" in fast.stderr
+    assert "EXIT-HANDLER True" in chosen.stderr
+    assert "EXIT-HANDLER True" in inside.stderr
+
+
+def test_the_stand_in_for_pydantics_plugin_loader_finds_no_plugins_and_defers_the_rest() -> None:
+    import pydantic.plugin._loader as real
+
+    from lore.cli import _PYDANTIC_PLUGIN_LOADER, _NoPydanticPlugins
+
+    stand_in = _NoPydanticPlugins(_PYDANTIC_PLUGIN_LOADER)
+    assert tuple(stand_in.get_plugins()) == ()
+    assert getattr(stand_in, "PYDANTIC_ENTRY_POINT_GROUP") == real.PYDANTIC_ENTRY_POINT_GROUP  # noqa: B009
+    with pytest.raises(AttributeError):
+        getattr(stand_in, "__path__")  # noqa: B009
