@@ -262,10 +262,18 @@ def while_loading(warming: threading.Thread | None, steps: Sequence[Callable[[],
 
 
 def _prepare_markdown() -> None:
-    """Import the renderer and parse a passage once: markdown-it builds its rules then."""
+    """Import the renderer and what printing passages imports on its first use (markdown-it's
+    rules, rich's syntax and table modules, a pygments style and lexer): one small passage
+    printed to nowhere, as the answer will print to a pipe."""
+    import io
+
+    from rich.console import Console
+
+    import lore.tool.render  # noqa: F401  (the headline's wording)
     from lore.cli.passage_markdown import PassageMarkdown
 
-    PassageMarkdown("# t\n\ntext `code`\n\n```bash\nx\n```\n", hyperlinks=False)
+    sample = PassageMarkdown("# t\n\ntext `code`\n\n```bash\nx\n```\n", hyperlinks=False)
+    Console(file=io.StringIO(), color_system=None, width=80).print(sample)
 
 
 def _correlation(conversation_id: str | None, message_id: str | None, trace: list[str]) -> dict[str, Any]:
