@@ -425,6 +425,8 @@ def test_importing_the_cli_imports_nothing_before_the_fork() -> None:
     """``lore.cli`` forks the query worker first: what it imports before, the worker
     inherits and the parent pays for before the second core can help."""
     heavy = ("typer", "rich", "pydantic", "pydantic_settings", "numpy", "openvino", "tantivy", "lore.config")
+    # the records (``lore/__init__`` imports them lazily) and the dataclasses machinery
+    heavy += ("lore.models", "lore.errors", "dataclasses", "inspect")
     script = f"import json, sys, lore.cli; print(json.dumps([n for n in {heavy!r} if n in sys.modules]))"
     env = {key: value for key, value in os.environ.items() if not key.startswith("LORE_")}
     env["PYTHONPATH"] = str(Path(lore.cli.__file__).parents[2])
@@ -531,3 +533,129 @@ def test_a_plain_search_never_imports_typer(hashing_project: Path) -> None:
     out, imported = _imported(args, hashing_project, ("typer", "click", "lore.cli.app"))
     assert "etcd" in out
     assert imported == []
+
+
+#: A program as setuptools writes the ``lore`` console script, with an exit handler that
+#: must still run.
+_CONSOLE_SCRIPT = """\
+import atexit
+import sys
+from lore.cli import main
+atexit.register(lambda: print("EXIT-HANDLER", "importlib.metadata" in sys.modules, file=sys.stderr))
+if __name__ == "__main__":
+    sys.exit(main())
+"""
+
+
+def _console_script(
+    tmp_path: Path, project: Path, args: list[str], *, as_file: bool, env_extra: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("LORE_")}
+    env.pop("PYDANTIC_DISABLE_PLUGINS", None)
+    env.update(env_extra or {})
+    env["PYTHONPATH"] = str(Path(lore.cli.__file__).parents[2])
+    env["LORE_TRACE_STARTUP"] = str(tmp_path / f"trace-{as_file}.tsv")
+    script = tmp_path / "lore"
+    script.write_text(_CONSOLE_SCRIPT, encoding="utf-8")
+    program = [str(script)] if as_file else ["-c", _CONSOLE_SCRIPT]
+    return subprocess.run(
+        [sys.executable, *program, "--config", str(project / "lore.toml"), *args],
+        cwd=project, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("args", "status", "stdout", "stderr"),
+    [
+        (["search", "etcd quorum", "-k", "2"], 0, "etcd quorum loss", ""),
+        (["search", "etcd quorum", "--json"], 0, '"passages"', ""),
+        (["search", "etcd quorum", "-k", "0"], 2, "", "--top-k must be a whole number"),
+    ],
+)
+def test_a_search_run_as_the_program_skips_only_the_interpreters_teardown(
+    hashing_project: Path, tmp_path: Path, args: list[str], status: int, stdout: str, stderr: str
+) -> None:
+    """The console script ends a search with ``os._exit`` after the exit handlers: the same
+    output, status, audit record and retrieval event, without the teardown of every module
+    (``lore.cli._exit_now``). ``main()`` called by a program that goes on exits normally."""
+    import sqlite3
+
+    audit = hashing_project / "audit.jsonl"
+    audited = audit.read_text(encoding="utf-8").count("\n") if audit.exists() else 0
+    with sqlite3.connect(hashing_project / "lore.db") as db:
+        (events,) = db.execute("SELECT count(*) FROM retrieval_events").fetchone()
+    fast = _console_script(tmp_path, hashing_project, args, as_file=True)
+    normal = _console_script(tmp_path, hashing_project, args, as_file=False)
+    for done in (fast, normal):
+        assert done.returncode == status, done.stderr[-2000:]
+        assert stdout in done.stdout
+        assert stderr in done.stderr
+        assert "EXIT-HANDLER" in done.stderr
+    traces = [(tmp_path / f"trace-{as_file}.tsv").read_text(encoding="utf-8") for as_file in (True, False)]
+    assert "exit without teardown" in traces[0]
+    assert "exit without teardown" not in traces[1]
+    searched = 0 if status else 2
+    assert audit.read_text(encoding="utf-8").count("\n") == audited + searched
+    with sqlite3.connect(hashing_project / "lore.db") as db:
+        assert db.execute("SELECT count(*) FROM retrieval_events").fetchone() == (events + searched,)
+
+
+def test_the_search_prepares_its_output_only_while_the_model_is_still_loading() -> None:
+    """``search_run.while_loading``: steps run in order while the warm-up thread lives,
+    none once it has finished (they then run where they always did), none without one."""
+    import threading
+
+    from lore.cli.search_run import while_loading
+
+    release = threading.Event()
+    loading = threading.Thread(target=release.wait, daemon=True)
+    loading.start()
+    ran: list[str] = []
+    while_loading(loading, [lambda: ran.append("a"), lambda: ran.append("b")])
+    assert ran == ["a", "b"]
+    ran.clear()
+
+    def first() -> None:
+        ran.append("a")
+        release.set()
+        loading.join()
+
+    while_loading(loading, [first, lambda: ran.append("b")])
+    assert ran == ["a"]  # the model became ready during the first step
+    while_loading(loading, [lambda: ran.append("c")])
+    while_loading(None, [lambda: ran.append("d")])
+    assert ran == ["a"]
+
+
+def test_a_search_run_as_the_program_skips_pydantics_plugin_scan(
+    hashing_project: Path, tmp_path: Path
+) -> None:
+    """pydantic's plugin loader imports importlib.metadata and reads every installed
+    distribution's entry points; a one-shot search run as the program finds no plugins
+    without either (``lore.cli._without_pydantic_plugins``), unless the user's
+    ``PYDANTIC_DISABLE_PLUGINS`` says which to run, and a program calling ``main()`` keeps
+    pydantic's own loader."""
+    args = ["search", "etcd quorum", "-k", "2"]
+    fast = _console_script(tmp_path, hashing_project, args, as_file=True)
+    chosen = _console_script(
+        tmp_path, hashing_project, args, as_file=True, env_extra={"PYDANTIC_DISABLE_PLUGINS": "x"}
+    )
+    inside = _console_script(tmp_path, hashing_project, args, as_file=False)
+    for done in (fast, chosen, inside):
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "etcd quorum loss" in done.stdout
+    assert "EXIT-HANDLER False" in fast.stderr
+    assert "EXIT-HANDLER True" in chosen.stderr
+    assert "EXIT-HANDLER True" in inside.stderr
+
+
+def test_the_stand_in_for_pydantics_plugin_loader_finds_no_plugins_and_defers_the_rest() -> None:
+    import pydantic.plugin._loader as real
+
+    from lore.cli import _PYDANTIC_PLUGIN_LOADER, _NoPydanticPlugins
+
+    stand_in = _NoPydanticPlugins(_PYDANTIC_PLUGIN_LOADER)
+    assert tuple(stand_in.get_plugins()) == ()
+    assert getattr(stand_in, "PYDANTIC_ENTRY_POINT_GROUP") == real.PYDANTIC_ENTRY_POINT_GROUP  # noqa: B009
+    with pytest.raises(AttributeError):
+        getattr(stand_in, "__path__")  # noqa: B009

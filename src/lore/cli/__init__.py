@@ -9,6 +9,7 @@ import gc
 import importlib
 import os
 import sys
+import types
 
 from lore import startup_trace
 from lore.embedders import query_worker
@@ -77,6 +78,8 @@ def main() -> None:
     startup_trace.mark("main")
     command = _command_name(sys.argv[1:])
     query_worker.start(sys.argv[1:], command)
+    if command in query_worker.QUERY_COMMANDS and _is_the_program():
+        _without_pydantic_plugins()
     collecting = gc.isenabled()
     if command in query_worker.QUERY_COMMANDS:
         # A one-shot query allocates little that reference counting does not free, while
@@ -91,12 +94,93 @@ def main() -> None:
         atexit.unregister(gc.freeze)  # once, however often main() runs in one program
         atexit.register(gc.freeze)
     try:
-        _run()
+        try:
+            _run()
+        finally:
+            startup_trace.mark("done")
+            query_worker.release()
+    except SystemExit as exit_:
+        if command in query_worker.QUERY_COMMANDS and _is_the_program():
+            # With the collector still off: enabling it makes the next allocation collect
+            # every object the run made (about 0.03 s), for a process about to end.
+            _exit_now(exit_)  # returns where the interpreter's own exit must say something
+            gc.freeze()
+        raise
     finally:
-        startup_trace.mark("done")
-        query_worker.release()
         if collecting:
             gc.enable()  # main() may run inside another program (tests do)
+
+
+#: pydantic's plugin loader; importing it imports importlib.metadata (and email, zipfile,
+#: csv...), and its first use reads the entry points of every installed distribution.
+_PYDANTIC_PLUGIN_LOADER = "pydantic.plugin._loader"
+
+
+class _NoPydanticPlugins(types.ModuleType):
+    """Stands in for pydantic's plugin loader in a one-shot query: ``get_plugins`` finds
+    none, as with pydantic's own switch ``PYDANTIC_DISABLE_PLUGINS=__all__``; any other
+    name is looked up in the real loader, imported then, so a pydantic that asks for more
+    still gets it."""
+
+    def get_plugins(self) -> tuple[()]:
+        return ()
+
+    def __getattr__(self, name: str) -> object:
+        if name.startswith("__"):  # the import system's probes (__path__, ...)
+            raise AttributeError(name)
+        if sys.modules.get(self.__name__) is self:
+            del sys.modules[self.__name__]
+        return getattr(importlib.import_module(self.__name__), name)
+
+
+def _without_pydantic_plugins() -> None:
+    """A cold ``lore search`` validates lore's settings and its tool arguments with pydantic,
+    whose first model looks for plugins: the import and the scan cost about 0.06 s of the
+    search, for validation hooks (tracing, logging) nobody sets on a one-shot command.
+    Left alone where the user says which plugins to run (``PYDANTIC_DISABLE_PLUGINS``) or
+    pydantic has already started."""
+    if "PYDANTIC_DISABLE_PLUGINS" in os.environ or _PYDANTIC_PLUGIN_LOADER in sys.modules:
+        return
+    sys.modules[_PYDANTIC_PLUGIN_LOADER] = _NoPydanticPlugins(_PYDANTIC_PLUGIN_LOADER)
+
+
+def _is_the_program() -> bool:
+    """Whether ``main`` is the program: the ``lore`` console script (a file named ``lore``
+    that imports ``main`` and exits with it), not a program that calls ``main()`` and may
+    go on after it (a test, a profiler, ``python -c``)."""
+    program = sys.modules.get("__main__")
+    path = getattr(program, "__file__", None)
+    named_lore = isinstance(path, str) and os.path.basename(path) == "lore"
+    return getattr(program, "main", None) is main and named_lore
+
+
+def _exit_now(exit_: SystemExit) -> None:
+    """End a one-shot query with ``exit_``'s status as the interpreter would, minus its
+    finalization. Everything the command writes (the audit record, the retrieval event,
+    the answer) is written before ``_run`` returns; what the interpreter does after the
+    exit handlers is tear down every module and object the imports made, about a twentieth
+    of a cold search, for memory the process returns anyway. So: the same exit handlers,
+    the same flushes, then ``os._exit``. Returns, leaving it to the interpreter, wherever
+    that would say or wait for something: a status that is not a number (printed), a
+    thread that is not a daemon (joined), output that cannot be flushed (reported)."""
+    import threading
+
+    status = 0 if exit_.code is None else exit_.code
+    if not isinstance(status, int):
+        return
+    main_thread = threading.main_thread()
+    if any(thread is not main_thread and not thread.daemon for thread in threading.enumerate()):
+        return
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        atexit._run_exitfuncs()  # runs each handler once, as the interpreter's exit would
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        return  # the interpreter's exit reports it, as it always did
+    startup_trace.mark("exit without teardown")
+    os._exit(status & 0xFF)
 
 
 def _run() -> None:

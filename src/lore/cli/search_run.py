@@ -13,6 +13,7 @@ import getpass
 import json
 import sys
 import threading
+from collections.abc import Callable, Sequence
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
@@ -148,8 +149,10 @@ def _empty_index_message(retriever: KnowledgeRetriever) -> str:
 
     if isinstance(retriever, KnowledgeIndex) and retriever.get_state(LAST_SYNC_KEY) is not None:
         # "run lore sync first" to someone who just did sends them round in a circle
-        return ("the index is empty: the last `lore sync` found no documents in the configured "
-                "sources; check each source's path and include/exclude globs in lore.toml")
+        return (
+            "the index is empty: the last `lore sync` found no documents in the configured "
+            "sources; check each source's path and include/exclude globs in lore.toml"
+        )
     return "the index is empty: run `lore sync` first"
 
 
@@ -179,8 +182,12 @@ def run_search(
     _check_index(current)
     embedder, warming = _warm_up(current, search_mode)
     startup_trace.mark("embedder resolved")
+    # What the output needs whatever the answer, made while the model may still be loading.
+    meanwhile = () if json_output else (_prepare_markdown,)
     try:
-        result = _search(current, embedder, query, count, labels, search_mode, correlation)
+        result = _search(
+            current, embedder, query, count, labels, search_mode, correlation, warming, meanwhile
+        )
     finally:
         if warming is not None:
             # A thread still inside OpenVINO when the interpreter exits can abort the process
@@ -206,6 +213,8 @@ def _search(
     labels: dict[str, str],
     search_mode: SearchMode | None,
     correlation: dict[str, Any] | None = None,
+    warming: threading.Thread | None = None,
+    meanwhile: Sequence[Callable[[], object]] = (),
 ) -> ToolResult:
     from lore.protocols import Closing
     from lore.tool.core import KnowledgeSearch
@@ -221,6 +230,7 @@ def _search(
             arguments["labels"] = labels
         tool = KnowledgeSearch(retriever, settings=current)
         startup_trace.mark("tool built")
+        while_loading(warming, meanwhile)
         try:
             result = asyncio.run(tool.run(arguments, principal=os_user(), mode=search_mode))
         finally:
@@ -233,6 +243,37 @@ def _search(
         if isinstance(retriever, Closing):
             retriever.close()
     return result
+
+
+def while_loading(warming: threading.Thread | None, steps: Sequence[Callable[[], object]]) -> None:
+    """Run ``steps`` in order while the query model is still loading (``warming`` alive).
+
+    On a quiet machine the forked worker (``lore.embedders.query_worker``) compiles the
+    model for a few hundredths of a second after this process is ready to search, and the
+    search then only waits. Work the command does after the search whatever it finds (the
+    Markdown renderer's import, about 0.05 s) is done in that wait instead of after the
+    answer; a step that is not started once the model is ready is done where it always
+    was, so the order costs nothing when there is no wait."""
+    for step in steps:
+        if warming is None or not warming.is_alive():
+            return
+        step()
+        startup_trace.mark("prepared while the model loads")
+
+
+def _prepare_markdown() -> None:
+    """Import the renderer and what printing passages imports on its first use (markdown-it's
+    rules, rich's syntax and table modules, a pygments style and lexer): one small passage
+    printed to nowhere, as the answer will print to a pipe."""
+    import io
+
+    from rich.console import Console
+
+    import lore.tool.render  # noqa: F401  (the headline's wording)
+    from lore.cli.passage_markdown import PassageMarkdown
+
+    sample = PassageMarkdown("# t\n\ntext `code`\n\n```bash\nx\n```\n", hyperlinks=False)
+    Console(file=io.StringIO(), color_system=None, width=80).print(sample)
 
 
 def _correlation(conversation_id: str | None, message_id: str | None, trace: list[str]) -> dict[str, Any]:

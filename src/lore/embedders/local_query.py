@@ -21,9 +21,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -42,9 +41,10 @@ class Unsupported(Exception):
     """This model's pipeline is not the one reproduced here (the message says how)."""
 
 
-@dataclass(frozen=True)
-class Pipeline:
-    """What sentence-transformers does around the transformer, read from the model's files."""
+class Pipeline(NamedTuple):
+    """What sentence-transformers does around the transformer, read from the model's files.
+    (A named tuple: the forked query worker imports this module, and dataclasses would
+    cost it the import of inspect.)"""
 
     max_seq_length: int
     normalize: bool

@@ -19,19 +19,21 @@ Standard library only at the top: this runs before anything else of a cold start
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
+from typing import NamedTuple
 
 _CONFIG_OPTIONS = ("--config", "-c")
 DEFAULT_CONFIG_FILE = "lore.toml"  # lore.config.DEFAULT_CONFIG_FILE (not imported: pydantic)
 
 
-@dataclass(frozen=True)
-class ConfigHint:
+class ConfigHint(NamedTuple):
     """The top-level keys of the config file a command will read (``{}`` without one, or
-    when it cannot be read: the settings will say why), and that file."""
+    when it cannot be read: the settings will say why), and that file. A named tuple, not
+    a dataclass: importing dataclasses (and the inspect it imports) would delay the fork."""
 
-    table: dict[str, object] = field(default_factory=dict)
+    table: Mapping[str, object] = MappingProxyType({})
     path: Path | None = None
 
 
