@@ -9,8 +9,9 @@ alphanumeric, ``[A-Za-z0-9]`` in ASCII; the identifier tokenizer's ``\\w`` is
 ``re`` and each distinct token is analysed once by tantivy and remembered. A corpus repeats
 its words (Zipf), so nearly every token is a dictionary hit. Measured on the benchmark's
 synthetic chunks: tantivy's regex tokenizer alone cost three times its simple one, and this
-path halves the client's analysis time. Text with any non-ASCII character (where Unicode
-word classes, lowercasing and tantivy's could differ) goes to tantivy whole.
+path takes about a third off the analysis (0.48 -> 0.31 ms a chunk). Text with any
+non-ASCII character (where Unicode word classes and lowercasing could differ) goes to
+tantivy whole.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from lore.backends.sqlite.fulltext import field_texts, query_terms
 
 #: tantivy's simple tokenizer on ASCII text.
 _WORD = re.compile(r"[A-Za-z0-9]+")
-#: ``fulltext._IDENT_PATTERN`` (tests/test_lexical_analysis.py checks they agree) on ASCII text.
+#: ``fulltext._IDENT_PATTERN`` (tests/backends/test_pgvector_analysis.py checks they agree).
 IDENT_PATTERN = r"\w+(?:[.\-]\w+)*"
 _IDENT = re.compile(IDENT_PATTERN, re.ASCII)
 #: Distinct tokens remembered per analyzer; past it the memory starts afresh (a pure
