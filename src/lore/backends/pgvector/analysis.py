@@ -29,8 +29,8 @@ _WORD = re.compile(r"[A-Za-z0-9]+")
 IDENT_PATTERN = r"\w+(?:[.\-]\w+)*"
 _IDENT = re.compile(IDENT_PATTERN, re.ASCII)
 #: Distinct tokens remembered per analyzer; past it the memory starts afresh (a pure
-#: function of the token, so nothing is ever stale).
-CACHE_TOKENS = 1 << 18
+#: function of the token, so nothing is ever stale); at most some 20 MB each.
+CACHE_TOKENS = 1 << 17
 
 
 class _Terms(dict[str, tuple[str, ...]]):
