@@ -71,6 +71,8 @@ class CellSpec:
     query_budget_s: float = 90.0
     ingest_budget_s: float = 300.0
     pg_dsn: str | None = None
+    #: Ingest only: no timed queries (``run.py --ingest-only``).
+    ingest_only: bool = False
 
 
 @dataclass
@@ -87,6 +89,10 @@ class CellResult:
     skipped: str | None = None
     ingest_seconds: float = 0.0
     ingest_chunks_per_s: float = 0.0
+    #: CPU milliseconds per chunk ingested: this process (the client, every thread) and,
+    #: for pgvector, the server's processes (0 when they cannot be read).
+    ingest_client_cpu_ms: float = 0.0
+    ingest_server_cpu_ms: float = 0.0
     index_bytes: int = 0
     #: Resident memory after the corpus was loaded and before the engine was opened.
     baseline_rss_mib: float = 0.0
@@ -298,11 +304,23 @@ def _write(engine: LoreEngine, items: list[tuple[Document, Sequence[Chunk], Vect
 def run_lore(spec: CellSpec, corpus: Corpus, result: CellResult) -> None:
     embedder = PrecomputedQueries(corpus.queries, corpus.query_vectors)
     with open_lore(spec, embedder) as (engine, size):
+        server = None
+        if spec.backend == "pgvector" and spec.pg_dsn:
+            from _postgres import server_cpu
+
+            server = server_cpu(spec.pg_dsn)
+        client_before, server_before = time.process_time(), server() if server else 0.0
         try:
             result.ingest_seconds = ingest_lore(engine, corpus, embedder, spec.ingest_budget_s)
         except IngestTooSlow as slow:
             result.ingest_chunks_per_s = round(slow.rate, 1)
             result.skipped = f"{slow} (over the {spec.ingest_budget_s:.0f} s ingest budget)"
+            return
+        result.ingest_client_cpu_ms = round(1000 * (time.process_time() - client_before) / len(corpus), 3)
+        if server:
+            result.ingest_server_cpu_ms = round(1000 * (server() - server_before) / len(corpus), 3)
+        if spec.ingest_only:
+            result.index_bytes = size()
             return
 
         async def search(number: int, mode: SearchMode) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
@@ -89,3 +89,34 @@ def index_bytes(dsn: str, index_name: str) -> int:
     with psycopg.connect(dsn) as conn:
         row = conn.execute(query, (index_name.replace("_", r"\_") + r"\_%",)).fetchone()
     return int(row[0]) if row else 0
+
+
+def server_cpu(dsn: str) -> Callable[[], float] | None:
+    """A reading of the CPU seconds the server at ``dsn`` has used (its postmaster, the
+    children it has reaped, the live ones: backends, parallel workers), or None when its
+    processes cannot be read here (a remote server). The machine may run other clusters,
+    so the server is found by its own ``postmaster.pid``."""
+    import psutil
+    import psycopg
+
+    try:
+        with psycopg.connect(dsn) as conn:
+            row = conn.execute("SHOW data_directory").fetchone()
+        pid = int((Path(str(row[0])) / "postmaster.pid").read_text().split()[0]) if row else 0
+        postmaster = psutil.Process(pid)
+    except (OSError, ValueError, IndexError, psycopg.Error, psutil.Error):
+        return None
+
+    def reading() -> float:
+        total = 0.0
+        for process in (postmaster, *postmaster.children()):
+            try:
+                times = process.cpu_times()
+            except psutil.Error:  # a child that ended meanwhile is in the reaped times
+                continue
+            total += times.user + times.system
+            if process is postmaster:
+                total += times.children_user + times.children_system
+        return total
+
+    return reading

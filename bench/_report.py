@@ -111,6 +111,14 @@ def corpus_tables(console: Console, results: CorpusResults) -> None:
     console.print(f"pipeline / embedder alone = [bold]{embedder.ratio:.0%}[/] (target >= 90%)")
 
 
+def _cpu_split(cell: CellResult) -> str:
+    """Client and server CPU per chunk ingested; the server's only where it was read."""
+    if not cell.ingest_client_cpu_ms:
+        return "-"
+    server = f"{cell.ingest_server_cpu_ms:.2f}" if cell.ingest_server_cpu_ms else "-"
+    return f"{cell.ingest_client_cpu_ms:.2f} / {server}"
+
+
 def latency_table(console: Console, cells: Sequence[CellResult]) -> None:
     table = Table(
         title="3 + 5. Synthetic chunks: query latency in ms (query embedding excluded), "
@@ -127,6 +135,7 @@ def latency_table(console: Console, cells: Sequence[CellResult]) -> None:
         "p95",
         "queries/mode",
         "ingest chunks/s",
+        "ingest CPU ms/chunk client/server",
         "size MiB",
         "peak RSS MiB",
     ):
@@ -136,7 +145,7 @@ def latency_table(console: Console, cells: Sequence[CellResult]) -> None:
         if cell.skipped:
             skipped.append(f"{cell.backend} at {scale_name(cell.scale)}: skipped: {cell.skipped}")
             rate = f"{cell.ingest_chunks_per_s:,.0f}" if cell.ingest_chunks_per_s else "-"
-            table.add_row(scale_name(cell.scale), cell.backend, "skipped", *["-"] * 6, rate, "-", "-")
+            table.add_row(scale_name(cell.scale), cell.backend, "skipped", *["-"] * 6, rate, "-", "-", "-")
             continue
         figures: list[str] = []
         for mode in ("bm25", "vector", "hybrid"):
@@ -149,6 +158,7 @@ def latency_table(console: Console, cells: Sequence[CellResult]) -> None:
             *figures,
             "/".join(map(str, sorted(counts))),
             f"{cell.ingest_chunks_per_s:,.0f}",
+            _cpu_split(cell),
             mib(cell.index_bytes),
             f"{cell.peak_rss_mib:,.0f}",
         )

@@ -125,6 +125,11 @@ def arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     add("--no-corpora", action="store_true", help="skip sections 1 and 2 (the shared corpora)")
     add("--no-extract", action="store_true", help="skip section 7 (PDF and DOCX extraction pages/s)")
+    add(
+        "--ingest-only",
+        action="store_true",
+        help="synthetic cells ingest and report their rates and CPU split, with no timed queries",
+    )
     args = parser.parse_args(argv)
     quick = args.quick
     args.scales = args.scales or ([1_000] if quick else [1_000, 10_000, 100_000])
@@ -187,6 +192,7 @@ def synthetic_cells(
                 query_budget_s=args.query_budget,
                 ingest_budget_s=args.ingest_budget,
                 pg_dsn=dsn,
+                ingest_only=args.ingest_only,
             )
             cells.append(run_cell(spec, scratch))
     return cells

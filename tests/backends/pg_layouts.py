@@ -34,4 +34,6 @@ def to_schema_5(pg_dsn: str, index: str) -> None:
             "INCLUDE (chunk, tf_title, tf_section, tf_body, tf_ident,"
             " len_title, len_section, len_body, len_ident)"
         )
+        for table in ("postings", "terms"):  # migration 7's byte-wise terms
+            conn.execute(f'ALTER TABLE {index}_{table} ALTER COLUMN term TYPE text COLLATE "default"')
         conn.execute(f"DELETE FROM {index}_schema_version WHERE version > 5")

@@ -9,6 +9,7 @@ import random
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -144,7 +145,9 @@ async def test_scores_and_order_match_the_sqlite_channel(
 ) -> None:
     from lore.backends.pgvector import bm25
 
-    boosts = {"title_boost": 2.0, "section_boost": 1.5, "identifier_boost": 3.0} if boosted else {}
+    boosts: dict[str, Any] = (
+        {"title_boost": 2.0, "section_boost": 1.5, "identifier_boost": 3.0} if boosted else {}
+    )
     # The path field (folder and file-name words) takes the title's boost on both.
     sqlite = SqliteBackend(tmp_path / "lore.db", embedder, **boosts)
     pg = PgVectorBackend(
@@ -334,6 +337,7 @@ async def test_an_index_of_schema_5_gets_the_path_field(
     reopened = await _migrated(pg, pg_dsn, embedder, to_schema_5, [*QUERIES, "kafka", "k8s crash"])
     try:
         assert _statistics(pg_dsn, pg.index_name)[0][4] > 0  # the path field's total length
+        assert _term_collations(pg_dsn, pg.index_name) == ["C", "C"]
     finally:
         reopened.close()
 
@@ -381,23 +385,46 @@ async def test_reindex_and_a_changed_analysis_rebuild_the_postings(
         reopened.close()
 
 
-def _impact_index_exists(pg_dsn: str, index: str) -> bool:
+_BOTH = {"impact", "chunk"}
+
+
+def _postings_indexes(pg_dsn: str, index: str) -> set[str]:
+    """Which of the postings' indexes exist (a first load drops both, builds both at its end)."""
     with psycopg.connect(pg_dsn) as conn:
-        row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f"{index}_postings_impact",)).fetchone()
-    return bool(row and row[0])
+        return {
+            name
+            for name in _BOTH
+            if conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f"{index}_postings_{name}",)).fetchone()
+            == (True,)
+        }
+
+
+def _term_collations(pg_dsn: str, index: str) -> list[str | None]:
+    with psycopg.connect(pg_dsn) as conn:
+        rows = conn.execute(
+            "SELECT collation_name FROM information_schema.columns"
+            " WHERE table_name = ANY(%s) AND column_name = 'term' ORDER BY table_name",
+            ([f"{index}_postings", f"{index}_terms"],),
+        ).fetchall()
+    return [row[0] for row in rows]
+
+
+def test_terms_compare_byte_wise(pg: PgVectorBackend, pg_dsn: str) -> None:
+    """Migration 7: no locale's strcoll in the sorts and B-tree inserts of the postings."""
+    assert _term_collations(pg_dsn, pg.index_name) == ["C", "C"]
 
 
 async def test_a_bulk_load_is_fail_soft_and_exact(
     pg: PgVectorBackend, pg_dsn: str, embedder: CountingEmbedder
 ) -> None:
-    """A first load (the impact index dropped, built at release): one document re-upserted
+    """A first load (the postings' indexes dropped, built at release): one document re-upserted
     and one deleted mid-load, and one the server refuses (a label term too long for its
     GIN index) failing alone, its neighbours written."""
     from lore.errors import IndexingError
 
     with pg.write_lock():
         pg.check_embedder(embedder.model_id, embedder.dimension)
-        assert not _impact_index_exists(pg_dsn, pg.index_name)
+        assert _postings_indexes(pg_dsn, pg.index_name) == set()
         for i in range(60):
             if i == 30:
                 huge = random.Random(0).randbytes(4000).hex()  # incompressible
@@ -409,7 +436,7 @@ async def test_a_bulk_load_is_fail_soft_and_exact(
         # Searchable before the index is back, only slower.
         found = await pg.retrieve("alert42", mode=SearchMode.BM25)
         assert found[0].uri == "bulk/42.md"
-    assert _impact_index_exists(pg_dsn, pg.index_name)
+    assert _postings_indexes(pg_dsn, pg.index_name) == _BOTH
     kept, counted, wrong = _statistics(pg_dsn, pg.index_name)
     assert kept == counted
     assert kept[0] == 59
@@ -419,21 +446,21 @@ async def test_a_bulk_load_is_fail_soft_and_exact(
     assert await pg.retrieve("alert6", mode=SearchMode.BM25) == []
     assert await pg.retrieve("refused", mode=SearchMode.BM25) == []
     assert "bad.md" not in pg.held(DEFAULT_SOURCE)
-    # A second load into a non-empty index keeps the impact index.
+    # A second load into a non-empty index keeps the postings' indexes.
     with pg.write_lock():
-        assert _impact_index_exists(pg_dsn, pg.index_name)
+        assert _postings_indexes(pg_dsn, pg.index_name) == _BOTH
         add_document(pg, embedder, "late.md", "late arrival")
-    assert _impact_index_exists(pg_dsn, pg.index_name)
+    assert _postings_indexes(pg_dsn, pg.index_name) == _BOTH
 
 
-def test_a_first_load_killed_midway_gets_its_index_on_the_next_open(
+def test_a_first_load_killed_midway_gets_its_indexes_on_the_next_open(
     pg: PgVectorBackend, pg_dsn: str, embedder: CountingEmbedder
 ) -> None:
     from lore.backends.pgvector import postings
 
     with psycopg.connect(pg_dsn, autocommit=True) as conn:  # as a crashed first load leaves it
         postings.first_load(conn, pg._tables)
-    assert not _impact_index_exists(pg_dsn, pg.index_name)
+    assert _postings_indexes(pg_dsn, pg.index_name) == set()
     reopened = PgVectorBackend(pg_dsn, embedder, index_name=pg.index_name)
     reopened.close()
-    assert _impact_index_exists(pg_dsn, pg.index_name)
+    assert _postings_indexes(pg_dsn, pg.index_name) == _BOTH

@@ -206,15 +206,15 @@ class PgVectorBackend(LedgerReads, ServerSearch):
             raise IndexingError(f"{self._where}: preparing index {self.index_name!r} failed: {err}") from err
 
     def _restore_impact_index(self, conn: psycopg.Connection[TupleRow]) -> None:
-        """A first load killed before its end leaves the postings without their impact
-        index (``postings.first_load``): built here, unless a writer is loading now (it
-        builds the index when it releases the lock)."""
+        """A first load killed before its end leaves the postings without their indexes
+        (``postings.first_load``): built here, unless a writer is loading now (it builds
+        them when it releases the lock)."""
         key = (LOCK_CLASS, lock_key("write", self.index_name))
         row = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", key).fetchone()
         if not row or not row[0]:
             return
         try:
-            conn.execute(self._tables.sql(pg_postings.IMPACT_INDEX))
+            pg_postings.restore_indexes(conn, self._tables)
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s, %s)", key)
 
