@@ -16,9 +16,7 @@ import textwrap
 import threading
 from pathlib import Path
 
-import pytest
-
-from lore.interrupt import lines, wait_readable
+from lore.interrupt import lines
 
 
 def test_lines_of_a_pipe_split_like_readline_and_keep_an_unterminated_last_line() -> None:
@@ -48,37 +46,50 @@ def test_a_line_written_in_pieces_arrives_whole() -> None:
     writer.join()
 
 
+def _in_a_fresh_interpreter(body: str) -> None:
+    """Signals are sent to a fresh interpreter of its own, aimed at its main thread: the
+    test process holds the threads and handlers of every test before it, and a signal is
+    the whole process's business."""
+    script = "import os, signal, threading\nfrom lore.interrupt import wait_readable\n"
+    script += textwrap.dedent(body)
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    assert result.returncode == 0, result.stderr
+
+
 def test_a_signal_whose_handler_returns_does_not_end_the_wait() -> None:
-    read_end, write_end = os.pipe()
-    seen: list[int] = []
-    previous = signal.signal(signal.SIGUSR1, lambda signum, frame: seen.append(signum))
-    try:
-        os.kill(os.getpid(), signal.SIGUSR1)  # handled before the wait: must not wake it
+    _in_a_fresh_interpreter("""
+        main = threading.main_thread().ident
+        read_end, write_end = os.pipe()
+        seen = []
+        signal.signal(signal.SIGUSR1, lambda signum, frame: seen.append(signum))
+        signal.pthread_kill(main, signal.SIGUSR1)  # handled before the wait: must not wake it
         timer = threading.Timer(0.2, os.write, (write_end, b"x"))
         timer.start()
         wait_readable(read_end)
         timer.join()
-    finally:
-        signal.signal(signal.SIGUSR1, previous)
-        os.close(read_end)
-        os.close(write_end)
-    assert seen == [signal.SIGUSR1]
+        assert seen == [signal.SIGUSR1], seen
+        assert os.read(read_end, 1) == b"x"
+    """)
 
 
 def test_sigint_during_the_wait_raises_keyboardinterrupt_and_restores_the_wakeup_fd() -> None:
-    read_end, write_end = os.pipe()
-    before = signal.set_wakeup_fd(-1)
-    signal.set_wakeup_fd(before)
-    timer = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT))
-    timer.start()
-    try:
-        with pytest.raises(KeyboardInterrupt):
+    _in_a_fresh_interpreter("""
+        main = threading.main_thread().ident
+        read_end, write_end = os.pipe()
+        timer = threading.Timer(0.2, signal.pthread_kill, (main, signal.SIGINT))
+        timer.start()
+        try:
             wait_readable(read_end)
-    finally:
+        except KeyboardInterrupt:
+            pass
+        else:
+            raise AssertionError("the wait outlived a SIGINT")
         timer.join()
-        os.close(read_end)
-        os.close(write_end)
-    assert signal.set_wakeup_fd(before) == before
+        assert signal.set_wakeup_fd(-1) == -1  # the wait put back the fd it found (none)
+    """)
 
 
 def test_a_sigint_sent_the_moment_a_prompt_is_shown_always_ends_it(tmp_path: Path) -> None:
