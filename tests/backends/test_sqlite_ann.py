@@ -4,6 +4,7 @@ exact re-scoring, incremental adds and deletes, crashes and torn files."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -171,7 +172,13 @@ def test_a_torn_graph_is_rebuilt_on_open(tmp_path: Path, embedder: CountingEmbed
         for number in range(30):
             _add(backend, embedder, number)
     graph = next(_ann_dir(db).glob("graph-*.usearch"))
-    graph.write_bytes(graph.read_bytes()[: graph.stat().st_size // 2])
+    # Torn as a crash tears it: a new file cut short. Never cut the mapped file in place:
+    # the first backend's memory map of it may outlive this block (until a garbage
+    # collection frees it), and a map of a file cut short under it is a SIGBUS waiting
+    # for whatever touches it (a usearch search of such a view is one, tried by hand).
+    torn = graph.with_suffix(".torn")
+    torn.write_bytes(graph.read_bytes()[: graph.stat().st_size // 2])
+    os.replace(torn, graph)
     with SqliteBackend(db, CountingEmbedder(DIMENSION), ann_threshold=1) as reopened:
         assert reopened._vectors.usable()
         assert isinstance(reopened._refresh(need_vectors=True), AnnChannel)
