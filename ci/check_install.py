@@ -46,6 +46,7 @@ NEEDS_EXTRA = {
     "lore.backends.pgvector.ledger": "pgvector",
     "lore.backends.pgvector.postings": "pgvector",
     "lore.backends.pgvector.statements": "pgvector",
+    "lore.backends.pgvector.analysis": "pgvector",
     "lore.backends.qdrant": "qdrant",
     "lore.backends.qdrant.backend": "qdrant",
     "lore.backends.qdrant.layout": "qdrant",
