@@ -16,11 +16,8 @@ Layout of an index named ``lore``:
   before that; and because extra points would skew the IDF statistics and need a filter
   on every search.
 
-Hybrid search is one ``query_points`` call: a sparse and a dense ``Prefetch`` (each with
-the label and access filter, so filtering happens inside both channels before any cut), fused by
-Qdrant's distribution-based score fusion (DBSF, for lore's default ``fusion = "score"``) or
-its reciprocal-rank fusion (``RrfQuery`` with lore's ``rrf_k``, for ``fusion = "rrf"``). The two channels' own
-rankings come back in the same batch request, for ``Passage.channel_ranks``.
+Hybrid search is one batch of queries: a sparse and a dense ``Prefetch`` fused by Qdrant,
+and each channel's own ranking beside it (``queries.py``).
 
 Writes are not transactional across points: ``upsert`` writes the new chunks, then
 removes the old version's leftovers, then the ledger row, so a crash can leave both
@@ -56,7 +53,6 @@ from lore.backends.qdrant.layout import (
     LAYOUT_VERSION,
     META_INDEXES,
     SPARSE,
-    access_condition,
     chunk_from_payload,
     chunk_point,
     document_from_payload,
@@ -64,10 +60,10 @@ from lore.backends.qdrant.layout import (
     indexed_document,
     match,
     meta_collection,
-    passage_from_point,
     point_id,
 )
 from lore.backends.qdrant.local import FileLock, open_local, release_local
+from lore.backends.qdrant.queries import Fusion, passages, plan_search
 from lore.backends.query_embedding import check_query_embedder, checked_vectors
 from lore.backends.server_search import ServerSearch
 from lore.errors import (
@@ -443,52 +439,24 @@ class QdrantBackend(ServerSearch):
     ) -> list[Passage]:
         if not self._has_chunks():
             return []
-        conditions: list[models.Condition] = [match("label_terms", term) for term in sorted(terms)]
-        if access is not None:
-            conditions.append(access_condition(access))
-        # The same filter on each prefetch and on the fused query: inside both channels.
-        flt = models.Filter(must=conditions) if conditions else None
-        depth = max(self._depth, top_k)
-        channels: dict[str, Any] = {}
-        if mode is not SearchMode.VECTOR:
-            sparse = self._weights.query(text)
-            if sparse.indices:
-                channels[SearchMode.BM25.value] = models.SparseVector(
-                    indices=sparse.indices, values=sparse.values
-                )
-        if vector is not None and np.any(vector):  # a zero vector is similar to nothing
-            channels[SearchMode.VECTOR.value] = vector.tolist()
-        if not channels:
-            return []
-        using = {SearchMode.BM25.value: SPARSE, SearchMode.VECTOR.value: self._live_vector()}
-        requests = [
-            models.QueryRequest(query=q, using=using[name], filter=flt, limit=depth, with_payload=False)
-            for name, q in channels.items()
-        ]
-        if len(channels) > 1:
-            fused = models.QueryRequest(
-                prefetch=[
-                    models.Prefetch(query=r.query, using=r.using, filter=flt, limit=depth) for r in requests
-                ],
-                query=(
-                    models.FusionQuery(fusion=models.Fusion.DBSF)
-                    if self._fusion == "score"
-                    else models.RrfQuery(rrf=models.Rrf(k=self._rrf_k))
-                ),
-                filter=flt,
-                limit=top_k,
-                with_payload=True,
-            )
-        else:
-            fused = requests[0].model_copy(update={"limit": top_k, "with_payload": True})
-        responses = self._call(
-            RetrievalError, "search", lambda: self._client.query_batch_points(self._index, [fused, *requests])
+        plan = plan_search(
+            text,
+            vector,
+            top_k=top_k,
+            depth=self._depth,
+            terms=terms,
+            mode=mode,
+            access=access,
+            weights=self._weights,
+            dense=self._live_vector(),
+            fusion=Fusion(self._fusion, self._rrf_k),
         )
-        ranks: dict[str, dict[str, int]] = {}
-        for name, response in zip(channels, responses[1:], strict=True):
-            for rank, point in enumerate(response.points, start=1):
-                ranks.setdefault(str(point.id), {})[name] = rank
-        return [passage_from_point(point, ranks.get(str(point.id), {})) for point in responses[0].points]
+        if plan is None:
+            return []
+        responses = self._call(
+            RetrievalError, "search", lambda: self._client.query_batch_points(self._index, plan.requests)
+        )
+        return passages(plan, responses)
 
     # -- Reembeddable (``lore reembed``; see reembed.py) -------------------------
 
