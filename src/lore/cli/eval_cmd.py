@@ -14,23 +14,20 @@ import asyncio
 import shlex
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
-from types import TracebackType
 from typing import Annotated, Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from lore.chunking import Chunker
 from lore.cli.app import app, console, settings, state
+from lore.cli.eval_progress import EvalProgress, run_modes
 from lore.config import LoreSettings, SourceConfig
 from lore.errors import ConfigError
 from lore.eval.datasets import (
     BeirPaths,
     BeirSource,
-    EvalQuery,
     beir_doc_id,
     load_beir_queries,
     load_golden_set,
@@ -45,7 +42,7 @@ from lore.eval.report import (
     write_json,
     write_run_files,
 )
-from lore.eval.runner import RERANK_MODE, EvalRun, QueryVectorCache, evaluate, parse_modes
+from lore.eval.runner import RERANK_MODE, EvalRun, QueryVectorCache, parse_modes
 from lore.models import Chunk, Document, SearchMode, SyncReport
 from lore.protocols import Embedder, KnowledgeIndex, KnowledgeRetriever, KnowledgeSource, Reranker
 from lore.rerankers import resolve_reranker
@@ -101,88 +98,6 @@ def _modes(spec: str | None, retriever: KnowledgeRetriever, reranker: Reranker |
     return _ordered(parse_modes(spec or "all", retriever, reranker))
 
 
-# -- progress -----------------------------------------------------------------------------
-
-
-class _Progress:
-    """One rich progress display for the whole run: indexing, query embedding, modes."""
-
-    def __init__(self) -> None:
-        self.bar = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console,
-            transient=True,
-            disable=not console.is_terminal,
-        )
-        self._tasks: dict[str, TaskID] = {}
-        self._corpus: TaskID | None = None
-
-    def __enter__(self) -> _Progress:
-        self.bar.start()
-        return self
-
-    def __exit__(
-        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
-    ) -> None:
-        self.bar.stop()
-
-    # SyncProgress, while a corpus is indexed
-    def source_started(self, source: str, expected_documents: int | None) -> None:
-        self._corpus = self.bar.add_task(f"indexing {source}", total=expected_documents)
-
-    def document_seen(self, source: str, uri: str) -> None:
-        if self._corpus is not None:
-            self.bar.advance(self._corpus)
-
-    def chunks_embedded(self, count: int) -> None:
-        pass
-
-    def source_finished(self, source: str) -> None:
-        pass
-
-    def modes(self, modes: Sequence[str], queries: int) -> None:
-        self._tasks = {mode: self.bar.add_task(f"evaluating {mode}", total=queries) for mode in modes}
-
-    def query_done(self, mode: str, qid: str) -> None:
-        self.bar.advance(self._tasks[mode])
-
-    @contextmanager
-    def step(self, description: str) -> Iterator[None]:
-        task = self.bar.add_task(description, total=None)
-        yield
-        self.bar.update(task, total=1, completed=1)
-
-
-async def _run(
-    progress: _Progress,
-    retriever: KnowledgeRetriever,
-    cache: QueryVectorCache,
-    queries: Sequence[EvalQuery],
-    modes: Sequence[str],
-    *,
-    dataset: str,
-    depth: int,
-    reranker: Reranker | None,
-) -> EvalRun:
-    if any(mode != SearchMode.BM25.value for mode in modes):
-        with progress.step(f"embedding {len(queries)} queries"):
-            await asyncio.to_thread(cache.prime, [query.text for query in queries])
-    progress.modes(modes, len(queries))
-    return await evaluate(
-        retriever,
-        queries,
-        modes,
-        dataset=dataset,
-        embedder=cache,
-        depth=depth,
-        reranker=reranker,
-        on_query=progress.query_done,
-    )
-
-
 def _outputs(run: EvalRun, json_out: Path | None, run_out: Path | None, doc_id: Any, **extra: Any) -> None:
     render_run(console, run)
     if json_out is not None:
@@ -226,7 +141,11 @@ def _chunker(current: LoreSettings, embedder: Embedder) -> Chunker:
 
 
 async def _index_corpus(
-    source: BeirSource, index: KnowledgeIndex, embedder: Embedder, current: LoreSettings, progress: _Progress
+    source: BeirSource,
+    index: KnowledgeIndex,
+    embedder: Embedder,
+    current: LoreSettings,
+    progress: EvalProgress,
 ) -> SyncReport:
     chunker = _chunker(current, embedder)
     progress.source_started(source.name, source.count())
@@ -284,7 +203,7 @@ def beir_command(
             # Settings mistakes surface before the expensive indexing, not after it.
             reranker = resolve_reranker(current)
             modes = _modes(mode, backend, reranker)
-            with _Progress() as progress:
+            with EvalProgress() as progress:
                 report = asyncio.run(
                     _index_corpus(BeirSource(paths.corpus), backend, cache, current, progress)
                 )
@@ -293,7 +212,7 @@ def beir_command(
                         f"[yellow]{len(report.failures)} corpus documents could not be indexed[/yellow]"
                     )
                 run = asyncio.run(
-                    _run(
+                    run_modes(
                         progress,
                         backend,
                         cache,
@@ -319,7 +238,7 @@ def beir_command(
 # -- lore eval golden ---------------------------------------------------------------------
 
 
-def _sync_first(current: LoreSettings, backend: Any, embedder: Embedder, progress: _Progress) -> None:
+def _sync_first(current: LoreSettings, backend: Any, embedder: Embedder, progress: EvalProgress) -> None:
     if not current.sources:
         raise ConfigError("--sync needs [[sources]] in the configuration")
     if not isinstance(backend, KnowledgeIndex):
@@ -384,13 +303,13 @@ def golden_command(
         reranker = resolve_reranker(current)
         spec = mode if mode is not None or baseline is None else ",".join(baseline.modes)
         modes = _modes(spec, backend, reranker)
-        with _Progress() as progress:
+        with EvalProgress() as progress:
             if sync:
                 _sync_first(current, backend, cache, progress)
             else:
                 _check_not_empty(current, backend)
             run = asyncio.run(
-                _run(
+                run_modes(
                     progress,
                     backend,
                     cache,
@@ -491,7 +410,7 @@ def generate_command(
     if not chunks:
         raise ConfigError("no chunk long enough to ask a question about")
 
-    async def generate(progress: _Progress) -> GenerationResult:
+    async def generate(progress: EvalProgress) -> GenerationResult:
         task = progress.bar.add_task("writing questions", total=len(chunks))
         client = ChatClient(provider, model, api_key)
         try:
@@ -501,7 +420,7 @@ def generate_command(
         finally:
             await client.aclose()
 
-    with _Progress() as progress:
+    with EvalProgress() as progress:
         result = asyncio.run(generate(progress))
     write_golden_set(out, result.entries)
     console.print(
