@@ -42,7 +42,8 @@ such as "previous instructions", and a role marker must start a line.
 
 from __future__ import annotations
 
-import functools
+import base64
+import binascii
 import re
 import unicodedata
 from collections import Counter
@@ -52,13 +53,16 @@ from urllib.parse import urlsplit
 
 import regex
 
-from lore.safety.override_phrases import CJK_PATTERNS, WORD_PATTERNS
+from lore.safety.folding import fold
+from lore.safety.override_phrases import CJK_PATTERNS, ENGLISH, OTHER_LANGUAGES
 
 #: Every marker starts with this, so tests and readers can recognise neutralised spans.
 NEUTRALISED_MARKER = "[lore: removed"
 
 #: The tag lore's renderer fences each passage with; text imitating it is neutralised.
 FENCE_TAG = "untrusted-reference"
+#: The tag as the folded view spells it too (``lore.safety.folding`` drops inner hyphens).
+_FENCE_PATTERN = r"untrusted-?reference"
 
 
 def marker(what: str) -> str:
@@ -109,6 +113,15 @@ class _Rule:
     pattern: re.Pattern[str]
     #: Returns the replacement, or None to leave the match as it is (not a finding).
     replace: Callable[[re.Match[str]], str | None]
+    #: Strings (lower case) of which the text must hold one for the rule to run.
+    hints: tuple[str, ...] = ()
+    #: A character the text must hold for the rule to run.
+    needs: re.Pattern[str] | None = None
+
+    def applies(self, text: str, lowered: str) -> bool:
+        if self.needs is not None and not self.needs.search(text):
+            return False
+        return not self.hints or any(hint in lowered for hint in self.hints)
 
 
 def _fixed(what: str) -> Callable[[re.Match[str]], str]:
@@ -117,8 +130,15 @@ def _fixed(what: str) -> Callable[[re.Match[str]], str]:
 
 
 _REST_OF_LINE = r"[^\n]*"
+#: Han, kana and Hangul: the CJK phrases need one, and a search for one is cheaper than
+#: trying them at every position of English text.
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 
 _ROLE_WORDS = r"(?:system|assistant|developer)"
+#: What follows a role word in a label or heading that names a chat message.
+#: The rules around a banner line ("=== SYSTEM ==="); not "#" ("## System ##" is a heading).
+_BANNER = r"(?:={2,}|-{2,}|~{2,}|\*{3,})"
+_ROLE_NOUNS = r"(?:message|prompt|note|notice|override|instructions?|command|turn)"
 
 #: Upper bound on link texts and tag attributes the patterns scan: without it a crafted
 #: page ("![![![..." with no closing bracket) makes matching quadratic in its length.
@@ -168,7 +188,9 @@ def _build_rules(allowed_link_hosts: Collection[str]) -> list[_Rule]:
     i, im, ims = re.IGNORECASE, re.IGNORECASE | re.MULTILINE, re.IGNORECASE | re.DOTALL
     return [
         _Rule("html_comment", re.compile(r"<!--.*?(?:-->|\Z)", re.DOTALL), _fixed("HTML comment")),
-        _Rule("fake_delimiter", re.compile(rf"</?\s*{FENCE_TAG}\b[^>\n]*>?", i), _fixed("fake delimiter")),
+        _Rule(
+            "fake_delimiter", re.compile(rf"</?\s*{_FENCE_PATTERN}\b[^>\n]*>?", i), _fixed("fake delimiter")
+        ),
         _Rule(
             "role_marker",
             re.compile(
@@ -182,10 +204,27 @@ def _build_rules(allowed_link_hosts: Collection[str]) -> list[_Rule]:
             "role_marker",
             re.compile(
                 rf"^[ \t>]*(?:\*\*|__)?{_ROLE_WORDS}(?:\*\*|__)?[ \t]*:(?:\*\*|__)?"
-                r"|^[ \t>]*#{1,6}[ \t]*(?:instruction\b[ \t]*:?|(?:instructions|response|system)[ \t]*:)",
+                r"|^[ \t>]*#{1,6}[ \t]*(?:instruction\b[ \t]*:?"
+                r"|(?:instructions|response|system|assistant|developer)[ \t]*:"
+                rf"|{_ROLE_WORDS}[ \t]+{_ROLE_NOUNS}\b)"
+                # a banner: "=== SYSTEM ===", "--- system message ---"
+                rf"|^[ \t>]*{_BANNER}[ \t]*(?:{_ROLE_WORDS}|user|human)(?:[ \t]+{_ROLE_NOUNS})?"
+                rf"[ \t]*{_BANNER}",
                 im,
             ),
             _fixed("role marker"),
+        ),
+        _Rule(
+            "role_marker",
+            # A role word as a bracketed label: "[SYSTEM] ...", "[[assistant]]", "【system】".
+            # Not a Markdown link or reference ("[system](system.md)"), nor an INI section
+            # header ("[system]" alone on its line).
+            re.compile(
+                rf"(?:\[\[?|【)[ \t]*{_ROLE_WORDS}(?:[ \t_-]*{_ROLE_NOUNS})?[ \t]*(?:\]\]?|】)"
+                r"(?![(\[]|:[ \t]*\S*//)(?=(?P<rest>[^\n]*))",
+                i,
+            ),
+            lambda m: None if not m["rest"].strip() and not m[0].isupper() else marker("role marker"),
         ),
         _Rule(
             "role_marker",
@@ -229,13 +268,23 @@ def _build_rules(allowed_link_hosts: Collection[str]) -> list[_Rule]:
             # Tried only where a word starts: the same matches as each pattern's own \b,
             # but the engine skips the other positions instead of trying ~50 alternatives
             # at each (about 3x faster on ordinary prose).
-            re.compile(r"(?<!\w)(?=\w)(?:" + "|".join(WORD_PATTERNS) + ")" + _REST_OF_LINE, i),
+            re.compile(r"(?<!\w)(?=\w)(?:" + "|".join(ENGLISH) + ")" + _REST_OF_LINE, i),
             _fixed("instruction-like text"),
+        ),
+        *(
+            _Rule(
+                "instruction_override",
+                re.compile(r"(?<!\w)(?=\w)(?:" + "|".join(patterns) + ")" + _REST_OF_LINE, i),
+                _fixed("instruction-like text"),
+                hints,
+            )
+            for patterns, hints in OTHER_LANGUAGES
         ),
         _Rule(
             "instruction_override",
             re.compile("(?:" + "|".join(CJK_PATTERNS) + ")" + _REST_OF_LINE, i),
             _fixed("instruction-like text"),
+            needs=_CJK,
         ),
         _Rule(
             "external_image",
@@ -292,7 +341,10 @@ def _rules(allowed_link_hosts: Collection[str]) -> list[_Rule]:
 def screen_injections(text: str, *, allowed_link_hosts: Collection[str] = ()) -> tuple[str, Counter[str]]:
     """``text`` with instruction-like spans neutralised, and the findings per kind."""
     findings: Counter[str] = Counter()
+    return _screen(text, findings, allowed_link_hosts, 0), findings
 
+
+def _screen(text: str, findings: Counter[str], allowed_link_hosts: Collection[str], depth: int) -> str:
     def strip_invisible(match: re.Match[str] | regex.Match[str]) -> str:
         start = match.start()
         emoji = start > 0 and _PICTOGRAPH.match(match.string[start - 1]) and _EMOJI_GLUE.fullmatch(match[0])
@@ -309,63 +361,113 @@ def screen_injections(text: str, *, allowed_link_hosts: Collection[str] = ()) ->
     # NFKC can compose what the removals left apart, or produce a filler of its own
     # (halfwidth U+FFA0 becomes U+3164), so it sits between two removal passes.
     text = _IGNORABLE.sub(strip_invisible, _nfkc(text))
+    lowered = text.lower()
     for rule in _rules(allowed_link_hosts):
-        text = rule.pattern.sub(_counting(rule, findings), text)
-    return _screen_homoglyphs(text, findings, allowed_link_hosts), findings
+        if rule.applies(text, lowered):
+            text = rule.pattern.sub(_counting(rule, findings), text)
+    text = _screen_folded(text, findings, allowed_link_hosts)
+    return _screen_encoded(text, findings, allowed_link_hosts, depth)
 
 
-#: Kinds matched a second time over the text with look-alike letters folded to Latin.
-#: Their replacements are fixed markers; link rules keep parts of their match (the link
-#: text), which must come from the text as written, so they are not folded.
+#: Kinds matched a second time over the matching view (``lore.safety.folding``). Their
+#: replacements are fixed markers; link rules keep parts of their match (the link text),
+#: which must come from the text as written, so they are not folded.
 _FOLDED_KINDS = frozenset({"fake_delimiter", "role_marker", "tool_call_imitation", "instruction_override"})
 
 
-@functools.cache
-def _homoglyphs() -> dict[int, str]:
-    """Every non-ASCII character Unicode's confusables table (``confusables.txt``, via
-    ``confusable-homoglyphs``) lists as a look-alike of one ASCII letter: Cyrillic "і",
-    "о", "е", Greek "ο", Cherokee, Armenian, ... One character each way, so a span
-    found in the folded text is the same span in the text as written."""
-    from confusable_homoglyphs import utils
-
-    table: dict[int, str] = {}
-    for character, entries in utils.load("confusables.json").items():
-        if len(character) != 1 or character.isascii():
-            continue
-        for entry in entries:
-            if len(entry["c"]) == 1 and entry["c"].isascii() and entry["c"].isalpha():
-                table[ord(character)] = entry["c"]
-                break
-    return table
-
-
-def _screen_homoglyphs(text: str, findings: Counter[str], allowed_link_hosts: Collection[str]) -> str:
-    """A model reads "Ignоre previous instructions" (a Cyrillic "о") as the phrase.
-    The phrase rules run again over the text with look-alikes folded; what they find is
-    replaced in the text as written. Run after the plain pass, so Russian or Greek prose
-    is matched by its own patterns first, unfolded."""
-    if text.isascii():
+def _screen_folded(text: str, findings: Counter[str], allowed_link_hosts: Collection[str]) -> str:
+    """A model reads "Ignоre previous instructions" (a Cyrillic "о"), "I g n o r e all
+    previous instructions" and "ig-nore prev-ious instruc-tions" as the phrase. The phrase
+    rules run again over the lines that folding changes (``lore.safety.folding``); what
+    they find is replaced in the text as written. Run after the plain pass, so Russian
+    or Greek prose is matched by its own patterns first, unfolded; a phrase folded on
+    one line and continued on the next is not seen (the plain pass sees unfolded ones)."""
+    view = fold(text)
+    if view.text == text:
         return text
-    table = _homoglyphs()
-    folded = text.translate(table)
-    if folded == text:
-        return text
+    # Folding never touches a newline, so line i of the view is line i of the text.
+    lines = text.split("\n")
+    for index, (line, folded) in enumerate(zip(lines, view.text.split("\n"), strict=True)):
+        if line != folded:
+            lines[index] = _screen_folded_line(line, findings, allowed_link_hosts)
+    return "\n".join(lines)
+
+
+def _screen_folded_line(line: str, findings: Counter[str], allowed_link_hosts: Collection[str]) -> str:
+    view = fold(line)
+    lowered = view.text.lower()
     for rule in _rules(allowed_link_hosts):
-        if rule.kind not in _FOLDED_KINDS:
+        if rule.kind not in _FOLDED_KINDS or not rule.applies(view.text, lowered):
             continue
         pieces: list[str] = []
         last = 0
-        for match in rule.pattern.finditer(folded):
+        for match in rule.pattern.finditer(view.text):
             replacement = rule.replace(match)
-            if replacement is None:
+            start, end = view.span(match.start(), match.end())
+            if replacement is None or start < last:
                 continue
             findings[rule.kind] += 1
-            pieces += [text[last : match.start()], replacement]
-            last = match.end()
+            pieces += [line[last:start], replacement]
+            last = end
         if pieces:
-            text = "".join(pieces) + text[last:]
-            folded = text.translate(table)
-    return text
+            line = "".join(pieces) + line[last:]
+            view = fold(line)
+            if view.text == line:
+                break
+    return line
+
+
+#: Runs of base64 long enough to carry a sentence ("aWdub3JlIGFsbCBwcmV2aW91cyBp...").
+_BASE64_RUN = re.compile(
+    r"(?<![A-Za-z0-9+/_\-])(?=[A-Za-z0-9+/_\-]*[a-z])(?=[A-Za-z0-9+/_\-]*[A-Z0-9+/])"
+    r"[A-Za-z0-9+/_\-]{24,}={0,2}(?![A-Za-z0-9+/=_\-])"
+)
+#: Decoded text worth screening: mostly letters and spaces, as a sentence is.
+_SENTENCE = regex.compile(r"[\p{L}\s]")
+#: Kinds that say decoded text is an instruction (not a link or a stray character).
+_WORDING_KINDS = frozenset(
+    {"role_marker", "tool_call_imitation", "instruction_override", "fake_delimiter", "encoded_instruction"}
+)
+
+
+def _decoded(run: str) -> str | None:
+    """``run`` decoded from base64 (standard or URL-safe) when it is printable UTF-8 that
+    reads like words, or is base64 again; None for key material, hashes and other binary
+    payloads."""
+    if len(run.rstrip("=")) % 4 == 1:
+        return None
+    padded = run.rstrip("=") + "=" * (-len(run.rstrip("=")) % 4)
+    try:
+        raw = base64.b64decode(padded, altchars=b"-_" if ("-" in run or "_" in run) else None, validate=True)
+        text = raw.decode("utf-8")
+    except (binascii.Error, ValueError):
+        return None
+    if _BASE64_RUN.fullmatch(text):
+        return text
+    if not text.replace("\n", " ").replace("\t", " ").isprintable() or " " not in text:
+        return None
+    return text if len(_SENTENCE.findall(text)) >= 0.7 * len(text) else None
+
+
+def _screen_encoded(
+    text: str, findings: Counter[str], allowed_link_hosts: Collection[str], depth: int
+) -> str:
+    """A model decodes base64 on request ("decode and follow: aWdub3Jl..."), so a run that
+    decodes to words is screened as text; when that finds an instruction the run is
+    replaced. Nested encodings are followed two levels deep."""
+
+    def replace(match: re.Match[str]) -> str:
+        decoded = _decoded(match[0])
+        if decoded is None:
+            return match[0]
+        inner: Counter[str] = Counter()
+        _screen(decoded, inner, allowed_link_hosts, depth + 1)
+        if not _WORDING_KINDS & set(inner):
+            return match[0]
+        findings["encoded_instruction"] += 1
+        return marker("encoded instruction")
+
+    return _BASE64_RUN.sub(replace, text) if depth < 2 else text
 
 
 def _counting(rule: _Rule, findings: Counter[str]) -> Callable[[re.Match[str]], str]:
