@@ -69,7 +69,7 @@ _TOKEN = re.compile(rf"[\w@$]+(?:[{_INNER}]{{1,2}}[\w@$]+)*")
 _TOKEN_PUNCTUATION = "_@$-.·*•~"
 _INNER_PUNCTUATION = re.compile(rf"(?<=[^\W\d_])[{_INNER}]{{1,2}}(?=[^\W\d_])")
 #: Four or more single letters apart by separators: "I g n o r e", "i.g.n.o.r.e".
-_SPACED_RUN = re.compile(r"(?<![\w])[^\W\d_](?:[ \t.\-_*·•~+|/]{1,3}[^\W\d_](?![\w])){3,}")
+_SPACED_RUN = re.compile(r"(?<![^\W_])[^\W\d_](?:[ \t.\-_*·•~+|/]{1,3}[^\W\d_](?![^\W_])){3,}")
 _SEPARATOR = re.compile(r"[ \t.\-_*·•~+|/]{1,3}")
 
 
@@ -77,8 +77,8 @@ _SEPARATOR = re.compile(r"[ \t.\-_*·•~+|/]{1,3}")
 def _phrase_words() -> dict[str, tuple[str, ...]]:
     """The words the phrase rules are made of ("ignor", "previous", "instruct", "negeer",
     "игнорируй", ...: every run of five or more letters in their patterns, role words
-    too), by their first five letters. A fold that yields none of them cannot complete a
-    phrase, so it is not made: "kube-system" is folded (a role word), "follow-up" and
+    too), by their first five letters. A view whose folds yield none of them holds no
+    phrase its text lacks: "kube-system" is folded (a role word), "follow-up" and
     "sha256" are not, and most passages leave the view equal to the text and skip the
     second pass."""
     from lore.safety.override_phrases import WORD_PATTERNS
@@ -116,6 +116,9 @@ def _has_phrase_word(text: str) -> bool:
 @dataclass(frozen=True)
 class Folded:
     text: str
+    #: Whether some fold yields a word the phrase rules use (or a look-alike letter was
+    #: folded): otherwise no phrase can be found in the view that the text lacks.
+    interesting: bool
     #: Positions in ``text`` after which the view's characters come from further on in
     #: the original, and how much further: ``origin`` maps a view position back.
     _starts: tuple[int, ...]
@@ -147,14 +150,18 @@ def _despace(run: str) -> str:
 
 def fold(text: str) -> Folded:
     """The matching view of ``text`` (see the module docstring)."""
+    original = text
     if not text.isascii():
         text = text.translate(homoglyphs())
+    # Every fold is made (a phrase may need "4ll" read as "all"), but the view is worth
+    # matching only when a fold yields a word the phrase rules use, or a look-alike letter.
+    interesting = text != original
     # (start, end, replacement) in the text, in order and apart.
     edits: list[tuple[int, int, str]] = []
     for match in _SPACED_RUN.finditer(text):
         despaced = _despace(match[0])
-        if _has_phrase_word(despaced):
-            edits.append((match.start(), match.end(), despaced))
+        interesting = interesting or _has_phrase_word(despaced)
+        edits.append((match.start(), match.end(), despaced))
     spaced = [(start, end) for start, end, _ in edits]
     covered = 0
     leets: list[tuple[int, str]] = []
@@ -174,8 +181,7 @@ def fold(text: str) -> Folded:
         if any(start < found.end() and found.start() < end for start, end in spaced):
             continue
         leet = token.translate(_LEET) if not token.isdigit() else token
-        if not _has_phrase_word(_INNER_PUNCTUATION.sub("", leet)):
-            continue
+        interesting = interesting or _has_phrase_word(_INNER_PUNCTUATION.sub("", leet))
         if leet != token:  # one for one: positions do not move
             leets.append((found.start(), leet))
         edits += [
@@ -190,7 +196,7 @@ def fold(text: str) -> Folded:
             last = start + len(leet)
         text = "".join(rebuilt) + text[last:]
     if not edits:
-        return Folded(text, (), ())
+        return Folded(text, interesting, (), ())
     edits.sort()
     pieces: list[str] = []
     starts: list[int] = []
@@ -214,4 +220,4 @@ def fold(text: str) -> Folded:
         shifts.append(end - length)
         last = end
     pieces.append(text[last:])
-    return Folded("".join(pieces), tuple(starts), tuple(shifts))
+    return Folded("".join(pieces), interesting, tuple(starts), tuple(shifts))

@@ -383,7 +383,7 @@ def _screen_folded(text: str, findings: Counter[str], allowed_link_hosts: Collec
     or Greek prose is matched by its own patterns first, unfolded; a phrase folded on
     one line and continued on the next is not seen (the plain pass sees unfolded ones)."""
     view = fold(text)
-    if view.text == text:
+    if not view.interesting:
         return text
     # Folding never touches a newline, so line i of the view is line i of the text.
     lines = text.split("\n")
@@ -395,6 +395,8 @@ def _screen_folded(text: str, findings: Counter[str], allowed_link_hosts: Collec
 
 def _screen_folded_line(line: str, findings: Counter[str], allowed_link_hosts: Collection[str]) -> str:
     view = fold(line)
+    if not view.interesting:
+        return line
     lowered = view.text.lower()
     for rule in _rules(allowed_link_hosts):
         if rule.kind not in _FOLDED_KINDS or not rule.applies(view.text, lowered):
@@ -412,8 +414,9 @@ def _screen_folded_line(line: str, findings: Counter[str], allowed_link_hosts: C
         if pieces:
             line = "".join(pieces) + line[last:]
             view = fold(line)
-            if view.text == line:
+            if not view.interesting:
                 break
+            lowered = view.text.lower()
     return line
 
 
