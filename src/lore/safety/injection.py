@@ -23,16 +23,22 @@ Kinds, in the order they are screened:
 - ``fake_delimiter``: text imitating the fence lore puts around passages;
 - ``role_marker``: chat-template tokens (``<|im_start|>``, ``[INST]``, ``<<SYS>>``), role
   prefixes at line start (``system:``, ``assistant:``, ``Human:``, ``User:``),
-  ``### Instruction`` headings;
+  ``### Instruction`` headings, bracketed labels (``[SYSTEM]``) and banners
+  (``=== SYSTEM ===``);
 - ``tool_call_imitation``: ``<tool_call>`` blocks, ``{"tool": ...}`` JSON, ``functions.x(``;
 - ``instruction_override``: "ignore previous instructions", "disregard everything above"
-  and their paraphrases, in English and eight other languages
+  and their paraphrases, in English and sixteen other languages
   (``lore.safety.override_phrases``), "you are now ...", "new instructions:", requests to
   reveal the prompt or hide things from the user. The rest of the line is removed with
   the phrase, since that is the payload;
 - ``external_image`` / ``external_link``: Markdown or HTML images and links to hosts not
   in ``safety.allowed_link_hosts``. An image URL is fetched as soon as a client renders
   it, and a link can carry data out in its query string; the URL goes, the text stays.
+
+Then the phrase kinds run again over a matching view of the text in which letter spacing,
+punctuation inside words, leetspeak and look-alike letters are folded away
+(``lore.safety.folding``), and base64 runs that decode to words are screened as text
+(``encoded_instruction``).
 
 The patterns are deliberately narrow, because runbooks say "ignore the warning if ..." and
 "the system: ..." all the time: an override needs both a verb of dismissal and a target
