@@ -43,6 +43,7 @@ FIRES: list[tuple[str, str]] = [
     (f"Het wachtwoord is {FAKE_PASSWORD}", FAKE_PASSWORD),
     (f"Hasło do bazy to {FAKE_PASSWORD}", FAKE_PASSWORD),
     (f"Şifre: {FAKE_PASSWORD}", FAKE_PASSWORD),
+    (f"YÖNETİCİ ŞİFRESİ: {FAKE_PASSWORD}", FAKE_PASSWORD),
     (f"Lösenordet är {FAKE_PASSWORD}", FAKE_PASSWORD),
     (f"le mot de passe est {FAKE_PASSWORD}&3!", FAKE_PASSWORD),
     (f"the password to the replica is {FAKE_PASSWORD}", FAKE_PASSWORD),

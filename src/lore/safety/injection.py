@@ -367,7 +367,7 @@ def _screen(text: str, findings: Counter[str], allowed_link_hosts: Collection[st
     # NFKC can compose what the removals left apart, or produce a filler of its own
     # (halfwidth U+FFA0 becomes U+3164), so it sits between two removal passes.
     text = _IGNORABLE.sub(strip_invisible, _nfkc(text))
-    lowered = text.lower()
+    lowered = _lower(text)
     for rule in _rules(allowed_link_hosts):
         if rule.applies(text, lowered):
             text = rule.pattern.sub(_counting(rule, findings), text)
@@ -403,7 +403,7 @@ def _screen_folded_line(line: str, findings: Counter[str], allowed_link_hosts: C
     view = fold(line)
     if not view.interesting:
         return line
-    lowered = view.text.lower()
+    lowered = _lower(view.text)
     for rule in _rules(allowed_link_hosts):
         if rule.kind not in _FOLDED_KINDS or not rule.applies(view.text, lowered):
             continue
@@ -422,7 +422,7 @@ def _screen_folded_line(line: str, findings: Counter[str], allowed_link_hosts: C
             view = fold(line)
             if not view.interesting:
                 break
-            lowered = view.text.lower()
+            lowered = _lower(view.text)
     return line
 
 
@@ -477,6 +477,12 @@ def _screen_encoded(
         return marker("encoded instruction")
 
     return _BASE64_RUN.sub(replace, text) if depth < 2 else text
+
+
+def _lower(text: str) -> str:
+    """``text`` in lower case for the hint test; Turkish "İ" lowers to "i" and a combining
+    dot, which would hide "talimat" in "TALİMAT"."""
+    return text.lower().replace("\u0307", "")
 
 
 def _counting(rule: _Rule, findings: Counter[str]) -> Callable[[re.Match[str]], str]:

@@ -127,6 +127,7 @@ def _credential(match: re.Match[str]) -> str | None:
 _FOREIGN_HINTS = (
     "pass", "wort", "contrase", "senha", "parola", "wachtwoord", "hasł", "hasl", "ifre", "senord", "heslo",
     "sandi", "khẩu", "khau", "пароль", "пароля",
+    "i\u0307fre",  # "ŞİFRE" lowered: the İ becomes i and a combining dot
 )  # fmt: skip
 _CJK_HINTS = ("密码", "密碼", "口令", "パスワード", "暗証番号", "비밀번호", "패스워드", "암호")
 
