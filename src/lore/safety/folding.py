@@ -101,6 +101,23 @@ def _phrase_words() -> dict[str, tuple[str, ...]]:
     return {prefix: tuple(found) for prefix, found in by_prefix.items()}
 
 
+def _phrase_word_count(text: str) -> int:
+    """How many of ``_phrase_words`` follow one another in ``text``, longest first, apart."""
+    words = _phrase_words()
+    lowered = text.lower()
+    count, index = 0, 0
+    while index < len(lowered) - 4:
+        found = [
+            word for word in words.get(lowered[index : index + 5], ()) if lowered.startswith(word, index)
+        ]
+        if found:
+            count += 1
+            index += max(map(len, found))
+        else:
+            index += 1
+    return count
+
+
 def _has_phrase_word(text: str) -> bool:
     """Whether ``text`` holds one of ``_phrase_words`` (a set lookup per position: an
     alternation of 440 words in one regex costs 200 µs a call)."""
@@ -119,6 +136,11 @@ class Folded:
     #: Whether some fold yields a word the phrase rules use (or a look-alike letter was
     #: folded): otherwise no phrase can be found in the view that the text lacks.
     interesting: bool
+    #: Spans of the text as written spelled out letter by letter with no word break
+    #: ("i g n o r e a l l p r e v i o u s ..."), whose letters make two or more phrase
+    #: words: the view reads the run as one long word, which no phrase rule matches,
+    #: while a model reads the sentence.
+    spelled_out: tuple[tuple[int, int], ...]
     #: Positions in ``text`` after which the view's characters come from further on in
     #: the original, and how much further: ``origin`` maps a view position back.
     _starts: tuple[int, ...]
@@ -158,10 +180,13 @@ def fold(text: str) -> Folded:
     interesting = text != original
     # (start, end, replacement) in the text, in order and apart.
     edits: list[tuple[int, int, str]] = []
+    spelled_out: list[tuple[int, int]] = []
     for match in _SPACED_RUN.finditer(text):
         despaced = _despace(match[0])
         interesting = interesting or _has_phrase_word(despaced)
         edits.append((match.start(), match.end(), despaced))
+        if " " not in despaced and _phrase_word_count(despaced) >= 2:
+            spelled_out.append(match.span())
     spaced = [(start, end) for start, end, _ in edits]
     covered = 0
     leets: list[tuple[int, str]] = []
@@ -196,7 +221,7 @@ def fold(text: str) -> Folded:
             last = start + len(leet)
         text = "".join(rebuilt) + text[last:]
     if not edits:
-        return Folded(text, interesting, (), ())
+        return Folded(text, interesting, tuple(spelled_out), (), ())
     edits.sort()
     pieces: list[str] = []
     starts: list[int] = []
@@ -220,4 +245,4 @@ def fold(text: str) -> Folded:
         shifts.append(end - length)
         last = end
     pieces.append(text[last:])
-    return Folded("".join(pieces), interesting, tuple(starts), tuple(shifts))
+    return Folded("".join(pieces), interesting, tuple(spelled_out), tuple(starts), tuple(shifts))

@@ -53,7 +53,7 @@ import binascii
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -391,12 +391,29 @@ def _screen_folded(text: str, findings: Counter[str], allowed_link_hosts: Collec
     view = fold(text)
     if not view.interesting:
         return text
+    if view.spelled_out:
+        text = _replace_spelled_out(text, view.spelled_out, findings)
+        view = fold(text)
     # Folding never touches a newline, so line i of the view is line i of the text.
     lines = text.split("\n")
     for index, (line, folded) in enumerate(zip(lines, view.text.split("\n"), strict=True)):
         if line != folded:
             lines[index] = _screen_folded_line(line, findings, allowed_link_hosts)
     return "\n".join(lines)
+
+
+def _replace_spelled_out(text: str, spans: Sequence[tuple[int, int]], findings: Counter[str]) -> str:
+    """Each run spelled out letter by letter into phrase words, and the rest of its line."""
+    pieces: list[str] = []
+    last = 0
+    for start, end in spans:
+        if start < last:
+            continue
+        line_end = text.find("\n", end)
+        pieces += [text[last:start], marker("instruction-like text")]
+        last = len(text) if line_end < 0 else line_end
+        findings["instruction_override"] += 1
+    return "".join(pieces) + text[last:]
 
 
 def _screen_folded_line(line: str, findings: Counter[str], allowed_link_hosts: Collection[str]) -> str:
