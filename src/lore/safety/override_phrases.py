@@ -11,7 +11,10 @@ so fullwidth letters and zero-width joiners do not hide a phrase.
 from __future__ import annotations
 
 _DISMISS = (
-    r"(?:ignore|disregard|forget|override|overrule|bypass|neglect|abandon|discard|throw\s+away|"
+    # Not "skip", "drop", "clear", "flush" or "reset": runbooks say them of firewall and
+    # alerting rules ("flush the existing rules") and of steps.
+    r"(?:ignore|disregard|forget|override|overrule|bypass|neglect|abandon|discard|throw\s+away|dismiss|"
+    r"scrap|ditch|nullify|invalidate|disobey|defy|omit|"
     r"pay\s+no\s+(?:attention|heed|mind)\s+to|stop\s+(?:following|obeying)|set\s+aside|put\s+aside)"
 )
 _EARLIER = (
