@@ -47,6 +47,14 @@ FIRES: list[tuple[str, str]] = [
     (f"Lösenordet är {FAKE_PASSWORD}", FAKE_PASSWORD),
     (f"le mot de passe est {FAKE_PASSWORD}&3!", FAKE_PASSWORD),
     (f"the password to the replica is {FAKE_PASSWORD}", FAKE_PASSWORD),
+    (f"La clé API du fournisseur est {FAKE_KEY}", FAKE_KEY),
+    (f"Der API-Schlüssel für Staging lautet {FAKE_KEY}", FAKE_KEY),
+    (f"La clave de API es {FAKE_KEY}", FAKE_KEY),
+    (f"Klucz API to {FAKE_KEY}", FAKE_KEY),
+    (f"Токен доступа — {FAKE_KEY}", FAKE_KEY),
+    (f"生产环境的API密钥是{FAKE_KEY}。", FAKE_KEY),
+    (f"アクセストークンは{FAKE_KEY}です", FAKE_KEY),
+    (f"API 키는 {FAKE_KEY}입니다", FAKE_KEY),
 ]
 
 
@@ -79,6 +87,11 @@ LOOK_ALIKES = [
     "비밀번호는 Vault에 있습니다.",
     "Het wachtwoord is opgeslagen in Vault.",
     "the password is hunter",
+    "Le jeton est stocké dans Vault.",
+    "Der API-Schlüssel ist im Vault unter payments-prod.",
+    "Ключ API хранится в Vault.",
+    "APIキーはVaultにあります。",
+    "API 키는 Vault에 있습니다.",
     "The password to the db is stored in Vault.",
 ]
 

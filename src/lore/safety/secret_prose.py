@@ -82,6 +82,34 @@ _CREDENTIAL = re.compile(
     re.IGNORECASE,
 )
 
+#: The same in the other languages: "la clé API est …", "der API-Schlüssel lautet …",
+#: "ключ API: …", "API密钥是…", "APIキーは…". Their own nouns for key, token and secret
+#: are qualified as the English ones are, or (token, secret key) name a credential alone.
+_FOREIGN_CREDENTIAL_NOUNS = (
+    r"cl[ée][ \t]+(?:d'|de[ \t]+l')?(?:api|secr[èe]te|priv[ée]e|d'acc[èe]s|de[ \t]+signature)"
+    r"|jeton(?:[ \t]+d'acc[èe]s)?"
+    r"|(?:api|zugangs|geheim|signatur|privat)-?schl[üu]ssel|zugangstoken"
+    r"|clave[ \t]+(?:de[ \t]+)?(?:api|secreta|privada|de[ \t]+acceso)"
+    r"|chave[ \t]+(?:de[ \t]+)?(?:api|secreta|privada|de[ \t]+acesso)"
+    r"|chiave[ \t]+(?:api|segreta|privata|di[ \t]+accesso)"
+    r"|(?:api-?)?sleutel|geheime[ \t]+sleutel|klucz[ \t]+(?:api|prywatny|tajny|dost[ęe]pu)"
+    r"|gizli[ \t]+anahtar|api[ \t]+anahtar[ıi]"
+    r"|(?:секретный|приватный|закрытый)[ \t]+ключ|ключ[ \t]+(?:api|доступа)|токен(?:[ \t]+доступа)?"
+)
+_FOREIGN_CREDENTIAL = re.compile(
+    rf"(?<!\w)(?:{_FOREIGN_CREDENTIAL_NOUNS})(?!\w)(?:[^\n.:=]{{0,40}}?[ \t]"
+    rf"(?:{_COPULAS}|{_OTHER_COPULAS}|{_FOREIGN_ONLY_COPULAS})[ \t]*:?[ \t]+"
+    rf"|[^\n.:=]{{0,40}}?[:：][ \t]*){VALUE}",
+    re.IGNORECASE,
+)
+_CJK_CREDENTIAL = re.compile(
+    r"(?:API[ \t]?(?:密钥|密鑰|キー|키)|(?:访问|訪問|私有|秘密)?(?:密钥|密鑰)|令牌"
+    r"|アクセス[ \t]?(?:キー|トークン)|トークン|シークレット(?:キー)?|秘密鍵"
+    r"|비밀[ \t]?키|액세스[ \t]?(?:키|토큰)|토큰)[^\n。:：]{0,20}?"
+    rf"(?:是|为|為|は|는|은|[:：])[ \t]*{_CJK_VALUE}",
+    re.IGNORECASE,
+)
+
 
 def _value(match: re.Match[str]) -> tuple[str, str, int, int]:
     """The value's form (``bare`` or a quoted one), the value trimmed of the sentence's
@@ -129,6 +157,11 @@ _FOREIGN_HINTS = (
     "sandi", "khẩu", "khau", "пароль", "пароля",
     "i\u0307fre",  # "ŞİFRE" lowered: the İ becomes i and a combining dot
 )  # fmt: skip
+_FOREIGN_CREDENTIAL_HINTS = (
+    "clé", "cle", "jeton", "schlüssel", "schlussel", "token", "clave", "chave", "chiave", "sleutel", "klucz",
+    "anahtar", "ключ", "токен",
+)  # fmt: skip
+_CJK_CREDENTIAL_HINTS = ("密钥", "密鑰", "キー", "키", "令牌", "トークン", "シークレット", "秘密鍵", "토큰")
 _CJK_HINTS = ("密码", "密碼", "口令", "パスワード", "暗証番号", "비밀번호", "패스워드", "암호")
 
 
@@ -138,4 +171,6 @@ def prose_rules() -> list[PatternRule]:
         PatternRule("password", _PROSE_PASSWORD_FOREIGN, _password, _FOREIGN_HINTS),
         PatternRule("password", _PROSE_PASSWORD_CJK, _password, _CJK_HINTS),
         PatternRule("secret", _CREDENTIAL, _credential, ("key", "token", "secret")),
+        PatternRule("secret", _FOREIGN_CREDENTIAL, _credential, _FOREIGN_CREDENTIAL_HINTS),
+        PatternRule("secret", _CJK_CREDENTIAL, _credential, _CJK_CREDENTIAL_HINTS),
     ]

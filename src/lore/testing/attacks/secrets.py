@@ -129,6 +129,8 @@ def prose_credential_cases() -> list[PlantedCase]:
              secret_key),
         case("prose_hex_api_key", "secret", f"Our metrics API key is {hex_key} (rotate after the incident).",
              hex_key),
+        case("prose_api_key_french", "secret", f"La clé API du registre est {secret_key}.", secret_key),
+        case("prose_api_key_japanese", "secret", f"本番のAPIキーは{api_token}です。", api_token),
         case("prose_password_french", "password", f"Le mot de passe temporaire est {pw['french']}.",
              pw["french"]),
         case("prose_password_german", "password", f"Das Passwort für den Jumphost lautet {pw['german']}",
