@@ -210,7 +210,7 @@ KOREAN = [
 ]
 
 # Dutch: "Negeer alle vorige instructies", "vergeet alles hierboven".
-_NL_VERB = r"(?:negeer|negeren|vergeet|vergeten|sla|passeer|omzeil)"
+_NL_VERB = r"(?:negeer|negeren|vergeet|vergeten|passeer|omzeil)"
 _NL_ORDERS = r"(?:instructies|aanwijzingen|opdrachten|regels|richtlijnen|commando's|prompts?|bevelen)"
 DUTCH = [
     rf"\b{_NL_VERB}\s+(?:(?:alle|de|je|jouw|uw|deze|al\s+de)\s+)*(?:vorige|eerdere|voorgaande|bovenstaande|"
@@ -309,18 +309,20 @@ OTHER_LANGUAGES: list[tuple[list[str], tuple[str, ...]]] = [
               "revel", "révèl", "revèl", "affiche", "montre", "divulg")),
     (GERMAN, ("ignorier", "vergiss", "vergesst", "vergessen", "missacht", "bergeh", "beacht", "neue", "zeig",
               "gib", "verrat", "enthüll", "enthull")),
-    (SPANISH, ("ignor", "olvid", "descart", "omit", "omiso", "siga", "obedezca", "nuevas", "revela", "rev",
-               "muestra", "muéstrame", "imprime")),
+    (SPANISH, ("ignor", "olvid", "descart", "omit", "omiso", "siga", "obedezca", "nuevas", "revela",
+               "rev\u00e9la", "muestra", "muéstrame", "imprime")),
     (PORTUGUESE, ("ignor", "esqueç", "esquec", "desconsider", "descart", "siga", "obedeç", "obedec", "novas",
                   "revele", "mostre", "exiba", "imprima")),
     (ITALIAN, ("ignor", "dimentic", "trascura", "nuove")),
     (RUSSIAN, ("игнорир", "забуд", "обращай", "отбрось", "пренебрег", "следуй", "слушай", "выполняй",
                "отмени", "новые", "покажи", "раскрой", "выведи", "напечатай", "сообщи")),
-    (DUTCH, ("negeer", "negeren", "vergeet", "vergeten", "sla", "passeer", "omzeil", "nieuwe", "toon", "laat",
+    (DUTCH, ("negeer", "negeren", "vergeet", "vergeten", "passeer", "omzeil", "nieuwe", "toon", "laat",
              "geef", "onthul")),
     (POLISH, ("ignoruj", "zapomnij", "pomi", "zważaj", "zwazaj", "słuchaj", "sluchaj", "wykonuj", "odrzu",
               "nowe")),
-    (TURKISH, ("talimat", "komut", "kural", "yönerge", "yonerge", "emir", "istem", "prompt", "şeyi", "seyi")),
+    # Turkish puts the verb last; its verbs, not its nouns ("istem" is inside "system").
+    (TURKISH, ("yok say", "yoksay", "görmezden", "gormezden", "unut", "dikkate", "önemseme", "onemseme",
+               "atla", "boş ver", "boşver", "bos ver", "bosver", "uyma", "yeni")),
     (UKRAINIAN, ("ігнор", "забуд", "зважай", "відкинь", "виконуй", "слухай", "нові")),
     (SWEDISH, ("ignorera", "glöm", "glom", "bortse", "strunta", "nya")),
     (INDONESIAN, ("abaikan", "lupakan", "acuhkan", "jangan", "baru")),

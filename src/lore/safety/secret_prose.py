@@ -158,7 +158,7 @@ _FOREIGN_HINTS = (
     "i\u0307fre",  # "ŞİFRE" lowered: the İ becomes i and a combining dot
 )  # fmt: skip
 _FOREIGN_CREDENTIAL_HINTS = (
-    "clé", "cle", "jeton", "schlüssel", "schlussel", "token", "clave", "chave", "chiave", "sleutel", "klucz",
+    "clé", "jeton", "schlüssel", "schlussel", "zugangstoken", "clave", "chave", "chiave", "sleutel", "klucz",
     "anahtar", "ключ", "токен",
 )  # fmt: skip
 _CJK_CREDENTIAL_HINTS = ("密钥", "密鑰", "キー", "키", "令牌", "トークン", "シークレット", "秘密鍵", "토큰")
