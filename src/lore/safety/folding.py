@@ -132,6 +132,7 @@ def _has_phrase_word(text: str) -> bool:
 
 @dataclass(frozen=True)
 class Folded:
+    #: The view; the text as given when the view is not ``interesting`` (never built).
     text: str
     #: Whether some fold yields a word the phrase rules use (or a look-alike letter was
     #: folded): otherwise no phrase can be found in the view that the text lacks.
@@ -189,7 +190,7 @@ def fold(text: str) -> Folded:
             spelled_out.append(match.span())
     spaced = [(start, end) for start, end, _ in edits]
     covered = 0
-    leets: list[tuple[int, str]] = []
+    tokens: list[tuple[int, str, str]] = []
     for spot in _FOLDABLE.finditer(text):
         if spot.start() < covered:
             continue
@@ -207,12 +208,15 @@ def fold(text: str) -> Folded:
             continue
         leet = token.translate(_LEET) if not token.isdigit() else token
         interesting = interesting or _has_phrase_word(_INNER_PUNCTUATION.sub("", leet))
+        tokens.append((found.start(), token, leet))
+    if not interesting:
+        # Nothing to match the view for: spare building it (most passages end here).
+        return Folded(original, False, (), (), ())
+    leets: list[tuple[int, str]] = []
+    for start, token, leet in tokens:
         if leet != token:  # one for one: positions do not move
-            leets.append((found.start(), leet))
-        edits += [
-            (found.start() + m.start(), found.start() + m.end(), "")
-            for m in _INNER_PUNCTUATION.finditer(leet)
-        ]
+            leets.append((start, leet))
+        edits += [(start + m.start(), start + m.end(), "") for m in _INNER_PUNCTUATION.finditer(leet)]
     if leets:
         rebuilt: list[str] = []
         last = 0
