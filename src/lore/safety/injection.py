@@ -48,8 +48,6 @@ such as "previous instructions", and a role marker must start a line.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import re
 import unicodedata
 from collections import Counter
@@ -59,6 +57,7 @@ from urllib.parse import urlsplit
 
 import regex
 
+from lore.safety.encoded import BASE64_RUN, decoded_text
 from lore.safety.folding import fold
 from lore.safety.override_phrases import CJK_PATTERNS, ENGLISH, OTHER_LANGUAGES
 
@@ -443,36 +442,10 @@ def _screen_folded_line(line: str, findings: Counter[str], allowed_link_hosts: C
     return line
 
 
-#: Runs of base64 long enough to carry a sentence ("aWdub3JlIGFsbCBwcmV2aW91cyBp...").
-_BASE64_RUN = re.compile(
-    r"(?<![A-Za-z0-9+/_\-])(?=[A-Za-z0-9+/_\-]*[a-z])(?=[A-Za-z0-9+/_\-]*[A-Z0-9+/])"
-    r"[A-Za-z0-9+/_\-]{24,}={0,2}(?![A-Za-z0-9+/=_\-])"
-)
-#: Decoded text worth screening: mostly letters and spaces, as a sentence is.
-_SENTENCE = regex.compile(r"[\p{L}\s]")
 #: Kinds that say decoded text is an instruction (not a link or a stray character).
 _WORDING_KINDS = frozenset(
     {"role_marker", "tool_call_imitation", "instruction_override", "fake_delimiter", "encoded_instruction"}
 )
-
-
-def _decoded(run: str) -> str | None:
-    """``run`` decoded from base64 (standard or URL-safe) when it is printable UTF-8 that
-    reads like words, or is base64 again; None for key material, hashes and other binary
-    payloads."""
-    if len(run.rstrip("=")) % 4 == 1:
-        return None
-    padded = run.rstrip("=") + "=" * (-len(run.rstrip("=")) % 4)
-    try:
-        raw = base64.b64decode(padded, altchars=b"-_" if ("-" in run or "_" in run) else None, validate=True)
-        text = raw.decode("utf-8")
-    except (binascii.Error, ValueError):
-        return None
-    if _BASE64_RUN.fullmatch(text):
-        return text
-    if not text.replace("\n", " ").replace("\t", " ").isprintable() or " " not in text:
-        return None
-    return text if len(_SENTENCE.findall(text)) >= 0.7 * len(text) else None
 
 
 def _screen_encoded(
@@ -483,7 +456,7 @@ def _screen_encoded(
     replaced. Nested encodings are followed two levels deep."""
 
     def replace(match: re.Match[str]) -> str:
-        decoded = _decoded(match[0])
+        decoded = decoded_text(match[0])
         if decoded is None:
             return match[0]
         inner: Counter[str] = Counter()
@@ -493,7 +466,7 @@ def _screen_encoded(
         findings["encoded_instruction"] += 1
         return marker("encoded instruction")
 
-    return _BASE64_RUN.sub(replace, text) if depth < 2 else text
+    return BASE64_RUN.sub(replace, text) if depth < 2 else text
 
 
 def _lower(text: str) -> str:
