@@ -23,16 +23,22 @@ Kinds, in the order they are screened:
 - ``fake_delimiter``: text imitating the fence lore puts around passages;
 - ``role_marker``: chat-template tokens (``<|im_start|>``, ``[INST]``, ``<<SYS>>``), role
   prefixes at line start (``system:``, ``assistant:``, ``Human:``, ``User:``),
-  ``### Instruction`` headings;
+  ``### Instruction`` headings, bracketed labels (``[SYSTEM]``) and banners
+  (``=== SYSTEM ===``);
 - ``tool_call_imitation``: ``<tool_call>`` blocks, ``{"tool": ...}`` JSON, ``functions.x(``;
 - ``instruction_override``: "ignore previous instructions", "disregard everything above"
-  and their paraphrases, in English and eight other languages
+  and their paraphrases, in English and sixteen other languages
   (``lore.safety.override_phrases``), "you are now ...", "new instructions:", requests to
   reveal the prompt or hide things from the user. The rest of the line is removed with
   the phrase, since that is the payload;
 - ``external_image`` / ``external_link``: Markdown or HTML images and links to hosts not
   in ``safety.allowed_link_hosts``. An image URL is fetched as soon as a client renders
   it, and a link can carry data out in its query string; the URL goes, the text stays.
+
+Then the phrase kinds run again over a matching view of the text in which letter spacing,
+punctuation inside words, leetspeak and look-alike letters are folded away
+(``lore.safety.folding``), and base64 runs that decode to words are screened as text
+(``encoded_instruction``).
 
 The patterns are deliberately narrow, because runbooks say "ignore the warning if ..." and
 "the system: ..." all the time: an override needs both a verb of dismissal and a target
@@ -42,23 +48,26 @@ such as "previous instructions", and a role marker must start a line.
 
 from __future__ import annotations
 
-import functools
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import regex
 
-from lore.safety.override_phrases import CJK_PATTERNS, WORD_PATTERNS
+from lore.safety.encoded import BASE64_RUN, decoded_text
+from lore.safety.folding import fold
+from lore.safety.override_phrases import CJK_PATTERNS, ENGLISH, OTHER_LANGUAGES
 
 #: Every marker starts with this, so tests and readers can recognise neutralised spans.
 NEUTRALISED_MARKER = "[lore: removed"
 
 #: The tag lore's renderer fences each passage with; text imitating it is neutralised.
 FENCE_TAG = "untrusted-reference"
+#: The tag as the folded view spells it too (``lore.safety.folding`` drops inner hyphens).
+_FENCE_PATTERN = r"untrusted-?reference"
 
 
 def marker(what: str) -> str:
@@ -109,6 +118,15 @@ class _Rule:
     pattern: re.Pattern[str]
     #: Returns the replacement, or None to leave the match as it is (not a finding).
     replace: Callable[[re.Match[str]], str | None]
+    #: Strings (lower case) of which the text must hold one for the rule to run.
+    hints: tuple[str, ...] = ()
+    #: A character the text must hold for the rule to run.
+    needs: re.Pattern[str] | None = None
+
+    def applies(self, text: str, lowered: str) -> bool:
+        if self.needs is not None and not self.needs.search(text):
+            return False
+        return not self.hints or any(hint in lowered for hint in self.hints)
 
 
 def _fixed(what: str) -> Callable[[re.Match[str]], str]:
@@ -117,8 +135,15 @@ def _fixed(what: str) -> Callable[[re.Match[str]], str]:
 
 
 _REST_OF_LINE = r"[^\n]*"
+#: Han, kana and Hangul: the CJK phrases need one, and a search for one is cheaper than
+#: trying them at every position of English text.
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 
 _ROLE_WORDS = r"(?:system|assistant|developer)"
+#: What follows a role word in a label or heading that names a chat message.
+#: The rules around a banner line ("=== SYSTEM ==="); not "#" ("## System ##" is a heading).
+_BANNER = r"(?:={2,}|-{2,}|~{2,}|\*{3,})"
+_ROLE_NOUNS = r"(?:message|prompt|note|notice|override|instructions?|command|turn)"
 
 #: Upper bound on link texts and tag attributes the patterns scan: without it a crafted
 #: page ("![![![..." with no closing bracket) makes matching quadratic in its length.
@@ -168,7 +193,9 @@ def _build_rules(allowed_link_hosts: Collection[str]) -> list[_Rule]:
     i, im, ims = re.IGNORECASE, re.IGNORECASE | re.MULTILINE, re.IGNORECASE | re.DOTALL
     return [
         _Rule("html_comment", re.compile(r"<!--.*?(?:-->|\Z)", re.DOTALL), _fixed("HTML comment")),
-        _Rule("fake_delimiter", re.compile(rf"</?\s*{FENCE_TAG}\b[^>\n]*>?", i), _fixed("fake delimiter")),
+        _Rule(
+            "fake_delimiter", re.compile(rf"</?\s*{_FENCE_PATTERN}\b[^>\n]*>?", i), _fixed("fake delimiter")
+        ),
         _Rule(
             "role_marker",
             re.compile(
@@ -182,10 +209,27 @@ def _build_rules(allowed_link_hosts: Collection[str]) -> list[_Rule]:
             "role_marker",
             re.compile(
                 rf"^[ \t>]*(?:\*\*|__)?{_ROLE_WORDS}(?:\*\*|__)?[ \t]*:(?:\*\*|__)?"
-                r"|^[ \t>]*#{1,6}[ \t]*(?:instruction\b[ \t]*:?|(?:instructions|response|system)[ \t]*:)",
+                r"|^[ \t>]*#{1,6}[ \t]*(?:instruction\b[ \t]*:?"
+                r"|(?:instructions|response|system|assistant|developer)[ \t]*:"
+                rf"|{_ROLE_WORDS}[ \t]+{_ROLE_NOUNS}\b)"
+                # a banner: "=== SYSTEM ===", "--- system message ---"
+                rf"|^[ \t>]*{_BANNER}[ \t]*(?:{_ROLE_WORDS}|user|human)(?:[ \t]+{_ROLE_NOUNS})?"
+                rf"[ \t]*{_BANNER}",
                 im,
             ),
             _fixed("role marker"),
+        ),
+        _Rule(
+            "role_marker",
+            # A role word as a bracketed label: "[SYSTEM] ...", "[[assistant]]", "【system】".
+            # Not a Markdown link or reference ("[system](system.md)"), nor an INI section
+            # header ("[system]" alone on its line).
+            re.compile(
+                rf"(?:\[\[?|【)[ \t]*{_ROLE_WORDS}(?:[ \t_-]*{_ROLE_NOUNS})?[ \t]*(?:\]\]?|】)"
+                r"(?![(\[]|:[ \t]*\S*//)(?=(?P<rest>[^\n]*))",
+                i,
+            ),
+            lambda m: None if not m["rest"].strip() and not m[0].isupper() else marker("role marker"),
         ),
         _Rule(
             "role_marker",
@@ -229,13 +273,23 @@ def _build_rules(allowed_link_hosts: Collection[str]) -> list[_Rule]:
             # Tried only where a word starts: the same matches as each pattern's own \b,
             # but the engine skips the other positions instead of trying ~50 alternatives
             # at each (about 3x faster on ordinary prose).
-            re.compile(r"(?<!\w)(?=\w)(?:" + "|".join(WORD_PATTERNS) + ")" + _REST_OF_LINE, i),
+            re.compile(r"(?<!\w)(?=\w)(?:" + "|".join(ENGLISH) + ")" + _REST_OF_LINE, i),
             _fixed("instruction-like text"),
+        ),
+        *(
+            _Rule(
+                "instruction_override",
+                re.compile(r"(?<!\w)(?=\w)(?:" + "|".join(patterns) + ")" + _REST_OF_LINE, i),
+                _fixed("instruction-like text"),
+                hints,
+            )
+            for patterns, hints in OTHER_LANGUAGES
         ),
         _Rule(
             "instruction_override",
             re.compile("(?:" + "|".join(CJK_PATTERNS) + ")" + _REST_OF_LINE, i),
             _fixed("instruction-like text"),
+            needs=_CJK,
         ),
         _Rule(
             "external_image",
@@ -292,7 +346,10 @@ def _rules(allowed_link_hosts: Collection[str]) -> list[_Rule]:
 def screen_injections(text: str, *, allowed_link_hosts: Collection[str] = ()) -> tuple[str, Counter[str]]:
     """``text`` with instruction-like spans neutralised, and the findings per kind."""
     findings: Counter[str] = Counter()
+    return _screen(text, findings, allowed_link_hosts, 0), findings
 
+
+def _screen(text: str, findings: Counter[str], allowed_link_hosts: Collection[str], depth: int) -> str:
     def strip_invisible(match: re.Match[str] | regex.Match[str]) -> str:
         start = match.start()
         emoji = start > 0 and _PICTOGRAPH.match(match.string[start - 1]) and _EMOJI_GLUE.fullmatch(match[0])
@@ -309,63 +366,113 @@ def screen_injections(text: str, *, allowed_link_hosts: Collection[str] = ()) ->
     # NFKC can compose what the removals left apart, or produce a filler of its own
     # (halfwidth U+FFA0 becomes U+3164), so it sits between two removal passes.
     text = _IGNORABLE.sub(strip_invisible, _nfkc(text))
+    lowered = _lower(text)
     for rule in _rules(allowed_link_hosts):
-        text = rule.pattern.sub(_counting(rule, findings), text)
-    return _screen_homoglyphs(text, findings, allowed_link_hosts), findings
+        if rule.applies(text, lowered):
+            text = rule.pattern.sub(_counting(rule, findings), text)
+    text = _screen_folded(text, findings, allowed_link_hosts)
+    return _screen_encoded(text, findings, allowed_link_hosts, depth)
 
 
-#: Kinds matched a second time over the text with look-alike letters folded to Latin.
-#: Their replacements are fixed markers; link rules keep parts of their match (the link
-#: text), which must come from the text as written, so they are not folded.
+#: Kinds matched a second time over the matching view (``lore.safety.folding``). Their
+#: replacements are fixed markers; link rules keep parts of their match (the link text),
+#: which must come from the text as written, so they are not folded.
 _FOLDED_KINDS = frozenset({"fake_delimiter", "role_marker", "tool_call_imitation", "instruction_override"})
 
 
-@functools.cache
-def _homoglyphs() -> dict[int, str]:
-    """Every non-ASCII character Unicode's confusables table (``confusables.txt``, via
-    ``confusable-homoglyphs``) lists as a look-alike of one ASCII letter: Cyrillic "і",
-    "о", "е", Greek "ο", Cherokee, Armenian, ... One character each way, so a span
-    found in the folded text is the same span in the text as written."""
-    from confusable_homoglyphs import utils
+def _screen_folded(text: str, findings: Counter[str], allowed_link_hosts: Collection[str]) -> str:
+    """A model reads "Ignоre previous instructions" (a Cyrillic "о"), "I g n o r e all
+    previous instructions" and "ig-nore prev-ious instruc-tions" as the phrase. The phrase
+    rules run again over the lines that folding changes (``lore.safety.folding``); what
+    they find is replaced in the text as written. Run after the plain pass, so Russian
+    or Greek prose is matched by its own patterns first, unfolded; a phrase folded on
+    one line and continued on the next is not seen (the plain pass sees unfolded ones)."""
+    view = fold(text)
+    if not view.interesting:
+        return text
+    if view.spelled_out:
+        text = _replace_spelled_out(text, view.spelled_out, findings)
+        view = fold(text)
+    # Folding never touches a newline, so line i of the view is line i of the text.
+    lines = text.split("\n")
+    for index, (line, folded) in enumerate(zip(lines, view.text.split("\n"), strict=True)):
+        if line != folded:
+            lines[index] = _screen_folded_line(line, findings, allowed_link_hosts)
+    return "\n".join(lines)
 
-    table: dict[int, str] = {}
-    for character, entries in utils.load("confusables.json").items():
-        if len(character) != 1 or character.isascii():
+
+def _replace_spelled_out(text: str, spans: Sequence[tuple[int, int]], findings: Counter[str]) -> str:
+    """Each run spelled out letter by letter into phrase words, and the rest of its line."""
+    pieces: list[str] = []
+    last = 0
+    for start, end in spans:
+        if start < last:
             continue
-        for entry in entries:
-            if len(entry["c"]) == 1 and entry["c"].isascii() and entry["c"].isalpha():
-                table[ord(character)] = entry["c"]
-                break
-    return table
+        line_end = text.find("\n", end)
+        pieces += [text[last:start], marker("instruction-like text")]
+        last = len(text) if line_end < 0 else line_end
+        findings["instruction_override"] += 1
+    return "".join(pieces) + text[last:]
 
 
-def _screen_homoglyphs(text: str, findings: Counter[str], allowed_link_hosts: Collection[str]) -> str:
-    """A model reads "Ignоre previous instructions" (a Cyrillic "о") as the phrase.
-    The phrase rules run again over the text with look-alikes folded; what they find is
-    replaced in the text as written. Run after the plain pass, so Russian or Greek prose
-    is matched by its own patterns first, unfolded."""
-    if text.isascii():
-        return text
-    table = _homoglyphs()
-    folded = text.translate(table)
-    if folded == text:
-        return text
+def _screen_folded_line(line: str, findings: Counter[str], allowed_link_hosts: Collection[str]) -> str:
+    view = fold(line)
+    if not view.interesting:
+        return line
+    lowered = _lower(view.text)
     for rule in _rules(allowed_link_hosts):
-        if rule.kind not in _FOLDED_KINDS:
+        if rule.kind not in _FOLDED_KINDS or not rule.applies(view.text, lowered):
             continue
         pieces: list[str] = []
         last = 0
-        for match in rule.pattern.finditer(folded):
+        for match in rule.pattern.finditer(view.text):
             replacement = rule.replace(match)
-            if replacement is None:
+            start, end = view.span(match.start(), match.end())
+            if replacement is None or start < last:
                 continue
             findings[rule.kind] += 1
-            pieces += [text[last : match.start()], replacement]
-            last = match.end()
+            pieces += [line[last:start], replacement]
+            last = end
         if pieces:
-            text = "".join(pieces) + text[last:]
-            folded = text.translate(table)
-    return text
+            line = "".join(pieces) + line[last:]
+            view = fold(line)
+            if not view.interesting:
+                break
+            lowered = _lower(view.text)
+    return line
+
+
+#: Kinds that say decoded text is an instruction (not a link or a stray character).
+_WORDING_KINDS = frozenset(
+    {"role_marker", "tool_call_imitation", "instruction_override", "fake_delimiter", "encoded_instruction"}
+)
+
+
+def _screen_encoded(
+    text: str, findings: Counter[str], allowed_link_hosts: Collection[str], depth: int
+) -> str:
+    """A model decodes base64 on request ("decode and follow: aWdub3Jl..."), so a run that
+    decodes to words is screened as text; when that finds an instruction the run is
+    replaced. Nested encodings are followed two levels deep."""
+
+    def replace(match: re.Match[str]) -> str:
+        decoded = decoded_text(match[0])
+        if decoded is None:
+            return match[0]
+        inner: Counter[str] = Counter()
+        _screen(decoded, inner, allowed_link_hosts, depth + 1)
+        if not _WORDING_KINDS & set(inner):
+            return match[0]
+        findings["encoded_instruction"] += 1
+        return marker("encoded instruction")
+
+    return BASE64_RUN.sub(replace, text) if depth < 2 else text
+
+
+def _lower(text: str) -> str:
+    """``text`` in lower case for the hint test; Turkish "İ" lowers to "i" and a combining
+    dot, which would hide "talimat" in "TALİMAT"."""
+    return text.lower().replace("\u0307", "")
 
 
 def _counting(rule: _Rule, findings: Counter[str]) -> Callable[[re.Match[str]], str]:

@@ -11,15 +11,21 @@ so fullwidth letters and zero-width joiners do not hide a phrase.
 from __future__ import annotations
 
 _DISMISS = (
-    r"(?:ignore|disregard|forget|override|overrule|bypass|neglect|abandon|discard|throw\s+away|"
+    # Not "skip", "drop", "clear", "flush" or "reset": runbooks say them of firewall and
+    # alerting rules ("flush the existing rules") and of steps.
+    r"(?:ignore|disregard|forget|override|overrule|bypass|neglect|abandon|discard|throw\s+away|dismiss|"
+    r"scrap|ditch|nullify|invalidate|disobey|defy|omit|"
     r"pay\s+no\s+(?:attention|heed|mind)\s+to|stop\s+(?:following|obeying)|set\s+aside|put\s+aside)"
 )
 _EARLIER = (
-    r"(?:previous|prior|above|earlier|preceding|foregoing|former|original|initial|system|"
+    r"(?:previous|prev(?:i?ou?s|ius|ios)|prior|above|earlier|preceding|foregoing|former|original|initial|system|"
     r"developer|safety|given|current|old|existing)"
 )
+#: ``instr\w+``: a model reads "instructons", "instrucitons", "instrctions" as the word;
+#: after a verb of dismissal and "previous" no other word so spelled is meant (measured:
+#: no hit on the shared corpora).
 _ORDERS = (
-    r"(?:instructions?|prompts?|directions|directives?|rules|guidelines|guidance|context|"
+    r"(?:instr\w+|prompts?|directions|directives?|rules|guidelines|guidance|context|"
     r"constraints|restrictions|programming|commands|orders)"
 )
 _MACHINE = r"(?:AI|A\.I\.|LLM|large\s+language\s+model|language\s+model|assistant|chat\s?bot|AI\s+agent)"
@@ -85,7 +91,7 @@ _FR_VERB = (
 _FR_ORDERS = r"(?:instructions?|consignes?|directives?|r[èe]gles|ordres|commandes|indications|prompts?)"
 FRENCH = [
     rf"\b{_FR_VERB}\s+(?:(?:toutes|tous|toute|les|la|le|tes|vos|ces)\s+)*(?:l'|d'|de\s+)?{_FR_ORDERS}\s+"
-    r"(?:pr[ée]c[ée]dentes?|ant[ée]rieures?|ci-dessus|du\s+syst[èe]me|syst[èe]me|initiales?|originales?|"
+    r"(?:pr[ée]c[ée]dentes?|ant[ée]rieures?|ci-?dessus|du\s+syst[èe]me|syst[èe]me|initiales?|originales?|"
     r"d'origine)",
     rf"\b{_FR_VERB}\s+tout\s+ce\s+qui\s+(?:pr[ée]c[èe]de|est\s+(?:[ée]crit\s+)?ci-dessus|a\s+[ée]t[ée]\s+dit)",
     rf"\bnouvelles?\s+{_FR_ORDERS}\s*:",
@@ -203,8 +209,123 @@ KOREAN = [
     rf"새로운{_B}(?:지시|지침|명령){_B}:",
 ]
 
+# Dutch: "Negeer alle vorige instructies", "vergeet alles hierboven".
+_NL_VERB = r"(?:negeer|negeren|vergeet|vergeten|passeer|omzeil)"
+_NL_ORDERS = r"(?:instructies|aanwijzingen|opdrachten|regels|richtlijnen|commando's|prompts?|bevelen)"
+DUTCH = [
+    rf"\b{_NL_VERB}\s+(?:(?:alle|de|je|jouw|uw|deze|al\s+de)\s+)*(?:vorige|eerdere|voorgaande|bovenstaande|"
+    rf"oorspronkelijke|originele|systeem|oude)\s+{_NL_ORDERS}",
+    rf"\b{_NL_VERB}\s+alles\s+(?:hierboven|wat\s+(?:hierboven|eerder|daarvoor)|eerder|daarvoor|tot\s+nu\s+toe)",
+    rf"\bnieuwe\s+{_NL_ORDERS}\s*:",
+    r"\b(?:toon|laat|geef|onthul)\s+(?:me\s+|mij\s+)?(?:je|jouw|uw|de)\s+systeem-?prompt",
+]
+
+# Polish: "Zignoruj wszystkie poprzednie instrukcje", "zapomnij o wcześniejszych poleceniach".
+_PL_VERB = (
+    r"(?:(?:z)?ignoruj(?:cie)?|zapomnij(?:cie)?(?:\s+o)?|pomi[ńn](?:cie)?"
+    r"|nie\s+(?:zwa[żz]aj|s[łl]uchaj|wykonuj)(?:cie)?(?:\s+na)?|odrzu[ćc](?:cie)?)"
+)
+_PL_EARLIER = (
+    r"(?:poprzedni\w*|wcze[śs]niejsz\w*|powy[żz]sz\w*|dotychczasow\w*|systemow\w*|pierwotn\w*"
+    r"|orygina[lł]n\w*)"
+)
+_PL_ORDERS = r"(?:instrukcj\w*|polece[nń]\w*|zasad\w*|regu[łl]\w*|wytyczn\w*|komend\w*|rozkaz\w*|prompt\w*)"
+POLISH = [
+    rf"\b{_PL_VERB}\s+(?:(?:wszystkie|wszystkich|wszystkimi|te|tych|swoje|twoje)\s+)*{_PL_EARLIER}\s+{_PL_ORDERS}",
+    rf"\b{_PL_VERB}\s+(?:wszystko|o\s+wszystkim)(?:,?\s+co\s+(?:by[łl]o\s+)?(?:powy[żz]ej|wcze[śs]niej|napisane|powiedziane)|"
+    r"\s+(?:powy[żz]ej|wcze[śs]niej))",
+    rf"\bnowe\s+{_PL_ORDERS}\s*:",
+]
+
+# Turkish (verb last): "Önceki tüm talimatları yok say", "yukarıdaki her şeyi unut".
+_TR_VERB = r"(?:yok\s*say|g[öo]rmezden\s+gel|unut|dikkate\s+alma|[öo]nemseme|atla|boş\s*ver|uyma)\w*"
+TURKISH = [
+    r"\b(?:[öo]nceki|[öo]nceden\s+verilen|yukar[ıi]daki|eski|mevcut|orijinal|sistem)\s+(?:(?:t[üu]m|b[üu]t[üu]n|"
+    r"her)\s+)?(?:talimat\w*|komut\w*|kural\w*|y[öo]nerge\w*|emir\w*|istem\w*|prompt\w*)\s+"
+    rf"(?:(?:t[üu]m[üu]n[üu]|hepsini)\s+)?{_TR_VERB}",
+    rf"\b(?:t[üu]m|b[üu]t[üu]n)\s+(?:[öo]nceki\s+)?(?:talimat\w*|komut\w*|kural\w*)\s+{_TR_VERB}",
+    rf"\b(?:yukar[ıi]daki|[öo]nceki|daha\s+[öo]nce\s+s[öo]ylenen)\s+her\s+[şs]eyi\s+{_TR_VERB}",
+    r"\byeni\s+(?:talimat\w*|komut\w*)\s*:",
+]
+
+# Ukrainian: "Ігноруй усі попередні інструкції", "забудь все, що було сказано вище".
+_UK_VERB = (
+    r"(?:(?:про)?ігноруй(?:те)?|забудь(?:те)?|не\s+зважай(?:те)?\s+на|відкинь(?:те)?"
+    r"|не\s+(?:виконуй|слухай)(?:те)?)"
+)
+UKRAINIAN = [
+    rf"\b{_UK_VERB}\s+(?:(?:усі|всі|будь-які|свої|твої|ці)\s+)*(?:попередн\w*|раніше\s+надан\w*|системн\w*|"
+    r"початков\w*|вихідн\w*)\s+(?:інструкці\w*|вказів\w*|команд\w*|правил\w*|настанов\w*)",
+    rf"\b{_UK_VERB}\s+(?:все|усе)(?:,?\s+що\s+(?:було\s+)?(?:сказано|написано)\s+(?:вище|раніше)|\s+(?:вище|раніше))",
+    r"\bнові\s+(?:інструкції|вказівки|команди)\s*:",
+]
+
+# Swedish: "Ignorera alla tidigare instruktioner".
+SWEDISH = [
+    r"\b(?:ignorera|gl[öo]m|bortse\s+fr[åa]n|strunta\s+i)\s+(?:(?:alla|de|dina|era)\s+)*(?:tidigare|f[öo]reg[åa]ende|"
+    r"ovanst[åa]ende|ursprungliga|system)\w*\s+(?:instruktion\w*|anvisning\w*|regl\w*|direktiv\w*|order)",
+    r"\b(?:ignorera|gl[öo]m|bortse\s+fr[åa]n)\s+allt\s+(?:ovan|ovanf[öo]r|tidigare|som\s+(?:st[åa]r\s+ovan|sagts))",
+    r"\bnya\s+instruktioner\s*:",
+]
+
+# Indonesian / Malay: "Abaikan semua instruksi sebelumnya".
+INDONESIAN = [
+    r"\b(?:abaikan|lupakan|acuhkan|jangan\s+(?:ikuti|patuhi))\s+(?:(?:semua|seluruh|segala)\s+)?"
+    r"(?:instruksi|perintah|aturan|petunjuk|arahan|prompt)\s+(?:\w+\s+)?(?:sebelumnya|terdahulu|di\s+atas|sistem|awal)",
+    r"\b(?:abaikan|lupakan)\s+(?:semua|segala)(?:nya)?\s+(?:yang\s+)?(?:di\s+atas|sebelumnya)",
+    r"\b(?:instruksi|perintah)\s+baru\s*:",
+]
+
+# Czech: "Ignoruj všechny předchozí pokyny".
+CZECH = [
+    r"\b(?:ignoruj(?:te)?|zapome[ňn](?:te)?\s+na|nevšímej(?:te)?\s+si)\s+(?:(?:všechny|veškeré|své|tvoje)\s+)*"
+    r"(?:předchozí|dřívější|výše\s+uvedené|původní|systémové)\s+(?:instrukce|pokyny|příkazy|pravidla)",
+    r"\bnové\s+(?:instrukce|pokyny)\s*:",
+]
+
+# Vietnamese: "Bỏ qua tất cả các hướng dẫn trước đó".
+VIETNAMESE = [
+    r"\b(?:bỏ\s+qua|phớt\s+lờ|quên\s+(?:đi\s+)?|không\s+tuân\s+theo)\s*(?:(?:tất\s+cả|mọi|toàn\s+bộ|các|những)\s+)*"
+    r"(?:hướng\s+dẫn|chỉ\s+dẫn|chỉ\s+thị|lệnh|quy\s+tắc|yêu\s+cầu)\s+(?:trước\s+đó|trước|ở\s+trên|ban\s+đầu|"
+    r"của\s+hệ\s+thống|hệ\s+thống)",
+]
+
 #: Patterns that start at the start of a word (each begins with ``\b``).
-WORD_PATTERNS: list[str] = [*ENGLISH, *FRENCH, *GERMAN, *SPANISH, *PORTUGUESE, *ITALIAN, *RUSSIAN]
+WORD_PATTERNS: list[str] = [
+    *ENGLISH, *FRENCH, *GERMAN, *SPANISH, *PORTUGUESE, *ITALIAN, *RUSSIAN,
+    *DUTCH, *POLISH, *TURKISH, *UKRAINIAN, *SWEDISH, *INDONESIAN, *CZECH, *VIETNAMESE,
+]  # fmt: skip
 #: Patterns for scripts written without spaces, which may start inside a "word".
 CJK_PATTERNS: list[str] = [*CHINESE, *JAPANESE, *KOREAN]
 OVERRIDE_PATTERNS: list[str] = [*WORD_PATTERNS, *CJK_PATTERNS]
+
+#: Each language after English with strings (lower case) of which any text its patterns
+#: match holds one: its verbs of dismissal and the words of its "new instructions:".
+#: Screening runs a language only over text holding one, since each language scanned at
+#: every word start costs as much as the rest of screening together; English has none and
+#: always runs. A pattern added to a language must keep one of its hints.
+OTHER_LANGUAGES: list[tuple[list[str], tuple[str, ...]]] = [
+    (FRENCH, ("ignor", "oubli", "églig", "eglig", "contourn", "abstraction", "compte", "nouvelle", "rével",
+              "revel", "révèl", "revèl", "affiche", "montre", "divulg")),
+    (GERMAN, ("ignorier", "vergiss", "vergesst", "vergessen", "missacht", "bergeh", "beacht", "neue", "zeig",
+              "gib", "verrat", "enthüll", "enthull")),
+    (SPANISH, ("ignor", "olvid", "descart", "omit", "omiso", "siga", "obedezca", "nuevas", "revela",
+               "rev\u00e9la", "muestra", "muéstrame", "imprime")),
+    (PORTUGUESE, ("ignor", "esqueç", "esquec", "desconsider", "descart", "siga", "obedeç", "obedec", "novas",
+                  "revele", "mostre", "exiba", "imprima")),
+    (ITALIAN, ("ignor", "dimentic", "trascura", "nuove")),
+    (RUSSIAN, ("игнорир", "забуд", "обращай", "отбрось", "пренебрег", "следуй", "слушай", "выполняй",
+               "отмени", "новые", "покажи", "раскрой", "выведи", "напечатай", "сообщи")),
+    (DUTCH, ("negeer", "negeren", "vergeet", "vergeten", "passeer", "omzeil", "nieuwe", "toon", "laat",
+             "geef", "onthul")),
+    (POLISH, ("ignoruj", "zapomnij", "pomi", "zważaj", "zwazaj", "słuchaj", "sluchaj", "wykonuj", "odrzu",
+              "nowe")),
+    # Turkish puts the verb last; its verbs, not its nouns ("istem" is inside "system").
+    (TURKISH, ("yok say", "yoksay", "görmezden", "gormezden", "unut", "dikkate", "önemseme", "onemseme",
+               "atla", "boş ver", "boşver", "bos ver", "bosver", "uyma", "yeni")),
+    (UKRAINIAN, ("ігнор", "забуд", "зважай", "відкинь", "виконуй", "слухай", "нові")),
+    (SWEDISH, ("ignorera", "glöm", "glom", "bortse", "strunta", "nya")),
+    (INDONESIAN, ("abaikan", "lupakan", "acuhkan", "jangan", "baru")),
+    (CZECH, ("ignoruj", "zapome", "nevšímej", "nové")),
+    (VIETNAMESE, ("bỏ qua", "phớt", "quên", "tuân")),
+]  # fmt: skip

@@ -1,8 +1,8 @@
 """lore's own redaction rules: the structure around a secret rather than its vendor format.
 
 A key and its value (``DB_PASSWORD=…``, ``signing_key: …``), credentials inside a URL, a
-password on a command line (``mysql -p…``, ``curl -u user:pass``, ``sshpass -p``), a
-password given in prose ("the temporary password is …") and whole PEM private-key blocks.
+password on a command line (``mysql -p…``, ``curl -u user:pass``, ``sshpass -p``) and
+whole PEM private-key blocks. Credentials given in prose live in ``secret_prose``.
 Vendor token formats live in ``secret_vendors``. Every rule keeps the surrounding text
 (the key, the scheme, the command) and replaces only the secret.
 """
@@ -63,7 +63,7 @@ def whole(kind: str) -> Callable[[re.Match[str]], str]:
     return lambda _match: redacted(kind)
 
 
-def _span(kind: str, match: re.Match[str], start: int, end: int) -> str:
+def replace_span(kind: str, match: re.Match[str], start: int, end: int) -> str:
     whole_match, offset = match.group(0), match.start()
     return whole_match[: start - offset] + redacted(kind) + whole_match[end - offset :]
 
@@ -77,13 +77,13 @@ def group(
         value = match[name]
         if is_placeholder(value) or not accept(value):
             return None
-        return _span(kind, match, *match.span(name))
+        return replace_span(kind, match, *match.span(name))
 
     return replace
 
 
 def keyed(kind: str, accept: Callable[[str], bool]) -> Callable[[re.Match[str]], str | None]:
-    """For patterns ending in ``_VALUE``: whichever of its quoted or bare forms matched."""
+    """For patterns ending in ``VALUE``: whichever of its quoted or bare forms matched."""
 
     def replace(match: re.Match[str]) -> str | None:
         name = next(name for name in ("dq", "sq", "bq", "bare") if match[name] is not None)
@@ -117,7 +117,7 @@ _STRONG_KEY = (
 #: Keys that also name non-secrets (``secret: db-creds`` is a k8s Secret's name).
 _WEAK_KEY = r"(?:secret|token)"
 _KEY_PREFIX = r"(?<![A-Za-z0-9_.\-])(?P<key>[A-Za-z0-9_.\-]*?"
-_VALUE = r"""(?:"(?P<dq>[^"\n]+)"|'(?P<sq>[^'\n]+)'|`(?P<bq>[^`\n]+)`|(?P<bare>[^\s"'`&;|]+))"""
+VALUE = r"""(?:"(?P<dq>[^"\n]+)"|'(?P<sq>[^'\n]+)'|`(?P<bq>[^`\n]+)`|(?P<bare>[^\s"'`&;|]+))"""
 _SEPARATOR = r"""["']?[ \t]*(?:=|:(?!//))[ \t]*"""
 #: The rest of one shell command before a flag (no pipe, no next command).
 _SAME_COMMAND = r"[^\n|;&]*?[ \t]"
@@ -132,7 +132,7 @@ _NON_SECRET_KEY_WORDS = frozenset(
 _HEX_KEY = re.compile(r"[0-9a-fA-F]{32,}")
 
 
-def _is_key_material(value: str) -> bool:
+def is_key_material(value: str) -> bool:
     """A hex or base64 value long and random enough to be a key (not a SHA-1: 40 hex
     characters under a ``…_key`` name is still a key, since commit ids are not keyed so)."""
     return bool(_HEX_KEY.fullmatch(value)) or looks_random(value, min_length=16)
@@ -147,32 +147,7 @@ def _secret_key_name(match: re.Match[str]) -> bool:
 def _key_material(match: re.Match[str]) -> str | None:
     if not _secret_key_name(match):
         return None
-    return group("key_material", "value", _is_key_material)(match)
-
-
-def _prose_password(match: re.Match[str]) -> str | None:
-    """A password given in prose ("the password is X"): X when quoted, or when it holds a
-    digit ("the password is stored in Vault" names none; "hunter2", "Welcome123!" do)."""
-    name = next(name for name in ("dq", "sq", "bq", "bare") if match[name] is not None)
-    value = match[name]
-    start, end = match.span(name)
-    if name == "bare":
-        trimmed = value.rstrip(".,;:)!?")
-        # "!" often ends a password; keep it when the rest is not a plain word.
-        if value.endswith("!") and re.search(r"\d", trimmed):
-            trimmed = value.rstrip(".,;:)?")
-        end -= len(value) - len(trimmed)
-        value = trimmed
-        if (
-            len(value) < 6
-            or not re.search(r"\d", value)
-            or (not re.search(r"[A-Za-z]", value) and not value.isdigit())
-            or value.startswith(("/", "http", "$"))
-        ):
-            return None
-    if is_placeholder(value) or len(value.split()) > 4:
-        return None
-    return _span("password", match, start, end)
+    return group("key_material", "value", is_key_material)(match)
 
 
 #: Keys naming a digest or an identifier: ``SHA256:<fingerprint>``, ``correlation_id``,
@@ -230,28 +205,16 @@ def structural_rules() -> list[PatternRule]:
         *_command_line_rules(),
         PatternRule(
             "password",
-            re.compile(rf"{_KEY_PREFIX}{_STRONG_KEY}){_SEPARATOR}{_VALUE}", re.I),
+            re.compile(rf"{_KEY_PREFIX}{_STRONG_KEY}){_SEPARATOR}{VALUE}", re.I),
             keyed("password", lambda v: True),
             ("pass", "pwd", "api", "secret", "private", "token"),
         ),
         PatternRule(
             "password",
-            re.compile(rf"(?P<key>--(?:password|passwd|api-key|token))[ \t]+{_VALUE}", re.I),
+            re.compile(rf"(?P<key>--(?:password|passwd|api-key|token))[ \t]+{VALUE}", re.I),
             # ``psql --password --port=5432``: a flag that prompts, followed by the next flag
             keyed("password", lambda v: not v.startswith("-")),
             ("--pass", "--api-key", "--token"),
-        ),
-        PatternRule(
-            "password",
-            re.compile(
-                r"\b(?:password|passphrase|passwd|passcode)\b[^\n.:=]{0,40}?[ \t]"
-                # longest first: "was reset to X" must not stop at "was"
-                r"(?:(?:(?:has[ \t]been|was|is)[ \t]+)?(?:set|changed|reset)[ \t]to|will[ \t]be|is|was)"
-                rf"[ \t]*:?[ \t]+{_VALUE}",
-                re.I,
-            ),
-            _prose_password,
-            ("pass",),
         ),
         PatternRule(
             "key_material",
@@ -265,7 +228,7 @@ def structural_rules() -> list[PatternRule]:
         ),
         PatternRule(
             "secret",
-            re.compile(rf"{_KEY_PREFIX}{_WEAK_KEY}){_SEPARATOR}{_VALUE}", re.I),
+            re.compile(rf"{_KEY_PREFIX}{_WEAK_KEY}){_SEPARATOR}{VALUE}", re.I),
             keyed("secret", lambda v: len(v) >= 16 and not is_resource_name(v)),
             ("secret", "token"),
         ),
@@ -286,7 +249,7 @@ def _command_line_rules() -> list[PatternRule]:
     def flag(command: str, option: str) -> PatternRule:
         return PatternRule(
             "password",
-            re.compile(rf"\b(?:{command})\b{_SAME_COMMAND}(?:{option}){_VALUE}"),
+            re.compile(rf"\b(?:{command})\b{_SAME_COMMAND}(?:{option}){VALUE}"),
             keyed("password", lambda v: True),
             tuple(command.split("|")),
         )

@@ -38,6 +38,7 @@ import re
 from collections import Counter
 
 from lore.models import Document
+from lore.safety.secret_prose import prose_rules
 from lore.safety.secret_rules import (
     PRIVATE_KEY,
     PatternRule,
@@ -60,7 +61,7 @@ __all__ = [
 ]
 
 #: Part of sync's chunking signature: bump it whenever a rule changes what is redacted.
-REDACTION_VERSION = "2"
+REDACTION_VERSION = "3"
 
 _MARKER = re.compile(r"\[REDACTED:([a-z0-9_]+)\]")
 
@@ -126,6 +127,7 @@ class SecretRedactor:
             *library_rules(),
             *EXTRA_VENDORS,
             *structural_rules(),
+            *prose_rules(),
             *pii_rules(emails=emails, phone_numbers=phone_numbers),
         ]
 
