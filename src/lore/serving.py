@@ -15,6 +15,7 @@ at eight clients.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import os
 from concurrent.futures import ThreadPoolExecutor
 
@@ -39,6 +40,16 @@ def configure_server_process() -> None:
     from lore.embedders import openvino_runtime
 
     openvino_runtime.set_query_threads(QUERY_INFERENCE_THREADS)
+
+
+def event_loop_options() -> dict[str, bool]:
+    """``anyio.run``'s backend options for a server's loop: uvloop's when it is installed
+    (the ``serve`` and ``mcp`` extras declare it, with httptools), as ``uvicorn.run``
+    picks it for ``lore serve``. ``lore mcp --http`` starts its loop through anyio, where
+    uvicorn leaves the loop as it finds it. uvloop's loop and httptools' parser are C: the
+    event loop's share of a search's CPU, which holds the GIL while the searches' threads
+    wait for it (docs/benchmarks.md, "Under load")."""
+    return {"use_uvloop": True} if importlib.util.find_spec("uvloop") is not None else {}
 
 
 def worker_count() -> int:
