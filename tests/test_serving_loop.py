@@ -1,13 +1,17 @@
-"""The event loop a search server runs on: uvloop's when the extra installed it."""
+"""What a search server sets up for its process: the event loop (uvloop's when the extra
+installed it) and the GIL's switch interval."""
 
 from __future__ import annotations
 
 import asyncio
 import importlib.util
+import sys
 
 import anyio
+import pytest
 
-from lore.serving import event_loop_options
+from lore.embedders import openvino_runtime
+from lore.serving import SWITCH_INTERVAL_SECONDS, configure_server_process, event_loop_options
 from optional_extras import needs_extra
 
 
@@ -28,3 +32,13 @@ def test_without_uvloop_the_options_leave_asyncio_as_it_is() -> None:
     else:
         assert event_loop_options() == {}
         assert anyio.run(_loop_module, backend_options=event_loop_options()).startswith("asyncio")
+
+
+def test_a_server_process_hands_the_gil_over_every_millisecond() -> None:
+    before = sys.getswitchinterval()
+    try:
+        configure_server_process()
+        assert sys.getswitchinterval() == pytest.approx(SWITCH_INTERVAL_SECONDS)
+    finally:
+        sys.setswitchinterval(before)
+        openvino_runtime.set_query_threads(None)
