@@ -3,7 +3,7 @@ at 1, 8 and 32 concurrent clients, while a sync writes the same index.
 
     .venv/bin/python bench/serve_load.py [--local] [--requests 200] [--seconds 30] [--rounds 3]
                                           [--clients 1,8,32] [--no-shared] [--repeat]
-                                          [--workdir DIR] [--sync-nice 19]
+                                          [--workdir DIR] [--sync-nice 19] [--targets serve,mcp]
     .venv/bin/python bench/serve_load.py --quick    # the goal's check: --local --no-shared, 1 round
 
 Loopback only, bounded in count (``--requests`` per level) and time (``--seconds`` per
@@ -24,7 +24,10 @@ them. Beside the latencies: the server process's own CPU time per request (from 
 the figure means something on a shared machine; its threads only, so a sync running on a
 thread inside it is included, a sync process is not), the syncs' CPU time per request
 (the server's threads of lowered priority, its sync processes, and the ``lore sync`` runs
-beside lore mcp --http, each once it has exited), and the load average over the level.
+beside lore mcp --http, each once it has exited), this driver's own CPU time per request
+(the load generator shares the machine's cores with the server), and the load average
+over the level. lore mcp --http gets one search before its levels, since it opens the
+query model at its first search, where lore serve does before ``/readyz`` answers.
 Below the table, each level's first failed answer, if any.
 """
 
@@ -89,6 +92,9 @@ class Level:
     #: What the syncs used: the server's lowered-priority threads and its sync processes
     #: (lore serve), or the ``lore sync`` processes beside it (lore mcp --http).
     sync_cpu_seconds: float = 0.0
+    #: This driver's own CPU time over the level (its HTTP or MCP clients): on a 2-core
+    #: machine the load generator competes with the server it measures.
+    client_cpu_seconds: float = 0.0
     load: float = 0.0
 
     @property
@@ -98,6 +104,10 @@ class Level:
     @property
     def sync_cpu_ms_per_request(self) -> float:
         return 1000 * self.sync_cpu_seconds / max(1, len(self.samples))
+
+    @property
+    def client_cpu_ms_per_request(self) -> float:
+        return 1000 * self.client_cpu_seconds / max(1, len(self.samples))
 
 
 def _stat_fields(path: Path) -> list[str] | None:
@@ -236,9 +246,10 @@ async def run_level(
         return background_cpu_seconds(pid) + children_cpu_seconds(pid) + own_children_cpu_seconds()
 
     syncing = asyncio.create_task(drive_sync(stop))
-    cpu, background = cpu_seconds(pid), sync_cpu()
+    cpu, background, own = cpu_seconds(pid), sync_cpu(), time.process_time()
     await asyncio.gather(*(client(n) for n in range(level.clients)))
     level.cpu_seconds = cpu_seconds(pid) - cpu
+    level.client_cpu_seconds = time.process_time() - own
     stop.set()
     level.syncs = await syncing
     # After the sync under way has finished, so that its process has been waited for.
@@ -302,6 +313,10 @@ async def mcp_round(
     process = start(["--config", str(config), "mcp", "--http", "--port", str(port)], env, url)
     levels = []
     try:
+        # lore mcp --http opens the query model at its first search (lore serve before
+        # /readyz answers): one search first, so that no level measures the model's load.
+        async with _McpPool(url, 1) as pool:
+            await pool.clients[0].call_tool("knowledge_search", {"query": question(0), "top_k": 5})
         for count in clients:
             level = Level("lore mcp --http", count)
             async with _McpPool(url, count) as pool:
@@ -365,7 +380,7 @@ def report(console: Console, rounds: list[list[Level]], embedder: str) -> None:
     )
     columns = (
         "target", "clients", "requests", "errors", "p50 ms", "p95 ms", "server CPU ms/req",
-        "sync CPU ms/req", "syncs", "load",
+        "sync CPU ms/req", "client CPU ms/req", "syncs", "load",
     )  # fmt: skip
     for column in columns:
         table.add_column(column, justify="left" if column == "target" else "right")
@@ -380,6 +395,7 @@ def report(console: Console, rounds: list[list[Level]], embedder: str) -> None:
             f"{statistics.median(percentile(level.samples, 0.95) for level in same):.1f}",
             f"{statistics.median(level.cpu_ms_per_request for level in same):.1f}",
             f"{statistics.median(level.sync_cpu_ms_per_request for level in same):.1f}",
+            f"{statistics.median(level.client_cpu_ms_per_request for level in same):.1f}",
             str(int(statistics.median(level.syncs for level in same))),
             f"{statistics.median(level.load for level in same):.1f}",
         )
@@ -415,9 +431,13 @@ async def main_async(options: argparse.Namespace) -> None:
         console.print(f"syncing the corpus into {scratch} ...")
         lore(config, env, "sync")
         rounds: list[list[Level]] = []
+        targets = {part.strip() for part in options.targets.split(",")}
         for _ in range(options.rounds):
-            levels = await serve_round(config, scratch, env, clients, options.requests, options.seconds)
-            levels += await mcp_round(config, scratch, env, clients, options.requests, options.seconds)
+            levels = []
+            if "serve" in targets:
+                levels += await serve_round(config, scratch, env, clients, options.requests, options.seconds)
+            if "mcp" in targets:
+                levels += await mcp_round(config, scratch, env, clients, options.requests, options.seconds)
             rounds.append(levels)
         report(console, rounds, env["LORE_EMBEDDER"])
         console.print(
@@ -435,6 +455,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30.0, help="time bound per level (default 30)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds; the table shows medians (default 3)")
     parser.add_argument("--clients", default="1,8,32", help="concurrency levels (default 1,8,32)")
+    parser.add_argument(
+        "--targets", default="serve,mcp", help="which servers: serve, mcp or both (default serve,mcp)"
+    )
     parser.add_argument("--no-shared", action="store_true", help="the example corpus only")
     parser.add_argument(
         "--repeat", action="store_true", help="cycle the questions (the embedding cache answers)"

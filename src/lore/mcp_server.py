@@ -117,4 +117,6 @@ async def serve_http(search: KnowledgeSearch, *, port: int = DEFAULT_HTTP_PORT) 
 
 
 def run_http(search: KnowledgeSearch, *, port: int = DEFAULT_HTTP_PORT) -> None:
-    anyio.run(lambda: serve_http(search, port=port))
+    from lore.serving import event_loop_options
+
+    anyio.run(lambda: serve_http(search, port=port), backend_options=event_loop_options())

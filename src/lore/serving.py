@@ -15,7 +15,9 @@ at eight clients.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import os
+import sys
 from concurrent.futures import ThreadPoolExecutor
 
 from lore.config import LoreSettings
@@ -32,13 +34,35 @@ THREADS_PER_CORE = 4
 QUERY_INFERENCE_THREADS = 1
 
 
+#: How long a thread holding the GIL runs before one waiting for it may take it, in a
+#: server (``sys.setswitchinterval``; CPython's default is 5 ms). A search crosses between
+#: the event loop and the executor's threads several times (retrieval, cleaning, the
+#: answer's return), and each time the thread it hands to may wait a whole interval for a
+#: thread running Python; at 1 ms, 8 clients' p95 was 21-27 % lower in four alternated
+#: pairs (docs/benchmarks.md, "Under load").
+SWITCH_INTERVAL_SECONDS = 0.001
+
+
 def configure_server_process() -> None:
     """Process-wide choices of a long-running search server, made before its embedder
     loads: query inferences on one thread each, so that concurrent searches spend the
-    CPU on their own work rather than on inference threads waiting for each other."""
+    CPU on their own work rather than on inference threads waiting for each other, and a
+    shorter GIL switch interval, so that the event loop and the searches' threads hand
+    over to each other sooner."""
     from lore.embedders import openvino_runtime
 
     openvino_runtime.set_query_threads(QUERY_INFERENCE_THREADS)
+    sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
+
+
+def event_loop_options() -> dict[str, bool]:
+    """``anyio.run``'s backend options for a server's loop: uvloop's when it is installed
+    (the ``serve`` and ``mcp`` extras declare it, with httptools), as ``uvicorn.run``
+    picks it for ``lore serve``. ``lore mcp --http`` starts its loop through anyio, where
+    uvicorn leaves the loop as it finds it. uvloop's loop and httptools' parser are C: the
+    event loop's share of a search's CPU, which holds the GIL while the searches' threads
+    wait for it (docs/benchmarks.md, "Under load")."""
+    return {"use_uvloop": True} if importlib.util.find_spec("uvloop") is not None else {}
 
 
 def worker_count() -> int:
