@@ -14,10 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from lore.backends.sqlite import SqliteBackend
+from lore.backends.sqlite import SqliteBackend, from_settings
 from lore.backends.sqlite.fulltext import PAUSE_ENV, FullTextIndex
 from lore.backends.sqlite.fulltext_shards import ShardedFullText
+from lore.config import load_settings
 from lore.embedders.hashing import HashingEmbedder
+from lore.errors import ConfigError
 from lore.models import SearchMode
 from lore.testing import add_document
 from lore.testing.conformance import BackendConformance
@@ -92,7 +94,7 @@ def test_the_layout_follows_the_chunk_count_both_ways(tmp_path: Path, embedder: 
         assert _layouts(db) == ["lore.db.tantivy"]
         add_document(backend, embedder, "doc-9.md", "etcd note 9")  # the 10th chunk
         assert _layouts(db) == ["lore.db.tantivy-2"]
-        assert backend.fulltext_state() == "ready (10 chunks)"
+        assert backend.fulltext_state() == "ready (10 chunks in 2 shards)"
         backend.delete_by_uri("doc-9.md")
         backend.delete_by_uri("doc-8.md")  # 8 chunks: kept sharded (at least 0.8 of 10)
         assert _layouts(db) == ["lore.db.tantivy-2"]
@@ -184,4 +186,16 @@ def test_a_switch_killed_half_way_leaves_the_old_layout_answering(tmp_path: Path
     with SqliteBackend(db, embedder, fulltext_shard_threshold=10) as reopened:
         assert _layouts(db) == ["lore.db.tantivy-2"]
         assert len(_bm25(reopened, "kafka consumer lag", 50)) == 40
-        assert reopened.fulltext_state() == "ready (40 chunks)"
+        assert reopened.fulltext_state() == "ready (40 chunks in 2 shards)"
+
+
+def test_the_settings_reach_the_backend(tmp_path: Path, embedder: CountingEmbedder) -> None:
+    config = tmp_path / "lore.toml"
+    config.write_text('db_path = "lore.db"\nfulltext_shard_threshold = 2\nfulltext_shards = 3\n')
+    with from_settings(load_settings(config), embedder) as backend:
+        for number in range(2):
+            add_document(backend, embedder, f"doc-{number}.md", f"etcd note {number}")
+        assert _layouts(tmp_path / "lore.db") == ["lore.db.tantivy-3"]
+    config.write_text('db_path = "lore.db"\nfulltext_shards = 0\n')
+    with pytest.raises(ConfigError, match="fulltext_shards"):
+        load_settings(config)

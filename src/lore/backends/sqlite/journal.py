@@ -69,7 +69,8 @@ class FullTextJournal:
         except RetrievalError as err:
             return f"unreadable ({err}): run `lore reindex`"
         if held == chunks:
-            return f"ready ({held} chunks)"
+            shards = self._fulltext.shards
+            return f"ready ({held} chunks)" if shards == 1 else f"ready ({held} chunks in {shards} shards)"
         if pending:
             return f"catching up ({held} of {chunks} chunks; the next write or open applies the journal)"
         return f"out of step ({held} of {chunks} chunks): run `lore reindex`"
