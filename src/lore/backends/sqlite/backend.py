@@ -10,7 +10,9 @@ Storage layout, beside each other (``lore.db`` stands for ``settings.db_path``):
   journal. Everything that cannot be recomputed lives here.
 - ``lore.db.tantivy/``: the BM25 index (``fulltext.py``). Derived data: ``lore reindex``
   (``rebuild_fulltext``) rebuilds it from SQLite at any time, and it is rebuilt
-  automatically when missing or of an older layout.
+  automatically when missing or of an older layout. At or above
+  ``fulltext_shard_threshold`` chunks, ``lore.db.tantivy-N/`` instead: N shards searched
+  side by side (``fulltext_shards.py``; switched by ``layouts.py``).
 - ``lore.db.lock``: the file a sync holds ``flock``-ed (``write_lock``), so a second
   concurrent writer fails fast with ``IndexLockedError`` instead of interleaving.
 - Vectors are also held in memory as one matrix (``vector_matrix.py``), brought up to
