@@ -146,6 +146,10 @@ def test_a_reader_follows_another_writers_switch(tmp_path: Path, embedder: Count
         assert _layouts(db) == ["lore.db.tantivy-2"]
         assert len(_bm25(reader, "etcd")) == 4
         assert isinstance(reader._fulltext, ShardedFullText)
+        add_document(add, embedder, "doc-4.md", "etcd leader 4")  # each shard reloads
+        add_document(add, embedder, "doc-5.md", "etcd leader 5")
+        add.delete_by_uri("doc-0.md")
+        assert sorted(_bm25(reader, "etcd")) == [f"doc-{n}.md" for n in range(1, 6)]
 
 
 def test_a_switch_killed_half_way_leaves_the_old_layout_answering(tmp_path: Path) -> None:
