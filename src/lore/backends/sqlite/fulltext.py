@@ -103,11 +103,14 @@ def weighted_tokens(query: str) -> list[str]:
     return unique_terms(analyzers()[STEMMED].analyze(with_identifier_words(query)))
 
 
+def idf(total: int, frequency: int) -> float:
+    """BM25's idf, as tantivy computes it."""
+    return math.log(1.0 + (total - frequency + 0.5) / (frequency + 0.5))
+
+
 def idf_weights(total: int, freqs: Mapping[str, Sequence[int]]) -> dict[str, float]:
     """BM25 idf of each token, from its largest document frequency over the fields."""
-    return {
-        token: math.log(1.0 + (total - max(df) + 0.5) / (max(df) + 0.5)) for token, df in freqs.items()
-    }
+    return {token: idf(total, max(df)) for token, df in freqs.items()}
 
 
 class FullTextIndex:
@@ -325,12 +328,18 @@ class FullTextIndex:
             self._index.reload()
 
     def search(
-        self, query: str, label_filter: frozenset[str], limit: int, access: AccessFilter | None = None
+        self,
+        query: str,
+        label_filter: frozenset[str],
+        limit: int,
+        access: AccessFilter | None = None,
+        idf_scale: Mapping[tuple[str, str], float] | None = None,
     ) -> list[tuple[int, float]]:
         """``(rowid, bm25 score)`` best first; only chunks carrying every filter term and
-        passing ``access``."""
+        passing ``access``. ``idf_scale`` multiplies the boost of each ``(field, term)``
+        clause: a shard set's way to score with the whole set's idf (``fulltext_shards.py``)."""
         index = self._require()
-        scoring = self._scoring_query(query)
+        scoring = self._scoring_query(query, idf_scale or {})
         if scoring is None:
             return []
         # Filters score nothing (constant 0), so they only restrict, inside the search.
@@ -371,12 +380,17 @@ class FullTextIndex:
         # top 1 costs what top 100 does, with or without counting: docs/benchmarks.md).
         return tantivy.Occur.Should, term if boost == 1.0 else tantivy.Query.boost_query(term, boost)
 
-    def _scoring_query(self, query: str) -> tantivy.Query | None:
+    def _scoring_query(self, query: str, scale: Mapping[tuple[str, str], float]) -> tantivy.Query | None:
         words, identifiers = query_terms(query)
         clauses = [
-            self._clause(field, token, boost) for token in words for field, boost in self._boosts.items()
+            self._clause(field, token, boost * scale.get((field, token), 1.0))
+            for token in words
+            for field, boost in self._boosts.items()
         ]
-        clauses.extend(self._clause("ident", token, self._identifier_boost) for token in identifiers)
+        clauses.extend(
+            self._clause("ident", token, self._identifier_boost * scale.get(("ident", token), 1.0))
+            for token in identifiers
+        )
         if not clauses:
             return None
         return clauses[0][1] if len(clauses) == 1 else tantivy.Query.boolean_query(clauses)
@@ -403,6 +417,18 @@ class FullTextIndex:
         except _TANTIVY_ERRORS as err:
             raise RetrievalError(f"full-text search failed: {err}") from err
         return total, freqs
+
+    def clause_frequencies(self, query: str) -> tuple[int, dict[tuple[str, str], int]]:
+        """The documents held and how many hold each ``(field, term)`` clause of ``query``'s
+        scoring query: what tantivy's idf of each clause is made of."""
+        words, identifiers = query_terms(query)
+        keys = [(field, token) for token in words for field in self._boosts]
+        keys.extend(("ident", token) for token in identifiers)
+        try:
+            searcher = self._require().searcher()
+            return int(searcher.num_docs), {key: int(searcher.doc_freq(*key)) for key in keys}
+        except _TANTIVY_ERRORS as err:
+            raise RetrievalError(f"full-text search failed: {err}") from err
 
     def terms_of(self, *texts: str) -> frozenset[str]:
         """The stemmed terms the index holds for a chunk with these fields."""

@@ -25,11 +25,12 @@ complete with the journal it needs, or none (and the next open rebuilds). The sw
 follows the count with a margin (``_KEEP_BELOW``), so an index hovering at the
 threshold is not rebuilt back and forth.
 
-Scores: each shard scores with its own statistics (idf, average field length). With
-rowids spread evenly over the shards those differ by a fraction of a percent at the
-sizes sharding is for; ``docs/benchmarks.md`` measures how far the merged ranking
-departs from one index's. Coverage evidence (``query_weights``) sums the shards'
-document frequencies, so it is exactly the single index's.
+Scores: each shard's clauses are boosted so that their idf is the whole set's (the
+shards' document counts summed, ``_idf_scales``); only the average field length stays
+each shard's own, which an even spread of rowids keeps within a fraction of a percent.
+``docs/benchmarks.md`` measures how far the merged ranking departs from one index's.
+Coverage evidence (``query_weights``) sums the shards' counts the same way, so it is
+exactly the single index's.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from lore.backends.sqlite.fulltext import (
     FIELDS,
     FULLTEXT_VERSION,
     FullTextIndex,
+    idf,
     idf_weights,
     mark_usable,
     pause_for_tests,
@@ -191,17 +193,46 @@ class ShardedFullText:
     def search(
         self, query: str, label_filter: frozenset[str], limit: int, access: AccessFilter | None = None
     ) -> list[tuple[int, float]]:
-        """Each shard's best ``limit`` (its filters applied inside it), merged by score;
-        equal scores in rowid order, so the answer does not depend on thread timing."""
+        """Each shard's best ``limit`` (its filters applied inside it), scored with the whole
+        set's idf and merged by score; equal scores in rowid order, so the answer does not
+        depend on thread timing."""
         pool = self._pool
         if pool is None:
             return self._parts[0].search(query, label_filter, limit, access)  # closed: raises
-        others = [pool.submit(part.search, query, label_filter, limit, access) for part in self._parts[1:]]
+        scales = self._idf_scales(query)
+        others = [
+            pool.submit(part.search, query, label_filter, limit, access, scale)
+            for part, scale in zip(self._parts[1:], scales[1:], strict=True)
+        ]
         try:
-            found = [self._parts[0].search(query, label_filter, limit, access)]
+            found = [self._parts[0].search(query, label_filter, limit, access, scales[0])]
         finally:
             found.extend(future.result() for future in others)
         return heapq.nsmallest(limit, (hit for hits in found for hit in hits), key=lambda h: (-h[1], h[0]))
+
+    def _idf_scales(self, query: str) -> list[dict[tuple[str, str], float]]:
+        """For each shard, what turns the idf of each clause over the shard into its idf
+        over the whole set (a clause's BM25 score is its idf times a term-frequency part,
+        and its boost multiplies both): the scores are then those of one index, but for
+        each shard's own average field length, which an even spread of rowids keeps within
+        a fraction of a percent (Elasticsearch's dfs_query_then_fetch, for the idf). A few
+        dictionary lookups per clause; measured at no extra CPU (docs/benchmarks.md)."""
+        counted = [part.clause_frequencies(query) for part in self._parts]
+        total = sum(held for held, _ in counted)
+        overall: dict[tuple[str, str], int] = {}
+        for _, frequencies in counted:
+            for key, frequency in frequencies.items():
+                overall[key] = overall.get(key, 0) + frequency
+        return [
+            {
+                key: idf(total, overall[key]) / idf(held, frequency)
+                for key, frequency in frequencies.items()
+                # A clause no chunk of the shard matches scores nothing there; deleted
+                # chunks still counted could leave no positive idf to scale.
+                if frequency and idf(held, frequency) > 0
+            }
+            for held, frequencies in counted
+        ]
 
     # -- relevance evidence ---------------------------------------------------------------
 
