@@ -73,8 +73,9 @@ def test_the_merged_ranking_is_the_single_index_ranking(tmp_path: Path, embedder
     coverage weights exactly the single index's (the counts are summed).
     On a corpus without that symmetry near-ties may swap: docs/benchmarks.md measures
     how much at 1M chunks."""
-    single = SqliteBackend(tmp_path / "one" / "lore.db", embedder, fulltext_shard_threshold=NEVER)
-    sharded = SqliteBackend(tmp_path / "two" / "lore.db", embedder, fulltext_shard_threshold=1)
+    single = SqliteBackend(tmp_path / "one" / "lore.db", embedder)
+    two = tmp_path / "two" / "lore.db"
+    sharded = SqliteBackend(two, embedder, fulltext_shard_threshold=1, fulltext_shards=2)
     with single, sharded:
         _corpus(single, embedder, 200)
         _corpus(sharded, embedder, 200)
@@ -88,7 +89,7 @@ def test_the_merged_ranking_is_the_single_index_ranking(tmp_path: Path, embedder
 
 def test_the_layout_follows_the_chunk_count_both_ways(tmp_path: Path, embedder: CountingEmbedder) -> None:
     db = tmp_path / "lore.db"
-    with SqliteBackend(db, embedder, fulltext_shard_threshold=10) as backend:
+    with SqliteBackend(db, embedder, fulltext_shard_threshold=10, fulltext_shards=2) as backend:
         for number in range(9):
             add_document(backend, embedder, f"doc-{number}.md", f"etcd note {number}")
         assert _layouts(db) == ["lore.db.tantivy"]
@@ -111,7 +112,8 @@ def test_the_layout_follows_the_chunk_count_both_ways(tmp_path: Path, embedder: 
 
 
 def test_an_incremental_sync_updates_the_right_shard(tmp_path: Path, embedder: CountingEmbedder) -> None:
-    with SqliteBackend(tmp_path / "lore.db", embedder, fulltext_shard_threshold=1) as backend:
+    db = tmp_path / "lore.db"
+    with SqliteBackend(db, embedder, fulltext_shard_threshold=1, fulltext_shards=2) as backend:
         for number in range(6):
             add_document(backend, embedder, f"doc-{number}.md", f"kafka lag {number}")
         fulltext = backend._fulltext
@@ -137,8 +139,8 @@ def test_a_reader_follows_another_writers_switch(tmp_path: Path, embedder: Count
     """A server's backend object (no write lock) while a sync crosses the threshold in
     another object, as in another process: the server moves to the shards."""
     db = tmp_path / "lore.db"
-    add = SqliteBackend(db, embedder, fulltext_shard_threshold=3)
-    with add, SqliteBackend(db, embedder, fulltext_shard_threshold=3) as reader:
+    add = SqliteBackend(db, embedder, fulltext_shard_threshold=3, fulltext_shards=2)
+    with add, SqliteBackend(db, embedder, fulltext_shard_threshold=3, fulltext_shards=2) as reader:
         add_document(add, embedder, "doc-0.md", "etcd leader lost")
         assert _bm25(reader, "etcd") == ["doc-0.md"]
         for number in range(1, 4):
@@ -163,7 +165,7 @@ def test_a_switch_killed_half_way_leaves_the_old_layout_answering(tmp_path: Path
     script = (
         "from pathlib import Path; from lore.backends.sqlite import SqliteBackend; "
         "from lore.embedders.hashing import HashingEmbedder; "
-        f"SqliteBackend(Path({str(db)!r}), HashingEmbedder(), fulltext_shard_threshold=10)"
+        f"SqliteBackend(Path({str(db)!r}), HashingEmbedder(), fulltext_shard_threshold=10, fulltext_shards=2)"
     )
     child = subprocess.Popen(
         [sys.executable, "-c", script],
@@ -183,11 +185,11 @@ def test_a_switch_killed_half_way_leaves_the_old_layout_answering(tmp_path: Path
             child.kill()
             child.wait()
     assert not ShardedFullText.usable(tmp_path / "lore.db.tantivy-2", 2)
-    with SqliteBackend(db, embedder, fulltext_shard_threshold=NEVER) as reopened:
+    with SqliteBackend(db, embedder, fulltext_shard_threshold=NEVER, fulltext_shards=2) as reopened:
         assert isinstance(reopened._fulltext, FullTextIndex)
         assert len(_bm25(reopened, "kafka consumer lag", 50)) == 40
         assert reopened.fulltext_state() == "ready (40 chunks)"
-    with SqliteBackend(db, embedder, fulltext_shard_threshold=10) as reopened:
+    with SqliteBackend(db, embedder, fulltext_shard_threshold=10, fulltext_shards=2) as reopened:
         assert _layouts(db) == ["lore.db.tantivy-2"]
         assert len(_bm25(reopened, "kafka consumer lag", 50)) == 40
         assert reopened.fulltext_state() == "ready (40 chunks in 2 shards)"

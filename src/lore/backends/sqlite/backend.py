@@ -128,7 +128,7 @@ class SqliteBackend(FullTextLayouts):
         path_boost: float | None = None,
         ann_threshold: int = 200_000,
         fulltext_shard_threshold: int = 500_000,
-        fulltext_shards: int = 2,
+        fulltext_shards: int = 1,
     ) -> None:
         if rrf_k <= 0 or candidate_depth <= 0 or ann_threshold <= 0 or fulltext_shard_threshold <= 0:
             raise ConfigError(
