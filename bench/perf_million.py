@@ -36,6 +36,16 @@ process reading the 1.5 GB of float32 vectors from SQLite):
 ``--skip upkeep,exact,lancedb`` measures the graph alone (about a minute);
 ``--phase ef`` prints the graph's recall@10 and vector latency at each ``--ef`` value
 (how ``ann.EXPANSION_SEARCH`` was chosen).
+
+Full-text shards (``lore.backends.sqlite.fulltext_shards``), on data already built:
+
+    .venv/bin/python bench/perf_million.py --work /work/bench-data/million-shards --compare-shards 1,2
+
+copies ``index-<scale>`` once per shard count (``index-<scale>-shardsN``), rebuilds each
+copy's full-text index in that layout (``layout``), then alternates fresh serve processes
+layout by layout (``--rounds``) and prints the medians, their ratios to the first layout
+and the overlap of the layouts' BM25 top 10 and top 100 (``--fulltext-shards N`` serves
+one copy alone).
 """
 
 from __future__ import annotations
