@@ -16,7 +16,7 @@ import pytest
 
 from lore.backends.sqlite import SqliteBackend, from_settings
 from lore.backends.sqlite.fulltext import PAUSE_ENV, FullTextIndex
-from lore.backends.sqlite.fulltext_shards import ShardedFullText
+from lore.backends.sqlite.fulltext_shards import ShardedFullText, wanted_shards
 from lore.config import load_settings
 from lore.embedders.hashing import HashingEmbedder
 from lore.errors import ConfigError
@@ -109,6 +109,14 @@ def test_the_layout_follows_the_chunk_count_both_ways(tmp_path: Path, embedder: 
         assert backend.rebuild_fulltext() == 7  # `lore reindex` keeps the layout
         assert _layouts(db) == ["lore.db.tantivy-3"]
         assert len(_bm25(backend, "etcd")) == 7
+
+
+def test_the_margin_below_the_threshold_keeps_only_the_count_asked_for() -> None:
+    assert wanted_shards(900, 2, 1_000, 2) == 2  # kept sharded at 0.9 of the threshold
+    assert wanted_shards(900, 2, 1_000, 1) == 1  # sharding turned off: followed at once
+    assert wanted_shards(900, 2, 1_000, 3) == 1  # another count: one index below it
+    assert wanted_shards(1_000, 2, 1_000, 3) == 3
+    assert wanted_shards(700, 2, 1_000, 2) == 1
 
 
 def test_an_incremental_sync_updates_the_right_shard(tmp_path: Path, embedder: CountingEmbedder) -> None:

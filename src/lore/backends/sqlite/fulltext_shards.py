@@ -299,11 +299,12 @@ def present_shards(base: Path) -> int:
 def wanted_shards(chunks: int, present: int, threshold: int, shards: int) -> int:
     """The shard count an index of ``chunks`` should have: ``shards`` at or above the
     threshold, one index below it, and a sharded index kept as it is down to
-    ``_KEEP_BELOW`` of the threshold (no rebuilds back and forth at the boundary)."""
+    ``_KEEP_BELOW`` of the threshold (no rebuilds back and forth at the boundary)
+    unless the setting now asks for another count."""
     if chunks >= threshold:
         return shards
-    if present > 1 and chunks >= _KEEP_BELOW * threshold:
-        return present
+    if present == shards and chunks >= _KEEP_BELOW * threshold:
+        return present  # (a changed setting is followed at once)
     return 1
 
 
