@@ -36,6 +36,16 @@ process reading the 1.5 GB of float32 vectors from SQLite):
 ``--skip upkeep,exact,lancedb`` measures the graph alone (about a minute);
 ``--phase ef`` prints the graph's recall@10 and vector latency at each ``--ef`` value
 (how ``ann.EXPANSION_SEARCH`` was chosen).
+
+Full-text shards (``lore.backends.sqlite.fulltext_shards``), on data already built:
+
+    .venv/bin/python bench/perf_million.py --work /work/bench-data/million-shards --compare-shards 1,2
+
+copies ``index-<scale>`` once per shard count (``index-<scale>-shardsN``), rebuilds each
+copy's full-text index in that layout (``layout``), then alternates fresh serve processes
+layout by layout (``--rounds``) and prints the medians, their ratios to the first layout
+and the overlap of the layouts' BM25 top 10 and top 100 (``--fulltext-shards N`` serves
+one copy alone).
 """
 
 from __future__ import annotations
@@ -60,6 +70,18 @@ from lore.models import SearchMode
 
 TOP_K = 10
 NEVER = 10**12
+#: ``--fulltext-shards``: the serve phase's index is then a copy of the built one with
+#: its full-text index in that many shards (``lore.backends.sqlite.fulltext_shards``).
+SHARDS: int | None = None
+
+
+def _db(work: Path, scale: int) -> Path:
+    folder = f"index-{scale}" if SHARDS is None else f"index-{scale}-shards{SHARDS}"
+    return work / folder / "lore.db"
+
+
+def _shards() -> int:
+    return 1 if SHARDS is None else SHARDS  # None: the backend's default
 
 
 def _memory() -> dict[str, float]:
@@ -126,11 +148,11 @@ def upkeep(work: Path, scale: int, threshold: int) -> dict[str, float]:
 def serve(work: Path, scale: int, queries: int, threshold: int) -> dict[str, float]:
     corpus = Corpus.load(work / f"corpus-{scale}", 0)
     texts, vectors = corpus.queries[:queries], corpus.query_vectors[:queries]
-    db = work / f"index-{scale}" / "lore.db"
+    db = _db(work, scale)
     embedder = PrecomputedQueries(corpus.queries, corpus.query_vectors)
     figures: dict[str, float] = {}
     started = time.perf_counter()
-    with SqliteBackend(db, embedder, ann_threshold=threshold) as backend:
+    with SqliteBackend(db, embedder, ann_threshold=threshold, fulltext_shards=_shards()) as backend:
         figures["open_s"] = time.perf_counter() - started
         started = time.perf_counter()
         backend.search(texts[0], top_k=TOP_K, mode=SearchMode.HYBRID, query_vector=vectors[0])
@@ -155,6 +177,10 @@ def serve(work: Path, scale: int, queries: int, threshold: int) -> dict[str, flo
             figures[f"{mode}_cpu_p50_ms"] = statistics.median(cpu[mode])
         figures.update(_memory())
         channel = type(backend._refresh(need_vectors=True)).__name__
+        figures["fulltext_shards"] = float(backend._fulltext.shards)
+        # The BM25 top 100 of each query, for the overlap of two layouts' rankings.
+        top = [[p.chunk_id for p in backend.search(t, top_k=100, mode=SearchMode.BM25)] for t in texts]
+        (db.parent / "bm25-top100.json").write_text(json.dumps(top))
     exact = _exact_top(work, scale, queries)
     figures["recall_at_10"] = float(
         np.mean([len(set(f) & set(e)) / TOP_K for f, e in zip(found, exact, strict=True)])
@@ -187,6 +213,34 @@ def sweep_ef(work: Path, scale: int, queries: int, threshold: int, values: list[
             figures[f"ef{ef}_recall_at_10"] = float(np.mean(recalls))
             figures.update({f"ef{ef}_vector_{k}_ms": v for k, v in _percentiles(timings).items()})
             figures[f"ef{ef}_vector_cpu_p50_ms"] = statistics.median(cpu)
+    return figures
+
+
+def layout(work: Path, scale: int, threshold: int) -> dict[str, float]:
+    """The index copied for ``--fulltext-shards`` (once), then opened by a writer with that
+    setting, which rebuilds its full-text index in that layout: the rebuild's time."""
+    import shutil
+
+    db = _db(work, scale)
+    if not db.exists():
+        shutil.copytree(work / f"index-{scale}", db.parent, ignore=shutil.ignore_patterns("*.lock", "bm25-*"))
+    corpus = Corpus.load(work / f"corpus-{scale}", 0)
+    embedder = PrecomputedQueries(corpus.queries, corpus.query_vectors)
+    started, used = time.perf_counter(), time.process_time()
+    SqliteBackend(db, embedder, ann_threshold=threshold, fulltext_shards=_shards()).close()
+    return {"layout_s": time.perf_counter() - started, "layout_cpu_s": time.process_time() - used}
+
+
+def overlap(work: Path, scale: int, shards: list[int]) -> dict[str, float]:
+    """How much the BM25 top 10 and top 100 of each layout agree with the first's."""
+    tops = [json.loads((work / f"index-{scale}-shards{n}" / "bm25-top100.json").read_text()) for n in shards]
+    figures: dict[str, float] = {}
+    for count, top in zip(shards[1:], tops[1:], strict=True):
+        pairs = list(zip(tops[0], top, strict=True))
+        for depth in (10, 100):
+            shared = [len(set(a[:depth]) & set(b[:depth])) / max(1, len(a[:depth])) for a, b in pairs]
+            figures[f"shards{count}_overlap_at_{depth}"] = float(np.mean(shared))
+        figures[f"shards{count}_same_order_at_10"] = float(np.mean([a[:10] == b[:10] for a, b in pairs]))
     return figures
 
 
@@ -272,6 +326,8 @@ def lancedb(work: Path, scale: int, queries: int) -> dict[str, float]:
 def _worker(args: argparse.Namespace, phase: str, *extra: str) -> dict[str, float]:
     command = [sys.executable, __file__, "--scale", str(args.scale), "--queries", str(args.queries)]
     command += ["--work", str(args.work), "--phase", phase, *extra]
+    if args.fulltext_shards is not None and "--fulltext-shards" not in extra:
+        command += ["--fulltext-shards", str(args.fulltext_shards)]
     # The one-minute load average before and after: on a shared machine a figure means
     # little without the contention it was taken under.
     load_before, started = os.getloadavg()[0], time.perf_counter()
@@ -286,6 +342,29 @@ def _worker(args: argparse.Namespace, phase: str, *extra: str) -> dict[str, floa
     return figures
 
 
+def compare_shards(args: argparse.Namespace, shards: list[int]) -> int:
+    """Each layout rebuilt once, then serve runs alternated layout by layout (fresh
+    processes, the graph channel), so both see the same load; medians over the rounds
+    and the ratio of each layout to the first."""
+    threshold = ["--threshold", str(args.threshold)]
+    made = {count: _worker(args, "layout", *threshold, "--fulltext-shards", str(count)) for count in shards}
+    runs: dict[int, list[dict[str, float]]] = {count: [] for count in shards}
+    for _ in range(args.rounds):
+        for count in shards:
+            runs[count].append(_worker(args, "serve", *threshold, "--fulltext-shards", str(count)))
+    keys = [k for k in runs[shards[0]][0] if k.endswith(("_ms", "recall_at_10")) or k.startswith("Vm")]
+    table = {n: {k: statistics.median(run[k] for run in runs[n] if k in run) for k in keys} for n in shards}
+    print(f"\n{args.scale:,} chunks, {args.queries} queries, {args.rounds} rounds alternated, "
+          f"load average {os.getloadavg()[0]:.1f} on 2 cores")
+    print(f"{'figure':<22}" + "".join(f"{f'{c} shard(s)':>14}" for c in shards) + f"{'ratio':>8}")
+    for key in keys:
+        values = [table[count][key] for count in shards]
+        ratio = values[-1] / values[0] if values[0] else float("nan")
+        print(f"{key:<22}" + "".join(f"{v:>14.2f}" for v in values) + f"{ratio:>8.2f}")
+    print(json.dumps({"layout": made, "overlap": overlap(args.work, args.scale, shards)}, indent=1))
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -293,7 +372,7 @@ def main() -> int:
     parser.add_argument("--scale", type=int, default=1_000_000)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--work", type=Path, default=Path("/tmp/lore-ann"))
-    parser.add_argument("--phase", choices=["build", "update", "upkeep", "serve", "lancedb", "ef"])
+    parser.add_argument("--phase", choices=["build", "update", "upkeep", "serve", "lancedb", "ef", "layout"])
     parser.add_argument(
         "--ef", default="128,160,200,256,320", help="search expansions the ef phase tries, comma-separated"
     )
@@ -301,8 +380,24 @@ def main() -> int:
     parser.add_argument(
         "--skip", default="", help="phases to leave out, comma-separated: upkeep, graph, exact, lancedb"
     )
+    parser.add_argument(
+        "--fulltext-shards", type=int, help="serve a copy of the index with this many full-text shards"
+    )
+    parser.add_argument(
+        "--compare-shards",
+        default="",
+        help="shard counts to compare, comma-separated (e.g. 1,2): each layout made once, then "
+        "graph serves alternated --rounds times, with the BM25 rankings' overlap",
+    )
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    if args.phase == "build":
+    global SHARDS
+    SHARDS = args.fulltext_shards
+    if args.compare_shards and args.phase is None:
+        return compare_shards(args, [int(count) for count in args.compare_shards.split(",")])
+    if args.phase == "layout":
+        print(json.dumps(layout(args.work, args.scale, args.threshold)))
+    elif args.phase == "build":
         print(json.dumps(build(args.work, args.scale, args.threshold)))
     elif args.phase == "update":
         print(json.dumps(update(args.work, args.scale, args.threshold)))

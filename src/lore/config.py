@@ -321,6 +321,14 @@ class LoreSettings(BaseModel):
     #: the exact scan is exact and, on an idle machine, fast; above it the float32 matrix
     #: would not fit a small machine (docs/benchmarks.md, "A million chunks").
     ann_threshold: int = Field(default=200_000, gt=0)
+    #: With ``fulltext_shards`` above 1: chunks from which the sqlite backend splits its
+    #: BM25 index into that many tantivy indexes searched side by side. Off by default
+    #: (1 shard): at 1M chunks on a loaded 2-core machine two shards cost 5-14% more CPU
+    #: per search and gained no steady wall time (docs/benchmarks.md, "1M chunks,
+    #: full-text shards"). Crossing the threshold, or changing the count, rebuilds the
+    #: full-text index from SQLite, as ``lore reindex`` does (docs/backends.md).
+    fulltext_shard_threshold: int = Field(default=500_000, gt=0)
+    fulltext_shards: int = Field(default=1, ge=1, le=64)
     #: How hybrid search merges its channels: "score" (min-max normalised scores, summed;
     #: Qdrant's DBSF) ranked higher than "rrf" (reciprocal ranks) in nDCG@10 on every set
     #: measured, on every backend (docs/quality.md); "rrf" keeps a little more Recall@100.

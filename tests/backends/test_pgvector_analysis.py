@@ -24,7 +24,7 @@ def _assert_same(title: str, section: str, text: str, uri: str = "") -> None:
 
 
 def test_the_identifier_pattern_is_the_sqlite_index_s() -> None:
-    assert analysis.IDENT_PATTERN == fulltext._IDENT_PATTERN
+    assert analysis.IDENT_PATTERN == fulltext.IDENT_PATTERN
 
 
 def _pages(root: Path) -> list[str]:

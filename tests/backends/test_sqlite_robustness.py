@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from lore.backends.sqlite import SqliteBackend
-from lore.backends.sqlite.fulltext import PAUSE_ENV, FullTextIndex
+from lore.backends.sqlite.fulltext import FULLTEXT_VERSION, PAUSE_ENV, FullTextIndex, mark_usable
 from lore.embedders.hashing import HashingEmbedder
 from lore.errors import IndexingError
 from lore.models import Passage, SearchMode
@@ -107,7 +107,7 @@ def test_empty_index_left_marked_usable_is_rebuilt_on_open(tmp_path: Path) -> No
     _fill(db_path, documents=3)
     broken = FullTextIndex(tmp_path / "lore.db.tantivy", title_boost=1, section_boost=1, identifier_boost=1)
     broken.recreate()
-    broken._mark_usable()
+    mark_usable(broken.directory, {"version": FULLTEXT_VERSION})
     broken.close()
     with SqliteBackend(db_path, HashingEmbedder()) as reopened:
         assert len(reopened.search("kafka consumer lag", top_k=10, mode=SearchMode.BM25)) == 3

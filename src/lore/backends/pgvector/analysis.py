@@ -25,7 +25,7 @@ from lore.backends.sqlite.fulltext import field_texts, query_terms
 
 #: tantivy's simple tokenizer on ASCII text.
 _WORD = re.compile(r"[A-Za-z0-9]+")
-#: ``fulltext._IDENT_PATTERN`` (tests/backends/test_pgvector_analysis.py checks they agree).
+#: ``fulltext.IDENT_PATTERN`` (tests/backends/test_pgvector_analysis.py checks they agree).
 IDENT_PATTERN = r"\w+(?:[.\-]\w+)*"
 _IDENT = re.compile(IDENT_PATTERN, re.ASCII)
 #: Distinct tokens remembered per analyzer; past it the memory starts afresh (a pure

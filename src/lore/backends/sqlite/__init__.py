@@ -73,6 +73,8 @@ def from_settings(settings: LoreSettings, embedder: Embedder) -> SqliteBackend:
         section_boost=settings.bm25_section_boost,
         identifier_boost=settings.bm25_identifier_boost,
         ann_threshold=settings.ann_threshold,
+        fulltext_shard_threshold=settings.fulltext_shard_threshold,
+        fulltext_shards=settings.fulltext_shards,
     )
 
 

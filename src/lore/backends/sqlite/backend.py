@@ -10,7 +10,9 @@ Storage layout, beside each other (``lore.db`` stands for ``settings.db_path``):
   journal. Everything that cannot be recomputed lives here.
 - ``lore.db.tantivy/``: the BM25 index (``fulltext.py``). Derived data: ``lore reindex``
   (``rebuild_fulltext``) rebuilds it from SQLite at any time, and it is rebuilt
-  automatically when missing or of an older layout.
+  automatically when missing or of an older layout. At or above
+  ``fulltext_shard_threshold`` chunks, ``lore.db.tantivy-N/`` instead: N shards searched
+  side by side (``fulltext_shards.py``; switched by ``layouts.py``).
 - ``lore.db.lock``: the file a sync holds ``flock``-ed (``write_lock``), so a second
   concurrent writer fails fast with ``IndexLockedError`` instead of interleaving.
 - Vectors are also held in memory as one matrix (``vector_matrix.py``), brought up to
@@ -68,11 +70,12 @@ from lore.backends.sqlite import reembed as sqlite_reembed
 from lore.backends.sqlite.ann import AnnChannel
 from lore.backends.sqlite.channels import VectorChannels, vector_count
 from lore.backends.sqlite.fulltext import FullTextIndex
+from lore.backends.sqlite.fulltext_shards import layout_dir, present_shards
 from lore.backends.sqlite.journal import FullTextJournal, translated
+from lore.backends.sqlite.layouts import FullTextLayouts
 from lore.backends.sqlite.readers import ReaderStores, ReadGuard
 from lore.backends.sqlite.readonly import connect_read_only, open_connections, private_fulltext_dir, writable
 from lore.backends.sqlite.schema import ACCESS_VERSION, SCHEMA_VERSION, connect, migrate, schema_version
-from lore.backends.sqlite.search import SqliteSearch
 from lore.backends.sqlite.store import ChunkStore
 from lore.backends.sqlite.vector_matrix import VectorMatrix
 from lore.errors import (
@@ -104,9 +107,9 @@ _FLUSH_EVERY = 20_000
 _HELPER_THREADS = 4
 
 
-class SqliteBackend(SqliteSearch):
+class SqliteBackend(FullTextLayouts):
     """Both seams over one SQLite file. See the module docstring for the design; the read
-    side is ``search.SqliteSearch``."""
+    side is ``search.SqliteSearch``, the full-text layout's upkeep ``layouts.FullTextLayouts``."""
 
     engine = "sqlite"
     supports_reindex = True
@@ -124,12 +127,16 @@ class SqliteBackend(SqliteSearch):
         identifier_boost: float = 1.0,
         path_boost: float | None = None,
         ann_threshold: int = 200_000,
+        fulltext_shard_threshold: int = 500_000,
+        fulltext_shards: int = 1,
     ) -> None:
-        if rrf_k <= 0 or candidate_depth <= 0 or ann_threshold <= 0:
+        if rrf_k <= 0 or candidate_depth <= 0 or ann_threshold <= 0 or fulltext_shard_threshold <= 0:
             raise ConfigError(
-                "rrf_k, candidate_depth and ann_threshold must be positive, got "
-                f"{rrf_k}, {candidate_depth} and {ann_threshold}"
+                "rrf_k, candidate_depth, ann_threshold and fulltext_shard_threshold must be positive, "
+                f"got {rrf_k}, {candidate_depth}, {ann_threshold} and {fulltext_shard_threshold}"
             )
+        if not 1 <= fulltext_shards <= 64:
+            raise ConfigError(f"fulltext_shards must be from 1 to 64, got {fulltext_shards}")
         if fusion not in ("rrf", "score"):
             raise ConfigError(f"fusion must be 'rrf' or 'score', got {fusion!r}")
         self._path = Path(path)
@@ -162,10 +169,16 @@ class SqliteBackend(SqliteSearch):
         self._reads = self._readers
         self._guard = ReadGuard(self._readers, self._settled)
         self._read_guard = self._guard
-        fulltext_dir = self._path.with_name(self._path.name + ".tantivy")
+        self._fulltext_base = self._path.with_name(self._path.name + ".tantivy")
+        self._shard_threshold, self._shard_count = fulltext_shard_threshold, fulltext_shards
+        self._boosts = (title_boost, section_boost, identifier_boost, path_boost)
+        # The layout found complete on disk; a writer switches it to the one the chunk
+        # count wants once SQLite is open (``_prepare_fulltext``).
+        present = present_shards(self._fulltext_base)
+        fulltext_dir = layout_dir(self._fulltext_base, present)
         #: A private copy of the full-text index, when its own directory is read-only.
         self._private: Path | None = None
-        usable = FullTextIndex.usable(fulltext_dir)
+        usable = FullTextIndex.usable(fulltext_dir) if present == 1 else True
         if self._read_only is not None and not (usable and writable(fulltext_dir.parent)):
             # tantivy cannot open a reader on a read-only mount, and a missing index cannot
             # be rebuilt on a full disk: a private copy (elsewhere) serves the searches.
@@ -178,13 +191,7 @@ class SqliteBackend(SqliteSearch):
                     raise
             else:
                 fulltext_dir = self._private
-        self._fulltext = FullTextIndex(
-            fulltext_dir,
-            title_boost=title_boost,
-            section_boost=section_boost,
-            identifier_boost=identifier_boost,
-            path_boost=path_boost,
-        )
+        self._fulltext = self._open_layout(fulltext_dir, present)
         self._journal = FullTextJournal(self._store, self._fulltext, self._path, self._write_guard)
         try:
             version = schema_version(self._store.conn)
@@ -295,6 +302,7 @@ class SqliteBackend(SqliteSearch):
                 return
             try:
                 self._journal.flush()
+                self._keep_fulltext_layout()
                 self._keep_vectors()
             finally:
                 try:
@@ -320,34 +328,6 @@ class SqliteBackend(SqliteSearch):
         reader's snapshot; a checkpoint that could not finish is simply retried next time."""
         with self._write_guard, translated(IndexingError, f"cannot checkpoint {self._path}"):
             self._store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-
-    # -- the full-text journal -----------------------------------------------------------
-
-    def _prepare_fulltext(self) -> None:
-        """Rebuild a missing (or emptied) full-text index and replay a crashed writer's
-        journal."""
-        with translated(IndexingError, f"cannot read the index {self._path}"):
-            leftover = self._store.journal_end() is not None
-            missing = not self._fulltext.ready or self._journal.lost(leftover)
-        if not missing and not leftover:
-            return
-        if self._read_only is not None:
-            if self._private is not None:
-                # Derived data in a private directory: rebuilt from SQLite, which is
-                # not written (no lock, no journal to forget).
-                self._journal.rebuild_private()
-            return  # on a full disk: searched as it is, `lore status` says how far behind
-        try:
-            with self.write_lock():  # releasing the lock replays the journal
-                if missing:
-                    self._journal.rebuild()
-        except IndexLockedError as err:
-            if missing:
-                raise IndexLockedError(
-                    f"the full-text index of {self._path} must be rebuilt, but another process is "
-                    "writing to the index; try again when it has finished"
-                ) from err
-            # Otherwise the live writer applies its own journal.
 
     # -- the approximate vector index (derived data, like the full-text index) -----------
 
@@ -391,7 +371,12 @@ class SqliteBackend(SqliteSearch):
         """Rebuild the derived data from SQLite (``lore reindex``): the BM25 index and, at
         or above ``ann_threshold``, the approximate vector index; returns the chunk count."""
         with self.write_lock(), self._write_guard:
-            count = self._journal.rebuild()
+            with translated(IndexingError, f"cannot read the index {self._path}"):
+                wanted = self._wanted_shards()
+            if wanted != self._fulltext.shards:
+                count = self._switch_fulltext(wanted)
+            else:
+                count = self._journal.rebuild()
             self._keep_vectors(rebuild=True)
             return count
 

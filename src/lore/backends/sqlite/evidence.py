@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from lore.backends import lexical
-from lore.backends.sqlite.fulltext import FullTextIndex
+from lore.backends.sqlite.fulltext_shards import FullText
 from lore.models import Evidence
 
 
@@ -20,7 +20,7 @@ class EvidenceMaker:
     """``Evidence`` for the passages of one search."""
 
     def __init__(
-        self, fulltext: FullTextIndex, query: str, vector_hits: Sequence[tuple[int, float]] | None
+        self, fulltext: FullText, query: str, vector_hits: Sequence[tuple[int, float]] | None
     ) -> None:
         self._fulltext = fulltext
         # A pasted rule's placeholders are rare words (``humanizePercentage``) that no

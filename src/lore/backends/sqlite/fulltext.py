@@ -1,21 +1,8 @@
-"""The BM25 channel of the SQLite backend: a tantivy index in a directory beside the db.
+"""One tantivy index directory: the BM25 channel of the SQLite backend below the shard
+threshold, and each shard of it above (``fulltext_shards.py``).
 
 It holds derived data only (SQLite is the source of truth) and knows chunks by their
-SQLite rowid. Fields:
-
-- ``title``, ``section``, ``body``, ``path``: English text, stemmed, stop words removed;
-  each field may be boosted at query time (equal weights by default: docs/quality.md;
-  ``path`` takes the title's). ``path`` is the document's uri as words (its folders and
-  file name, ``lexical.path_text``). The analyzer splits snake_case, kebab-case and dotted
-  names into their words; CamelCase identifiers add theirs here (``KubeNodeNotReady`` also
-  as "Kube Node Not Ready"), so an alert's description meets the runbook named for it.
-- ``ident``: the same text and path split only at whitespace and most punctuation,
-  lowercased and not stemmed, so ``kube-apiserver``, ``etcdNoLeader``, ``ERR_1234``,
-  ``10.0.0.1`` and ``payments-consumer-group`` are single terms and match whole; the
-  names inside dotted compounds (``kube-apiserver.service``) are added whole too.
-- ``labels``: raw ``key=value`` terms (lore.models.label_terms) for filtering.
-- ``access``: raw tenant and group terms (lore.access.access_terms) for the caller's
-  ``AccessFilter``, applied inside the search like the labels, never after its cut.
+SQLite rowid. What each field holds and how text is analysed is in ``fulltext_terms.py``.
 
 Queries are built from our own tokenisation (the same analyzers as the index) as term
 queries, never by handing user text to tantivy's query parser, so no query text can be
@@ -32,27 +19,48 @@ import os
 import shutil
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from functools import cache, lru_cache
 from pathlib import Path
 
 import tantivy
 
 from lore.access import AccessFilter
-from lore.backends import lexical
+from lore.backends.sqlite.fulltext_terms import (
+    FIELD_ANALYZERS,
+    IDENT_PATTERN,
+    MAX_QUERY_TERMS,
+    STEMMED,
+    FullTextRow,
+    analyzers,
+    chunk_terms,
+    field_terms,
+    field_texts,
+    query_terms,
+    schema,
+    unique_terms,
+    with_identifier_words,
+)
 from lore.errors import IndexingError, RetrievalError
+
+__all__ = [
+    "FIELD_ANALYZERS",
+    "FULLTEXT_VERSION",
+    "IDENT_PATTERN",
+    "MAX_QUERY_TERMS",
+    "PAUSE_ENV",
+    "FullTextIndex",
+    "FullTextRow",
+    "chunk_terms",
+    "field_terms",
+    "field_texts",
+    "query_terms",
+    "with_identifier_words",
+]
 
 #: Bump when fields or analyzers change: the directory is then rebuilt from SQLite.
 #: 2: the ``access`` field; 3: CamelCase identifiers also indexed as their words;
 #: 4: the ``path`` field (the document's file name and folders), inner names of compounds.
 FULLTEXT_VERSION = 4
 _MARKER = "lore-fulltext.json"
-_STEMMED = "lore_en_stem"
-_IDENT = "lore_ident"
-#: Words joined by ``.`` or ``-`` (``_`` is a word character) form one identifier.
-_IDENT_PATTERN = r"\w+(?:[.\-]\w+)*"
-#: A pasted stack trace should still be searchable, but not become 10,000 clauses.
-MAX_QUERY_TERMS = 128
 #: Query terms whose presence one evidence search tells apart (``held_terms``): one bit
 #: each of a score that tantivy keeps as an f32, exact for integers below 2**24.
 _TERMS_PER_SEARCH = 20
@@ -62,136 +70,55 @@ _WRITER_HEAP_BYTES = 64_000_000
 PAUSE_ENV = "LORE_TEST_PAUSE_FULLTEXT_REBUILD"
 #: What the tantivy bindings raise (tantivy errors arrive as ValueError).
 _TANTIVY_ERRORS = (ValueError, OSError, RuntimeError)
+#: The English fields, in the order ``statistics`` gives their document frequencies.
+FIELDS = ("title", "section", "body", "path")
 
 
-@dataclass(frozen=True, slots=True)
-class FullTextRow:
-    rowid: int
-    title: str
-    section: str
-    text: str
-    label_terms: frozenset[str]
-    #: ``lore.access.access_terms`` of the chunk's document.
-    access_terms: frozenset[str] = frozenset()
-    #: The chunk's document uri, indexed as its path words (``lexical.path_text``).
-    uri: str = ""
+def pause_for_tests(count: int) -> None:
+    pause = os.environ.get(PAUSE_ENV)
+    if pause:
+        print(f"lore-test: full-text rebuild paused before commit ({count} rows)", flush=True)
+        time.sleep(float(pause))
 
 
-@cache
-def _analyzers() -> dict[str, tantivy.TextAnalyzer]:
-    stemmed = (
-        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
-        .filter(tantivy.Filter.remove_long(40))
-        .filter(tantivy.Filter.lowercase())
-        .filter(tantivy.Filter.stopword("english"))
-        .filter(tantivy.Filter.stemmer("english"))
-        .build()
-    )
-    ident = (
-        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.regex(_IDENT_PATTERN))
-        .filter(tantivy.Filter.remove_long(100))
-        .filter(tantivy.Filter.lowercase())
-        .filter(tantivy.Filter.stopword("english"))
-        .build()
-    )
-    return {_STEMMED: stemmed, _IDENT: ident}
+def mark_usable(directory: Path, marker: dict[str, int], name: str = _MARKER) -> None:
+    """Write the marker atomically (a partial marker must not count as one)."""
+    path, partial = directory / name, directory / (name + ".partial")
+    try:
+        partial.write_text(json.dumps(marker), encoding="utf-8")
+        os.replace(partial, path)
+    except OSError as err:
+        raise IndexingError(f"cannot finish the full-text index {directory}: {err}") from err
 
 
-def with_identifier_words(text: str) -> str:
-    """``text`` and, after it, the words of each CamelCase identifier in it (snake_case,
-    kebab-case and dotted names are split by the English analyzer already). A split that
-    leaves a one-letter word (``mRNA``, ``IPv4``, ``iPhone``) is a name, not words: kept whole."""
-    words = lexical.camel_words(text)
-    return f"{text}\n{' '.join(words)}" if words else text
+def unmark(directory: Path, name: str = _MARKER) -> None:
+    try:
+        (directory / name).unlink(missing_ok=True)
+    except OSError as err:
+        raise IndexingError(f"cannot retire the full-text index {directory}: {err}") from err
 
 
-#: The analyzer of each text field.
-FIELD_ANALYZERS = {
-    "title": _STEMMED,
-    "section": _STEMMED,
-    "body": _STEMMED,
-    "path": _STEMMED,
-    "ident": _IDENT,
-}
+def weighted_tokens(query: str) -> list[str]:
+    """The stemmed terms of ``query`` that coverage evidence weighs."""
+    return unique_terms(analyzers()[STEMMED].analyze(with_identifier_words(query)))
 
 
-def _identifier_text(text: str) -> str:
-    """What the ``ident`` field holds: ``text`` (its analyzer keeps ``kube-apiserver``,
-    ``node_exporter`` and ``etcd.member.count`` whole) and the names inside its dotted
-    compounds, which that analyzer would keep glued (``kube-apiserver.service`` also gives
-    ``kube-apiserver``), so an exact search for the inner name matches whole."""
-    inner = lexical.sub_identifiers(text)
-    return f"{text}\n{' '.join(inner)}" if inner else text
+def idf(total: int, frequency: int) -> float:
+    """BM25's idf, as tantivy computes it."""
+    return math.log(1.0 + (total - frequency + 0.5) / (frequency + 0.5))
 
 
-@lru_cache(maxsize=1024)
-def chunk_terms(texts: tuple[str, ...]) -> frozenset[str]:
-    """The stemmed terms of a chunk's fields, kept for the last chunks asked about. A
-    search reads its passages' query terms from the index (``FullTextIndex.held_terms``);
-    this analysis is the fallback for a chunk the index does not hold yet, and the
-    definition ``held_terms`` must agree with (tests/backends/test_sqlite_evidence.py).
-    A pure function of the texts (the analyzers are fixed), so nothing can go stale."""
-    analyzer = _analyzers()[_STEMMED]
-    return frozenset(term for text in texts for term in analyzer.analyze(with_identifier_words(text)))
-
-
-def field_texts(title: str, section: str, text: str, uri: str = "") -> dict[str, str]:
-    """What each text field of a chunk is given to index. The English fields also get
-    CamelCase identifiers' words, so "node is not ready" meets a runbook titled
-    KubeNodeNotReady; ``path`` holds the document's folder and file-name words
-    (``lexical.path_text``); ``ident`` keeps identifiers whole, the path's too."""
-    path = lexical.path_text(uri) if uri else ""
-    return {
-        "title": with_identifier_words(title),
-        "section": with_identifier_words(section),
-        "body": with_identifier_words(text),
-        "path": with_identifier_words(path),
-        "ident": _identifier_text(f"{title}\n{section}\n{text}\n{path}"),
-    }
-
-
-def field_terms(title: str, section: str, text: str, uri: str = "") -> dict[str, list[str]]:
-    """The terms each text field of a chunk holds, repeated as often as they occur: the
-    token stream this index is built from, for a backend that keeps its own postings
-    (pgvector) and must rank exactly as this one does."""
-    analyzers = _analyzers()
-    return {
-        field: analyzers[FIELD_ANALYZERS[field]].analyze(value)
-        for field, value in field_texts(title, section, text, uri).items()
-    }
-
-
-def query_terms(query: str) -> tuple[list[str], list[str]]:
-    """The distinct terms a query searches for: English ones (looked up in title, section,
-    body and path) and identifier ones (in ``ident``), each list capped at ``MAX_QUERY_TERMS``."""
-    analyzers = _analyzers()
-    return _unique(analyzers[_STEMMED].analyze(query)), _unique(analyzers[_IDENT].analyze(query))
-
-
-def _schema() -> tantivy.Schema:
-    builder = tantivy.SchemaBuilder()
-    # A signed field: the bindings build delete terms from Python ints as i64, which
-    # never match an unsigned field (checked with tantivy 0.27).
-    builder.add_integer_field("rowid", indexed=True, fast=True)
-    # Term frequencies without positions: no phrase queries are built, and positions
-    # would cost indexing time and disk.
-    builder.add_text_field("title", tokenizer_name=_STEMMED, index_option="freq")
-    builder.add_text_field("section", tokenizer_name=_STEMMED, index_option="freq")
-    builder.add_text_field("body", tokenizer_name=_STEMMED, index_option="freq")
-    builder.add_text_field("path", tokenizer_name=_STEMMED, index_option="freq")
-    builder.add_text_field("ident", tokenizer_name=_IDENT, index_option="freq")
-    builder.add_text_field("labels", tokenizer_name="raw", index_option="basic")
-    builder.add_text_field("access", tokenizer_name="raw", index_option="basic")
-    return builder.build()
-
-
-def _unique(tokens: Iterable[str]) -> list[str]:
-    return list(dict.fromkeys(tokens))[:MAX_QUERY_TERMS]
+def idf_weights(total: int, freqs: Mapping[str, Sequence[int]]) -> dict[str, float]:
+    """BM25 idf of each token, from its largest document frequency over the fields."""
+    return {token: idf(total, max(df)) for token, df in freqs.items()}
 
 
 class FullTextIndex:
     """One tantivy index directory. Writes need the backend's write lock (tantivy allows
     one writer per directory); searches may run in any process at any time."""
+
+    #: The indexes the layout is made of (``fulltext_shards.ShardedFullText`` has more).
+    shards = 1
 
     def __init__(
         self,
@@ -209,8 +136,8 @@ class FullTextIndex:
         path_weight = title_boost if path_boost is None else path_boost
         self._boosts = {"title": title_boost, "section": section_boost, "body": 1.0, "path": path_weight}
         self._identifier_boost = identifier_boost
-        self._analyzers = _analyzers()
-        self._schema = _schema()
+        self._analyzers = analyzers()
+        self._schema = schema()
         self._writer: tantivy.IndexWriter | None = None
         # Not ready (None) when missing, of an older layout or unreadable: the backend
         # then rebuilds it from SQLite.
@@ -263,15 +190,6 @@ class FullTextIndex:
             index.register_tokenizer(name, analyzer)
         self._index = index
 
-    def _mark_usable(self) -> None:
-        """Write the marker atomically (a partial marker must not count as one)."""
-        marker, partial = self._directory / _MARKER, self._directory / (_MARKER + ".partial")
-        try:
-            partial.write_text(json.dumps({"version": FULLTEXT_VERSION}), encoding="utf-8")
-            os.replace(partial, marker)
-        except OSError as err:
-            raise IndexingError(f"cannot finish the full-text index {self._directory}: {err}") from err
-
     def _writer_for(self) -> tantivy.IndexWriter:
         if self._writer is None:
             index = self._index
@@ -313,26 +231,61 @@ class FullTextIndex:
 
     def replace_all(self, rows: Iterable[FullTextRow]) -> int:
         """Replace the whole content with ``rows`` in one commit; returns the count."""
-        writer = self._writer_for()
+        self.start_replacing()
         count = 0
+        for row in rows:
+            self.add_replacement(row)
+            count += 1
+        pause_for_tests(count)
+        self.finish_replacing()
+        return count
+
+    def start_replacing(self) -> None:
+        """Begin ``replace_all`` in steps (a shard set feeds its shards from one pass):
+        everything is deleted, invisibly until ``finish_replacing``."""
         try:
-            writer.delete_all_documents()
-            for row in rows:
-                writer.add_document(self._document(row))
-                count += 1
-            pause = os.environ.get(PAUSE_ENV)
-            if pause:
-                print(f"lore-test: full-text rebuild paused before commit ({count} rows)", flush=True)
-                time.sleep(float(pause))
+            self._writer_for().delete_all_documents()
+        except _TANTIVY_ERRORS as err:
+            self._writer = None
+            raise IndexingError(f"cannot rebuild the full-text index {self._directory}: {err}") from err
+
+    def add_replacement(self, row: FullTextRow) -> None:
+        try:
+            self._writer_for().add_document(self._document(row))
+        except _TANTIVY_ERRORS as err:
+            self._writer = None
+            raise IndexingError(f"cannot rebuild the full-text index {self._directory}: {err}") from err
+
+    def finish_replacing(self) -> None:
+        """Commit the replacement, then mark the directory usable."""
+        writer = self._writer_for()
+        try:
             writer.commit()
             writer.wait_merging_threads()
         except _TANTIVY_ERRORS as err:
             raise IndexingError(f"cannot rebuild the full-text index {self._directory}: {err}") from err
         finally:
             self._writer = None
-        self._mark_usable()
+        mark_usable(self._directory, {"version": FULLTEXT_VERSION})
         self._require().reload()
-        return count
+
+    def rollback(self) -> None:
+        """Discard what was staged since the last commit."""
+        if self._writer is not None:
+            try:
+                self._writer.rollback()
+            except _TANTIVY_ERRORS as err:
+                raise IndexingError(f"cannot update the full-text index {self._directory}: {err}") from err
+
+    def unmark(self) -> None:
+        """No longer usable for the next open (it stays searchable here until closed): the
+        step that makes another layout the current one (``fulltext_shards.py``)."""
+        unmark(self._directory)
+
+    def destroy(self) -> None:
+        """Close and delete the directory."""
+        self.close()
+        shutil.rmtree(self._directory, ignore_errors=True)
 
     def document_count(self) -> int:
         """Documents the committed index holds (what searches see)."""
@@ -375,12 +328,18 @@ class FullTextIndex:
             self._index.reload()
 
     def search(
-        self, query: str, label_filter: frozenset[str], limit: int, access: AccessFilter | None = None
+        self,
+        query: str,
+        label_filter: frozenset[str],
+        limit: int,
+        access: AccessFilter | None = None,
+        idf_scale: Mapping[tuple[str, str], float] | None = None,
     ) -> list[tuple[int, float]]:
         """``(rowid, bm25 score)`` best first; only chunks carrying every filter term and
-        passing ``access``."""
+        passing ``access``. ``idf_scale`` multiplies the boost of each ``(field, term)``
+        clause: a shard set's way to score with the whole set's idf (``fulltext_shards.py``)."""
         index = self._require()
-        scoring = self._scoring_query(query)
+        scoring = self._scoring_query(query, idf_scale or {})
         if scoring is None:
             return []
         # Filters score nothing (constant 0), so they only restrict, inside the search.
@@ -421,12 +380,17 @@ class FullTextIndex:
         # top 1 costs what top 100 does, with or without counting: docs/benchmarks.md).
         return tantivy.Occur.Should, term if boost == 1.0 else tantivy.Query.boost_query(term, boost)
 
-    def _scoring_query(self, query: str) -> tantivy.Query | None:
+    def _scoring_query(self, query: str, scale: Mapping[tuple[str, str], float]) -> tantivy.Query | None:
         words, identifiers = query_terms(query)
         clauses = [
-            self._clause(field, token, boost) for token in words for field, boost in self._boosts.items()
+            self._clause(field, token, boost * scale.get((field, token), 1.0))
+            for token in words
+            for field, boost in self._boosts.items()
         ]
-        clauses.extend(self._clause("ident", token, self._identifier_boost) for token in identifiers)
+        clauses.extend(
+            self._clause("ident", token, self._identifier_boost * scale.get(("ident", token), 1.0))
+            for token in identifiers
+        )
         if not clauses:
             return None
         return clauses[0][1] if len(clauses) == 1 else tantivy.Query.boolean_query(clauses)
@@ -437,19 +401,34 @@ class FullTextIndex:
         """Each stemmed term of ``query`` (CamelCase words included) with its BM25 idf over
         the index; a term no chunk holds gets the largest idf, so a query about something
         the corpus never mentions covers little of itself anywhere."""
-        tokens = _unique(self._analyzers[_STEMMED].analyze(with_identifier_words(query)))
+        total, freqs = self.statistics(weighted_tokens(query))
+        return idf_weights(total, freqs)
+
+    def statistics(self, tokens: Sequence[str]) -> tuple[int, dict[str, list[int]]]:
+        """The documents held and, for each token, how many hold it in each English field
+        (in ``FIELDS`` order): what the idf of ``query_weights`` is made of, summed over
+        shards by a set."""
         if not tokens:
-            return {}
+            return 0, {}
         try:
             searcher = self._require().searcher()
             total = int(searcher.num_docs)
-            freqs = {
-                token: max(int(searcher.doc_freq(field, token)) for field in self._boosts)
-                for token in tokens
-            }
+            freqs = {token: [int(searcher.doc_freq(field, token)) for field in FIELDS] for token in tokens}
         except _TANTIVY_ERRORS as err:
             raise RetrievalError(f"full-text search failed: {err}") from err
-        return {token: math.log(1.0 + (total - df + 0.5) / (df + 0.5)) for token, df in freqs.items()}
+        return total, freqs
+
+    def clause_frequencies(self, query: str) -> tuple[int, dict[tuple[str, str], int]]:
+        """The documents held and how many hold each ``(field, term)`` clause of ``query``'s
+        scoring query: what tantivy's idf of each clause is made of."""
+        words, identifiers = query_terms(query)
+        keys = [(field, token) for token in words for field in self._boosts]
+        keys.extend(("ident", token) for token in identifiers)
+        try:
+            searcher = self._require().searcher()
+            return int(searcher.num_docs), {key: int(searcher.doc_freq(*key)) for key in keys}
+        except _TANTIVY_ERRORS as err:
+            raise RetrievalError(f"full-text search failed: {err}") from err
 
     def terms_of(self, *texts: str) -> frozenset[str]:
         """The stemmed terms the index holds for a chunk with these fields."""

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from lore.backends.sqlite.fulltext import FullTextIndex, FullTextRow
+from lore.backends.sqlite.fulltext_shards import FullText
+from lore.backends.sqlite.fulltext_terms import FullTextRow
 from lore.backends.sqlite.store import ChunkStore, FullTextOp
 from lore.errors import IndexingError, LoreError, RetrievalError
 
@@ -33,7 +34,7 @@ class FullTextJournal:
     """The journal's replay, staging and commits, and full rebuilds."""
 
     def __init__(
-        self, store: ChunkStore, fulltext: FullTextIndex, path: Path, guard: threading.RLock
+        self, store: ChunkStore, fulltext: FullText, path: Path, guard: threading.RLock
     ) -> None:
         self._store = store
         self._fulltext = fulltext
@@ -68,7 +69,8 @@ class FullTextJournal:
         except RetrievalError as err:
             return f"unreadable ({err}): run `lore reindex`"
         if held == chunks:
-            return f"ready ({held} chunks)"
+            shards = self._fulltext.shards
+            return f"ready ({held} chunks)" if shards == 1 else f"ready ({held} chunks in {shards} shards)"
         if pending:
             return f"catching up ({held} of {chunks} chunks; the next write or open applies the journal)"
         return f"out of step ({held} of {chunks} chunks): run `lore reindex`"
@@ -129,6 +131,39 @@ class FullTextJournal:
                 with self._store.transaction():
                     self._store.forget_journal(end)
                 self.staged = end
+        return count
+
+    def follow(self, fresh: FullText) -> None:
+        """Another process switched the layout: this object's journal work goes there."""
+        self._fulltext = fresh
+        self.staged = 0
+
+    def switch(self, fresh: FullText, swap: Callable[[], None]) -> int:
+        """Rebuild into another layout (``fulltext_shards.py``) while the current one goes
+        on answering, then make it current: ``fresh`` complete and marked, the old one's
+        marker gone, then the journal forgotten, so a crash between any two steps leaves
+        one complete layout with the journal it needs. ``swap`` hands ``fresh`` to the
+        searches; returns the chunk count."""
+        with translated(IndexingError, f"cannot rebuild the full-text index of {self._path}"):
+            end = self._store.journal_end()
+            try:
+                fresh.recreate()
+                count = fresh.replace_all(self._store.all_fulltext_rows())
+            except BaseException:
+                fresh.close()
+                raise
+            old = self._fulltext
+            old.unmark()
+            # Bumps the generation even with nothing to forget: another process's
+            # searches then look for the layout on disk and move to this one.
+            with self._store.transaction():
+                if end is not None:
+                    self._store.forget_journal(end)
+            if end is not None:
+                self.staged = end
+            self._fulltext = fresh
+            swap()
+            old.close()
         return count
 
     def rebuild_private(self) -> None:

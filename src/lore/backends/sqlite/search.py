@@ -25,7 +25,7 @@ from lore.backends.query_embedding import vector_or_bm25
 from lore.backends.sqlite.ann import AnnChannel
 from lore.backends.sqlite.channels import VectorChannels
 from lore.backends.sqlite.evidence import EvidenceMaker
-from lore.backends.sqlite.fulltext import FullTextIndex
+from lore.backends.sqlite.fulltext_shards import FullText
 from lore.backends.sqlite.journal import FullTextJournal, translated
 from lore.backends.sqlite.store import ChunkStore
 from lore.backends.sqlite.vector_matrix import VectorMatrix
@@ -62,7 +62,7 @@ class SqliteSearch:
     _vectors: VectorChannels
     _threads: ThreadPoolExecutor | None
     _reads: ChunkStore
-    _fulltext: FullTextIndex
+    _fulltext: FullText
     _journal: FullTextJournal
 
     async def retrieve(
@@ -208,6 +208,7 @@ class SqliteSearch:
                     "the new embedder configured"
                 )
         if generation != self._fulltext_generation:
+            self._follow_fulltext_layout()
             self._fulltext.reload()
             self._fulltext_generation = generation
         if need_vectors and generation != self._matrix_generation:
@@ -218,6 +219,11 @@ class SqliteSearch:
                 raise RetrievalError(f"the vectors in {self._path} do not fit the embedder: {err}") from err
             self._matrix_generation = generation
         return self._matrix
+
+    def _follow_fulltext_layout(self) -> None:
+        """Another process may have switched the full-text layout (``fulltext_shards.py``):
+        ``SqliteBackend`` moves its searches to it (in an exclusive section)."""
+        raise NotImplementedError
 
     def _passages(self, ranked: Ranked, top_k: int, evidence: EvidenceMaker | None = None) -> list[Passage]:
         """The first ``top_k`` ranked chunks still in SQLite (the full-text index may
