@@ -242,7 +242,9 @@ def identifier_share(text: str) -> float:
 
 
 @cache
-def _analyzer() -> tantivy.TextAnalyzer:
+def english_analyzer() -> tantivy.TextAnalyzer:
+    """Stemmed English words: the analyzer of these terms and of the SQLite full-text
+    index's text fields (``fulltext_terms.analyzers``), so both meet the same words."""
     return (
         tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
         .filter(tantivy.Filter.remove_long(40))
@@ -257,7 +259,7 @@ def terms(text: str) -> list[str]:
     """Every lexical term of ``text``, repeated as often as it occurs: stemmed words, the
     words inside camelCase identifiers, each identifier whole, and the names inside
     compound identifiers (``sub_identifiers``) once each."""
-    analyzer = _analyzer()
+    analyzer = english_analyzer()
     words: list[str] = analyzer.analyze(text)
     parts = camel_parts(text)
     if parts:

@@ -53,14 +53,7 @@ class FullTextRow:
 
 @cache
 def analyzers() -> dict[str, tantivy.TextAnalyzer]:
-    stemmed = (
-        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
-        .filter(tantivy.Filter.remove_long(40))
-        .filter(tantivy.Filter.lowercase())
-        .filter(tantivy.Filter.stopword("english"))
-        .filter(tantivy.Filter.stemmer("english"))
-        .build()
-    )
+    stemmed = lexical.english_analyzer()
     ident = (
         tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.regex(IDENT_PATTERN))
         .filter(tantivy.Filter.remove_long(100))
