@@ -229,7 +229,7 @@ def _build_rules(allowed_link_hosts: Collection[str]) -> list[_Rule]:
                 r"(?![(\[]|:[ \t]*\S*//)(?=(?P<rest>[^\n]*))",
                 i,
             ),
-            lambda m: None if not m["rest"].strip() and not m[0].isupper() else marker("role marker"),
+            _bracketed_role,
         ),
         _Rule(
             "role_marker",
@@ -334,6 +334,19 @@ def _build_rules(allowed_link_hosts: Collection[str]) -> list[_Rule]:
 
 
 _RULES_CACHE: dict[tuple[str, ...], list[_Rule]] = {}
+
+
+def _bracketed_role(match: re.Match[str]) -> str | None:
+    """A bracketed role label where a turn would begin (a line's or a sentence's start), or
+    shouted anywhere ("[SYSTEM]"); not an INI section header alone on its line, nor a name
+    in running prose ("the section [System] in config.ini")."""
+    shouted = match[0].isupper()
+    if not match["rest"].strip():
+        return marker("role marker") if shouted else None
+    line = match.string[match.string.rfind("\n", 0, match.start()) + 1 : match.start()].rstrip()
+    if shouted or not line or line[-1] in ".!?:;>*-|\"'`)":
+        return marker("role marker")
+    return None
 
 
 def _rules(allowed_link_hosts: Collection[str]) -> list[_Rule]:
