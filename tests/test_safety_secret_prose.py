@@ -15,6 +15,8 @@ FAKE_PASSWORD = "Fake" + "Pw" + "2024x"
 #: shape of an AWS secret access key.
 FAKE_KEY = base64.b64encode(bytes(range(7, 37))).decode()
 FAKE_HEX = "deadbeef" * 4
+#: Typed by a person, not generated: a digit, letters and symbols no resource name has.
+FAKE_TYPED = "Fake" + "#" + "9x" + "$" + "Pw"
 
 FIRES: list[tuple[str, str]] = [
     # (text, the secret in it)
@@ -24,6 +26,8 @@ FIRES: list[tuple[str, str]] = [
     (f"Our webhook signing key was rotated to {FAKE_KEY} yesterday", FAKE_KEY),
     (f"the datadog api key is {FAKE_HEX}", FAKE_HEX),
     (f"The bot token is `{FAKE_KEY}`", FAKE_KEY),
+    (f"our shared secret is `{FAKE_TYPED}`", FAKE_TYPED),
+    (f'the client secret for the test app is "{FAKE_TYPED}!"', FAKE_TYPED),
     (f"The service account key reads {FAKE_KEY}", FAKE_KEY),
     (f"le mot de passe est {FAKE_PASSWORD}", FAKE_PASSWORD),
     (f"Le mot de passe du compte admin : {FAKE_PASSWORD}", FAKE_PASSWORD),
@@ -66,6 +70,11 @@ def test_prose_credential_is_redacted(text: str, secret: str) -> None:
 
 
 LOOK_ALIKES = [
+    # quoted names and paths after "the secret is": a Secret's name, a file, a placeholder
+    "the secret is `payments-db-v2`, mounted at /etc/creds",
+    "the signing key is `/etc/keys/sign-2024.pem`",
+    "the token is `${GITLAB_TOKEN}` in CI",
+    "the shortcut key is `Ctrl+Shift+4`",
     "the token is stored in Vault",
     "The key is rotated monthly.",
     "The signing key is rotated monthly by the cron job.",

@@ -145,9 +145,17 @@ def _password(match: re.Match[str]) -> str | None:
     return replace_span("password", match, start, end)
 
 
+#: A quoted value a person typed as a secret: no blank, a digit among letters, and a
+#: symbol no resource name has (k8s names hold only ``-`` and ``.``): "`Zq8#mK2$vL9p`".
+_TYPED_SECRET = re.compile(r"(?=[^\s]*\d)(?=[^\s]*[^\W\d_])(?=[^\s]*[^\w\s.\-])[^\s]{8,}")
+
+
 def _credential(match: re.Match[str]) -> str | None:
-    _name, value, start, end = _value(match)
-    if is_placeholder(value) or not is_key_material(value):
+    name, value, start, end = _value(match)
+    if is_placeholder(value):
+        return None
+    typed = name != "bare" and _TYPED_SECRET.fullmatch(value) and not re.search(r"[/\\]", value)
+    if not is_key_material(value) and not typed:
         return None
     return replace_span("secret", match, start, end)
 
