@@ -51,6 +51,7 @@ NEEDS_EXTRA = {
     "lore.backends.qdrant.backend": "qdrant",
     "lore.backends.qdrant.layout": "qdrant",
     "lore.backends.qdrant.local": "qdrant",
+    "lore.backends.qdrant.queries": "qdrant",
     "lore.backends.qdrant.reembed": "qdrant",
     "lore.embedders.openvino_runtime": "local",
     "lore.embedders.openvino_torch": "local",
