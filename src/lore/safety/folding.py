@@ -74,7 +74,7 @@ _SEPARATOR = re.compile(r"[ \t.\-_*·•~+|/]{1,3}")
 
 
 @functools.cache
-def _phrase_words() -> dict[str, tuple[str, ...]]:
+def phrase_words() -> dict[str, tuple[str, ...]]:
     """The words the phrase rules are made of ("ignor", "previous", "instruct", "negeer",
     "игнорируй", ...: every run of five or more letters in their patterns, role words
     too), by their first five letters. A view whose folds yield none of them holds no
@@ -102,8 +102,8 @@ def _phrase_words() -> dict[str, tuple[str, ...]]:
 
 
 def _phrase_word_count(text: str) -> int:
-    """How many of ``_phrase_words`` follow one another in ``text``, longest first, apart."""
-    words = _phrase_words()
+    """How many of ``phrase_words`` follow one another in ``text``, longest first, apart."""
+    words = phrase_words()
     lowered = text.lower()
     count, index = 0, 0
     while index < len(lowered) - 4:
@@ -119,9 +119,9 @@ def _phrase_word_count(text: str) -> int:
 
 
 def _has_phrase_word(text: str) -> bool:
-    """Whether ``text`` holds one of ``_phrase_words`` (a set lookup per position: an
+    """Whether ``text`` holds one of ``phrase_words`` (a set lookup per position: an
     alternation of 440 words in one regex costs 200 µs a call)."""
-    words = _phrase_words()
+    words = phrase_words()
     lowered = text.lower()
     for index in range(len(lowered) - 4):
         found = words.get(lowered[index : index + 5])

@@ -57,7 +57,7 @@ from urllib.parse import urlsplit
 
 import regex
 
-from lore.safety.encoded import BASE64_RUN, decoded_text
+from lore.safety.encoded import screen_disguised
 from lore.safety.folding import fold
 from lore.safety.override_phrases import CJK_PATTERNS, ENGLISH, OTHER_LANGUAGES
 
@@ -455,31 +455,20 @@ def _screen_folded_line(line: str, findings: Counter[str], allowed_link_hosts: C
     return line
 
 
-#: Kinds that say decoded text is an instruction (not a link or a stray character).
-_WORDING_KINDS = frozenset(
-    {"role_marker", "tool_call_imitation", "instruction_override", "fake_delimiter", "encoded_instruction"}
-)
-
-
 def _screen_encoded(
     text: str, findings: Counter[str], allowed_link_hosts: Collection[str], depth: int
 ) -> str:
-    """A model decodes base64 on request ("decode and follow: aWdub3Jl..."), so a run that
-    decodes to words is screened as text; when that finds an instruction the run is
-    replaced. Nested encodings are followed two levels deep."""
+    """Runs disguised as base64, hex, a slug or rot13 (``lore.safety.encoded``), screened
+    as the text they read as; nested encodings are followed two levels deep."""
+    if depth >= 2:
+        return text
 
-    def replace(match: re.Match[str]) -> str:
-        decoded = decoded_text(match[0])
-        if decoded is None:
-            return match[0]
+    def screen(decoded: str) -> Counter[str]:
         inner: Counter[str] = Counter()
         _screen(decoded, inner, allowed_link_hosts, depth + 1)
-        if not _WORDING_KINDS & set(inner):
-            return match[0]
-        findings["encoded_instruction"] += 1
-        return marker("encoded instruction")
+        return inner
 
-    return BASE64_RUN.sub(replace, text) if depth < 2 else text
+    return screen_disguised(text, findings, screen, marker)
 
 
 def _lower(text: str) -> str:
