@@ -10,12 +10,27 @@ so fullwidth letters and zero-width joiners do not hide a phrase.
 
 from __future__ import annotations
 
+
+def _misspellings(*words: str) -> str:
+    """Each word with one letter dropped or two neighbours swapped ("igore", "ingore",
+    "disregrad", "overide"): a model reads them as the word. An English word so made
+    ("forge") is left out; the rules still need a target after the verb."""
+    typos: set[str] = set()
+    for word in words:
+        typos |= {word[:i] + word[i + 1 :] for i in range(1, len(word))}
+        typos |= {word[:i] + word[i + 1] + word[i] + word[i + 2 :] for i in range(len(word) - 1)}
+        typos.discard(word)
+    return "|".join(sorted(typos - {"forge"}))
+
+
 _DISMISS = (
     # Not "skip", "drop", "clear", "flush" or "reset": runbooks say them of firewall and
     # alerting rules ("flush the existing rules") and of steps.
     r"(?:ignore|disregard|forget|override|overrule|bypass|neglect|abandon|discard|throw\s+away|dismiss|"
     r"scrap|ditch|nullify|invalidate|disobey|defy|omit|"
-    r"pay\s+no\s+(?:attention|heed|mind)\s+to|stop\s+(?:following|obeying)|set\s+aside|put\s+aside)"
+    r"pay\s+no\s+(?:attention|heed|mind)\s+to|stop\s+(?:following|obeying)|set\s+aside|put\s+aside|"
+    + _misspellings("ignore", "disregard", "forget", "override", "bypass")
+    + ")"
 )
 _EARLIER = (
     r"(?:previous|prev(?:i?ou?s|ius|ios)|prior|above|earlier|preceding|foregoing|former|original|initial|system|"
