@@ -217,6 +217,10 @@ def test_stdin_text_and_label_options(
     )
     assert code == 0, err
     assert json.loads(out)["passages"][0]["uri"] == "file://runbooks/alerts/etcd/etcdNoLeader.md"
+    # Piped with no argument (`amtool ... | lore alert`), stdin is the payload.
+    code, out, err = run_cli(["--config", str(config), "alert", "--json"], monkeypatch, capsys, stdin=text)
+    assert code == 0, err
+    assert json.loads(out)["passages"][0]["uri"] == "file://runbooks/alerts/etcd/etcdNoLeader.md"
 
     args = [
         "--config",

@@ -58,7 +58,8 @@ def alert_command(
         str | None,
         typer.Argument(
             metavar="[PAYLOAD]",
-            help="Alertmanager webhook JSON, one alert's JSON, or pasted alert text: a file, or - for stdin.",
+            help="Alertmanager webhook JSON, one alert's JSON, or pasted alert text: a file, or - for "
+            "stdin (read by itself when piped).",
         ),
     ] = None,
     label: Annotated[
@@ -88,11 +89,17 @@ def alert_command(
     arguments: dict[str, Any]
     if payload is not None and (labels or annotations):
         raise QueryError("give an alert payload or --label/--annotation, not both")
-    if payload is not None:
+    piped = None
+    if payload is None and not (labels or annotations) and not sys.stdin.isatty():
+        # `amtool alert query -o json | lore alert`: a pipe is a payload given on stdin.
+        piped = sys.stdin.read()
+        if not piped.strip():
+            piped = None
+    if payload is not None or piped is not None:
         from lore.alerts.parse import looks_like_json, parse_alert_input
 
         # Parsed here for a one-line error on bad input; the tool gets the decoded form.
-        raw = _read_input(payload)
+        raw = piped if piped is not None else _read_input(payload or "-")
         parse_alert_input(raw)
         stripped = raw.strip()
         arguments = {"payload": json.loads(stripped)} if looks_like_json(stripped) else {"text": stripped}
