@@ -78,6 +78,8 @@ NEEDS_EXTRA = {
     # the conformance suite runs under pytest, which a backend author's tests bring
     "lore.testing.conformance": "dev",
     "lore.testing.access_conformance": "dev",
+    "lore.testing.query_conformance": "dev",
+    "lore.testing.suite": "dev",
     "lore.testing.run_history": "dev",
     "lore.testing.event_store": "dev",
     "lore.testing.source_conformance": "dev",

@@ -12,30 +12,41 @@ A backend's test module subclasses ``BackendConformance`` and provides ONE fixtu
             yield backend
             backend.close()
 
-The parts (``IndexConformance``, ``RetrievalConformance``, ``FilterConformance``,
-``QueryTextConformance``, and ``AccessConformance`` in ``access_conformance.py``: who may
-read what, inside every channel) can be subclassed separately. Modes a backend does not declare
+The parts (``IndexConformance``, ``RetrievalConformance``; ``FilterConformance`` and
+``QueryTextConformance`` in ``query_conformance.py``; ``AccessConformance`` in
+``access_conformance.py``: who may read what, inside every channel) can be subclassed
+separately; ``suite.py`` holds what they share. Modes a backend does not declare
 in ``modes`` are skipped, except that asking for one must raise ``UnsupportedModeError``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 import numpy as np
 import pytest
 
 from lore.errors import EmbedderMismatchError, EmbeddingError, IndexingError, QueryError, UnsupportedModeError
-from lore.models import SOURCE_LABEL, SOURCE_TYPE_LABEL, IndexedDocument, Passage, SearchMode, embed_key
-from lore.protocols import EvidenceReporting, KnowledgeIndex, KnowledgeRetriever, ReportingRetriever, Vectors
+from lore.models import SOURCE_LABEL, SOURCE_TYPE_LABEL, IndexedDocument, SearchMode, embed_key
+from lore.protocols import EvidenceReporting, KnowledgeIndex, KnowledgeRetriever, ReportingRetriever
 from lore.testing import DEFAULT_SOURCE, Store, add_document, embed_chunks, make_document
 from lore.testing.access_conformance import AccessConformance
 from lore.testing.cases import CORPUS, HOSTILE_QUERIES, IDENTIFIER_DISTRACTORS, IDENTIFIERS
 from lore.testing.embedders import CountingEmbedder
-
-ALL_MODES = list(SearchMode)
-CHANNELS = {SearchMode.BM25.value, SearchMode.VECTOR.value}
+from lore.testing.query_conformance import FilterConformance, QueryTextConformance
+from lore.testing.suite import (
+    ALL_MODES,
+    CHANNELS,
+    ProviderDownEmbedder,
+    Suite,
+    add_corpus,
+    add_unlocked,
+    check_sorted_and_unique,
+    orthogonal_to,
+    require_mode,
+    unit,
+    uris,
+)
 
 __all__ = [
     "CORPUS",
@@ -52,68 +63,7 @@ __all__ = [
 ]
 
 
-def _require_mode(store: KnowledgeRetriever, mode: SearchMode) -> None:
-    if mode not in store.modes:
-        pytest.skip(f"{type(store).__name__} does not offer mode {mode.value!r}")
-
-
-def _uris(passages: list[Passage]) -> list[str]:
-    return [passage.uri for passage in passages]
-
-
-def _add_corpus(
-    store: KnowledgeIndex, embedder: CountingEmbedder, extra: Mapping[str, str] | None = None
-) -> None:
-    """``CORPUS`` plus ``extra`` (uri -> text), written under one write lock as sync would."""
-    with store.write_lock():
-        _add_unlocked(store, embedder, {**dict(CORPUS), **(extra or {})})
-
-
-def _add_unlocked(store: KnowledgeIndex, embedder: CountingEmbedder, documents: Mapping[str, str]) -> None:
-    for uri, text in documents.items():
-        add_document(store, embedder, uri, text, title=uri.rsplit("/", 1)[-1].removesuffix(".md"))
-
-
-def _unit(vector: Vectors) -> Vectors:
-    return np.asarray(vector / float(np.linalg.norm(vector)), dtype=np.float32)
-
-
-def _orthogonal_to(query: Vectors, seed: int) -> Vectors:
-    rng = np.random.default_rng(seed)
-    vector = np.asarray(rng.standard_normal(query.shape[0]), dtype=np.float32)
-    return _unit(vector - float(vector @ query) * query)
-
-
-def _check_sorted_and_unique(passages: list[Passage]) -> None:
-    scores = [passage.score for passage in passages]
-    assert scores == sorted(scores, reverse=True), "passages must come best first"
-    ids = [passage.chunk_id for passage in passages]
-    assert len(ids) == len(set(ids)), "a chunk must appear once"
-
-
-class ProviderDownEmbedder(CountingEmbedder):
-    """A counting embedder whose query embedding can be made to fail, as a remote provider
-    that is down or past ``query_embedding_timeout`` does."""
-
-    def __init__(self, dimension: int = 64) -> None:
-        super().__init__(dimension)
-        self.queries_fail = False
-
-    def embed_queries(self, texts: Sequence[str]) -> Vectors:
-        if self.queries_fail:
-            raise EmbeddingError("test provider: HTTP 503 after 2 attempts: unavailable")
-        return super().embed_queries(texts)
-
-
-class _Suite:
-    """Provides the ``embedder`` fixture the backend's ``store`` fixture builds with."""
-
-    @pytest.fixture
-    def embedder(self) -> CountingEmbedder:
-        return ProviderDownEmbedder()
-
-
-class IndexConformance(_Suite):
+class IndexConformance(Suite):
     """The write side: upsert, replace, delete, ledger, vector cache, embedder check, state."""
 
     def test_implements_both_seams(self, store: Store) -> None:
@@ -182,14 +132,14 @@ class IndexConformance(_Suite):
             assert [(p.revision, p.text) for p in passages] == [("v2", "giraffe neck")]
 
     async def test_delete_by_uri(self, store: Store, embedder: CountingEmbedder) -> None:
-        _add_corpus(store, embedder)
+        add_corpus(store, embedder)
         store.delete_by_uri("runbooks/dns.md")
         store.delete_by_uri("runbooks/never-indexed.md")
         assert "runbooks/dns.md" not in store.held(DEFAULT_SOURCE)
         assert len(store.held(DEFAULT_SOURCE)) == len(CORPUS) - 1
         for mode in store.modes:
             passages = await store.retrieve("DNS resolution resolver forwarders", top_k=10, mode=mode)
-            assert "runbooks/dns.md" not in _uris(passages)
+            assert "runbooks/dns.md" not in uris(passages)
 
     def test_cached_vectors_round_trip(self, store: Store, embedder: CountingEmbedder) -> None:
         document, chunks = make_document("v.md", sections=[("x", "first text"), ("y", "second text")])
@@ -234,7 +184,7 @@ class IndexConformance(_Suite):
 
     async def test_write_lock_wraps_writes(self, store: Store, embedder: CountingEmbedder) -> None:
         with store.write_lock():
-            _add_unlocked(store, embedder, dict(CORPUS))
+            add_unlocked(store, embedder, dict(CORPUS))
             store.delete_by_uri("runbooks/tls.md")
         assert len(store.held(DEFAULT_SOURCE)) == len(CORPUS) - 1
         passages = await store.retrieve("Redis memory eviction", top_k=3)
@@ -242,24 +192,24 @@ class IndexConformance(_Suite):
         assert passages[0].uri == "runbooks/redis.md"
 
 
-class RetrievalConformance(_Suite):
+class RetrievalConformance(Suite):
     """The read side: modes, provenance, fusion, identifiers, unicode, top_k."""
 
     @pytest.mark.parametrize("mode", [None, *ALL_MODES])
     async def test_empty_index_returns_nothing(self, store: Store, mode: SearchMode | None) -> None:
         if mode is not None:
-            _require_mode(store, mode)
+            require_mode(store, mode)
         assert await store.retrieve("anything at all", top_k=5, mode=mode) == []
 
     @pytest.mark.parametrize("mode", ALL_MODES)
     async def test_each_mode_finds_the_document(
         self, store: Store, embedder: CountingEmbedder, mode: SearchMode
     ) -> None:
-        _require_mode(store, mode)
-        _add_corpus(store, embedder)
+        require_mode(store, mode)
+        add_corpus(store, embedder)
         passages = await store.retrieve("TLS certificate rotation issuer", top_k=3, mode=mode)
         assert passages[0].uri == "runbooks/tls.md"
-        _check_sorted_and_unique(passages)
+        check_sorted_and_unique(passages)
         for passage in passages:
             assert set(passage.channel_ranks) <= CHANNELS
             assert all(rank >= 1 for rank in passage.channel_ranks.values())
@@ -267,7 +217,7 @@ class RetrievalConformance(_Suite):
             assert set(passages[0].channel_ranks) <= {mode.value}
 
     async def test_default_mode_is_the_first_declared(self, store: Store, embedder: CountingEmbedder) -> None:
-        _add_corpus(store, embedder)
+        add_corpus(store, embedder)
         default = await store.retrieve("Kafka broker partitions", top_k=5)
         explicit = await store.retrieve("Kafka broker partitions", top_k=5, mode=store.modes[0])
         assert [p.chunk_id for p in default] == [p.chunk_id for p in explicit]
@@ -277,12 +227,12 @@ class RetrievalConformance(_Suite):
     ) -> None:
         """Hybrid search answers from BM25 alone, and says why, when the query cannot be
         embedded; vector search, which has nothing to fall back on, fails."""
-        _require_mode(store, SearchMode.HYBRID)
-        _require_mode(store, SearchMode.BM25)
+        require_mode(store, SearchMode.HYBRID)
+        require_mode(store, SearchMode.BM25)
         if not isinstance(store, ReportingRetriever):
             pytest.skip(f"{type(store).__name__} does not declare retrieve_detailed")
         assert isinstance(embedder, ProviderDownEmbedder)
-        _add_corpus(store, embedder)
+        add_corpus(store, embedder)
         query = "TLS certificate rotation issuer"
         healthy = await store.retrieve_detailed(query, top_k=3, mode=SearchMode.HYBRID)
         assert healthy.degraded_reason is None
@@ -306,8 +256,8 @@ class RetrievalConformance(_Suite):
         nothing; a cosine (from a semantic embedder) is a cosine."""
         if not (isinstance(store, EvidenceReporting) and store.reports_evidence):
             pytest.skip(f"{type(store).__name__} does not declare reports_evidence")
-        _require_mode(store, mode)
-        _add_corpus(store, embedder)
+        require_mode(store, mode)
+        add_corpus(store, embedder)
         copied = dict(CORPUS)["runbooks/tls.md"]
         passages = await store.retrieve(copied, top_k=3, mode=mode)
         top = passages[0]
@@ -330,13 +280,13 @@ class RetrievalConformance(_Suite):
         missing = [mode for mode in ALL_MODES if mode not in store.modes]
         if not missing:
             pytest.skip("every mode is offered")
-        _add_corpus(store, embedder)
+        add_corpus(store, embedder)
         with pytest.raises(UnsupportedModeError):
             await store.retrieve("disk", mode=missing[0])
 
     async def test_bm25_does_not_embed_the_query(self, store: Store, embedder: CountingEmbedder) -> None:
-        _require_mode(store, SearchMode.BM25)
-        _add_corpus(store, embedder)
+        require_mode(store, SearchMode.BM25)
+        add_corpus(store, embedder)
         embedder.reset()
         await store.retrieve("disk pressure", mode=SearchMode.BM25)
         assert embedder.query_calls == 0
@@ -346,7 +296,7 @@ class RetrievalConformance(_Suite):
         self, store: Store, embedder: CountingEmbedder, mode: SearchMode | None
     ) -> None:
         if mode is not None:
-            _require_mode(store, mode)
+            require_mode(store, mode)
         updated = datetime(2022, 2, 3, 4, 5, 6, tzinfo=UTC)
         _, chunks = add_document(
             store,
@@ -383,27 +333,25 @@ class RetrievalConformance(_Suite):
     async def test_hybrid_prefers_agreement(self, store: Store, embedder: CountingEmbedder) -> None:
         """A document both channels rank high beats one found lexically only and one
         found semantically only."""
-        _require_mode(store, SearchMode.HYBRID)
+        require_mode(store, SearchMode.HYBRID)
         query = "quorum lost"
         q = embedder.embed_queries([query])[0]
         both = "etcd quorum lost after a node failure"
         lexical = "quorum lost in the zookeeper ensemble"
         semantic = "members unreachable and the cluster cannot elect"
-        near_q = _unit(0.9 * q + 0.436 * _orthogonal_to(q, seed=1))
+        near_q = unit(0.9 * q + 0.436 * orthogonal_to(q, seed=1))
         with store.write_lock():
             add_document(store, embedder, "both.md", both, vectors=q[np.newaxis, :])
             add_document(
-                store, embedder, "lexical.md", lexical, vectors=_orthogonal_to(q, seed=2)[np.newaxis, :]
+                store, embedder, "lexical.md", lexical, vectors=orthogonal_to(q, seed=2)[np.newaxis, :]
             )
             add_document(store, embedder, "semantic.md", semantic, vectors=near_q[np.newaxis, :])
             for i, (uri, text) in enumerate(CORPUS):
-                add_document(
-                    store, embedder, uri, text, vectors=_orthogonal_to(q, seed=10 + i)[np.newaxis, :]
-                )
+                add_document(store, embedder, uri, text, vectors=orthogonal_to(q, seed=10 + i)[np.newaxis, :])
         passages = await store.retrieve(query, top_k=5, mode=SearchMode.HYBRID)
         # Which single-channel find comes second depends on the fusion (RRF ties them).
-        assert _uris(passages)[0] == "both.md"
-        assert set(_uris(passages)[1:3]) == {"lexical.md", "semantic.md"}
+        assert uris(passages)[0] == "both.md"
+        assert set(uris(passages)[1:3]) == {"lexical.md", "semantic.md"}
         if passages[0].channel_ranks:
             assert set(passages[0].channel_ranks) == CHANNELS
 
@@ -412,7 +360,7 @@ class RetrievalConformance(_Suite):
         self, store: Store, embedder: CountingEmbedder, identifier: str
     ) -> None:
         with store.write_lock():
-            _add_unlocked(store, embedder, dict(CORPUS))
+            add_unlocked(store, embedder, dict(CORPUS))
             for i, (name, text) in enumerate(IDENTIFIERS.items()):
                 add_document(store, embedder, f"ids/{i}.md", text, title=f"note {i}", labels={"id": name})
             for i, text in enumerate(IDENTIFIER_DISTRACTORS):
@@ -421,7 +369,7 @@ class RetrievalConformance(_Suite):
         for mode in modes:
             passages = await store.retrieve(identifier, top_k=3, mode=mode)
             assert passages, f"{identifier!r} found nothing in mode {mode}"
-            assert passages[0].labels.get("id") == identifier, (mode, _uris(passages))
+            assert passages[0].labels.get("id") == identifier, (mode, uris(passages))
 
     async def test_unicode_text(self, store: Store, embedder: CountingEmbedder) -> None:
         docs = {
@@ -430,7 +378,7 @@ class RetrievalConformance(_Suite):
             "emoji.md": "🔥 Incident war room checklist 🚒 page the commander",
             "cyrillic.md": "перезапуск сервера после сбоя питания",
         }
-        _add_corpus(store, embedder, docs)
+        add_corpus(store, embedder, docs)
         queries = {
             "连接池 耗尽": "cjk.md",
             "redémarrage du cache": "accents.md",
@@ -442,7 +390,7 @@ class RetrievalConformance(_Suite):
             for mode in modes:
                 passages = await store.retrieve(query, top_k=3, mode=mode)
                 assert passages, (query, mode)
-                assert passages[0].uri == expected, (query, mode, _uris(passages))
+                assert passages[0].uri == expected, (query, mode, uris(passages))
                 assert passages[0].text == docs[expected]
 
     @pytest.mark.parametrize("mode", [None, *ALL_MODES])
@@ -450,156 +398,26 @@ class RetrievalConformance(_Suite):
         self, store: Store, embedder: CountingEmbedder, mode: SearchMode | None
     ) -> None:
         if mode is not None:
-            _require_mode(store, mode)
+            require_mode(store, mode)
         with store.write_lock():
-            _add_unlocked(
+            add_unlocked(
                 store, embedder, {f"alpha/{i}.md": f"alpha service check number {i}" for i in range(5)}
             )
         for top_k in (1, 3):
             passages = await store.retrieve("alpha service check", top_k=top_k, mode=mode)
             assert len(passages) == top_k
-            _check_sorted_and_unique(passages)
+            check_sorted_and_unique(passages)
         passages = await store.retrieve(
             "alpha service check", top_k=50, labels={"source": DEFAULT_SOURCE}, mode=mode
         )
         assert len(passages) == 5
-        _check_sorted_and_unique(passages)
+        check_sorted_and_unique(passages)
         for bad in (0, -1):
             with pytest.raises(QueryError):
                 await store.retrieve("alpha", top_k=bad, mode=mode)
 
     def test_degraded_follows_the_embedder(self, store: Store) -> None:
         assert store.degraded is False
-
-
-class FilterConformance(_Suite):
-    """Label filters apply inside every channel, with AND semantics over ``key=value``."""
-
-    FILTER_CASES: list[tuple[dict[str, str], set[str]]] = [  # noqa: RUF012
-        ({SOURCE_LABEL: "alpha"}, {"a.md", "c.md"}),
-        ({SOURCE_TYPE_LABEL: "git"}, {"b.md"}),
-        ({"team": "payments"}, {"a.md", "b.md"}),
-        ({"tags": "etcd"}, {"a.md", "c.md"}),
-        ({"tags": "kubernetes"}, {"a.md"}),
-        ({"tags": "kube"}, set()),
-        ({SOURCE_LABEL: "alpha", "team": "payments"}, {"a.md"}),
-        ({"team": "nobody"}, set()),
-        ({}, {"a.md", "b.md", "c.md"}),
-    ]
-
-    def _add_labelled(self, store: Store, embedder: CountingEmbedder) -> None:
-        with store.write_lock():
-            self._add_labelled_unlocked(store, embedder)
-
-    def _add_labelled_unlocked(self, store: Store, embedder: CountingEmbedder) -> None:
-        add_document(
-            store,
-            embedder,
-            "a.md",
-            "outage runbook for the ledger",
-            source="alpha",
-            labels={"team": "payments", "tags": "etcd,kubernetes"},
-        )
-        add_document(
-            store,
-            embedder,
-            "b.md",
-            "outage runbook for the queue",
-            source="beta",
-            source_type="git",
-            labels={"team": "payments", "tags": "kafka"},
-        )
-        add_document(
-            store,
-            embedder,
-            "c.md",
-            "outage runbook for the store",
-            source="alpha",
-            labels={"team": "platform", "tags": "etcd"},
-        )
-
-    @pytest.mark.parametrize("mode", [None, *ALL_MODES])
-    async def test_label_filters(
-        self, store: Store, embedder: CountingEmbedder, mode: SearchMode | None
-    ) -> None:
-        if mode is not None:
-            _require_mode(store, mode)
-        self._add_labelled(store, embedder)
-        for labels, expected in self.FILTER_CASES:
-            passages = await store.retrieve("outage runbook", top_k=10, labels=labels, mode=mode)
-            assert set(_uris(passages)) == expected, labels
-
-    @pytest.mark.parametrize("mode", [None, *ALL_MODES])
-    async def test_filter_applies_before_top_k(
-        self, store: Store, embedder: CountingEmbedder, mode: SearchMode | None
-    ) -> None:
-        """The one matching document ranks below 150 better ones: filtering after a
-        candidate cut would lose it."""
-        if mode is not None:
-            _require_mode(store, mode)
-        with store.write_lock():
-            for i in range(150):
-                add_document(
-                    store,
-                    embedder,
-                    f"noise/{i}.md",
-                    f"disk pressure eviction disk pressure node-{i}",
-                    labels={"team": "noise"},
-                )
-            add_document(
-                store,
-                embedder,
-                "target.md",
-                "A long note on capacity planning, budgets, quarterly reviews and hiring, which "
-                "mentions disk pressure once among many other unrelated words about staffing.",
-                labels={"team": "target"},
-            )
-        passages = await store.retrieve(
-            "disk pressure eviction", top_k=1, labels={"team": "target"}, mode=mode
-        )
-        assert _uris(passages) == ["target.md"]
-
-
-class QueryTextConformance(_Suite):
-    """Any query text gives a result or a ``QueryError``, never an engine error."""
-
-    async def test_hostile_query_text(self, store: Store, embedder: CountingEmbedder) -> None:
-        """Every ``HOSTILE_QUERIES`` entry in every mode (one test: one corpus to write)."""
-        _add_corpus(store, embedder, {"restart.md": "restart the pod; title: body AND OR NOT (x) [y] *"})
-        failures: list[str] = []
-        for query in HOSTILE_QUERIES:
-            for mode in store.modes:
-                try:
-                    passages = await store.retrieve(query, top_k=5, mode=mode)
-                except QueryError:
-                    continue
-                except Exception as err:
-                    failures.append(f"{query[:40]!r} in {mode.value}: {type(err).__name__}: {err}")
-                    continue
-                if not isinstance(passages, list) or len(passages) > 5:
-                    failures.append(f"{query[:40]!r} in {mode.value}: returned {passages!r:.80}")
-                elif not all(isinstance(p, Passage) for p in passages):
-                    failures.append(f"{query[:40]!r} in {mode.value}: returned non-Passage items")
-        assert not failures, "\n".join(failures)
-
-    @pytest.mark.parametrize("query", ["", "   ", "\n", "\t \r\n"])
-    async def test_empty_query(self, store: Store, embedder: CountingEmbedder, query: str) -> None:
-        """A blank query is refused with a ``QueryError`` that says so, in every mode and
-        before anything is embedded: it is a mistake to report, not a search that found
-        nothing (or, worse, whatever an embedded blank happens to be near)."""
-        _add_corpus(store, embedder)
-        embedder.reset()
-        for mode in [None, *store.modes]:
-            with pytest.raises(QueryError, match=r"(?i)empty|blank"):
-                await store.retrieve(query, top_k=5, mode=mode)
-        assert embedder.query_calls == 0, "a blank query must not reach the embedder"
-
-    async def test_operator_words_are_plain_words(self, store: Store, embedder: CountingEmbedder) -> None:
-        _require_mode(store, SearchMode.BM25)
-        _add_corpus(store, embedder, {"ops.md": "NEAR the OR gate NOT the AND gate"})
-        passages = await store.retrieve("NEAR OR gate", top_k=3, mode=SearchMode.BM25)
-        assert passages
-        assert passages[0].uri == "ops.md"
 
 
 class BackendConformance(
