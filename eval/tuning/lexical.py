@@ -19,6 +19,8 @@ can outweigh a body that holds the query's rare words. The variants:
   as BM25 was defined on), plus ``ident``; ``flat, no ident``: that field alone;
 - ``flat + title/path at w``: the flat field and ``ident``, with the title and path
   fields searched beside it at weight ``w`` (a runbook's name is evidence of its own);
+  ``flat + path at 1``: the path alone beside it (a file name is a name, while a title
+  may be a sentence, as SciFact's are);
 - ``current, no ident``: the backend's English fields without ``ident``;
 - ``..., ident for identifiers only``: only the query's identifier-shaped tokens
   (``lexical``'s rule: a joiner, a CamelCase joint, letters with digits) are looked up in
@@ -98,6 +100,7 @@ VARIANTS: dict[str, Variant] = {
     "flat, ident for identifiers only": Variant({"all": 1.0, "ident": 1.0}, identifiers_only=True),
     "flat + title/path at 0.5, ident for identifiers only": Variant(
         {"all": 1.0, "title": 0.5, "path": 0.5, "ident": 1.0}, identifiers_only=True),
+    "flat + path at 1": Variant({"all": 1.0, "path": 1.0, "ident": 1.0}),
     "flat + title/path at 1": Variant({"all": 1.0, "title": 1.0, "path": 1.0, "ident": 1.0}),
     "flat + title/path at 1, ident for identifiers only": Variant(
         {"all": 1.0, "title": 1.0, "path": 1.0, "ident": 1.0}, identifiers_only=True),
