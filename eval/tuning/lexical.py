@@ -21,6 +21,9 @@ can outweigh a body that holds the query's rare words. The variants:
   fields searched beside it at weight ``w`` (a runbook's name is evidence of its own);
   ``flat + path at 1``: the path alone beside it (a file name is a name, while a title
   may be a sentence, as SciFact's are);
+- ``bm25f: title/path xw``: one document field in which the title and path count ``w``
+  times (BM25F's field weights: term frequency and length weighted alike, so a name
+  counts for more without a short field's length normalisation of its own);
 - ``current, no ident``: the backend's English fields without ``ident``;
 - ``..., ident for identifiers only``: only the query's identifier-shaped tokens
   (``lexical``'s rule: a joiner, a CamelCase joint, letters with digits) are looked up in
@@ -62,6 +65,10 @@ from lore.eval.datasets import EvalQuery
 from lore.fusion import normalized_score_fusion
 
 ENGLISH = ("title", "section", "body", "path")
+#: Integer field weights of the title and path inside one document field: BM25F
+#: (Robertson, Zaragoza & Taylor, CIKM 2004) with the weight applied to term frequency and
+#: length alike, which is what repeating the text that many times does.
+BM25F_WEIGHTS = (2, 3, 5)
 
 
 @dataclass(frozen=True)
@@ -86,6 +93,9 @@ def chunk_fields(title: str, section: str, text: str, uri: str) -> dict[str, str
     fields = field_texts(title, section, text, uri)
     path = lex.path_text(uri) if uri else ""
     fields["all"] = with_identifier_words(f"{title}\n{section}\n{text}\n{path}")
+    for weight in BM25F_WEIGHTS:
+        names = "\n".join([title, path] * weight)
+        fields[f"bm25f{weight}"] = with_identifier_words(f"{names}\n{section}\n{text}")
     return fields
 
 
@@ -100,6 +110,9 @@ VARIANTS: dict[str, Variant] = {
     "flat, ident for identifiers only": Variant({"all": 1.0, "ident": 1.0}, identifiers_only=True),
     "flat + title/path at 0.5, ident for identifiers only": Variant(
         {"all": 1.0, "title": 0.5, "path": 0.5, "ident": 1.0}, identifiers_only=True),
+    **{f"bm25f: title/path x{w}": Variant({f"bm25f{w}": 1.0, "ident": 1.0}) for w in BM25F_WEIGHTS},
+    **{f"bm25f: title/path x{w}, ident for identifiers only": Variant(
+        {f"bm25f{w}": 1.0, "ident": 1.0}, identifiers_only=True) for w in BM25F_WEIGHTS},
     "flat + path at 1": Variant({"all": 1.0, "path": 1.0, "ident": 1.0}),
     "flat + title/path at 1": Variant({"all": 1.0, "title": 1.0, "path": 1.0, "ident": 1.0}),
     "flat + title/path at 1, ident for identifiers only": Variant(
@@ -118,7 +131,7 @@ class VariantIndex:
     def __init__(self, index: Path, directory: Path) -> None:
         builder = tantivy.SchemaBuilder()
         builder.add_integer_field("rowid", indexed=True, fast=True)
-        for field in (*ENGLISH, "all"):
+        for field in (*ENGLISH, "all", *(f"bm25f{w}" for w in BM25F_WEIGHTS)):
             builder.add_text_field(field, tokenizer_name=STEMMED, index_option="freq")
         builder.add_text_field("ident", tokenizer_name=IDENT, index_option="freq")
         self.schema = builder.build()
