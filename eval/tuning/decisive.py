@@ -66,7 +66,7 @@ RULES: dict[str, Decisiveness] = {"z": z_score, "gap": lead(2), "lead:5": lead(5
 
 def bm25_weight(bm25: float, vector: float, power: float) -> float:
     """``2 b^p / (b^p + v^p)``: 1 when both are equally decisive (or neither is)."""
-    high, low = max(bm25, _TINY) ** power, max(vector, _TINY) ** power
+    high, low = float(max(bm25, _TINY) ** power), float(max(vector, _TINY) ** power)
     return 2.0 * high / (high + low)
 
 

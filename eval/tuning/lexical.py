@@ -49,7 +49,7 @@ import tantivy
 sys.path.insert(0, str(Path(__file__).parent))
 
 from levers import EVEN
-from sweep import EVAL_TOP_K, Channels, Hit, parsed_queries, query_parser, table
+from sweep import EVAL_TOP_K, Channels, Hit, parsed_queries, query_parser, single, table
 
 from lore.backends import lexical as lex
 from lore.backends.sqlite.fulltext_terms import (
@@ -197,14 +197,14 @@ def main() -> None:
     queries = parsed_queries(parser, args)
     print(f"{len(queries)} queries, index {args.index}")
     channels = Channels(args.index, queries, EVAL_TOP_K)
-    rows = [("backend bm25", channels.score(lambda q: [r for r, _ in channels.bm25(EVEN)[q.qid]])),
-            ("vector", channels.score(lambda q: [r for r, _ in channels.vector[q.qid]]))]
+    rows = [("backend bm25", channels.score(single(channels.bm25(EVEN)))),
+            ("vector", channels.score(single(channels.vector)))]
     with tempfile.TemporaryDirectory(prefix="lore-lexical-") as scratch:
         variants = VariantIndex(args.index, Path(scratch))
         for name in args.variant or VARIANTS:
             variant = VARIANTS[name]
             bm25 = {q.qid: variants.search(variant, q.text, EVAL_TOP_K) for q in queries}
-            rows.append((f"bm25 {name}", channels.score(lambda q, b=bm25: [r for r, _ in b[q.qid]])))
+            rows.append((f"bm25 {name}", channels.score(single(bm25))))
             rows.append((f"hybrid {name}", channels.score(hybrid(channels, bm25))))
     table("BM25 fields and query analysis (alone, and fused by min-max with vectors)", rows)
 
