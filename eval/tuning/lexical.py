@@ -1,0 +1,213 @@
+"""The BM25 channel's fields and query analysis, measured on one existing SQLite index.
+
+    .venv/bin/python eval/tuning/lexical.py --index F --beir ../shared/benchmarks/scifact --split train
+    .venv/bin/python eval/tuning/lexical.py --index F --golden eval/golden/alerts-gitlab.yaml
+
+Nothing is re-embedded and the index is only read: each variant builds its own tantivy
+index of the same chunks (read from SQLite) in a temporary directory, searches it 200
+deep per query, and is scored alone and fused by min-max with the index's own vector
+channel (as ``lore eval`` does). The ``current`` variant is the backend's analysis
+(``lore.backends.sqlite.fulltext_terms``), so its rows must equal the backend's.
+
+The backend scores a query term once per field it is looked up in, and sums: a word of
+the title scores in ``title`` and again in ``ident`` (which holds the whole text
+unstemmed), a word of the body in ``body`` and ``ident``. Each field has its own length
+normalisation and idf, so a short field (a title, a file name) matched by a common word
+can outweigh a body that holds the query's rare words. The variants:
+
+- ``flat``: one English field holding title, section, body and path (a document field
+  as BM25 was defined on), plus ``ident``; ``flat, no ident``: that field alone;
+- ``flat + title/path at w``: the flat field and ``ident``, with the title and path
+  fields searched beside it at weight ``w`` (a runbook's name is evidence of its own);
+  ``flat + path at 1``: the path alone beside it (a file name is a name, while a title
+  may be a sentence, as SciFact's are);
+- ``bm25f: title/path xw``: one document field in which the title and path count ``w``
+  times (BM25F's field weights: term frequency and length weighted alike, so a name
+  counts for more without a short field's length normalisation of its own);
+- ``current, no ident``: the backend's English fields without ``ident``;
+- ``..., ident for identifiers only``: only the query's identifier-shaped tokens
+  (``lexical``'s rule: a joiner, a CamelCase joint, letters with digits) are looked up in
+  ``ident``, so a plain word is not counted a second time in its unstemmed form;
+- ``dismax:t``: the current fields, but each query word scores its best English field
+  plus ``t`` times the others (tantivy's disjunction max), instead of their sum.
+
+Results in docs/quality.md ("Confidence-weighted fusion and the BM25 channel's fields").
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import tantivy
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from levers import EVEN
+from sweep import EVAL_TOP_K, Channels, Hit, parsed_queries, query_parser, single, table
+
+from lore.backends import lexical as lex
+from lore.backends.sqlite.fulltext_terms import (
+    IDENT,
+    IDENT_PATTERN,
+    STEMMED,
+    analyzers,
+    field_texts,
+    query_terms,
+    with_identifier_words,
+)
+from lore.eval.datasets import EvalQuery
+from lore.fusion import normalized_score_fusion
+
+ENGLISH = ("title", "section", "body", "path")
+#: Integer field weights of the title and path inside one document field: BM25F
+#: (Robertson, Zaragoza & Taylor, CIKM 2004) with the weight applied to term frequency and
+#: length alike, which is what repeating the text that many times does.
+BM25F_WEIGHTS = (2, 3, 5)
+
+
+@dataclass(frozen=True)
+class Variant:
+    #: field -> boost at query time (words in every English field, identifiers in ``ident``)
+    boosts: dict[str, float]
+    #: dismax tie-breaker over the English fields per word; None: the sum (the backend's)
+    tie: float | None = None
+    #: look up in ``ident`` only the query's identifier-shaped tokens, not every word
+    identifiers_only: bool = False
+
+
+def identifier_tokens(query: str) -> list[str]:
+    """The query's tokens as the ``ident`` analyzer cuts them, kept where they are shaped
+    like an identifier (``lexical``'s rule: a joiner, a CamelCase joint, letters with
+    digits), judged on the text as typed (lowercasing hides ``etcdNoLeader``'s joints)."""
+    shaped = lex._is_identifier  # an experiment: the module's own rule, not a public API
+    return [m.group().lower() for m in re.finditer(IDENT_PATTERN, query) if shaped(m.group())]
+
+
+def chunk_fields(title: str, section: str, text: str, uri: str) -> dict[str, str]:
+    fields = field_texts(title, section, text, uri)
+    path = lex.path_text(uri) if uri else ""
+    fields["all"] = with_identifier_words(f"{title}\n{section}\n{text}\n{path}")
+    for weight in BM25F_WEIGHTS:
+        names = "\n".join([title, path] * weight)
+        fields[f"bm25f{weight}"] = with_identifier_words(f"{names}\n{section}\n{text}")
+    return fields
+
+
+VARIANTS: dict[str, Variant] = {
+    "current": Variant({"title": 1.0, "section": 1.0, "body": 1.0, "path": 1.0, "ident": 1.0}),
+    "flat": Variant({"all": 1.0, "ident": 1.0}),
+    "flat, no ident": Variant({"all": 1.0}),
+    "flat + title/path at 0.5": Variant({"all": 1.0, "title": 0.5, "path": 0.5, "ident": 1.0}),
+    "current, ident for identifiers only": Variant(
+        {"title": 1.0, "section": 1.0, "body": 1.0, "path": 1.0, "ident": 1.0}, identifiers_only=True),
+    "current, no ident": Variant({"title": 1.0, "section": 1.0, "body": 1.0, "path": 1.0}),
+    "flat, ident for identifiers only": Variant({"all": 1.0, "ident": 1.0}, identifiers_only=True),
+    "flat + title/path at 0.5, ident for identifiers only": Variant(
+        {"all": 1.0, "title": 0.5, "path": 0.5, "ident": 1.0}, identifiers_only=True),
+    **{f"bm25f: title/path x{w}": Variant({f"bm25f{w}": 1.0, "ident": 1.0}) for w in BM25F_WEIGHTS},
+    **{f"bm25f: title/path x{w}, ident for identifiers only": Variant(
+        {f"bm25f{w}": 1.0, "ident": 1.0}, identifiers_only=True) for w in BM25F_WEIGHTS},
+    "flat + path at 1": Variant({"all": 1.0, "path": 1.0, "ident": 1.0}),
+    "flat + title/path at 1": Variant({"all": 1.0, "title": 1.0, "path": 1.0, "ident": 1.0}),
+    "flat + title/path at 1, ident for identifiers only": Variant(
+        {"all": 1.0, "title": 1.0, "path": 1.0, "ident": 1.0}, identifiers_only=True),
+    "dismax:0.3, ident for identifiers only": Variant(
+        {"title": 1.0, "section": 1.0, "body": 1.0, "path": 1.0, "ident": 1.0}, 0.3, identifiers_only=True),
+    "dismax:0.3": Variant({"title": 1.0, "section": 1.0, "body": 1.0, "path": 1.0, "ident": 1.0}, 0.3),
+    "dismax:0.6": Variant({"title": 1.0, "section": 1.0, "body": 1.0, "path": 1.0, "ident": 1.0}, 0.6),
+}
+
+
+class VariantIndex:
+    """Every chunk of the SQLite index in one tantivy index with every field a variant
+    may search (``all`` beside the backend's own)."""
+
+    def __init__(self, index: Path, directory: Path) -> None:
+        builder = tantivy.SchemaBuilder()
+        builder.add_integer_field("rowid", indexed=True, fast=True)
+        for field in (*ENGLISH, "all", *(f"bm25f{w}" for w in BM25F_WEIGHTS)):
+            builder.add_text_field(field, tokenizer_name=STEMMED, index_option="freq")
+        builder.add_text_field("ident", tokenizer_name=IDENT, index_option="freq")
+        self.schema = builder.build()
+        self.index = tantivy.Index(self.schema, str(directory))
+        for name, analyzer in analyzers().items():
+            self.index.register_tokenizer(name, analyzer)
+        conn = sqlite3.connect(f"file:{index}?mode=ro", uri=True)
+        writer = self.index.writer(heap_size=64_000_000, num_threads=1)
+        for rowid, title, section, text, uri in conn.execute(
+            "SELECT id, title, section, text, uri FROM chunks ORDER BY id"
+        ):
+            document = tantivy.Document()
+            document.add_integer("rowid", rowid)
+            for field, value in chunk_fields(title, section, text, uri).items():
+                document.add_text(field, value)
+            writer.add_document(document)
+        writer.commit()
+        writer.wait_merging_threads()
+        conn.close()
+        self.index.reload()
+
+    def _term(self, field: str, token: str, boost: float) -> tantivy.Query:
+        term = tantivy.Query.term_query(self.schema, field, token, index_option="position")
+        return term if boost == 1.0 else tantivy.Query.boost_query(term, boost)
+
+    def search(self, variant: Variant, query: str, limit: int) -> list[Hit]:
+        words, identifiers = query_terms(query)
+        if variant.identifiers_only:
+            shaped = set(identifier_tokens(query))
+            identifiers = [token for token in identifiers if token in shaped]
+        english = [f for f in variant.boosts if f != "ident"]
+        clauses: list[tantivy.Query] = []
+        for token in words:
+            per_field = [self._term(field, token, variant.boosts[field]) for field in english]
+            if variant.tie is not None and len(per_field) > 1:
+                clauses.append(tantivy.Query.disjunction_max_query(per_field, tie_breaker=variant.tie))
+            else:
+                clauses.extend(per_field)
+        if "ident" in variant.boosts:
+            clauses.extend(self._term("ident", token, variant.boosts["ident"]) for token in identifiers)
+        if not clauses:
+            return []
+        scoring = tantivy.Query.boolean_query([(tantivy.Occur.Should, c) for c in clauses])
+        searcher = self.index.searcher()
+        hits = searcher.search(scoring, limit, count=False).hits
+        rowids = searcher.fast_field_values("rowid", [address for _, address in hits])
+        return [(int(r), float(s)) for (s, _), r in zip(hits, rowids, strict=True) if r is not None]
+
+
+def hybrid(channels: Channels, bm25: dict[str, list[Hit]]) -> Callable[[EvalQuery], list[int]]:
+    def ranked(query: EvalQuery) -> list[int]:
+        lists = {"bm25": bm25[query.qid][:EVAL_TOP_K], "vector": channels.vector[query.qid][:EVAL_TOP_K]}
+        floors = {"bm25": 0.0} if len(lists["bm25"]) < EVAL_TOP_K else None
+        return [rowid for rowid, _, _ in normalized_score_fusion(lists, floors=floors)]
+
+    return ranked
+
+
+def main() -> None:
+    parser = query_parser(__doc__)
+    parser.add_argument("--variant", action="append", choices=sorted(VARIANTS))
+    args = parser.parse_args()
+    queries = parsed_queries(parser, args)
+    print(f"{len(queries)} queries, index {args.index}")
+    channels = Channels(args.index, queries, EVAL_TOP_K)
+    rows = [("backend bm25", channels.score(single(channels.bm25(EVEN)))),
+            ("vector", channels.score(single(channels.vector)))]
+    with tempfile.TemporaryDirectory(prefix="lore-lexical-") as scratch:
+        variants = VariantIndex(args.index, Path(scratch))
+        for name in args.variant or VARIANTS:
+            variant = VARIANTS[name]
+            bm25 = {q.qid: variants.search(variant, q.text, EVAL_TOP_K) for q in queries}
+            rows.append((f"bm25 {name}", channels.score(single(bm25))))
+            rows.append((f"hybrid {name}", channels.score(hybrid(channels, bm25))))
+    table("BM25 fields and query analysis (alone, and fused by min-max with vectors)", rows)
+
+
+if __name__ == "__main__":
+    main()
