@@ -19,8 +19,8 @@ the graph on a smaller index):
    stored vectors; its resident memory (VmRSS, VmHWM; RssFile is the memory-mapped
    graph's pages, which the kernel can drop) after the queries; the CPU time of each
    mode's searches (``*_cpu_p50_ms``, all threads, less inflated by a loaded machine
-   than wall time); ``open_s`` and
-   ``first_search_s``, what a fresh process pays before its first answer. Run once with
+   than wall time); ``open_s`` and ``first_search_s``, what a fresh process pays before
+   its first answer. Run once with
    the graph (default ``ann_threshold``) and once forced exact (``ann_threshold`` above
    the count), each in its own process, so each RSS is its own.
 3. ``lancedb``: the same vectors and texts in LanceDB (its own process), hybrid queries.
@@ -46,6 +46,10 @@ copy's full-text index in that layout (``layout``), then alternates fresh serve 
 layout by layout (``--rounds``) and prints the medians, their ratios to the first layout
 and the overlap of the layouts' BM25 top 10 and top 100 (``--fulltext-shards N`` serves
 one copy alone).
+
+``fulltext_shape.py`` compares full-text indexes of one built index (grown by upserts, as
+sync grows one, or rebuilt from SQLite) with this script's serve phase. ``--phase touch``:
+a sync of one changed document.
 """
 
 from __future__ import annotations
@@ -63,7 +67,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np
 from _cells import PrecomputedQueries
-from _synthetic import Corpus, documents, generate
+from _synthetic import CHUNKS_PER_DOCUMENT, Corpus, documents, generate
 
 from lore.backends.sqlite import SqliteBackend
 from lore.models import SearchMode
@@ -131,6 +135,32 @@ def update(work: Path, scale: int, threshold: int) -> dict[str, float]:
             backend.upsert(document, chunks, vectors)
             changed += len(chunks)
     return {"update_chunks_per_s": changed / (time.perf_counter() - started)}
+
+
+def touch(work: Path, scale: int, threshold: int) -> dict[str, float]:
+    """One document re-upserted in its own write lock, as a ``lore sync`` that found one
+    changed file does: the open, the write and the release (the journal committed to
+    tantivy, the derived data brought up to date) timed apart, wall and CPU."""
+    corpus = Corpus.load(work / f"corpus-{scale}", CHUNKS_PER_DOCUMENT)
+    db = work / f"index-{scale}" / "lore.db"
+    embedder = PrecomputedQueries(corpus.queries, corpus.query_vectors)
+    figures: dict[str, float] = {}
+    clock = time.perf_counter(), time.process_time()
+
+    def lap(name: str) -> None:
+        nonlocal clock
+        now = time.perf_counter(), time.process_time()
+        figures[f"{name}_s"], figures[f"{name}_cpu_s"] = now[0] - clock[0], now[1] - clock[1]
+        clock = now
+
+    with SqliteBackend(db, embedder, ann_threshold=threshold) as backend:
+        lap("open")
+        with backend.write_lock():
+            for document, chunks, vectors in documents(corpus):
+                backend.upsert(document, chunks, vectors)
+            lap("write")
+        lap("release")
+    return figures
 
 
 def upkeep(work: Path, scale: int, threshold: int) -> dict[str, float]:
@@ -342,6 +372,18 @@ def _worker(args: argparse.Namespace, phase: str, *extra: str) -> dict[str, floa
     return figures
 
 
+def _table(args: argparse.Namespace, runs: dict[str, list[dict[str, float]]], names: list[str]) -> None:
+    keys = [k for k in runs[names[0]][0] if k.endswith(("_ms", "recall_at_10")) or k.startswith("Vm")]
+    table = {n: {k: statistics.median(run[k] for run in runs[n] if k in run) for k in keys} for n in names}
+    print(f"\n{args.scale:,} chunks, {args.queries} queries, {args.rounds} rounds alternated, "
+          f"load average {os.getloadavg()[0]:.1f} on 2 cores")
+    print(f"{'figure':<22}" + "".join(f"{name:>14}" for name in names) + f"{'ratio':>8}")
+    for key in keys:
+        values = [table[name][key] for name in names]
+        ratio = values[-1] / values[0] if values[0] else float("nan")
+        print(f"{key:<22}" + "".join(f"{v:>14.2f}" for v in values) + f"{ratio:>8.2f}")
+
+
 def compare_shards(args: argparse.Namespace, shards: list[int]) -> int:
     """Each layout rebuilt once, then serve runs alternated layout by layout (fresh
     processes, the graph channel), so both see the same load; medians over the rounds
@@ -352,15 +394,7 @@ def compare_shards(args: argparse.Namespace, shards: list[int]) -> int:
     for _ in range(args.rounds):
         for count in shards:
             runs[count].append(_worker(args, "serve", *threshold, "--fulltext-shards", str(count)))
-    keys = [k for k in runs[shards[0]][0] if k.endswith(("_ms", "recall_at_10")) or k.startswith("Vm")]
-    table = {n: {k: statistics.median(run[k] for run in runs[n] if k in run) for k in keys} for n in shards}
-    print(f"\n{args.scale:,} chunks, {args.queries} queries, {args.rounds} rounds alternated, "
-          f"load average {os.getloadavg()[0]:.1f} on 2 cores")
-    print(f"{'figure':<22}" + "".join(f"{f'{c} shard(s)':>14}" for c in shards) + f"{'ratio':>8}")
-    for key in keys:
-        values = [table[count][key] for count in shards]
-        ratio = values[-1] / values[0] if values[0] else float("nan")
-        print(f"{key:<22}" + "".join(f"{v:>14.2f}" for v in values) + f"{ratio:>8.2f}")
+    _table(args, {f"{c} shard(s)": runs[c] for c in shards}, [f"{c} shard(s)" for c in shards])
     print(json.dumps({"layout": made, "overlap": overlap(args.work, args.scale, shards)}, indent=1))
     return 0
 
@@ -372,7 +406,8 @@ def main() -> int:
     parser.add_argument("--scale", type=int, default=1_000_000)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--work", type=Path, default=Path("/tmp/lore-ann"))
-    parser.add_argument("--phase", choices=["build", "update", "upkeep", "serve", "lancedb", "ef", "layout"])
+    phases = ["build", "update", "upkeep", "touch", "serve", "lancedb", "ef", "layout"]
+    parser.add_argument("--phase", choices=phases)
     parser.add_argument(
         "--ef", default="128,160,200,256,320", help="search expansions the ef phase tries, comma-separated"
     )
@@ -401,6 +436,8 @@ def main() -> int:
         print(json.dumps(build(args.work, args.scale, args.threshold)))
     elif args.phase == "update":
         print(json.dumps(update(args.work, args.scale, args.threshold)))
+    elif args.phase == "touch":
+        print(json.dumps(touch(args.work, args.scale, args.threshold)))
     elif args.phase == "upkeep":
         print(json.dumps(upkeep(args.work, args.scale, args.threshold)))
     elif args.phase == "serve":

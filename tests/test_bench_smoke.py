@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -212,3 +213,33 @@ def test_confluence_listing_measures_both_deployments(capsys: pytest.CaptureFixt
     assert rows[0].requests > rows[1].requests > 0, "an incremental listing asks for less"
     listing.report(listing.Console(width=160), rows, 1)
     assert "pages/cpu-s" in capsys.readouterr().out
+
+
+def test_million_bench_phases_and_fulltext_shape_at_a_tiny_scale(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """bench/perf_million.py's write phases and its full-text comparison, and
+    bench/fulltext_shape.py, on 160 chunks (no graph: the threshold is above the count)."""
+    million, shape = _load("perf_million"), _load("fulltext_shape")
+    assert million.build(tmp_path, 160, 200_000)["ingest_chunks_per_s"] > 0
+    assert million.update(tmp_path, 160, 200_000)["update_chunks_per_s"] > 0
+    touched = million.touch(tmp_path, 160, 200_000)
+    assert {"open_s", "write_s", "release_s", "release_cpu_s"} <= set(touched)
+
+    live = tmp_path / "index-160" / "lore.db.tantivy"
+    census = shape.census(live)
+    assert census["docs"] == 160
+    assert census["segments"] >= 1
+    shutil.copytree(live, tmp_path / "fulltext-copy")
+    shutil.move(live, tmp_path / "fulltext-grown")
+    shape.use_fulltext(tmp_path, 160, "copy")
+    shape.use_fulltext(tmp_path, 160, "grown")  # the copy goes back to its own name
+    assert live.is_dir()
+    assert (tmp_path / "fulltext-copy").is_dir()
+    assert not (tmp_path / "fulltext-grown").exists()
+
+    corpus = ["--corpus", str(tmp_path / "corpus-160"), "--queries", "3"]
+    assert shape.main([*corpus, str(live), str(tmp_path / "fulltext-copy")]) == 0
+    printed = capsys.readouterr().out
+    assert "bm25_cpu_p50_ms" in printed
+    assert "top10_overlap" in printed
