@@ -372,6 +372,16 @@ def test_golden_set_on_an_unsynced_index_says_so(golden_env: tuple[Path, Path]) 
     assert "run `lore sync` or pass --sync" in str(result.exception)
 
 
+def test_golden_set_with_nothing_to_score_is_refused(golden_env: tuple[Path, Path], tmp_path: Path) -> None:
+    config, _ = golden_env
+    unscored = tmp_path / "unscored.yaml"
+    unscored.write_text("- question: etcd raft elections, no leader\n")
+    result = runner.invoke(app, ["--config", str(config), "eval", "golden", str(unscored), "--sync"])
+    assert result.exit_code != 0
+    assert "no question names an expected document" in str(result.exception)
+    assert not (tmp_path / "lore.db").exists()  # refused before the index is opened
+
+
 def test_hybrid_plus_rerank_mode_with_an_http_reranker(golden_env: tuple[Path, Path]) -> None:
     """A reranker in the settings adds the hybrid+rerank column (Cohere wire format)."""
     requests: list[dict[str, Any]] = []

@@ -144,6 +144,9 @@ def test_golden_set_jsonl_roundtrip(tmp_path: Path) -> None:
         ("- question: a\n  expected: [{uri: u, colour: red}]\n", "question 1"),
         ("questions: [\n", "not valid YAML"),
         ("[]\n", "no questions"),
+        # A misspelt key would make the question silently unanswerable.
+        ("- question: a\n  expect: file://a.md\n", "unknown key 'expect' \\(did you mean 'expected'\\?\\)"),
+        ("- question: a\n  answerabel: false\n", "did you mean 'answerable'"),
     ],
 )
 def test_bad_golden_sets(tmp_path: Path, content: str, message: str) -> None:

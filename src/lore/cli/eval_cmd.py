@@ -28,6 +28,7 @@ from lore.errors import ConfigError
 from lore.eval.datasets import (
     BeirPaths,
     BeirSource,
+    DatasetError,
     beir_doc_id,
     load_beir_queries,
     load_golden_set,
@@ -294,6 +295,13 @@ def golden_command(
     """Evaluate a golden set against the configured index."""
     current = _settings(config)
     questions = load_golden_set(golden_set)
+    if not any(question.targets for question in questions):
+        # Every metric would read 0.0000 and look like a broken index.
+        raise DatasetError(
+            f"{golden_set}: no question names an expected document, so nothing can be scored: "
+            "give each question `expected: <uri>` "
+            "(`lore eval verdict` measures questions the corpus cannot answer)"
+        )
     baseline = Baseline.read(check_baseline) if check_baseline is not None else None
     cache = QueryVectorCache(resolve_embedder(current))
     backend = open_backend(current, cache)

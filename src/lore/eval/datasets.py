@@ -21,6 +21,7 @@ keys, e.g. a description).
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
@@ -277,6 +278,17 @@ def _golden_records(path: Path) -> list[Any]:
     return loaded
 
 
+def _refuse_misspelt_keys(path: Path, number: int, entry: GoldenEntry) -> None:
+    """Other keys (a note, an owner) are kept, but one a letter or two from a known key is
+    refused: a misspelt ``expect:`` would otherwise turn the question into one the corpus
+    cannot answer, and the set would score nothing for it without a word."""
+    known = sorted(GoldenEntry.model_fields)
+    for key in entry.model_extra or {}:
+        close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.75)
+        if close:
+            raise DatasetError(f"{path}: question {number}: unknown key {key!r} (did you mean {close[0]!r}?)")
+
+
 def load_golden_set(path: Path) -> list[EvalQuery]:
     """Questions from a YAML (``.yaml``/``.yml``) or JSON Lines (``.jsonl``) golden set."""
     if not path.is_file():
@@ -292,6 +304,7 @@ def load_golden_set(path: Path) -> list[EvalQuery]:
             )
             raise DatasetError(f"{path}: question {number}: {problems}") from err
         qid = entry.id or f"q{number}"
+        _refuse_misspelt_keys(path, number, entry)
         if entry.answerable is False and entry.expected:
             raise DatasetError(f"{path}: question {number}: answerable: false, yet expected names answers")
         if entry.answerable and not entry.expected:
