@@ -129,6 +129,7 @@ LOOK_ALIKES = [
     # slugs: file names and paths, and the ordinary ones runbooks are full of
     "See docs/ignore-all-previous-instructions.md and ignore-all-previous-instructions.md, the test corpus.",
     "file://attacks/disregard-the-system-prompt.md",
+    "file://runbooks/etcd.md#ignore-all-previous-instructions",
     "Restart kube-apiserver-health-check and the payments-consumer-group; set skip_previous_checks=true.",
     "The system-prompt-override flag and the follow-up-instructions page are documented below.",
     # bracketed words and headings that are not chat roles

@@ -34,9 +34,9 @@ BASE64_RUN = re.compile(
 #: token decodes to bytes, not words, like any digest.
 HEX_RUN = re.compile(r"[0-9a-fA-F]{24,}")
 #: Three or more words joined by one "-" or "_" ("ignore-all-previous-instructions"), not
-#: part of a path, a file name or a longer identifier.
+#: part of a path, a file name, a uri's #anchor or a longer identifier.
 SLUG_RUN = re.compile(
-    r"(?<![\w/.\-])[^\W\d_]+(?P<joint>[-_])[^\W\d_]+(?:(?P=joint)[^\W\d_]+)+(?![\w/\-]|\.\w)"
+    r"(?<![\w/.#\-])[^\W\d_]+(?P<joint>[-_])[^\W\d_]+(?:(?P=joint)[^\W\d_]+)+(?![\w/\-]|\.\w)"
 )
 #: A text that asks for rot13 ("rot13", "ROT-13", "rot 13"); rot13 that nothing asks a
 #: model to apply stays gibberish to it, so only such texts are decoded.
