@@ -327,3 +327,17 @@ def test_long_runs_of_blanks_after_a_phrase_start_stay_linear(start: str) -> Non
 
 def test_empty_text() -> None:
     assert screen_injections("") == ("", {})
+
+
+def test_the_tools_warm_up_builds_the_screening_rules_before_a_first_search() -> None:
+    """A server builds the chain's rules before it says it is ready (``Service.warm_up``,
+    ``lore mcp --http``), so its first search does not pay for them."""
+    from lore.config import LoreSettings
+    from lore.safety import injection
+    from lore.tool.cleaning import PassageCleaner
+
+    hosts = ("warm-up.example.org",)
+    settings = LoreSettings.model_validate({"safety": {"allowed_link_hosts": list(hosts)}})
+    injection._RULES_CACHE.pop(hosts, None)
+    PassageCleaner(settings).warm_up()
+    assert hosts in injection._RULES_CACHE

@@ -79,6 +79,8 @@ def mcp_command(
 
         mcp_stdio.run(search)
         return
+    # The safety chain's rules built while the SDK imports, not on the first call's path.
+    threading.Thread(target=search.warm_up, name="lore-chain-warm-up", daemon=True).start()
     # Imported here, after the warm-up started, so other commands never pay for the MCP SDK.
     from lore import mcp_server
 

@@ -126,7 +126,7 @@ class _Rule:
     def applies(self, text: str, lowered: str) -> bool:
         if self.needs is not None and not self.needs.search(text):
             return False
-        return not self.hints or any(hint in lowered for hint in self.hints)
+        return not self.hints or any(map(lowered.__contains__, self.hints))
 
 
 def _fixed(what: str) -> Callable[[re.Match[str]], str]:

@@ -131,6 +131,11 @@ class KnowledgeSearch:
         """Where this tool's calls are audited; feedback on them goes there too."""
         return self._audit
 
+    def warm_up(self) -> None:
+        """What a server does before it says it is ready: the safety chain's rules built
+        (the first search would build them)."""
+        self._cleaner.warm_up()
+
     def close(self) -> None:
         """Write the queued retrieval events; the retriever is the caller's to close."""
         self._events.close()

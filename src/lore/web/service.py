@@ -150,6 +150,7 @@ class Service:
 
         def run() -> None:
             try:
+                self.search.warm_up()
                 if isinstance(self.embedder, QueryWarmUp):
                     self.embedder.warm_up()
                     self.embedder.embed_documents(["lore serve warm-up"])
