@@ -43,7 +43,15 @@ _ORDERS = (
     r"(?:instr\w+|prompts?|directions|directives?|rules|guidelines|guidance|context|"
     r"constraints|restrictions|programming|commands|orders)"
 )
-_MACHINE = r"(?:AI|A\.I\.|LLM|large\s+language\s+model|language\s+model|assistant|chat\s?bot|AI\s+agent)"
+#: The words for a reader's orders that runbooks do not use of firewall or alerting rules.
+_INSTRUCTIONS = r"(?:instr\w+|prompts?|directions|directives?|guidance|guidelines|orders)"
+#: The machine reading the page: by kind, and the assistants by name (a runbook calls none
+#: of them by name to give it an order; "agent" alone is a monitoring agent's word).
+_MODEL_NAMES = r"(?:claude|chat\s?gpt|gpt-?[345](?:\.\d)?o?|gemini|copilot|llama|mistral|grok|bard)"
+_MACHINE = (
+    r"(?:AI|A\.I\.|LLM|large\s+language\s+model|language\s+model|assistant|chat\s?bot|AI\s+(?:agent|model|system)|"
+    rf"automated\s+(?:system|agent|reader|assistant)|{_MODEL_NAMES})"
+)
 #: "everything above", "all that was said before", "what you were told so far", ...
 _EVERYTHING = r"(?:everything|anything|all(?:\s+of\s+(?:it|this|that))?|what(?:ever)?|all\s+that|the\s+rest)"
 _SAID = (
@@ -56,20 +64,31 @@ _BEFORE = (
     r"this\s+point)|in\s+(?:the\s+|this\s+)?(?:previous|prior|earlier|above)\s+\w+)"
 )
 
-ENGLISH = [
+#: What may follow a verb of dismissal (``_DISMISS``) for an override. One pattern holds
+#: them all, so the verb's long alternation (the misspellings make it ~60 words) is tried
+#: once at a word's start, not once per target (each try cost about 0.1 ms a chunk).
+_DISMISS_TARGETS = [
     # ignore (all) (of) (the|your) previous (safety) instructions
-    rf"\b{_DISMISS}\s+(?:(?:all|any|every|each|of|the|your|my|these|those|its)\s+)*{_EARLIER}\s+"
-    rf"(?:[\w-]+\s+)?{_ORDERS}\b",
+    rf"(?:(?:all|any|every|each|of|the|your|my|these|those|its)\s+)*{_EARLIER}\s+(?:[\w-]+\s+)?{_ORDERS}\b",
     # ignore your instructions / override your programming
-    rf"\b{_DISMISS}\s+(?:all\s+(?:of\s+)?)?your\s+(?:[\w-]+\s+)?{_ORDERS}\b",
+    rf"(?:all\s+(?:of\s+)?)?your\s+(?:[\w-]+\s+)?{_ORDERS}\b",
     # disregard everything above / forget everything you were told / ignore all that came before
-    rf"\b{_DISMISS}\s+{_EVERYTHING}\s+{_SAID}{_BEFORE}",
-    rf"\b{_DISMISS}\s+(?:everything|anything)\s+you\s+(?:know|were\s+told|have\s+been\s+told)",
+    rf"(?:about\s+)?{_EVERYTHING}\s+{_SAID}{_BEFORE}",
+    r"(?:about\s+)?(?:everything|anything)\s+you\s+(?:know|were\s+told|have\s+been\s+told)",
     # "ignore all of the above and ...", but not "disregard the above error"
-    rf"\b{_DISMISS}\s+(?:all\s+(?:of\s+)?)?the\s+(?:text\s+|content\s+|message\s+|conversation\s+)?above"
+    r"(?:all\s+(?:of\s+)?)?the\s+(?:text\s+|content\s+|message\s+|conversation\s+)?above"
     r"(?=\s*(?:$|[.;:,!)\-]|and\b|then\b|instead\b|now\b))",
     # ignore (all) instructions above
-    rf"\b{_DISMISS}\s+(?:all\s+|any\s+|the\s+|your\s+)?{_ORDERS}\s+(?:above|before|given|so\s+far)",
+    rf"(?:all\s+|any\s+|the\s+|your\s+)?{_ORDERS}\s+(?:above|before|given|so\s+far)",
+    # the orders a reader "was given": "set aside the guidance you were given earlier"
+    rf"(?:(?:all|any|the|your|my|these|those|of)\s+)*{_ORDERS}\s+(?:that\s+|which\s+)?"
+    r"you(?:'ve|\s+have|\s+were|\s+had)?\s+(?:been\s+)?(?:given|received|told|sent|shown|provided)\b",
+    # "forget (about) what you were told"
+    r"(?:about\s+)?(?:what(?:ever)?|all)\s+you(?:'ve|\s+have|\s+were)?\s+(?:been\s+)?(?:told|given|instructed)\b",
+]
+
+ENGLISH = [
+    rf"\b{_DISMISS}\s+(?:" + "|".join(_DISMISS_TARGETS) + ")",
     rf"\b(?:do\s+not|don't|never|no\s+longer)\s+(?:follow|obey)\s+(?:the\s+|your\s+|any\s+)?{_EARLIER}\s+{_ORDERS}",
     r"\byou\s+are\s+now\s+(?:a\s+|an\s+|the\s+|in\s+)?(?:new|different|unrestricted|unfiltered|"
     r"uncensored|jailbroken|evil|rogue|malicious|DAN\b|developer\s+mode|god\s+mode)",
@@ -85,7 +104,7 @@ ENGLISH = [
     rf"\bfrom\s+now\s+on,?\s+(?:you|the\s+{_MACHINE})\s+(?:must|will|shall|should|are\s+to)\s+"
     r"(?:only\s+)?(?:respond|reply|answer|act|obey|follow|ignore|pretend)",
     rf"\b(?:if|when)\s+you\s+are\s+(?:an?\s+)?{_MACHINE}\b",
-    rf"\b(?:note|message|attention|instructions?|important)\s+(?:to|for)\s+(?:the\s+|any\s+|all\s+)?"
+    rf"\b(?:note|reminder|message|attention|instructions?|important)\s+(?:to|for)\s+(?:the\s+|any\s+|all\s+)?"
     rf"{_MACHINE}s?\b",
     rf"\b(?:attention|hey|dear)\s*,?\s+{_MACHINE}s?\s*[:,!]",
     r"\b(?:do\s+not|don't|never)\s+(?:tell|inform|alert|notify|warn)\s+the\s+user\b",
@@ -96,6 +115,56 @@ ENGLISH = [
     r"\b(?:developer|DAN|jailbreak)\s+mode\s+(?:enabled|activated|on)\b",
     r"\b(?:disable|bypass|ignore|turn\s+off|deactivate)\s+your\s+(?:safety\s+|content\s+|security\s+)?"
     r"(?:filters?|guardrails?|restrictions|guidelines|safeguards)",
+    # The same dismissal said otherwise: a verb of replacing aimed at *your* orders
+    # ("overwrite your previous instructions"; of rules in general runbooks say it of
+    # firewalls), and orders declared void ("the instructions above are outdated", "the previous
+    # guidance no longer applies"; instruction words only: "the alerting rules are
+    # outdated" is a runbook's).
+    rf"\b(?:overwrite|replace|supersede|cancel|revoke|erase|wipe|delete|clear|reset|drop)\s+(?:all\s+(?:of\s+)?)?"
+    rf"your\s+(?:{_EARLIER}\s+)?(?:instr\w+|prompts?|directions|directives?|guidance|guidelines|programming|"
+    r"constraints|restrictions|rules)\b",
+    rf"\b(?:{_EARLIER}\s+{_INSTRUCTIONS}|{_INSTRUCTIONS}\s+(?:above|before\s+this))"
+    r"\s+(?:(?:are|is)\s+(?:now\s+)?(?:outdated|obsolete|void|null\s+and\s+void|invalid|cancel+ed|revoked|"
+    r"superseded|no\s+longer\s+(?:valid|relevant|in\s+effect|applicable))|no\s+longer\s+appl(?:y|ies)|"
+    r"(?:do|does)\s+not\s+apply\s+(?:any\s*more|now))",
+    r"\byour\s+(?:new|real|actual|true)\s+(?:job|role)\s+(?:now\s+)?(?:is|are)\b",
+    r"\byour\s+(?:new|real|actual|true)\s+(?:task|instructions?|goal|objective|purpose|mission)\s+now\s+(?:is|are)\b",
+    r"\b(?:system|developer)\s+override\s*[:!]",
+    # Words addressed to the machine that reads the page: "AI agents reading this",
+    # "when an LLM reads this", "as an AI model you should", "new task for the AI",
+    # "when you summarize this page". A person reading a runbook is not called so.
+    rf"\b{_MACHINE}s?\s+(?:(?:agent|model|system|tool)s?\s+)?(?:reading|processing|parsing|summari[sz]ing|"
+    r"ingesting|indexing|retrieving)\s+(?:this|these)\b",
+    rf"\b(?:when|if|once|whenever)\s+(?:an?\s+|the\s+|any\s+)?{_MACHINE}s?\s+(?:(?:agent|model)s?\s+)?"
+    r"(?:reads?|sees?|processe?s?|parses?|summari[sz]es?|ingests?|finds?|encounters?|retrieves?)\s+(?:this|these)\b",
+    rf"\bas\s+an?\s+{_MACHINE}(?:\s+(?:model|agent|system))?\s*,?\s+you\s+(?:must|should|shall|will|need\s+to|"
+    r"have\s+to|are\s+(?:required|instructed|expected|supposed)\s+to)\b",
+    rf"\b(?:new|next|real|actual|updated|secret|hidden|special)\s+(?:task|job|goal|instructions?|objective|"
+    rf"mission|orders)\s+(?:for|to)\s+(?:the\s+|any\s+|all\s+)?{_MACHINE}s?\b",
+    # An assistant called by name, with a comma or colon: "Hey Claude, ...", "ChatGPT, Gemini:".
+    rf"\b(?:hey|hi|hello|dear|ok(?:ay)?)\s*,?\s+{_MODEL_NAMES}\b",
+    rf"\b{_MODEL_NAMES}\s*(?:,\s*{_MODEL_NAMES}\s*)*(?:,|:|\s+and\s+{_MODEL_NAMES}\s*[,:])\s+(?:you|please|ignore|do|don't|"
+    r"never|always|respond|reply|answer|tell|say|run|execute|mark|send|delete|approve|disregard|forget)\b",
+    # Authority claimed over the reader: "the user has authorized you to", "I am your developer".
+    r"\b(?:user|operator|admin(?:istrator)?|owner|developer|lead|manager)\s+(?:has|have)\s+(?:already\s+)?"
+    r"(?:authori[sz]ed|allowed|permitted|approved)\s+you\s+to\b",
+    r"\bI\s+(?:am|'m)\s+your\s+(?:developer|creator|admin(?:istrator)?|operator|owner|maker|programmer|supervisor)\b",
+    r"\b(?:I|we)\s+(?:hereby\s+)?authori[sz]e\s+you\s+to\b",
+    # The reader's orders replaced, or its answer dictated.
+    r"\b(?:supersedes?|overrides?|replaces?|takes\s+precedence\s+over)\s+(?:all\s+(?:of\s+)?|any\s+(?:of\s+)?)?your\s+"
+    r"(?:\w+\s+)?(?:instr\w+|prompts?|directions|directives?|guidance|guidelines|orders|rules|programming)\b",
+    r"\byour\s+(?:instr\w+|prompts?|directives?|orders|programming)\s+(?:have|has)\s+(?:been\s+)?"
+    r"(?:changed|updated|replaced|revoked|overridden|superseded)\b",
+    r"\b(?:begin|start|end|prefix|preface|open)\s+(?:your|every|each|all)\s+(?:reply|replies|response|responses|"
+    r"answer|answers)\s+with\b",
+    r"\banswer\s+(?:every|each|all|any)\s+(?:question|query|request)s?\s+with\b",
+    r"\b(?:respond|reply|answer)\s+(?:only\s+)?with\s+(?:the\s+)?(?:contents?|value)\s+of\b",
+    r"\bdo\s+not\s+summari[sz]e\s+this\b",
+    r"\b(?:tell|inform|assure|reassure)\s+the\s+user\s+(?:that\s+)?(?:everything|all|it|the\s+(?:incident|"
+    r"alert|issue|outage))\s+(?:is|was|has\s+been)\s+(?:fine|ok|okay|resolved|nominal|normal|healthy|over)\b",
+    r"\b(?:when|while|as|after|before|if)\s+you\s+(?:summari[sz]e|are\s+summari[sz]ing|paraphrase|process|"
+    r"are\s+processing|ingest|index)\s+(?:this|these)\s+(?:page|document|text|content|passage|runbook|file|"
+    r"article|message|context|chunk)s?\b",
 ]
 
 # French: "ignore(z) les instructions précédentes", "oublie tout ce qui précède".
