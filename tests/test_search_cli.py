@@ -378,3 +378,24 @@ def test_a_terminal_still_gets_rendered_markdown() -> None:
     out = screen.getvalue()
     assert "kubectl -n payments get pods" in out
     assert "```" not in out
+
+
+@pytest.mark.parametrize("args", [["search", "etcd quorum"], ["search", "etcd quorum", "--json"], ["status"]])
+def test_a_closed_stdout_ends_quietly_with_the_status_of_a_closed_pipe(
+    project: Path, index_dir: Path, args: list[str]
+) -> None:
+    """``lore search ... | head -1``: the reader gone, the command ends as ``git log | head``
+    does (128 + SIGPIPE, nothing on stderr), not with status 1 or a traceback; through the
+    typer-free search path, the typer path (status) and --json alike."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("LORE_")}
+    env.update(LORE_AUDIT_PATH=str(project / "audit.jsonl"), NO_COLOR="1")
+    lore = Path(sys.executable).with_name("lore")
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader has gone before the first write
+    try:
+        result = subprocess.run([lore, *args], cwd=index_dir, env=env, stdout=write_end,
+                                stderr=subprocess.PIPE, timeout=120)  # fmt: skip
+    finally:
+        os.close(write_end)
+
+    assert (result.returncode, result.stderr.decode()) == (141, "")

@@ -3,6 +3,7 @@ errors, the settings of this invocation (``lore.cli.app`` re-exports all of it).
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
@@ -33,6 +34,13 @@ class _Console(Console):
     @size.setter
     def size(self, new_size: tuple[int, int]) -> None:
         Console.size.fset(self, new_size)  # type: ignore[attr-defined]
+
+    def on_broken_pipe(self) -> None:
+        """rich's own answer to a closed stdout is ``SystemExit(1)``, from wherever it was
+        printing; the error is passed on instead, so that the command's cleanup runs and
+        ``lore.cli`` ends it with the status a closed pipe conventionally gives."""
+        self.quiet = True
+        raise BrokenPipeError(errno.EPIPE, "stdout closed")
 
 
 console: Console = _Console()
