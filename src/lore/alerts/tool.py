@@ -167,7 +167,8 @@ class AlertResult:
         if not names:
             return None
         every = len(names) == len(self.alerts)
-        return f"resolved: {'every alert' if every else ', '.join(names)} (the runbooks are for the follow-up)"
+        which = "every alert" if every else ", ".join(names)
+        return f"resolved: {which} (the runbooks are for the follow-up)"
 
 
 def group_alerts(group: RunbookGroup) -> str:
