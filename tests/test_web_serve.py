@@ -256,10 +256,12 @@ def test_a_lost_server_secret_is_said_not_silently_replaced(tmp_path: Path) -> N
     assert lore(config, "token", "create", "--role", "viewer", "--name", "ops").returncode == 0
     (tmp_path / "lore.db.data" / "server-secret").unlink()
 
-    for args in (("token", "create", "--role", "viewer", "--name", "bot"), ("serve", "--port", str(free_port()))):
+    create = ("token", "create", "--role", "viewer", "--name", "bot")
+    for args in (create, ("serve", "--port", str(free_port()))):
         refused = lore(config, *args)
         assert refused.returncode == 2, refused.stderr
-        assert refused.stderr.startswith("error: the server secret ") and refused.stderr.count("\n") == 1
+        assert refused.stderr.startswith("error: the server secret ")
+        assert refused.stderr.count("\n") == 1
         assert "holds 1 token(s)" in refused.stderr
     assert not (tmp_path / "lore.db.data" / "server-secret").exists()
     assert lore(config, "token", "revoke", "ops").returncode == 0
