@@ -159,7 +159,7 @@ def test_coverage_counts_the_path_and_leaves_template_placeholders_out(backend: 
     assert _coverage(backend, templated, page) == pytest.approx(1.0)
 
 
-@pytest.mark.parametrize("query", ["not json {", "prometheus", "the prometheus!", "{{ $labels.x }} prometheus"])  # noqa: E501
+@pytest.mark.parametrize("query", ["not json {", "prometheus", "the prometheus!", "{{ $labels.x }} prometheus"])
 def test_a_query_of_one_weighed_term_has_no_coverage(backend: SqliteBackend, query: str) -> None:
     """Stop words and punctuation are not weighed, so ``not json {`` is the one term
     ``json``, which every BM25 hit holds: coverage 1 restated the retrieval and read as
