@@ -157,15 +157,3 @@ def test_coverage_counts_the_path_and_leaves_template_placeholders_out(backend: 
     assert _coverage(backend, "prometheus down", page) == pytest.approx(1.0)
     templated = "Prometheus {{ $labels.instance }} is down ({{ $value | humanizePercentage }})"
     assert _coverage(backend, templated, page) == pytest.approx(1.0)
-
-
-@pytest.mark.parametrize("query", ["not json {", "prometheus", "the prometheus!", "{{ $labels.x }} prometheus"])
-def test_a_query_of_one_weighed_term_has_no_coverage(backend: SqliteBackend, query: str) -> None:
-    """Stop words and punctuation are not weighed, so ``not json {`` is the one term
-    ``json``, which every BM25 hit holds: coverage 1 restated the retrieval and read as
-    strong evidence (a garbage query got "confidence high"). It is unknown instead."""
-    found = asyncio.run(backend.retrieve(query, top_k=7, mode=SearchMode.HYBRID))
-    assert found
-    assert all(p.evidence is not None and p.evidence.coverage is None for p in found)
-    two = asyncio.run(backend.retrieve("prometheus down", top_k=7, mode=SearchMode.HYBRID))
-    assert all(p.evidence is not None and p.evidence.coverage is not None for p in two)

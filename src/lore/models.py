@@ -139,8 +139,7 @@ class Evidence:
     and an unknown never counts as "nothing relevant"."""
 
     #: Share of the query's idf weight carried by query terms the passage contains, in
-    #: [0, 1]: 1 when every term (rare ones weigh most) occurs in it. None for a query of
-    #: fewer than two weighed terms, whose coverage only says the term was found.
+    #: [0, 1]: 1 when every term (rare ones weigh most) occurs in it.
     coverage: float | None = None
     #: Cosine of the query's and the passage's vectors; None without a semantic embedder.
     cosine: float | None = None

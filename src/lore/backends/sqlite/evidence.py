@@ -15,14 +15,6 @@ from lore.backends import lexical
 from lore.backends.sqlite.fulltext_shards import FullText
 from lore.models import Evidence
 
-#: Fewest weighed terms a query needs for its coverage to be evidence. Of a single term,
-#: coverage is 0 or 1, and 1 for every passage the BM25 channel found (it found them by
-#: that term): it restates the retrieval, not how well a passage answers. Such a query is
-#: what is left of input that is mostly stop words and punctuation (``not json {`` is
-#: ``json``), and its coverage of 1 read as strong evidence: "confidence high" for garbage.
-#: The calibration questions all weigh two terms or more (docs/quality.md, "Confidence").
-MIN_COVERAGE_TERMS = 2
-
 
 class EvidenceMaker:
     """``Evidence`` for the passages of one search."""
@@ -35,10 +27,7 @@ class EvidenceMaker:
         # runbook holds: counted, they made half of such a query's idf weight
         # uncoverable, and its own runbook looked like no match (docs/quality.md).
         self._weights = fulltext.query_weights(lexical.without_templates(query))
-        # Too few terms: coverage unknown, and the verdict rests on the cosine alone
-        # (lore.confidence's model for that feature set), or is unknown without one.
-        enough = len(self._weights) >= MIN_COVERAGE_TERMS
-        self._total = sum(self._weights.values()) if enough else 0.0
+        self._total = sum(self._weights.values())
         self._held: dict[int, frozenset[str]] = {}
         self._cosines: Mapping[int, float] | None = None
         self._floor: float | None = None
