@@ -390,3 +390,42 @@ async def test_mcp_stdio_serves_runbook_for_alert(config: Path) -> None:
         assert result.structured_content is not None
         assert "holds no alerts" in result.structured_content["error"]
     assert audit(config)[-1]["tool"] == ALERT_TOOL_NAME
+
+
+def test_a_resolved_alert_is_said_to_be_resolved_and_still_gets_its_runbook(
+    config: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Alertmanager sends resolved notifications too (``send_resolved``): each alert says
+    ``status: resolved``, and the group's ``status`` covers an alert that does not say."""
+    resolved_node = {**NODE, "status": "RESOLVED"}
+    etcd_unsaid = {key: value for key, value in ETCD.items() if key != "status"}
+    payload = {**notification(resolved_node, etcd_unsaid), "status": "resolved"}
+
+    result = lore_alert(config, payload, monkeypatch, capsys)
+    assert [a["status"] for a in result["alerts"]] == ["resolved", "resolved"]
+    node = next(group for group in result["groups"] if group["uri"].endswith("KubeNodeNotReady.md"))
+    assert node["resolved"] == node["alerts"] == ["KubeNodeNotReady (0a1b2c3d4e5f6071)"]
+
+    path = config.parent / "payload.json"
+    code, out, err = run_cli(["--config", str(config), "alert", str(path)], monkeypatch, capsys)
+    assert code == 0, err
+    assert "resolved: every alert (the runbooks are for the follow-up)" in out
+    group_line = next(line for line in out.splitlines() if line.startswith("  file://runbooks/alerts/node/"))
+    assert "for KubeNodeNotReady (0a1b2c3d4e5f6071) resolved" in group_line
+    assert "Mitigation" in out  # the runbook is still given
+
+
+def test_a_group_says_which_passages_of_the_answer_are_its_own(
+    config: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every runbook's best section comes before any runbook's second, so a runbook's
+    passages are numbered 1, 4 or 2, 5: the group line names them as passage numbers."""
+    result = lore_alert(config, notification(NODE, ETCD), monkeypatch, capsys)
+    path = config.parent / "payload.json"
+    code, out, err = run_cli(["--config", str(config), "alert", str(path)], monkeypatch, capsys)
+    assert code == 0, err
+    assert "resolved:" not in out  # every alert firing
+    for group in result["groups"]:
+        line = next(line for line in out.splitlines() if line.startswith(f"  {group['uri']}"))
+        numbers = ", ".join(f"[{rank}]" for rank in group["ranks"])
+        assert line.endswith(f"passage{'s' if len(group['ranks']) > 1 else ''} {numbers}"), line

@@ -3,6 +3,7 @@ bracketed word such as ``[events]`` (a config table), so a help text must escape
 
 from __future__ import annotations
 
+import inspect
 import re
 
 import typer.main
@@ -44,3 +45,21 @@ def test_every_bracketed_word_of_a_help_text_is_shown() -> None:
             checked += 1
             assert word in flat, f"lore {' '.join(path)} --help does not show {word}: escape it as \\{word}"
     assert checked, "no help text holds a bracketed word: the test checks nothing"
+
+
+def test_every_command_says_what_it_does_in_one_line() -> None:
+    """``lore --help`` and a group's ``--help`` list each command with the first paragraph
+    of its help; typer's rich help keeps that paragraph's line breaks, so a docstring
+    wrapped in the source breaks the listing mid-sentence (the ``reindex`` line did)."""
+    lore.cli._register_commands()
+    listed = 0
+    for path, command in commands(typer.main.get_command(app)):
+        text = inspect.cleandoc(getattr(command, "help", None) or "")
+        first = text.split("\n\n")[0]
+        listed += 1
+        assert first, f"lore {' '.join(path)} has no help"
+        assert "\n" not in first, (
+            f"lore {' '.join(path)}: the help's first paragraph spans lines (a one-line summary, "
+            f"then a blank line, then the rest): {first!r}"
+        )
+    assert listed > 10

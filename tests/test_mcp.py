@@ -453,3 +453,18 @@ def test_stdio_a_client_gone_from_stdout_ends_the_server_quietly(config: Path) -
     assert server.returncode == 0
     assert b"Traceback" not in err
     assert b"BrokenPipe" not in err
+
+
+def test_end_of_input_while_the_model_loads_is_a_clean_exit(tmp_path: Path) -> None:
+    """A client that closes stdin at once ended the server while the local model was still
+    loading on its warm-up thread, in native code: the interpreter's exit under it aborted
+    the process (exit 134, "terminate called without an active exception")."""
+    config = tmp_path / "lore.toml"
+    config.write_text(
+        'backend = "sqlite"\ndb_path = "lore.db"\nembedder = "local"\n\n[vault]\nenabled = false\n'
+    )
+    completed = subprocess.run(
+        [str(LORE), "--config", str(config), "mcp"], cwd=tmp_path, env=server_env(),
+        input=b"", capture_output=True, timeout=120,
+    )  # fmt: skip
+    assert (completed.returncode, completed.stderr) == (0, b"")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -275,10 +276,11 @@ def test_human_output_keeps_line_breaks_and_code_blocks_grouped_by_document(
 
     assert code == 0, err
     lines = [line.rstrip() for line in out.splitlines()]
-    # The code block keeps its lines, not "```bash kubectl -n payments get pods …".
+    # The code block keeps its lines, not "```bash kubectl -n payments get pods …"; not on
+    # a terminal (captured here), each line is the passage's own, fence included.
     assert "kubectl -n payments get pods" in [line.strip() for line in lines]
     assert "kubectl -n payments logs deploy/payments-api --previous" in [line.strip() for line in lines]
-    assert "```" not in out
+    assert "    ```bash" in lines
     # Both sections under one document heading, the provenance shown once.
     assert out.count("Payments pods crashloop") == 1
     assert out.count("runbooks/payments.md") == 1
@@ -324,3 +326,76 @@ def test_rendering_itself_neutralises_terminal_escapes_and_markup() -> None:
     assert "\\x1b[31mEVIL" in out  # shown, escaped
     assert "[bold]x[/bold]" in out
     assert "[link=https://evil.example]y[/link]" in out
+
+
+def test_piped_output_is_never_cut_mid_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """rich wraps output that is not a terminal at 80 columns: a passage's long line and
+    the provenance line were cut in two for ``| grep`` or ``> file``."""
+    long_line = "Drain the node " + " ".join(f"worker-{n:03d}.payments.internal.example" for n in range(6))
+    uri = "runbooks/" + "/".join(["very-deeply-nested-folder"] * 4) + "/drain.md"
+    (tmp_path / "lore.toml").write_text(CONFIG)
+    embedder = HashingEmbedder()
+    backend = SqliteBackend(tmp_path / "index" / "lore.db", embedder)
+    try:
+        add_document(backend, embedder, uri, f"{long_line}\n\nthen cordon it.", title="Drain a node",
+                     source="runbooks")  # fmt: skip
+    finally:
+        backend.close()
+    monkeypatch.chdir(tmp_path)
+    for name in ("LORE_CONFIG", "LORE_DB_PATH", "COLUMNS"):
+        monkeypatch.delenv(name, raising=False)
+    code, out, err = run_cli(["search", "drain the node", "--min-confidence", "none"], monkeypatch, capsys)
+
+    assert code == 0, err
+    lines = out.splitlines()
+    assert f"    {long_line}" in lines
+    assert any(line.startswith(f"    {uri} · ") and " · rev " in line for line in lines), out
+    assert [line for line in lines if line != line.rstrip()] == []  # nothing padded to a width
+
+
+def test_a_terminal_still_gets_rendered_markdown() -> None:
+    from rich.console import Console
+
+    from lore.cli import search_run
+    from lore.tool.core import ToolMetadata, ToolPassage, ToolResult
+
+    passage = ToolPassage(
+        rank=1, title="T", section="S", uri="runbooks/x.md", score=1.0, revision="rev-1",
+        text=PAYMENTS_INSPECT, updated_at="2026-01-01T00:00:00+00:00", age_days=1, stale=False,
+        source_type="filesystem", chunk_id="c",
+    )  # fmt: skip
+    metadata = ToolMetadata(query="q", engine="sqlite", degraded=False, result_count=1, safety={},
+                            truncated=False, latency_ms=1.0)  # fmt: skip
+    screen = io.StringIO()
+    original = search_run.console
+    search_run.console = Console(file=screen, force_terminal=True, color_system=None, width=100)
+    try:
+        search_run._print_human(ToolResult(passages=[passage], metadata=metadata, error=None))
+    finally:
+        search_run.console = original
+    out = screen.getvalue()
+    assert "kubectl -n payments get pods" in out
+    assert "```" not in out
+
+
+@pytest.mark.parametrize("args", [["search", "etcd quorum"], ["search", "etcd quorum", "--json"], ["status"]])
+def test_a_closed_stdout_ends_quietly_with_the_status_of_a_closed_pipe(
+    project: Path, index_dir: Path, args: list[str]
+) -> None:
+    """``lore search ... | head -1``: the reader gone, the command ends as ``git log | head``
+    does (128 + SIGPIPE, nothing on stderr), not with status 1 or a traceback; through the
+    typer-free search path, the typer path (status) and --json alike."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("LORE_")}
+    env.update(LORE_AUDIT_PATH=str(project / "audit.jsonl"), NO_COLOR="1")
+    lore = Path(sys.executable).with_name("lore")
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader has gone before the first write
+    try:
+        result = subprocess.run([lore, *args], cwd=index_dir, env=env, stdout=write_end,
+                                stderr=subprocess.PIPE, timeout=120)  # fmt: skip
+    finally:
+        os.close(write_end)
+
+    assert (result.returncode, result.stderr.decode()) == (141, "")

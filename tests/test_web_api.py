@@ -147,6 +147,11 @@ def test_search_refusals_are_problems(served: Served) -> None:
         assert too_long.json()["result"]["error"]
         assert_problem(client.post("/v1/search", json={"query": "x", "bogus": 1}), 422, "bogus")
         assert_problem(client.post("/v1/search", content=b"{not json"), 400, "not JSON")
+        # Nested past the parser's recursion limit, far under the body limit: bad input,
+        # not a 500 with a RecursionError's traceback in the server's log.
+        deep = b"[" * 100_000 + b"]" * 100_000
+        for route in ("/v1/search", "/v1/alerts", "/v1/feedback"):
+            assert_problem(client.post(route, content=deep), 400, "nested too deeply")
 
 
 # -- documents ---------------------------------------------------------------------------
@@ -392,6 +397,12 @@ def test_body_limits(tmp_path: Path) -> None:
     limits = Limits(max_body_bytes=2000, max_upload_bytes=5000)
     with serve(tmp_path, limits=limits) as small, small.client("editor") as client:
         assert_problem(client.post("/v1/search", json={"query": "x" * 3000}), 413, "2000 bytes")
+        chunked = client.post("/v1/search", content=iter([b'{"query": "', b"x" * 3000, b'"}']))
+        assert_problem(chunked, 413, "2000 bytes")  # no Content-Length: read until over the limit
+        # The same problem document either way: one title, compact JSON, as every route's.
+        sized = client.post("/v1/search", json={"query": "x" * 3000})
+        assert chunked.json()["title"] == sized.json()["title"]
+        assert b'": ' not in sized.content
         big = client.post("/v1/documents", files={"file": ("big.md", b"a" * 6000)})
         assert_problem(big, 413, "5000 bytes")
         ok = client.post("/v1/documents", files={"file": ("ok.md", b"# ok\n" * 100)})

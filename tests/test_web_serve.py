@@ -246,3 +246,23 @@ def test_stored_write_is_atomic_when_the_replace_fails(
         stored.write_atomic(target, b"n" * size)
     assert target.read_bytes() == b"old version"
     assert [path.name for path in tmp_path.iterdir()] == ["doc.md"]  # no temporary file left
+
+
+def test_a_lost_server_secret_is_said_not_silently_replaced(tmp_path: Path) -> None:
+    """The stored hashes need the key they were made with: a new key made when the file
+    is missing turned every existing token away with a 401 while `lore token list` still
+    showed them. Creating a token and serving say so instead; revoking them all recovers."""
+    config = write_config(tmp_path)
+    assert lore(config, "token", "create", "--role", "viewer", "--name", "ops").returncode == 0
+    (tmp_path / "lore.db.data" / "server-secret").unlink()
+
+    create = ("token", "create", "--role", "viewer", "--name", "bot")
+    for args in (create, ("serve", "--port", str(free_port()))):
+        refused = lore(config, *args)
+        assert refused.returncode == 2, refused.stderr
+        assert refused.stderr.startswith("error: the server secret ")
+        assert refused.stderr.count("\n") == 1
+        assert "holds 1 token(s)" in refused.stderr
+    assert not (tmp_path / "lore.db.data" / "server-secret").exists()
+    assert lore(config, "token", "revoke", "ops").returncode == 0
+    assert lore(config, "token", "create", "--role", "viewer", "--name", "bot").returncode == 0

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from urllib.parse import unquote, urlsplit
@@ -347,18 +347,23 @@ class RunbookGroup:
     ranks: list[int] = field(default_factory=list)
     alerts: list[str] = field(default_factory=list)
     confidence: str = "low"
+    #: Those of ``alerts`` the notification says are resolved (their runbook is still
+    #: given: the follow-up, a postmortem, needs it).
+    resolved: list[str] = field(default_factory=list)
 
 
 _CONFIDENCE_ORDER = {"high": 0, "medium": 1, "low": 2, "none": 3}
 
 
-def groups(hits: Sequence[AlertHit]) -> list[RunbookGroup]:
-    """The answer by runbook, each in the order of its best passage."""
+def groups(hits: Sequence[AlertHit], resolved: Collection[str] = ()) -> list[RunbookGroup]:
+    """The answer by runbook, each in the order of its best passage; ``resolved``: the keys
+    (``Alert.key``) of the alerts that are resolved."""
     by_uri: dict[str, RunbookGroup] = {}
     for rank, hit in enumerate(hits, start=1):
         group = by_uri.setdefault(hit.passage.uri, RunbookGroup(hit.passage.uri, hit.passage.title))
         group.ranks.append(rank)
         group.alerts.extend(a for a in hit.alerts if a not in group.alerts)
+        group.resolved.extend(a for a in hit.alerts if a in resolved and a not in group.resolved)
         if _CONFIDENCE_ORDER[hit.confidence] < _CONFIDENCE_ORDER[group.confidence]:
             group.confidence = hit.confidence
     return list(by_uri.values())

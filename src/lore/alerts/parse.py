@@ -100,6 +100,8 @@ class _Webhook(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     version: str | None = None
+    #: ``firing`` or ``resolved``: the group's status, for an alert that does not say.
+    status: str | None = None
     alerts: list[_WireAlert]
     groupLabels: dict[str, str] = Field(default_factory=dict)
     commonLabels: dict[str, str] = Field(default_factory=dict)
@@ -155,6 +157,7 @@ def parse_payload(data: object) -> AlertQuery:
     if not webhook.alerts:
         raise QueryError("the notification holds no alerts")
     alerts = []
+    group_status = _status(webhook.status)
     for number, wire in enumerate(webhook.alerts):
         # Common labels and annotations fill what an alert omits (some senders strip them).
         alert = wire.alert()
@@ -164,8 +167,16 @@ def parse_payload(data: object) -> AlertQuery:
             raise QueryError(
                 f"alerts.{number}: neither an 'alertname' label nor a summary/description annotation"
             )
-        alerts.append(Alert(labels, annotations, alert.status, alert.fingerprint, alert.generator_url))
+        status = _status(alert.status) or group_status
+        alerts.append(Alert(labels, annotations, status, alert.fingerprint, alert.generator_url))
     return AlertQuery(alerts=tuple(alerts), group_labels=webhook.groupLabels)
+
+
+def _status(value: str | None) -> str | None:
+    """``firing`` / ``resolved`` as the input spells it (``RESOLVED``, ``Resolved``); other
+    words (Prometheus's API answers ``"status": "success"``) say nothing of the alert."""
+    word = (value or "").strip().lower()
+    return word if word in ("firing", "resolved") else None
 
 
 def from_pairs(labels: Mapping[str, str], annotations: Mapping[str, str]) -> AlertQuery:

@@ -150,13 +150,38 @@ class AlertResult:
         if self.result.error is not None:
             return f"{ALERT_TOOL_NAME} error: {self.result.error}"
         lines = [f"runbook_for_alert: confidence {self.confidence}"]
+        if resolved := self.resolved_line():
+            lines.append(resolved)
         for group in self.groups:
-            alerts = f" for {', '.join(group.alerts)}" if group.alerts else ""
-            ranks = ", ".join(f"[{rank}]" for rank in group.ranks)
-            lines.append(f"- {ranks}{alerts} ({group.confidence})")
+            alerts = f" for {group_alerts(group)}" if group.alerts else ""
+            lines.append(f"- {group.uri}: {passage_numbers(group)}{alerts} ({group.confidence})")
         for rank, hit in enumerate(self.hits[: len(self.result.passages)], start=1):
             lines.append(f"  [{rank}] matched: {', '.join(hit.ordered_evidence()) or 'nothing'}")
         return "\n".join(lines) + "\n\n" + self.result.render_text()
+
+
+    def resolved_line(self) -> str | None:
+        """Which alerts the notification says are resolved, when any is: their runbooks are
+        given all the same (a resolved alert's follow-up needs them)."""
+        names = [alert["alertname"] or "alert" for alert in self.alerts if alert["status"] == "resolved"]
+        if not names:
+            return None
+        every = len(names) == len(self.alerts)
+        which = "every alert" if every else ", ".join(names)
+        return f"resolved: {which} (the runbooks are for the follow-up)"
+
+
+def group_alerts(group: RunbookGroup) -> str:
+    """``etcdNoLeader (1b2c) resolved, KubeNodeNotReady (0a1b)``."""
+    return ", ".join(f"{key} resolved" if key in group.resolved else key for key in group.alerts)
+
+
+def passage_numbers(group: RunbookGroup) -> str:
+    """The group's passages by their number in the answer (``[n]`` below it): a runbook's
+    sections need not be consecutive, the answer giving every runbook's best section
+    before any runbook's second."""
+    numbers = ", ".join(f"[{rank}]" for rank in group.ranks)
+    return f"passage{'s' if len(group.ranks) > 1 else ''} {numbers}"
 
 
 class RunbookForAlert:
@@ -209,10 +234,11 @@ class RunbookForAlert:
             }
             for a in (query.alerts if query is not None else ())
         ]
+        resolved = {a.key() for a in (query.alerts if query is not None else ()) if a.status == "resolved"}
         return AlertResult(
             result=result,
             hits=hits,
             confidence=answer_confidence(hits) if result.error is None else "none",
-            groups=groups(hits),
+            groups=groups(hits, resolved),
             alerts=alerts,
         )

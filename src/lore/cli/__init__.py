@@ -188,7 +188,7 @@ def _run() -> None:
     from lore.errors import LoreError
 
     try:
-        _run_command(sys.argv[1:])
+        _run_writing(sys.argv[1:])
     except LoreError as err:
         print_error(str(err))
         sys.exit(2)
@@ -227,12 +227,7 @@ def _run_command(argv: list[str]) -> None:
         shell.state.settings = None
         startup_trace.mark("cli app imported")
         startup_trace.mark("command registered")
-        try:
-            run_search(**call.arguments)  # type: ignore[arg-type]
-        except OSError as err:
-            if err.errno != errno.EPIPE:
-                raise
-            _pipe_closed()
+        run_search(**call.arguments)  # type: ignore[arg-type]
         sys.exit(0)
     import typer
 
@@ -257,14 +252,41 @@ def _run_command(argv: list[str]) -> None:
     sys.exit(status if isinstance(status, int) else 0)
 
 
+#: The status of a command whose reader went away: what a shell reports for a program
+#: killed by SIGPIPE (128 + 13), as ``git log | head`` ends. lore leaves SIGPIPE ignored,
+#: as Python does (``lore serve`` and ``lore mcp`` write to sockets and pipes that a
+#: client may close), and ends with that status itself, after its exit handlers.
+PIPE_CLOSED_EXIT = 128 + 13
+
+
+def _run_writing(argv: list[str]) -> None:
+    """``_run_command``, ended quietly with ``PIPE_CLOSED_EXIT`` wherever stdout's reader
+    went away: while a command prints, while click prints (help, usage), or when what is
+    still buffered is flushed at the end."""
+    try:
+        try:
+            _run_command(argv)
+        except SystemExit:
+            # click ends a command that met a closed stdout itself, with status 1 and
+            # nothing said; the one trace it leaves is stdout wrapped to ignore the flush.
+            if type(sys.stdout).__name__.endswith("PacifyFlushWrapper"):
+                raise BrokenPipeError(errno.EPIPE, "stdout closed") from None
+            sys.stdout.flush()  # fails here, not in the interpreter's exit with a traceback
+            raise
+    except OSError as err:
+        if err.errno != errno.EPIPE:
+            raise
+        _pipe_closed()
+
+
 def _pipe_closed() -> None:
-    """The reader of stdout went away (``lore search ... | head -1``): exit 1 with nothing
-    more said, as click does, and nothing left to flush at exit to fail again."""
+    """The reader of stdout went away (``lore search ... | head -1``): exit with nothing
+    more said, and nothing left to flush at exit to fail again."""
     null = os.open(os.devnull, os.O_WRONLY)
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):
             os.dup2(null, stream.fileno())
-    sys.exit(1)
+    sys.exit(PIPE_CLOSED_EXIT)
 
 
 def _interrupted() -> None:

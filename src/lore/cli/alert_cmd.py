@@ -140,11 +140,16 @@ def _lookup(current: LoreSettings, embedder: Embedder, arguments: dict[str, Any]
 
 
 def _print(result: AlertResult) -> None:
+    from lore.alerts.tool import group_alerts, passage_numbers
+
     console.print(Text(f"confidence: {result.confidence}", style="bold"))
+    if resolved := result.resolved_line():
+        console.print(Text(resolved, style="green"))
     for group in result.groups:
         # a runbook found by its text alone answers no alert in particular: no empty "for"
-        alerts = f"  for {', '.join(group.alerts)}" if group.alerts else ""
-        console.print(Text(f"  {group.uri}{alerts}  ({group.confidence})", style="dim"))
+        alerts = f"  for {group_alerts(group)}" if group.alerts else ""
+        line = f"  {group.uri}{alerts}  ({group.confidence}) · {passage_numbers(group)}"
+        console.print(Text(line, style="dim"))
     for rank, hit in enumerate(result.hits, start=1):
         console.print(Text(f"  [{rank}] matched: {', '.join(hit.ordered_evidence())}", style="dim"))
     _print_human(result.result)

@@ -187,8 +187,9 @@ def beir_command(
     run_out: RunOutOption = None,
     config: ConfigOption = None,
 ) -> None:
-    """Evaluate on a BEIR benchmark: index its corpus with the configured embedder, then
-    rank every judged query in every mode."""
+    """Evaluate on a BEIR benchmark, every judged query in every mode.
+
+    The benchmark's corpus is indexed with the configured embedder first."""
     current = _settings(config)
     paths = _beir_paths(dataset, split, corpus, queries, qrels)
     questions = load_beir_queries(paths)[:limit]
@@ -409,8 +410,9 @@ def generate_command(
     concurrency: Annotated[int, typer.Option("--concurrency", min=1, max=32)] = 4,
     config: ConfigOption = None,
 ) -> None:
-    """Write a synthetic golden set: an LLM asks one question per sampled chunk, and the
-    chunk's document is the expected answer. Chunks are cut exactly as sync cuts them."""
+    """Write a synthetic golden set: an LLM asks one question per sampled chunk.
+
+    The chunk's document is the expected answer. Chunks are cut exactly as sync cuts them."""
     current = _settings(config)
     sources = _generation_sources(current, corpus, source_name)
     chunker = _chunker(current, resolve_embedder(current))

@@ -140,8 +140,9 @@ def from_feedback_command(
     out: Annotated[Path, typer.Option("--out", "-o", help="The golden set to write (.yaml or .jsonl).")],
     as_json: Annotated[bool, typer.Option("--json", help="The gap report as JSON.")] = False,
 ) -> None:
-    """A golden set from feedback (question -> the document named), and a report of
-    knowledge gaps (not indexed) and ranking gaps (indexed, ranked below k)."""
+    """A golden set from feedback (question -> the document named), and its gaps.
+
+    The report lists knowledge gaps (not indexed) and ranking gaps (indexed, ranked below k)."""
     from dataclasses import asdict
 
     from lore.events.golden import from_feedback, report_lines, write_feedback_golden

@@ -15,8 +15,9 @@ from lore.resolve import missing_index, open_backend
 
 @app.command()
 def reindex() -> None:
-    """Rebuild the full-text (BM25) index of the SQLite backend, and its approximate
-    vector index above ann_threshold, from its database."""
+    """Rebuild the SQLite backend's full-text (BM25) and approximate vector indexes.
+
+    Both are rebuilt from the database; the vector index only above ann_threshold chunks."""
     current = settings()
     missing = missing_index(current)
     if missing is not None:

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import threading
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from lore.cli.app import app, say, settings
 from lore.errors import ConfigError, MissingExtraError
+
+if TYPE_CHECKING:
+    from lore.config import LoreSettings
+    from lore.protocols import Embedder
 
 #: What the ``mcp`` extra brings: the SDK and the HTTP stack it serves with.
 _MCP_EXTRA_MODULES = ("mcp", "anyio", "starlette", "uvicorn", "prometheus_client")
@@ -58,10 +62,24 @@ def mcp_command(
 
         configure_server_process()  # before the warm-up compiles the query model
     embedder = resolve_embedder(current)
+    warming: threading.Thread | None = None
     if isinstance(embedder, QueryWarmUp):
         # Started before the tool core (and, for --http, the SDK) is imported: the model
         # loads on the other core meanwhile, and while the client initializes.
-        threading.Thread(target=embedder.warm_up, name="lore-query-warm-up", daemon=True).start()
+        warming = threading.Thread(target=embedder.warm_up, name="lore-query-warm-up", daemon=True)
+        warming.start()
+    try:
+        _serve(current, embedder, http=http, port=port)
+    finally:
+        if warming is not None:
+            # A client that closes stdin at once (a probe, a health check) ended the server
+            # while the model was still loading in native code, and the interpreter's exit
+            # under it aborted the process (SIGABRT: "terminate called without an active
+            # exception", exit 134) where end of input is exit 0.
+            warming.join()
+
+
+def _serve(current: LoreSettings, embedder: Embedder, *, http: bool, port: int) -> None:
     from lore.tool.core import build_knowledge_search
 
     audit = None

@@ -183,7 +183,7 @@ def run_search(
     embedder, warming = _warm_up(current, search_mode)
     startup_trace.mark("embedder resolved")
     # What the output needs whatever the answer, made while the model may still be loading.
-    meanwhile = () if json_output else (_prepare_markdown,)
+    meanwhile = (_prepare_markdown,) if not json_output and console.is_terminal else ()
     try:
         result = _search(
             current, embedder, query, count, labels, search_mode, correlation, warming, meanwhile
@@ -349,10 +349,10 @@ def _print_human(result: ToolResult) -> None:
         console.print()
         console.print(_heading(first))
         console.print(_provenance(first))
-        console.print(Padding(_body(first), (0, 0, 0, 4)))
+        console.print(_indented(_body(first)))
         for passage in document[1:]:  # further sections, under the document they belong to
             console.print(_heading(passage, continued=True))
-            console.print(Padding(_body(passage), (0, 0, 0, 4)))
+            console.print(_indented(_body(passage)))
     if metadata.truncated:
         console.print()
         console.print(Text("output cap reached: passages were shortened or omitted", "yellow"))
@@ -366,15 +366,26 @@ def _by_document(passages: list[ToolPassage]) -> list[list[ToolPassage]]:
     return list(documents.values())
 
 
+def _indented(body: RenderableType) -> RenderableType:
+    if console.is_terminal or not isinstance(body, Text):
+        return Padding(body, (0, 0, 0, 4))
+    # Not padded: rich pads every line of a block to the block's width, and a reader of
+    # a pipe or a file gets each line as written, with nothing after its last character.
+    return Text("\n").join(Text("    ") + line if line.plain else line for line in body.split("\n"))
+
+
 def _body(passage: ToolPassage) -> RenderableType:
     """The passage as the safety chain returned it (never the raw text), with its line
     breaks and code blocks. Markdown, not markup: a passage's "[bold]" prints as written,
-    and links show their address rather than hiding it behind a clickable word."""
-    # rich.markdown (and markdown-it) only for a human reader, never for --json.
-    from lore.cli.passage_markdown import PassageMarkdown
-
+    and links show their address rather than hiding it behind a clickable word. Not on a
+    terminal (a pipe, a file), the text's own lines: Markdown rendering joins a paragraph's
+    lines, pads code blocks to the width and rewrites lists and headings, and what a
+    reader of a pipe greps for is the line as written."""
     text = terminal_safe(passage.text)
-    if PurePosixPath(passage.uri).suffix.lower() in _MARKDOWN_SUFFIXES:
+    if console.is_terminal and PurePosixPath(passage.uri).suffix.lower() in _MARKDOWN_SUFFIXES:
+        # rich.markdown (and markdown-it) only for a human reader, never for --json.
+        from lore.cli.passage_markdown import PassageMarkdown
+
         return PassageMarkdown(text, hyperlinks=False)
     return Text(text)
 

@@ -59,6 +59,7 @@ def serve_command(
     current = settings()
     check_can_listen(host, port)
     tokens = TokenStore(current.resolved_data_dir())
+    tokens.check()
     demo: str | None = None
     if demo_token:
         if any(record.name == DEMO_TOKEN_NAME for record in tokens.records()):

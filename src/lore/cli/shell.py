@@ -3,15 +3,48 @@ errors, the settings of this invocation (``lore.cli.app`` re-exports all of it).
 
 from __future__ import annotations
 
+import errno
+import os
 from pathlib import Path
 
-from rich.console import Console
+from rich.console import Console, ConsoleDimensions
 from rich.text import Text
 
 from lore.config import LoreSettings, load_settings
 
-console = Console()
-err_console = Console(stderr=True)
+#: The width of output that is not a terminal: wider than any line lore prints (a
+#: passage's line, a uri, a table row), so none is cut in two; finite, so that a
+#: renderable which pads to the width cannot make a line unboundedly long.
+UNWRAPPED_WIDTH = 32_768
+
+
+class _Console(Console):
+    """A console that hard-wraps only a terminal's lines. rich wraps other output at the
+    terminal the process was started from, or at 80 columns without one, so ``lore
+    search ... | grep`` or ``> file`` got passages and uris cut mid-line; a reader of a
+    pipe or a file wants whole lines. ``COLUMNS``, when set, is still the width."""
+
+    @property
+    def size(self) -> ConsoleDimensions:
+        dimensions = super().size
+        if self.is_terminal or self._width is not None or "COLUMNS" in os.environ:
+            return dimensions
+        return ConsoleDimensions(UNWRAPPED_WIDTH, dimensions.height)
+
+    @size.setter
+    def size(self, new_size: tuple[int, int]) -> None:
+        Console.size.fset(self, new_size)  # type: ignore[attr-defined]
+
+    def on_broken_pipe(self) -> None:
+        """rich's own answer to a closed stdout is ``SystemExit(1)``, from wherever it was
+        printing; the error is passed on instead, so that the command's cleanup runs and
+        ``lore.cli`` ends it with the status a closed pipe conventionally gives."""
+        self.quiet = True
+        raise BrokenPipeError(errno.EPIPE, "stdout closed")
+
+
+console: Console = _Console()
+err_console: Console = _Console(stderr=True)
 #: The exit code of a command stopped by Ctrl-C (128 + SIGINT), as shells report it.
 INTERRUPTED_EXIT = 130
 

@@ -10,7 +10,6 @@ labels are the tool's own limits (``lore.tool.core.INPUT_SCHEMA``).
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ from dataclasses import dataclass
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from lore.web.problems import PROBLEM_JSON
+from lore.web.problems import PROBLEM_JSON, problem_bytes
 
 
 @dataclass(frozen=True)
@@ -88,14 +87,7 @@ class BodyLimit:
 
 
 async def _too_large(send: Send, limit: int) -> None:
-    body = json.dumps(
-        {
-            "type": "about:blank",
-            "title": "Content Too Large",
-            "status": 413,
-            "detail": _too_large_detail(limit),
-        }
-    ).encode()
+    body = problem_bytes(413, _too_large_detail(limit))
     headers = [(b"content-type", PROBLEM_JSON.encode()), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": 413, "headers": headers})
     await send({"type": "http.response.body", "body": body})

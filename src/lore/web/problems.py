@@ -7,9 +7,11 @@ so every error a client sees has the same shape and a message meant for a person
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping
 from http import HTTPStatus
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -54,6 +56,25 @@ def problem_response(
         **dict(extra or {}),
     }
     return JSONResponse(body, status_code=status, headers=dict(headers or {}), media_type=PROBLEM_JSON)
+
+
+def problem_bytes(status: int, detail: str) -> bytes:
+    """The body ``problem_response`` sends, for middleware that answers before FastAPI (the
+    body limit): the same title and the same compact JSON."""
+    body = {"type": "about:blank", "title": HTTPStatus(status).phrase, "status": status, "detail": detail}
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+async def json_body(request: Request) -> Any:  # as json.loads: each tool checks its shape
+    """The request body decoded as JSON (None when empty), or a 400 problem. Nesting
+    deeper than the parser's recursion limit (``[[[[...`` well under the body limit) is
+    bad input too, not the RecursionError of a 500."""
+    try:
+        return json.loads(await request.body() or b"null")
+    except ValueError as err:  # UnicodeDecodeError included
+        raise Problem(400, f"the body is not JSON: {err}") from err
+    except RecursionError:
+        raise Problem(400, "the body is not JSON lore reads: nested too deeply") from None
 
 
 def _validation_detail(err: RequestValidationError) -> str:

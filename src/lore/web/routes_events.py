@@ -7,7 +7,6 @@ receiver's ``GET /v1/alerts/{fingerprint}`` (viewers: the latest suggestion stor
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from typing import Annotated, Any
 
@@ -22,7 +21,7 @@ from lore.events.suggestions import store_suggestions, visible_suggestion
 from lore.protocols import DocumentReader, EventStore
 from lore.safety.audit import AuditError
 from lore.web.auth import Caller, require, service_of
-from lore.web.problems import Problem
+from lore.web.problems import Problem, json_body
 from lore.web.service import Service
 
 logger = logging.getLogger(__name__)
@@ -75,10 +74,7 @@ async def events(
 async def feedback(
     request: Request, caller: Annotated[Caller, Depends(require(Role.VIEWER, "give feedback"))]
 ) -> JSONResponse:
-    try:
-        arguments = json.loads(await request.body() or b"null")
-    except ValueError as err:
-        raise Problem(400, f"the body is not JSON: {err}") from err
+    arguments = await json_body(request)
     service = service_of(request)
     try:
         given = await asyncio.to_thread(

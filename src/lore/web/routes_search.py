@@ -5,7 +5,6 @@ alert's labels and annotations, or pasted alert text)."""
 
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
@@ -14,7 +13,7 @@ from fastapi.responses import JSONResponse
 from lore.access import Role
 from lore.safety.audit import REFUSAL_PREFIX
 from lore.web.auth import Caller, require, service_of
-from lore.web.problems import Problem, problem_response
+from lore.web.problems import Problem, json_body, problem_response
 from lore.web.routes_events import keep_alert_suggestion
 
 router = APIRouter(tags=["search"])
@@ -24,10 +23,7 @@ router = APIRouter(tags=["search"])
 async def search(
     request: Request, caller: Annotated[Caller, Depends(require(Role.VIEWER, "search"))]
 ) -> JSONResponse:
-    try:
-        arguments = json.loads(await request.body() or b"null")
-    except ValueError as err:
-        raise Problem(400, f"the body is not JSON: {err}") from err
+    arguments = await json_body(request)
     result = await service_of(request).run_search(arguments, caller.principal)
     body = result.to_dict()
     if result.error is not None and result.metadata is None:
@@ -43,10 +39,7 @@ async def search(
 async def alerts(
     request: Request, caller: Annotated[Caller, Depends(require(Role.VIEWER, "look up alerts"))]
 ) -> JSONResponse:
-    try:
-        arguments = json.loads(await request.body() or b"null")
-    except ValueError as err:
-        raise Problem(400, f"the body is not JSON: {err}") from err
+    arguments = await json_body(request)
     if not isinstance(arguments, dict):
         raise Problem(422, "the body must be a JSON object: the runbook_for_alert tool's arguments")
     if "alerts" in arguments and "payload" not in arguments:

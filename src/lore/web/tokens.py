@@ -85,6 +85,13 @@ class TokenStore:
                 found = record
         return found.principal() if found is not None else None
 
+    def check(self) -> None:
+        """``ConfigError`` unless the stored tokens can be verified (their server secret is
+        there): ``lore serve`` says so at start, not with a 401 for every token."""
+        with self._lock:
+            if self._fresh():
+                self._server_secret()
+
     def _fresh(self) -> list[TokenRecord]:
         try:
             stat = self.path.stat()
@@ -125,6 +132,14 @@ class TokenStore:
             try:
                 self._secret = bytes.fromhex(path.read_text(encoding="ascii").strip())
             except FileNotFoundError:
+                if self._records:
+                    # Their hashes were made under the lost key: a new one would turn every
+                    # token away without a word, and list them as if they still worked.
+                    raise ConfigError(
+                        f"the server secret {path} is missing, but {self.path} holds "
+                        f"{len(self._records)} token(s) hashed with it: restore the file, or revoke "
+                        "every token (lore token revoke NAME) and create new ones"
+                    ) from None
                 self._secret = secrets.token_bytes(32)
                 self.folder.mkdir(parents=True, exist_ok=True)
                 write_atomic(path, self._secret.hex().encode("ascii") + b"\n", mode=0o600)
