@@ -29,9 +29,17 @@ can outweigh a body that holds the query's rare words. The variants:
   (``lexical``'s rule: a joiner, a CamelCase joint, letters with digits) are looked up in
   ``ident``, so a plain word is not counted a second time in its unstemmed form;
 - ``dismax:t``: the current fields, but each query word scores its best English field
-  plus ``t`` times the others (tantivy's disjunction max), instead of their sum.
+  plus ``t`` times the others (tantivy's disjunction max), instead of their sum;
+- ``flat + named title/path at w``: the flat field, with the title and path beside it at
+  weight ``w`` only where they are a *name* (``title_is_name``, ``path_is_name``: few
+  words, no sentence ending); a sentence title is in the flat field only.
 
-Results in docs/quality.md ("Confidence-weighted fusion and the BM25 channel's fields").
+``--verbatim`` adds, per variant, the hybrid with a lexical lean on copied queries only
+(``copied``: the query shares a run of ``RUN_WORDS`` words with BM25's best chunk), and
+prints how often it fires. Each run prints how the rule classifies each source's titles.
+
+Results in docs/quality.md ("Confidence-weighted fusion and the BM25 channel's fields",
+"A document's name by its shape, and copied queries").
 """
 
 from __future__ import annotations
