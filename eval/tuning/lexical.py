@@ -29,9 +29,17 @@ can outweigh a body that holds the query's rare words. The variants:
   (``lexical``'s rule: a joiner, a CamelCase joint, letters with digits) are looked up in
   ``ident``, so a plain word is not counted a second time in its unstemmed form;
 - ``dismax:t``: the current fields, but each query word scores its best English field
-  plus ``t`` times the others (tantivy's disjunction max), instead of their sum.
+  plus ``t`` times the others (tantivy's disjunction max), instead of their sum;
+- ``flat + named title/path at w``: the flat field, with the title and path beside it at
+  weight ``w`` only where they are a *name* (``title_is_name``, ``path_is_name``: few
+  words, no sentence ending); a sentence title is in the flat field only.
 
-Results in docs/quality.md ("Confidence-weighted fusion and the BM25 channel's fields").
+``--verbatim`` adds, per variant, the hybrid with a lexical lean on copied queries only
+(``copied``: the query shares a run of ``RUN_WORDS`` words with BM25's best chunk), and
+prints how often it fires. Each run prints how the rule classifies each source's titles.
+
+Results in docs/quality.md ("Confidence-weighted fusion and the BM25 channel's fields",
+"A document's name by its shape, and copied queries").
 """
 
 from __future__ import annotations
@@ -89,10 +97,40 @@ def identifier_tokens(query: str) -> list[str]:
     return [m.group().lower() for m in re.finditer(IDENT_PATTERN, query) if shaped(m.group())]
 
 
+#: A name is at most this many words. Why 8: a page's name is a noun phrase that labels
+#: it (``KubeNodeNotReady``, "Disk full on the primary", "Steps to check"), a handful of
+#: words, where a sentence that states a claim (a paper's title, a design doc's thesis)
+#: runs to 10-25 (English prose averages 15-20 words a sentence). Fixed before measuring.
+NAME_WORDS = 8
+#: A full stop, question or exclamation mark at the end: a sentence, not a label.
+_SENTENCE_END = re.compile(r"[.!?]\s*$")
+
+
+def title_is_name(title: str) -> bool:
+    """Whether a title is a *name* (few words, no sentence ending) rather than a sentence
+    restating the body. An identifier counts as one word, as a name is one."""
+    words = title.split()
+    return 0 < len(words) <= NAME_WORDS and not _SENTENCE_END.search(title)
+
+
+def path_is_name(path: str) -> bool:
+    """Whether a path (``lexical.path_text``) is a name: its file name, split at joiners,
+    has at most ``NAME_WORDS`` words (``pgbouncer-connections``: 2; a slug of a sentence,
+    ``why-we-moved-billing-off-mysql-to-postgres-in-2023``: 10, is not)."""
+    if not path:
+        return False
+    words = [w for w in re.split(r"[-_.\s]+", path.split()[-1]) if w]
+    return 0 < len(words) <= NAME_WORDS
+
+
 def chunk_fields(title: str, section: str, text: str, uri: str) -> dict[str, str]:
     fields = field_texts(title, section, text, uri)
     path = lex.path_text(uri) if uri else ""
     fields["all"] = with_identifier_words(f"{title}\n{section}\n{text}\n{path}")
+    # (a): a name keeps a short field of its own beside the flat one; a sentence is in
+    # the flat field only, so it gets no short field's length normalisation.
+    fields["name_title"] = fields["title"] if title_is_name(title) else ""
+    fields["name_path"] = fields["path"] if path_is_name(path) else ""
     for weight in BM25F_WEIGHTS:
         names = "\n".join([title, path] * weight)
         fields[f"bm25f{weight}"] = with_identifier_words(f"{names}\n{section}\n{text}")
@@ -121,6 +159,9 @@ VARIANTS: dict[str, Variant] = {
         {"title": 1.0, "section": 1.0, "body": 1.0, "path": 1.0, "ident": 1.0}, 0.3, identifiers_only=True),
     "dismax:0.3": Variant({"title": 1.0, "section": 1.0, "body": 1.0, "path": 1.0, "ident": 1.0}, 0.3),
     "dismax:0.6": Variant({"title": 1.0, "section": 1.0, "body": 1.0, "path": 1.0, "ident": 1.0}, 0.6),
+    **{f"flat + named title/path at {w:g}{tail}": Variant(
+        {"all": 1.0, "name_title": w, "name_path": w, "ident": 1.0}, identifiers_only=only)
+       for w in (1.0, 0.5) for tail, only in (("", False), (", ident for identifiers only", True))},
 }
 
 
@@ -131,7 +172,7 @@ class VariantIndex:
     def __init__(self, index: Path, directory: Path) -> None:
         builder = tantivy.SchemaBuilder()
         builder.add_integer_field("rowid", indexed=True, fast=True)
-        for field in (*ENGLISH, "all", *(f"bm25f{w}" for w in BM25F_WEIGHTS)):
+        for field in (*ENGLISH, "all", "name_title", "name_path", *(f"bm25f{w}" for w in BM25F_WEIGHTS)):
             builder.add_text_field(field, tokenizer_name=STEMMED, index_option="freq")
         builder.add_text_field("ident", tokenizer_name=IDENT, index_option="freq")
         self.schema = builder.build()
@@ -140,9 +181,15 @@ class VariantIndex:
             self.index.register_tokenizer(name, analyzer)
         conn = sqlite3.connect(f"file:{index}?mode=ro", uri=True)
         writer = self.index.writer(heap_size=64_000_000, num_threads=1)
+        #: rowid -> the chunk's words as the verbatim rule reads them
+        self.text: dict[int, str] = {}
+        #: uri -> (title, path) of its first chunk, for the name/sentence counts
+        self.names: dict[str, tuple[str, str]] = {}
         for rowid, title, section, text, uri in conn.execute(
             "SELECT id, title, section, text, uri FROM chunks ORDER BY id"
         ):
+            self.text[rowid] = f"{title}\n{section}\n{text}"
+            self.names.setdefault(uri, (title, lex.path_text(uri) if uri else ""))
             document = tantivy.Document()
             document.add_integer("rowid", rowid)
             for field, value in chunk_fields(title, section, text, uri).items():
@@ -181,18 +228,69 @@ class VariantIndex:
         return [(int(r), float(s)) for (s, _), r in zip(hits, rowids, strict=True) if r is not None]
 
 
-def hybrid(channels: Channels, bm25: dict[str, list[Hit]]) -> Callable[[EvalQuery], list[int]]:
+Lean = Callable[[EvalQuery], dict[str, float] | None]
+
+
+def hybrid(
+    channels: Channels, bm25: dict[str, list[Hit]], lean: Lean | None = None,
+) -> Callable[[EvalQuery], list[int]]:
     def ranked(query: EvalQuery) -> list[int]:
         lists = {"bm25": bm25[query.qid][:EVAL_TOP_K], "vector": channels.vector[query.qid][:EVAL_TOP_K]}
         floors = {"bm25": 0.0} if len(lists["bm25"]) < EVAL_TOP_K else None
-        return [rowid for rowid, _, _ in normalized_score_fusion(lists, floors=floors)]
+        weights = lean(query) if lean is not None else None
+        return [rowid for rowid, _, _ in normalized_score_fusion(lists, floors=floors, weights=weights)]
 
     return ranked
+
+
+#: (b) A run of this many consecutive words shared with BM25's best chunk means the query
+#: was copied from it. Why 8: copy detection takes word n-grams of 5-10 as the unit no
+#: two independent writers share by chance (Broder's shingles, plagiarism detectors'
+#: 8-grams); fixed before measuring.
+RUN_WORDS = 8
+_WORD = re.compile(r"\w+")
+_TEMPLATE = re.compile(r"\{\{.*?\}\}", re.DOTALL)
+
+
+def shingles(text: str, k: int = RUN_WORDS) -> set[tuple[str, ...]]:
+    """The runs of ``k`` consecutive words in ``text``, lowercased and unstemmed (verbatim
+    means verbatim); a Go-template placeholder breaks a run, as it is not words the
+    writer wrote."""
+    runs: set[tuple[str, ...]] = set()
+    for piece in _TEMPLATE.split(text):
+        words = [w.lower() for w in _WORD.findall(piece)]
+        runs.update(tuple(words[i:i + k]) for i in range(len(words) - k + 1))
+    return runs
+
+
+def copied(variants: VariantIndex, bm25: dict[str, list[Hit]]) -> Callable[[EvalQuery], bool]:
+    def rule(query: EvalQuery) -> bool:
+        hits = bm25[query.qid]
+        return bool(hits) and not shingles(query.text).isdisjoint(shingles(variants.text[hits[0][0]]))
+
+    return rule
+
+
+def name_counts(variants: VariantIndex) -> str:
+    """Per source (the uri's first segment): documents whose title, and whose path, the
+    rule takes for a name."""
+    counts: dict[str, list[int]] = {}
+    for uri, (title, path) in variants.names.items():
+        source = uri.partition("://")[2].split("/")[0] if "://" in uri else ""
+        source = source if source.isalpha() or "-" in source else uri.partition("://")[0]
+        row = counts.setdefault(source, [0, 0, 0])
+        row[0] += 1
+        row[1] += title_is_name(title)
+        row[2] += path_is_name(path)
+    return "\n".join(f"{source}: {n} documents, title a name {t}, path a name {p}"
+                     for source, (n, t, p) in sorted(counts.items()))
 
 
 def main() -> None:
     parser = query_parser(__doc__)
     parser.add_argument("--variant", action="append", choices=sorted(VARIANTS))
+    parser.add_argument("--verbatim", action="store_true",
+                        help="(b): also fuse with a lexical lean on copied queries only")
     args = parser.parse_args()
     queries = parsed_queries(parser, args)
     print(f"{len(queries)} queries, index {args.index}")
@@ -201,11 +299,21 @@ def main() -> None:
             ("vector", channels.score(single(channels.vector)))]
     with tempfile.TemporaryDirectory(prefix="lore-lexical-") as scratch:
         variants = VariantIndex(args.index, Path(scratch))
+        print(name_counts(variants))
         for name in args.variant or VARIANTS:
             variant = VARIANTS[name]
             bm25 = {q.qid: variants.search(variant, q.text, EVAL_TOP_K) for q in queries}
             rows.append((f"bm25 {name}", channels.score(single(bm25))))
             rows.append((f"hybrid {name}", channels.score(hybrid(channels, bm25))))
+            if args.verbatim:
+                fires = copied(variants, bm25)
+                fired = sum(fires(q) for q in queries)
+                print(f"{name}: verbatim rule fires on {fired} of {len(queries)} queries")
+                for label, lean in (("bm25 only", {"bm25": 1.0, "vector": 0.0}),
+                                    ("bm25 x2", {"bm25": 2.0, "vector": 1.0})):
+                    rule = (lambda q, w=lean, f=fires: w if f(q) else None)  # noqa: E731
+                    rows.append((f"hybrid {name}, copied -> {label} ({fired} fired)",
+                                 channels.score(hybrid(channels, bm25, rule))))
     table("BM25 fields and query analysis (alone, and fused by min-max with vectors)", rows)
 
 
