@@ -103,3 +103,37 @@ def test_a_floor_keeps_the_last_of_few_lexical_matches_above_no_match() -> None:
     assert floored["rare"] == plain["rare"] == 1.0 + 0.5
     # A floor above the lowest score seen never raises it.
     assert normalized_score_fusion({"bm25": [("a", 2.0), ("b", -1.0)]}, floors={"bm25": 0.0})[1][1] == 0.0
+
+
+def test_word_runs_are_lowercased_and_a_template_breaks_them() -> None:
+    from lore.fusion import word_runs
+
+    assert word_runs("One two three", run=2) == {("one", "two"), ("two", "three")}
+    assert word_runs("a b {{ $labels.instance }} c d", run=3) == set()
+    assert word_runs("too short", run=8) == set()
+
+
+def test_copied_from_needs_a_run_of_eight_words_and_skips_short_queries() -> None:
+    from lore.fusion import copied_from
+
+    chunk = "Drain the node before you restart the kubelet so that its pods reschedule."
+    assert copied_from("drain the node before you restart the kubelet so that", lambda: chunk)
+    assert not copied_from("drain the node and then restart the kubelet on it", lambda: chunk)
+
+    def never() -> str:
+        raise AssertionError("a query of fewer than eight words needs no chunk text")
+
+    assert not copied_from("restart the kubelet", never)
+    assert not copied_from("one two three four five six seven eight", lambda: None)
+
+
+@pytest.mark.parametrize("fusion", ["score", "rrf"])
+def test_a_copied_query_takes_the_lexical_ranking_and_keeps_every_rank(fusion: str) -> None:
+    from lore.fusion import fuse_channels
+
+    channels = {"bm25": [("a", 9.0), ("b", 8.9), ("x", 1.0)], "vector": [("b", 0.9), ("c", 0.8), ("a", 0.1)]}
+    fused = fuse_channels(channels, fusion=fusion, depth=3)
+    assert fused[0][0] == "b"  # both channels agree on b
+    copied = fuse_channels(channels, fusion=fusion, depth=3, copied=True)
+    assert [item for item, _, _ in copied][:2] == ["a", "b"]  # the lexical order
+    assert copied[1][2] == {"bm25": 2, "vector": 1}

@@ -17,6 +17,7 @@ output. Ids are usually strings; any hashable id works (the SQLite backend fuses
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import TypeVar
 
@@ -140,17 +141,58 @@ def fuse_channels(
     depth: int,
     rrf_k: int = 60,
     lexical: str = "bm25",
+    copied: bool = False,
 ) -> list[tuple[Id, float, dict[str, int]]]:
     """What every backend that fuses in Python does with its channels' ``(id, score)``
     lists, each asked for ``depth`` hits. One channel keeps its own scores. With
     ``fusion = "score"``, a ``lexical`` channel that returned fewer than ``depth`` hits
-    has returned everything it matched, so every other id scores its floor of 0."""
+    has returned everything it matched, so every other id scores its floor of 0.
+
+    ``copied``: the query was copied from the lexical channel's best chunk
+    (``copied_from``), so the lexical ranking is the answer and the other channels weigh
+    nothing; their ranks are still reported."""
     if len(channels) == 1:
         name, hits = next(iter(channels.items()))
         return [(item, score, {name: rank}) for rank, (item, score) in enumerate(hits, start=1)]
+    weights = {name: float(name == lexical) for name in channels} if copied and lexical in channels else None
     if fusion == "score":
         exhausted = len(channels.get(lexical, ())) < depth
-        return normalized_score_fusion(channels, floors={lexical: 0.0} if exhausted else None)
+        return normalized_score_fusion(
+            channels, weights=weights, floors={lexical: 0.0} if exhausted else None
+        )
     ids = {name: [item for item, _ in hits] for name, hits in channels.items()}
-    return reciprocal_rank_fusion(ids, k=rrf_k)
+    return reciprocal_rank_fusion(ids, k=rrf_k, weights=weights)
 
+
+#: A run of this many consecutive words shared by a query and the lexical channel's best
+#: chunk means the query was copied from that chunk (a pasted passage, log excerpt or
+#: alert description quoting its runbook): the lexical channel is right by construction
+#: there, and a vector channel's near-ties only pull other pages above it (docs/quality.md,
+#: "A document's name by its shape, and copied queries"). Why 8: copy detection takes word
+#: runs of 5-10 as what two independent writers do not share by chance (shingles); the
+#: number was fixed before it was measured.
+COPIED_RUN_WORDS = 8
+_WORD = re.compile(r"\w+")
+#: A Go-template placeholder (``{{ $labels.instance }}``) is not words the writer wrote:
+#: it breaks a run.
+_TEMPLATE = re.compile(r"\{\{.*?\}\}", re.DOTALL)
+
+
+def word_runs(text: str, run: int = COPIED_RUN_WORDS) -> set[tuple[str, ...]]:
+    """The runs of ``run`` consecutive words of ``text``, lowercased, not stemmed."""
+    runs: set[tuple[str, ...]] = set()
+    for piece in _TEMPLATE.split(text):
+        words = [word.lower() for word in _WORD.findall(piece)]
+        runs.update(tuple(words[i : i + run]) for i in range(len(words) - run + 1))
+    return runs
+
+
+def copied_from(query: str, text: Callable[[], str | None]) -> bool:
+    """Whether ``query`` shares a run of ``COPIED_RUN_WORDS`` words with the chunk whose
+    text ``text`` fetches (its title, section and body; called only for a query long
+    enough to hold a run, so short questions cost nothing)."""
+    query_runs = word_runs(query)
+    if not query_runs:
+        return False
+    found = text()
+    return found is not None and not query_runs.isdisjoint(word_runs(found))

@@ -419,6 +419,17 @@ class EvidenceReporting(Protocol):
 
 
 @runtime_checkable
+class CopiedQueryFusion(Protocol):
+    """Optional capability of a hybrid retriever that fuses its channels itself: a query
+    copied from its lexical channel's best chunk (``lore.fusion.copied_from``) is answered
+    by the lexical ranking alone. Declared by ``fuses_copied_queries_lexically = True``;
+    the conformance suite then checks it, and that a question not so copied still counts
+    the vector channel."""
+
+    fuses_copied_queries_lexically: bool
+
+
+@runtime_checkable
 class StoringBackend(Reembeddable, ReportingRetriever, Protocol):
     """What every backend that stores data (``lore.backends.*``) offers the commands:
     both seams, re-embedding, export for ``lore migrate``, lines for ``lore status``,

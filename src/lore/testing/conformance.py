@@ -33,7 +33,7 @@ from lore.testing import DEFAULT_SOURCE, Store, add_document, embed_chunks, make
 from lore.testing.access_conformance import AccessConformance
 from lore.testing.cases import CORPUS, HOSTILE_QUERIES, IDENTIFIER_DISTRACTORS, IDENTIFIERS
 from lore.testing.embedders import CountingEmbedder
-from lore.testing.query_conformance import FilterConformance, QueryTextConformance
+from lore.testing.query_conformance import CopiedQueryConformance, FilterConformance, QueryTextConformance
 from lore.testing.suite import (
     ALL_MODES,
     CHANNELS,
@@ -421,6 +421,11 @@ class RetrievalConformance(Suite):
 
 
 class BackendConformance(
-    IndexConformance, RetrievalConformance, FilterConformance, QueryTextConformance, AccessConformance
+    IndexConformance,
+    RetrievalConformance,
+    FilterConformance,
+    QueryTextConformance,
+    CopiedQueryConformance,
+    AccessConformance,
 ):
     """Everything: what a storing backend's test module subclasses."""

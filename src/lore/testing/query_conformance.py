@@ -3,14 +3,16 @@ composes them into ``BackendConformance``)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from lore.errors import QueryError
 from lore.models import SOURCE_LABEL, SOURCE_TYPE_LABEL, Passage, SearchMode
+from lore.protocols import CopiedQueryFusion
 from lore.testing import Store, add_document
 from lore.testing.cases import HOSTILE_QUERIES
 from lore.testing.embedders import CountingEmbedder
-from lore.testing.suite import ALL_MODES, Suite, add_corpus, require_mode, uris
+from lore.testing.suite import ALL_MODES, Suite, add_corpus, orthogonal_to, require_mode, uris
 
 
 class FilterConformance(Suite):
@@ -141,3 +143,55 @@ class QueryTextConformance(Suite):
         passages = await store.retrieve("NEAR OR gate", top_k=3, mode=SearchMode.BM25)
         assert passages
         assert passages[0].uri == "ops.md"
+
+
+#: A runbook sentence a user pastes whole (a copied query, ``lore.fusion.copied_from``).
+_COPIED_SENTENCE = "drain the node before you restart the kubelet so that its pods reschedule cleanly"
+
+
+class CopiedQueryConformance(Suite):
+    """``CopiedQueryFusion``: a query copied from a page is answered by that page, however
+    the vector channel votes; a question that is not copied still counts the vectors."""
+
+    @pytest.mark.parametrize(
+        ("query", "first"),
+        [
+            (_COPIED_SENTENCE, "source.md"),
+            # Shares words with both pages but no run of eight: fused as any question.
+            ("restart the kubelet node pods", "decoy.md"),
+        ],
+    )
+    async def test_a_copied_query_is_answered_by_its_page(
+        self, store: Store, embedder: CountingEmbedder, query: str, first: str
+    ) -> None:
+        if not (isinstance(store, CopiedQueryFusion) and store.fuses_copied_queries_lexically):
+            pytest.skip(f"{type(store).__name__} does not declare fuses_copied_queries_lexically")
+        require_mode(store, SearchMode.HYBRID)
+        q = embedder.embed_queries([query])[0]
+        with store.write_lock():
+            # The vector channel's vote goes to the decoy (the query's own vector), none
+            # to the page the sentence was copied from.
+            add_document(
+                store,
+                embedder,
+                "source.md",
+                f"Upgrades. {_COPIED_SENTENCE}. Then uncordon it.",
+                vectors=orthogonal_to(q, seed=3)[np.newaxis, :],
+            )
+            add_document(
+                store,
+                embedder,
+                "decoy.md",
+                "restart the kubelet on a node whose pods are stuck",
+                vectors=q[np.newaxis, :],
+            )
+            for i, text in enumerate(("rotate the etcd certificates", "scale the ingress controllers")):
+                add_document(
+                    store,
+                    embedder,
+                    f"other-{i}.md",
+                    text,
+                    vectors=orthogonal_to(q, seed=10 + i)[np.newaxis, :],
+                )
+        passages = await store.retrieve(query, top_k=3, mode=SearchMode.HYBRID)
+        assert uris(passages)[0] == first

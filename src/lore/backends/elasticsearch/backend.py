@@ -57,7 +57,7 @@ from lore.backends.payloads import (
 )
 from lore.backends.query_embedding import check_query_embedder, checked_vectors, embed_query
 from lore.errors import ConfigError, EmbedderMismatchError, IndexingError, RetrievalError
-from lore.fusion import fuse_channels
+from lore.fusion import copied_from, fuse_channels
 from lore.models import Chunk, Document, IndexedDocument, Passage, ReembedStatus, SearchMode, SourceCounts
 from lore.protocols import Embedder, Retrieval, Vectors
 
@@ -78,6 +78,7 @@ class ElasticsearchBackend:
     ``KnowledgeRetriever`` at once."""
 
     supports_reindex = False
+    fuses_copied_queries_lexically = True
 
     def __init__(
         self,
@@ -391,7 +392,13 @@ class ElasticsearchBackend:
                 payloads.setdefault(hit["_id"], hit["_source"])
         if not channels:
             return []
-        ranked = fuse_channels(channels, fusion=self._fusion, depth=size, rrf_k=self._rrf_k)
+        best = channels.get(SearchMode.BM25.value) or []
+        copied = (
+            len(channels) > 1
+            and bool(best)
+            and copied_from(text, lambda: _payload_text(payloads[best[0][0]]))
+        )
+        ranked = fuse_channels(channels, fusion=self._fusion, depth=size, rrf_k=self._rrf_k, copied=copied)
         return [passage_from_payload(payloads[item], score, ranks) for item, score, ranks in ranked[:top_k]]
 
     # -- what commands need (lore.protocols.StoringBackend) ---------------------------
@@ -468,3 +475,8 @@ class ElasticsearchBackend:
             )
             self._embedder, self._live = embedder, None
             self.modes = _modes(embedder)
+
+
+def _payload_text(payload: Mapping[str, Any]) -> str:
+    """A hit's title, section and text, for ``copied_from``."""
+    return "\n".join(str(payload.get(field) or "") for field in ("title", "section", "text"))

@@ -65,7 +65,7 @@ from lore.errors import (
     MissingExtraError,
     RetrievalError,
 )
-from lore.fusion import fuse_channels
+from lore.fusion import copied_from, fuse_channels
 from lore.models import (
     Chunk,
     Document,
@@ -118,6 +118,7 @@ class PgVectorBackend(LedgerReads, ServerSearch):
 
     modes: tuple[SearchMode, ...] = (SearchMode.HYBRID, SearchMode.BM25, SearchMode.VECTOR)
     engine = ENGINE
+    fuses_copied_queries_lexically = True
 
     def __init__(
         self,
@@ -462,8 +463,19 @@ class PgVectorBackend(LedgerReads, ServerSearch):
                 channels[TEXT_CHANNEL] = lexical
             if nearest is not None:
                 channels[VECTOR_CHANNEL] = nearest
+            best = channels.get(TEXT_CHANNEL) or []
+            copied = (
+                len(channels) > 1
+                and bool(best)
+                and copied_from(text, lambda: _chunk_text(run, conn, best[0][0]))
+            )
             fused = fuse_channels(
-                channels, fusion=self._fusion, depth=depth, rrf_k=self._rrf_k, lexical=TEXT_CHANNEL
+                channels,
+                fusion=self._fusion,
+                depth=depth,
+                rrf_k=self._rrf_k,
+                lexical=TEXT_CHANNEL,
+                copied=copied,
             )[:top_k]
             rows = run.fetch(conn, [item for item, _, _ in fused])
         passages = []
@@ -496,3 +508,12 @@ class PgVectorBackend(LedgerReads, ServerSearch):
             pg_reembed.switch(conn, self._tables, embedder.model_id, embedder.dimension)
         self._embedder = embedder
         self._stored = (embedder.model_id, embedder.dimension)
+
+
+def _chunk_text(run: pg_channels.Channels, conn: psycopg.Connection[TupleRow], chunk_id: str) -> str | None:
+    """The title, section and text of one chunk, for ``copied_from``."""
+    row = run.fetch(conn, [chunk_id]).get(chunk_id)
+    if row is None:
+        return None
+    _, text, _, title, section, *_ = row
+    return f"{title}\n{section}\n{text}"

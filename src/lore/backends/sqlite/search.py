@@ -30,7 +30,7 @@ from lore.backends.sqlite.journal import FullTextJournal, translated
 from lore.backends.sqlite.store import ChunkStore
 from lore.backends.sqlite.vector_matrix import VectorMatrix
 from lore.errors import EmbedderMismatchError, QueryError, RetrievalError, UnsupportedModeError
-from lore.fusion import fuse_channels
+from lore.fusion import copied_from, fuse_channels
 from lore.models import Passage, SearchMode, filter_terms
 from lore.protocols import Embedder, Retrieval, Vectors
 
@@ -49,6 +49,7 @@ class SqliteSearch:
     modes: tuple[SearchMode, ...] = (SearchMode.HYBRID, SearchMode.BM25, SearchMode.VECTOR)
     #: ``lore.protocols.EvidenceReporting``: coverage from tantivy, cosine from the matrix.
     reports_evidence = True
+    fuses_copied_queries_lexically = True
     _path: Path
     _embedder: Embedder
     _rrf_k: int
@@ -150,11 +151,24 @@ class SqliteSearch:
                 finally:
                     rankings[SearchMode.BM25.value] = lexical.result()
                 rankings[SearchMode.VECTOR.value] = vector_hits
-            fused = fuse_channels(rankings, fusion=self._fusion, depth=depth, rrf_k=self._rrf_k)
+            copied = chosen is SearchMode.HYBRID and copied_from(
+                query, lambda: self._chunk_text(rankings[SearchMode.BM25.value])
+            )
+            fused = fuse_channels(
+                rankings, fusion=self._fusion, depth=depth, rrf_k=self._rrf_k, copied=copied
+            )
             # A degraded embedder's cosine measures word overlap, not meaning: unknown.
             semantic = None if self._embedder.degraded else rankings.get(SearchMode.VECTOR.value)
             evidence = EvidenceMaker(self._fulltext, query, semantic)
             return Retrieval(self._passages(fused, top_k, evidence), reason)
+
+    def _chunk_text(self, hits: list[tuple[int, float]]) -> str | None:
+        """The title, section and text of the first of ``hits`` (the lexical channel's
+        best), for ``copied_from``; None when there is none."""
+        if not hits:
+            return None
+        row = self._reads.fulltext_rows([hits[0][0]]).get(hits[0][0])
+        return None if row is None else f"{row.title}\n{row.section}\n{row.text}"
 
     def _vector_hits(
         self,
