@@ -27,6 +27,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from _console import bench_console
 from cold_start import PATHS, QUESTIONS, child_env, sync, write_config
 from rich.console import Console
 from rich.table import Table
@@ -104,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error("--runs must be at least 1")
-    console = Console()
+    console = bench_console()
     if not console.is_terminal:
         console.width = 120
     if args.config is not None:

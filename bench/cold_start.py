@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
+from _console import bench_console
 from mcp import Client, StdioServerParameters
 from rich.console import Console
 from rich.table import Table
@@ -209,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.runs < 1:
         parser.error("--runs must be at least 1")
-    console = Console()
+    console = bench_console()
     if not console.is_terminal:
         console.width = 140
     paths = PATHS[:2] if args.default_only else PATHS

@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from _console import bench_console
 from rich.console import Console
 from rich.table import Table
 
@@ -164,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [int(part) for part in options.pages.split(",") if part.strip()]
     rows = [row for deployment in ("cloud", "datacenter") for pages in sizes
             for row in measure(deployment, pages, options.runs, options.page_size)]
-    console = Console()
+    console = bench_console()
     if not console.is_terminal:
         console.width = 160
     report(console, rows, options.runs)

@@ -23,8 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _console import bench_console
 from mcp_latency import QUESTIONS  # the same on-call questions as the other latency benches
-from rich.console import Console
 from rich.table import Table
 
 from lore.config import load_settings
@@ -94,7 +94,7 @@ def _report(timings: dict[str, list[float]], args: argparse.Namespace, recorder:
         p50[name] = statistics.median(samples)
         p90 = samples[min(len(samples) - 1, round(0.9 * (len(samples) - 1)))]
         table.add_row(name, str(len(samples)), f"{p50[name]:.2f}", f"{p90:.2f}")
-    console = Console()
+    console = bench_console()
     console.print(table)
     ratio = p50["on"] / p50["off"]
     console.print(

@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from _console import bench_console
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _documents import docx_bytes, page_count, pdf_bytes, runbook
@@ -91,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         default=[10, 50], help="pages per generated file, comma-separated (default 10,50)")
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)
-    console = Console()
+    console = bench_console()
     if not console.is_terminal:
         console.width = 160
     report(console, measure(args.pages, args.repeats))

@@ -20,8 +20,8 @@ import sys
 import time
 from pathlib import Path
 
+from _console import bench_console
 from mcp import Client, StdioServerParameters
-from rich.console import Console
 from rich.table import Table
 
 from lore.config import load_settings
@@ -94,7 +94,7 @@ def main() -> None:
     args = parser.parse_args()
     config = args.config.resolve()
 
-    console = Console()
+    console = bench_console()
     report = run_sync(load_settings(config))
     console.print(f"synced {config}: {report.seen} documents, {report.chunks_embedded} chunks embedded")
 

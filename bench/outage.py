@@ -29,8 +29,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from _console import bench_console
 from _postgres import _cluster_module
-from rich.console import Console
 from rich.table import Table
 
 from lore.backends.fallback import FALLBACK_PREFIX, FallbackRetriever, retriever_with_fallback
@@ -128,7 +128,7 @@ def main() -> None:
     parser.add_argument("--cooldown-s", type=float, default=5.0)
     parser.add_argument("--budget-ms", type=int, nargs="+", default=[2000, 500])
     args = parser.parse_args()
-    console = Console()
+    console = bench_console()
     helper = _cluster_module()
     try:
         cluster = helper.start_cluster()

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 import httpx
-from rich.console import Console
+from _console import bench_console
 from rich.table import Table
 from serve_load import cpu_seconds, free_port, lore, start, stop_process
 
@@ -79,7 +79,7 @@ async def run_variant(
 
 
 async def main_async(options: argparse.Namespace) -> None:
-    console = Console()
+    console = bench_console()
     config = options.workdir.resolve() / "lore.toml"
     base = {key: value for key, value in os.environ.items() if not key.startswith("LORE_")}
     base["LORE_EMBEDDER"] = "local"

@@ -53,6 +53,7 @@ from pathlib import Path
 
 import httpx
 import httpx2
+from _console import bench_console
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_latency import QUESTIONS, percentile
@@ -421,7 +422,7 @@ async def main_async(options: argparse.Namespace) -> None:
     if options.quick:
         options.local, options.no_shared, options.rounds = True, True, 1
         options.requests, options.seconds = 100, 15.0
-    console = Console()
+    console = bench_console()
     clients = [int(part) for part in options.clients.split(",")]
     with contextlib.ExitStack() as stack:
         if options.workdir is not None:

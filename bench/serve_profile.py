@@ -31,8 +31,8 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+from _console import bench_console
 from mcp_latency import QUESTIONS, percentile
-from rich.console import Console
 from rich.table import Table
 
 from lore.access import Principal, Role, access_filter
@@ -158,7 +158,7 @@ def main() -> None:
     service = open_service(load_settings(options.config))
     service.warm_up()
     service.ready.wait(300)
-    console = Console()
+    console = bench_console()
     asyncio.run(searches(service, 10, 1, True))  # the first searches load the matrix and tantivy
     import tempfile
 
