@@ -35,7 +35,7 @@ can outweigh a body that holds the query's rare words. The variants:
   words, no sentence ending); a sentence title is in the flat field only.
 
 ``--verbatim`` adds, per variant, the hybrid with a lexical lean on copied queries only
-(``copied``: the query shares a run of ``RUN_WORDS`` words with BM25's best chunk), and
+(``copied``: the query shares a run of ``COPIED_RUN_WORDS`` (8) words with BM25's best chunk), and
 prints how often it fires. Each run prints how the rule classifies each source's titles.
 
 Results in docs/quality.md ("Confidence-weighted fusion and the BM25 channel's fields",
@@ -70,7 +70,7 @@ from lore.backends.sqlite.fulltext_terms import (
     with_identifier_words,
 )
 from lore.eval.datasets import EvalQuery
-from lore.fusion import normalized_score_fusion
+from lore.fusion import normalized_score_fusion, word_runs
 
 ENGLISH = ("title", "section", "body", "path")
 #: Integer field weights of the title and path inside one document field: BM25F
@@ -243,30 +243,16 @@ def hybrid(
     return ranked
 
 
-#: (b) A run of this many consecutive words shared with BM25's best chunk means the query
-#: was copied from it. Why 8: copy detection takes word n-grams of 5-10 as the unit no
-#: two independent writers share by chance (Broder's shingles, plagiarism detectors'
-#: 8-grams); fixed before measuring.
-RUN_WORDS = 8
-_WORD = re.compile(r"\w+")
-_TEMPLATE = re.compile(r"\{\{.*?\}\}", re.DOTALL)
-
-
-def shingles(text: str, k: int = RUN_WORDS) -> set[tuple[str, ...]]:
-    """The runs of ``k`` consecutive words in ``text``, lowercased and unstemmed (verbatim
-    means verbatim); a Go-template placeholder breaks a run, as it is not words the
-    writer wrote."""
-    runs: set[tuple[str, ...]] = set()
-    for piece in _TEMPLATE.split(text):
-        words = [w.lower() for w in _WORD.findall(piece)]
-        runs.update(tuple(words[i:i + k]) for i in range(len(words) - k + 1))
-    return runs
+#: (b) The copied-query rule as it landed: ``lore.fusion.word_runs`` (runs of
+#: ``COPIED_RUN_WORDS`` = 8 words; a Go-template placeholder breaks a run). Why 8: copy
+#: detection takes word n-grams of 5-10 as the unit no two independent writers share by
+#: chance (Broder's shingles, plagiarism detectors' 8-grams); fixed before measuring.
 
 
 def copied(variants: VariantIndex, bm25: dict[str, list[Hit]]) -> Callable[[EvalQuery], bool]:
     def rule(query: EvalQuery) -> bool:
         hits = bm25[query.qid]
-        return bool(hits) and not shingles(query.text).isdisjoint(shingles(variants.text[hits[0][0]]))
+        return bool(hits) and not word_runs(query.text).isdisjoint(word_runs(variants.text[hits[0][0]]))
 
     return rule
 
