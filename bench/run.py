@@ -43,20 +43,18 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _cells import LORE_BACKENDS, PEERS, CellResult, CellSpec
+from _console import bench_console
 from _corpora import CorpusResults, measure
 from _postgres import postgres
 from _report import corpus_tables, latency_table, peer_table, scale_name, target_table, targets
 from _synthetic import generate
 from extract_throughput import measure as measure_extraction
 from extract_throughput import report as extraction_table
-from rich.console import Console
 
 BENCH_DIR = Path(__file__).resolve().parent
 ENGINES = (*LORE_BACKENDS, *PEERS)
 
-console = Console()
-if not console.is_terminal:  # piped or redirected: rich would assume 80 columns
-    console.width = 160
+console = bench_console()
 
 
 def parse_scale(text: str) -> int:
