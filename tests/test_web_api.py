@@ -147,6 +147,12 @@ def test_search_refusals_are_problems(served: Served) -> None:
         assert too_long.json()["result"]["error"]
         assert_problem(client.post("/v1/search", json={"query": "x", "bogus": 1}), 422, "bogus")
         assert_problem(client.post("/v1/search", content=b"{not json"), 400, "not JSON")
+        # Declared as something else: a form (curl -d), a cross-site form's text/plain.
+        for declared in ("text/plain", "application/x-www-form-urlencoded"):
+            sent = client.post("/v1/search", content=b'{"query": "etcd"}', headers={"Content-Type": declared})
+            assert_problem(sent, 415, "Content-Type: application/json", declared)
+        typed = {"Content-Type": "application/json; charset=utf-8"}
+        assert client.post("/v1/search", content=b'{"query": "etcd"}', headers=typed).status_code == 200
         # Nested past the parser's recursion limit, far under the body limit: bad input,
         # not a 500 with a RecursionError's traceback in the server's log.
         deep = b"[" * 100_000 + b"]" * 100_000

@@ -68,7 +68,14 @@ def problem_bytes(status: int, detail: str) -> bytes:
 async def json_body(request: Request) -> Any:  # as json.loads: each tool checks its shape
     """The request body decoded as JSON (None when empty), or a 400 problem. Nesting
     deeper than the parser's recursion limit (``[[[[...`` well under the body limit) is
-    bad input too, not the RecursionError of a 500."""
+    bad input too, not the RecursionError of a 500. A body declared as something else
+    (``curl -d`` sends a form's type, a browser's cross-site form ``text/plain``) is a 415
+    saying what to send; a body without a Content-Type is read as JSON."""
+    declared = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if declared and declared != "application/json" and not declared.endswith("+json"):
+        raise Problem(
+            415, f"the body must be JSON sent with Content-Type: application/json, not {declared!r}"
+        )
     try:
         return json.loads(await request.body() or b"null")
     except ValueError as err:  # UnicodeDecodeError included
