@@ -26,8 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _console import bench_console
 from _documents import Block, Bullets, Code, Numbered, Table, docx_bytes, headings, pdf_bytes, runbook
-from rich.console import Console
 from rich.table import Table as RichTable
 
 from lore.extract import docx as lore_docx
@@ -97,8 +97,9 @@ def python_docx_markdown(data: bytes) -> str:
         style = item.style.name if item.style is not None else ""
         if style.startswith("Heading ") and style[8:].isdigit():
             out.append("#" * int(style[8:]) + " " + item.text)
-        elif style == "List Bullet" or (style == "List Paragraph" and item._p.pPr is not None
-                                         and item._p.pPr.numPr is not None):
+        elif style == "List Bullet" or (
+            style == "List Paragraph" and item._p.pPr is not None and item._p.pPr.numPr is not None
+        ):
             out.append("- " + item.text)  # bullet or number: only numbering.xml would say
         elif style == "List Number":
             out.append("1. " + item.text)
@@ -117,11 +118,17 @@ def score(blocks: Sequence[Block], markdown: str) -> dict[str, float]:
     matched = sum((expected & found).values())
     precision = matched / max(sum(found.values()), 1)
     recall = matched / max(sum(expected.values()), 1)
-    items = [(isinstance(block, Numbered), item) for block in blocks if isinstance(block, Bullets | Numbered)
-             for item in block.items]
+    items = [
+        (isinstance(block, Numbered), item)
+        for block in blocks
+        if isinstance(block, Bullets | Numbered)
+        for item in block.items
+    ]
     item_lines = {line.strip() for line in markdown.splitlines()}
-    items_ok = sum(any(line.endswith(text) and (line[0].isdigit() == numbered) for line in item_lines)
-                   for numbered, text in items)
+    items_ok = sum(
+        any(line.endswith(text) and (line[0].isdigit() == numbered) for line in item_lines)
+        for numbered, text in items
+    )
     cells = [cell for block in blocks if isinstance(block, Table) for row in block.rows for cell in row]
     table_lines = [line for line in markdown.splitlines() if line.startswith("|")]
     cells_ok = sum(any(f"| {cell} |" in line for line in table_lines) for cell in cells)
@@ -164,21 +171,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     candidates: list[tuple[str, str, Callable[[bytes], str], dict[str, bytes]]] = [
         ("PDF", "pypdf (chosen)", lambda data: lore_pdf.extract(data, DEFAULT_LIMITS).markdown, pdf_variants),
         ("PDF", "pdfminer.six", pdfminer_markdown, pdf_variants),
-        ("DOCX", "mammoth + markdownify (chosen)",
-         lambda data: lore_docx.extract(data, DEFAULT_LIMITS).markdown, docx_variants),
+        (
+            "DOCX",
+            "mammoth + markdownify (chosen)",
+            lambda data: lore_docx.extract(data, DEFAULT_LIMITS).markdown,
+            docx_variants,
+        ),
         ("DOCX", "python-docx", python_docx_markdown, docx_variants),
     ]
-    table = RichTable(title=f"Extraction fidelity on generated {args.pages}-page runbooks "
-                            f"({len(headings(blocks))} headings)")
-    for column in ("format", "library", "variant", "heading F1", "list items", "table cells", "code lines",
-                   "pages/s"):
+    table = RichTable(
+        title=f"Extraction fidelity on generated {args.pages}-page runbooks "
+        f"({len(headings(blocks))} headings)"
+    )
+    for column in (
+        "format",
+        "library",
+        "variant",
+        "heading F1",
+        "list items",
+        "table cells",
+        "code lines",
+        "pages/s",
+    ):
         table.add_column(column, justify="left" if column in ("format", "library", "variant") else "right")
     for kind, name, convert, variants in candidates:
         for variant, data in variants.items():
             figures = score(blocks, convert(data))
             rate = pages_per_second(convert, data, args.pages, args.repeats)
             table.add_row(kind, name, variant, *(f"{figures[key]:.2f}" for key in figures), f"{rate:,.0f}")
-    Console(width=160).print(table)
+    bench_console().print(table)
     return 0
 
 

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from _console import bench_console
 from rich.console import Console
 from rich.table import Table
 
@@ -139,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the samples here")
     args = parser.parse_args(argv)
     phases = measure(args.files, args.rounds)
-    report(Console(width=160), phases, args.files)
+    report(bench_console(), phases, args.files)
     if args.json is not None:
         args.json.write_text(json.dumps([asdict(phase) for phase in phases], indent=2))
     return 0
