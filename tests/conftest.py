@@ -39,3 +39,14 @@ def _private_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pat
         os.environ.pop("XDG_CACHE_HOME", None)
     else:
         os.environ["XDG_CACHE_HOME"] = previous
+
+
+@pytest.fixture(autouse=True)
+def _query_model_defaults() -> Iterator[None]:
+    """A test that opens a server's service sets the process's query-model choices
+    (``lore.serving.configure_server_process``: int8 weights, one thread): the next test
+    starts from a plain process's."""
+    from lore.embedders import openvino_runtime
+
+    yield
+    openvino_runtime.set_query_weights("float32")

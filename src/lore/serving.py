@@ -43,15 +43,18 @@ QUERY_INFERENCE_THREADS = 1
 SWITCH_INTERVAL_SECONDS = 0.001
 
 
-def configure_server_process() -> None:
+def configure_server_process(settings: LoreSettings | None = None) -> None:
     """Process-wide choices of a long-running search server, made before its embedder
     loads: query inferences on one thread each, so that concurrent searches spend the
     CPU on their own work rather than on inference threads waiting for each other, and a
     shorter GIL switch interval, so that the event loop and the searches' threads hand
-    over to each other sooner."""
+    over to each other sooner. With ``settings``, also the query model's weights
+    (``[serve] query_weights``, ``lore.embedders.query_weights``)."""
     from lore.embedders import openvino_runtime
 
     openvino_runtime.set_query_threads(QUERY_INFERENCE_THREADS)
+    if settings is not None:
+        openvino_runtime.set_query_weights(settings.serve.query_weights)
     sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
 
 

@@ -60,7 +60,7 @@ def mcp_command(
     if http:
         from lore.serving import configure_server_process
 
-        configure_server_process()  # before the warm-up compiles the query model
+        configure_server_process(current)  # before the warm-up compiles the query model
     embedder = resolve_embedder(current)
     warming: threading.Thread | None = None
     if isinstance(embedder, QueryWarmUp):

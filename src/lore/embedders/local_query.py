@@ -198,4 +198,8 @@ def compiled_parts(model_dir: Path, model_xml: Path, spec: Pipeline) -> tuple[An
     # sentence-transformers truncates at max_seq_length and pads to the batch's longest.
     tokenizer.enable_truncation(max_length=spec.max_seq_length, strategy="longest_first")
     tokenizer.no_padding()
+    if openvino_runtime.query_weights() == "int8":
+        from lore.embedders.query_weights import int8_model
+
+        model_xml = int8_model(model_xml, tokenizer) or model_xml
     return tokenizer, openvino_runtime.compile_model(model_xml)

@@ -133,6 +133,22 @@ def set_query_threads(threads: int | None) -> None:
     _query_threads = threads
 
 
+#: "int8": compile the query model from its int8 copy where there is one
+#: (``lore.embedders.query_weights``); "float32": from the converted model itself.
+_query_weights: str = "float32"
+
+
+def set_query_weights(weights: str) -> None:
+    """Which weights query models compiled from now on use: a search server sets its
+    ``[serve] query_weights`` ("int8" by default); everything else stays on float32."""
+    global _query_weights
+    _query_weights = weights
+
+
+def query_weights() -> str:
+    return _query_weights
+
+
 def compile_model(model_xml: Path) -> Any:
     """The model compiled for this CPU, for the lowest latency of one request (a query), with
     OpenVINO's compiled-blob cache beside the model where that can be written."""

@@ -31,7 +31,7 @@ from lore.protocols import (
     QueryWarmUp,
     StoringBackend,
 )
-from lore.serving import audit_log, query_embedder
+from lore.serving import audit_log, configure_server_process, query_embedder
 from lore.sources import build_source
 from lore.sources.manual import ManualSource
 from lore.sources.scope import ScopedSource, SourceScope, default_access, scope_of
@@ -314,8 +314,10 @@ def open_service(
     reranker = resolve_reranker(settings)  # before the store, so a bad setting leaves nothing open
     built_embedder = embedder is None
     embedder = embedder if embedder is not None else resolve_embedder(settings)
-    # Searches embed their queries through the batcher; sync and uploads embed documents
-    # with the embedder itself (``Service.embedder``).
+    # Searches embed their queries through the batcher (with the query weights of
+    # ``[serve]``); sync and uploads embed documents with the embedder itself
+    # (``Service.embedder``).
+    configure_server_process(settings)
     queries = query_embedder(embedder)
 
     def opener() -> StoringBackend:

@@ -1,0 +1,125 @@
+"""The query model with its weights in int8, for search servers (``[serve] query_weights``).
+
+Almost all of a query's inference is the transformer's fully connected layers (87 % of
+9.6 ms for a query of 18 tokens, OpenVINO's own per-layer counters), and over so few
+tokens they are bound by reading their weights, not by arithmetic: bfloat16 saved 15-20 %,
+int8 weights 44 % (10.7 -> 6.0 ms a query on one thread, alternated in one process). The
+query vectors move little: cosine 0.9994-0.9996 to the float32 model's, and on SciFact's
+train split hybrid nDCG@10 0.7186 -> 0.7187, vector alone 0.6833 -> 0.6816
+(docs/benchmarks.md, "int8 query weights"). Documents stay embedded by the float32 model
+(sync never uses this), so an index is the same whichever a server uses.
+
+NNCF, OpenVINO's compression library, does the compression (weight-only, int8 asymmetric
+per output channel; OpenVINO's CPU kernels read the int8 weights directly). The result is
+kept beside the converted model (``query-int8/``), and used only once its vectors for the
+probe texts agreed with the float32 model's to ``MIN_COSINE``; without NNCF (the ``serve``
+and ``mcp`` extras install it), with a cache that cannot be written, or when the check
+fails, the server keeps the float32 model and says so in its log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import logging
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+logger = logging.getLogger(__name__)
+
+#: The folder beside the converted model.xml that holds its int8 copy.
+FOLDER = "query-int8"
+#: The int8 copy must give each probe text a vector this close to the float32 one.
+MIN_COSINE = 0.998
+_VERDICT = "checked.json"
+_PROBES = [
+    "Pods in CrashLoopBackOff after the node's disk filled up; kubelet evicts them.",
+    "etcdNoLeader",
+    "why does the payments-consumer-group fall behind after a broker restart?",
+    "certificate for api.example.com expires in 3 days",
+]
+
+
+def int8_model(model_xml: Path, tokenizer: Any) -> Path | None:
+    """The int8 copy of ``model_xml`` (made and checked on first use), or None when there
+    is none to use: the caller then compiles ``model_xml`` itself."""
+    folder = model_xml.parent / FOLDER
+    verdict = _read_verdict(folder)
+    if verdict is not None:
+        return folder / model_xml.name if verdict.get("accepted") else None
+    try:
+        import nncf  # noqa: F401  (only to know it is there before the work starts)
+    except ImportError:
+        logger.info("query model in float32: int8 weights need NNCF (pip install 'lore[serve]')")
+        return None
+    try:
+        return _make(model_xml, folder, tokenizer)
+    except OSError as err:  # an unwritable cache: float32, and the same try next start
+        logger.info("query model in float32: cannot keep its int8 copy in %s (%s)", folder, err)
+        return None
+
+
+def _read_verdict(folder: Path) -> dict[str, Any] | None:
+    try:
+        found = json.loads((folder / _VERDICT).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def _make(model_xml: Path, folder: Path, tokenizer: Any) -> Path | None:
+    import nncf
+
+    from lore.embedders import openvino_runtime
+
+    openvino = openvino_runtime._runtime()
+    core = openvino.Core()
+    # NNCF reports its progress on stdout and stderr; a server's logs say what matters.
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        compressed = nncf.compress_weights(core.read_model(str(model_xml)))
+    staging = Path(tempfile.mkdtemp(prefix=".query-int8-", dir=model_xml.parent))
+    try:
+        openvino.save_model(compressed, str(staging / model_xml.name))
+        config = openvino_runtime._COMPILE_CONFIG
+        full = _vectors(core.compile_model(str(model_xml), "CPU", config), tokenizer)
+        small = _vectors(core.compile_model(str(staging / model_xml.name), "CPU", config), tokenizer)
+        cosine = float(np.min(np.sum(full * small, axis=1)))
+        accepted = cosine >= MIN_COSINE
+        verdict = {"accepted": accepted, "min_cosine": cosine, "nncf": nncf.__version__}
+        (staging / _VERDICT).write_text(json.dumps(verdict), encoding="utf-8")
+        shutil.rmtree(folder, ignore_errors=True)
+        staging.rename(folder)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    if not accepted:
+        logger.warning(
+            "query model in float32: its int8 copy's vectors were %.4f from the float32 ones "
+            "(at least %.3f wanted)",
+            cosine,
+            MIN_COSINE,
+        )
+        return None
+    logger.info("query model with int8 weights (cosine %.4f to float32 on the probes)", cosine)
+    return folder / model_xml.name
+
+
+def _vectors(compiled: Any, tokenizer: Any) -> npt.NDArray[np.float32]:
+    """The probes' mean-pooled, normalised vectors, one inference each (no padding)."""
+    rows = []
+    for text in _PROBES:
+        ids = np.array([tokenizer.encode(text).ids], dtype=np.int64)
+        feed = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
+        wanted = {port.get_any_name() for port in compiled.inputs}
+        names = {name for output in compiled.outputs for name in output.get_names()}
+        output = compiled.output("last_hidden_state" if "last_hidden_state" in names else 0)
+        result = compiled.create_infer_request().infer({k: v for k, v in feed.items() if k in wanted})
+        hidden = np.asarray(result[output])
+        vector = hidden.mean(axis=1)[0].astype(np.float32)
+        rows.append(vector / np.linalg.norm(vector))
+    return np.stack(rows)
