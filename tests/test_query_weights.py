@@ -6,6 +6,7 @@ and float32 wherever it cannot be used (no NNCF, a failed check, ``query_weights
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -139,3 +140,20 @@ def _importable(name: str) -> bool:
     import importlib.util
 
     return importlib.util.find_spec(name) is not None
+
+
+def test_nncf_is_imported_with_its_telemetry_off() -> None:
+    import subprocess
+
+    pytest.importorskip("nncf")
+    program = (
+        "import os\n"
+        "from lore.embedders.query_weights import _import_nncf\n"
+        "_import_nncf()\n"
+        "from nncf.telemetry.wrapper import NNCFTelemetryStub, telemetry\n"
+        "assert isinstance(telemetry, NNCFTelemetryStub), type(telemetry)\n"
+        "assert 'NNCF_CI' not in os.environ\n"
+    )
+    # A process of its own: under pytest NNCF always stubs its telemetry.
+    env = {key: value for key, value in os.environ.items() if key != "NNCF_CI"}
+    subprocess.run([sys.executable, "-c", program], check=True, env=env, timeout=120)

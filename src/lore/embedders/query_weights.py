@@ -14,7 +14,8 @@ per output channel; OpenVINO's CPU kernels read the int8 weights directly). The 
 kept beside the converted model (``query-int8/``), and used only once its vectors for the
 probe texts agreed with the float32 model's to ``MIN_COSINE``; without NNCF (the ``serve``
 and ``mcp`` extras install it), with a cache that cannot be written, or when the check
-fails, the server keeps the float32 model and says so in its log.
+fails, the server keeps the float32 model and says so in its log. NNCF's usage telemetry
+is switched off before it loads (``_import_nncf``).
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ import contextlib
 import io
 import json
 import logging
+import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -54,7 +57,7 @@ def int8_model(model_xml: Path, tokenizer: Any) -> Path | None:
     if verdict is not None:
         return folder / model_xml.name if verdict.get("accepted") else None
     try:
-        import nncf  # noqa: F401  (only to know it is there before the work starts)
+        _import_nncf()
     except ImportError:
         logger.info("query model in float32: int8 weights need NNCF (pip install 'lore[serve]')")
         return None
@@ -63,6 +66,29 @@ def int8_model(model_xml: Path, tokenizer: Any) -> Path | None:
     except OSError as err:  # an unwritable cache: float32, and the same try next start
         logger.info("query model in float32: cannot keep its int8 copy in %s (%s)", folder, err)
         return None
+
+
+def _import_nncf() -> Any:
+    """NNCF, imported with its telemetry off. NNCF reports usage to Google Analytics
+    unless a consent file says no; a lore server calls out to nothing it was not
+    configured to, and NNCF chooses a stub that sends nothing when ``NNCF_CI`` is set as
+    its telemetry module loads (the variable is restored at once)."""
+    already = "nncf" in sys.modules
+    previous = os.environ.get("NNCF_CI")
+    os.environ["NNCF_CI"] = "1"
+    try:
+        import nncf
+    finally:
+        if previous is None:
+            os.environ.pop("NNCF_CI", None)
+        else:
+            os.environ["NNCF_CI"] = previous
+    if not already:
+        from nncf.telemetry.wrapper import NNCFTelemetryStub, telemetry
+
+        if not isinstance(telemetry, NNCFTelemetryStub):
+            raise ImportError("NNCF's telemetry could not be turned off")
+    return nncf
 
 
 def _read_verdict(folder: Path) -> dict[str, Any] | None:
@@ -74,7 +100,7 @@ def _read_verdict(folder: Path) -> dict[str, Any] | None:
 
 
 def _make(model_xml: Path, folder: Path, tokenizer: Any) -> Path | None:
-    import nncf
+    nncf = _import_nncf()
 
     from lore.embedders import openvino_runtime
 
