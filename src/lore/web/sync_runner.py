@@ -187,9 +187,11 @@ class SyncRunner:
                 run.failures = len(report.failures)
                 run.status = "ok" if report.ok and not report.refused_prunes else "partial"
             run.finished_at = _now()
+            # Recorded before it stops being the current run, so that a status read in
+            # between finds it in one place or the other, never in neither.
+            self._remember(run)
             with self._lock:
                 self._current = None
-            self._remember(run)
 
     def _remember(self, run: SyncRun) -> None:
         history = [asdict(run), *self.history()][:HISTORY_LENGTH]
@@ -224,7 +226,9 @@ class SyncRunner:
                     "next_due": when.isoformat(timespec="seconds") if when is not None else None,
                 }
             )
-        return {"running": self.running, "sources": sources, "history": live + history}
+        ids = {run["run_id"] for run in live}
+        recorded = [run for run in history if run.get("run_id") not in ids]
+        return {"running": self.running, "sources": sources, "history": live + recorded}
 
     def _stats(self, name: str) -> dict[str, Any] | None:
         try:

@@ -91,7 +91,9 @@ async function startSync(source) {
   for (let attempt = 0; attempt < POLL_LIMIT && mine === polling; attempt += 1) {
     const status = await api("GET", "/v1/sync");
     renderSync(status, trigger);
-    if (!status.running) return;
+    // A run still queued is not running yet: follow it until it has finished too.
+    const live = (status.history || []).some((run) => run.status === "queued" || run.status === "running");
+    if (!status.running && !live) return;
     await new Promise((resolve) => setTimeout(resolve, POLL_MS));
   }
 }
