@@ -29,10 +29,12 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import numpy.typing as npt
+
+if TYPE_CHECKING:
+    from lore.embedders.local_query import Pipeline
 
 logger = logging.getLogger(__name__)
 
@@ -49,7 +51,7 @@ _PROBES = [
 ]
 
 
-def int8_model(model_xml: Path, tokenizer: Any) -> Path | None:
+def int8_model(model_xml: Path, tokenizer: Any, spec: Pipeline) -> Path | None:
     """The int8 copy of ``model_xml`` (made and checked on first use), or None when there
     is none to use: the caller then compiles ``model_xml`` itself."""
     folder = model_xml.parent / FOLDER
@@ -62,7 +64,7 @@ def int8_model(model_xml: Path, tokenizer: Any) -> Path | None:
         logger.info("query model in float32: int8 weights need NNCF (pip install 'lore[serve]')")
         return None
     try:
-        return _make(model_xml, folder, tokenizer)
+        return _make(model_xml, folder, tokenizer, spec)
     except OSError as err:  # an unwritable cache: float32, and the same try next start
         logger.info("query model in float32: cannot keep its int8 copy in %s (%s)", folder, err)
         return None
@@ -99,10 +101,11 @@ def _read_verdict(folder: Path) -> dict[str, Any] | None:
     return found if isinstance(found, dict) else None
 
 
-def _make(model_xml: Path, folder: Path, tokenizer: Any) -> Path | None:
+def _make(model_xml: Path, folder: Path, tokenizer: Any, spec: Pipeline) -> Path | None:
     nncf = _import_nncf()
 
     from lore.embedders import openvino_runtime
+    from lore.embedders.local_query import QueryEncoder
 
     openvino = openvino_runtime._runtime()
     core = openvino.Core()
@@ -113,9 +116,14 @@ def _make(model_xml: Path, folder: Path, tokenizer: Any) -> Path | None:
     try:
         openvino.save_model(compressed, str(staging / model_xml.name))
         config = openvino_runtime._COMPILE_CONFIG
-        full = _vectors(core.compile_model(str(model_xml), "CPU", config), tokenizer)
-        small = _vectors(core.compile_model(str(staging / model_xml.name), "CPU", config), tokenizer)
-        cosine = float(np.min(np.sum(full * small, axis=1)))
+        # The probes embedded as queries are: the same encoder, once per copy.
+        probes = len(_PROBES)
+        full = QueryEncoder(tokenizer, core.compile_model(str(model_xml), "CPU", config), spec, probes)
+        small_model = core.compile_model(str(staging / model_xml.name), "CPU", config)
+        small = QueryEncoder(tokenizer, small_model, spec, probes)
+        full_vectors, small_vectors = full.encode(_PROBES), small.encode(_PROBES)
+        norms = np.linalg.norm(full_vectors, axis=1) * np.linalg.norm(small_vectors, axis=1)
+        cosine = float(np.min(np.sum(full_vectors * small_vectors, axis=1) / norms))
         accepted = cosine >= MIN_COSINE
         verdict = {"accepted": accepted, "min_cosine": cosine, "nncf": nncf.__version__}
         (staging / _VERDICT).write_text(json.dumps(verdict), encoding="utf-8")
@@ -133,19 +141,3 @@ def _make(model_xml: Path, folder: Path, tokenizer: Any) -> Path | None:
         return None
     logger.info("query model with int8 weights (cosine %.4f to float32 on the probes)", cosine)
     return folder / model_xml.name
-
-
-def _vectors(compiled: Any, tokenizer: Any) -> npt.NDArray[np.float32]:
-    """The probes' mean-pooled, normalised vectors, one inference each (no padding)."""
-    rows = []
-    for text in _PROBES:
-        ids = np.array([tokenizer.encode(text).ids], dtype=np.int64)
-        feed = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
-        wanted = {port.get_any_name() for port in compiled.inputs}
-        names = {name for output in compiled.outputs for name in output.get_names()}
-        output = compiled.output("last_hidden_state" if "last_hidden_state" in names else 0)
-        result = compiled.create_infer_request().infer({k: v for k, v in feed.items() if k in wanted})
-        hidden = np.asarray(result[output])
-        vector = hidden.mean(axis=1)[0].astype(np.float32)
-        rows.append(vector / np.linalg.norm(vector))
-    return np.stack(rows)
