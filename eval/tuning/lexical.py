@@ -72,6 +72,7 @@ from lore.backends.sqlite.fulltext_terms import (
     with_identifier_words,
 )
 from lore.eval.datasets import EvalQuery
+from lore.models import SECTION_SEPARATOR
 from lore.fusion import normalized_score_fusion, word_runs
 
 ENGLISH = ("title", "section", "body", "path")
@@ -121,6 +122,9 @@ def chunk_fields(title: str, section: str, text: str, uri: str) -> dict[str, str
         # the flat field only, so it gets no short field's length normalisation.
         "name_title": fields["title"],
         "name_path": fields["path"],
+        # The section's own heading (the last of its path) where it is a name: a heading
+        # labels its section as a title labels its page.
+        "name_section": with_identifier_words(heading) if lex.title_is_name(heading := section.split(SECTION_SEPARATOR)[-1].strip()) else "",
     }
     for weight in BM25F_WEIGHTS:
         names = "\n".join([title, path] * weight)
@@ -155,6 +159,10 @@ VARIANTS: dict[str, Variant] = {
     **{f"flat + named title/path at {w:g}{tail}": Variant(
         {"all": 1.0, "name_title": w, "name_path": w, "ident": 1.0}, identifiers_only=only)
        for w in (1.0, 0.5) for tail, only in (("", False), (", ident for identifiers only", True))},
+    "flat + named title/path/section at 1": Variant(
+        {"all": 1.0, "name_title": 1.0, "name_path": 1.0, "name_section": 1.0, "ident": 1.0}),
+    "flat + named title/path at 1, named section at 0.5": Variant(
+        {"all": 1.0, "name_title": 1.0, "name_path": 1.0, "name_section": 0.5, "ident": 1.0}),
 }
 
 
@@ -165,7 +173,8 @@ class VariantIndex:
     def __init__(self, index: Path, directory: Path) -> None:
         builder = tantivy.SchemaBuilder()
         builder.add_integer_field("rowid", indexed=True, fast=True)
-        for field in (*ENGLISH, "all", "name_title", "name_path", *(f"bm25f{w}" for w in BM25F_WEIGHTS)):
+        for field in (*ENGLISH, "all", "name_title", "name_path", "name_section",
+                      *(f"bm25f{w}" for w in BM25F_WEIGHTS)):
             builder.add_text_field(field, tokenizer_name=STEMMED, index_option="freq")
         builder.add_text_field("ident", tokenizer_name=IDENT, index_option="freq")
         self.schema = builder.build()
