@@ -72,8 +72,8 @@ from lore.backends.sqlite.fulltext_terms import (
     with_identifier_words,
 )
 from lore.eval.datasets import EvalQuery
-from lore.models import SECTION_SEPARATOR
 from lore.fusion import normalized_score_fusion, word_runs
+from lore.models import SECTION_SEPARATOR
 
 ENGLISH = ("title", "section", "body", "path")
 #: Integer field weights of the title and path inside one document field: BM25F
@@ -105,6 +105,10 @@ title_is_name = lex.title_is_name
 path_is_name = lex.path_is_name
 
 
+def _named(heading: str) -> str:
+    return with_identifier_words(heading) if lex.title_is_name(heading) else ""
+
+
 def chunk_fields(title: str, section: str, text: str, uri: str) -> dict[str, str]:
     """Every field a variant may search: the layout of full-text version 4 (a field per
     part: title, section, body, path), the backend's own (version 5: ``content``, names in
@@ -124,7 +128,7 @@ def chunk_fields(title: str, section: str, text: str, uri: str) -> dict[str, str
         "name_path": fields["path"],
         # The section's own heading (the last of its path) where it is a name: a heading
         # labels its section as a title labels its page.
-        "name_section": with_identifier_words(heading) if lex.title_is_name(heading := section.split(SECTION_SEPARATOR)[-1].strip()) else "",
+        "name_section": _named(section.split(SECTION_SEPARATOR)[-1].strip()),
     }
     for weight in BM25F_WEIGHTS:
         names = "\n".join([title, path] * weight)
