@@ -58,7 +58,7 @@ def _percentile(samples: list[float], share: float) -> float:
 
 
 def searches(directories: list[Path], queries: list[str], passes: int) -> list[dict[str, float]]:
-    boosts = {"title_boost": 1.0, "section_boost": 1.0, "identifier_boost": 1.0}
+    boosts = {"title_boost": 1.0, "identifier_boost": 1.0}
     indexes = [FullTextIndex(d, **boosts) for d in directories]
     cpu: list[list[float]] = [[] for _ in indexes]
     tops: list[list[list[int]]] = [[] for _ in indexes]

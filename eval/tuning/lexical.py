@@ -7,7 +7,9 @@ Nothing is re-embedded and the index is only read: each variant builds its own t
 index of the same chunks (read from SQLite) in a temporary directory, searches it 200
 deep per query, and is scored alone and fused by min-max with the index's own vector
 channel (as ``lore eval`` does). The ``current`` variant is the backend's analysis
-(``lore.backends.sqlite.fulltext_terms``), so its rows must equal the backend's.
+(``lore.backends.sqlite.fulltext_terms``), so its rows must equal the backend's; ``v4: a
+field per part`` is the layout before full-text version 5 (the rows recorded as
+``current`` in docs/quality.md before that).
 
 The backend scores a query term once per field it is looked up in, and sums: a word of
 the title scores in ``title`` and again in ``ident`` (which holds the whole text
@@ -71,6 +73,7 @@ from lore.backends.sqlite.fulltext_terms import (
 )
 from lore.eval.datasets import EvalQuery
 from lore.fusion import normalized_score_fusion, word_runs
+from lore.models import SECTION_SEPARATOR
 
 ENGLISH = ("title", "section", "body", "path")
 #: Integer field weights of the title and path inside one document field: BM25F
@@ -97,48 +100,46 @@ def identifier_tokens(query: str) -> list[str]:
     return [m.group().lower() for m in re.finditer(IDENT_PATTERN, query) if shaped(m.group())]
 
 
-#: A name is at most this many words. Why 8: a page's name is a noun phrase that labels
-#: it (``KubeNodeNotReady``, "Disk full on the primary", "Steps to check"), a handful of
-#: words, where a sentence that states a claim (a paper's title, a design doc's thesis)
-#: runs to 10-25 (English prose averages 15-20 words a sentence). Fixed before measuring.
-NAME_WORDS = 8
-#: A full stop, question or exclamation mark at the end: a sentence, not a label.
-_SENTENCE_END = re.compile(r"[.!?]\s*$")
+#: The name rule of (a), as the backend now applies it (full-text version 5).
+title_is_name = lex.title_is_name
+path_is_name = lex.path_is_name
 
 
-def title_is_name(title: str) -> bool:
-    """Whether a title is a *name* (few words, no sentence ending) rather than a sentence
-    restating the body. An identifier counts as one word, as a name is one."""
-    words = title.split()
-    return 0 < len(words) <= NAME_WORDS and not _SENTENCE_END.search(title)
-
-
-def path_is_name(path: str) -> bool:
-    """Whether a path (``lexical.path_text``) is a name: its file name, split at joiners,
-    has at most ``NAME_WORDS`` words (``pgbouncer-connections``: 2; a slug of a sentence,
-    ``why-we-moved-billing-off-mysql-to-postgres-in-2023``: 10, is not)."""
-    if not path:
-        return False
-    words = [w for w in re.split(r"[-_.\s]+", path.split()[-1]) if w]
-    return 0 < len(words) <= NAME_WORDS
+def _named(heading: str) -> str:
+    return with_identifier_words(heading) if lex.title_is_name(heading) else ""
 
 
 def chunk_fields(title: str, section: str, text: str, uri: str) -> dict[str, str]:
+    """Every field a variant may search: the layout of full-text version 4 (a field per
+    part: title, section, body, path), the backend's own (version 5: ``content``, names in
+    ``name_title`` / ``name_path``), and the BM25F experiments'."""
     fields = field_texts(title, section, text, uri)
     path = lex.path_text(uri) if uri else ""
-    fields["all"] = with_identifier_words(f"{title}\n{section}\n{text}\n{path}")
-    # (a): a name keeps a short field of its own beside the flat one; a sentence is in
-    # the flat field only, so it gets no short field's length normalisation.
-    fields["name_title"] = fields["title"] if title_is_name(title) else ""
-    fields["name_path"] = fields["path"] if path_is_name(path) else ""
+    layout = {
+        "title": with_identifier_words(title),
+        "section": with_identifier_words(section),
+        "body": with_identifier_words(text),
+        "path": with_identifier_words(path),
+        "ident": fields["ident"],
+        "all": fields["content"],
+        # (a): a name keeps a short field of its own beside the flat one; a sentence is in
+        # the flat field only, so it gets no short field's length normalisation.
+        "name_title": fields["title"],
+        "name_path": fields["path"],
+        # The section's own heading (the last of its path) where it is a name: a heading
+        # labels its section as a title labels its page.
+        "name_section": _named(section.split(SECTION_SEPARATOR)[-1].strip()),
+    }
     for weight in BM25F_WEIGHTS:
         names = "\n".join([title, path] * weight)
-        fields[f"bm25f{weight}"] = with_identifier_words(f"{names}\n{section}\n{text}")
-    return fields
+        layout[f"bm25f{weight}"] = with_identifier_words(f"{names}\n{section}\n{text}")
+    return layout
 
 
 VARIANTS: dict[str, Variant] = {
-    "current": Variant({"title": 1.0, "section": 1.0, "body": 1.0, "path": 1.0, "ident": 1.0}),
+    # The backend since full-text version 5: (a) below, at the default boosts.
+    "current": Variant({"all": 1.0, "name_title": 1.0, "name_path": 1.0, "ident": 1.0}),
+    "v4: a field per part": Variant({"title": 1.0, "section": 1.0, "body": 1.0, "path": 1.0, "ident": 1.0}),
     "flat": Variant({"all": 1.0, "ident": 1.0}),
     "flat, no ident": Variant({"all": 1.0}),
     "flat + title/path at 0.5": Variant({"all": 1.0, "title": 0.5, "path": 0.5, "ident": 1.0}),
@@ -162,6 +163,10 @@ VARIANTS: dict[str, Variant] = {
     **{f"flat + named title/path at {w:g}{tail}": Variant(
         {"all": 1.0, "name_title": w, "name_path": w, "ident": 1.0}, identifiers_only=only)
        for w in (1.0, 0.5) for tail, only in (("", False), (", ident for identifiers only", True))},
+    "flat + named title/path/section at 1": Variant(
+        {"all": 1.0, "name_title": 1.0, "name_path": 1.0, "name_section": 1.0, "ident": 1.0}),
+    "flat + named title/path at 1, named section at 0.5": Variant(
+        {"all": 1.0, "name_title": 1.0, "name_path": 1.0, "name_section": 0.5, "ident": 1.0}),
 }
 
 
@@ -172,7 +177,8 @@ class VariantIndex:
     def __init__(self, index: Path, directory: Path) -> None:
         builder = tantivy.SchemaBuilder()
         builder.add_integer_field("rowid", indexed=True, fast=True)
-        for field in (*ENGLISH, "all", "name_title", "name_path", *(f"bm25f{w}" for w in BM25F_WEIGHTS)):
+        for field in (*ENGLISH, "all", "name_title", "name_path", "name_section",
+                      *(f"bm25f{w}" for w in BM25F_WEIGHTS)):
             builder.add_text_field(field, tokenizer_name=STEMMED, index_option="freq")
         builder.add_text_field("ident", tokenizer_name=IDENT, index_option="freq")
         self.schema = builder.build()

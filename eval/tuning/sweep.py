@@ -46,6 +46,8 @@ Hit = tuple[int, float]  # (chunk rowid, score)
 @dataclass(frozen=True, slots=True)
 class Boosts:
     title: float
+    #: The grid's recorded rows (docs/quality.md) had a section field; since full-text
+    #: version 5 the section is part of ``content`` and this weight no longer reaches the backend.
     section: float
     identifier: float
     #: None: the title's boost, as the backend does.
@@ -75,7 +77,7 @@ class Channels:
 
     def _search(self, mode: str, boosts: Boosts) -> dict[str, list[Hit]]:
         backend = SqliteBackend(
-            self.index, self.cache, title_boost=boosts.title, section_boost=boosts.section,
+            self.index, self.cache, title_boost=boosts.title,
             identifier_boost=boosts.identifier, path_boost=boosts.path, candidate_depth=self.pool,
         )
         try:

@@ -339,10 +339,12 @@ class LoreSettings(BaseModel):
     #: Qdrant's DBSF) ranked higher than "rrf" (reciprocal ranks) in nDCG@10 on every set
     #: measured, on every backend (docs/quality.md); "rrf" keeps a little more Recall@100.
     fusion: Literal["rrf", "score"] = "score"
-    #: BM25 field weights. Title and heading text is indexed in its own field *and* again
-    #: in the identifier field, so it already counts more than once; extra boosts lowered
-    #: BM25 nDCG@10 on SciFact and the examples (docs/quality.md, "Tuning experiments").
-    #: The identifier field matches tokens like ``kube-apiserver`` whole.
+    #: BM25 field weights. On SQLite and pgvector a chunk's whole text (title, section,
+    #: body, path) is one field, and a title or file name that is a *name* (a few words,
+    #: no sentence ending) is searched again in a field of its own at ``bm25_title_boost``;
+    #: ``bm25_section_boost`` weighs the section field of Elasticsearch/OpenSearch only.
+    #: Extra boosts lowered nDCG@10 on SciFact and the examples (docs/quality.md). The
+    #: identifier field matches tokens like ``kube-apiserver`` whole.
     bm25_title_boost: float = Field(default=1.0, gt=0)
     bm25_section_boost: float = Field(default=1.0, gt=0)
     bm25_identifier_boost: float = Field(default=1.0, gt=0)

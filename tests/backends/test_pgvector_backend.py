@@ -81,8 +81,8 @@ async def test_postings_hold_identifiers_whole_and_split(
 ) -> None:
     add_document(backend, embedder, "a.md", "Page on etcdNoLeader: ERR_1234 from kube-apiserver at 10.0.0.1")
     with psycopg.connect(pg_dsn) as conn:
-        rows = conn.execute(f"SELECT term, tf_body, tf_ident FROM {index_name}_postings").fetchall()
-    body = {term for term, tf_body, _ in rows if tf_body}
+        rows = conn.execute(f"SELECT term, tf_content, tf_ident FROM {index_name}_postings").fetchall()
+    body = {term for term, tf_content, _ in rows if tf_content}
     whole = {term for term, _, tf_ident in rows if tf_ident}
     assert {"etcdnoleader", "err_1234", "kube-apiserver", "10.0.0.1"} <= whole
     assert {"etcd", "leader", "kube", "apiserv"} <= body

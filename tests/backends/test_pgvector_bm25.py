@@ -15,7 +15,7 @@ import pytest
 
 from optional_extras import require_extra
 
-from .pg_layouts import to_schema_3, to_schema_5
+from .pg_layouts import to_schema_3, to_schema_5, to_schema_7
 
 require_extra("psycopg", "pgvector")
 require_extra("psycopg_pool", "pgvector")
@@ -146,7 +146,7 @@ async def test_scores_and_order_match_the_sqlite_channel(
     from lore.backends.pgvector import bm25
 
     boosts: dict[str, Any] = (
-        {"title_boost": 2.0, "section_boost": 1.5, "identifier_boost": 3.0} if boosted else {}
+        {"title_boost": 2.0, "identifier_boost": 3.0} if boosted else {}
     )
     # The path field (folder and file-name words) takes the title's boost on both.
     sqlite = SqliteBackend(tmp_path / "lore.db", embedder, **boosts)
@@ -156,7 +156,6 @@ async def test_scores_and_order_match_the_sqlite_channel(
         index_name=f"t_{uuid.uuid4().hex[:16]}",
         boosts=bm25.Boosts(
             title=boosts.get("title_boost", 1.0),
-            section=boosts.get("section_boost", 1.0),
             identifier=boosts.get("identifier_boost", 1.0),
         ),
     )
@@ -336,8 +335,31 @@ async def test_an_index_of_schema_5_gets_the_path_field(
     the ranking is the fresh index's (which matches SQLite's, with the path's boost)."""
     reopened = await _migrated(pg, pg_dsn, embedder, to_schema_5, [*QUERIES, "kafka", "k8s crash"])
     try:
-        assert _statistics(pg_dsn, pg.index_name)[0][4] > 0  # the path field's total length
+        assert _statistics(pg_dsn, pg.index_name)[0][3] > 0  # the path field's total length
         assert _term_collations(pg_dsn, pg.index_name) == ["C", "C"]
+    finally:
+        reopened.close()
+
+
+async def test_an_index_of_schema_7_gets_the_whole_chunk_field(
+    pg: PgVectorBackend, pg_dsn: str, embedder: CountingEmbedder
+) -> None:
+    """Schema 7 kept title, section, body, path and ident: migration 8 folds section and
+    body into ``content``, keeps title and path for names only, and rebuilds the postings, so
+    the ranking is the fresh index's (which matches SQLite's)."""
+    reopened = await _migrated(pg, pg_dsn, embedder, to_schema_7, [*QUERIES, "kafka", "k8s crash"])
+    try:
+        with psycopg.connect(pg_dsn) as conn:
+            columns = {
+                row[0]
+                for row in conn.execute(
+                    "SELECT attname FROM pg_attribute WHERE attrelid = %s::regclass AND attnum > 0"
+                    " AND NOT attisdropped",
+                    (f"{pg.index_name}_postings",),
+                ).fetchall()
+            }
+        assert {"tf_content", "len_content"} <= columns
+        assert not {"tf_section", "tf_body", "len_section", "len_body"} & columns
     finally:
         reopened.close()
 

@@ -83,7 +83,7 @@ def test_the_copy_stream_holds_every_posting() -> None:
 
 
 def test_chunks_without_terms_make_an_empty_stream() -> None:
-    counted = count([[[], [""], [], [], []]], [[0, 1, 0, 0, 0]], [5])
+    counted = count([[[], [""], [], []]], [[0, 1, 0, 0]], [5])
     assert len(counted.terms) == 0
     assert _read_copy(counted.copy_data()) == {}
     assert counted.frequencies() == ([], [[] for _ in FIELDS])

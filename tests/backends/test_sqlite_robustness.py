@@ -105,7 +105,7 @@ def test_empty_index_left_marked_usable_is_rebuilt_on_open(tmp_path: Path) -> No
     tantivy index with its marker. The next open sees SQLite holding chunks and rebuilds."""
     db_path = tmp_path / "lore.db"
     _fill(db_path, documents=3)
-    broken = FullTextIndex(tmp_path / "lore.db.tantivy", title_boost=1, section_boost=1, identifier_boost=1)
+    broken = FullTextIndex(tmp_path / "lore.db.tantivy", title_boost=1, identifier_boost=1)
     broken.recreate()
     mark_usable(broken.directory, {"version": FULLTEXT_VERSION})
     broken.close()

@@ -217,6 +217,33 @@ def path_text(uri: str) -> str:
     return " ".join(segment for segment in named if _HAS_LETTER.search(segment))
 
 
+#: A name is at most this many words. A page's name is a noun phrase that labels it
+#: (``KubeNodeNotReady``, "Disk full on the primary", "Steps to check"), where a sentence
+#: stating a claim (a paper's title, a design doc's thesis) runs 10-25 words (English prose
+#: averages 15-20). Fixed before it was measured (docs/quality.md, "A document's name by
+#: its shape").
+NAME_WORDS = 8
+_SENTENCE_END = re.compile(r"[.!?]\s*$")
+_NAME_JOINERS = re.compile(r"[-_.\s]+")
+
+
+def title_is_name(title: str) -> bool:
+    """Whether a title names its page (few words, no sentence ending) rather than states
+    what the body says. An identifier counts as one word, as a name is one."""
+    words = title.split()
+    return 0 < len(words) <= NAME_WORDS and not _SENTENCE_END.search(title)
+
+
+def path_is_name(path: str) -> bool:
+    """Whether a path (``path_text``) ends in a name: its file name, split at joiners, has
+    at most ``NAME_WORDS`` words (``pgbouncer-connections``: 2; the slug of a sentence,
+    ``why-we-moved-billing-off-mysql-to-postgres-in-2023``, is not one)."""
+    if not path:
+        return False
+    words = [word for word in _NAME_JOINERS.split(path.split()[-1]) if word]
+    return 0 < len(words) <= NAME_WORDS
+
+
 #: A calendar date in a file or folder name, with the separator that joins it to the rest.
 _DATE = re.compile(r"(?<![0-9])(?:19|20)\d\d[-_.]?[01]\d[-_.]?[0-3]\d(?![0-9])[-_.]?")
 

@@ -34,7 +34,6 @@ def from_settings(settings: LoreSettings, embedder: Embedder) -> PgVectorBackend
         fusion=settings.fusion,
         boosts=bm25.Boosts(
             title=settings.bm25_title_boost,
-            section=settings.bm25_section_boost,
             identifier=settings.bm25_identifier_boost,
         ),
     )

@@ -240,7 +240,7 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Step, ...]], ...] = (
             "ALTER TABLE {terms} ADD COLUMN df_path integer NOT NULL DEFAULT 0",
             "ALTER TABLE {bm25_stats} ADD COLUMN len_path bigint NOT NULL DEFAULT 0",
             "DROP INDEX {postings_impact}",
-            postings.IMPACT_INDEX,
+            bm25.PATH_IMPACT_INDEX,
             postings.mark_stale,
         ),
     ),
@@ -256,6 +256,13 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Step, ...]], ...] = (
             'ALTER TABLE {postings} ALTER COLUMN term TYPE text COLLATE "C"',
             'ALTER TABLE {terms} ALTER COLUMN term TYPE text COLLATE "C"',
         ),
+    ),
+    (
+        8,
+        "BM25: one field for the whole chunk, title and path again where they are names",
+        # As full-text version 5 of the SQLite backend (docs/quality.md, "A document's
+        # name by its shape").
+        (*bm25.ALL_FIELD_STATEMENTS, postings.IMPACT_INDEX, postings.mark_stale),
     ),
 )
 

@@ -70,7 +70,6 @@ def from_settings(settings: LoreSettings, embedder: Embedder) -> SqliteBackend:
         candidate_depth=settings.candidate_depth,
         fusion=settings.fusion,
         title_boost=settings.bm25_title_boost,
-        section_boost=settings.bm25_section_boost,
         identifier_boost=settings.bm25_identifier_boost,
         ann_threshold=settings.ann_threshold,
         fulltext_shard_threshold=settings.fulltext_shard_threshold,

@@ -123,7 +123,6 @@ class SqliteBackend(FullTextLayouts):
         candidate_depth: int = 100,
         fusion: Literal["rrf", "score"] = "score",
         title_boost: float = 1.0,
-        section_boost: float = 1.0,
         identifier_boost: float = 1.0,
         path_boost: float | None = None,
         ann_threshold: int = 200_000,
@@ -171,7 +170,7 @@ class SqliteBackend(FullTextLayouts):
         self._read_guard = self._guard
         self._fulltext_base = self._path.with_name(self._path.name + ".tantivy")
         self._shard_threshold, self._shard_count = fulltext_shard_threshold, fulltext_shards
-        self._boosts = (title_boost, section_boost, identifier_boost, path_boost)
+        self._boosts = (title_boost, identifier_boost, path_boost)
         # The layout found complete on disk; a writer switches it to the one the chunk
         # count wants once SQLite is open (``_prepare_fulltext``).
         present = present_shards(self._fulltext_base)

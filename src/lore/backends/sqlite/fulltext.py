@@ -25,6 +25,7 @@ import tantivy
 
 from lore.access import AccessFilter
 from lore.backends.sqlite.fulltext_terms import (
+    ENGLISH_FIELDS,
     FIELD_ANALYZERS,
     IDENT_PATTERN,
     MAX_QUERY_TERMS,
@@ -58,8 +59,9 @@ __all__ = [
 
 #: Bump when fields or analyzers change: the directory is then rebuilt from SQLite.
 #: 2: the ``access`` field; 3: CamelCase identifiers also indexed as their words;
-#: 4: the ``path`` field (the document's file name and folders), inner names of compounds.
-FULLTEXT_VERSION = 4
+#: 4: the ``path`` field (the document's file name and folders), inner names of compounds;
+#: 5: one ``content`` field for the whole chunk, ``title`` and ``path`` only where they are names.
+FULLTEXT_VERSION = 5
 _MARKER = "lore-fulltext.json"
 #: Query terms whose presence one evidence search tells apart (``held_terms``): one bit
 #: each of a score that tantivy keeps as an f32, exact for integers below 2**24.
@@ -70,8 +72,9 @@ _WRITER_HEAP_BYTES = 64_000_000
 PAUSE_ENV = "LORE_TEST_PAUSE_FULLTEXT_REBUILD"
 #: What the tantivy bindings raise (tantivy errors arrive as ValueError).
 _TANTIVY_ERRORS = (ValueError, OSError, RuntimeError)
-#: The English fields, in the order ``statistics`` gives their document frequencies.
-FIELDS = ("title", "section", "body", "path")
+#: The field whose document frequencies ``statistics`` gives: ``content`` holds every English
+#: term a chunk has, so its frequency is the largest of the English fields'.
+FIELDS = ("content",)
 
 
 def pause_for_tests(count: int) -> None:
@@ -125,7 +128,6 @@ class FullTextIndex:
         directory: Path,
         *,
         title_boost: float,
-        section_boost: float,
         identifier_boost: float,
         path_boost: float | None = None,
     ) -> None:
@@ -134,7 +136,8 @@ class FullTextIndex:
         # or says more than a generic first heading such as "Steps to check"): it takes
         # the title's boost unless given one (eval/tuning/sweep.py measures it apart).
         path_weight = title_boost if path_boost is None else path_boost
-        self._boosts = {"title": title_boost, "section": section_boost, "body": 1.0, "path": path_weight}
+        self._boosts = {"content": 1.0, "title": title_boost, "path": path_weight}
+        assert tuple(self._boosts) == ENGLISH_FIELDS
         self._identifier_boost = identifier_boost
         self._analyzers = analyzers()
         self._schema = schema()
@@ -405,9 +408,9 @@ class FullTextIndex:
         return idf_weights(total, freqs)
 
     def statistics(self, tokens: Sequence[str]) -> tuple[int, dict[str, list[int]]]:
-        """The documents held and, for each token, how many hold it in each English field
-        (in ``FIELDS`` order): what the idf of ``query_weights`` is made of, summed over
-        shards by a set."""
+        """The documents held and, for each token, how many hold it in each field of
+        ``FIELDS`` (``content``, every English term of a chunk): what the idf of
+        ``query_weights`` is made of, summed over shards by a set."""
         if not tokens:
             return 0, {}
         try:
@@ -435,7 +438,7 @@ class FullTextIndex:
         return chunk_terms(texts)
 
     def held_terms(self, rowids: Sequence[int], terms: Sequence[str]) -> dict[int, frozenset[str]]:
-        """Which of ``terms`` (stemmed) each chunk of ``rowids`` holds in its English fields,
+        """Which of ``terms`` (stemmed) each chunk of ``rowids`` holds (in ``content``),
         read from the index's postings instead of analysing the chunks' text again (that
         analysis was two thirds of a bm25 search's time at 10k chunks: docs/benchmarks.md).
         The same terms as ``chunk_terms`` of the chunk's fields, as the index was built from
@@ -479,10 +482,9 @@ class FullTextIndex:
         return {rowid: frozenset(found_terms) for rowid, found_terms in held.items()}
 
     def _held_by(self, chosen: tantivy.Query, term: str, score: float) -> tantivy.Query:
-        """The ``chosen`` chunks whose title, section, body or path holds ``term``, all
-        scoring ``score``."""
-        fields = [(tantivy.Occur.Should, self._term(field, term, "basic")) for field in self._boosts]
-        anywhere = tantivy.Query.boolean_query(fields)
+        """The ``chosen`` chunks that hold ``term`` (``content`` holds every English term of a
+        chunk's title, section, body and path), all scoring ``score``."""
+        anywhere = self._term("content", term, "basic")
         both = tantivy.Query.boolean_query([(tantivy.Occur.Must, chosen), (tantivy.Occur.Must, anywhere)])
         return tantivy.Query.const_score_query(both, score)
 

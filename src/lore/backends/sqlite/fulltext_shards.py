@@ -71,7 +71,6 @@ class ShardedFullText:
         shards: int,
         *,
         title_boost: float,
-        section_boost: float,
         identifier_boost: float,
         path_boost: float | None = None,
     ) -> None:
@@ -83,7 +82,6 @@ class ShardedFullText:
             FullTextIndex(
                 directory / f"shard-{number}",
                 title_boost=title_boost,
-                section_boost=section_boost,
                 identifier_boost=identifier_boost,
                 path_boost=path_boost,
             )
@@ -313,7 +311,6 @@ def open_fulltext(
     shards: int,
     *,
     title_boost: float,
-    section_boost: float,
     identifier_boost: float,
     path_boost: float | None = None,
 ) -> FullText:
@@ -322,7 +319,6 @@ def open_fulltext(
         return FullTextIndex(
             directory,
             title_boost=title_boost,
-            section_boost=section_boost,
             identifier_boost=identifier_boost,
             path_boost=path_boost,
         )
@@ -330,7 +326,6 @@ def open_fulltext(
         directory,
         shards,
         title_boost=title_boost,
-        section_boost=section_boost,
         identifier_boost=identifier_boost,
         path_boost=path_boost,
     )

@@ -5,16 +5,24 @@ analysis to rank exactly as tantivy does).
 
 Fields:
 
-- ``title``, ``section``, ``body``, ``path``: English text, stemmed, stop words removed;
-  each field may be boosted at query time (equal weights by default: docs/quality.md;
-  ``path`` takes the title's). ``path`` is the document's uri as words (its folders and
-  file name, ``lexical.path_text``). The analyzer splits snake_case, kebab-case and dotted
-  names into their words; CamelCase identifiers add theirs here (``KubeNodeNotReady`` also
-  as "Kube Node Not Ready"), so an alert's description meets the runbook named for it.
-- ``ident``: the same text and path split only at whitespace and most punctuation,
-  lowercased and not stemmed, so ``kube-apiserver``, ``etcdNoLeader``, ``ERR_1234``,
-  ``10.0.0.1`` and ``payments-consumer-group`` are single terms and match whole; the
-  names inside dotted compounds (``kube-apiserver.service``) are added whole too.
+- ``content``: the chunk's title, section, body and path (the document's folders and file
+  name as words, ``lexical.path_text``) as one English text, stemmed, stop words removed:
+  BM25 over one document field, as it was defined. The analyzer splits snake_case,
+  kebab-case and dotted names into their words; CamelCase identifiers add theirs
+  (``KubeNodeNotReady`` also as "Kube Node Not Ready"), so an alert's description meets
+  the runbook named for it.
+- ``title``, ``path``: the same analysis of the title and the path again, but only where
+  they are a *name* (``lexical.title_is_name``, ``path_is_name``: a few words, no sentence
+  ending), empty otherwise. A page's name is evidence of its own (a runbook named for its
+  alert), and a short field's length normalisation lets it count on a long page; a title
+  that is a sentence restating the body (a paper's claim, a postmortem's headline) would
+  count its words twice. Searched beside ``content`` at the title's and path's boosts.
+  Measured against a field per part (title, section, body, path): docs/quality.md, "A
+  document's name by its shape".
+- ``ident``: the same text split only at whitespace and most punctuation, lowercased and
+  not stemmed, so ``kube-apiserver``, ``etcdNoLeader``, ``ERR_1234``, ``10.0.0.1`` and
+  ``payments-consumer-group`` are single terms and match whole; the names inside dotted
+  compounds (``kube-apiserver.service``) are added whole too.
 - ``labels``: raw ``key=value`` terms (lore.models.label_terms) for filtering.
 - ``access``: raw tenant and group terms (lore.access.access_terms) for the caller's
   ``AccessFilter``, applied inside the search like the labels, never after its cut.
@@ -74,12 +82,14 @@ def with_identifier_words(text: str) -> str:
 
 #: The analyzer of each text field.
 FIELD_ANALYZERS = {
+    "content": STEMMED,
     "title": STEMMED,
-    "section": STEMMED,
-    "body": STEMMED,
     "path": STEMMED,
     "ident": IDENT,
 }
+#: The English fields a query's words are looked up in; ``content`` holds every term of the
+#: other two.
+ENGLISH_FIELDS = ("content", "title", "path")
 
 
 def _identifier_text(text: str) -> str:
@@ -103,17 +113,18 @@ def chunk_terms(texts: tuple[str, ...]) -> frozenset[str]:
 
 
 def field_texts(title: str, section: str, text: str, uri: str = "") -> dict[str, str]:
-    """What each text field of a chunk is given to index. The English fields also get
+    """What each text field of a chunk is given to index: ``content`` the whole chunk with its
+    title and path, ``title`` and ``path`` again where they are names (empty where not),
+    ``ident`` the whole chunk with identifiers kept whole. The English fields also get
     CamelCase identifiers' words, so "node is not ready" meets a runbook titled
-    KubeNodeNotReady; ``path`` holds the document's folder and file-name words
-    (``lexical.path_text``); ``ident`` keeps identifiers whole, the path's too."""
+    KubeNodeNotReady."""
     path = lexical.path_text(uri) if uri else ""
+    whole = f"{title}\n{section}\n{text}\n{path}"
     return {
-        "title": with_identifier_words(title),
-        "section": with_identifier_words(section),
-        "body": with_identifier_words(text),
-        "path": with_identifier_words(path),
-        "ident": _identifier_text(f"{title}\n{section}\n{text}\n{path}"),
+        "content": with_identifier_words(whole),
+        "title": with_identifier_words(title) if lexical.title_is_name(title) else "",
+        "path": with_identifier_words(path) if lexical.path_is_name(path) else "",
+        "ident": _identifier_text(whole),
     }
 
 
@@ -129,8 +140,8 @@ def field_terms(title: str, section: str, text: str, uri: str = "") -> dict[str,
 
 
 def query_terms(query: str) -> tuple[list[str], list[str]]:
-    """The distinct terms a query searches for: English ones (looked up in title, section,
-    body and path) and identifier ones (in ``ident``), each list capped at ``MAX_QUERY_TERMS``."""
+    """The distinct terms a query searches for: English ones (looked up in ``ENGLISH_FIELDS``)
+    and identifier ones (in ``ident``), each list capped at ``MAX_QUERY_TERMS``."""
     chosen = analyzers()
     return unique_terms(chosen[STEMMED].analyze(query)), unique_terms(chosen[IDENT].analyze(query))
 
@@ -142,10 +153,8 @@ def schema() -> tantivy.Schema:
     builder.add_integer_field("rowid", indexed=True, fast=True)
     # Term frequencies without positions: no phrase queries are built, and positions
     # would cost indexing time and disk.
-    builder.add_text_field("title", tokenizer_name=STEMMED, index_option="freq")
-    builder.add_text_field("section", tokenizer_name=STEMMED, index_option="freq")
-    builder.add_text_field("body", tokenizer_name=STEMMED, index_option="freq")
-    builder.add_text_field("path", tokenizer_name=STEMMED, index_option="freq")
+    for field in ENGLISH_FIELDS:
+        builder.add_text_field(field, tokenizer_name=STEMMED, index_option="freq")
     builder.add_text_field("ident", tokenizer_name=IDENT, index_option="freq")
     builder.add_text_field("labels", tokenizer_name="raw", index_option="basic")
     builder.add_text_field("access", tokenizer_name="raw", index_option="basic")

@@ -38,7 +38,7 @@ class FullTextLayouts(SqliteSearch):
     _fulltext_base: Path
     _shard_threshold: int
     _shard_count: int
-    _boosts: tuple[float, float, float, float | None]
+    _boosts: tuple[float, float, float | None]
 
     def write_lock(self) -> AbstractContextManager[None]:
         raise NotImplementedError  # SqliteBackend's
@@ -74,12 +74,11 @@ class FullTextLayouts(SqliteSearch):
             # Otherwise the live writer applies its own journal (and switches the layout).
 
     def _open_layout(self, directory: Path, shards: int) -> FullText:
-        title, section, identifier, path = self._boosts
+        title, identifier, path = self._boosts
         return open_fulltext(
             directory,
             shards,
             title_boost=title,
-            section_boost=section,
             identifier_boost=identifier,
             path_boost=path,
         )
