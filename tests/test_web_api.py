@@ -432,6 +432,23 @@ def test_rate_limit_per_token(tmp_path: Path) -> None:
         assert editor.get("/v1/sync").status_code == 200  # another token, another bucket
 
 
+def test_the_rate_limit_is_a_setting(tmp_path: Path) -> None:
+    """``[serve] rate_limit`` and ``rate_burst`` are the buckets lore serve gives each
+    token (many agents may share one)."""
+    from lore.config import load_settings
+    from lore.web.limits import Limits
+    from lore.web.service import open_service
+    from web_helpers import write_config
+
+    config = write_config(tmp_path, extra="\n[serve]\nrate_limit = 400.0\nrate_burst = 800\n")
+    opened = open_service(load_settings(config), embedder=CountingEmbedder())
+    try:
+        assert (opened.limits.rate, opened.limits.burst) == (400.0, 800)
+        assert Limits().rate == 50.0  # the default stays what docs/service.md says
+    finally:
+        opened.primary.close()
+
+
 def test_framework_errors_are_problems(served: Served) -> None:
     with served.client("viewer") as client:
         assert_problem(client.get("/v1/nothing-here"), 404, "/v1/nothing-here")

@@ -168,6 +168,11 @@ class ServeSettings(BaseModel):
     #: query_weights``) or "float32" (the model as converted). Documents are always
     #: embedded in float32.
     query_weights: Literal["int8", "float32"] = "int8"
+    #: Requests per second per principal (each token, or the local user), on average and
+    #: at most at once: one token bucket for ``/v1`` and ``/mcp``; past it, 429 with
+    #: ``Retry-After``. Raise it for many agents sharing one token.
+    rate_limit: float = Field(default=50.0, gt=0)
+    rate_burst: int = Field(default=100, ge=1)
 
 
 class ElasticsearchSettings(BaseModel):

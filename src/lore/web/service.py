@@ -364,7 +364,7 @@ def open_service(
         embedder,
         search,
         TokenStore(settings.resolved_data_dir()),
-        limits=limits or Limits(),
+        limits=limits or Limits(rate=settings.serve.rate_limit, burst=settings.serve.rate_burst),
         fallback=fallback,
         fallback_retriever=fallback_retriever,
         # A child builds its embedder from the settings: one passed in stays in-process.
