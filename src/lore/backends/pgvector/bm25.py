@@ -1,6 +1,6 @@
 """BM25 in plain PostgreSQL: an inverted index table, term statistics, and a bounded query.
 
-The embedded default ranks text with tantivy's BM25 over four fields (all: the chunk's
+The embedded default ranks text with tantivy's BM25 over four fields (content: the chunk's
 title, section, body and path, English, stemmed; title and path again where they are
 names; ident: identifiers whole: ``lore.backends.sqlite.fulltext_terms``). This channel
 keeps the same terms (``lore.backends.sqlite.fulltext.field_terms``, tantivy's own
@@ -104,7 +104,7 @@ PATH_IMPACT_INDEX = (
 
 #: Migration 8: ``content`` (the whole chunk) takes the place of ``body``, ``section`` goes;
 #: the postings are rebuilt afterwards, as every row's terms change.
-ALL_FIELD_STATEMENTS: tuple[str, ...] = (
+CONTENT_FIELD_STATEMENTS: tuple[str, ...] = (
     "DROP INDEX IF EXISTS {postings_impact}",
     "ALTER TABLE {postings} DROP COLUMN tf_section, DROP COLUMN len_section",
     "ALTER TABLE {postings} RENAME COLUMN tf_body TO tf_content",

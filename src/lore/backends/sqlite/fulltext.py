@@ -136,8 +136,8 @@ class FullTextIndex:
         # or says more than a generic first heading such as "Steps to check"): it takes
         # the title's boost unless given one (eval/tuning/sweep.py measures it apart).
         path_weight = title_boost if path_boost is None else path_boost
-        self._boosts = {"content": 1.0, "title": title_boost, "path": path_weight}
-        assert tuple(self._boosts) == ENGLISH_FIELDS
+        # In ``ENGLISH_FIELDS`` order: the whole chunk, then its names.
+        self._boosts = dict(zip(ENGLISH_FIELDS, (1.0, title_boost, path_weight), strict=True))
         self._identifier_boost = identifier_boost
         self._analyzers = analyzers()
         self._schema = schema()
