@@ -40,13 +40,13 @@ def _old_sub_identifiers(text: str) -> list[str]:
     runs = (run.group() for run in _RUN_WITH_COMPOUND.finditer(text))
     tokens = (match.group() for run in runs for match in lexical._TOKEN.finditer(run))
     for token in tokens:
-        if not lexical._COMPOUND.search(token) or not lexical._is_identifier(token):
+        if not lexical._COMPOUND.search(token) or not lexical.is_identifier(token):
             continue
         whole = token.lower()
         for piece in lexical._OUTER_JOINERS.split(whole):
             candidates = [piece, *piece.split(".")] if "." in piece else [piece]
             for candidate in candidates:
-                if candidate != whole and lexical._is_identifier(candidate):
+                if candidate != whole and lexical.is_identifier(candidate):
                     found.setdefault(candidate, None)
     return list(found)
 

@@ -34,14 +34,17 @@ can outweigh a body that holds the query's rare words. The variants:
   plus ``t`` times the others (tantivy's disjunction max), instead of their sum;
 - ``flat + named title/path at w``: the flat field, with the title and path beside it at
   weight ``w`` only where they are a *name* (``title_is_name``, ``path_is_name``: few
-  words, no sentence ending); a sentence title is in the flat field only.
+  words, no sentence ending); a sentence title is in the flat field only;
+- ``current, plain words' exact form at w``: every ``ident`` term searched, an identifier
+  at the field's boost, a plain word at ``w`` of it (``current`` is the backend's ``w``,
+  ``fulltext_terms.PLAIN_EXACT_FORM``; ``v5: ...`` every term at 1, the rule before).
 
 ``--verbatim`` adds, per variant, the hybrid with a lexical lean on copied queries only
 (``copied``: the query shares a run of ``COPIED_RUN_WORDS`` (8) words with BM25's best chunk), and
 prints how often it fires. Each run prints how the rule classifies each source's titles.
 
 Results in docs/quality.md ("Confidence-weighted fusion and the BM25 channel's fields",
-"A document's name by its shape, and copied queries").
+"A document's name by its shape, and copied queries", "A plain word's exact form").
 """
 
 from __future__ import annotations
@@ -65,9 +68,11 @@ from lore.backends import lexical as lex
 from lore.backends.sqlite.fulltext_terms import (
     IDENT,
     IDENT_PATTERN,
+    PLAIN_EXACT_FORM,
     STEMMED,
     analyzers,
     field_texts,
+    ident_weights,
     query_terms,
     with_identifier_words,
 )
@@ -90,13 +95,16 @@ class Variant:
     tie: float | None = None
     #: look up in ``ident`` only the query's identifier-shaped tokens, not every word
     identifiers_only: bool = False
+    #: the weight of a plain word's exact form in ``ident`` (identifier-shaped tokens keep
+    #: the field's boost); None: every token at the field's boost
+    plain_exact: float | None = None
 
 
 def identifier_tokens(query: str) -> list[str]:
     """The query's tokens as the ``ident`` analyzer cuts them, kept where they are shaped
     like an identifier (``lexical``'s rule: a joiner, a CamelCase joint, letters with
     digits), judged on the text as typed (lowercasing hides ``etcdNoLeader``'s joints)."""
-    shaped = lex._is_identifier  # an experiment: the module's own rule, not a public API
+    shaped = lex.is_identifier  # an experiment: the module's own rule, not a public API
     return [m.group().lower() for m in re.finditer(IDENT_PATTERN, query) if shaped(m.group())]
 
 
@@ -137,8 +145,11 @@ def chunk_fields(title: str, section: str, text: str, uri: str) -> dict[str, str
 
 
 VARIANTS: dict[str, Variant] = {
-    # The backend since full-text version 5: (a) below, at the default boosts.
-    "current": Variant({"all": 1.0, "name_title": 1.0, "name_path": 1.0, "ident": 1.0}),
+    # The backend: (a) below, at the default boosts, a plain word's exact form at
+    # ``PLAIN_EXACT_FORM``; ``v5`` the same with every exact form at 1 (before that rule).
+    "current": Variant(
+        {"all": 1.0, "name_title": 1.0, "name_path": 1.0, "ident": 1.0}, plain_exact=PLAIN_EXACT_FORM),
+    "v5: plain words' exact form at 1": Variant({"all": 1.0, "name_title": 1.0, "name_path": 1.0, "ident": 1.0}),
     "v4: a field per part": Variant({"title": 1.0, "section": 1.0, "body": 1.0, "path": 1.0, "ident": 1.0}),
     "flat": Variant({"all": 1.0, "ident": 1.0}),
     "flat, no ident": Variant({"all": 1.0}),
@@ -163,6 +174,11 @@ VARIANTS: dict[str, Variant] = {
     **{f"flat + named title/path at {w:g}{tail}": Variant(
         {"all": 1.0, "name_title": w, "name_path": w, "ident": 1.0}, identifiers_only=only)
        for w in (1.0, 0.5) for tail, only in (("", False), (", ident for identifiers only", True))},
+    # A plain word's exact form as a tie-breaker among its stem's matches, an identifier
+    # whole as evidence of its own (docs/quality.md, "A plain word's exact form").
+    **{f"current, plain words' exact form at {w:g}": Variant(
+        {"all": 1.0, "name_title": 1.0, "name_path": 1.0, "ident": 1.0}, plain_exact=w)
+       for w in (0.25,)},
     "flat + named title/path/section at 1": Variant(
         {"all": 1.0, "name_title": 1.0, "name_path": 1.0, "name_section": 1.0, "ident": 1.0}),
     "flat + named title/path at 1, named section at 0.5": Variant(
@@ -224,7 +240,13 @@ class VariantIndex:
             else:
                 clauses.extend(per_field)
         if "ident" in variant.boosts:
-            clauses.extend(self._term("ident", token, variant.boosts["ident"]) for token in identifiers)
+            boost = variant.boosts["ident"]
+            if variant.plain_exact is None:
+                clauses.extend(self._term("ident", token, boost) for token in identifiers)
+            else:
+                weights = ident_weights(query, identifiers)
+                clauses.extend(self._term("ident", token, boost * (1.0 if weights[token] == 1.0 else variant.plain_exact))
+                               for token in identifiers)
         if not clauses:
             return []
         scoring = tantivy.Query.boolean_query([(tantivy.Occur.Should, c) for c in clauses])

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from lore.backends.lexical import path_is_name, path_text, title_is_name
-from lore.backends.sqlite.fulltext import FullTextIndex, FullTextRow, field_texts
+from lore.backends.sqlite.fulltext import FullTextIndex, FullTextRow, field_texts, ident_weights, query_terms
+from lore.backends.sqlite.fulltext_terms import PLAIN_EXACT_FORM
 
 
 @pytest.mark.parametrize(
@@ -89,3 +90,71 @@ def test_a_name_counts_again_in_its_own_field(tmp_path: Path) -> None:
     mentions = _row(2, "", "Consumer lag\nScale the group, then check the partitions.")
     scores = _scores(tmp_path, [named, mentions, *FILLER], "consumer lag")
     assert scores[1] > scores[2]
+
+
+def test_an_identifier_counts_whole_and_a_plain_words_exact_form_less() -> None:
+    query = "Restart kube-apiserver after ERR_5002 on etcdNoLeader partitions with k8s"
+    weights = ident_weights(query, query_terms(query)[1])
+    assert weights == {
+        "restart": PLAIN_EXACT_FORM,
+        "kube-apiserver": 1.0,
+        "after": PLAIN_EXACT_FORM,
+        "err_5002": 1.0,
+        "etcdnoleader": 1.0,
+        "partitions": PLAIN_EXACT_FORM,
+        "k8s": 1.0,
+    }
+    assert 0 < PLAIN_EXACT_FORM < 1
+
+
+def test_a_plain_words_exact_form_still_tells_its_stems_matches_apart(tmp_path: Path) -> None:
+    """"partition" and "partitions" share a stem; the page with the word as asked ranks
+    first (the reason the exact form is searched at all)."""
+    exact = _row(1, "", "Skip the poison message on the stuck partition.")
+    inflected = _row(2, "", "Skip the poison message on the stuck partitions.")
+    scores = _scores(tmp_path, [exact, inflected, *FILLER], "stuck partition")
+    assert scores[1] > scores[2]
+
+
+def test_a_plain_words_exact_form_weighs_less_than_an_identifiers(tmp_path: Path) -> None:
+    """The same page found by one plain word and by one identifier, each held once and
+    equally rare: the identifier's whole form is evidence of its own, the plain word's
+    exact form repeats what its stem already counted."""
+    word = _row(1, "", "Drain the node before the upgrade.")
+    name = _row(2, "", "Drain the kube-proxy before the upgrade.")
+    rows = [word, name, *FILLER]
+    word_score = _scores(tmp_path / "w", rows, "node")[1]
+    boosted = FullTextIndex(tmp_path / "b", title_boost=1.0, identifier_boost=2.0)
+    try:
+        boosted.recreate()
+        boosted.replace_all(rows)
+        word_boosted = dict(boosted.search("node", frozenset(), 10))[1]
+    finally:
+        boosted.close()
+    # Doubling the identifier boost adds the exact form's share once more: half of what
+    # the word's whole form in ``ident`` scores, where an identifier would add all of it.
+    exact_share = word_boosted - word_score
+    stem_share = word_score - exact_share
+    assert exact_share > 0
+    assert exact_share / stem_share == pytest.approx(PLAIN_EXACT_FORM, rel=0.05)
+
+
+def test_a_pasted_rules_placeholders_are_not_searched_for() -> None:
+    rule = (
+        "Disk device {{ $labels.device }} not accessible on host {{ $labels.host\n }}: "
+        "{{ $value | humanizePercentage }} of {{ $externalLabels.cluster }} reads failed."
+    )
+    words, identifiers = query_terms(rule)
+    assert "labels.device" not in identifiers
+    assert not {"label", "humanizepercentag", "valu", "cluster"} & set(words)
+    assert {"disk", "devic", "access", "host", "read"} <= set(words)
+    # Other templates are what a page may be about: Helm's values stay searchable.
+    assert "values.replicacount" in query_terms("what sets {{ .Values.replicaCount }}")[1]
+
+
+def test_a_pasted_rule_finds_its_runbook_not_the_page_naming_its_labels(tmp_path: Path) -> None:
+    runbook = _row(1, "Disk unavailable", "A disk device is not accessible on the host. Replace the disk.")
+    taxonomy = _row(2, "Label taxonomy", "labels.device and labels.host name the device and the host.")
+    rule = "Disk not accessible. Disk device {{ $labels.device }} not accessible on host {{ $labels.host }}."
+    scores = _scores(tmp_path, [runbook, taxonomy, *FILLER], rule)
+    assert scores[1] > scores.get(2, 0.0)

@@ -39,7 +39,10 @@ _HAS_LETTER = re.compile(r"[^\W\d_]")
 _HAS_DIGIT = re.compile(r"\d")
 
 
-def _is_identifier(token: str) -> bool:
+def is_identifier(token: str) -> bool:
+    """Whether a token as typed is shaped like a name rather than a word: a joiner
+    (``kube-apiserver``, ``ERR_5002``, ``etcd.member``), a CamelCase joint (``etcdNoLeader``),
+    or letters fused with digits (``k8s``, ``BRCA1``)."""
     if len(token) < 2 or len(token) > IDENTIFIER_MAX_CHARS:
         return False
     if _JOINERS.search(token) or _CAMEL.search(token):
@@ -54,7 +57,7 @@ def identifiers(text: str) -> list[str]:
     found: dict[str, None] = {}
     for match in _TOKEN.finditer(text):
         token = match.group()
-        if _is_identifier(token):
+        if is_identifier(token):
             found.setdefault(token.lower(), None)
     return list(found)
 
@@ -135,7 +138,7 @@ def identifier_words(text: str) -> list[str]:
     words: list[str] = []
     for match in _TOKEN.finditer(text):
         token = match.group()
-        if not _is_identifier(token):
+        if not is_identifier(token):
             continue
         split: list[str] = []
         for piece in _JOINERS.split(token):
@@ -190,13 +193,13 @@ def sub_identifiers(text: str) -> list[str]:
 def _inner_names(token: str) -> tuple[str, ...]:
     """``sub_identifiers`` of one token, in order, repeats left to the caller."""
     # Only a token with an outer joiner or a dot has a name inside that differs from it.
-    if not _COMPOUND.search(token) or not _is_identifier(token):
+    if not _COMPOUND.search(token) or not is_identifier(token):
         return ()
     names: list[str] = []
     whole = token.lower()
     for piece in _OUTER_JOINERS.split(whole):
         candidates = [piece, *piece.split(".")] if "." in piece else [piece]
-        names.extend(c for c in candidates if c != whole and _is_identifier(c))
+        names.extend(c for c in candidates if c != whole and is_identifier(c))
     return tuple(names)
 
 
@@ -259,13 +262,28 @@ def without_templates(text: str) -> str:
     return _TEMPLATE.sub(" ", text)
 
 
+#: A placeholder of Prometheus's rule templating: it reads the alert's ``$labels``, its
+#: ``$value`` or the server's ``$externalLabels`` / ``$externalURL``, the variables the
+#: Prometheus documentation gives alert and recording rule templates.
+_RULE_PLACEHOLDER = re.compile(r"\{\{[^{}]*\$(?:labels|value|externalLabels|externalURL)\b[^{}]*\}\}")
+
+
+def without_rule_placeholders(text: str) -> str:
+    """``text`` with a pasted alert rule's placeholders blanked out (``{{ $labels.device }}``,
+    ``{{ $value | humanizePercentage }}``): what the rule is rendered with, not what it is
+    about, and as ``labels.device`` whole they would count as identifiers the alert
+    carries. Other templates stay (Helm's ``{{ .Values.replicaCount }}``: a runbook may be
+    about that very value)."""
+    return _RULE_PLACEHOLDER.sub(" ", text)
+
+
 def identifier_share(text: str) -> float:
     """The share of a query's tokens that are identifiers (0.0 to 1.0), template
     placeholders left out: ``ERR_5002 on kube-apiserver`` is 2/3, prose 0."""
     tokens = [match.group() for match in _TOKEN.finditer(without_templates(text))]
     if not tokens:
         return 0.0
-    return sum(1 for token in tokens if _is_identifier(token)) / len(tokens)
+    return sum(1 for token in tokens if is_identifier(token)) / len(tokens)
 
 
 @cache
@@ -293,7 +311,7 @@ def terms(text: str) -> list[str]:
         words.extend(analyzer.analyze(" ".join(parts)))
     for match in _TOKEN.finditer(text):
         token = match.group()
-        if _is_identifier(token):
+        if is_identifier(token):
             words.append(token.lower())
     words.extend(sub_identifiers(text))
     return words

@@ -32,7 +32,7 @@ caller may see. Stock PostgreSQL only: no extension beyond pgvector.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -166,9 +166,11 @@ STATISTICS = (
 
 
 def weights(
-    rows: Iterable[Sequence[Any]], words: Sequence[str], identifiers: Sequence[str], boosts: Boosts
+    rows: Iterable[Sequence[Any]], words: Sequence[str], identifiers: Mapping[str, float], boosts: Boosts
 ) -> Weights | None:
-    """The query's term weights from ``STATISTICS`` rows; None when nothing can match."""
+    """The query's term weights from ``STATISTICS`` rows; None when nothing can match.
+    ``identifiers``: each ``ident`` term with its weight against the identifier boost
+    (``fulltext_terms.ident_weights``: a plain word's exact form counts less)."""
     found: dict[str, Sequence[int]] = {}
     width = len(FIELDS)
     total, lengths = 0, [0] * width
@@ -179,14 +181,14 @@ def weights(
     if total <= 0 or not found:
         return None
     field_boosts = boosts.per_field()
-    as_word, as_identifier = set(words), set(identifiers)
+    as_word = set(words)
     terms: list[str] = []
     per_field: list[list[float]] = [[] for _ in FIELDS]
     for term, df in sorted(found.items()):
-        searched = (term in as_word,) * (width - 1) + (term in as_identifier,)
+        searched = (1.0 if term in as_word else 0.0,) * (width - 1) + (identifiers.get(term, 0.0),)
         column = [
-            boost * idf(count, total) * (K1 + 1.0) if wanted and count > 0 else 0.0
-            for boost, count, wanted in zip(field_boosts, df, searched, strict=True)
+            boost * share * idf(count, total) * (K1 + 1.0) if share and count > 0 else 0.0
+            for boost, count, share in zip(field_boosts, df, searched, strict=True)
         ]
         if any(column):
             terms.append(term)

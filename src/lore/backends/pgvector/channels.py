@@ -23,7 +23,7 @@ import numpy.typing as npt
 from lore.backends.pgvector import bm25
 from lore.backends.pgvector.schema import Tables
 from lore.backends.pgvector.statements import PASSAGE_COLUMNS, RowFilter, vector_channel_statement
-from lore.backends.sqlite.fulltext import query_terms
+from lore.backends.sqlite.fulltext import ident_weights, query_terms
 from lore.errors import MissingExtraError
 
 try:
@@ -73,7 +73,7 @@ class Channels:
         found = conn.execute(
             self.tables.sql(bm25.STATISTICS), (list(dict.fromkeys(words + identifiers)),)
         ).fetchall()
-        weights = bm25.weights(found, words, identifiers, self.boosts)
+        weights = bm25.weights(found, words, ident_weights(text, identifiers), self.boosts)
         if weights is None:
             return None
         statement = bm25.search_statement(self.tables, weights, where)

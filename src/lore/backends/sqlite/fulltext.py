@@ -35,6 +35,7 @@ from lore.backends.sqlite.fulltext_terms import (
     chunk_terms,
     field_terms,
     field_texts,
+    ident_weights,
     query_terms,
     schema,
     unique_terms,
@@ -53,6 +54,7 @@ __all__ = [
     "chunk_terms",
     "field_terms",
     "field_texts",
+    "ident_weights",
     "query_terms",
     "with_identifier_words",
 ]
@@ -376,11 +378,11 @@ class FullTextIndex:
 
     def _clause(self, field: str, token: str, boost: float) -> tuple[tantivy.Occur, tantivy.Query]:
         term = self._term(field, token)
-        # A bare term query where the boost is 1: tantivy answers a disjunction of plain
-        # term queries with its specialised term union, which any wrapper (a boost, a
-        # nested boolean) rules out. Not block-max WAND: tantivy-py 0.27 wraps every
-        # search in a MultiCollector, which scores every matching posting (at 1M chunks
-        # top 1 costs what top 100 does, with or without counting: docs/benchmarks.md).
+        # One flat disjunction of term queries, boosted or bare: a boost on a clause costs
+        # nothing measurable, a nested disjunction 1.66x the CPU (bench/bm25_clauses.py).
+        # Not block-max WAND: tantivy-py 0.27 wraps every search in a MultiCollector,
+        # which scores every matching posting (at 1M chunks top 1 costs what top 100
+        # does, with or without counting: docs/benchmarks.md).
         return tantivy.Occur.Should, term if boost == 1.0 else tantivy.Query.boost_query(term, boost)
 
     def _scoring_query(self, query: str, scale: Mapping[tuple[str, str], float]) -> tantivy.Query | None:
@@ -391,8 +393,8 @@ class FullTextIndex:
             for field, boost in self._boosts.items()
         ]
         clauses.extend(
-            self._clause("ident", token, self._identifier_boost * scale.get(("ident", token), 1.0))
-            for token in identifiers
+            self._clause("ident", token, self._identifier_boost * weight * scale.get(("ident", token), 1.0))
+            for token, weight in ident_weights(query, identifiers).items()
         )
         if not clauses:
             return None
