@@ -104,8 +104,7 @@ def identifier_tokens(query: str) -> list[str]:
     """The query's tokens as the ``ident`` analyzer cuts them, kept where they are shaped
     like an identifier (``lexical``'s rule: a joiner, a CamelCase joint, letters with
     digits), judged on the text as typed (lowercasing hides ``etcdNoLeader``'s joints)."""
-    shaped = lex.is_identifier  # an experiment: the module's own rule, not a public API
-    return [m.group().lower() for m in re.finditer(IDENT_PATTERN, query) if shaped(m.group())]
+    return [m.group().lower() for m in re.finditer(IDENT_PATTERN, query) if lex.is_identifier(m.group())]
 
 
 #: The name rule of (a), as the backend now applies it (full-text version 5).
@@ -176,9 +175,8 @@ VARIANTS: dict[str, Variant] = {
        for w in (1.0, 0.5) for tail, only in (("", False), (", ident for identifiers only", True))},
     # A plain word's exact form as a tie-breaker among its stem's matches, an identifier
     # whole as evidence of its own (docs/quality.md, "A plain word's exact form").
-    **{f"current, plain words' exact form at {w:g}": Variant(
-        {"all": 1.0, "name_title": 1.0, "name_path": 1.0, "ident": 1.0}, plain_exact=w)
-       for w in (0.25,)},
+    "current, plain words' exact form at 0.25": Variant(
+        {"all": 1.0, "name_title": 1.0, "name_path": 1.0, "ident": 1.0}, plain_exact=0.25),
     "flat + named title/path/section at 1": Variant(
         {"all": 1.0, "name_title": 1.0, "name_path": 1.0, "name_section": 1.0, "ident": 1.0}),
     "flat + named title/path at 1, named section at 0.5": Variant(
