@@ -148,7 +148,8 @@ VARIANTS: dict[str, Variant] = {
     # ``PLAIN_EXACT_FORM``; ``v5`` the same with every exact form at 1 (before that rule).
     "current": Variant(
         {"all": 1.0, "name_title": 1.0, "name_path": 1.0, "ident": 1.0}, plain_exact=PLAIN_EXACT_FORM),
-    "v5: plain words' exact form at 1": Variant({"all": 1.0, "name_title": 1.0, "name_path": 1.0, "ident": 1.0}),
+    "v5: plain words' exact form at 1": Variant(
+        {"all": 1.0, "name_title": 1.0, "name_path": 1.0, "ident": 1.0}),
     "v4: a field per part": Variant({"title": 1.0, "section": 1.0, "body": 1.0, "path": 1.0, "ident": 1.0}),
     "flat": Variant({"all": 1.0, "ident": 1.0}),
     "flat, no ident": Variant({"all": 1.0}),
@@ -239,12 +240,11 @@ class VariantIndex:
                 clauses.extend(per_field)
         if "ident" in variant.boosts:
             boost = variant.boosts["ident"]
-            if variant.plain_exact is None:
-                clauses.extend(self._term("ident", token, boost) for token in identifiers)
-            else:
-                weights = ident_weights(query, identifiers)
-                clauses.extend(self._term("ident", token, boost * (1.0 if weights[token] == 1.0 else variant.plain_exact))
-                               for token in identifiers)
+            plain = variant.plain_exact
+            shares = ident_weights(query, identifiers) if plain is not None else {}
+            for token in identifiers:
+                whole = shares.get(token, 1.0) == 1.0
+                clauses.append(self._term("ident", token, boost if whole or plain is None else boost * plain))
         if not clauses:
             return []
         scoring = tantivy.Query.boolean_query([(tantivy.Occur.Should, c) for c in clauses])
