@@ -149,6 +149,26 @@ async def test_label_filter_inside_both_channels(
         backend.close()
 
 
+async def test_a_pasted_rules_placeholders_are_not_sent_as_query_text(
+    server: FakeSearchServer, embedder: CountingEmbedder
+) -> None:
+    backend = open_backend(server, embedder)
+    try:
+        add_document(backend, embedder, "disk.md", "disk device not accessible on the host")
+        server.requests.clear()
+        await backend.retrieve(
+            "Disk device {{ $labels.device }} not accessible on {{ $labels.host }}: {{ .Values.disk }}",
+            mode=SearchMode.BM25,
+        )
+        (bm25,) = server.searches()
+        sent = bm25["query"]["bool"]["must"][0]["multi_match"]["query"]
+        assert "$labels" not in sent
+        assert "Disk device" in sent
+        assert "{{ .Values.disk }}" in sent  # not a rule's placeholder: a page may be about it
+    finally:
+        backend.close()
+
+
 def test_bulk_bodies_write_before_they_delete(server: FakeSearchServer, embedder: CountingEmbedder) -> None:
     backend = open_backend(server, embedder)
     try:

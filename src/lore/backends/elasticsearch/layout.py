@@ -25,6 +25,7 @@ from typing import Any
 
 from lore.access import AccessFilter
 from lore.backends.elasticsearch.dialect import Dialect
+from lore.backends.lexical import without_rule_placeholders
 
 #: The chunk documents' vector field.
 VECTOR = "vector"
@@ -164,10 +165,13 @@ def bm25_body(
 ) -> dict[str, Any]:
     """``multi_match`` over the text fields and their identifier subfields; ``most_fields``
     adds an exact identifier's match to its words' so it ranks first. The query text is
-    analysed, never parsed: operators and brackets are plain characters."""
+    analysed, never parsed: operators and brackets are plain characters. A pasted alert
+    rule's placeholders are left out, as the other backends leave them
+    (``lexical.without_rule_placeholders``)."""
     fields = [f"title^{boosts['title']}", f"section^{boosts['section']}", "text"]
     fields += [f"{name}.ids^{boosts['identifier']}" for name in TEXT_FIELDS]
-    match = {"multi_match": {"query": text, "type": "most_fields", "fields": fields}}
+    searched = without_rule_placeholders(text)
+    match = {"multi_match": {"query": searched, "type": "most_fields", "fields": fields}}
     return {
         "query": {"bool": {"must": [match], "filter": filters}},
         "size": size,
