@@ -141,6 +141,15 @@ def test_identifier_share_leaves_template_placeholders_out() -> None:
     assert lexical.identifier_share("") == 0.0
 
 
+def test_sparse_query_vectors_leave_a_rules_placeholders_out() -> None:
+    """Qdrant's lexical channel searches what SQLite's and pgvector's search."""
+    weights = lexical.BM25Weights()
+    rule = weights.query("Node {{ $labels.node }} is down ({{ $value | humanize }})")
+    assert rule == weights.query("Node is down")
+    helm = weights.query("what sets {{ .Values.replicaCount }}")
+    assert lexical.term_id("values.replicacount") in helm.indices
+
+
 def _coverage(backend: SqliteBackend, query: str, uri: str) -> float:
     found = asyncio.run(backend.retrieve(query, top_k=7, mode=SearchMode.BM25))
     evidence = next(p.evidence for p in found if p.uri == uri)

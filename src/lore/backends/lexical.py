@@ -349,7 +349,8 @@ class BM25Weights:
         return SparseVector(ids, [counts[i] * (self.k1 + 1.0) / (counts[i] + norm) for i in ids])
 
     def query(self, text: str) -> SparseVector:
-        counts = Counter(term_id(term) for term in terms(text))
+        """A pasted alert rule's placeholders are not searched for (``without_rule_placeholders``)."""
+        counts = Counter(term_id(term) for term in terms(without_rule_placeholders(text)))
         ids = sorted(counts)
         return SparseVector(ids, [float(counts[i]) for i in ids])
 
