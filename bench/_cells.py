@@ -271,8 +271,11 @@ def ingest_lore(engine: LoreEngine, corpus: Corpus, embedder: PrecomputedQueries
     done = 0
     started = time.perf_counter()
     # As sync calls it: an index that writes many documents at once gets them a group at a
-    # time (sync's groups hold BATCHES_PER_GROUP embedding batches of 32 texts: 512 chunks).
-    group = SYNC_GROUP_CHUNKS // CHUNKS_PER_DOCUMENT if isinstance(engine, BulkWriting) else 1
+    # time (sync's groups hold BATCHES_PER_GROUP embedding batches of 32 texts: 512 chunks),
+    # and a group's outcomes are read once the next group has been handed over.
+    bulk = engine if isinstance(engine, BulkWriting) else None
+    group = SYNC_GROUP_CHUNKS // CHUNKS_PER_DOCUMENT if bulk is not None else 1
+    submitted: Callable[[], list[Exception | None]] | None = None
     with engine.write_lock():  # released (and flushed) inside the timed span
         engine.check_embedder(embedder.model_id, embedder.dimension)
         pending: list[tuple[Document, Sequence[Chunk], Vectors]] = []
@@ -280,25 +283,36 @@ def ingest_lore(engine: LoreEngine, corpus: Corpus, embedder: PrecomputedQueries
             pending.append(item)
             if len(pending) < group:
                 continue
-            done += _write(engine, pending)
+            if bulk is not None:
+                collect = bulk.submit_many(pending)
+                _check(submitted)
+                submitted = collect
+            else:
+                for document, chunks, vectors in pending:
+                    engine.upsert(document, chunks, vectors)
+            done += sum(len(chunks) for _, chunks, _ in pending)
             pending = []
             elapsed = time.perf_counter() - started
             if done < total and elapsed > probe_after and elapsed * total / done > budget_s:
                 raise IngestTooSlow(done, elapsed, total)
-        _write(engine, pending)
+        if bulk is not None:
+            if pending:
+                collect = bulk.submit_many(pending)
+                _check(submitted)
+                submitted = collect
+            _check(submitted)
+        else:
+            for document, chunks, vectors in pending:
+                engine.upsert(document, chunks, vectors)
     return time.perf_counter() - started
 
 
-def _write(engine: LoreEngine, items: list[tuple[Document, Sequence[Chunk], Vectors]]) -> int:
-    """Chunks written; a failure is an error, as no synthetic document is bad."""
-    if isinstance(engine, BulkWriting):
-        failed = [error for error in engine.upsert_many(items) if error is not None]
+def _check(submitted: Callable[[], list[Exception | None]] | None) -> None:
+    """A group's outcomes: a failure is an error, as no synthetic document is bad."""
+    if submitted is not None:
+        failed = [error for error in submitted() if error is not None]
         if failed:
             raise failed[0]
-    else:
-        for document, chunks, vectors in items:
-            engine.upsert(document, chunks, vectors)
-    return sum(len(chunks) for _, chunks, _ in items)
 
 
 def run_lore(spec: CellSpec, corpus: Corpus, result: CellResult) -> None:

@@ -192,6 +192,29 @@ def peer_table(console: Console, cells: Sequence[CellResult]) -> None:
     console.print(table)
 
 
+def _pgvector_targets(cells: Sequence[CellResult]) -> list[Target]:
+    """Issue 15 section 2: pgvector at 100k chunks, in the same run as SQLite."""
+    measured = [c for c in cells if c.backend == "pgvector" and c.scale == TARGET_SCALE and not c.skipped]
+    cell = measured[0] if measured else None
+    found: list[Target] = []
+    for mode, limit in (("bm25", 50.0), ("hybrid", 60.0)):
+        name = f"{mode} p50 at 100k chunks (pgvector)"
+        latency = cell.latency.get(mode) if cell else None
+        if latency is None:
+            found.append(Target(name, f"<= {limit:g} ms", "not run", "n/a"))
+        else:
+            status = "pass" if latency.p50_ms <= limit else "MISS"
+            found.append(Target(name, f"<= {limit:g} ms", f"{latency.p50_ms:.2f} ms", status))
+    name = "ingest through the index seam at 100k (pgvector)"
+    if cell is None or not cell.ingest_chunks_per_s:
+        found.append(Target(name, ">= 2,000 chunks/s", "not run", "n/a"))
+    else:
+        rate = cell.ingest_chunks_per_s
+        status = "pass" if rate >= 2000 else "MISS"
+        found.append(Target(name, ">= 2,000 chunks/s", f"{rate:,.0f} chunks/s", status))
+    return found
+
+
 def targets(corpora: CorpusResults | None, cells: Sequence[CellResult]) -> list[Target]:
     found: list[Target] = []
     at_target = next(
@@ -210,6 +233,7 @@ def targets(corpora: CorpusResults | None, cells: Sequence[CellResult]) -> list[
                 "pass" if latency.p50_ms <= limit else "MISS",
             )
         )
+    found.extend(_pgvector_targets(cells))
     syncs = [] if corpora is None else corpora.syncs
     first = next(
         (s for s in syncs if s.backend == "sqlite" and s.embedder.startswith("test") and not s.skipped), None

@@ -14,7 +14,7 @@ Optional capabilities are *declared* as attributes (``incremental``, ``modes``,
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
@@ -259,7 +259,8 @@ class Closing(Protocol):
 class BulkWriting(Protocol):
     """Optional capability of an index that writes many documents faster at once than one
     by one (a server, where each write's round trips and per-statement work dominate):
-    sync hands it each group of documents whose vectors are ready."""
+    sync hands it each group of documents whose vectors are ready (``submit_many``), and
+    records a group's outcomes once it has handed over the next."""
 
     def upsert_many(
         self, items: Sequence[tuple[Document, Sequence[Chunk], Vectors]]
@@ -268,6 +269,17 @@ class BulkWriting(Protocol):
         document (atomic, the new version before the old goes). One outcome per item:
         None when written, else the error that item alone raised, its neighbours written.
         Errors no write can survive (the store unreachable) are raised instead."""
+        ...
+
+    def submit_many(
+        self, items: Sequence[tuple[Document, Sequence[Chunk], Vectors]]
+    ) -> Callable[[], list[Exception | None]]:
+        """``upsert_many`` in two halves, so the caller can prepare its next items while the
+        store writes these: the client's work on the items is done when this returns,
+        their writes may go on after it, in order after every earlier call's. The function
+        returned waits for them and gives what ``upsert_many`` would give (or raises what
+        it would raise). Whatever is submitted under ``write_lock`` is written before the
+        lock is released; ``upsert_many(items)`` is ``submit_many(items)()``."""
         ...
 
 

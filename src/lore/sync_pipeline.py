@@ -2,7 +2,10 @@
 embedded in full batches of similar lengths on one worker thread, and each document is
 written as soon as its vectors are ready, while the main thread writes the previous
 group and reads the next documents. Index calls stay on the calling thread (SQLite
-connections are bound to the thread that opened them). ``lore.sync`` drives it.
+connections are bound to the thread that opened them); an index that writes many
+documents at once (``BulkWriting``) may go on writing a group after the call that handed
+it over, and its outcomes are recorded when the next group has been handed over.
+``lore.sync`` drives it.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -73,6 +76,11 @@ class Pending:
     error: str | None = None
 
 
+#: A group handed to a ``BulkWriting`` index: the group, those of its documents handed
+#: over, and the function giving their outcomes.
+Submitted = tuple[list["Pending"], list["Pending"], Callable[[], list[Exception | None]]]
+
+
 def describe(err: BaseException) -> str:
     message = str(err).strip()
     return message if message else type(err).__name__
@@ -106,6 +114,8 @@ class Pipeline:
         self._group: list[Pending] = []
         self._group_keys: set[str] = set()
         self._inflight: tuple[list[Pending], asyncio.Future[None]] | None = None
+        #: The group handed to a ``BulkWriting`` index whose outcomes are not recorded yet.
+        self._submitted: Submitted | None = None
         # One worker: embedding calls never run concurrently with each other.
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lore-embed")
 
@@ -116,9 +126,10 @@ class Pipeline:
             await self._launch()
 
     async def flush(self) -> None:
-        """Embed and write everything added so far."""
+        """Embed and write everything added so far, and record its outcomes."""
         await self._launch()
         await self._drain()
+        self._record_submitted()
 
     def close(self) -> None:
         self._stopping.set()
@@ -208,10 +219,20 @@ class Pipeline:
             pending.error = f"embedding failed: {describe(err)}"
 
     def _write_all(self, index: BulkWriting, group: list[Pending]) -> None:
-        """A group in one call to an index that writes many documents at once."""
+        """A group in one call to an index that writes many documents at once. The index
+        may still be writing it when the call returns: the previous group's outcomes are
+        recorded once this one is handed over (and the last group's by ``flush``)."""
         ready = [pending for pending in group if pending.error is None]
-        outcomes = index.upsert_many([(p.document, p.chunks, self._matrix(p)) for p in ready])
-        failed = dict(zip(map(id, ready), outcomes, strict=True))
+        collect = index.submit_many([(p.document, p.chunks, self._matrix(p)) for p in ready])
+        self._record_submitted()
+        self._submitted = (group, ready, collect)
+
+    def _record_submitted(self) -> None:
+        if self._submitted is None:
+            return
+        group, ready, collect = self._submitted
+        self._submitted = None
+        failed = dict(zip(map(id, ready), collect(), strict=True))
         for pending in group:
             error = failed.get(id(pending))
             if error is not None and isinstance(error, FATAL):

@@ -146,3 +146,66 @@ async def test_sync_writes_through_batches_and_reports_the_refused_document(
     # A second sync of the same listing writes nothing: idempotent.
     again = await sync_sources([_Listing("notes", documents)], pg, embedder, chunker)
     assert (again.added, again.updated) == (0, 0)
+
+
+async def test_calls_handed_over_before_their_outcomes_are_read_are_written_in_order(
+    pg: PgVectorBackend, pg_dsn: str, embedder: CountingEmbedder
+) -> None:
+    """``submit_many``, as sync calls it: the next group is handed over before the last
+    one's outcomes are read; the writes keep the calls' order, and a refused document
+    still fails alone."""
+    pg.check_embedder(embedder.model_id, embedder.dimension)
+    with pg.write_lock():
+        first = pg.submit_many([_item(embedder, f"o/{i}.md", f"first version {i} zookeeper") for i in range(5)])
+        second = pg.submit_many(
+            [
+                _item(embedder, "o/1.md", "second version kafka"),
+                _item(embedder, "o/bad.md", "refused disk", huge=_huge()),
+                _item(embedder, "o/9.md", "new page etcd"),
+            ]
+        )
+        assert first() == [None] * 5
+        outcomes = second()
+    assert outcomes[0] is None and outcomes[2] is None
+    assert isinstance(outcomes[1], IndexingError)
+    assert sorted(await _uris(pg, "zookeeper")) == ["o/0.md", "o/2.md", "o/3.md", "o/4.md"]
+    assert await _uris(pg, "kafka") == ["o/1.md"]
+    assert await _uris(pg, "etcd") == ["o/9.md"]
+    kept, counted, wrong = _statistics(pg_dsn, pg.index_name)
+    assert kept == counted
+    assert kept[0] == 6
+    assert wrong == []
+
+
+async def test_what_was_handed_over_under_the_lock_is_written_before_its_release(
+    pg: PgVectorBackend, pg_dsn: str, embedder: CountingEmbedder
+) -> None:
+    pg.check_embedder(embedder.model_id, embedder.dimension)
+    with pg.write_lock():
+        for number in range(3):  # outcomes never read
+            pg.submit_many([_item(embedder, f"w/{number}-{i}.md", f"page {number} {i} raft") for i in range(4)])
+    assert len(pg.held(DEFAULT_SOURCE)) == 12
+    assert await _uris(pg, "page 2 3 raft")
+    kept, counted, wrong = _statistics(pg_dsn, pg.index_name)
+    assert kept == counted
+    assert kept[0] == 12
+    assert wrong == []
+
+
+async def test_sync_over_many_groups_records_each_group_once(
+    pg: PgVectorBackend, pg_dsn: str, embedder: CountingEmbedder
+) -> None:
+    """Groups of 16 texts (batches of one): each group's outcomes are recorded after the
+    next is handed over, the last at the source's end, and a refused document in a
+    middle group is reported as it is without its neighbours."""
+    chunker = Chunker.for_embedder(embedder)
+    documents = [_document(f"mem://g/{i}.md", f"# Note {i}\n\nrestart worker{i}") for i in range(70)]
+    documents.insert(37, _document("mem://g/bad.md", "# Bad\n\nrefused", huge=_huge()))
+    report = await sync_sources([_Listing("notes", documents)], pg, embedder, chunker, batch_size=1)
+    assert [failure.uri for failure in report.failures] == ["mem://g/bad.md"]
+    assert (report.added, report.updated) == (70, 0)
+    assert len(pg.held("notes")) == 70
+    assert await _uris(pg, "worker69") == ["mem://g/69.md"]
+    kept, counted, wrong = _statistics(pg_dsn, pg.index_name)
+    assert kept == counted
+    assert wrong == []

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Literal
 
@@ -178,6 +178,7 @@ class PgVectorBackend(LedgerReads, ServerSearch):
         except PoolTimeout as err:
             self._pool.close()
             raise BackendUnavailableError(f"{self._where} is unreachable: {err}") from err
+        self._writer = pg_bulk.Writer(self._reserve, self._write)
 
     # -- connections ------------------------------------------------------------------
 
@@ -250,7 +251,10 @@ class PgVectorBackend(LedgerReads, ServerSearch):
             return schema_version(conn, self._tables)
 
     def close(self) -> None:
-        self._pool.close()
+        try:
+            self._writer.close()
+        finally:
+            self._pool.close()
 
     def event_store(self) -> PgEventStore:
         """``EventStoring``: events in this index's tables, on a connection of their own."""
@@ -258,6 +262,7 @@ class PgVectorBackend(LedgerReads, ServerSearch):
 
     def drop(self) -> None:
         """Remove every table of this index (other indexes in the database are untouched)."""
+        self._writer.drain()
         with self._connection(IndexingError) as conn, conn.transaction():
             for statement in drop_statements(self._tables):
                 conn.execute(statement)
@@ -286,27 +291,47 @@ class PgVectorBackend(LedgerReads, ServerSearch):
         self._stored = (model_id, dimension)
 
     def upsert(self, document: Document, chunks: Sequence[Chunk], vectors: Vectors) -> None:
-        self._write([pg_bulk.prepare(document, chunks, vectors, self._stored)])
-        if not self._lock_depth:
-            self._ensure_vector_index()
+        error = self.upsert_many([(document, chunks, vectors)])[0]
+        if error is not None:
+            raise error
 
     def upsert_many(
         self, items: Sequence[tuple[Document, Sequence[Chunk], Vectors]]
     ) -> list[Exception | None]:
         """``BulkWriting``: batches of documents, one transaction each (``bulk.py``)."""
-        outcomes = pg_bulk.write_all(items, self._prepare, self._write)
-        if not self._lock_depth:
+        return self.submit_many(items)()
+
+    def submit_many(
+        self, items: Sequence[tuple[Document, Sequence[Chunk], Vectors]]
+    ) -> Callable[[], list[Exception | None]]:
+        """``BulkWriting``: the items analysed and laid out here, their batches written on
+        the writer's thread, in order after every earlier call's (``bulk.Writer``)."""
+        collect = self._writer.submit(items, self._prepare)
+        if self._lock_depth:
+            return collect
+
+        def written() -> list[Exception | None]:
+            outcomes = collect()
             self._ensure_vector_index()
-        return outcomes
+            return outcomes
+
+        return written
 
     def _prepare(self, document: Document, chunks: Sequence[Chunk], vectors: Vectors) -> pg_bulk.Prepared:
         return pg_bulk.prepare(document, chunks, vectors, self._stored)
 
-    def _write(self, batch: Sequence[pg_bulk.Prepared]) -> None:
+    def _reserve(self, count: int) -> list[int]:
+        """``count`` chunk keys from the index's sequence."""
+        with self._connection(IndexingError) as conn:
+            rows = conn.execute(pg_bulk.RESERVE_KEYS, (f"{self.index_name}_chunks", count)).fetchall()
+        return [int(row[0]) for row in rows]
+
+    def _write(self, batch: pg_bulk.Batch) -> None:
         """Whole documents in one transaction: a crash leaves each one's old or new
-        version, and readers never see neither."""
+        version, and readers never see neither. Runs on the writer's thread, one batch at
+        a time, so ``_loaded`` holds every batch written before this one."""
         loaded = self._loaded
-        held = {item.document.uri for item in batch if loaded is None or item.document.uri in loaded}
+        held = {uri for uri in batch.uris if loaded is None or uri in loaded}
         with self._connection(IndexingError) as conn, conn.transaction():
             if self._lock_depth:
                 # Within a sync, a commit need not wait for its WAL flush: a server crash
@@ -316,7 +341,7 @@ class PgVectorBackend(LedgerReads, ServerSearch):
                 conn.execute("SET LOCAL synchronous_commit TO off")
             pg_bulk.write(conn, self._tables, batch, held)
         if loaded is not None:
-            loaded.update(item.document.uri for item in batch)
+            loaded.update(batch.uris)
 
     def _remove_postings(self, conn: psycopg.Connection[TupleRow], uri: str) -> None:
         """Take the chunks of ``uri`` out of the BM25 postings and statistics."""
@@ -405,8 +430,11 @@ class PgVectorBackend(LedgerReads, ServerSearch):
                 bulk = pg_postings.first_load(conn, self._tables)
                 self._loaded = set() if bulk else None
                 yield
+                self._writer.drain()
                 self._ensure_vector_index()
             finally:
+                # Whatever was submitted under the lock is written under it.
+                self._writer.drain()
                 with self._lock_guard:
                     self._lock_depth = 0
                     self._loaded = None

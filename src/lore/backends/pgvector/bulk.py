@@ -1,23 +1,36 @@
 """The write side of the pgvector backend: documents written in batches, one transaction
-per batch.
+per batch, each batch written on a thread of its own while the caller prepares the next.
 
 Measured at 4k synthetic chunks, one document (8 chunks) per transaction: the server's
 work per statement, not the rows, was most of a write: each document upserted the same
 few hundred ``terms`` rows and the one ``bm25_stats`` row again, and each chunk row was a
 statement of its own. A batch sends its chunk rows by one binary ``COPY`` into a
-temporary staging table, moves them with one ``INSERT ... SELECT ... ON CONFLICT``, and
-writes the postings, the statistics and the ledger rows of all its documents with one
-statement each, so a term's document frequency is updated once per batch.
+temporary staging table and its postings by another, then moves the rows with one
+``INSERT ... SELECT ... ON CONFLICT`` and writes the statistics and the ledger rows of
+all its documents with one statement each, so a term's document frequency is updated
+once per batch.
+
+All the client's work on a batch (the analysis, the postings counted and laid out as
+their COPY stream, the rows) is done before the batch is handed to the writer thread, on
+the caller's thread, with chunk keys drawn from the index's sequence up front
+(``Writer.submit``): the writer then only sends, and the server's half of one call's
+writes runs while the caller prepares the next (``BulkWriting.submit_many``). Measured at
+100k synthetic chunks (docs/benchmarks.md, "pgvector ingest: the next group prepared while
+the last is written"): with the client's work on the writer's path, one batch in flight
+across calls saved nothing (the writer's thread was the longer path); with it off that
+path, a first load took 7-30% less time in alternated runs.
 
 Every guarantee of a single write holds per document: a batch's transaction holds whole
 documents, so a crash leaves each one's old or new version, and each new version is
 written before what it replaces goes. A batch the server refuses (one document's label
 too large for its index, say) is rolled back and its documents are written one by one,
-so the bad one fails alone (``PgVectorBackend.upsert_many``).
+so the bad one fails alone.
 """
 
 from __future__ import annotations
 
+import threading
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -44,8 +57,10 @@ except ImportError as err:  # pragma: no cover - exercised only without the extr
 #: small enough to bound the client's memory and the transaction a crash rolls back.
 BATCH_CHUNKS = 1024
 
-#: Columns of a chunk row, in ``Prepared.rows`` order, with their types for binary COPY.
+#: Columns of a chunk row, in ``Batch.rows`` order, with their types for binary COPY. The
+#: key (the postings' chunk number) is drawn from the index's sequence before the write.
 _COLUMNS: tuple[tuple[str, str], ...] = (
+    ("key", "int8"),
     ("id", "text"),
     ("uri", "text"),
     ("ordinal", "int4"),
@@ -68,18 +83,23 @@ TYPES = [kind for _, kind in _COLUMNS]
 #: One staging table per session, shared by every index (each batch empties it at commit).
 #: Temporary, so its rows are never WAL-logged; untyped ``vector``: the insert casts.
 CREATE_STAGE = (
-    "CREATE TEMP TABLE IF NOT EXISTS lore_stage_chunks ("
+    "CREATE TEMP TABLE IF NOT EXISTS lore_stage_rows ("
     + ", ".join(f"{name} {kind}" for name, kind in _COLUMNS)
     + ") ON COMMIT DELETE ROWS"
 )
-COPY_STAGE = f"COPY lore_stage_chunks ({_NAMES}) FROM STDIN (FORMAT BINARY)"
-#: ``key`` (the postings' chunk number) is kept by an update, so the postings written
-#: after it find the same chunk under the same key.
+COPY_STAGE = f"COPY lore_stage_rows ({_NAMES}) FROM STDIN (FORMAT BINARY)"
+#: A chunk written again takes its new key: the postings of its old key are removed
+#: before, and those of the new one are written in the same transaction.
 MOVE_STAGE = (
-    f"INSERT INTO {{chunks}} ({_NAMES}) SELECT {_NAMES} FROM lore_stage_chunks "
+    f"INSERT INTO {{chunks}} ({_NAMES}) SELECT {_NAMES} FROM lore_stage_rows "
     "ON CONFLICT (id) DO UPDATE SET "
     + ", ".join(f"{name} = EXCLUDED.{name}" for name, _ in _COLUMNS if name != "id")
-    + " RETURNING id, key"
+)
+#: Parameters: the chunks table's name, how many keys. Keys drawn from the sequence are
+#: never handed out twice, to this process or any other.
+RESERVE_KEYS = (
+    "SELECT nextval(s) FROM (SELECT pg_get_serial_sequence(%s, 'key')::regclass AS s) q,"
+    " generate_series(1, %s)"
 )
 
 
@@ -139,75 +159,145 @@ def batches(documents: Sequence[tuple[str, int]], limit: int = BATCH_CHUNKS) -> 
 Item = tuple[Document, Sequence[Chunk], Vectors]
 
 
-def write_all(
-    items: Sequence[Item],
-    prepare: Callable[[Document, Sequence[Chunk], Vectors], Prepared],
-    write: Callable[[Sequence[Prepared]], None],
-) -> list[Exception | None]:
-    """``BulkWriting.upsert_many`` given how to prepare one document and write a batch:
-    the next batch is prepared (analysed, on the client) while the last one is written
-    (mostly waiting on the server, on another core), one batch in flight at a time, in
-    order. A batch ``write`` refuses is written again document by document, so the one
-    at fault fails alone; an unreachable server raises."""
-    outcomes: list[Exception | None] = [None] * len(items)
+@dataclass(slots=True)
+class Batch:
+    """Documents to write in one transaction, laid out on the client: their chunk rows
+    (keys first), their postings as a COPY stream, and the statistics they add."""
 
-    def written(batch: list[tuple[int, Prepared]]) -> None:
-        try:
-            write([item for _, item in batch])
-        except BackendUnavailableError:
-            raise
-        except LoreError:
-            for position, item in batch:
-                try:
-                    write([item])
-                except BackendUnavailableError:
-                    raise
-                except LoreError as err:
-                    outcomes[position] = err
+    items: list[tuple[int, Prepared]]
+    rows: list[tuple[Any, ...]]
+    postings: pg_postings.Laid
 
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="lore-pg-write") as writer:
-        inflight: Future[None] | None = None
+    @property
+    def uris(self) -> list[str]:
+        return [item.document.uri for _, item in self.items]
+
+
+def lay_out(items: list[tuple[int, Prepared]], keys: Sequence[int]) -> Batch:
+    """The batch of ``items`` (positions in the caller's list, and each prepared
+    document), its chunks numbered with ``keys`` in order."""
+    numbered = iter(keys)
+    rows: list[tuple[Any, ...]] = []
+    key_of: dict[str, int] = {}
+    for _, item in items:
+        for row in item.rows:
+            key = next(numbered)
+            key_of[row[0]] = key
+            rows.append((key, *row))
+    postings = pg_postings.merged([item.postings for _, item in items])
+    return Batch(items, rows, pg_postings.lay_out(postings, key_of))
+
+
+class Writer:
+    """Writes batches in order on one thread of its own, at most one waiting behind the
+    one being written, so the caller prepares the next while the server works.
+
+    ``reserve(n)`` draws n chunk keys; ``write(batch)`` writes a batch in a transaction
+    of its own, raising ``LoreError`` when the server refuses it and
+    ``BackendUnavailableError`` when it cannot be reached."""
+
+    def __init__(self, reserve: Callable[[int], list[int]], write: Callable[[Batch], None]) -> None:
+        self._reserve = reserve
+        self._write = write
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lore-pg-write")
+        self._queued: deque[Future[None]] = deque()
+        #: Callers on several threads share the one writer (and ``_queued``).
+        self._guard = threading.Lock()
+
+    def submit(
+        self, items: Sequence[Item], prepare: Callable[[Document, Sequence[Chunk], Vectors], Prepared]
+    ) -> Callable[[], list[Exception | None]]:
+        """``BulkWriting.submit_many``: each batch of ``items`` prepared and laid out here,
+        then queued; the function returned waits for this call's batches and gives one
+        outcome per item (raising what no write can survive)."""
+        outcomes: list[Exception | None] = [None] * len(items)
+        mine: list[Future[None]] = []
         for positions in batches([(document.uri, len(chunks)) for document, chunks, _ in items]):
-            batch = []
+            prepared: list[tuple[int, Prepared]] = []
             for position in positions:
                 try:
-                    batch.append((position, prepare(*items[position])))
+                    prepared.append((position, prepare(*items[position])))
                 except LoreError as err:
                     outcomes[position] = err
-            if inflight is not None:
-                inflight.result()
-            inflight = writer.submit(written, batch) if batch else None
-        if inflight is not None:
-            inflight.result()
-    return outcomes
+            if not prepared:
+                continue
+            batch = lay_out(prepared, self._reserve(sum(len(item.rows) for _, item in prepared)))
+            self._wait(behind=1)
+            with self._guard:
+                future = self._executor.submit(self._written, batch, outcomes)
+                self._queued.append(future)
+            mine.append(future)
+
+        def collect() -> list[Exception | None]:
+            for future in mine:
+                future.result()
+            return outcomes
+
+        return collect
+
+    def drain(self) -> None:
+        """Wait until every batch submitted is written (or has failed)."""
+        self._wait(behind=0)
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=True)
+        self._queued.clear()
+
+    def _wait(self, behind: int) -> None:
+        while True:
+            with self._guard:
+                if len(self._queued) <= behind:
+                    return
+                future = self._queued.popleft()
+            # Its outcome (or error) is its caller's, given by the function ``submit`` returned.
+            future.exception()
+
+    def _written(self, batch: Batch, outcomes: list[Exception | None]) -> None:
+        try:
+            self._write(batch)
+        except BackendUnavailableError:
+            raise
+        except LoreError as err:
+            if len(batch.items) == 1:
+                outcomes[batch.items[0][0]] = err
+                return
+            for position, item in batch.items:
+                ids = set(item.chunk_ids)
+                keys = [row[0] for row in batch.rows if row[1] in ids]
+                try:
+                    self._write(lay_out([(position, item)], keys))
+                except BackendUnavailableError:
+                    raise
+                except LoreError as alone:
+                    outcomes[position] = alone
 
 
-def write(
-    conn: psycopg.Connection[TupleRow], tables: Tables, batch: Sequence[Prepared], held: set[str]
-) -> None:
+def write(conn: psycopg.Connection[TupleRow], tables: Tables, batch: Batch, held: set[str]) -> None:
     """Write ``batch`` in the caller's transaction. ``held``: the uris of the batch that may
     hold an older version (during a first load, only those already written by it), whose
     postings go first and whose chunks the new version lacks go after it is written."""
+    if held:
+        with conn.pipeline():
+            for statement in pg_postings.removal_statements(tables, "uri = ANY(%s)"):
+                conn.execute(statement, (sorted(held),))
     conn.execute(CREATE_STAGE)
     with conn.cursor() as cur, cur.copy(COPY_STAGE) as copy:
         copy.set_types(TYPES)
-        for item in batch:
-            for row in item.rows:
-                copy.write_row(row)
+        for row in batch.rows:
+            copy.write_row(row)
+    pg_postings.copy_postings(conn, tables, batch.postings)
     with conn.pipeline():
+        conn.execute(tables.sql(MOVE_STAGE))
         if held:
-            for statement in pg_postings.removal_statements(tables, "uri = ANY(%s)"):
-                conn.execute(statement, (sorted(held),))
-        moved = conn.execute(tables.sql(MOVE_STAGE))
-        if held:
-            kept = [chunk_id for item in batch if item.document.uri in held for chunk_id in item.chunk_ids]
+            replaced = [item for _, item in batch.items if item.document.uri in held]
+            kept = [chunk_id for item in replaced for chunk_id in item.chunk_ids]
             conn.execute(
                 tables.sql("DELETE FROM {chunks} WHERE uri = ANY(%s) AND NOT (id = ANY(%s))"),
                 (sorted(held), kept),
             )
-        keys = {str(chunk_id): int(key) for chunk_id, key in moved.fetchall()}
-    pg_postings.write_postings(conn, tables, pg_postings.merged([item.postings for item in batch]), keys)
-    with conn.cursor() as cur:
-        cur.executemany(
-            tables.sql(UPSERT_DOCUMENT), [document_row(item.document, len(item.rows)) for item in batch]
-        )
+        pg_postings.add_statistics(conn, tables, batch.postings)
+        with conn.cursor() as cur:
+            cur.executemany(
+                tables.sql(UPSERT_DOCUMENT),
+                [document_row(item.document, len(item.rows)) for _, item in batch.items],
+            )

@@ -2,10 +2,10 @@
 statistics added and removed in each write's transaction, rebuilt from the stored chunks.
 
 The client analyses each chunk with tantivy's analyzers (the SQLite backend's own terms,
-``analysis.field_terms``), counts the postings from the token streams with numpy and copies them
-in (``counting.py``: an ``INSERT ... SELECT`` that counted them on the server cost seven
-times the server time); the terms' document frequencies and the statistics follow in
-one statement each per write.
+``analysis.field_terms``), counts the postings from the token streams with numpy and lays
+them out as a COPY stream (``lay_out``, before the write starts; ``counting.py``: an
+``INSERT ... SELECT`` that counted them on the server cost seven times the server time);
+the terms' document frequencies and the statistics follow in one statement each per write.
 """
 
 from __future__ import annotations
@@ -121,23 +121,52 @@ def removal_statements(tables: Tables, chunks_where: str) -> tuple[sql.Composed,
     return (tables.sql(REMOVE_POSTINGS, keys=keys), tables.sql(REMOVE_STATS, keys=keys))
 
 
-def write_postings(
-    conn: psycopg.Connection[TupleRow], tables: Tables, postings: Postings, keys: Mapping[str, int]
-) -> None:
-    """Add postings (their chunks' rows, with their lengths, already written; ``keys``
-    their chunk keys by id), their terms' document frequencies and the statistics."""
+@dataclass(frozen=True, slots=True)
+class Laid:
+    """The postings of a write laid out for the server: their COPY stream, the terms they
+    hold with each field's document frequencies, and what they add to the statistics."""
+
+    copy_data: bytes
+    terms: list[str]
+    frequencies: list[list[int]]
+    stats: list[int]
+
+
+def lay_out(postings: Postings, keys: Mapping[str, int]) -> Laid:
+    """The postings of chunks whose keys (by id) are ``keys``: all the client's work of a
+    write, done before it starts."""
     if not postings.lengths:
-        return
+        return Laid(b"", [], [], [])
     counted = count(
         postings.streams,
         [postings.lengths[chunk_id] for chunk_id in postings.chunk_ids],
         [keys[chunk_id] for chunk_id in postings.chunk_ids],
     )
-    with conn.cursor() as cur, cur.copy(tables.sql(COPY_POSTINGS)) as copy:
-        copy.write(counted.copy_data())
     terms, frequencies = counted.frequencies()
-    conn.execute(tables.sql(ADD_TERMS), [terms, *frequencies])
-    conn.execute(tables.sql(ADD_STATS), postings.stats_params())
+    return Laid(counted.copy_data(), terms, frequencies, postings.stats_params())
+
+
+def copy_postings(conn: psycopg.Connection[TupleRow], tables: Tables, laid: Laid) -> None:
+    if laid.copy_data:
+        with conn.cursor() as cur, cur.copy(tables.sql(COPY_POSTINGS)) as copy:
+            copy.write(laid.copy_data)
+
+
+def add_statistics(conn: psycopg.Connection[TupleRow], tables: Tables, laid: Laid) -> None:
+    """The terms' document frequencies and the statistics the postings add."""
+    if laid.stats:
+        conn.execute(tables.sql(ADD_TERMS), [laid.terms, *laid.frequencies])
+        conn.execute(tables.sql(ADD_STATS), laid.stats)
+
+
+def write_postings(
+    conn: psycopg.Connection[TupleRow], tables: Tables, postings: Postings, keys: Mapping[str, int]
+) -> None:
+    """Add postings (their chunks' rows, with their lengths, already written; ``keys``
+    their chunk keys by id), their terms' document frequencies and the statistics."""
+    laid = lay_out(postings, keys)
+    copy_postings(conn, tables, laid)
+    add_statistics(conn, tables, laid)
 
 
 def backfill(conn: psycopg.Connection[TupleRow], tables: Tables, batch: int = 2000) -> None:
