@@ -156,7 +156,7 @@ async def test_calls_handed_over_before_their_outcomes_are_read_are_written_in_o
     still fails alone."""
     pg.check_embedder(embedder.model_id, embedder.dimension)
     with pg.write_lock():
-        first = pg.submit_many([_item(embedder, f"o/{i}.md", f"first version {i} zookeeper") for i in range(5)])
+        first = pg.submit_many([_item(embedder, f"o/{i}.md", f"version one {i} zookeeper") for i in range(5)])
         second = pg.submit_many(
             [
                 _item(embedder, "o/1.md", "second version kafka"),
@@ -166,7 +166,8 @@ async def test_calls_handed_over_before_their_outcomes_are_read_are_written_in_o
         )
         assert first() == [None] * 5
         outcomes = second()
-    assert outcomes[0] is None and outcomes[2] is None
+    assert outcomes[0] is None
+    assert outcomes[2] is None
     assert isinstance(outcomes[1], IndexingError)
     assert sorted(await _uris(pg, "zookeeper")) == ["o/0.md", "o/2.md", "o/3.md", "o/4.md"]
     assert await _uris(pg, "kafka") == ["o/1.md"]
