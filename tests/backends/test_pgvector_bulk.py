@@ -184,7 +184,8 @@ async def test_what_was_handed_over_under_the_lock_is_written_before_its_release
     pg.check_embedder(embedder.model_id, embedder.dimension)
     with pg.write_lock():
         for number in range(3):  # outcomes never read
-            pg.submit_many([_item(embedder, f"w/{number}-{i}.md", f"page {number} {i} raft") for i in range(4)])
+            group = [_item(embedder, f"w/{number}-{i}.md", f"page {number} {i} raft") for i in range(4)]
+            pg.submit_many(group)
     assert len(pg.held(DEFAULT_SOURCE)) == 12
     assert await _uris(pg, "page 2 3 raft")
     kept, counted, wrong = _statistics(pg_dsn, pg.index_name)
