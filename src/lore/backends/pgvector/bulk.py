@@ -18,7 +18,7 @@ writes runs while the caller prepares the next (``BulkWriting.submit_many``). Me
 100k synthetic chunks (docs/benchmarks.md, "pgvector ingest: the next group prepared while
 the last is written"): with the client's work on the writer's path, one batch in flight
 across calls saved nothing (the writer's thread was the longer path); with it off that
-path, a first load took 7-30% less time in alternated runs.
+path, 7-30% more chunks a second in alternated runs.
 
 Every guarantee of a single write holds per document: a batch's transaction holds whole
 documents, so a crash leaves each one's old or new version, and each new version is
