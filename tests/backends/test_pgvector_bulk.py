@@ -148,6 +148,14 @@ async def test_sync_writes_through_batches_and_reports_the_refused_document(
     assert (again.added, again.updated) == (0, 0)
 
 
+def _statistics_hold(pg_dsn: str, index: str) -> int:
+    """The BM25 statistics equal their recount from the stored chunks; the chunk count."""
+    kept, counted, wrong = _statistics(pg_dsn, index)
+    assert kept == counted
+    assert wrong == []
+    return int(kept[0])
+
+
 async def test_calls_handed_over_before_their_outcomes_are_read_are_written_in_order(
     pg: PgVectorBackend, pg_dsn: str, embedder: CountingEmbedder
 ) -> None:
@@ -172,10 +180,7 @@ async def test_calls_handed_over_before_their_outcomes_are_read_are_written_in_o
     assert sorted(await _uris(pg, "zookeeper")) == ["o/0.md", "o/2.md", "o/3.md", "o/4.md"]
     assert await _uris(pg, "kafka") == ["o/1.md"]
     assert await _uris(pg, "etcd") == ["o/9.md"]
-    kept, counted, wrong = _statistics(pg_dsn, pg.index_name)
-    assert kept == counted
-    assert kept[0] == 6
-    assert wrong == []
+    assert _statistics_hold(pg_dsn, pg.index_name) == 6
 
 
 async def test_what_was_handed_over_under_the_lock_is_written_before_its_release(
@@ -188,10 +193,7 @@ async def test_what_was_handed_over_under_the_lock_is_written_before_its_release
             pg.submit_many(group)
     assert len(pg.held(DEFAULT_SOURCE)) == 12
     assert await _uris(pg, "page 2 3 raft")
-    kept, counted, wrong = _statistics(pg_dsn, pg.index_name)
-    assert kept == counted
-    assert kept[0] == 12
-    assert wrong == []
+    assert _statistics_hold(pg_dsn, pg.index_name) == 12
 
 
 async def test_sync_over_many_groups_records_each_group_once(
@@ -208,6 +210,4 @@ async def test_sync_over_many_groups_records_each_group_once(
     assert (report.added, report.updated) == (70, 0)
     assert len(pg.held("notes")) == 70
     assert await _uris(pg, "worker69") == ["mem://g/69.md"]
-    kept, counted, wrong = _statistics(pg_dsn, pg.index_name)
-    assert kept == counted
-    assert wrong == []
+    assert _statistics_hold(pg_dsn, pg.index_name) == 70
