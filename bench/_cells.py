@@ -265,6 +265,10 @@ def open_lore(spec: CellSpec, embedder: PrecomputedQueries) -> Iterator[tuple[Lo
         raise ValueError(f"unknown backend {spec.backend!r}")
 
 
+#: The function ``BulkWriting.submit_many`` returns: a group's outcomes, once written.
+Outcomes = Callable[[], list[Exception | None]]
+
+
 def ingest_lore(engine: LoreEngine, corpus: Corpus, embedder: PrecomputedQueries, budget_s: float) -> float:
     total = len(corpus)
     probe_after = min(_INGEST_PROBE_S, budget_s / 10)
@@ -273,9 +277,8 @@ def ingest_lore(engine: LoreEngine, corpus: Corpus, embedder: PrecomputedQueries
     # As sync calls it: an index that writes many documents at once gets them a group at a
     # time (sync's groups hold BATCHES_PER_GROUP embedding batches of 32 texts: 512 chunks),
     # and a group's outcomes are read once the next group has been handed over.
-    bulk = engine if isinstance(engine, BulkWriting) else None
-    group = SYNC_GROUP_CHUNKS // CHUNKS_PER_DOCUMENT if bulk is not None else 1
-    submitted: Callable[[], list[Exception | None]] | None = None
+    group = SYNC_GROUP_CHUNKS // CHUNKS_PER_DOCUMENT if isinstance(engine, BulkWriting) else 1
+    submitted: Outcomes | None = None
     with engine.write_lock():  # released (and flushed) inside the timed span
         engine.check_embedder(embedder.model_id, embedder.dimension)
         pending: list[tuple[Document, Sequence[Chunk], Vectors]] = []
@@ -283,31 +286,34 @@ def ingest_lore(engine: LoreEngine, corpus: Corpus, embedder: PrecomputedQueries
             pending.append(item)
             if len(pending) < group:
                 continue
-            if bulk is not None:
-                collect = bulk.submit_many(pending)
-                _check(submitted)
-                submitted = collect
-            else:
-                for document, chunks, vectors in pending:
-                    engine.upsert(document, chunks, vectors)
+            submitted = _hand_over(engine, pending, submitted)
             done += sum(len(chunks) for _, chunks, _ in pending)
             pending = []
             elapsed = time.perf_counter() - started
             if done < total and elapsed > probe_after and elapsed * total / done > budget_s:
                 raise IngestTooSlow(done, elapsed, total)
-        if bulk is not None:
-            if pending:
-                collect = bulk.submit_many(pending)
-                _check(submitted)
-                submitted = collect
-            _check(submitted)
-        else:
-            for document, chunks, vectors in pending:
-                engine.upsert(document, chunks, vectors)
+        if pending:
+            submitted = _hand_over(engine, pending, submitted)
+        _check(submitted)
     return time.perf_counter() - started
 
 
-def _check(submitted: Callable[[], list[Exception | None]] | None) -> None:
+def _hand_over(
+    engine: LoreEngine, items: list[tuple[Document, Sequence[Chunk], Vectors]], submitted: Outcomes | None
+) -> Outcomes | None:
+    """Write ``items`` as sync does: a ``BulkWriting`` index gets them in one call, and the
+    previous group's outcomes are read after it; any other, ``upsert`` by document. The
+    group whose outcomes are still unread."""
+    if isinstance(engine, BulkWriting):
+        collect = engine.submit_many(items)
+        _check(submitted)
+        return collect
+    for document, chunks, vectors in items:
+        engine.upsert(document, chunks, vectors)
+    return None
+
+
+def _check(submitted: Outcomes | None) -> None:
     """A group's outcomes: a failure is an error, as no synthetic document is bad."""
     if submitted is not None:
         failed = [error for error in submitted() if error is not None]

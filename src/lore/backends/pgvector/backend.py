@@ -322,6 +322,8 @@ class PgVectorBackend(LedgerReads, ServerSearch):
 
     def _reserve(self, count: int) -> list[int]:
         """``count`` chunk keys from the index's sequence."""
+        if not count:  # documents without chunks: their ledger rows only
+            return []
         with self._connection(IndexingError) as conn:
             rows = conn.execute(pg_bulk.RESERVE_KEYS, (f"{self.index_name}_chunks", count)).fetchall()
         return [int(row[0]) for row in rows]
