@@ -200,7 +200,7 @@ async def test_deleted_and_newly_restricted_pages_are_gone_after_the_next_sync(
 ) -> None:
     source = make_source(site)
     assert (await sync(source, index, embedder)).ok
-    hits = await index.retrieve("Jenkins agents ci-pool", top_k=3)
+    hits = (await index.retrieve("Jenkins agents ci-pool", top_k=3)).passages
     assert hits
     assert hits[0].uri == f"confluence://DEV/{ids['dev']}"
 
@@ -212,7 +212,7 @@ async def test_deleted_and_newly_restricted_pages_are_gone_after_the_next_sync(
     assert report.deleted == 4, "the restricted page and its children, and the deleted one"
     assert set(index.held("wiki")) == {f"confluence://OPS/{ids['home']}"}
     for query in ("Jenkins agents ci-pool", "etcdctl endpoint health", "payments-consumer-group"):
-        hits = await index.retrieve(query, top_k=5)
+        hits = (await index.retrieve(query, top_k=5)).passages
         assert all(hit.uri == f"confluence://OPS/{ids['home']}" for hit in hits)
 
     site.pages[ids["runbooks"]].restricted_users = []

@@ -43,7 +43,7 @@ Ranked = list[tuple[int, float, dict[str, int]]]
 
 
 class SqliteSearch:
-    """``KnowledgeRetriever`` and ``ReportingRetriever`` of ``SqliteBackend``, over the
+    """``KnowledgeRetriever`` of ``SqliteBackend``, over the
     state its constructor sets up (declared here for the type checker)."""
 
     modes: tuple[SearchMode, ...] = (SearchMode.HYBRID, SearchMode.BM25, SearchMode.VECTOR)
@@ -67,18 +67,6 @@ class SqliteSearch:
     _journal: FullTextJournal
 
     async def retrieve(
-        self,
-        query: str,
-        *,
-        top_k: int = 8,
-        labels: Mapping[str, str] | None = None,
-        mode: SearchMode | None = None,
-        access: AccessFilter | None = None,
-    ) -> list[Passage]:
-        found = await self.retrieve_detailed(query, top_k=top_k, labels=labels, mode=mode, access=access)
-        return found.passages
-
-    async def retrieve_detailed(
         self,
         query: str,
         *,
