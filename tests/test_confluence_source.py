@@ -13,11 +13,10 @@ import pytest
 from confluence_server import CREATED, ConfluenceServer
 from lore.backends.sqlite import SqliteBackend
 from lore.chunking import Chunker
-from lore.errors import ConfigError, SourceError
+from lore.errors import ConfigError, PermissionRefusal, SourceError
 from lore.models import Document, SourceFailure, SourceItem, SyncReport, Tombstone
 from lore.sources import build_source, typed_source_config
 from lore.sources.confluence import ConfluenceSource, ConfluenceSourceConfig
-from lore.sources.confluence.api import PermissionRefusal
 from lore.sync import sync_sources
 from lore.testing.embedders import CountingEmbedder
 

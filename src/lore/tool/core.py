@@ -33,7 +33,7 @@ from lore import startup_trace
 from lore.access import AccessFilter, Principal, access_filter, principal_name
 from lore.confidence import Confidence, best, clears, passage_confidence
 from lore.config import LoreSettings, load_settings
-from lore.errors import LoreError, RerankError, UnsupportedModeError
+from lore.errors import AuditError, LoreError, RerankError, UnsupportedModeError
 from lore.events.record import Correlation
 from lore.events.recorder import EventRecorder, event_of_call, recorder_for
 from lore.events.timing import Timing, measure_retrieval
@@ -41,7 +41,7 @@ from lore.models import Passage, SearchMode
 from lore.observe import observe_search
 from lore.protocols import Embedder, KnowledgeRetriever, Reranker
 from lore.rerankers import resolve_reranker
-from lore.safety.audit import AuditEntry, AuditError, AuditHit, AuditLog, JsonlAuditLog
+from lore.safety.audit import AuditEntry, AuditHit, AuditLog, JsonlAuditLog
 from lore.safety.audit_writer import record_entry
 from lore.safety.secrets import redact_secrets
 
