@@ -144,17 +144,16 @@ class KnowledgeSearch:
         self,
         arguments: Mapping[str, Any],
         *,
-        principal: Principal | str | None = None,
+        principal: Principal,
         mode: SearchMode | None = None,
     ) -> ToolResult:
-        """``principal``: who is asking. A ``Principal`` (the service's token) sees only
-        what it may read (``lore.access.access_filter``), filtered inside the retriever;
-        a name or None is the local user, an admin of their own index, named in the audit."""
-        access = access_filter(principal)
+        """``principal``: who is asking, always given. A service principal (a token) sees
+        only what it may read (``lore.access.access_filter``), filtered inside the
+        retriever; the ``LocalUser`` of the CLI sees its whole index. The audit names it."""
         return await self.run_chain(
             TOOL_NAME,
             lambda: parse_arguments(arguments, self._settings.top_k),
-            lambda request: self._retrieve(request, mode, access),
+            lambda request: self._retrieve(request, mode, access_filter(principal)),
             principal=principal,
             mode=mode,
             raw_query=lambda: self._redact_raw_query(arguments),
@@ -166,7 +165,7 @@ class KnowledgeSearch:
         prepare: Callable[[], SearchRequest],
         retrieve: Callable[[SearchRequest], Awaitable[Retrieved]],
         *,
-        principal: Principal | str | None = None,
+        principal: Principal,
         mode: SearchMode | None = None,
         raw_query: Callable[[], str] = lambda: "",
         judge: Callable[[Passage], Confidence] = passage_confidence,
@@ -192,6 +191,7 @@ class KnowledgeSearch:
         error: str | None = None
         timing: Timing | None = None
         try:
+            access_filter(principal)  # a call without a principal is refused, and audited
             request = prepare()
             # A token pasted into a question must not reach a remote embedder or reranker;
             # the index holds secrets redacted the same way, so nothing is lost for search.
