@@ -87,7 +87,8 @@ async def test_a_healthy_search_finding_nothing_is_empty_a_degraded_one_degraded
     healthy = search_over(tmp_path / "healthy", CountingEmbedder())
     engine = healthy.retriever.engine
     empty_before = outcome_count(engine, "empty")
-    result = await healthy.run({"query": "zanzibarquorum", "labels": {"team": "nobody-has-this"}})
+    nobody = {"query": "zanzibarquorum", "labels": {"team": "nobody-has-this"}}
+    result = await healthy.run(nobody, principal=LOCAL)
     assert result.passages == []
     assert result.error is None
     assert outcome_count(engine, "empty") == empty_before + 1
@@ -95,7 +96,7 @@ async def test_a_healthy_search_finding_nothing_is_empty_a_degraded_one_degraded
     degraded = search_over(tmp_path / "degraded", HashingEmbedder(dimension=64))  # a degraded embedder
     assert degraded.retriever.degraded
     degraded_before, empty_before = outcome_count(engine, "degraded"), outcome_count(engine, "empty")
-    nothing = await degraded.run({"query": "zanzibarquorum", "labels": {"team": "nobody-has-this"}})
+    nothing = await degraded.run(nobody, principal=LOCAL)
     assert nothing.passages == []
     assert nothing.metadata is not None
     assert nothing.metadata.degraded
@@ -123,7 +124,8 @@ async def test_a_failing_watcher_never_fails_the_search(tmp_path: Path) -> None:
 
     stop = watch_searches(broken)
     try:
-        result = await search_over(tmp_path, CountingEmbedder()).run({"query": "zanzibarquorum"})
+        search = search_over(tmp_path, CountingEmbedder())
+        result = await search.run({"query": "zanzibarquorum"}, principal=LOCAL)
     finally:
         stop()
     assert result.error is None

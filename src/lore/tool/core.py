@@ -27,7 +27,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from lore import startup_trace
 from lore.access import AccessFilter, Principal, access_filter, principal_name
@@ -62,6 +62,8 @@ from lore.tool.result import ToolPassage as ToolPassage
 from lore.tool.result import ToolResult as ToolResult
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 #: Candidates the retriever hands a configured reranker per call (as ``lore eval``'s
 #: ``hybrid+rerank`` does), of which the reranker keeps ``top_k``.
@@ -283,6 +285,34 @@ class KnowledgeSearch:
             min_confidence=self._min_confidence.value,
         )
         return ToolResult(passages=passages, metadata=metadata, error=error)
+
+    async def show_stored(
+        self, tool: str, principal: Principal, target: str, shape: Callable[[Callable[[str], str]], T]
+    ) -> T:
+        """Indexed text shown outside a search (a document read, the documents tree): the
+        chain's screening and redaction over every text ``shape`` passes through the
+        function it is given, then an audit record naming ``principal``, ``tool`` and
+        ``target`` (a uri), with what screening found. Fails closed: no principal, or an
+        audit that cannot be written (``AuditError``), shows nothing. Not capped: a
+        person reading a document reads all of it; the cap is for answers to agents."""
+        access_filter(principal)  # refuses a caller that is no Principal
+        started = time.perf_counter()
+        findings: Counter[str] = Counter()
+        shown = await asyncio.to_thread(shape, lambda text: self._cleaner.clean(text, findings))
+        entry = AuditEntry(
+            time=datetime.now(UTC).isoformat(),
+            principal=principal_name(principal),
+            tool=tool,
+            query=self._cleaner.redactor.redact(target)[0],
+            filters={},
+            top_k=None,
+            mode=None,
+            engine=self._retriever.engine,
+            latency_ms=round((time.perf_counter() - started) * 1000.0, 3),
+            safety=dict(findings),
+        )
+        await record_entry(self._audit, entry)
+        return shown
 
     async def _retrieve(
         self, request: SearchRequest, mode: SearchMode | None, access: AccessFilter | None = None
