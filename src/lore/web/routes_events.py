@@ -13,7 +13,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 
-from lore.access import Principal, Role, access_filter
+from lore.access import Principal, Role
 from lore.errors import LoreError, QueryError
 from lore.events.feedback import submit_feedback
 from lore.events.record import EventQuery, RetrievalEvent, parse_since
@@ -113,5 +113,5 @@ async def alert_suggestion(
     if found is None:
         raise Problem(404, f"no suggestion stored for alert fingerprint {fingerprint!r}")
     reader = service.backend if isinstance(service.backend, DocumentReader) else None
-    body = await asyncio.to_thread(visible_suggestion, found, reader, access_filter(caller.principal))
+    body = await asyncio.to_thread(visible_suggestion, found, reader, caller.principal)
     return JSONResponse(body)
