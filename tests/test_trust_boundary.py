@@ -668,3 +668,36 @@ async def test_lore_mcp_http_offers_the_inventoried_tools_as_the_local_user(tmp_
     assert names == TOOLS
     assert found.structured_content is not None
     assert found.structured_content["passages"]
+
+
+def test_the_metrics_filter_drops_only_the_series_of_unseen_sources() -> None:
+    from lore.web.routes_metrics import only_sources
+
+    body = (
+        b"# HELP lore_documents Documents per source.\n# TYPE lore_documents gauge\n"
+        b'lore_documents{source="runbooks"} 3.0\nlore_documents{source="runbooks-2"} 4.0\n'
+        b'lore_sync_runs_total{outcome="ok",source="glo\\"bex"} 1.0\n'
+        b'lore_retrievals_total{tool="knowledge_search",xsource="runbooks-2"} 7.0\nlore_index_up 1.0\n'
+    )
+    kept = only_sources(body, {"runbooks", 'glo"bex'}).decode()
+    assert 'source="runbooks"} 3.0' in kept  # the look-alike that may: kept
+    assert 'source="runbooks-2"} 4.0' not in kept  # a name that only starts alike: dropped
+    assert 'source="glo\\"bex"' in kept  # an escaped quote is read as the name it is
+    assert "lore_retrievals_total" in kept  # no source label: process-wide, kept
+    assert "lore_index_up 1.0" in kept
+    assert "# TYPE lore_documents gauge" in kept
+
+
+def test_unauthenticated_serve_is_the_default_tenants_admin_not_the_local_user(tmp_path: Path) -> None:
+    """No tokens: every request is an ordinary default-tenant admin, so a source labelled
+    with a tenant is still that tenant's alone, on /v1 as on /mcp."""
+    (tmp_path / "globex").mkdir()
+    (tmp_path / "globex" / "deploy.md").write_text(f"# Globex\n\nThe {GLOBEX_MARKER} deploy.\n", "utf-8")
+    globex = '\n[[sources]]\nname = "globex"\ntype = "filesystem"\npath = "globex"\ntenant = "globex"\n'
+    with serve(tmp_path, with_tokens=False, more_sources=globex + 'visibility = "all-viewers"\n') as served:
+        with httpx.Client(base_url=served.url, timeout=60) as client:
+            csrf = {"X-CSRF-Token": client.get("/v1/session").json()["csrf_token"]}
+            other = client.post("/v1/search", json={"query": GLOBEX_MARKER, "top_k": 20}, headers=csrf).json()
+            own = client.post("/v1/search", json={"query": "zanzibarquorum"}, headers=csrf).json()
+        assert not [uri for uri in _uris(other) if "globex" in uri]
+        assert any(uri.endswith("no-leader.md") for uri in _uris(own))  # the look-alike it may read
