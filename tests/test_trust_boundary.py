@@ -21,7 +21,7 @@ import asyncio
 import json
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -455,7 +455,8 @@ INVENTORY: dict[tuple[str, str], Check] = {
     ("GET", "/redoc"): check_public("/redoc"),
 }
 
-#: Every MCP tool of ``lore serve`` at /mcp and of ``lore mcp --http``.
+#: Every MCP tool of ``lore serve`` at /mcp and of ``lore mcp --http``, in the order
+#: ``tools/list`` gives them; each has an entry in ``MCP_INVENTORY`` below.
 TOOLS = ("knowledge_search", "runbook_for_alert", "knowledge_feedback")
 
 
@@ -502,6 +503,53 @@ async def _call(world: World, who: str | None, tool: str, arguments: dict[str, A
         result = await client.call_tool(tool, arguments)
     assert result.structured_content is not None
     return dict(result.structured_content)
+
+
+async def mcp_search(world: World) -> None:
+    for who, marker, kind in (("viewer", SECOPS_MARKER, "secops"), ("viewer", GLOBEX_MARKER, "globex"),
+                              ("globex-viewer", SECOPS_MARKER, "secops")):  # fmt: skip
+        found = await _call(world, who, "knowledge_search", {"query": marker, "top_k": 20})
+        assert world.uris[kind] not in _uris(found), (who, kind)
+    found = await _call(world, "secops", "knowledge_search", {"query": SECOPS_MARKER})
+    assert world.uris["secops"] in _uris(found)
+
+
+async def mcp_alert(world: World) -> None:
+    for who in ("viewer", "globex-viewer"):
+        marker, kind = SECOPS_MARKER, "secops"
+        found = await _call(world, who, "runbook_for_alert", {**_alert(marker), "top_k": 20})
+        assert world.uris[kind] not in _uris(found), (who, kind)
+    found = await _call(world, "secops", "runbook_for_alert", _alert(SECOPS_MARKER))
+    assert world.uris["secops"] in _uris(found)
+
+
+async def mcp_feedback(world: World) -> None:
+    with world.client("viewer") as client:
+        theirs = client.post("/v1/search", json={"query": "etcd quorum"}).json()["metadata"]["event_id"]
+    refused = await _call(world, "globex-viewer", "knowledge_feedback", {"event_id": theirs, "note": "x"})
+    unknown = await _call(world, "globex-viewer", "knowledge_feedback", {"event_id": "0" * 32, "note": "x"})
+    assert refused["feedback"] is None
+    assert refused["error"].replace(theirs, "X") == unknown["error"].replace("0" * 32, "X")
+    mine = await _call(world, "viewer", "knowledge_feedback", {"event_id": theirs, "note": "mine"})
+    assert mine["error"] is None
+
+
+#: Every MCP tool and what holds it (all need a viewer token: /mcp answers 401 without one
+#: before any tool is reached, ``test_mcp_needs_a_token``).
+MCP_INVENTORY: dict[str, Callable[[World], Awaitable[None]]] = {
+    "knowledge_search": mcp_search,
+    "runbook_for_alert": mcp_alert,
+    "knowledge_feedback": mcp_feedback,
+}
+
+
+def test_the_inventory_names_every_mcp_tool() -> None:
+    assert tuple(MCP_INVENTORY) == TOOLS  # and _call checks TOOLS against tools/list
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+async def test_every_mcp_tool_holds_the_boundary(world: World, tool: str) -> None:
+    await MCP_INVENTORY[tool](world)
 
 
 async def test_mcp_needs_a_token(world: World) -> None:
