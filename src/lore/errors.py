@@ -19,6 +19,7 @@ escaping is a bug.
     │   ├── IndexLockedError         another sync holds the write lock
     │   ├── EmbedderMismatchError    the index was built with another embedder
     │   └── TornIndexError           an approximate-graph file that does not match its state
+    ├── AccessDeniedError            a call reached the access rule without a Principal
     ├── RetrievalError               a search cannot be answered (never an empty result)
     │   ├── QueryError               the query or its filters are invalid
     │   │   └── UnsupportedModeError a search mode the retriever does not offer
@@ -107,6 +108,11 @@ class EmbedderMismatchError(IndexingError):
 
 class TornIndexError(IndexingError):
     """The SQLite backend's approximate graph does not match its state: rebuilt from SQLite."""
+
+
+class AccessDeniedError(LoreError):
+    """A call reached the access rule without a ``lore.access.Principal``: it is refused,
+    never served as some default user."""
 
 
 class RetrievalError(LoreError):
