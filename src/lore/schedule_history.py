@@ -182,7 +182,11 @@ class RunRecorder:
             try:
                 index.record_run(record)
             except LoreError as err:
-                logger.warning("could not record sync run %s: %s", record.run_id, err)
+                # Said once: a run that stopped because the index cannot be written (a
+                # full disk) cannot be recorded for the same reason.
+                same = record.error is not None and str(err) in record.error
+                level = logging.INFO if same else logging.WARNING
+                logger.log(level, "could not record sync run %s: %s", record.run_id, err)
         observe_sync_run(record)  # lore_sync_runs_total of a server that runs syncs
         return record
 

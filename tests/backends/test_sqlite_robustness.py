@@ -369,3 +369,92 @@ def test_rebuild_that_runs_out_of_disk_is_redone_by_the_next_open(small_disk: Pa
     with SqliteBackend(db_path, HashingEmbedder()) as reopened:
         assert len(reopened.search("kafka consumer lag", top_k=50, mode=SearchMode.BM25)) == 30
         assert reopened.fulltext_state() == "ready (30 chunks)"
+
+
+def _random_corpus(folder: Path, documents: int) -> None:
+    """Documents of distinct tokens: their chunks, vectors and postings outgrow a small disk."""
+    import random
+
+    rng = random.Random(7)
+    words = ("kafka", "consumer", "lag", "broker", "partition", "restart", "offset", "leader", "etcd", "pod")
+    folder.mkdir()
+    for number in range(documents):
+        body = " ".join(f"{rng.choice(words)}{rng.randrange(10_000)}" for _ in range(600))
+        (folder / f"doc-{number:03d}.md").write_text(f"# Runbook {number}\n\nuniqueword{number} {body}\n")
+
+
+def test_after_a_sync_died_of_a_full_disk_reads_work(small_disk: Path, tmp_path: Path) -> None:
+    """The disk fills during a first sync and stays full: the sync stops with one line
+    saying so; then status, searches (BM25 included, over what SQLite committed) and
+    `lore serve`'s start-up work, and the next sync says "full" once again (before the
+    fix the reader replayed the dead sync's journal into tantivy and every read failed
+    with "An index writer was killed")."""
+    _random_corpus(tmp_path / "docs", 300)
+    config = small_disk / "lore.toml"
+    config.write_text(
+        f'db_path = "lore.db"\naudit_path = "{tmp_path / "audit.jsonl"}"\nembedder = "hashing"\n'
+        f'[[sources]]\nname = "docs"\npath = "{tmp_path / "docs"}"\nvisibility = "all-viewers"\n'
+    )
+    died = _lore(config, "sync")
+    assert died.returncode != 0
+    said = died.stdout + died.stderr
+    assert "Traceback" not in said
+    assert said.count("is full") == 1, said
+    assert "checkpointing" not in said
+    with pytest.raises(OSError, match="No space left"):
+        (small_disk / "probe").write_bytes(b"x" * 8192)
+
+    status = _lore(config, "status")
+    assert status.returncode == 0, status.stderr
+    assert "is full" in status.stdout
+    with sqlite3.connect(f"file:{small_disk / 'lore.db'}?mode=ro", uri=True) as peek:
+        written = peek.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+    assert written > 0
+    assert f"full-text index: ready ({written} chunks)" in status.stdout
+    for mode in ("bm25", "hybrid"):
+        found = _lore(config, "search", "uniqueword3", "--mode", mode, "--json", "--top-k", "3")
+        assert found.returncode == 0, found.stderr
+        assert json.loads(found.stdout)["passages"][0]["uri"] == "file://docs/doc-003.md"
+
+    again = _lore(config, "sync")
+    assert again.returncode != 0
+    assert (again.stdout + again.stderr).count("is full") == 1, again.stdout + again.stderr
+    assert "writer was killed" not in again.stdout + again.stderr
+
+    _serve_answers(config)
+
+
+def _serve_answers(config: Path) -> None:
+    """`lore serve` starts on the index and answers /readyz and a search."""
+    import socket
+    import time
+
+    httpx = pytest.importorskip("httpx")
+    pytest.importorskip("fastapi")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    process = subprocess.Popen(
+        [sys.executable, "-c", "from lore.cli import main; main()", "--config", str(config),
+         "serve", "--port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_child_env(),
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        while True:
+            try:
+                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if process.poll() is not None:
+                raise AssertionError(f"lore serve did not start: {process.communicate()[1]}")
+            time.sleep(0.1)
+        with httpx.Client(base_url=url, timeout=30) as client:
+            csrf = client.get("/v1/session").json()["csrf_token"]
+            answer = client.post("/v1/search", json={"query": "uniqueword3"}, headers={"X-CSRF-Token": csrf})
+            assert answer.status_code == 200, answer.text
+            assert answer.json()["passages"][0]["uri"] == "file://docs/doc-003.md"
+    finally:
+        process.kill()
+        process.wait()

@@ -21,9 +21,10 @@ from lore.backends.sqlite.fulltext_shards import (
 )
 from lore.backends.sqlite.journal import translated
 from lore.backends.sqlite.readers import ReadGuard
+from lore.backends.sqlite.readonly import private_fulltext_dir
 from lore.backends.sqlite.search import SqliteSearch
 from lore.backends.sqlite.store import ChunkStore
-from lore.errors import IndexingError, IndexLockedError
+from lore.errors import DiskFullError, IndexingError, IndexLockedError
 
 
 class FullTextLayouts(SqliteSearch):
@@ -65,6 +66,15 @@ class FullTextLayouts(SqliteSearch):
                     self._switch_fulltext(wanted)
                 elif missing:
                     self._journal.rebuild()
+        except DiskFullError as err:
+            # A sync died of a full disk and left its journal: replaying it needs room the
+            # disk has not got, and a search needs none. Open read-only (a write says the
+            # disk is full) and search a private index rebuilt on another disk, or, when
+            # there is no room there either, the one on disk as it is (`lore status` says
+            # how far behind).
+            self._read_only = str(err).partition(": ")[0]
+            if not self._search_privately() and missing:
+                raise
         except IndexLockedError as err:
             if missing:
                 raise IndexLockedError(
@@ -72,6 +82,26 @@ class FullTextLayouts(SqliteSearch):
                     "writing to the index; try again when it has finished"
                 ) from err
             # Otherwise the live writer applies its own journal (and switches the layout).
+
+    def _search_privately(self) -> bool:
+        """Search a full-text index rebuilt from SQLite in a private temporary directory
+        instead of the one on disk; False when it cannot be made."""
+        try:
+            private = private_fulltext_dir(self._fulltext.directory, usable=False)
+        except IndexingError:
+            return False
+        old, fresh = self._fulltext, self._open_layout(private, 1)
+        self._journal.follow(fresh)
+        try:
+            self._journal.rebuild_private()
+        except IndexingError:
+            self._journal.follow(old)
+            fresh.close()
+            shutil.rmtree(private.parent, ignore_errors=True)
+            return False
+        self._fulltext, self._private = fresh, private
+        old.close()
+        return True
 
     def _open_layout(self, directory: Path, shards: int) -> FullText:
         title, identifier, path = self._boosts

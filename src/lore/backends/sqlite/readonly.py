@@ -20,11 +20,13 @@ import os
 import shutil
 import sqlite3
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from lore.backends.sqlite.schema import CHECKPOINT_PAGES, connect
 from lore.backends.sqlite.store import ChunkStore
-from lore.errors import IndexingError
+from lore.errors import DiskFullError, IndexingError
 
 
 def open_connections(path: Path) -> tuple[ChunkStore, ChunkStore, str | None]:
@@ -80,13 +82,38 @@ def connect_read_only(path: Path) -> sqlite3.Connection:
 def _why_read_only(path: Path, err: IndexingError) -> str:
     if not writable(path.parent):
         return f"{path.parent} is on a read-only file system"
+    return full_disk(path.parent) or f"it cannot be opened for writing ({err})"
+
+
+#: Free bytes below which a disk counts as full: SQLite and tantivy write in pages and
+#: segments, so a disk with a few kilobytes left fails their writes all the same.
+FULL_BELOW = 1_048_576
+
+
+def full_disk(directory: Path) -> str | None:
+    """"the disk holding ``directory`` is full (N bytes free)", or None when it is not."""
     try:
-        free = shutil.disk_usage(path.parent).free
+        free = shutil.disk_usage(directory).free
     except OSError:
-        free = -1
-    if 0 <= free < 1_048_576:
-        return f"the disk holding {path.parent} is full ({free} bytes free)"
-    return f"it cannot be opened for writing ({err})"
+        return None
+    return f"the disk holding {directory} is full ({free} bytes free)" if free < FULL_BELOW else None
+
+
+@contextmanager
+def disk_full_named(directory: Path) -> Iterator[None]:
+    """A write of the index that fails while its disk is full raises ``DiskFullError``
+    saying so first, whatever SQLite or tantivy called it ("database or disk is full",
+    "No space left on device", or a writer "killed" by it on the write before), so that
+    a sync stops at once with that one line instead of failing every document."""
+    try:
+        yield
+    except DiskFullError:
+        raise
+    except IndexingError as err:
+        reason = full_disk(directory)
+        if reason is None:
+            raise
+        raise DiskFullError(f"{reason}: {err}") from err
 
 
 def writable(directory: Path) -> bool:
