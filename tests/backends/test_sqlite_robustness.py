@@ -458,3 +458,82 @@ def _serve_answers(config: Path) -> None:
     finally:
         process.kill()
         process.wait()
+
+
+_KILLED_SYNC = """
+import asyncio, os, signal, sys
+from pathlib import Path
+from lore.backends.sqlite import SqliteBackend
+from lore.chunking import Chunker
+from lore.embedders.hashing import HashingEmbedder
+from lore.models import Visibility
+from lore.sources.filesystem import FilesystemSource
+from lore.sync import sync_sources
+
+class KillHalfWay:
+    written = 0
+    def source_started(self, source, expected): pass
+    def document_seen(self, source, uri): pass
+    def source_finished(self, source): pass
+    def chunks_embedded(self, count):  # once a document is written
+        self.written += 1
+        if self.written == int(sys.argv[3]):
+            os.kill(os.getpid(), signal.SIGKILL)
+
+embedder = HashingEmbedder()
+source = FilesystemSource("docs", Path(sys.argv[2]), visibility=Visibility.ALL_VIEWERS)
+backend = SqliteBackend(Path(sys.argv[1]), embedder)
+asyncio.run(sync_sources([source], backend, embedder, Chunker.for_embedder(embedder), progress=KillHalfWay()))
+"""
+
+
+def _killed_sync(db: Path, docs: Path, after: int) -> None:
+    """A first sync killed with SIGKILL once ``after`` documents are written: its
+    write-ahead log and full-text journal are left as they were."""
+    child = subprocess.run(
+        [sys.executable, "-c", _KILLED_SYNC, str(db), str(docs), str(after)],
+        capture_output=True, text=True, env=_child_env(), timeout=300,
+    )  # fmt: skip
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    assert db.with_name("lore.db-wal").stat().st_size > 0
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as peek:
+        assert peek.execute("SELECT COUNT(*) FROM fulltext_journal").fetchone()[0] > 0
+
+
+def test_an_index_mounted_read_only_right_after_a_killed_sync_is_searched(
+    read_only_view: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """SQLite's read-only open reads the killed writer's write-ahead log through its
+    ``-shm`` without writing: searches see every committed document (before the fix every
+    read failed with "cannot open the lock file … Read-only file system")."""
+    built, served = read_only_view
+    _random_corpus(tmp_path / "docs", 60)
+    _write_config(built, audit=str(tmp_path / "audit.jsonl")).write_text(
+        (built / "lore.toml").read_text()
+        + f'[[sources]]\nname = "docs"\npath = "{tmp_path / "docs"}"\nvisibility = "all-viewers"\n'
+    )
+    _killed_sync(built / "lore.db", tmp_path / "docs", after=40)
+    with sqlite3.connect(f"file:{built / 'lore.db'}?mode=ro", uri=True) as peek:
+        committed = peek.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+        last = peek.execute("SELECT uri FROM documents ORDER BY uri DESC LIMIT 1").fetchone()[0]
+    config = served / "lore.toml"
+    status = _lore(config, "status")
+    assert status.returncode == 0, status.stderr
+    assert "access: read-only" in status.stdout
+    assert f"full-text index: ready ({committed} chunks)" in status.stdout
+    word = f"uniqueword{int(last.removeprefix('file://docs/doc-').removesuffix('.md'))}"
+    for mode in ("bm25", "hybrid"):
+        found = _lore(config, "search", word, "--mode", mode, "--json", "--top-k", "1")
+        assert found.returncode == 0, found.stderr
+        assert json.loads(found.stdout)["passages"][0]["uri"] == last
+    refused = _lore(config, "sync")
+    assert refused.returncode != 0
+    assert "read-only file system" in refused.stdout + refused.stderr
+
+    # Without its -shm the log cannot be read without writing: the message names it.
+    (built / "lore.db-shm").unlink()
+    unreadable = _lore(config, "search", word)
+    assert unreadable.returncode == 2
+    assert "write-ahead log" in unreadable.stderr
+    assert str(served / "lore.db-wal") in unreadable.stderr
+    assert "Traceback" not in unreadable.stderr

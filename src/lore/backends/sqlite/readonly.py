@@ -2,12 +2,15 @@
 CI and served by a pod) or a full disk. Searches and ``lore status`` must keep working
 there; writes fail with a message that says why.
 
-SQLite in WAL mode needs its ``-shm`` file even to read: on a read-only mount it cannot
-be created, and on a full disk its pages cannot be allocated (SQLite then reports
-"disk I/O error"), so ``mode=ro`` fails too. ``immutable=1`` reads without it, which is
-exact when no ``-wal`` file holds committed pages that are not in the database yet: the
-last writer checkpointed and removed it when it closed. With such a ``-wal`` present the
-index cannot be read without writing, and the open fails with SQLite's reason.
+SQLite in WAL mode needs its ``-shm`` file even to read. Where it exists (a writer was
+killed, or a sync died of a full disk, and left ``-wal`` and ``-shm`` behind), ``mode=ro``
+reads through it, write-ahead log included, without writing a byte: a consistent
+snapshot of everything committed. Where it does not, it cannot be created on a read-only
+mount, nor its pages allocated on a full disk (SQLite then reports "disk I/O error").
+``immutable=1`` reads without it, which is exact when no ``-wal`` file holds committed
+pages that are not in the database yet: the last writer checkpointed and removed it when
+it closed. With such a ``-wal`` and no ``-shm`` the index cannot be read without writing,
+and the open fails with a message naming the write-ahead log.
 
 tantivy takes a lock file in its directory to open a reader, so on a read-only mount
 the full-text index is copied to a private temporary directory (or rebuilt there from
@@ -32,6 +35,11 @@ from lore.errors import DiskFullError, IndexingError
 def open_connections(path: Path) -> tuple[ChunkStore, ChunkStore, str | None]:
     """The write-side and search connections, and None; or, when the database exists but
     cannot be opened for writing, two read-only connections and the reason."""
+    if path.is_file() and not writable(path.parent):
+        # Not left to a writable open: on a read-only mount SQLite quietly opens the file
+        # read-only, and the first write (replaying a killed sync's journal) fails late.
+        why = _why_read_only(path, IndexingError(f"{path.parent} is on a read-only file system"))
+        return ChunkStore(connect_read_only(path)), ChunkStore(connect_read_only(path)), why
     try:
         conn = connect(path)
     except IndexingError as err:
