@@ -466,3 +466,38 @@ def test_an_index_mounted_read_only_right_after_a_killed_sync_is_searched(
     assert "write-ahead log" in unreadable.stderr
     assert str(served / "lore.db-wal") in unreadable.stderr
     assert "Traceback" not in unreadable.stderr
+
+
+def test_bm25_statistics_follow_edits_once_enough_chunks_were_deleted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tantivy keeps deleted chunks in its BM25 statistics until their segments are
+    rewritten, and never merges for deletions: the writer rebuilds the index whole once
+    the deletions reach ``COMPACT_FRACTION`` of the chunks, and the scores are then a clean
+    build's (before, they drifted until `lore reindex`)."""
+    from lore.backends.sqlite import journal
+
+    monkeypatch.setattr(journal, "COMPACT_MIN", 10)
+    embedder = HashingEmbedder()
+    final = {f"doc-{n}.md": f"kafka consumer lag runbook {n} broker restart" for n in range(20)}
+    edited = tmp_path / "edited.db"
+    with SqliteBackend(edited, embedder) as backend:
+        with backend.write_lock():
+            for uri, text in final.items():
+                add_document(backend, embedder, uri, text)
+        for round_ in range(3):  # every edit deletes the old chunk: 30 deletions of 20 chunks
+            with backend.write_lock():
+                for number in range(10):
+                    add_document(backend, embedder, f"doc-{number}.md", f"kafka edit {round_} of {number}")
+        with backend.write_lock():
+            for number in range(10):
+                add_document(backend, embedder, f"doc-{number}.md", final[f"doc-{number}.md"])
+        drifted = {p.uri: p.score for p in backend.search("kafka broker", top_k=20, mode=SearchMode.BM25)}
+    clean = tmp_path / "clean.db"
+    with SqliteBackend(clean, embedder) as backend:
+        with backend.write_lock():
+            for uri, text in final.items():
+                add_document(backend, embedder, uri, text)
+        built = {p.uri: p.score for p in backend.search("kafka broker", top_k=20, mode=SearchMode.BM25)}
+    assert drifted.keys() == built.keys()
+    assert drifted == pytest.approx(built, rel=1e-5)

@@ -119,11 +119,15 @@ class FullTextLayouts(SqliteSearch):
         )
 
     def _keep_fulltext_layout(self) -> None:
-        """After writes (the write lock held): the layout the chunk count now wants."""
+        """After writes (the write lock held): the layout the chunk count now wants, or
+        the same one rebuilt whole when enough deleted chunks skew its BM25 statistics
+        (``journal.COMPACT_FRACTION``)."""
         with translated(IndexingError, f"cannot read the index {self._path}"):
             wanted = self._wanted_shards()
         if wanted != self._fulltext.shards:
             self._switch_fulltext(wanted)
+        elif self._journal.compaction_due():
+            self._journal.rebuild()
 
     def _switch_fulltext(self, shards: int) -> int:
         """Rebuild the full-text index from SQLite as ``shards`` shards (1: one index),
