@@ -385,8 +385,12 @@ def _serve_answers(config: Path) -> None:
             assert answer.status_code == 200, answer.text
             assert answer.json()["passages"][0]["uri"] == "file://docs/doc-003.md"
     finally:
-        process.kill()
-        process.wait()
+        process.terminate()  # a clean stop removes its private full-text copy
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 _KILLED_SYNC = """

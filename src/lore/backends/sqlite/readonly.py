@@ -19,6 +19,7 @@ SQLite when it is missing or behind its journal); derived data, so nothing is lo
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import sqlite3
@@ -133,6 +134,8 @@ def private_fulltext_dir(original: Path, usable: bool) -> Path:
     """A temporary directory for the full-text index of a read-only mount: a copy of
     ``original`` when it is ``usable``, else an empty place to rebuild it in."""
     parent = Path(tempfile.mkdtemp(prefix="lore-fulltext-"))
+    # Also when the process ends without closing the backend (a command's quick exit).
+    atexit.register(shutil.rmtree, parent, True)
     copy = parent / original.name
     if usable:
         try:
