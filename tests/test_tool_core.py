@@ -456,6 +456,20 @@ async def test_degraded_retriever_is_reported(tmp_path: Path) -> None:
     assert result.to_dict()["metadata"]["degraded_reason"] == result.metadata.degraded_reason
 
 
+async def test_a_bm25_search_is_not_degraded_by_an_embedder_that_took_no_part(tmp_path: Path) -> None:
+    """The hashing embedder degrades hybrid and vector answers; BM25 never asks it."""
+    retriever = ListRetriever([passage("x")], degraded=True)
+    search = KnowledgeSearch(retriever, settings=settings(tmp_path), audit=MemoryAuditLog())
+    lexical = await search.run({"query": "x"}, principal=LOCAL, mode=SearchMode.BM25)
+    assert lexical.metadata is not None
+    assert lexical.metadata.degraded is False
+    assert lexical.metadata.degraded_reason is None
+    assert "DEGRADED" not in lexical.render_text()
+    hybrid = await search.run({"query": "x"}, principal=LOCAL, mode=SearchMode.HYBRID)
+    assert hybrid.metadata is not None
+    assert hybrid.metadata.degraded is True
+
+
 # -- errors ---------------------------------------------------------------------------------
 
 

@@ -102,6 +102,10 @@ class IndexLockedError(IndexingError):
     """Another sync holds the index's write lock."""
 
 
+class DiskFullError(IndexingError):
+    """The disk holding the index is full: every further write would fail the same way."""
+
+
 class EmbedderMismatchError(IndexingError):
     """The index was built with a different embedding model or dimension."""
 

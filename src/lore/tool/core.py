@@ -220,13 +220,15 @@ class KnowledgeSearch:
         # The mode that answered the call, also when the caller left it to the retriever
         # (the first of its modes, by the protocol): analytics group by it.
         effective = mode if mode is not None else next(iter(self._retriever.modes), None)
+        # A degraded embedder degrades only the answers it took part in: not BM25's.
+        embedder_degraded = self._retriever.degraded and effective is not SearchMode.BM25
         observe_search(  # the one place every tool call is counted (lore.metrics)
             tool,
             self._retriever.engine,
             effective.value if effective is not None else None,
             latency_ms / 1000.0,
             [p.score for p in passages],
-            degraded=self._retriever.degraded or degraded_reason is not None,
+            degraded=embedder_degraded or degraded_reason is not None,
             failed=error is not None,
         )
 
@@ -251,7 +253,7 @@ class KnowledgeSearch:
         except AuditError as err:
             # Fail closed: a call that cannot be audited returns nothing.
             return ToolResult(passages=[], metadata=None, error=str(err))
-        if degraded_reason is None and self._retriever.degraded:
+        if degraded_reason is None and embedder_degraded:
             degraded_reason = DEGRADED_EMBEDDER_REASON
         reason = self._cleaner.redactor.redact(degraded_reason)[0] if degraded_reason else None
         event = event_of_call(
