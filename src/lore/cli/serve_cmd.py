@@ -81,7 +81,7 @@ def serve_command(
     degraded = service.degraded_reason()
     if degraded is not None:
         say(f"WARNING: {degraded}; the primary is used again once it answers", stderr=True)
-    say(f"lore serving http://{host}:{port}/  (API /v1, MCP /mcp, OpenAPI /docs)", stderr=True)
+    say(f"lore serving http://{host}:{port}/  (API /v1, MCP /mcp, OpenAPI /openapi.json)", stderr=True)
     if demo is not None:
         say(f"viewer token for the demo ({DEMO_TOKEN_NAME}): {demo}", stderr=True)
     # uvicorn turns SIGTERM and SIGINT into a graceful shutdown (requests in flight finish,

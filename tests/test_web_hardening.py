@@ -1,0 +1,229 @@
+"""``lore serve`` against an attacker at the edge (issue 30, breach 4 and the weaknesses):
+foreign Host names (DNS rebinding), cross-origin writes, framing and caching headers, and
+text that is not valid Unicode, each beside the legitimate request it must let through.
+All over a real loopback socket (``web_helpers.serve``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from optional_extras import require_extra
+
+require_extra("fastapi", "serve")
+
+from lore.web.guard import allowed_host_names  # noqa: E402
+from web_helpers import Served, serve  # noqa: E402
+
+PROBLEM = "application/problem+json"
+
+
+@pytest.fixture(scope="module")
+def local(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """Unauthenticated mode: the one a rebound page could otherwise drive."""
+    with serve(tmp_path_factory.mktemp("local"), with_tokens=False) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    with serve(tmp_path_factory.mktemp("tokens")) as running:
+        yield running
+
+
+def _port(served: Served) -> str:
+    return served.url.rsplit(":", 1)[1]
+
+
+# -- breach 4: DNS rebinding ---------------------------------------------------------------
+
+
+def test_a_foreign_host_is_refused_on_every_path_in_unauthenticated_mode(local: Served) -> None:
+    """A page of evil.example rebound to 127.0.0.1 gets nothing: no CSRF token, no write,
+    not the page, not /mcp."""
+    foreign = {"Host": f"evil.example:{_port(local)}"}
+    with local.client(headers=foreign) as client:
+        for method, path in (("GET", "/v1/session"), ("GET", "/"), ("GET", "/healthz"), ("POST", "/mcp")):
+            response = client.request(method, path)
+            assert response.status_code == 421, (path, response.text)
+            assert response.headers["content-type"].startswith(PROBLEM)
+            assert "evil.example" in response.json()["detail"]
+        note = client.post("/v1/notes", json={"title": "x", "text": "y"}, headers={"X-CSRF-Token": "t"})
+        assert note.status_code == 421
+
+
+@pytest.mark.parametrize("name", ["127.0.0.1", "localhost", "[::1]"])
+def test_the_machines_own_names_are_answered(local: Served, name: str) -> None:
+    with local.client(headers={"Host": f"{name}:{_port(local)}"}) as client:
+        response = client.get("/v1/session")
+        assert response.status_code == 200, response.text
+        assert response.json()["csrf_token"]
+
+
+def test_configured_public_names_are_answered_and_only_they(tmp_path: Path) -> None:
+    extra = '[serve]\nallowed_hosts = ["lore.example.com", "*.lore.internal"]\n'
+    with serve(tmp_path, with_tokens=False, sync=False, extra=extra) as running:
+        port = _port(running)
+        for host, status in (
+            (f"lore.example.com:{port}", 200),
+            ("a.lore.internal", 200),
+            (f"localhost:{port}", 200),
+            ("lore.example.com.evil.example", 421),
+            ("lore.internal.evil.example", 421),
+        ):
+            with running.client(headers={"Host": host}) as client:
+                assert client.get("/healthz").status_code == status, host
+
+
+def test_which_names_a_bind_address_answers() -> None:
+    assert allowed_host_names("127.0.0.1", []) == {"127.0.0.1", "localhost", "::1"}
+    assert allowed_host_names("0.0.0.0", []) is None  # tokens required there; documented
+    assert allowed_host_names("0.0.0.0", ["lore.example.com"]) == {
+        "127.0.0.1",
+        "localhost",
+        "::1",
+        "lore.example.com",
+    }
+    assert allowed_host_names("10.1.2.3", ["x.example"]) == {
+        "127.0.0.1",
+        "localhost",
+        "::1",
+        "10.1.2.3",
+        "x.example",
+    }
+    assert allowed_host_names("127.0.0.1", ["*"]) is None
+
+
+def test_a_write_from_another_origin_is_refused_and_the_pages_own_goes_through(local: Served) -> None:
+    with local.client() as client:
+        csrf = client.get("/v1/session").json()["csrf_token"]
+        note = {"title": "origin check", "markdown": "written by the page"}
+        for origin in ("http://evil.example", f"http://127.0.0.1:{int(_port(local)) + 1}", "null"):
+            refused = client.post("/v1/notes", json=note, headers={"X-CSRF-Token": csrf, "Origin": origin})
+            assert refused.status_code == 403, origin
+            assert "origin" in refused.json()["detail"]
+        own = client.post("/v1/notes", json=note, headers={"X-CSRF-Token": csrf, "Origin": local.url})
+        assert own.status_code == 200, own.text
+        # a GET names its origin too: reading is not refused for it
+        assert client.get("/v1/session", headers={"Origin": "http://evil.example"}).status_code == 200
+
+
+# -- headers -------------------------------------------------------------------------------
+
+
+def test_every_answer_carries_the_security_headers(served: Served) -> None:
+    with served.client("viewer") as client:
+        answers = {
+            "/": client.get("/"),
+            "/v1/search": client.post("/v1/search", json={"query": "etcd"}),
+            "/v1/session": client.get("/v1/session"),
+            "/healthz": client.get("/healthz"),
+            "/nowhere": client.get("/nowhere"),
+        }
+    for path, response in answers.items():
+        assert response.headers["x-content-type-options"] == "nosniff", path
+        assert response.headers["referrer-policy"] == "no-referrer", path
+        assert "frame-ancestors 'none'" in response.headers["content-security-policy"], path
+        assert response.headers["x-frame-options"] == "DENY", path
+    for path in ("/v1/search", "/v1/session"):
+        assert answers[path].headers["cache-control"] == "no-store", path
+    # the page may be cached by the browser; its data may not
+    assert "no-store" not in answers["/"].headers.get("cache-control", "")
+    assert answers["/"].headers["content-security-policy"].startswith("default-src 'self'")
+    assert answers["/v1/search"].headers["content-security-policy"].startswith("default-src 'none'")
+
+
+def test_no_cdn_scripts_are_served(served: Served) -> None:
+    with served.client() as client:
+        for path in ("/docs", "/redoc"):
+            assert client.get(path).status_code == 404, path
+        assert "/v1/search" in client.get("/openapi.json").json()["paths"]
+
+
+# -- Unicode -------------------------------------------------------------------------------
+
+LONE = b'"\\ud800"'
+
+
+def _routes(served: Served) -> list[tuple[str, str]]:
+    """The route table as the server publishes it (every route is in its OpenAPI)."""
+    with served.client() as client:
+        paths = client.get("/openapi.json").json()["paths"]
+    return [(method.upper(), path) for path, methods in paths.items() for method in methods]
+
+
+def _filled(path: str, value: str) -> str:
+    import re
+
+    return re.sub(r"\{[^}]+\}", value, path)
+
+
+def test_a_lone_surrogate_is_a_422_on_every_route_never_a_500(served: Served) -> None:
+    """Every route of the route table, with a JSON body holding a lone surrogate in each
+    shape a route reads (a string, an object's key and value, nested), and in its path."""
+    bodies = [
+        b'{"query": ' + LONE + b"}",
+        b'{"labels": {"alertname": ' + LONE + b"}}",
+        b'{"name": ' + LONE + b', "type": "manual"}',
+        b'{"alerts": [{"labels": {' + LONE + b': "x"}}]}',
+        b'{"token": ' + LONE + b"}",
+    ]
+    routes = _routes(served)
+    assert len(routes) >= 15
+    with served.client("admin") as client:
+        for method, path in routes:
+            url = _filled(path, "x%ED%A0%80y")
+            if method in ("GET", "HEAD", "DELETE"):
+                response = client.request(method, url)
+                assert response.status_code < 500, (method, path, response.text)
+                continue
+            for body in bodies:
+                response = client.request(
+                    method, _filled(path, "x"), content=body, headers={"Content-Type": "application/json"}
+                )
+                assert response.status_code == 422, (method, path, body, response.text)
+                assert response.headers["content-type"].startswith(PROBLEM)
+                assert "Unicode" in response.json()["detail"]
+    with served.client("viewer") as client:  # and /mcp, as its JSON-RPC body
+        response = client.post(
+            "/mcp",
+            content=b'{"jsonrpc": "2.0", "id": 1, "method": ' + LONE + b"}",
+            headers={"Content-Type": "application/json", "Accept": "application/json, text/event-stream"},
+        )
+        assert response.status_code == 422
+
+
+def test_well_formed_text_outside_the_bmp_goes_through(served: Served) -> None:
+    """The look-alike: an emoji is a surrogate *pair* in JSON, and is valid."""
+    with served.client("viewer") as client:
+        response = client.post(
+            "/v1/search",
+            content=b'{"query": "etcd \\ud83d\\udd25 leader"}',
+            headers={"Content-Type": "application/json"},
+        )
+        assert response.status_code == 200, response.text
+        alert = client.post("/v1/alerts", json={"labels": {"alertname": "etcdNoLeader", "team": "🔥"}})
+        assert alert.status_code == 200, alert.text
+
+
+@pytest.mark.parametrize("raw", [b"\xed\xa0\x80", b"\xff", b"\xc3"])
+def test_bytes_that_are_not_utf8_are_refused(served: Served, raw: bytes) -> None:
+    """Python's JSON decoder reads bytes with ``surrogatepass``: the raw UTF-8 form of a
+    surrogate would slip through as one."""
+    with served.client("viewer") as client:
+        for path in ("/v1/alerts", "/v1/search"):
+            response = client.post(
+                path,
+                content=b'{"labels": {"alertname": "' + raw + b'"}, "query": "' + raw + b'"}',
+                headers={"Content-Type": "application/json"},
+            )
+            assert response.status_code == 422, response.text
+            assert response.headers["content-type"].startswith(PROBLEM)
+
+
+def test_an_http_client_gets_a_problem_for_a_foreign_host_even_without_a_port(local: Served) -> None:
+    response = httpx.get(local.url + "/v1/session", headers={"Host": "evil.example"})
+    assert response.status_code == 421
