@@ -227,3 +227,23 @@ def test_bytes_that_are_not_utf8_are_refused(served: Served, raw: bytes) -> None
 def test_an_http_client_gets_a_problem_for_a_foreign_host_even_without_a_port(local: Served) -> None:
     response = httpx.get(local.url + "/v1/session", headers={"Host": "evil.example"})
     assert response.status_code == 421
+
+
+# -- lore's own tokens are credentials too ------------------------------------------------
+
+
+def test_a_lore_token_pasted_into_a_query_is_redacted_in_the_audit_and_events(served: Served) -> None:
+    token = served.tokens["editor"]
+    look_alike = "lore_serve_settings_file"  # lore's own words are not tokens
+    with served.client("admin") as client:
+        answer = client.post("/v1/search", json={"query": f"why does {token} fail {look_alike}"})
+        assert answer.status_code == 200, answer.text
+        assert token not in answer.text
+        events = client.get("/v1/events").json()["events"]
+    audit_path = served.service.search.audit.path  # type: ignore[attr-defined]
+    audit = audit_path.read_text(encoding="utf-8")
+    assert token not in audit
+    assert look_alike in audit
+    queries = [event["query"] for event in events if look_alike in (event.get("query") or "")]
+    assert queries
+    assert all(token not in query for query in queries)
