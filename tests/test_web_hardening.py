@@ -5,6 +5,7 @@ All over a real loopback socket (``web_helpers.serve``)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -247,3 +248,117 @@ def test_a_lore_token_pasted_into_a_query_is_redacted_in_the_audit_and_events(se
     queries = [event["query"] for event in events if look_alike in (event.get("query") or "")]
     assert queries
     assert all(token not in query for query in queries)
+
+
+# -- sources added over the API -----------------------------------------------------------
+
+GIT = {"type": "git", "visibility": "all-viewers"}
+CONFLUENCE = {"type": "confluence", "visibility": "all-viewers", "spaces": ["OPS"], "email": "a@example.com"}
+
+
+@pytest.mark.parametrize(
+    ("table", "word"),
+    [
+        ({**GIT, "name": "g1", "url": "file:///etc"}, "file://"),
+        ({**GIT, "name": "g2", "url": "ext::sh -c touch% /tmp/pwned"}, "ext::"),
+        ({**GIT, "name": "g3", "url": "--upload-pack=touch"}, "option"),
+        ({**GIT, "name": "g4", "url": "https://127.0.0.1/team/runbooks.git"}, "loopback"),
+        ({**GIT, "name": "g5", "url": "http://169.254.169.254/latest/meta-data"}, "link-local"),
+        ({**GIT, "name": "g6", "url": "https://localhost/x.git"}, "loopback"),
+        ({**GIT, "name": "g7", "url": "https://[::ffff:127.0.0.1]/x.git"}, "loopback"),
+        ({**GIT, "name": "g8", "url": "https://git.example.com/x.git", "token_env": "HOME"}, "token"),
+        ({**GIT, "name": "g9", "url": "https://git.example.com/x.git", "token_file": "/etc/passwd"}, "token"),
+        ({**GIT, "name": "g10", "url": "git@git.example.com:x.git", "ssh_key_file": "/etc/shadow"}, "server"),
+        ({**GIT, "name": "g11", "url": "https://127.0.0.1/x.git", "allow_private_hosts": True}, "lore.toml"),
+        ({**CONFLUENCE, "name": "c1", "url": "https://169.254.169.254", "token": "t"}, "link-local"),
+        ({**CONFLUENCE, "name": "c2", "url": "http://127.0.0.1:8090", "token": "t"}, "loopback"),
+        ({**CONFLUENCE, "name": "c3", "url": "https://x.atlassian.net", "token_env": "LORE_SECRET"}, "token"),
+        ({"name": "m1", "type": "manual", "visibility": "all-viewers", "path": "/etc"}, "server"),
+        ({"name": "..", "type": "manual", "visibility": "all-viewers"}, "name"),
+        ({"name": "a..b", "type": "manual", "visibility": "all-viewers"}, "name"),
+        ({"name": "a/b", "type": "manual", "visibility": "all-viewers"}, "name"),
+        ({"name": "a\x01b", "type": "upload", "visibility": "all-viewers"}, "name"),
+        ({"name": ".hidden", "type": "upload", "visibility": "all-viewers"}, "name"),
+    ],
+)
+def test_a_source_the_build_would_refuse_is_refused_when_posted(
+    served: Served, table: dict[str, object], word: str
+) -> None:
+    with served.client("admin") as client:
+        response = client.post("/v1/sources", json=table)
+        assert response.status_code == 422, response.text
+        assert response.headers["content-type"].startswith(PROBLEM)
+        assert word in response.json()["detail"], response.json()["detail"]
+        assert "\n" not in response.json()["detail"]
+        names = {source["name"] for source in client.get("/v1/sources").json()["sources"]}
+        assert table["name"] not in names
+
+
+def test_legitimate_sources_are_accepted_and_their_token_is_write_only(served: Served) -> None:
+    secret = "not-a-real-token-" + "x" * 20
+    tables = [
+        {
+            **GIT,
+            "name": "team.runbooks-2",
+            "url": "https://git.example.com/team/runbooks.git",
+            "token": secret,
+        },
+        {**GIT, "name": "ssh-runbooks", "url": "git@git.example.com:team/runbooks.git"},
+        {**CONFLUENCE, "name": "wiki", "url": "https://example.atlassian.net", "token": secret},
+        {"name": "team_notes", "type": "manual", "visibility": "all-viewers"},
+    ]
+    with served.client("admin") as client:
+        try:
+            for table in tables:
+                added = client.post("/v1/sources", json=table)
+                assert added.status_code == 201, added.text
+                assert secret not in added.text
+            listing = client.get("/v1/sources")
+            assert secret not in listing.text
+            shown = {source["name"]: source for source in listing.json()["sources"]}
+            assert shown["team.runbooks-2"]["token"] == {"set": True}
+            assert shown["wiki"]["token"] == {"set": True}
+            # a PATCH is checked as a POST is
+            patched = client.patch("/v1/sources/team.runbooks-2", json={"url": "file:///etc"})
+            assert patched.status_code == 422
+            assert client.get("/v1/sources").json()["sources"]
+            kept = {s["name"]: s for s in client.get("/v1/sources").json()["sources"]}["team.runbooks-2"]
+            assert kept["url"] == "https://git.example.com/team/runbooks.git"
+        finally:
+            for table in tables:
+                client.delete(f"/v1/sources/{table['name']}")
+
+
+def test_one_bad_stored_source_is_reported_alone_and_breaks_nothing(tmp_path: Path) -> None:
+    """A sources.json written before these checks (or by hand) with a source that reads a
+    server variable and one whose URL is a local file: every route keeps working."""
+    with serve(tmp_path, with_tokens=True, sync=False) as running:
+        stored = running.service.sources.path
+        stored.parent.mkdir(parents=True, exist_ok=True)
+        bad = [
+            {**GIT, "name": "leaky", "url": "https://git.example.com/x.git", "token_env": "HOME"},
+            {**GIT, "name": "local", "url": "file:///etc"},
+        ]
+        stored.write_text(json.dumps({"sources": bad}), encoding="utf-8")
+        with running.client("admin") as client:
+            listed = {s["name"]: s for s in client.get("/v1/sources").json()["sources"]}
+            assert "token_env" in listed["leaky"]["error"]
+            assert "file://" in listed["local"]["error"]
+            assert listed["runbooks"].get("error") is None
+            note = client.post("/v1/notes", json={"title": "still works", "markdown": "fine"})
+            assert note.status_code == 200, note.text
+            assert client.post("/v1/sync", json={}).status_code == 202
+            assert client.post("/v1/search", json={"query": "etcd"}).status_code == 200
+            assert client.delete("/v1/sources/leaky").status_code == 204
+            assert "leaky" not in {s["name"] for s in client.get("/v1/sources").json()["sources"]}
+
+
+def test_a_token_value_is_what_the_source_sends() -> None:
+    from pydantic import SecretStr
+
+    from lore.errors import ConfigError
+    from lore.sources.git_transport import read_token
+
+    assert read_token(None, None, "s", SecretStr(" abc \n")) == "abc"
+    with pytest.raises(ConfigError, match="one of"):
+        read_token("HOME", None, "s", SecretStr("abc"))

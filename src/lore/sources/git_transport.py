@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from pydantic import SecretStr
+
 from lore.errors import ConfigError, SourceError
 
 #: Schemes git may be given; everything else (``file://``, ``ext::``, ``fd::``, local
@@ -105,7 +107,7 @@ def parse_remote_url(url: str, *, allow_private_hosts: bool) -> RemoteUrl:
         if host.startswith("-") or match["path"].startswith("-"):
             raise ConfigError(f"git url {url!r}: looks like a command-line option; refused")
     if not allow_private_hosts:
-        _refuse_private_host(url, host)
+        refuse_private_host(url, host)
     return RemoteUrl(text, scheme, host)
 
 
@@ -114,7 +116,9 @@ def _without_userinfo(url: str) -> str:
     return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
 
 
-def _refuse_private_host(url: str, host: str) -> None:
+def refuse_private_host(url: str, host: str) -> None:
+    """``ConfigError`` when ``host`` is, or resolves to, a loopback, link-local or
+    unspecified address (this machine, a cloud metadata endpoint)."""
     try:
         addresses = {ipaddress.ip_address(host)}
     except ValueError:
@@ -263,25 +267,31 @@ _BOILERPLATE = frozenset(
 )
 
 
-def read_token(token_env: str | None, token_file: Path | None, source: str) -> str | None:
-    """The HTTPS token, from an environment variable or a file, read at fetch time so a
-    rotated token is picked up without restarting anything."""
-    if token_env and token_file:
-        raise ConfigError(f"source {source!r}: set token_env or token_file, not both")
-    if token_env:
-        value = os.environ.get(token_env)
-        if not value:
+def read_token(
+    token_env: str | None, token_file: Path | None, source: str, value: SecretStr | None = None
+) -> str | None:
+    """The HTTPS token: the table's own ``token`` value (what a source added over the API
+    carries, since there a path or a variable name would read the server's), or from an
+    environment variable or a file, read at fetch time so a rotated token is picked up
+    without restarting anything."""
+    if sum(bool(given) for given in (token_env, token_file, value)) > 1:
+        raise ConfigError(f"source {source!r}: set one of token, token_env or token_file")
+    if value is not None:
+        value_text = value.get_secret_value()
+    elif token_env:
+        value_text = os.environ.get(token_env) or ""
+        if not value_text:
             raise ConfigError(f"source {source!r}: environment variable {token_env} (token_env) is not set")
     elif token_file:
         try:
-            value = token_file.read_text(encoding="utf-8")
+            value_text = token_file.read_text(encoding="utf-8")
         except OSError as err:
             raise ConfigError(
                 f"source {source!r}: cannot read token_file {token_file}: {err.strerror}"
             ) from err
     else:
         return None
-    token = value.strip()
+    token = value_text.strip()
     if not token or any(ch in token for ch in "\r\n\x00"):
         raise ConfigError(f"source {source!r}: the token is empty or spans several lines")
     return token

@@ -25,7 +25,16 @@ Table = Annotated[
 
 def _listing(service: Service) -> dict[str, Any]:
     settings = service.settings
-    return {"sources": [public_view(config, origin, settings) for config, origin in service.sources.all()]}
+    broken = dict(service.sources.broken())
+    listed = [
+        public_view(config, origin, settings) for config, origin in service.sources.all()
+        if config.name not in broken or origin != "service"
+    ]
+    # A stored source that fails its checks is listed alone with why; the others work on.
+    listed += [
+        {"name": name, "origin": "service", "managed": True, "error": error} for name, error in broken.items()
+    ]
+    return {"sources": listed}
 
 
 def _one(service: Service, name: str) -> dict[str, Any]:
