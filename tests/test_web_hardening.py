@@ -362,3 +362,41 @@ def test_a_token_value_is_what_the_source_sends() -> None:
     assert read_token(None, None, "s", SecretStr(" abc \n")) == "abc"
     with pytest.raises(ConfigError, match="one of"):
         read_token("HOME", None, "s", SecretStr("abc"))
+
+
+# -- sign-ins ------------------------------------------------------------------------------
+
+
+def test_sign_ins_are_rate_limited_per_address_and_sessions_bounded(tmp_path: Path) -> None:
+    from lore.web.auth import MAX_SESSIONS_PER_PRINCIPAL
+    from lore.web.routes_session import SIGN_IN_BURST
+
+    with serve(tmp_path, sync=False) as running, running.client() as client:
+        token = running.tokens["viewer"]
+        answers = [client.post("/v1/session", json={"token": token}) for _ in range(SIGN_IN_BURST)]
+        assert all(answer.status_code == 200 for answer in answers)  # a burst of real sign-ins
+        cookies = [answer.cookies["lore_session"] for answer in answers]
+        refused = client.post("/v1/session", json={"token": token})
+        assert refused.status_code == 429, refused.text
+        assert refused.headers["content-type"].startswith(PROBLEM)
+        assert int(refused.headers["retry-after"]) >= 1
+        # guessing other tokens from the same address is limited alike
+        assert client.post("/v1/session", json={"token": "lore_guess"}).status_code == 429
+        # sessions kept: the newest few of the principal, its oldest gone
+        kept = [
+            c for c in cookies if client.get("/v1/session", cookies={"lore_session": c}).status_code == 200
+        ]
+        client.cookies.clear()
+        assert kept == cookies[-MAX_SESSIONS_PER_PRINCIPAL:]
+        # a bearer request is not a sign-in and is not limited by it
+        assert client.get("/v1/session", headers={"Authorization": f"Bearer {token}"}).status_code == 200
+
+
+def test_a_token_tried_from_many_addresses_is_limited_too() -> None:
+    """Per token as well as per address (a botnet signing in with one stolen token)."""
+    from lore.web.routes_session import SIGN_IN_BURST, sign_in_limiter
+
+    limiter = sign_in_limiter()
+    assert all(limiter.take("token:abc") is None for _ in range(SIGN_IN_BURST))
+    assert limiter.take("token:abc") is not None
+    assert limiter.take("token:other") is None

@@ -76,6 +76,7 @@ def create_app(service: Service, *, host: str = "127.0.0.1") -> ASGIApp:
     api.state.service = service
     api.state.auth = auth
     api.state.sync_runner = runner
+    api.state.sign_ins = routes_session.sign_in_limiter()
     problems.install(api)
     routes = (routes_search, routes_documents, routes_sources, routes_sync, routes_session, routes_events)
     for module in routes:
