@@ -400,3 +400,73 @@ def test_a_token_tried_from_many_addresses_is_limited_too() -> None:
     assert all(limiter.take("token:abc") is None for _ in range(SIGN_IN_BURST))
     assert limiter.take("token:abc") is not None
     assert limiter.take("token:other") is None
+
+
+# -- uploads: extraction under a budget, off the search threads ---------------------------
+
+
+def _costly_docx(paragraphs: int) -> bytes:
+    """A DOCX within every size, member and ratio limit whose XML takes mammoth many CPU
+    seconds (random words: it compresses as real text does, about 2.5x)."""
+    import io
+    import random
+    import zipfile
+
+    from test_web_api import docx_bytes
+
+    rng = random.Random(7)
+    words = ["".join(rng.choices("abcdefghijklmnopqrstuvwxyz", k=rng.randint(3, 9))) for _ in range(5000)]
+    body = "".join(
+        f"<w:p><w:r><w:t>{' '.join(rng.choices(words, k=12))}</w:t></w:r></w:p>" for _ in range(paragraphs)
+    )
+    source = zipfile.ZipFile(io.BytesIO(docx_bytes("seed")))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
+        for item in source.infolist():
+            data = source.read(item.filename)
+            if item.filename == "word/document.xml":
+                text = data.decode()
+                at = text.index("<w:body>") + len("<w:body>")
+                data = (text[:at] + body + text[at:]).encode()
+            archive.writestr(item, data)
+    return out.getvalue()
+
+
+def test_a_costly_docx_is_refused_past_its_budget_while_searches_go_on(tmp_path: Path) -> None:
+    """Issue 30: a DOCX within every limit took 304 s and 1 GB on the search threads. Its
+    extraction now runs in a child process under a CPU budget (1 s here): refused with a
+    one-line reason, nothing stored, and searches answered meanwhile."""
+    import threading
+
+    from lore.web.limits import ExtractBudget, Limits
+    from test_web_api import docx_bytes
+
+    costly = _costly_docx(20_000)  # about 10 CPU seconds of mammoth unbounded
+    limits = Limits(extract=ExtractBudget(cpu_seconds=1, wall_seconds=60))
+    with serve(tmp_path, limits=limits) as running:
+        answers: dict[str, httpx.Response] = {}
+
+        def upload() -> None:
+            with running.client("editor") as client:
+                answers["upload"] = client.post("/v1/documents", files={"file": ("big.docx", costly)})
+
+        uploading = threading.Thread(target=upload)
+        uploading.start()
+        with running.client("viewer") as client:
+            searched = [client.post("/v1/search", json={"query": "etcd leader"}) for _ in range(3)]
+        uploading.join(timeout=120)
+        assert all(response.status_code == 200 for response in searched)
+        body = answers["upload"].json()
+        assert body["documents"] == []
+        (error,) = body["errors"]
+        assert "budget" in error["detail"]
+        assert "\n" not in error["detail"]
+        with running.client("editor") as client:
+            # the look-alike: a normal DOCX under the same budget is extracted and stored
+            fine = client.post(
+                "/v1/documents", files={"file": ("ok.docx", docx_bytes("The quokkavalve opens."))}
+            )
+            assert fine.json()["documents"][0]["uri"] == "upload://uploads/ok.docx", fine.text
+            listed = client.get("/v1/documents").text
+        assert "ok.docx" in listed
+        assert "big.docx" not in listed

@@ -36,6 +36,7 @@ from lore.web import (
     routes_sync,
 )
 from lore.web.auth import Auth, Sessions
+from lore.web.extraction import Extractor
 from lore.web.guard import RequestGuard, WellFormedUnicode, allowed_host_names
 from lore.web.limits import BodyLimit, RateLimiter
 from lore.web.mcp_mount import McpAuth, mcp_app
@@ -49,6 +50,7 @@ def create_app(service: Service, *, host: str = "127.0.0.1") -> ASGIApp:
     auth = Auth(service.tokens, Sessions(), RateLimiter(service.limits.rate, service.limits.burst))
     runner = SyncRunner(service)
     mcp = mcp_app(service.search, host)
+    extractor = Extractor(service.limits.extract)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -60,6 +62,7 @@ def create_app(service: Service, *, host: str = "127.0.0.1") -> ASGIApp:
                 yield
         finally:
             runner.stop()
+            extractor.close()
             service.search.close()  # writes the queued retrieval events
             pool.shutdown(wait=False, cancel_futures=True)
 
@@ -77,6 +80,7 @@ def create_app(service: Service, *, host: str = "127.0.0.1") -> ASGIApp:
     api.state.auth = auth
     api.state.sync_runner = runner
     api.state.sign_ins = routes_session.sign_in_limiter()
+    api.state.extractor = extractor
     problems.install(api)
     routes = (routes_search, routes_documents, routes_sources, routes_sync, routes_session, routes_events)
     for module in routes:
