@@ -59,6 +59,12 @@ class RemoteUrl:
     url: str
     scheme: str
     host: str
+    #: The addresses the host resolved to when it was checked (empty: not checked, or an
+    #: address itself). git connects to these and no others over http(s)
+    #: (``http.curloptResolve``): a second resolution, rebound to 127.0.0.1 or a metadata
+    #: endpoint after the check, is never made.
+    addresses: tuple[str, ...] = ()
+    port: int | None = None
 
 
 def parse_remote_url(url: str, *, allow_private_hosts: bool) -> RemoteUrl:
@@ -106,9 +112,21 @@ def parse_remote_url(url: str, *, allow_private_hosts: bool) -> RemoteUrl:
         scheme, host = "ssh", match["host"].strip("[]")
         if host.startswith("-") or match["path"].startswith("-"):
             raise ConfigError(f"git url {url!r}: looks like a command-line option; refused")
+    addresses: tuple[str, ...] = ()
     if not allow_private_hosts:
-        refuse_private_host(url, host)
-    return RemoteUrl(text, scheme, host)
+        addresses = refuse_private_host(url, host)
+    port = _port(text, scheme)
+    return RemoteUrl(text, scheme, host, addresses, port)
+
+
+def _port(url: str, scheme: str) -> int | None:
+    if scheme not in ("http", "https"):
+        return None
+    try:
+        given = urlsplit(url).port
+    except ValueError:
+        return None
+    return given or (443 if scheme == "https" else 80)
 
 
 def _without_userinfo(url: str) -> str:
@@ -116,9 +134,11 @@ def _without_userinfo(url: str) -> str:
     return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
 
 
-def refuse_private_host(url: str, host: str) -> None:
+def refuse_private_host(url: str, host: str) -> tuple[str, ...]:
     """``ConfigError`` when ``host`` is, or resolves to, a loopback, link-local or
-    unspecified address (this machine, a cloud metadata endpoint)."""
+    unspecified address (this machine, a cloud metadata endpoint); else the addresses a
+    name resolved to (empty for an address, or a name that does not resolve here)."""
+    resolved: tuple[str, ...] = ()
     try:
         addresses = {ipaddress.ip_address(host)}
     except ValueError:
@@ -127,12 +147,14 @@ def refuse_private_host(url: str, host: str) -> None:
         try:
             infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
         except OSError:
-            return  # unresolvable here: git reports it when it tries to connect
+            return ()  # unresolvable here: git reports it when it tries to connect
         addresses = {ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos}
+        resolved = tuple(sorted(str(address) for address in addresses))
     for address in addresses:
         mapped = getattr(address, "ipv4_mapped", None) or address
         if mapped.is_loopback or mapped.is_link_local or mapped.is_unspecified:
             raise ConfigError(_private_message(url, host))
+    return resolved
 
 
 def _private_message(url: str, host: str) -> str:
@@ -184,7 +206,15 @@ def git_environment(auth: GitAuth) -> dict[str, str]:
         ("http.lowSpeedTime", _LOW_SPEED_SECONDS),
         ("transfer.fsckObjects", "true"),
         ("gc.autoDetach", "false"),
+        # A redirect would take the fetch (and its Authorization header) to a host that
+        # was never checked: refused, as for the first request.
+        ("http.followRedirects", "false"),
     ]
+    remote = auth.remote
+    if remote.addresses and remote.port is not None:
+        # Pinned: curl connects to the addresses checked, never to a new answer of DNS.
+        pinned = ",".join(f"[{a}]" if ":" in a else a for a in remote.addresses)
+        settings.append(("http.curloptResolve", f"{remote.host}:{remote.port}:{pinned}"))
     if auth.token:
         settings.append((f"http.{auth.remote.url}.extraHeader", f"Authorization: Basic {_basic(auth.token)}"))
     env["GIT_CONFIG_COUNT"] = str(len(settings))
