@@ -157,6 +157,7 @@ def test_each_fingerprint_keeps_only_its_own_part_of_the_answer(served: Served) 
     with served.client("viewer") as viewer:
         kept = viewer.get("/v1/alerts/" + "a0" * 8).json()
         assert kept["passages"][0]["uri"].endswith("node-not-ready.md")
+        assert kept["stored_by"] == "admin-1"  # whose answer it is: the latest poster's
 
 
 def test_alerts_per_request_are_capped_with_a_one_line_problem(served: Served) -> None:

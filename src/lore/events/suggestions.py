@@ -32,7 +32,11 @@ MAX_SUGGESTION_BYTES = 256 * 1024
 
 
 def store_suggestions(
-    store: EventStore, result: dict[str, Any], tenant: str | None, event_id: str | None
+    store: EventStore,
+    result: dict[str, Any],
+    tenant: str | None,
+    event_id: str | None,
+    stored_by: str | None = None,
 ) -> list[str]:
     """Keep, under each alert's fingerprint of ``result`` (``AlertResult.to_dict()``), that
     alert's own part of the answer (``answer_for``); the fingerprints. One request of N
@@ -44,6 +48,10 @@ def store_suggestions(
     single = len(result.get("alerts") or []) == 1
     for alert in {str(a["fingerprint"]): a for a in alerts}.values():
         part = bounded(answer_for(result, alert, single=single), MAX_SUGGESTION_BYTES)
+        if stored_by is not None:
+            # The latest poster of a fingerprint's alert wins (any viewer of the tenant may
+            # post one): the reader sees whose answer it is.
+            part = {**part, "stored_by": stored_by}
         fingerprint = str(alert["fingerprint"])
         store.record_alert_suggestion(AlertSuggestion(fingerprint, tenant, time, event_id, part))
     return fingerprints
