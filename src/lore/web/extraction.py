@@ -61,8 +61,12 @@ class Extractor:
         process = self._forkserver().Process(
             target=_child, args=(sending, data, filename, budget), name="lore-extract", daemon=True
         )
-        process.start()
-        sending.close()
+        try:
+            process.start()
+        except (OSError, RuntimeError) as err:  # no process to be had: say so for this file
+            raise UploadRefused(f"{filename}: the extraction process could not start ({err})") from err
+        finally:
+            sending.close()
         try:
             if not receiving.poll(budget.wall_seconds):
                 raise UploadRefused(f"{filename}: extraction took longer than {budget.wall_seconds:g} s")
