@@ -368,7 +368,7 @@ def test_a_token_value_is_what_the_source_sends() -> None:
 
 
 def test_sign_ins_are_rate_limited_per_address_and_sessions_bounded(tmp_path: Path) -> None:
-    from lore.web.auth import MAX_SESSIONS_PER_PRINCIPAL
+    from lore.web.auth import MAX_SESSIONS_PER_TOKEN
     from lore.web.routes_session import SIGN_IN_BURST
 
     with serve(tmp_path, sync=False) as running, running.client() as client:
@@ -387,7 +387,7 @@ def test_sign_ins_are_rate_limited_per_address_and_sessions_bounded(tmp_path: Pa
             c for c in cookies if client.get("/v1/session", cookies={"lore_session": c}).status_code == 200
         ]
         client.cookies.clear()
-        assert kept == cookies[-MAX_SESSIONS_PER_PRINCIPAL:]
+        assert kept == cookies[-MAX_SESSIONS_PER_TOKEN:]
         # a bearer request is not a sign-in and is not limited by it
         assert client.get("/v1/session", headers={"Authorization": f"Bearer {token}"}).status_code == 200
 

@@ -110,18 +110,23 @@ def create_app(service: Service, *, host: str = "127.0.0.1") -> ASGIApp:
     # Inside the body limit: the Unicode check holds at most one allowed body.
     api.add_middleware(WellFormedUnicode)
     api.add_middleware(BodyLimit, limits=service.limits)
-    dispatch = _Dispatch(api, McpAuth(BodyLimit(WellFormedUnicode(mcp), service.limits), auth))
-    return RequestGuard(dispatch, allowed_host_names(host, service.settings.serve.allowed_hosts))
+    allowed = allowed_host_names(host, service.settings.serve.allowed_hosts)
+    return _Dispatch(api, McpAuth(BodyLimit(WellFormedUnicode(mcp), service.limits), auth), allowed)
 
 
 class _Dispatch:
-    """``/mcp`` to the MCP app, everything else (lifespan included) to FastAPI."""
+    """``/mcp`` to the MCP app, everything else (lifespan included) to FastAPI; every
+    request through ``RequestGuard`` first (Host, Origin, security headers)."""
 
-    def __init__(self, api: FastAPI, mcp: ASGIApp) -> None:
+    def __init__(self, api: FastAPI, mcp: ASGIApp, allowed_hosts: frozenset[str] | None) -> None:
         self.api = api
         self.mcp = mcp
+        self._guarded = RequestGuard(self._route, allowed_hosts)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._guarded(scope, receive, send)
+
+    async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
         path: Any = scope.get("path", "")
         if scope["type"] == "http" and (path == HTTP_PATH or str(path).startswith(HTTP_PATH + "/")):
             await self.mcp(scope, receive, send)

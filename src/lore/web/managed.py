@@ -107,10 +107,11 @@ class ManagedSources:
     def managed(self) -> list[SourceConfig]:
         return [config for config in self._checked() if isinstance(config, SourceConfig)]
 
-    def broken(self) -> list[tuple[str, str]]:
-        """Tables of the file that fail their checks or do not build, as (name, why):
-        listed with why, never synced (``IndexWriter.built_sources`` leaves them out)."""
-        found: list[tuple[str, str]] = []
+    def broken(self) -> list[tuple[str, str, str | None]]:
+        """Tables of the file that fail their checks or do not build, as (name, why,
+        tenant): listed with why, never synced (``IndexWriter.built_sources`` leaves them
+        out)."""
+        found: list[tuple[str, str, str | None]] = []
         for checked in self._checked():
             if isinstance(checked, tuple):
                 found.append(checked)
@@ -118,17 +119,19 @@ class ManagedSources:
             try:
                 build_source(checked, self.settings)
             except ConfigError as err:
-                found.append((checked.name, str(err)))
+                found.append((checked.name, str(err), checked.tenant))
         return found
 
-    def _checked(self) -> list[SourceConfig | tuple[str, str]]:
-        found: list[SourceConfig | tuple[str, str]] = []
+    def _checked(self) -> list[SourceConfig | tuple[str, str, str | None]]:
+        found: list[SourceConfig | tuple[str, str, str | None]] = []
         for number, table in enumerate(self._tables(), start=1):
             try:
                 check_api_table(table)
                 found.append(typed_source_config(table, number))
             except ConfigError as err:
-                found.append((str(table.get("name") or f"#{number}"), str(err)))
+                tenant = table.get("tenant")
+                name = str(table.get("name") or f"#{number}")
+                found.append((name, str(err), tenant if isinstance(tenant, str) else None))
         return found
 
     def all(self) -> list[tuple[SourceConfig, str]]:

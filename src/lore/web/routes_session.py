@@ -3,8 +3,8 @@
 Signing in is rate limited twice, before the token is checked: per client address and
 per token presented (its hash), each ``SIGN_IN_BURST`` at once and one every
 ``1 / SIGN_IN_RATE`` seconds after, so neither one address nor many addresses can mint
-sessions (or try tokens) at the rate of the API; a principal keeps at most
-``MAX_SESSIONS_PER_PRINCIPAL`` sessions (``lore.web.auth.Sessions``), its oldest dropped.
+sessions (or try tokens) at the rate of the API; a token keeps at most
+``MAX_SESSIONS_PER_TOKEN`` sessions (``lore.web.auth.Sessions``), its oldest dropped.
 """
 
 from __future__ import annotations
@@ -68,10 +68,11 @@ async def sign_in(body: SignIn, request: Request, response: Response) -> dict[st
     if auth.unauthenticated:
         return _caller_body(auth.identify(request))
     _limit_sign_in(request, body.token.strip())
-    principal = auth.tokens.verify(body.token.strip())
-    if principal is None:
+    record = auth.tokens.verify_record(body.token.strip())
+    if record is None:
         raise Problem(401, "that token is not valid (unknown or revoked)")
-    session_id, session = auth.sessions.create(principal)
+    principal = record.principal()
+    session_id, session = auth.sessions.create(record.digest)
     response.set_cookie(
         SESSION_COOKIE,
         session_id,
