@@ -24,7 +24,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.context import ForkServerContext
 
-from lore.sources.upload import Extraction, UploadRefused, extract
+from lore.errors import UploadRefused
+from lore.sources.upload import Extraction, extract
 from lore.web.limits import ExtractBudget
 
 #: Extractions running at once; more wait for one of these.
