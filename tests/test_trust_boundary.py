@@ -453,9 +453,6 @@ INVENTORY: dict[tuple[str, str], Check] = {
     ("GET", "/"): check_public("/"),
     ("GET", "/static"): check_public("/static/app.js"),
     ("GET", "/openapi.json"): check_public("/openapi.json"),
-    ("GET", "/docs"): check_public("/docs"),
-    ("GET", "/docs/oauth2-redirect"): check_public("/docs/oauth2-redirect"),
-    ("GET", "/redoc"): check_public("/redoc"),
 }
 
 #: Every MCP tool of ``lore serve`` at /mcp and of ``lore mcp --http``, in the order

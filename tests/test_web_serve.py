@@ -307,3 +307,38 @@ def test_a_lost_server_secret_is_said_not_silently_replaced(tmp_path: Path) -> N
     assert not (tmp_path / "lore.db.data" / "server-secret").exists()
     assert lore(config, "token", "revoke", "ops").returncode == 0
     assert lore(config, "token", "create", "--role", "viewer", "--name", "bot").returncode == 0
+
+
+def test_what_lore_serve_and_sync_write_is_private_to_their_user(tmp_path: Path) -> None:
+    """Issue 30: the index, notes and uploads were written 0644 (tokens and the audit were
+    0600). Every file a real ``lore sync`` and ``lore serve`` write (SQLite's -wal and -shm,
+    tantivy's, a note's, an upload's) has no group or other permission bits; the
+    operator's own files (lore.toml, the runbooks folder) are left as they were."""
+    config = write_config(tmp_path)
+    before = {path: path.stat().st_mode for path in tmp_path.rglob("*")}
+    assert lore(config, "sync").returncode == 0
+    token = _token_of(config)
+    process, url = start_serve(config)
+    try:
+        with httpx.Client(base_url=url, timeout=30) as client:
+            client.headers["Authorization"] = "Bearer " + token
+            note = client.post("/v1/notes", json={"title": "private", "markdown": "kept private"})
+            assert note.status_code == 200, note.text
+            upload = client.post("/v1/documents", files={"file": ("u.md", b"# U\n\nuploaded\n")})
+            assert upload.status_code in (200, 201), upload.text
+    finally:
+        stop_with_sigterm(process)
+    written = [path for path in tmp_path.rglob("*") if path not in before]
+    names = {path.name for path in written}
+    assert {"lore.db", "tokens.json"} <= names, names
+    assert any(path.suffix == ".md" and "notes" in str(path) for path in written), names
+    assert any("tantivy" in str(path) for path in written), names
+    loose = [(str(path), oct(path.stat().st_mode)) for path in written if path.stat().st_mode & 0o077]
+    assert loose == []
+    assert {path: path.stat().st_mode for path in before} == before  # the operator's, untouched
+
+
+def _token_of(config: Path) -> str:
+    created = lore(config, "token", "create", "--role", "editor", "--name", "ed2")
+    assert created.returncode == 0, created.stderr
+    return next(word for word in (created.stdout + created.stderr).split() if word.startswith("lore_"))

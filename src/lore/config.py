@@ -173,6 +173,11 @@ class ServeSettings(BaseModel):
     #: ``Retry-After``. Raise it for many agents sharing one token.
     rate_limit: float = Field(default=50.0, gt=0)
     rate_burst: int = Field(default=100, ge=1)
+    #: Host names (``lore.example.com``, ``*.example.com``) clients reach the server by,
+    #: beside 127.0.0.1, localhost and [::1]: any other ``Host:`` is refused (DNS
+    #: rebinding; lore.web.guard). Empty: checked only on a loopback server; ``["*"]``:
+    #: never checked.
+    allowed_hosts: list[str] = Field(default_factory=list)
 
 
 class ElasticsearchSettings(BaseModel):

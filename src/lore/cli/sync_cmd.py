@@ -142,7 +142,16 @@ def sync_command(
     as_json: Annotated[bool, typer.Option("--json", help="--history as JSON.")] = False,
 ) -> None:
     """Index every configured source: changed documents only, unchanged ones are skipped."""
+    from lore.private_files import private_files
+
     current = settings()
+    with private_files(current):
+        _sync_command(current, allow_mass_delete, watch, history, limit, as_json)
+
+
+def _sync_command(
+    current: LoreSettings, allow_mass_delete: bool, watch: bool, history: bool, limit: int, as_json: bool
+) -> None:
     if history:
         _history(current, limit, as_json)
         return

@@ -295,4 +295,7 @@ EXTRA_VENDORS: tuple[PatternRule, ...] = (
     _token("mailgun_key", r"key-[a-f0-9]{32}", "key-"),
     _token("age_secret_key", r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}", "age-secret-key-1"),
     _token("azure_client_secret", r"[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.\-]{31,34}", "q~"),
+    # lore's own API tokens (lore.web.tokens: "lore_" + 32 random bytes, url-safe base64):
+    # one pasted into a query must not reach the audit log or the events verbatim.
+    _token("lore_api_token", r"lore_[A-Za-z0-9_\-]{43}", "lore_"),
 )

@@ -24,8 +24,12 @@ class StoppingServer(uvicorn.Server):
     def __init__(self, config: uvicorn.Config, sync: SyncProcess | None) -> None:
         super().__init__(config)
         self._sync = sync
+        #: The first signal that stopped the server (SIGINT: Ctrl-C), None until one does.
+        self.stopped_by: int | None = None
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self.stopped_by is None:
+            self.stopped_by = sig
         if self._sync is not None and not self.should_exit:
             # Off the signal handler: ``stop`` waits for the child to reach a document.
             threading.Thread(target=self._sync.stop, name="lore-stop-sync", daemon=True).start()
