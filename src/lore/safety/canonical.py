@@ -10,7 +10,8 @@ what they find there is mapped back to a span of the source, which is what gets 
 Layers, each a ``View`` over the one before (``View.span`` maps through all of them):
 
 1. ``render``: Markdown to plain text with markdown-it-py's tokens (emphasis, inline
-   formatting tags and ``<br>`` dropped; soft breaks and shell ``\\``-continuations joined
+   formatting tags and ``<br>`` dropped; a paragraph's lines one block, with the
+   blockquote and list markers between them gone, and shell ``\\``-continuations joined
    into one line; table cells as ``header: cell``; image alt text, link titles and
    destinations, reference definitions and front matter included; code and HTML blocks
    verbatim, less their formatting tags), then escapes decoded in place (HTML entities,
@@ -30,11 +31,13 @@ Alternative readings, built only when a detector asks (they cost a second scan):
 
 API (stable; other detectors build on it):
 
-- ``render(text) -> View``, ``fold(view) -> View``, ``canonical(text) -> View``;
+- ``render(text) -> View``, ``fold(view) -> View``, ``canonical(text) -> View``,
+  ``fold_pattern(regex) -> regex`` (a pattern folded as the view is);
 - ``View.text`` (the reading), ``View.source`` (the text as written),
   ``View.span(start, end) -> (start, end)`` in the source, ``View.links`` (every link,
   image, ``srcset`` entry and bare URL as a ``Link``: its url and the source span of the
-  url as written, when it can be found there);
+  url as written, when it can be found there), ``View.decoded`` (source spans read
+  decoded: escapes and encoded runs);
 - ``replace_spans(source, spans) -> str``: the source with each span replaced (spans may
   overlap; the union of overlapping ones is replaced once).
 
@@ -70,6 +73,7 @@ __all__ = [
     "View",
     "canonical",
     "fold",
+    "fold_pattern",
     "render",
     "replace_spans",
     "reversed_view",
@@ -81,7 +85,8 @@ __all__ = [
 class Link:
     """A URL a client could fetch or a reader follow."""
 
-    #: "link", "image", "reference", "srcset", "html" or "bare".
+    #: "link", "image", "reference", "srcset", "html", "bare" (a URL in prose) or
+    #: "code" (a URL in code: a command's argument, which no client renders as a link).
     kind: str
     url: str
     #: The url's span in the source as written; None when it is not there verbatim
@@ -92,7 +97,7 @@ class Link:
 class View:
     """A reading of ``source`` with a map from each of its spans back to the source."""
 
-    __slots__ = ("_base", "_ends", "_exact", "_origins", "_starts", "links", "source", "text")
+    __slots__ = ("_base", "_ends", "_exact", "_origins", "_starts", "decoded", "links", "source", "text")
 
     def __init__(
         self,
@@ -112,6 +117,9 @@ class View:
         self._ends = [segment[2] for segment in segments]
         self._exact = [segment[3] for segment in segments]
         self.links: tuple[Link, ...] = links if base is None else base.links
+        #: Source spans the view reads decoded (an escape, an encoded run): a finding
+        #: there is an encoded one.
+        self.decoded: tuple[tuple[int, int], ...] = () if base is None else base.decoded
 
     def _below(self, position: int, *, end: bool) -> int:
         index = bisect.bisect_right(self._starts, position) - 1
@@ -241,6 +249,10 @@ class _Renderer:
         #: Segments rewritten by the parser, whose source span ends where the next
         #: thing is found.
         self.pending: list[int] = []
+        self.rewritten: list[int] = []
+        #: Source spans of code (fences, indented blocks, code spans): a URL there is a
+        #: command's argument, not a link a client renders.
+        self.code: list[tuple[int, int]] = []
 
     def settle(self, found: int) -> None:
         for index in self.pending:
@@ -277,6 +289,7 @@ class _Renderer:
             # Rewritten by the parser (an entity decoded, a backslash escape dropped):
             # mapped to the source up to the next thing found.
             self.pending.append(len(self.out.segments))
+            self.rewritten.append(len(self.out.segments))
             self.out.coarse(content, self.cursor, limit)
             return
         self.settle(at)
@@ -349,10 +362,16 @@ class _Renderer:
         link_after: list[tuple[str, str]] = []
         for child in token.children or []:
             kind = child.type
-            if kind in ("text", "code_inline"):
+            if kind == "code_inline":
+                before = self.cursor
+                self.emit(child.content, limit)
+                self.code.append((before, self.cursor))
+            elif kind == "text":
                 self.emit(child.content, limit)
             elif kind in ("softbreak", "hardbreak"):
-                self.out.coarse(" ", self.cursor, self.cursor)
+                # A newline, not a blank: line-anchored rules still see the source's
+                # lines, and every phrase rule matches across one (``\s+``).
+                self.out.coarse("\n", self.cursor, self.cursor)
             elif kind == "html_inline":
                 self.html(child.content, limit, block=False)
             elif kind == "link_open":
@@ -406,6 +425,7 @@ class _Renderer:
                 limit = self.offset(token.map[1]) if token.map else len(self.source)
                 self.cursor = max(self.cursor, start)
                 self.newline(self.cursor)
+                self.code.append((start, limit))
                 self.emit(token.content, limit, join_continuations=True)
             elif kind == "html_block":
                 start = self.offset(token.map[0]) if token.map else self.cursor
@@ -479,7 +499,8 @@ def _render_markdown(text: str) -> View:
     for match in _BARE_URL.finditer(text):
         span = (match.start(), match.end())
         if not any(s[0] <= span[0] < s[1] for s in seen):
-            links.append(Link("bare", match[0], span))
+            in_code = any(start <= span[0] < end for start, end in renderer.code)
+            links.append(Link("code" if in_code else "bare", match[0], span))
     references = env.get("references")
     if isinstance(references, dict):
         for definition in references.values():
@@ -487,7 +508,10 @@ def _render_markdown(text: str) -> View:
             if href:
                 at = text.find(href)
                 links.append(Link("reference", href, (at, at + len(href)) if at >= 0 else None))
-    return renderer.out.view(text, links=tuple(links))
+    view = renderer.out.view(text, links=tuple(links))
+    segments = renderer.out.segments
+    view.decoded = tuple((segments[i][1], segments[i][2]) for i in renderer.rewritten if i < len(segments))
+    return view
 
 
 # --- escapes and encodings -----------------------------------------------------------------
@@ -602,13 +626,19 @@ def _readings(text: str) -> list[tuple[int, int, str]]:
 def _decode(view: View) -> View:
     """Escapes decoded in place, twice (an entity inside percent-encoding), then encoded
     runs followed by their reading."""
+    decoded: list[tuple[int, int]] = []
     for _ in range(2):
         edits = _decode_escapes(view.text)
         if not edits:
             break
+        decoded += [view.span(start, end) for start, end, _ in edits]
         view = _with_edits(view, _apart(edits))
     edits = _readings(view.text)
-    return _with_edits(view, _apart(edits)) if edits else view
+    decoded += [view.span(start, end) for start, end, _ in edits]
+    if edits:
+        view = _with_edits(view, _apart(edits))
+    view.decoded = tuple(decoded) + view.decoded
+    return view
 
 
 def _apart(edits: list[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
@@ -629,7 +659,11 @@ _KEEP_FROM_NFKC = regex.compile(
     r"[\p{Decomposition_Type=Super}\p{Decomposition_Type=Sub}\p{Decomposition_Type=Fraction}]"
 )
 #: Combining marks of the Latin, Greek and Cyrillic blocks: accents, Zalgo stacking.
-_DIACRITIC = re.compile("[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]")
+#: Hebrew points and Arabic harakat too: optional vowel marks, and a way to split a word.
+_DIACRITIC = re.compile(
+    "[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f"
+    "\u0591-\u05bd\u05bf\u05c1\u05c2\u05c4\u05c5\u05c7\u064b-\u065f\u0670]"
+)
 _NON_ASCII_WORD = re.compile(r"[^\s]*[^\x00-\x7f][^\s]*")
 _CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z][a-z])")
 #: A dot, underscore or hyphen between two words of two or more letters ("ignore.previous").
@@ -707,6 +741,13 @@ def fold(view: View) -> View:
     if lowered == view.text:
         return view
     return View(lowered, view.source, [(0, 0, len(lowered), True)], base=view)
+
+
+def fold_pattern(pattern: str) -> str:
+    """A regex written for the view, folded as the view is (NFKC, marks stripped), so
+    that "नज़रअंदाज़" or "προηγούμενες" in a pattern matches the view's spelling."""
+    decomposed = unicodedata.normalize("NFD", unicodedata.normalize("NFKC", pattern))
+    return unicodedata.normalize("NFC", _DIACRITIC.sub("", decomposed)) if not pattern.isascii() else pattern
 
 
 def canonical(text: str) -> View:
