@@ -75,7 +75,9 @@ _ANSWER = r"(?:response|answer|reply|output|message|explanation|elucidation)s?"
 #: of "the response time" or "the HTTP response", not of the reader's answer.
 ANSWER = [
     r"\b(?:encode|encrypt|translate|reverse|render|express|rewrite|format|convert|obfuscate|scramble|invert|"
-    r"cipher|prepend|prefix|suffix|begin|start|end|modify|augment|enhance|spice\s+up|substitute)\s+(?:all\s+(?:of\s+)?)?(?:the\s+order\s+of\s+)?your\s+(?:entire\s+|whole\s+|final\s+)?{_ANSWER}"
+    r"cipher|prepend|prefix|suffix|begin|start|end|modify|augment|enhance|spice\s+up|substitute)\s+"
+    r"(?:all\s+(?:of\s+)?)?(?:the\s+order\s+of\s+)?your\s+(?:entire\s+|whole\s+|final\s+)?"
+    rf"{_ANSWER}"
     r"(?:'s)?\b(?!\s+(?:times?|rates?|status|codes?|latency|sizes?|headers?|body|window|sla|slo|targets?|plan))",
     r"\b(?:add|include|integrate|insert|append|embed|incorporate|introduce|inject|mention|promote|suggest|"
     r"feature|blend|weave|modify|enhance|end|begin|start|conclude|sign|tag|hint)\b[^.\n]{0,60}?\b(?:in|into|to|"
