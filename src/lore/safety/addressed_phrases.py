@@ -147,6 +147,19 @@ REACT_TRACE = (
 
 #: Dismissals of earlier orders in languages ``override_phrases`` lacks, and wordings
 #: outside its lists for some it has; folded as the view is (lower case, no accents).
+#: What a text must hold for each pattern of ``LANGUAGES`` to run (its script, or its
+#: verbs): scanning every language over every text would cost more than the rest together.
+LANGUAGE_NEEDS = [
+    r"[\u0900-\u097f]",
+    r"[\u0900-\u097f]",
+    r"[\u0600-\u06ff]",
+    r"[\u0590-\u05ff]",
+    r"[\u0370-\u03ff]",
+    r"[\uac00-\ud7af]",
+    r"[\u3040-\u30ff\u4e00-\u9fff]",
+    r"ignor|diment|lascia|trascur|tralasc|non\s+segu|scart|annull",
+    r"\b(?:note|nota|hinweis|remarque|messaggio|mensaje|mensagem|nachricht|avviso|aviso)\b",
+]
 LANGUAGES = [
     # Hindi: "पिछले सभी निर्देशों को अनदेखा करें" (orders first, verb last), or verb first.
     r"(?:पिछल|पहले|ऊपर|पूर्व|अब\s+तक)\S*\s+(?:\S+\s+){0,4}?(?:निर्देश|आदेश|नियम|हिदायत|प्रॉम्प्ट)\S*\s+"
