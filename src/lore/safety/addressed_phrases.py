@@ -83,7 +83,9 @@ ANSWER = [
     r"feature|blend|weave|modify|enhance|end|begin|start|conclude|sign|tag|hint)\b[^.\n]{0,60}?\b(?:in|into|to|"
     rf"within|from|at\s+the\s+(?:start|end|beginning)\s+of)\s+your\s+{_ANSWER}\b",
     rf"(?:^|(?<=[\n.!?:]))[ \t]*in\s+your\s+{_ANSWER}\s*,",
-    r"\b(?:reply|respond|answer)\s+(?:only\s+)?(?:using|in|with)\s+(?:base\s?64|base\s?32|hex|rot\s?13|emojis?|"
+    # an order to reply so (a sentence's verb, not "the answer in rot13")
+    r"(?:(?:^|(?<=[\n.!?:]))[ \t]*(?:please\s+|always\s+|now\s+)*|\byou\s+(?:must|should|will|shall)\s+)"
+    r"(?:reply|respond|answer)\s+(?:only\s+)?(?:using|in|with)\s+(?:base\s?64|base\s?32|hex|rot\s?13|emojis?|"
     r"morse|binary|pig\s+latin|a\s+(?:\w+\s+)?cipher|caesar)",
     r"\b(?:following|below|subsequent|this)\s+code\s+(?:snippet|block|excerpt|section|segment|fragment)s?\b"
     r"[^\n]{0,80}?\byour\s+(?:response|code|solution|implementation|codebase|algorithm|answer|program|"
