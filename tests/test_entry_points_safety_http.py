@@ -1,6 +1,6 @@
 """The safety chain over HTTP: every planted injection (``lore.testing.attacks``), served
 by ``lore serve`` on a loopback socket, through ``POST /v1/search``, MCP over streamable
-HTTP at ``/mcp``, and ``GET /v1/documents/{uri}``; with the chain bypassed in the server's
+HTTP at ``/mcp``, and the reader's ``GET /v1/documents/{uri}``; with the chain bypassed in the server's
 process, the same checks find the payloads (the control that proves they can fail).
 
 The stdio, CLI, Python and adapter entry points are in ``test_entry_points_safety.py``.
@@ -78,10 +78,6 @@ async def test_mcp_over_http(served: Served) -> None:
     assert not leaks, "planted payloads reached the MCP client:\n" + "\n".join(leaks)
 
 
-@pytest.mark.xfail(
-    reason="GET /v1/documents/{uri} is routed through the chain by the trust-boundary work (issue 32)",
-    strict=False,
-)
 def test_v1_documents_reader(served: Served) -> None:
     leaks: list[str] = []
     with served.client("viewer") as client:
