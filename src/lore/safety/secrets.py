@@ -38,6 +38,7 @@ import re
 from collections import Counter
 
 from lore.models import Document
+from lore.safety.secret_context import block_rules, context_rules, continuation
 from lore.safety.secret_prose import prose_rules
 from lore.safety.secret_rules import (
     PRIVATE_KEY,
@@ -61,7 +62,7 @@ __all__ = [
 ]
 
 #: Part of sync's chunking signature: bump it whenever a rule changes what is redacted.
-REDACTION_VERSION = "3"
+REDACTION_VERSION = "4"
 
 _MARKER = re.compile(r"\[REDACTED:([a-z0-9_]+)\]")
 
@@ -134,14 +135,11 @@ class SecretRedactor:
         # so a block's test is two C-level scans per rule: with ~520 hints over ~90 rules,
         # the per-hint Python of the test was over half the cost of redacting a short
         # field (a uri, a title) that no rule matches.
-        self._tests: list[tuple[Rule, tuple[str, ...], tuple[str, ...]]] = [
-            (
-                rule,
-                tuple(hint for hint in rule.hints if hint.islower()),
-                tuple(hint for hint in rule.hints if not hint.islower()),
-            )
-            for rule in self._line_rules
-        ]
+        self._tests = _split_hints(self._line_rules)
+        # The credential-context grammar reads across lines (``.netrc`` records, env
+        # pairs, tables, a Secret's ``stringData``, a command and its output): run over
+        # the whole text, after the line rules.
+        self._whole_tests = _split_hints([*context_rules(), *block_rules()])
 
     def redact(self, text: str) -> tuple[str, Counter[str]]:
         """``text`` with every finding replaced by ``[REDACTED:<kind>]``, and the count per kind."""
@@ -161,7 +159,51 @@ class SecretRedactor:
                 ):
                     block = rule.apply(block, findings)
             blocks.append(block)
-        return "".join(blocks), findings
+        text = "".join(blocks)
+        lowered = text.lower()
+        for rule, folded_hints, cased_hints in self._whole_tests:
+            if (
+                not rule.hints
+                or any(map(lowered.__contains__, folded_hints))
+                or any(map(text.__contains__, cased_hints))
+            ):
+                text = rule.apply(text, findings)
+        if "]\\" in text:
+            text = continuation(text, findings)
+        return _betterleaks(text, findings), findings
+
+
+def _betterleaks(text: str, findings: Counter[str]) -> str:
+    """Betterleaks' vendor rules (the gitleaks successor's, ~200 formats; not its generic
+    keyed rule, which lore's keyed rules replace) over what lore's rules left: each value
+    it reports is replaced wherever it occurs. Chosen by measurement
+    (``bench/secret_detectors.py``): beside lore it adds the vendor formats lore has no
+    rule for, and flags no passage of the shared corpora."""
+    import betterleaks
+
+    for finding in betterleaks.scan_string(text):
+        if finding.rule_id.startswith("generic"):
+            continue  # lore's keyed rules do this, knowing placeholders and look-alikes
+        value = finding.match.value or finding.match.full
+        # an example (``…/XXXXXXXXXXXXXXXX``) is documentation, as in lore's own vendor rules
+        example = is_placeholder(value) or is_placeholder(value.rsplit("/", 1)[-1])
+        if len(value) < 8 or example or "[REDACTED:" in value or value not in text:
+            continue
+        kind = re.sub(r"[^a-z0-9_]", "_", finding.rule_id.lower()) or "secret"
+        findings[kind] += text.count(value)
+        text = text.replace(value, redacted(kind))
+    return text
+
+
+def _split_hints(rules: list[Rule]) -> list[tuple[Rule, tuple[str, ...], tuple[str, ...]]]:
+    return [
+        (
+            rule,
+            tuple(hint for hint in rule.hints if hint.islower()),
+            tuple(hint for hint in rule.hints if not hint.islower()),
+        )
+        for rule in rules
+    ]
 
 
 #: Block size for the hint test: small enough that a hint rules out most blocks, large
@@ -203,7 +245,17 @@ def redact_document(document: Document) -> Document:
     chunks, embeds or stores it."""
     text, found = _DEFAULT.redact(document.text)
     title, found_in_title = _DEFAULT.redact(document.title)
-    labels = {key: _DEFAULT.redact(value)[0] for key, value in document.labels.items()}
+    labels = {key: _redact_label(key, value) for key, value in document.labels.items()}
     if not found and not found_in_title and labels == dict(document.labels):
         return document
     return dataclasses.replace(document, text=text, title=title, labels=labels)
+
+
+def _redact_label(key: str, value: str) -> str:
+    """A front-matter value read with its key, as it was written (``db_password: x``):
+    the value alone has lost the context that names it a credential."""
+    prefix = f"{key}: "
+    written, _ = _DEFAULT.redact(prefix + value)
+    if written.startswith(prefix):
+        return written[len(prefix) :]
+    return _DEFAULT.redact(value)[0]
