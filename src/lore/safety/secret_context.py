@@ -50,11 +50,12 @@ HEADER_NAME = (
     r"(?:proxy-)?authorization|private-token|x-[a-z0-9\-]*(?:token|api-?key|auth|secret|password)[a-z0-9\-]*"
     r"|api-?key|x-api-key"
 )
-#: URL and DSN query parameters whose value is the credential itself.
+#: URL and DSN query parameters whose value is the credential itself (not
+#: ``X-Goog-Credential``/``X-Amz-Credential``: a key id or an account's e-mail and a date).
 PARAM_NAME = (
     r"password|passwd|pwd|pass|secret|client_secret|token|access_token|refresh_token|id_token|api_?key"
-    r"|apikey|sig|signature|x-amz-signature|x-amz-security-token|x-amz-credential|x-goog-signature"
-    r"|x-goog-credential|auth|authtoken|sharedaccesskey|accountkey"
+    r"|apikey|sig|signature|x-amz-signature|x-amz-security-token|x-goog-signature"
+    r"|auth|authtoken|sharedaccesskey|accountkey"
 )
 
 #: A value: quoted, or bare up to a blank, a quote or a shell separator; a ``\\`` that
@@ -148,6 +149,13 @@ FORMATS: tuple[Format, ...] = (
         r"(?:\b(?:sqlplus|rman|expdp|impdp|sqlldr|dgmgrl|exp|imp|conn(?:ect)?)(?:[ \t]+-\w+)*[ \t]+"
         r"|\bjdbc:oracle:\w+:)[\"']?[A-Za-z0-9_$#.]+/(?P<value>[^\s@/\"']+)@",
         hints=("@",),
+    ),
+    # SQL: ``CREATE USER … PASSWORD '…'``, ``ALTER ROLE … WITH PASSWORD '…'``, ``IDENTIFIED BY '…'``
+    Format(
+        "sql",
+        r"\b(?:(?:WITH|LOGIN|ENCRYPTED|USER|ROLE)\b[^;\n]*?[ \t]PASSWORD|IDENTIFIED[ \t]+BY)"
+        r"[ \t]+'(?P<value>[^'\n]+)'",
+        hints=("password", "identified"),
     ),
     # env pairs on two lines (Kubernetes, ECS, compose): ``name: DB_PASSWORD`` / ``value: x``
     Format(
@@ -439,11 +447,12 @@ def _output_lines(text: str) -> list[tuple[int, int]]:
     spans: list[tuple[int, int]] = []
     lines = _lines(text)
     for i, (_offset, line) in enumerate(lines):
-        if not _PRINTS_CREDENTIAL.match(line):
+        # a command continued with ``\`` goes on with its own flags, not its output
+        if line.rstrip().endswith("\\") or not _PRINTS_CREDENTIAL.match(line):
             continue
         for offset, output in lines[i + 1 : i + 3]:
             token = output.strip()
-            if not token or token.startswith(("$", "#", "```", ">")):
+            if not token or token.startswith(("$", "#", "```", ">", "-")):
                 break
             if re.fullmatch(_TOKEN, token) and not is_placeholder(token) and token_shaped(token):
                 start = offset + output.index(token)

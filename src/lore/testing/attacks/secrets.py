@@ -182,6 +182,7 @@ def context_secret_cases() -> list[PlantedCase]:
     legacy_vault = "s." + "FAKE" + "fake" + "0123456789" + "abcdef"
     square = "sq0" + "atp-" + "FAKE" + "x" * 18
     comment_pw = fake + "Comment" + "9pw"
+    sql_pw = fake + "Sql" + "Role9"
 
     def case(name: str, kind: str, text: str, payload: str) -> PlantedCase:
         return PlantedCase(name, kind, text, (payload,))
@@ -231,6 +232,7 @@ def context_secret_cases() -> list[PlantedCase]:
         case("docker_auths_passphrase", "password",
              f'`{{"auths": {{"registry.internal": {{"auth": "{docker_auth}"}}}}}}`', docker_auth),
         case("password_in_html_comment", "password", f"<!-- db_password: {comment_pw} -->", comment_pw),
+        case("sql_password", "password", f"`ALTER ROLE replicator WITH LOGIN PASSWORD '{sql_pw}';`", sql_pw),
         case("docker_hub_pat", "docker_hub_token", f"`docker login -u ci -p {dckr}`", dckr),
         case("legacy_vault_token", "vault_token",
              f"The root token was {legacy_vault} until the re-key.", legacy_vault),
@@ -256,4 +258,7 @@ SECRET_LOOKALIKES: tuple[str, ...] = (
     "The window opens at 10:30:00 and closes at 11:00:00.",
     "Authorization: required for every call to the admin API.",
     "`docker build --secret id=npm,src=$HOME/.npmrc .`",
+    "```\n$ kubectl create secret generic app-config \\\n    --from-literal=key=value\n```",
+    "`ALTER ROLE replicator WITH LOGIN PASSWORD NULL;`",
+    "?X-Goog-Algorithm=GOOG4-RSA-SHA256&X-Goog-Credential=ops%40proj-1.iam.example%2F20200130%2Fauto%2Fstorage",
 )
