@@ -231,7 +231,7 @@ def context_secret_cases() -> list[PlantedCase]:
              f"```\n$ vault token create -field=token\n{output_tok}\n```", output_tok),
         case("docker_auths_passphrase", "password",
              f'`{{"auths": {{"registry.internal": {{"auth": "{docker_auth}"}}}}}}`', docker_auth),
-        case("password_in_html_comment", "password", f"<!-- db_password: {comment_pw} -->", comment_pw),
+        case("password_in_html_comment", "html_comment", f"<!-- db_password: {comment_pw} -->", comment_pw),
         case("sql_password", "password", f"`ALTER ROLE replicator WITH LOGIN PASSWORD '{sql_pw}';`", sql_pw),
         case("docker_hub_pat", "docker_hub_token", f"`docker login -u ci -p {dckr}`", dckr),
         case("legacy_vault_token", "vault_token",
