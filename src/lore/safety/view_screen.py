@@ -1,0 +1,240 @@
+"""Injection screening over the canonical view, and links neutralised by structure.
+
+``lore.safety.injection`` first screens the text as written (its phrase rules, the folded
+matching view, encoded runs). This pass then reads the text as a model does
+(``lore.safety.canonical``: Markdown rendered, escapes decoded, encoded runs read, words
+joined and split, scripts folded) and runs over that view:
+
+- every wording rule of the first pass again (a phrase split by emphasis, an inline tag,
+  a ``<br>``, a blockquote marker, an entity, written in camelCase or small capitals is
+  whole here);
+- the rules of ``lore.safety.addressed_phrases``: directives addressed to a machine,
+  persona switches, summary directives, the fence closed in words, role markers where
+  a turn could begin (a list item, a table cell), JSON chat messages, forged tool results,
+  ReAct traces, and the languages the phrase lists lack;
+- the same wording rules over the text read through rot13 and read backwards, when that
+  reading holds more of the phrase rules' words than the text does.
+
+A match maps back to a span of the text as written (``View.span``), which is replaced by
+a marker, with the rest of its line for a wording (the payload), and with the rest of its
+section for a heading addressed to machines.
+
+Links are neutralised by structure, not by wording: every URL the view lists (inline,
+reference-style with the destination on the next line, ``srcset``, HTML attributes, bare
+URLs in prose, ``https:/host`` with one slash) whose host is outside
+``safety.allowed_link_hosts`` becomes an inert marker naming the host; a URL whose query
+or path is a template filled from the conversation (``?q={conversation}``) goes whatever
+its host. A URL inside code is a command's argument and stays unless it is such a
+template.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+from urllib.parse import urlsplit
+
+from lore.safety.addressed_phrases import (
+    ADDRESSED,
+    FENCE_WORDS,
+    JSON_ROLE,
+    LANGUAGES,
+    PERSONA,
+    REACT_LABEL,
+    REACT_TRACE,
+    ROLE_ANYWHERE,
+    SUMMARY,
+    TOOL_RESULT,
+)
+from lore.safety.canonical import Link, View, canonical, fold_pattern, replace_spans, reversed_view, rot13
+from lore.safety.override_phrases import ENGLISH
+
+#: A view-rule: its finding kind, pattern, and how far a match's replacement reaches.
+_LINE, _MATCH, _SECTION = "line", "match", "section"
+
+
+@dataclass(frozen=True)
+class ViewRule:
+    kind: str
+    pattern: re.Pattern[str]
+    reach: str
+    #: The marker's words ("instruction-like text").
+    what: str
+
+
+def _compile(patterns: list[str], flags: int = 0) -> re.Pattern[str]:
+    return re.compile("|".join(f"(?:{fold_pattern(pattern)})" for pattern in patterns), flags)
+
+
+_OVERRIDE = "instruction_override"
+_WORDING_RULES = [
+    ViewRule(_OVERRIDE, _compile(ADDRESSED[:3] + ADDRESSED[4:]), _LINE, "instruction-like text"),
+    ViewRule(_OVERRIDE, _compile(ADDRESSED[3:4]), _SECTION, "instruction-like text"),
+    ViewRule(_OVERRIDE, _compile(PERSONA), _LINE, "instruction-like text"),
+    ViewRule(_OVERRIDE, _compile(SUMMARY), _LINE, "instruction-like text"),
+    ViewRule(_OVERRIDE, _compile(LANGUAGES), _LINE, "instruction-like text"),
+    ViewRule("fake_delimiter", _compile(FENCE_WORDS), _LINE, "fake delimiter"),
+    ViewRule("role_marker", _compile(ROLE_ANYWHERE), _MATCH, "role marker"),
+    ViewRule("role_marker", re.compile(JSON_ROLE), _MATCH, "role marker"),
+    ViewRule("tool_call_imitation", re.compile(TOOL_RESULT, re.DOTALL), _MATCH, "tool-call imitation"),
+]
+_REACT_TRACE = re.compile(REACT_TRACE)
+_REACT_LABEL = re.compile(REACT_LABEL)
+#: The English phrase rules, for the rot13 and backwards readings.
+_ENGLISH = re.compile("(?:" + "|".join(ENGLISH) + ")", re.IGNORECASE)
+_WORD = re.compile(r"[a-z]{5,}")
+
+
+class FirstPassRule(Protocol):
+    """A rule of the first pass (``lore.safety.injection``), compiled for the view."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def pattern(self) -> re.Pattern[str]: ...
+    def replace(self, match: re.Match[str]) -> str | None: ...
+    def applies(self, text: str, lowered: str) -> bool: ...
+
+
+def screen_view(
+    text: str,
+    findings: Counter[str],
+    first_pass: Sequence[FirstPassRule],
+    allowed_link_hosts: Collection[str],
+) -> str:
+    """``text`` with what the canonical view shows replaced (see the module note)."""
+    view = canonical(text)
+    spans: list[tuple[int, int, str]] = []
+    taken: list[tuple[int, int]] = []
+
+    def add(start: int, end: int, kind: str, replacement: str, reach: str, on: View = view) -> None:
+        if reach == _LINE:
+            line_end = on.text.find("\n", end)
+            end = len(on.text) if line_end < 0 else line_end
+        low, high = on.span(start, end)
+        if reach == _SECTION:
+            heading = re.compile(r"^#{1,6}[ \t]", re.MULTILINE).search(text, high)
+            high = heading.start() if heading else len(text)
+        if high <= low or any(a <= low and high <= b for a, b in taken):
+            return
+        if "[lore: removed" in text[low:high] and not text[low:high].replace("[lore: removed", "").strip():
+            return
+        if kind == "instruction_override" and any(a < high and low < b for a, b in view.decoded):
+            kind, replacement = "encoded_instruction", _marker("encoded instruction")
+        taken.append((low, high))
+        spans.append((low, high, replacement))
+        findings[kind] += 1
+
+    lowered = view.text
+    for first in first_pass:
+        if not first.applies(lowered, lowered):
+            continue
+        for match in first.pattern.finditer(lowered):
+            replacement = first.replace(match)
+            if replacement is not None:
+                add(match.start(), match.end(), first.kind, replacement, _MATCH)
+    for rule in _WORDING_RULES:
+        for match in rule.pattern.finditer(lowered):
+            add(match.start(), match.end(), rule.kind, _marker(rule.what), rule.reach)
+    if "thought" in lowered and _REACT_TRACE.search(lowered):
+        for match in _REACT_LABEL.finditer(lowered):
+            add(match.start(), match.end(), "tool_call_imitation", _marker("tool-call imitation"), _MATCH)
+    _screen_readings(view, add)
+    _neutralise_links(view, spans, findings, allowed_link_hosts)
+    return replace_spans(text, spans) if spans else text
+
+
+def _marker(what: str) -> str:
+    return f"[lore: removed {what}]"
+
+
+def _phrase_words(text: str) -> int:
+    from lore.safety.folding import phrase_words
+
+    words = phrase_words()
+    return sum(
+        1 for word in _WORD.findall(text) if any(word.startswith(known) for known in words.get(word[:5], ()))
+    )
+
+
+def _screen_readings(view: View, add: Callable[..., None]) -> None:
+    """The English phrase rules over the text read through rot13 and read backwards, when
+    that reading holds two or more phrase words more than the text."""
+    baseline = _phrase_words(view.text)
+    for reading in (rot13(view), reversed_view(view)):
+        if _phrase_words(reading.text) < baseline + 2:
+            continue
+        for match in _ENGLISH.finditer(reading.text):
+            add(
+                match.start(),
+                match.end(),
+                "encoded_instruction",
+                _marker("encoded instruction"),
+                _LINE,
+                reading,
+            )
+
+
+#: A template in a URL filled from the conversation: "{conversation}", "[SUMMARY]", "$TOKEN".
+_TEMPLATE = re.compile(
+    r"[{\[<$%]+[^}\]>\s]{0,40}?(?:conversation|chat|history|summary|secret|token|password|passwd|key|prompt|"
+    r"answer|context|message|session|credential|cookie|kubeconfig|env)",
+    re.IGNORECASE,
+)
+_IMAGE_PATH = re.compile(r"\.(?:png|jpe?g|gif|svg|webp|bmp|ico)(?:[?#]|$)", re.IGNORECASE)
+
+
+def link_host(url: str) -> str | None:
+    """The host a URL reaches, or None for a relative one; ``https:/host`` (one slash)
+    reaches ``host``, as browsers read it."""
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError:
+        return "(unparsable)"
+    if parts.scheme.lower() in ("javascript", "data", "vbscript"):
+        return parts.scheme.lower() + ":"
+    if parts.netloc:
+        return (parts.hostname or parts.netloc).lower()
+    if parts.scheme and parts.path.startswith("/"):
+        return parts.path.lstrip("/").split("/", 1)[0].lower() or None
+    if parts.scheme in ("http", "https", "ftp", "ws", "wss"):
+        return parts.path.split("/", 1)[0].lower() or None
+    return None
+
+
+def is_allowed(host: str, allowed_link_hosts: Collection[str]) -> bool:
+    return any(
+        host == ok or host.endswith("." + ok) for ok in (h.lower().strip(".") for h in allowed_link_hosts)
+    )
+
+
+def _neutralise_links(
+    view: View, spans: list[tuple[int, int, str]], findings: Counter[str], allowed_link_hosts: Collection[str]
+) -> None:
+    text = view.source
+    done: set[tuple[int, int]] = set()
+    for link in view.links:
+        host = link_host(link.url)
+        templated = bool(_TEMPLATE.search(link.url.split("//", 1)[-1].split("/", 1)[-1])) and host is not None
+        if host is None or (link.kind == "code" and not templated):
+            continue
+        if not templated and is_allowed(host, allowed_link_hosts):
+            continue
+        image = link.kind in ("image", "srcset") or bool(_IMAGE_PATH.search(link.url))
+        kind = "external_image" if image else "external_link"
+        what = f"external {'image' if image else 'link'} to {host}"
+        for span in _link_spans(text, link):
+            if span in done:
+                continue
+            done.add(span)
+            spans.append((span[0], span[1], _marker(what)))
+            findings[kind] += 1
+
+
+def _link_spans(text: str, link: Link) -> list[tuple[int, int]]:
+    if link.span is not None:
+        return [link.span]
+    return [(match.start(), match.end()) for match in re.finditer(re.escape(link.url), text)]
