@@ -59,8 +59,23 @@ def webhook(alertname: str) -> dict[str, Any]:
     }
 
 
+#: A secret where a search never shows it but the reader serves the stored Markdown.
+COMMENT_VALUE = "Fake" + "Comment" + "9pw"
+COMMENT_URI = "file://runbooks/planted-comment.md"
+
+
 def plant(root: Path) -> None:
     write_attack_corpus(root / "runbooks", CASES)
+    (root / "runbooks" / "planted-comment.md").write_text(
+        f"# Comment\n\n<!-- db_password: {COMMENT_VALUE} -->\n\nRestart the reader.\n", encoding="utf-8"
+    )
+
+
+def read_comment_document(served: Served) -> str:
+    with served.client("viewer") as client:
+        response = client.get("/v1/documents/" + quote(COMMENT_URI, safe=""))
+    assert response.status_code == 200, response.text
+    return response.text
 
 
 @pytest.fixture(scope="module")
@@ -97,6 +112,7 @@ def test_every_secret_class_is_redacted_on_every_http_route(served: Served) -> N
     with served.client("viewer") as client:
         leaks += [f"tree: {leak}" for leak in unsafe_payloads(client.get("/v1/documents").json(), CASES)]
     assert not leaks, "planted secrets reached an HTTP client:\n" + "\n".join(leaks)
+    assert COMMENT_VALUE not in read_comment_document(served)
 
 
 async def test_every_secret_class_is_redacted_over_mcp_http(served: Served) -> None:
@@ -134,7 +150,6 @@ def test_control_without_the_chain_every_class_leaks_over_http(
     with serve(tmp_path, more_sources="\n[vault]\nenabled = false\n") as running:
         for case in CASES:
             read = read_everything(running, case)
-            # the reader serves the stored Markdown whole; a search drops HTML comments
             assert unsafe_payloads(read["document"], [case]), case.name
-            if "<!--" not in case.text:
-                assert unsafe_payloads(read["search"], [case]), case.name
+            assert unsafe_payloads(read["search"], [case]), case.name
+        assert COMMENT_VALUE in read_comment_document(running)

@@ -34,10 +34,12 @@ document.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import re
 from collections import Counter
 
 from lore.models import Document
+from lore.safety.canonical import render, replace_spans
 from lore.safety.secret_context import block_rules, context_rules, continuation
 from lore.safety.secret_prose import prose_rules
 from lore.safety.secret_rules import (
@@ -65,6 +67,9 @@ __all__ = [
 REDACTION_VERSION = "4"
 
 _MARKER = re.compile(r"\[REDACTED:([a-z0-9_]+)\]")
+#: What the canonical view reads differently from the source, for secrets: entities, JSON
+#: and ``\\x`` escapes, percent-encoding, escaped slashes, shell continuations.
+_ESCAPED = re.compile(r"&#?\w+;|\\u[0-9a-fA-F]{4}|\\x[0-9a-fA-F]{2}|%[0-9A-Fa-f]{2}|\\/|\\\r?\n")
 
 
 def _lore_vendor_rules() -> list[PatternRule]:
@@ -143,6 +148,34 @@ class SecretRedactor:
 
     def redact(self, text: str) -> tuple[str, Counter[str]]:
         """``text`` with every finding replaced by ``[REDACTED:<kind>]``, and the count per kind."""
+        text, findings = self._redact_source(text)
+        if _ESCAPED.search(text):
+            text = self._redact_view(text, findings)
+        return text, findings
+
+    def _redact_view(self, text: str, findings: Counter[str]) -> str:
+        """What the source pass missed because it was escaped or encoded (``&#112;assword``,
+        ``\\u003d``, ``%5F``) or split by a shell continuation: the rules run again over the
+        canonical view's rendered layer (``lore.safety.canonical.render``), and each span
+        they change there is mapped back to the source and replaced whole."""
+        view = render(text)
+        if view.text == text:
+            return text
+        redacted_view, found = self._redact_source(view.text)
+        if not found:
+            return text
+        spans = []
+        for i1, i2, j1, j2 in _changed(view.text, redacted_view):
+            kinds = _MARKER.findall(redacted_view[j1:j2])
+            start, end = view.span(i1, i2)
+            if end > start and "[REDACTED:" not in text[start:end]:
+                spans.append((start, end, redacted(kinds[0] if kinds else "secret")))
+        if not spans:
+            return text
+        findings.update(found)
+        return replace_spans(text, spans)
+
+    def _redact_source(self, text: str) -> tuple[str, Counter[str]]:
         findings: Counter[str] = Counter()
         # Only a PEM block spans lines; every other rule matches within one line, so the
         # rest runs on blocks of whole lines, each skipping the rules none of whose hints
@@ -171,6 +204,26 @@ class SecretRedactor:
         if "]\\" in text:
             text = continuation(text, findings)
         return _betterleaks(text, findings), findings
+
+
+#: Equal runs shorter than this inside a change are the diff aligning letters of a marker
+#: with letters of the secret it replaced ("a", "w" of ``[REDACTED:password]``), not text kept.
+_MIN_KEPT = 6
+
+
+def _changed(before: str, after: str) -> list[tuple[int, int, int, int]]:
+    """The regions of ``before`` that ``after`` replaced, with their replacements."""
+    regions: list[list[int]] = []
+    opcodes = difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes()
+    for n, (tag, i1, i2, j1, j2) in enumerate(opcodes):
+        if tag == "equal" and (i2 - i1 >= _MIN_KEPT or not regions or n == len(opcodes) - 1):
+            continue
+        if tag == "equal" or (regions and regions[-1][1] == i1 and regions[-1][3] == j1):
+            if regions:
+                regions[-1][1], regions[-1][3] = i2, j2
+            continue
+        regions.append([i1, i2, j1, j2])
+    return [(r[0], r[1], r[2], r[3]) for r in regions if r[1] > r[0]]
 
 
 def _betterleaks(text: str, findings: Counter[str]) -> str:

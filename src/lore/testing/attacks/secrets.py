@@ -160,7 +160,9 @@ def prose_credential_cases() -> list[PlantedCase]:
 
 def context_secret_cases() -> list[PlantedCase]:
     """One case per format of ``lore.safety.secret_context`` and per vendor prefix that
-    had no rule: credential files, command lines, headers, encodings, layouts, places.
+    had no rule: credential files, command lines, headers, encodings, layouts. (Places a
+    search never returns, front matter and HTML comments, are checked at rest and in the
+    reader: ``tests/test_secret_context.py``, ``tests/test_entry_points_secrets_http.py``.)
     ``SECRET_LOOKALIKES`` holds the benign text beside each that must survive."""
     fake = "Fake"
     netrc_pw, pgpass_pw, oracle_pw = fake + "Netrc" + "9pw", fake + "Pgpass" + "9pw", fake + "Tiger" + "9pw"
@@ -181,8 +183,9 @@ def context_secret_cases() -> list[PlantedCase]:
     dckr = "dckr_" + "pat_" + "FAKE" + "x" * 23
     legacy_vault = "s." + "FAKE" + "fake" + "0123456789" + "abcdef"
     square = "sq0" + "atp-" + "FAKE" + "x" * 18
-    comment_pw = fake + "Comment" + "9pw"
     sql_pw = fake + "Sql" + "Role9"
+    entity_pw, unicode_pw = fake + "Entity" + "9pw", fake + "Unicode" + "9pw"
+    encoded_ghp = "ghp_" + "FAKE" + "0a1b2c3d4e5f" * 2 + "6g7h9ijk"
 
     def case(name: str, kind: str, text: str, payload: str) -> PlantedCase:
         return PlantedCase(name, kind, text, (payload,))
@@ -231,8 +234,11 @@ def context_secret_cases() -> list[PlantedCase]:
              f"```\n$ vault token create -field=token\n{output_tok}\n```", output_tok),
         case("docker_auths_passphrase", "password",
              f'`{{"auths": {{"registry.internal": {{"auth": "{docker_auth}"}}}}}}`', docker_auth),
-        case("password_in_html_comment", "html_comment", f"<!-- db_password: {comment_pw} -->", comment_pw),
         case("sql_password", "password", f"`ALTER ROLE replicator WITH LOGIN PASSWORD '{sql_pw}';`", sql_pw),
+        case("entity_escaped_key", "password", f"<code>&#112;assword: {entity_pw}</code>", entity_pw),
+        case("json_unicode_escaped_key", "password", f'`{{"pass\\u0077ord": "{unicode_pw}"}}`', unicode_pw),
+        case("percent_encoded_token", "github_token",
+             f"`/login?next=%2Fcb%3Ftoken%3D{encoded_ghp}`", encoded_ghp),
         case("docker_hub_pat", "docker_hub_token", f"`docker login -u ci -p {dckr}`", dckr),
         case("legacy_vault_token", "vault_token",
              f"The root token was {legacy_vault} until the re-key.", legacy_vault),
