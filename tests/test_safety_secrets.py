@@ -426,7 +426,7 @@ def _every_rule_over_the_whole_text(text: str) -> tuple[str, Counter[str]]:
     for rule in [*context_rules(), *block_rules()]:
         text = rule.apply(text, findings)
     text = _betterleaks(continuation(text, findings), findings)
-    return REDACTOR._redact_view(text, findings), findings
+    return REDACTOR._redact_escaped_lines(text, findings), findings
 
 
 def test_blocks_and_hints_only_skip_rules_that_could_not_match() -> None:

@@ -62,7 +62,7 @@ PARAM_NAME = (
 #: continues the line is not part of it (``continuation`` takes the next line).
 VALUE = (
     r"""(?:"(?P<dq>[^"\n]+)"|'(?P<sq>[^'\n]+)'|`(?P<bq>[^`\n]+)`"""
-    r"""|(?P<bare>(?:[^\s"'`&;|\\]|\\(?!\r?\n))+))"""
+    r"""|(?P<bare>(?=[^\s"'`&;|])[^\s"'`&;|\\]*(?:\\(?!\r?\n)[^\s"'`&;|\\]*)*))"""
 )
 #: The value of an output line or a table cell: one token.
 _TOKEN = r"[^\s|`'\"]+"
@@ -261,7 +261,7 @@ CLI_FLAGS: tuple[tuple[str, str], ...] = (
     (r"redis-cli|valkey-cli|keydb-cli", r"(?:-a|--pass)[ \t]+"),
     (r"mongo|mongosh|mongodump|mongorestore|mongoexport|mongoimport", r"-p[ \t]+"),
     (r"login", r"-p[ \t]+"),
-    (r"smbclient|rpcclient|net", r"-U[ \t]*[^\s%]+%"),
+    (r"smbclient|rpcclient", r"-U[ \t]*[^\s%]+%"),
     (r"keytool|jarsigner", r"-(?:storepass|keypass)[ \t]+"),
     (r"plink|pscp|psftp", r"-pw[ \t]+"),
     (r"hdbsql|cqlsh", r"-p[ \t]+"),
@@ -338,6 +338,7 @@ _CELL_ABOUT = re.compile(
     re.IGNORECASE,
 )
 _TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*$")
+_TABLE_ANYWHERE = re.compile(r"^[ \t]*\|?[ \t]*:?-{3,}:?[ \t]*\|", re.MULTILINE)
 
 
 def _cells(line: str) -> list[tuple[int, int]]:
@@ -377,8 +378,10 @@ def _names_credential(cell: str) -> bool:
 def _table_cells(text: str) -> list[tuple[int, int]]:
     """Cells under a header that names a credential, and the value beside a first cell
     that does (``| DB_PASSWORD | x9!… |``)."""
-    lines = _lines(text)
     spans: list[tuple[int, int]] = []
+    if not _TABLE_ANYWHERE.search(text):  # no header rule, no table (a shell pipe is not one)
+        return spans
+    lines = _lines(text)
     columns: set[int] = set()
     for i, (offset, line) in enumerate(lines):
         if "|" not in line:
@@ -442,9 +445,14 @@ _PRINTS_CREDENTIAL = re.compile(
 )
 
 
+_PRINTS_CREDENTIAL_ANYWHERE = re.compile(_PRINTS_CREDENTIAL.pattern, re.IGNORECASE | re.MULTILINE)
+
+
 def _output_lines(text: str) -> list[tuple[int, int]]:
     """A bare token alone on the output line(s) of a command that prints a credential."""
     spans: list[tuple[int, int]] = []
+    if not _PRINTS_CREDENTIAL_ANYWHERE.search(text):  # one scan, not one per line
+        return spans
     lines = _lines(text)
     for i, (_offset, line) in enumerate(lines):
         # a command continued with ``\`` goes on with its own flags, not its output
@@ -483,7 +491,7 @@ def block_rules() -> list[BlockRule]:
     return [
         BlockRule("password", ("|",), _table_cells),
         BlockRule("password", ("stringdata",), _string_data),
-        BlockRule("password", ("$", "%", "ps"), _output_lines),
+        BlockRule("password", ("$", "%", "PS"), _output_lines),
     ]
 
 

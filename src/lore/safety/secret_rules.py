@@ -121,7 +121,7 @@ _KEY_PREFIX = r"(?<![A-Za-z0-9_.\-])(?P<key>[A-Za-z0-9_.\-]*?"
 #: takes the rest).
 VALUE = (
     r"""(?:"(?P<dq>[^"\n]+)"|'(?P<sq>[^'\n]+)'|`(?P<bq>[^`\n]+)`"""
-    r"""|(?P<bare>(?:[^\s"'`&;|\\]|\\(?!\r?\n))+))"""
+    r"""|(?P<bare>(?=[^\s"'`&;|])[^\s"'`&;|\\]*(?:\\(?!\r?\n)[^\s"'`&;|\\]*)*))"""
 )
 _SEPARATOR = r"""["']?[ \t]*(?:=|:(?!//))[ \t]*"""
 #: The rest of one shell command before a flag (no pipe, no next command).

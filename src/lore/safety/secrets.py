@@ -67,9 +67,14 @@ __all__ = [
 REDACTION_VERSION = "4"
 
 _MARKER = re.compile(r"\[REDACTED:([a-z0-9_]+)\]")
-#: What the canonical view reads differently from the source, for secrets: entities, JSON
-#: and ``\\x`` escapes, percent-encoding, escaped slashes, shell continuations.
-_ESCAPED = re.compile(r"&#?\w+;|\\u[0-9a-fA-F]{4}|\\x[0-9a-fA-F]{2}|%[0-9A-Fa-f]{2}|\\/|\\\r?\n")
+#: What the canonical view reads differently from the source in a way a secret rule can
+#: care about: numeric entities and the named ones of separators, JSON and ``\\x``
+#: escapes, percent-encoded separators (not ``%20``: a URL's spaces hide no key),
+#: escaped slashes, shell continuations. Rendering costs a parse; most passages hold none.
+_ESCAPED = re.compile(
+    r"&#\w+;|&(?:colon|equals|commat|sol|lowbar|period|num);|\\u[0-9a-fA-F]{4}|\\x[0-9a-fA-F]{2}"
+    r"|%(?:3[ADad]|40|2[Ff]|5[Ff]|26)|\\/|\\\r?\n"
+)
 
 
 def _lore_vendor_rules() -> list[PatternRule]:
@@ -150,8 +155,27 @@ class SecretRedactor:
         """``text`` with every finding replaced by ``[REDACTED:<kind>]``, and the count per kind."""
         text, findings = self._redact_source(text)
         if _ESCAPED.search(text):
-            text = self._redact_view(text, findings)
+            text = self._redact_escaped_lines(text, findings)
         return text, findings
+
+    def _redact_escaped_lines(self, text: str, findings: Counter[str]) -> str:
+        """The view pass over the runs of lines that hold an escape (and the line a
+        continuation joins), not the whole text: most of a passage reads as written."""
+        lines = text.splitlines(keepends=True)
+        marked = [bool(_ESCAPED.search(line)) for line in lines]
+        for i, line in enumerate(lines[:-1]):
+            if line.rstrip("\r\n").endswith("\\"):
+                marked[i] = marked[i + 1] = True
+        pieces: list[str] = []
+        i = 0
+        while i < len(lines):
+            j = i
+            while j < len(lines) and marked[j] == marked[i]:
+                j += 1
+            run = "".join(lines[i:j])
+            pieces.append(self._redact_view(run, findings) if marked[i] else run)
+            i = j
+        return "".join(pieces)
 
     def _redact_view(self, text: str, findings: Counter[str]) -> str:
         """What the source pass missed because it was escaped or encoded (``&#112;assword``,
