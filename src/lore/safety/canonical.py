@@ -609,7 +609,12 @@ def _x_unescape(run: str) -> str | None:
 
 
 def _percent_unescape(run: str) -> str | None:
-    return unquote(run, errors="strict") if len(run) >= 3 else None
+    if len(run) < 3:
+        return None
+    try:
+        return unquote(run, errors="strict")
+    except UnicodeDecodeError:
+        return None
 
 
 def _readings(text: str) -> list[tuple[int, int, str]]:

@@ -365,13 +365,25 @@ def _rules(allowed_link_hosts: Collection[str]) -> list[_Rule]:
     return _RULES_CACHE[key]
 
 
-def screen_injections(text: str, *, allowed_link_hosts: Collection[str] = ()) -> tuple[str, Counter[str]]:
-    """``text`` with instruction-like spans neutralised, and the findings per kind."""
+def screen_injections(
+    text: str,
+    *,
+    allowed_link_hosts: Collection[str] = (),
+    on_removed: Callable[[str], object] | None = None,
+) -> tuple[str, Counter[str]]:
+    """``text`` with instruction-like spans neutralised, and the findings per kind;
+    ``on_removed`` is shown the spans the canonical-view pass removes."""
     findings: Counter[str] = Counter()
-    return _screen(text, findings, allowed_link_hosts, 0), findings
+    return _screen(text, findings, allowed_link_hosts, 0, on_removed), findings
 
 
-def _screen(text: str, findings: Counter[str], allowed_link_hosts: Collection[str], depth: int) -> str:
+def _screen(
+    text: str,
+    findings: Counter[str],
+    allowed_link_hosts: Collection[str],
+    depth: int,
+    on_removed: Callable[[str], object] | None = None,
+) -> str:
     def strip_invisible(match: re.Match[str] | regex.Match[str]) -> str:
         start = match.start()
         emoji = start > 0 and _PICTOGRAPH.match(match.string[start - 1]) and _EMOJI_GLUE.fullmatch(match[0])
@@ -396,7 +408,7 @@ def _screen(text: str, findings: Counter[str], allowed_link_hosts: Collection[st
     text = _screen_encoded(text, findings, allowed_link_hosts, depth)
     if depth:
         return text
-    return screen_view(text, findings, _view_rules(allowed_link_hosts), allowed_link_hosts)
+    return screen_view(text, findings, _view_rules(allowed_link_hosts), allowed_link_hosts, on_removed)
 
 
 _VIEW_RULES_CACHE: dict[tuple[str, ...], list[_Rule]] = {}

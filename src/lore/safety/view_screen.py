@@ -30,6 +30,7 @@ template.
 
 from __future__ import annotations
 
+import codecs
 import re
 from collections import Counter
 from collections.abc import Callable, Collection, Sequence
@@ -39,6 +40,7 @@ from urllib.parse import urlsplit
 
 from lore.safety.addressed_phrases import (
     ADDRESSED,
+    ANSWER,
     FENCE_WORDS,
     JSON_ROLE,
     LANGUAGES,
@@ -49,7 +51,7 @@ from lore.safety.addressed_phrases import (
     SUMMARY,
     TOOL_RESULT,
 )
-from lore.safety.canonical import Link, View, canonical, fold_pattern, replace_spans, reversed_view, rot13
+from lore.safety.canonical import Link, View, canonical, fold_pattern, replace_spans
 from lore.safety.override_phrases import ENGLISH
 
 #: A view-rule: its finding kind, pattern, and how far a match's replacement reaches.
@@ -75,6 +77,7 @@ _WORDING_RULES = [
     ViewRule(_OVERRIDE, _compile(ADDRESSED[3:4]), _SECTION, "instruction-like text"),
     ViewRule(_OVERRIDE, _compile(PERSONA), _LINE, "instruction-like text"),
     ViewRule(_OVERRIDE, _compile(SUMMARY), _LINE, "instruction-like text"),
+    ViewRule(_OVERRIDE, _compile(ANSWER), _LINE, "instruction-like text"),
     ViewRule(_OVERRIDE, _compile(LANGUAGES), _LINE, "instruction-like text"),
     ViewRule("fake_delimiter", _compile(FENCE_WORDS), _LINE, "fake delimiter"),
     ViewRule("role_marker", _compile(ROLE_ANYWHERE), _MATCH, "role marker"),
@@ -104,8 +107,12 @@ def screen_view(
     findings: Counter[str],
     first_pass: Sequence[FirstPassRule],
     allowed_link_hosts: Collection[str],
+    on_removed: Callable[[str], object] | None = None,
 ) -> str:
-    """``text`` with what the canonical view shows replaced (see the module note)."""
+    """``text`` with what the canonical view shows replaced (see the module note).
+    ``on_removed`` is shown the lines of each span removed (the chain reports the secrets
+    in them, so that a webhook URL removed as a link is still reported as the secret it
+    held)."""
     view = canonical(text)
     spans: list[tuple[int, int, str]] = []
     taken: list[tuple[int, int]] = []
@@ -144,6 +151,13 @@ def screen_view(
             add(match.start(), match.end(), "tool_call_imitation", _marker("tool-call imitation"), _MATCH)
     _screen_readings(view, add)
     _neutralise_links(view, spans, findings, allowed_link_hosts)
+    if on_removed is not None:
+        for start, end, _replacement in spans:
+            # With its whole lines: a secret's detector may need the words around it
+            # ("https://user:pass@host" reads as a URL password only whole).
+            line_start = text.rfind("\n", 0, start) + 1
+            line_end = text.find("\n", end)
+            on_removed(text[line_start : len(text) if line_end < 0 else line_end])
     return replace_spans(text, spans) if spans else text
 
 
@@ -161,21 +175,28 @@ def _phrase_words(text: str) -> int:
 
 
 def _screen_readings(view: View, add: Callable[..., None]) -> None:
-    """The English phrase rules over the text read through rot13 and read backwards, when
-    that reading holds two or more phrase words more than the text."""
-    baseline = _phrase_words(view.text)
-    for reading in (rot13(view), reversed_view(view)):
-        if _phrase_words(reading.text) < baseline + 2:
+    """The English phrase rules over each line read through rot13 and read backwards,
+    when that reading holds two or more phrase words more than the line as written."""
+    position = 0
+    for line in view.text.split("\n"):
+        start, position = position, position + len(line) + 1
+        if len(line) < 16:
             continue
-        for match in _ENGLISH.finditer(reading.text):
-            add(
-                match.start(),
-                match.end(),
-                "encoded_instruction",
-                _marker("encoded instruction"),
-                _LINE,
-                reading,
-            )
+        baseline = _phrase_words(line)
+        rotated = codecs.decode(line, "rot13")
+        if _phrase_words(rotated) >= baseline + 2:
+            for match in _ENGLISH.finditer(rotated):
+                add(
+                    start + match.start(),
+                    start + len(line),
+                    "encoded_instruction",
+                    _marker("encoded instruction"),
+                    _MATCH,
+                )
+        backwards = line[::-1]
+        if _phrase_words(backwards) >= baseline + 2 and _ENGLISH.search(backwards):
+            # A line written backwards goes whole: the payload is all of it.
+            add(start, start + len(line), "encoded_instruction", _marker("encoded instruction"), _MATCH)
 
 
 #: A template in a URL filled from the conversation: "{conversation}", "[SUMMARY]", "$TOKEN".
