@@ -18,13 +18,18 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-import httpx2
 import pytest
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 
-from lore.testing.attacks import PlantedCase, secret_cases, unsafe_payloads, write_attack_corpus
-from web_helpers import Served, serve
+from optional_extras import require_extra
+
+require_extra("fastapi", "serve")
+
+import httpx2  # noqa: E402
+from mcp import Client  # noqa: E402
+from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+
+from lore.testing.attacks import PlantedCase, secret_cases, unsafe_payloads, write_attack_corpus  # noqa: E402
+from web_helpers import Served, serve  # noqa: E402
 
 CASES = secret_cases()
 #: The tree and each document hold every case: the whole read must be clean.
