@@ -139,8 +139,9 @@ async def test_every_secret_class_is_redacted_over_mcp_http(served: Served) -> N
 def test_control_without_the_chain_every_class_leaks_over_http(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The same corpus and checks, redaction off at ingest, at query time and in the
-    reader: every case's value reaches the client, so the tests above can fail."""
+    """The same corpus and checks, the chain off (redaction at ingest, screening and
+    redaction at query time and in the reader): every case's value reaches the client, so
+    the tests above can fail."""
     import lore.safety.secrets
     import lore.sync
     import lore.web.routes_documents
@@ -148,6 +149,12 @@ def test_control_without_the_chain_every_class_leaks_over_http(
     def untouched(self: object, text: str) -> tuple[str, Counter[str]]:
         return text, Counter()
 
+    from lore.tool.cleaning import PassageCleaner
+
+    def bypass(_self: PassageCleaner, text: str, findings: Counter[str]) -> str:
+        return text
+
+    monkeypatch.setattr(PassageCleaner, "clean", bypass)
     monkeypatch.setattr(lore.sync, "redact_document", lambda document: document)
     monkeypatch.setattr(lore.safety.secrets.SecretRedactor, "redact", untouched)
     monkeypatch.setattr(lore.web.routes_documents, "redact_secrets", lambda text: text)
