@@ -83,7 +83,9 @@ ANSWER = [
     r"feature|blend|weave|modify|enhance|end|begin|start|conclude|sign|tag|hint)\b[^.\n]{0,60}?\b(?:in|into|to|"
     rf"within|from|at\s+the\s+(?:start|end|beginning)\s+of)\s+your\s+{_ANSWER}\b",
     rf"(?:^|(?<=[\n.!?:]))[ \t]*in\s+your\s+{_ANSWER}\s*,",
-    r"\b(?:reply|respond|answer)\s+(?:only\s+)?(?:using|in|with)\s+(?:base\s?64|base\s?32|hex|rot\s?13|emojis?|"
+    # an order to reply so (a sentence's verb, not "the answer in rot13")
+    r"(?:(?:^|(?<=[\n.!?:]))[ \t]*(?:please\s+|always\s+|now\s+)*|\byou\s+(?:must|should|will|shall)\s+)"
+    r"(?:reply|respond|answer)\s+(?:only\s+)?(?:using|in|with)\s+(?:base\s?64|base\s?32|hex|rot\s?13|emojis?|"
     r"morse|binary|pig\s+latin|a\s+(?:\w+\s+)?cipher|caesar)",
     r"\b(?:following|below|subsequent|this)\s+code\s+(?:snippet|block|excerpt|section|segment|fragment)s?\b"
     r"[^\n]{0,80}?\byour\s+(?:response|code|solution|implementation|codebase|algorithm|answer|program|"
@@ -147,6 +149,19 @@ REACT_TRACE = (
 
 #: Dismissals of earlier orders in languages ``override_phrases`` lacks, and wordings
 #: outside its lists for some it has; folded as the view is (lower case, no accents).
+#: What a text must hold for each pattern of ``LANGUAGES`` to run (its script, or its
+#: verbs): scanning every language over every text would cost more than the rest together.
+LANGUAGE_NEEDS = [
+    r"[\u0900-\u097f]",
+    r"[\u0900-\u097f]",
+    r"[\u0600-\u06ff]",
+    r"[\u0590-\u05ff]",
+    r"[\u0370-\u03ff]",
+    r"[\uac00-\ud7af]",
+    r"[\u3040-\u30ff\u4e00-\u9fff]",
+    r"ignor|diment|lascia|trascur|tralasc|non\s+segu|scart|annull",
+    r"\b(?:note|nota|hinweis|remarque|messaggio|mensaje|mensagem|nachricht|avviso|aviso)\b",
+]
 LANGUAGES = [
     # Hindi: "पिछले सभी निर्देशों को अनदेखा करें" (orders first, verb last), or verb first.
     r"(?:पिछल|पहले|ऊपर|पूर्व|अब\s+तक)\S*\s+(?:\S+\s+){0,4}?(?:निर्देश|आदेश|नियम|हिदायत|प्रॉम्प्ट)\S*\s+"

@@ -527,7 +527,10 @@ _BASE64 = re.compile(
     r"(?<![A-Za-z0-9+/_\-])(?=[A-Za-z0-9+/_\-]*[a-z])(?=[A-Za-z0-9+/_\-]*[A-Z0-9])"
     r"[A-Za-z0-9+/_\-]{16,}(?:\n[ \t>]*[A-Za-z0-9+/_\-]{4,})*={0,2}(?![A-Za-z0-9+/=_\-])"
 )
-_BASE32 = re.compile(r"(?<![A-Za-z0-9])[A-Z2-7]{16,}={0,6}(?![A-Za-z0-9=])")
+_BASE32 = re.compile(
+    # One run, or groups of four to eight apart by blanks, as base32 keys are written.
+    r"(?<![A-Za-z0-9])(?:[A-Z2-7]{16,}|(?:[A-Z2-7]{4,8}[ ]){3,}[A-Z2-7]{1,8})={0,6}(?![A-Za-z0-9=])"
+)
 _HEX = re.compile(r"(?<![0-9A-Za-z])[0-9a-fA-F]{16,}(?![0-9A-Za-z])")
 _TEXTLIKE = regex.compile(r"[\p{L}\p{N}\s.,:;!?'\"()\-/@_]")
 
@@ -557,7 +560,7 @@ def _decode_base64(run: str) -> str | None:
 
 
 def _decode_base32(run: str) -> str | None:
-    compact = run.rstrip("=")
+    compact = run.replace(" ", "").rstrip("=")
     try:
         raw = base64.b32decode(compact + "=" * (-len(compact) % 8))
     except (binascii.Error, ValueError):

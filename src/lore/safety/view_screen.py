@@ -31,6 +31,7 @@ template.
 from __future__ import annotations
 
 import codecs
+import functools
 import re
 from collections import Counter
 from collections.abc import Callable, Collection, Sequence
@@ -43,6 +44,7 @@ from lore.safety.addressed_phrases import (
     ANSWER,
     FENCE_WORDS,
     JSON_ROLE,
+    LANGUAGE_NEEDS,
     LANGUAGES,
     PERSONA,
     REACT_LABEL,
@@ -65,6 +67,8 @@ class ViewRule:
     reach: str
     #: The marker's words ("instruction-like text").
     what: str
+    #: What the view must hold for the rule to run (a script, a verb), if anything.
+    needs: re.Pattern[str] | None = None
 
 
 def _compile(patterns: list[str], flags: int = 0) -> re.Pattern[str]:
@@ -78,7 +82,10 @@ _WORDING_RULES = [
     ViewRule(_OVERRIDE, _compile(PERSONA), _LINE, "instruction-like text"),
     ViewRule(_OVERRIDE, _compile(SUMMARY), _LINE, "instruction-like text"),
     ViewRule(_OVERRIDE, _compile(ANSWER), _LINE, "instruction-like text"),
-    ViewRule(_OVERRIDE, _compile(LANGUAGES), _LINE, "instruction-like text"),
+    *(
+        ViewRule(_OVERRIDE, _compile([pattern]), _LINE, "instruction-like text", re.compile(needs))
+        for pattern, needs in zip(LANGUAGES, LANGUAGE_NEEDS, strict=True)
+    ),
     ViewRule("fake_delimiter", _compile(FENCE_WORDS), _LINE, "fake delimiter"),
     ViewRule("role_marker", _compile(ROLE_ANYWHERE), _MATCH, "role marker"),
     ViewRule("role_marker", re.compile(JSON_ROLE), _MATCH, "role marker"),
@@ -136,14 +143,18 @@ def screen_view(
         findings[kind] += 1
 
     lowered = view.text
-    for first in first_pass:
+    regions = _changed_regions(lowered, text)
+    for first in first_pass if regions else ():
         if not first.applies(lowered, lowered):
             continue
-        for match in first.pattern.finditer(lowered):
-            replacement = first.replace(match)
-            if replacement is not None:
-                add(match.start(), match.end(), first.kind, replacement, _MATCH)
+        for start, end in regions:
+            for match in first.pattern.finditer(lowered, start, end):
+                replacement = first.replace(match)
+                if replacement is not None:
+                    add(match.start(), match.end(), first.kind, replacement, _MATCH)
     for rule in _WORDING_RULES:
+        if rule.needs is not None and not rule.needs.search(lowered):
+            continue
         for match in rule.pattern.finditer(lowered):
             add(match.start(), match.end(), rule.kind, _marker(rule.what), rule.reach)
     if "thought" in lowered and _REACT_TRACE.search(lowered):
@@ -161,6 +172,27 @@ def screen_view(
     return replace_spans(text, spans) if spans else text
 
 
+def _changed_regions(view_text: str, text: str) -> list[tuple[int, int]]:
+    """The spans of the view (whole lines, with the line before) that the text as
+    written does not hold as they are: the first pass's rules already ran over the
+    others, with the same result. Most of a runbook's lines are prose the view copies."""
+    written = text.casefold()
+    regions: list[tuple[int, int]] = []
+    previous = ""
+    previous_start = position = 0
+    for line in view_text.split("\n"):
+        start, position = position, position + len(line) + 1
+        joined = f"{previous}\n{line}" if previous else line
+        if line.strip() and joined not in written:
+            region = (previous_start if previous else start, start + len(line))
+            if regions and region[0] <= regions[-1][1] + 1:
+                regions[-1] = (regions[-1][0], region[1])
+            else:
+                regions.append(region)
+        previous, previous_start = line, start
+    return regions
+
+
 def _marker(what: str) -> str:
     return f"[lore: removed {what}]"
 
@@ -174,9 +206,37 @@ def _phrase_words(text: str) -> int:
     )
 
 
+@functools.cache
+def _disguised_words() -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]:
+    """The phrase words as rot13 and backwards spell them, by their first five letters."""
+    from lore.safety.folding import phrase_words
+
+    rotated: dict[str, list[str]] = {}
+    backwards: dict[str, list[str]] = {}
+    for found in phrase_words().values():
+        for word in found:
+            if word.isascii():
+                spelled = codecs.encode(word, "rot13")
+                rotated.setdefault(spelled[:5], []).append(spelled)
+                backwards.setdefault(word[::-1][:5], []).append(word[::-1])
+    return (
+        {key: tuple(words) for key, words in rotated.items()},
+        {key: tuple(words) for key, words in backwards.items()},
+    )
+
+
+def _count(words: list[str], table: dict[str, tuple[str, ...]]) -> int:
+    return sum(1 for word in words if any(word.startswith(known) for known in table.get(word[:5], ())))
+
+
 def _screen_readings(view: View, add: Callable[..., None]) -> None:
     """The English phrase rules over each line read through rot13 and read backwards,
-    when that reading holds two or more phrase words more than the line as written."""
+    when that reading holds two or more phrase words more than the line as written.
+    Most texts hold no phrase word spelled so, and skip the per-line readings."""
+    words = _WORD.findall(view.text)
+    rot13_words, backward_words = _disguised_words()
+    if _count(words, rot13_words) < 2 and _count(words, backward_words) < 2:
+        return
     position = 0
     for line in view.text.split("\n"):
         start, position = position, position + len(line) + 1

@@ -66,7 +66,10 @@ CLASS_LOOK_ALIKES: dict[str, tuple[str, ...]] = {
 
 
 def _b32(text: str) -> str:
-    return base64.b32encode(text.encode()).decode()
+    """base32 in groups of eight, as keys are written (one unbroken run reads as a
+    random token, which redaction takes first)."""
+    encoded = base64.b32encode(text.encode()).decode()
+    return " ".join(encoded[i : i + 8] for i in range(0, len(encoded), 8))
 
 
 def _wrapped_b64(text: str, width: int = 24) -> str:
