@@ -417,13 +417,18 @@ def test_new_cases_stay_redacted_once() -> None:
 
 
 def _every_rule_over_the_whole_text(text: str) -> tuple[str, Counter[str]]:
+    from lore.safety.secret_context import block_rules, context_rules, continuation
     from lore.safety.secret_rules import PRIVATE_KEY
+    from lore.safety.secrets import _betterleaks
 
     findings: Counter[str] = Counter()
     text = PRIVATE_KEY.apply(text, findings)
     for rule in REDACTOR._line_rules:
         text = rule.apply(text, findings)
-    return text, findings
+    for rule in [*context_rules(), *block_rules()]:
+        text = rule.apply(text, findings)
+    text = _betterleaks(continuation(text, findings), findings)
+    return REDACTOR._redact_escaped_lines(text, findings), findings
 
 
 def test_blocks_and_hints_only_skip_rules_that_could_not_match() -> None:
