@@ -221,7 +221,7 @@ async def test_defaults_and_filters_reach_the_retriever(tmp_path: Path) -> None:
     )
     # A few more candidates than shown: the pack's priority (lore.priority) may let a team
     # page just below the cut rise above one of the pack's.
-    weights = {"vault": 0.8}
+    weights = {"vault": 0.75}
     assert retriever.calls == [
         {
             "query": "etcd quorum",
@@ -273,7 +273,7 @@ async def test_a_whole_float_top_k_is_what_the_schema_says_it_is(tmp_path: Path)
     search, retriever, _ = tool(tmp_path, [passage("x")])
     result = await search.run({"query": "etcd", "top_k": 2.0})
     assert result.error is None
-    assert retriever.calls[0]["top_k"] == priority_depth(2, {"vault": 0.8})  # 2, and the pack's margin
+    assert retriever.calls[0]["top_k"] == priority_depth(2, {"vault": 0.75})  # 2, and the pack's margin
     assert type(retriever.calls[0]["top_k"]) is int
 
 

@@ -141,7 +141,7 @@ class EventSettings(BaseModel):
 
 
 #: ``[vault] weight``'s default (docs/quality.md, "Source priority").
-VAULT_DEFAULT_WEIGHT = 0.8
+VAULT_DEFAULT_WEIGHT = 0.75
 
 
 class VaultSettings(BaseModel):

@@ -4,10 +4,10 @@ The pack (``lore.vault``) holds generic playbooks on the topics every team write
 (a full disk, consumer lag, a node NotReady). Ranked on relevance alone, a generic page
 often edges out the team's own runbook for the same alert, with its own dashboards,
 names and escalation. Each source therefore carries a prior, ``weight`` (``[[sources]]
-weight``, ``[vault] weight``, 0.8 by default for the pack, 1 for everything else): a
+weight``, ``[vault] weight``, 0.75 by default for the pack, 1 for everything else): a
 passage's fused score is multiplied by its source's weight before the answer is cut to
 ``top_k``. A multiplicative prior is scale-free, so it means the same on every backend
-and search mode (BM25's unbounded scores, cosines, fused sums): a team page within 20 %
+and search mode (BM25's unbounded scores, cosines, fused sums): a team page within 25 %
 of the pack's best comes first, and where the team has nothing close the pack still
 answers (docs/quality.md, "Source priority").
 

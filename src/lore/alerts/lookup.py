@@ -51,7 +51,7 @@ ATTRIBUTE_TEXT_RANK = 3
 EVIDENCE_ORDER = ("annotation", "anchor", "name", "mention", "labels", "text")
 #: A mention weighs a little less than a name, so that within one source a runbook
 #: declared for the alert stays first, and more than the pack's name at its default
-#: priority (6 x 0.8): a team page that names the alert in its text beats a generic one.
+#: priority (6 x 0.75): a team page that names the alert in its text beats a generic one.
 _WEIGHTS = {"annotation": 8.0, "anchor": 4.0, "name": 6.0, "mention": 5.5}
 _LABEL_WEIGHT = 0.5
 
