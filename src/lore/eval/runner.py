@@ -27,6 +27,7 @@ from lore.eval.metrics import (
     section_metrics,
     section_targets,
 )
+from lore.intent import by_intent
 from lore.models import Passage, SearchMode
 from lore.priority import Weights, prioritised
 from lore.protocols import Embedder, KnowledgeRetriever, Reranker, Vectors
@@ -177,10 +178,12 @@ async def _ranking(
     retriever: KnowledgeRetriever, query: str, mode: SearchMode, depth: int, weights: Weights | None = None
 ) -> list[Passage]:
     """Enough chunks for ``depth`` distinct documents (or all the retriever has), in the
-    order the sources' priorities (``weights``, ``lore.priority``) give them."""
+    order the sources' priorities (``weights``, ``lore.priority``) and the question's
+    intent (``lore.intent``, inside each document) give them, as the search tool does."""
     top_k = depth * 2
     while True:
-        passages = prioritised(await retriever.retrieve(query, top_k=top_k, mode=mode), weights or {})
+        found = await retriever.retrieve(query, top_k=top_k, mode=mode)
+        passages = by_intent(prioritised(found, weights or {}), query)
         enough = len({passage.uri for passage in passages}) >= depth
         if enough or len(passages) < top_k or top_k >= depth * _MAX_CHUNKS_PER_DOCUMENT:
             return passages

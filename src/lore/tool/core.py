@@ -37,6 +37,7 @@ from lore.errors import LoreError, RerankError, UnsupportedModeError
 from lore.events.record import Correlation
 from lore.events.recorder import EventRecorder, event_of_call, recorder_for
 from lore.events.timing import Timing, measure_retrieval
+from lore.intent import by_intent
 from lore.models import Passage, SearchMode
 from lore.observe import observe_search
 from lore.priority import depth as priority_depth
@@ -327,7 +328,9 @@ class KnowledgeSearch:
             candidates = list(
                 await retriever.retrieve(request.query, top_k=depth, labels=labels, mode=mode, access=access)
             )
-        candidates = prioritised(candidates, self._weights)
+        # The team's pages before the pack's, then inside each document the section the
+        # question asks for (lore.intent) first.
+        candidates = by_intent(prioritised(candidates, self._weights), request.query)
         if self._reranker is None:
             return candidates[: request.top_k], False, degraded_reason, served_by
         try:
