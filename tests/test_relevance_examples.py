@@ -77,6 +77,18 @@ def test_lore_alert_by_name_alone_shows_the_section_that_names_it(
     assert top["alerts"] == ["KafkaConsumerLagHigh"]
 
 
+def test_lore_alert_by_name_is_shown_whatever_min_confidence_says(
+    tmp_path: Path, config: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    strict = write_config(tmp_path)
+    shared = f'db_path = "{config.parent / "lore.db"}"'
+    text = strict.read_text(encoding="utf-8").replace('db_path = "lore.db"', shared)
+    strict.write_text('min_confidence = "high"\n' + text, encoding="utf-8")
+    result = cli_json(strict, ["alert", "--label", "alertname=KafkaConsumerLagHigh"], monkeypatch, capsys)
+    assert result["metadata"]["no_match"] is False
+    assert result["passages"][0]["uri"] == KAFKA
+
+
 def test_lore_alert_human_output_names_the_runbook(
     config: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
