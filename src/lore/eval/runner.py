@@ -30,7 +30,7 @@ from lore.eval.metrics import (
 from lore.intent import by_intent
 from lore.models import Passage, SearchMode
 from lore.priority import Weights, prioritised
-from lore.protocols import Embedder, KnowledgeRetriever, Reranker, Vectors
+from lore.protocols import Embedder, KnowledgeRetriever, Reranker, Vectors, retrieve_passages
 
 #: The pseudo-mode that reranks hybrid candidates with the configured reranker.
 RERANK_MODE = "hybrid+rerank"
@@ -182,7 +182,7 @@ async def _ranking(
     intent (``lore.intent``, inside each document) give them, as the search tool does."""
     top_k = depth * 2
     while True:
-        found = await retriever.retrieve(query, top_k=top_k, mode=mode)
+        found = await retrieve_passages(retriever, query, top_k=top_k, mode=mode)
         passages = by_intent(prioritised(found, weights or {}), query)
         enough = len({passage.uri for passage in passages}) >= depth
         if enough or len(passages) < top_k or top_k >= depth * _MAX_CHUNKS_PER_DOCUMENT:
@@ -205,7 +205,9 @@ async def retrieve_for_mode(
     if mode == RERANK_MODE:
         if reranker is None:
             raise ConfigError(f"mode {RERANK_MODE!r} needs a reranker")
-        candidates = await retriever.retrieve(query, top_k=rerank_candidates, mode=SearchMode.HYBRID)
+        candidates = await retrieve_passages(
+            retriever, query, top_k=rerank_candidates, mode=SearchMode.HYBRID
+        )
         return prioritised(await reranker.rerank(query, candidates, top_k=len(candidates)), weights or {})
     return await _ranking(retriever, query, SearchMode(mode), depth, weights)
 

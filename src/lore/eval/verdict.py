@@ -22,7 +22,7 @@ from lore.eval.metrics import rank_documents
 from lore.models import Passage, SearchMode
 from lore.priority import Weights, prioritised
 from lore.priority import depth as priority_depth
-from lore.protocols import KnowledgeRetriever
+from lore.protocols import KnowledgeRetriever, retrieve_passages
 
 HYBRID = SearchMode.HYBRID
 
@@ -61,7 +61,9 @@ async def judge(
     priorities (``weights``, ``lore.priority``), the tool's verdict."""
     judged: list[Judged] = []
     for query in queries:
-        found = await retriever.retrieve(query.text, top_k=priority_depth(top_k, weights or {}), mode=HYBRID)
+        found = await retrieve_passages(
+            retriever, query.text, top_k=priority_depth(top_k, weights or {}), mode=HYBRID
+        )
         passages = prioritised(found, weights or {})[:top_k]
         # The verdict the tool gives (``KnowledgeSearch.run_chain``): the models' levels,
         # raised for a passage the question names, which is never withheld.
