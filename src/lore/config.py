@@ -102,6 +102,10 @@ class SourceConfig(BaseModel):
     access: list[str] | None = None
     #: The tenant its documents belong to; None: the index's default tenant.
     tenant: str | None = Field(default=None, pattern=TENANT_PATTERN)
+    #: Its priority: each of its passages' scores is multiplied by this before the answer
+    #: is cut to ``top_k`` (``lore.priority``). Below 1 it yields to sources that answer
+    #: comparably; above 1 it goes first.
+    weight: float = Field(default=1.0, gt=0.0, le=10.0)
 
     _access = field_validator("access")(check_access_groups)
 
@@ -136,6 +140,10 @@ class EventSettings(BaseModel):
     queue_size: int = Field(default=1000, gt=0)
 
 
+#: ``[vault] weight``'s default (docs/quality.md, "Source priority").
+VAULT_DEFAULT_WEIGHT = 0.75
+
+
 class VaultSettings(BaseModel):
     """The built-in playbook pack (``lore.vault``): indexed unless switched off here, so
     an existing lore.toml without a ``[vault]`` table gets it too."""
@@ -146,6 +154,11 @@ class VaultSettings(BaseModel):
     #: How often ``lore sync --watch`` and the service re-sync the pack (a new lore
     #: release updates it); written like a source's ``every``.
     every: timedelta = VAULT_DEFAULT_EVERY
+    #: The pack's priority against the team's own sources (weight 1 unless set): its
+    #: passages' scores are multiplied by this, so a team's page that answers comparably
+    #: comes first and the pack fills in where the team has nothing (``lore.priority``,
+    #: docs/quality.md).
+    weight: float = Field(default=VAULT_DEFAULT_WEIGHT, gt=0.0, le=10.0)
 
     @field_validator("every", mode="before")
     @classmethod
