@@ -260,7 +260,7 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Step, ...]], ...] = (
     (
         8,
         "BM25: one field for the whole chunk, title and path again where they are names",
-        # As full-text version 5 of the SQLite backend (docs/quality.md, "A document's
+        # As full-text version 5 of the SQLite backend (bench/history/quality.md, "A document's
         # name by its shape").
         (*bm25.CONTENT_FIELD_STATEMENTS, postings.IMPACT_INDEX, postings.mark_stale),
     ),
