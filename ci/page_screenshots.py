@@ -100,7 +100,7 @@ def main() -> None:
             encoding="utf-8",
         )
         lore(config, "sync")
-        token = lore(config, "token", "create", "--role", "viewer", "--name", "screenshots")
+        token = lore(config, "token", "create", "--role", "viewer", "--name", "alice")
         port = free_port()
         url = f"http://127.0.0.1:{port}"
         with (Path(workdir) / "serve.log").open("wb") as log:
