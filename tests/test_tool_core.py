@@ -108,12 +108,12 @@ class ListRetriever:
         labels: Mapping[str, str] | None = None,
         mode: SearchMode | None = None,
         access: AccessFilter | None = None,
-    ) -> list[Passage]:
+    ) -> Retrieval:
         self.calls.append({"query": query, "top_k": top_k, "labels": labels, "mode": mode, "access": access})
         if self.fail is not None:
             raise self.fail
         wanted = filter_terms(labels)
-        return [p for p in self.passages if wanted <= label_terms(p.labels)][:top_k]
+        return Retrieval([p for p in self.passages if wanted <= label_terms(p.labels)][:top_k])
 
 
 def settings(tmp_path: Path, **safety: Any) -> LoreSettings:
@@ -454,6 +454,20 @@ async def test_degraded_retriever_is_reported(tmp_path: Path) -> None:
     assert "DEGRADED" in result.render_text()
     assert "hashing" in result.render_text()
     assert result.to_dict()["metadata"]["degraded_reason"] == result.metadata.degraded_reason
+
+
+async def test_a_bm25_search_is_not_degraded_by_an_embedder_that_took_no_part(tmp_path: Path) -> None:
+    """The hashing embedder degrades hybrid and vector answers; BM25 never asks it."""
+    retriever = ListRetriever([passage("x")], degraded=True)
+    search = KnowledgeSearch(retriever, settings=settings(tmp_path), audit=MemoryAuditLog())
+    lexical = await search.run({"query": "x"}, principal=LOCAL, mode=SearchMode.BM25)
+    assert lexical.metadata is not None
+    assert lexical.metadata.degraded is False
+    assert lexical.metadata.degraded_reason is None
+    assert "DEGRADED" not in lexical.render_text()
+    hybrid = await search.run({"query": "x"}, principal=LOCAL, mode=SearchMode.HYBRID)
+    assert hybrid.metadata is not None
+    assert hybrid.metadata.degraded is True
 
 
 # -- errors ---------------------------------------------------------------------------------
@@ -975,7 +989,7 @@ async def test_min_confidence_none_shows_every_answer(tmp_path: Path) -> None:
 class FallbackAnswering(ListRetriever):
     """Answers as a ``[fallback]`` retriever does while its primary is down."""
 
-    async def retrieve_detailed(
+    async def retrieve(
         self,
         query: str,
         *,
@@ -984,8 +998,8 @@ class FallbackAnswering(ListRetriever):
         mode: SearchMode | None = None,
         access: AccessFilter | None = None,
     ) -> Retrieval:
-        found = await self.retrieve(query, top_k=top_k, labels=labels, mode=mode, access=access)
-        return Retrieval(found, "the primary index is unreachable", served_by="fallback:sqlite")
+        found = await super().retrieve(query, top_k=top_k, labels=labels, mode=mode, access=access)
+        return Retrieval(found.passages, "the primary index is unreachable", served_by="fallback:sqlite")
 
 
 async def test_runbook_for_alert_says_when_the_fallback_answered(tmp_path: Path) -> None:

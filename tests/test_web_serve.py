@@ -181,6 +181,47 @@ def test_sigterm_during_a_sync_leaves_an_index_the_next_sync_completes(tmp_path:
     assert "403" in status.stdout  # 400 pages and the three runbooks, all indexed
 
 
+def test_sigterm_with_a_write_waiting_stops_the_running_sync_at_a_document(tmp_path: Path) -> None:
+    """An edit waiting for the write lock is a request in flight, which uvicorn lets finish
+    before the lifespan (and its stop of the sync) ends: the sync must be stopped when the
+    signal arrives, not run to its end (before the fix it was recorded "ok")."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    config = write_config(tmp_path, extra="[vault]\nenabled = false\n")  # no scheduled run first
+    many = tmp_path / "runbooks" / "many"
+    many.mkdir()
+    for number in range(1500):
+        (many / f"page-{number}.md").write_text(f"# Page {number}\n\n" + f"Runbook words {number}. " * 150)
+    process, url = start_serve(config)
+    try:
+        with httpx.Client(base_url=url, timeout=300) as client, ThreadPoolExecutor(1) as pool:
+            headers = {"X-CSRF-Token": client.get("/v1/session").json()["csrf_token"]}
+            run_id = client.post("/v1/sync", json={}, headers=headers).json()["run_id"]
+            deadline = time.monotonic() + 60
+            while not client.get("/v1/sync").json()["running"]:
+                assert time.monotonic() < deadline, "the sync did not start"
+                time.sleep(0.02)
+            note = pool.submit(
+                client.post, "/v1/notes", json={"title": "waiting", "markdown": "a write behind the sync"},
+                headers=headers,
+            )  # fmt: skip
+            time.sleep(1.0)  # for the request to reach the server: it then waits for the lock
+            process.send_signal(signal.SIGTERM)
+            answered = note.result()
+        # Answered, not reset: written once the sync stopped (or refused, as a problem).
+        assert answered.status_code in (200, 201, 503), answered.text
+        assert process.wait(timeout=120) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    history = lore(config, "sync", "--history", "--json")
+    assert history.returncode == 0, history.stderr
+    run = next(run for run in json.loads(history.stdout) if run["run_id"] == run_id)
+    assert run["status"] == "failed", run
+    assert "stopped" in run["error"]
+
+
 # -- lore token --------------------------------------------------------------------------
 
 

@@ -53,6 +53,7 @@ def serve_command(
     from lore.access import Role
     from lore.cli.listen import check_can_listen
     from lore.web.app import create_app
+    from lore.web.server import StoppingServer
     from lore.web.service import open_service
     from lore.web.tokens import TokenStore
 
@@ -85,11 +86,12 @@ def serve_command(
     if demo is not None:
         say(f"viewer token for the demo ({DEMO_TOKEN_NAME}): {demo}", stderr=True)
     # uvicorn turns SIGTERM and SIGINT into a graceful shutdown (requests in flight finish,
-    # the lifespan ends; a sync in progress is abandoned: each document is one transaction),
-    # then raises the signal again with the handler found at start: for SIGTERM that is
-    # this one, so a requested stop exits 0; Ctrl-C stays 130 like every command.
+    # within timeout_graceful_shutdown, then the lifespan ends), then raises the signal
+    # again with the handler found at start: for SIGTERM that is this one, so a requested
+    # stop exits 0; Ctrl-C stays 130 like every command.
     signal.signal(signal.SIGTERM, _stopped)
-    uvicorn.run(asgi, host=host, port=port, log_level="warning", timeout_graceful_shutdown=10)
+    config = uvicorn.Config(asgi, host=host, port=port, log_level="warning", timeout_graceful_shutdown=10)
+    StoppingServer(config, service.sync_process).run()
 
 
 def _stopped(signum: int, frame: object) -> None:
