@@ -353,7 +353,7 @@ class LoreSettings(BaseModel):
     #: With ``fulltext_shards`` above 1: chunks from which the sqlite backend splits its
     #: BM25 index into that many tantivy indexes searched side by side. Off by default
     #: (1 shard): at 1M chunks on a loaded 2-core machine two shards cost 5-14% more CPU
-    #: per search and gained no steady wall time (docs/benchmarks.md, "1M chunks,
+    #: per search and gained no steady wall time (bench/history/benchmarks.md, "1M chunks,
     #: full-text shards"). Crossing the threshold, or changing the count, rebuilds the
     #: full-text index from SQLite, as ``lore reindex`` does (docs/backends.md).
     fulltext_shard_threshold: int = Field(default=500_000, gt=0)

@@ -6,7 +6,7 @@ tokens they are bound by reading their weights, not by arithmetic: bfloat16 save
 int8 weights 44 % (10.7 -> 6.0 ms a query on one thread, alternated in one process). The
 query vectors move little: cosine 0.9994-0.9996 to the float32 model's, and on SciFact's
 train split hybrid nDCG@10 0.7186 -> 0.7187, vector alone 0.6833 -> 0.6816
-(docs/benchmarks.md, "int8 query weights"). Documents stay embedded by the float32 model
+(bench/history/benchmarks.md, "int8 query weights"). Documents stay embedded by the float32 model
 (sync never uses this), so an index is the same whichever a server uses.
 
 NNCF, OpenVINO's compression library, does the compression (weight-only, int8 asymmetric
