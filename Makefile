@@ -6,13 +6,17 @@ STAMP  := $(VENV)/.lore-installed
 
 .PHONY: install run test lint typecheck check-install bench clean
 
-# torch is pinned first so pip takes the CPU build that lies on this machine's disk
-# instead of resolving a multi-GB CUDA build for sentence-transformers.
+# The development environment: every extra and the test tools. [dev] includes PyTorch (the
+# tests compare lore's PyTorch-free model with sentence-transformers), so its CPU build is
+# installed first, or pip would resolve a multi-GB CUDA build; a user's install has no
+# PyTorch at all (`pip install 'lore-sre[local]'`, checked by `make check-install`).
+# pip's own progress is shown: a first install takes a few minutes.
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@echo "lore: installing into $(VENV) (a first install downloads a few hundred MB)"
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[all,dev]'
+	$(BIN)/python -m pip install --progress-bar on torch==2.13.0
+	$(BIN)/python -m pip install --progress-bar on -e '.[all,dev]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -46,10 +50,11 @@ test: lint typecheck
 	$(EVAL_ENV) $(BIN)/lore eval golden eval/golden/examples.yaml --config examples/lore.toml \
 		--sync --check-baseline eval/baseline.json
 
-# What a user gets: `pip install lore`, then `pip install 'lore[local]'`, in a throwaway venv
-# without [dev] and not editable, each followed by the main job (ci/check_install.py). An
-# import that no extra declares, or that the wrong extra declares, fails here. pip's cache
-# is shared with `make install`, so this costs the install, not the downloads.
+# What a user gets: `pip install lore-sre`, then `pip install 'lore-sre[local]'`, in a throwaway
+# venv without [dev], not editable and with no pins, each followed by the main job
+# (ci/check_install.py). An import that no extra declares, or that the wrong extra declares,
+# fails here, and so does a default local install that brings PyTorch or CUDA. pip's cache is
+# shared with `make install`, so this costs the install, not the downloads.
 USER_VENV := build/venv-user
 USER_ENV  := env -u PYTHONPATH
 
@@ -59,7 +64,6 @@ check-install:
 	$(USER_VENV)/bin/python -m pip install -q --upgrade pip
 	$(USER_VENV)/bin/python -m pip install -q .
 	$(USER_ENV) $(USER_VENV)/bin/python ci/check_install.py
-	$(USER_VENV)/bin/python -m pip install -q torch==2.13.0
 	$(USER_VENV)/bin/python -m pip install -q '.[local]'
 	$(USER_ENV) $(USER_VENV)/bin/python ci/check_install.py --extras local
 

@@ -104,7 +104,7 @@ def test_serve_without_the_extra_is_one_line_naming_it(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert (
         result.stderr.strip()
-        == "error: this feature needs the optional package 'fastapi': pip install 'lore[serve]'"
+        == "error: this feature needs the optional package 'fastapi': pip install 'lore-sre[serve]'"
     )
 
 

@@ -8,6 +8,9 @@ escaping is a bug.
 
 from __future__ import annotations
 
+#: The name lore is installed by (``pip install lore-sre``); ``lore`` on PyPI is another
+#: project. The command and the import package stay ``lore``.
+DISTRIBUTION = "lore-sre"
 
 class LoreError(Exception):
     """Root of every error lore raises on purpose. The message is meant for a human."""
@@ -79,7 +82,7 @@ class MissingExtraError(LoreError):
     def __init__(self, extra: str, package: str) -> None:
         super().__init__(
             f"this feature needs the optional package {package!r}: "
-            f"pip install 'lore[{extra}]'"
+            f"pip install '{DISTRIBUTION}[{extra}]'"
         )
         self.extra = extra
         self.package = package

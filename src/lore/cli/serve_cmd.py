@@ -10,7 +10,7 @@ import typer
 from lore.cli.app import app, say, settings
 from lore.errors import ConfigError, MissingExtraError
 
-#: What the ``serve`` extra brings (``pip install 'lore[serve]'``).
+#: What the ``serve`` extra brings (``pip install 'lore-sre[serve]'``).
 _SERVE_EXTRA_MODULES = (
     "fastapi", "starlette", "uvicorn", "python_multipart", "multipart", "mcp", "anyio", "prometheus_client"
 )
