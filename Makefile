@@ -23,9 +23,9 @@ install: $(STAMP)
 
 # The example corpus indexed, then `lore serve` on 127.0.0.1:8080 with a viewer token for the
 # demo printed (--demo-token renews it each run). Ctrl-C stops it.
+# The server says when the page answers ("lore: ready, the page is at ...").
 run: install
 	$(BIN)/lore --config examples/lore.toml sync
-	@echo "lore: the page is at http://127.0.0.1:8080/ (Ctrl-C stops the server)"
 	$(BIN)/lore --config examples/lore.toml serve --demo-token
 
 # deptry: every import in src/ is declared in pyproject.toml, directly (see [tool.deptry]).

@@ -158,6 +158,24 @@ def test_sigterm_stops_a_real_lore_serve_cleanly(tmp_path: Path) -> None:
     assert "viewer token for the demo (demo-viewer): lore_" in stderr
 
 
+def test_ctrl_c_stops_lore_serve_with_130_and_one_line(tmp_path: Path) -> None:
+    """Ctrl-C is SIGINT: a graceful stop like SIGTERM, but reported as every command
+    reports an interruption (uvicorn's loop used to swallow it: exit 0, nothing said)."""
+    config = write_config(tmp_path)
+    process, _ = start_serve(config)
+    try:
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=30) == 130
+        stderr = process.stderr.read() if process.stderr else ""
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert "Traceback" not in stderr
+    assert stderr.rstrip().splitlines()[-1] == "interrupted"
+    assert "lore: ready, the page is at http://127.0.0.1:" in stderr, "the address is said once it answers"
+
+
 def test_sigterm_during_a_sync_leaves_an_index_the_next_sync_completes(tmp_path: Path) -> None:
     config = write_config(tmp_path)
     many = tmp_path / "runbooks" / "many"

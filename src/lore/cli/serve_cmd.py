@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import signal
-from typing import Annotated
+import threading
+from types import FrameType
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from lore.cli.app import app, say, settings
+from lore.cli.app import INTERRUPTED_EXIT, app, say, settings
 from lore.errors import ConfigError, MissingExtraError
+
+if TYPE_CHECKING:
+    from lore.web.service import Service
 
 #: What the ``serve`` extra brings (``pip install 'lore-sre[serve]'``).
 _SERVE_EXTRA_MODULES = (
@@ -85,11 +90,33 @@ def serve_command(
     if demo is not None:
         say(f"viewer token for the demo ({DEMO_TOKEN_NAME}): {demo}", stderr=True)
     # uvicorn turns SIGTERM and SIGINT into a graceful shutdown (requests in flight finish,
-    # the lifespan ends; a sync in progress is abandoned: each document is one transaction),
-    # then raises the signal again with the handler found at start: for SIGTERM that is
-    # this one, so a requested stop exits 0; Ctrl-C stays 130 like every command.
+    # the lifespan ends; a sync in progress is abandoned: each document is one transaction).
+    # It then raises the signal again with the handler it found, which inside its event
+    # loop is asyncio's own (a no-op by then), so the signal is noted here instead: a
+    # requested stop (SIGTERM) exits 0, Ctrl-C says "interrupted" and exits 130 like every
+    # command.
+    config = uvicorn.Config(asgi, host=host, port=port, log_level="warning", timeout_graceful_shutdown=10)
+    server = uvicorn.Server(config)
+    stopped_by: list[int] = []
+    handle_exit = server.handle_exit
+
+    def noting(sig: int, frame: FrameType | None) -> None:
+        stopped_by.append(sig)
+        handle_exit(sig, frame)
+
+    server.handle_exit = noting  # type: ignore[method-assign]
+    # What uvicorn raises SIGTERM again with, once it has stopped: a requested stop is exit 0.
     signal.signal(signal.SIGTERM, _stopped)
-    uvicorn.run(asgi, host=host, port=port, log_level="warning", timeout_graceful_shutdown=10)
+    threading.Thread(target=_say_when_ready, args=(service, host, port), daemon=True).start()
+    server.run()
+    if stopped_by[:1] == [signal.SIGINT]:
+        raise typer.Exit(INTERRUPTED_EXIT)
+
+
+def _say_when_ready(service: Service, host: str, port: int) -> None:
+    """One line once searches are answered (``/readyz`` is 200): the model is loaded."""
+    service.ready.wait()
+    say(f"lore: ready, the page is at http://{host}:{port}/ (Ctrl-C stops the server)", stderr=True)
 
 
 def _stopped(signum: int, frame: object) -> None:

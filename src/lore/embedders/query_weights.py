@@ -86,6 +86,9 @@ def _import_nncf() -> Any:
         else:
             os.environ["NNCF_CI"] = previous
     if not already:
+        # NNCF logs through a handler bound to the stdout it found at import (a redirect
+        # later does not catch it): its statistics table would land in the server console.
+        logging.getLogger("nncf").setLevel(logging.WARNING)
         from nncf.telemetry.wrapper import NNCFTelemetryStub, telemetry
 
         if not isinstance(telemetry, NNCFTelemetryStub):
