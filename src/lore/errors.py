@@ -79,10 +79,8 @@ class RerankError(LoreError):
 class MissingExtraError(LoreError):
     """An optional dependency is not installed; the message names the extra to install."""
 
-    def __init__(self, extra: str, package: str) -> None:
-        super().__init__(
-            f"this feature needs the optional package {package!r}: "
-            f"pip install '{DISTRIBUTION}[{extra}]'"
-        )
+    def __init__(self, extra: str, package: str, *, install: str | None = None) -> None:
+        command = install or f"pip install '{DISTRIBUTION}[{extra}]'"
+        super().__init__(f"this feature needs the optional package {package!r}: {command}")
         self.extra = extra
         self.package = package

