@@ -24,11 +24,10 @@ from lore.chunking import Chunker
 from lore.cli.app import app, console, settings, state
 from lore.cli.eval_progress import EvalProgress, run_modes
 from lore.config import LoreSettings, SourceConfig
-from lore.errors import ConfigError
+from lore.errors import ConfigError, DatasetError
 from lore.eval.datasets import (
     BeirPaths,
     BeirSource,
-    DatasetError,
     beir_doc_id,
     load_beir_queries,
     load_golden_set,

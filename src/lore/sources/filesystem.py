@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ConfigDict, Field
 
 from lore.config import LoreSettings, SourceConfig
-from lore.errors import ConfigError, SourceError
-from lore.extract import CONVERTED_SUFFIXES, EXTRACTION_VERSION, TEXT_MEDIA_TYPES, ExtractionError, extract
+from lore.errors import ConfigError, ExtractionError, SourceError
+from lore.extract import CONVERTED_SUFFIXES, EXTRACTION_VERSION, TEXT_MEDIA_TYPES, extract
 from lore.extract import MEDIA_TYPES as CONVERTED_MEDIA_TYPES
 from lore.models import LABEL_VALUE_SEPARATOR, Document, SourceFailure, SourceItem, Visibility, utc
 from lore.sources.git_times import last_commit_times

@@ -35,8 +35,8 @@ from pathspec import GitIgnoreSpec
 from pydantic import ConfigDict, Field, field_validator
 
 from lore.config import LoreSettings, SourceConfig
-from lore.errors import ConfigError
-from lore.extract import CONVERTED_SUFFIXES, EXTRACTION_VERSION, ExtractionError, extract
+from lore.errors import ConfigError, ExtractionError
+from lore.extract import CONVERTED_SUFFIXES, EXTRACTION_VERSION, extract
 from lore.models import Document, SourceFailure, SourceItem, Tombstone, Visibility
 from lore.sources import parse_visibility
 from lore.sources.filesystem import (
