@@ -104,7 +104,7 @@ def test_serve_without_the_extra_is_one_line_naming_it(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert (
         result.stderr.strip()
-        == "error: this feature needs the optional package 'fastapi': pip install 'lore[serve]'"
+        == "error: this feature needs the optional package 'fastapi': pip install 'lore-sre[serve]'"
     )
 
 
@@ -156,6 +156,24 @@ def test_sigterm_stops_a_real_lore_serve_cleanly(tmp_path: Path) -> None:
         assert client.post("/v1/search", json={"query": "etcd"}).status_code == 401
     stderr = stop_with_sigterm(process)
     assert "viewer token for the demo (demo-viewer): lore_" in stderr
+
+
+def test_ctrl_c_stops_lore_serve_with_130_and_one_line(tmp_path: Path) -> None:
+    """Ctrl-C is SIGINT: a graceful stop like SIGTERM, but reported as every command
+    reports an interruption (uvicorn's loop used to swallow it: exit 0, nothing said)."""
+    config = write_config(tmp_path)
+    process, _ = start_serve(config)
+    try:
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=30) == 130
+        stderr = process.stderr.read() if process.stderr else ""
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert "Traceback" not in stderr
+    assert stderr.rstrip().splitlines()[-1] == "interrupted"
+    assert "lore: ready, the page is at http://127.0.0.1:" in stderr, "the address is said once it answers"
 
 
 def test_sigterm_during_a_sync_leaves_an_index_the_next_sync_completes(tmp_path: Path) -> None:
