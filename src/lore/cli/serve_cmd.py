@@ -14,7 +14,7 @@ from lore.errors import ConfigError, MissingExtraError
 if TYPE_CHECKING:
     from lore.web.service import Service
 
-#: What the ``serve`` extra brings (``pip install 'lore[serve]'``).
+#: What the ``serve`` extra brings (``pip install 'lore-sre[serve]'``).
 _SERVE_EXTRA_MODULES = (
     "fastapi", "starlette", "uvicorn", "python_multipart", "multipart", "mcp", "anyio", "prometheus_client"
 )
