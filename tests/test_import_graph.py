@@ -1,0 +1,236 @@
+"""lore's import graph: no circles, no import running back up its layers, and a backend's
+package imported only by the composition root and by itself.
+
+Every import statement counts: at module level, inside a function and under
+``if TYPE_CHECKING:`` alike, since each one ties the two modules together whether or not
+Python runs it at import time. The graph is read from ``src/`` with the standard ``ast``
+module (a small walk rather than grimp or import-linter: about sixty lines, no build
+step, and the layers below stay readable beside the rule they feed).
+
+Run it as a script to print the figures (modules, import edges, circles, back edges):
+
+    python tests/test_import_graph.py
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+#: lore's layers, top to bottom (docs/architecture.md draws them). A module belongs to the
+#: layer of the longest prefix naming it, and may import its own layer (without a circle)
+#: and any layer below; never one above.
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    # What a person or an agent calls: commands, the service, MCP, the adapters, the suites.
+    ("entry points", (
+        "lore.cli", "lore.web", "lore.mcp_server", "lore.mcp_stdio", "lore.integrations", "lore.testing",
+    )),
+    # Runs driven by the settings that ask the root for their parts.
+    ("jobs", ("lore.sync", "lore.schedule", "lore.reembed")),
+    # The one place that reads settings to build parts, and names backends and embedders.
+    ("composition root", ("lore.resolve",)),
+    # What the root wires from parts: the tool and its chain, alerts, events, metrics, eval.
+    ("services", (
+        "lore.tool", "lore.alerts", "lore.events", "lore.eval", "lore.metrics", "lore.serving",
+    )),
+    # One implementation of a seam or a stage each, taking instances.
+    ("parts", (
+        "lore.backends", "lore.embedders", "lore.rerankers", "lore.sources", "lore.chunking",
+        "lore.sync_pipeline", "lore.schedule_history", "lore.safety", "lore.extract", "lore.vault",
+        "lore.events.sqlite_store",
+    )),
+    ("seams and settings", ("lore.protocols", "lore.config", "lore.config_sources")),
+    ("foundation", (
+        "lore", "lore.errors", "lore.models", "lore.access", "lore.events.record", "lore.events.timing",
+        "lore.breaker", "lore.fusion", "lore.confidence", "lore.text_blocks", "lore.observe",
+        "lore.interrupt", "lore.startup_trace", "lore.schedule_cadence",
+    )),
+]
+
+#: The composition root: the one module that turns settings into parts by name.
+ROOT = "lore.resolve"
+BACKEND_PACKAGE = re.compile(r"^lore\.backends\.(sqlite|pgvector|qdrant|elasticsearch|discovery_engine)\b")
+
+
+def modules() -> dict[str, Path]:
+    """Every module under src/lore by dotted name (a package by its own name)."""
+    found = {}
+    for path in (SRC / "lore").rglob("*.py"):
+        parts = path.relative_to(SRC).with_suffix("").parts
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def _owner(name: str, known: dict[str, Path]) -> str:
+    while name not in known:
+        name = name.rpartition(".")[0]
+    return name
+
+
+def _imported(name: str, path: Path, known: dict[str, Path]) -> Iterator[str]:
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+            yield from (_owner(name, known) for name in names if name.split(".")[0] == "lore")
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+                base = ".".join([*package[: len(package) - node.level + 1], *([base] if base else [])])
+            if base.split(".")[0] != "lore":
+                continue
+            for alias in node.names:
+                submodule = f"{base}.{alias.name}"
+                yield submodule if submodule in known else _owner(base, known)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the lore modules it imports (the implicit import of a parent package left out)."""
+    known = modules()
+    return {name: set(_imported(name, path, known)) - {name} for name, path in sorted(known.items())}
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for start in graph:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, targets = work[-1]
+            for target in targets:
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(sorted(graph[target]))))
+                    break
+                if target in on_stack:
+                    low[node] = min(low[node], index[target])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+    return sorted(found)
+
+
+def layer_of(module: str) -> int:
+    """The index in ``LAYERS`` (0 is the top) of the longest prefix naming ``module``."""
+    best, depth = -1, -1
+    for position, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and prefix.count(".") > depth:
+                best, depth = position, prefix.count(".")
+    if best < 0:
+        raise AssertionError(f"{module} is in no layer: add it to LAYERS (tests/test_import_graph.py)")
+    return best
+
+
+def back_edges(graph: dict[str, set[str]]) -> list[str]:
+    """Imports of a module in a layer above the importer's."""
+    return sorted(
+        f"{source} -> {target} ({LAYERS[layer_of(source)][0]} -> {LAYERS[layer_of(target)][0]})"
+        for source, targets in graph.items()
+        for target in targets
+        if layer_of(target) < layer_of(source)
+    )
+
+
+def foreign_backend_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Imports of a backend's package from outside it and outside the composition root."""
+    found = []
+    for source, targets in graph.items():
+        for target in targets:
+            match = BACKEND_PACKAGE.match(target)
+            owner = match.group(0) if match else None
+            if owner and source != ROOT and source != owner and not source.startswith(owner + "."):
+                found.append(f"{source} -> {target}")
+    return sorted(found)
+
+
+def test_every_module_has_a_layer() -> None:
+    for module in import_graph():
+        layer_of(module)
+
+
+#: What is still to untie (each list only shrinks).
+KNOWN_CIRCLES = [
+    ["lore.backends.fallback", "lore.resolve", "lore.sync"],
+    ["lore.backends.pgvector.bm25", "lore.backends.pgvector.counting", "lore.backends.pgvector.postings",
+     "lore.backends.pgvector.schema", "lore.backends.pgvector.statements"],
+    ["lore.backends.sqlite.readonly", "lore.backends.sqlite.schema", "lore.events.sqlite_store"],
+    ["lore.cli.eval_cmd", "lore.cli.verdict_cmd"],
+    ["lore.config", "lore.sources", "lore.sources.filesystem", "lore.sources.vault"],
+    ["lore.embedders.local_query", "lore.embedders.query_weights"],
+    ["lore.tool.render", "lore.tool.result"],
+]
+KNOWN_BACK_EDGES = [
+    "lore.backends.fallback -> lore.resolve (parts -> composition root)",
+    "lore.backends.fallback -> lore.sync (parts -> jobs)",
+    "lore.config -> lore.sources (seams and settings -> parts)",
+    "lore.tool.core -> lore.resolve (services -> composition root)",
+]
+KNOWN_FOREIGN = [
+    "lore.backends.pgvector.analysis -> lore.backends.sqlite.fulltext",
+    "lore.backends.pgvector.channels -> lore.backends.sqlite.fulltext",
+    "lore.backends.pgvector.postings -> lore.backends.sqlite.fulltext",
+    "lore.events.sqlite_store -> lore.backends.sqlite.readonly",
+    "lore.events.stores -> lore.backends.pgvector.events",
+    "lore.testing.source_conformance -> lore.backends.sqlite",
+]
+
+
+def test_no_import_circles() -> None:
+    assert circles(import_graph()) == KNOWN_CIRCLES
+
+
+def test_no_import_runs_back_up() -> None:
+    assert back_edges(import_graph()) == KNOWN_BACK_EDGES
+
+
+def test_backend_packages_are_imported_only_by_the_root_and_themselves() -> None:
+    assert foreign_backend_imports(import_graph()) == KNOWN_FOREIGN
+
+
+def main() -> None:
+    graph = import_graph()
+    found = circles(graph)
+    back = back_edges(graph)
+    foreign = foreign_backend_imports(graph)
+    print(f"{len(graph)} modules, {sum(map(len, graph.values()))} import edges, {len(LAYERS)} layers")
+    print(f"{len(found)} circles")
+    for component in found:
+        print("  " + " <-> ".join(component))
+    print(f"{len(back)} back edges")
+    for edge in back:
+        print("  " + edge)
+    print(f"{len(foreign)} imports of a backend from outside it")
+    for edge in foreign:
+        print("  " + edge)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
