@@ -20,7 +20,8 @@ from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 
 from lore.config import LoreSettings
-from lore.tool.core import KnowledgeSearch, build_knowledge_search
+from lore.resolve import build_knowledge_search
+from lore.tool.core import KnowledgeSearch
 
 
 # Why not ADK's VertexAiSearchTool: it is model built-in grounding. The model retrieves

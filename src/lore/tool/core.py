@@ -39,7 +39,7 @@ from lore.events.recorder import EventRecorder, event_of_call, recorder_for
 from lore.events.timing import Timing, measure_retrieval
 from lore.models import Passage, SearchMode
 from lore.observe import observe_search
-from lore.protocols import Embedder, KnowledgeRetriever, ReportingRetriever, Reranker
+from lore.protocols import KnowledgeRetriever, ReportingRetriever, Reranker
 from lore.rerankers import resolve_reranker
 from lore.safety.audit import AuditEntry, AuditError, AuditHit, AuditLog, JsonlAuditLog
 from lore.safety.audit_writer import record_entry
@@ -334,22 +334,3 @@ class KnowledgeSearch:
     def cleaner(self) -> PassageCleaner:
         """The screening, redaction and cap stages (benches time them alone)."""
         return self._cleaner
-
-
-def build_knowledge_search(
-    settings: LoreSettings | None = None, embedder: Embedder | None = None, *, audit: AuditLog | None = None
-) -> KnowledgeSearch | None:
-    """The configured tool, or None when ``backend = "none"`` (integrations then attach
-    no search tool). Configuration problems raise ``ConfigError``. The embedder is built
-    from settings unless one is passed in."""
-    from lore.resolve import NO_BACKEND, resolve_retriever
-
-    settings = settings if settings is not None else load_settings()
-    if settings.backend == NO_BACKEND:
-        return None
-    # Before the retriever, so a bad reranker setting leaves no store open behind it.
-    reranker = resolve_reranker(settings)
-    retriever = resolve_retriever(settings, embedder)
-    if retriever is None:
-        return None
-    return KnowledgeSearch(retriever, settings=settings, reranker=reranker, audit=audit)

@@ -12,13 +12,13 @@ import asyncio
 from collections.abc import Callable
 
 from lore.backends.mirror import MirroredIndex
-from lore.chunking import Chunker
 from lore.config import LoreSettings
-from lore.models import RunRecord, RunTrigger, SyncReport
+from lore.models import CHUNKING_STATE_KEY, RunRecord, RunTrigger, SyncReport
 from lore.protocols import Embedder, KnowledgeIndex, KnowledgeSource, StoringBackend
+from lore.resolve import settings_chunker
 from lore.schedule_history import RunRecorder
 from lore.sources import build_source
-from lore.sync import CHUNKING_STATE_KEY, check_sources, ingest_signature, sync_sources
+from lore.sync import check_sources, ingest_signature, sync_sources
 from lore.sync_pipeline import SyncProgress
 from lore.web.managed import ManagedSources
 
@@ -38,9 +38,7 @@ class IndexWriter:
         self._backend = backend
         self.fallback = fallback
         self.sources = ManagedSources(settings)
-        self.chunker = Chunker.for_embedder(
-            embedder, max_tokens=settings.chunk_tokens, overlap_tokens=settings.chunk_overlap
-        )
+        self.chunker = settings_chunker(settings, embedder)
         #: The record of the last run ``sync`` finished, however it ended.
         self.last_run: RunRecord | None = None
 
