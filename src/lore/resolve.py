@@ -135,6 +135,16 @@ def open_backend(settings: LoreSettings, embedder: Embedder | None = None) -> St
     return module.from_settings(settings, embedder if embedder is not None else resolve_embedder(settings))
 
 
+#: Backends whose location (``lore migrate --from/--to``) may carry a password: shown by
+#: their name alone.
+SECRET_LOCATIONS = frozenset({"pgvector"})
+
+
+def shown_location(backend: str, target: str) -> str:
+    """``backend:target`` as a command may print it (a DSN's password never is)."""
+    return f"{backend}:<dsn>" if backend in SECRET_LOCATIONS else f"{backend}:{target}"
+
+
 def is_retrieval_only(settings: LoreSettings) -> bool:
     return settings.backend in RETRIEVAL_ONLY
 
