@@ -4,6 +4,7 @@
              ─► open_backend ──────────► StoringBackend (one store: index and retriever)
              ─► resolve_retriever ─────► KnowledgeRetriever; with [fallback], FallbackRetriever
              ─► writable_index ────────► KnowledgeIndex; with [fallback], MirroredIndex
+                                          (mirrored_index, for indexes already open)
              ─► settings_chunker ──────► Chunker
              ─► event_store_for, recorder_for, configured_event_store ─► EventStore, EventRecorder
              ─► knowledge_search, build_knowledge_search ─► KnowledgeSearch (the safety chain)
@@ -307,6 +308,14 @@ def writable_index(settings: LoreSettings, embedder: Embedder) -> KnowledgeIndex
     except LoreError as err:
         return MirroredIndex(index, None, fallback_problem=f"cannot open it ({err}); it was not updated")
     return MirroredIndex(index, fallback)
+
+
+def mirrored_index(primary: KnowledgeIndex, fallback: KnowledgeIndex | None) -> KnowledgeIndex:
+    """What a write goes to: ``primary``, and the ``[fallback]`` index beside it when one
+    is open (``lore serve``'s writer holds both)."""
+    from lore.backends.mirror import MirroredIndex
+
+    return primary if fallback is None else MirroredIndex(primary, fallback)
 
 
 def settings_chunker(settings: LoreSettings, embedder: Embedder) -> Chunker:

@@ -11,11 +11,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from lore.backends.mirror import MirroredIndex
 from lore.config import LoreSettings
 from lore.models import CHUNKING_STATE_KEY, RunRecord, RunTrigger, SyncReport
-from lore.protocols import Embedder, KnowledgeIndex, KnowledgeSource, StoringBackend
-from lore.resolve import settings_chunker
+from lore.protocols import Embedder, KnowledgeSource, StoringBackend
+from lore.resolve import mirrored_index, settings_chunker
 from lore.schedule_history import RunRecorder
 from lore.sources import build_source
 from lore.sync import check_sources, ingest_signature, sync_sources
@@ -61,9 +60,7 @@ class IndexWriter:
         """``sources`` through the sync pipeline, on the calling thread (its own event loop)."""
         check_sources(sources)
         backend = self._backend()
-        target: KnowledgeIndex = backend
-        if self.fallback is not None:
-            target = MirroredIndex(backend, self.fallback)
+        target = mirrored_index(backend, self.fallback)
         # Recorded like every other sync, so `lore sync --history`, the schedule and
         # /metrics (the last successful sync per source) see the service's runs too.
         recorder = RunRecorder(RunTrigger.SERVICE)
