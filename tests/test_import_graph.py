@@ -4,8 +4,8 @@ package imported only by the composition root and by itself.
 Every import statement counts: at module level, inside a function and under
 ``if TYPE_CHECKING:`` alike, since each one ties the two modules together whether or not
 Python runs it at import time. The graph is read from ``src/`` with the standard ``ast``
-module (a small walk rather than grimp or import-linter: about sixty lines, no build
-step, and the layers below stay readable beside the rule they feed).
+module (a small walk and Tarjan's components rather than grimp or import-linter: no new
+dependency, and the layers below stay readable beside the rules they feed).
 
 Run it as a script to print the figures (modules, import edges, circles, back edges):
 
@@ -60,11 +60,11 @@ ROOT = "lore.resolve"
 BACKEND_PACKAGE = re.compile(r"^lore\.backends\.(sqlite|pgvector|qdrant|elasticsearch|discovery_engine)\b")
 
 
-def modules() -> dict[str, Path]:
+def modules(src: Path = SRC) -> dict[str, Path]:
     """Every module under src/lore by dotted name (a package by its own name)."""
     found = {}
-    for path in (SRC / "lore").rglob("*.py"):
-        parts = path.relative_to(SRC).with_suffix("").parts
+    for path in (src / "lore").rglob("*.py"):
+        parts = path.relative_to(src).with_suffix("").parts
         found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     return found
 
@@ -92,9 +92,9 @@ def _imported(name: str, path: Path, known: dict[str, Path]) -> Iterator[str]:
                 yield submodule if submodule in known else _owner(base, known)
 
 
-def import_graph() -> dict[str, set[str]]:
+def import_graph(src: Path = SRC) -> dict[str, set[str]]:
     """Module -> the lore modules it imports (the implicit import of a parent package left out)."""
-    known = modules()
+    known = modules(src)
     return {name: set(_imported(name, path, known)) - {name} for name, path in sorted(known.items())}
 
 
@@ -174,6 +174,35 @@ def foreign_backend_imports(graph: dict[str, set[str]]) -> list[str]:
             if owner and source != ROOT and source != owner and not source.startswith(owner + "."):
                 found.append(f"{source} -> {target}")
     return sorted(found)
+
+
+def _package(root: Path, files: dict[str, str]) -> Path:
+    for name, text in {"__init__.py": "", **files}.items():
+        (root / "lore" / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / "lore" / name).write_text(text, encoding="utf-8")
+    return root
+
+
+def test_a_circle_through_a_function_or_type_checking_import_is_found(tmp_path: Path) -> None:
+    src = _package(tmp_path, {
+        "a.py": "from lore import b\n",
+        "b.py": "def f():\n    from lore.c import g\n",
+        "c.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from . import a\n",
+    })
+    assert circles(import_graph(src)) == [["lore.a", "lore.b", "lore.c"]]
+
+
+def test_names_imported_from_a_package_are_no_circle(tmp_path: Path) -> None:
+    """The look-alike: ``from lore.pkg import name`` of a name (not a submodule) ties the
+    importer to the package's __init__ only, and a child's import of its parent is none."""
+    src = _package(tmp_path, {
+        "pkg/__init__.py": "VALUE = 1\n",
+        "pkg/child.py": "from lore.pkg import VALUE\n",
+        "user.py": "from lore.pkg import VALUE\nfrom lore.pkg import child\n",
+    })
+    graph = import_graph(src)
+    assert circles(graph) == []
+    assert graph["lore.user"] == {"lore.pkg", "lore.pkg.child"}
 
 
 def test_every_module_has_a_layer() -> None:
