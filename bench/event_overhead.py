@@ -27,6 +27,7 @@ from _console import bench_console
 from mcp_latency import QUESTIONS  # the same on-call questions as the other latency benches
 from rich.table import Table
 
+from lore.access import LOCAL
 from lore.config import load_settings
 from lore.events.recorder import EventRecorder
 from lore.resolve import open_backend, resolve_embedder
@@ -72,14 +73,14 @@ async def _rounds(
     on: KnowledgeSearch, off: KnowledgeSearch, rounds: int, out: dict[str, list[float]]
 ) -> None:
     for question in QUESTIONS:  # warm-up: caches, the vector matrix, the writer thread
-        await on.run({"query": question})
-        await off.run({"query": question})
+        await on.run({"query": question}, principal=LOCAL)
+        await off.run({"query": question}, principal=LOCAL)
     for number in range(rounds):
         order = (("on", on), ("off", off)) if number % 2 == 0 else (("off", off), ("on", on))
         for question in QUESTIONS:
             for name, tool in order:
                 started = time.perf_counter()
-                await tool.run({"query": question})
+                await tool.run({"query": question}, principal=LOCAL)
                 out[name].append((time.perf_counter() - started) * 1000.0)
 
 

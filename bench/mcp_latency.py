@@ -24,6 +24,7 @@ from _console import bench_console
 from mcp import Client, StdioServerParameters
 from rich.table import Table
 
+from lore.access import LOCAL
 from lore.config import load_settings
 from lore.resolve import build_knowledge_search
 from lore.sync import run_sync
@@ -78,7 +79,7 @@ async def time_in_process(config: Path, calls: int, warmup: int) -> list[float]:
     samples: list[float] = []
     for i in range(warmup + calls):
         started = time.perf_counter()
-        result = await search.run({"query": QUESTIONS[i % len(QUESTIONS)], "top_k": 5})
+        result = await search.run({"query": QUESTIONS[i % len(QUESTIONS)], "top_k": 5}, principal=LOCAL)
         elapsed = (time.perf_counter() - started) * 1000
         if result.error is not None:
             raise SystemExit(f"search failed: {result.error}")

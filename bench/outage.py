@@ -33,6 +33,7 @@ from _console import bench_console
 from _postgres import _cluster_module
 from rich.table import Table
 
+from lore.access import LOCAL
 from lore.backends.fallback import FALLBACK_PREFIX, FallbackRetriever
 from lore.config import load_settings
 from lore.resolve import retriever_with_fallback
@@ -76,7 +77,7 @@ def write_corpus(root: Path, dsn: str, budget_ms: int, cooldown_s: float) -> Pat
 
 async def served_by(tool: KnowledgeSearch, query: str) -> tuple[str, float]:
     started = time.perf_counter()
-    result = await tool.run({"query": query})
+    result = await tool.run({"query": query}, principal=LOCAL)
     elapsed = (time.perf_counter() - started) * 1000
     if result.metadata is None or result.error is not None:
         return "error", elapsed

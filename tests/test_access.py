@@ -4,6 +4,7 @@ stored, and the tool core. (What every backend must filter is in the conformance
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import shutil
@@ -19,7 +20,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-import lore.cli.sync_cmd  # noqa: F401  (registers the commands on the app)
+import lore.cli.sync_cmd
+import lore.web
 from lore.access import (
     ALL_VIEWERS,
     LOCAL,
@@ -28,6 +30,7 @@ from lore.access import (
     Role,
     access_filter,
     access_terms,
+    local_user,
     readable,
 )
 from lore.backends.sqlite import SqliteBackend
@@ -36,7 +39,7 @@ from lore.backends.sqlite.store import ChunkStore
 from lore.chunking import Chunker
 from lore.cli.app import app
 from lore.config import LoreSettings, SafetySettings, SourceConfig, load_settings
-from lore.errors import ConfigError
+from lore.errors import AccessDeniedError, ConfigError
 from lore.models import Document, SearchMode, Visibility
 from lore.safety.audit import MemoryAuditLog
 from lore.sources import build_source, parse_scope
@@ -58,11 +61,41 @@ ACME_SRE = Principal("acme-bot", Role.VIEWER, frozenset({"sre"}), tenant="acme")
 # -- the rule --------------------------------------------------------------------------
 
 
-def test_the_local_user_and_bare_names_see_everything() -> None:
+def test_only_the_local_user_sees_everything() -> None:
     assert access_filter(LOCAL) is None
-    assert access_filter("alice") is None
-    assert access_filter(None) is None
+    assert access_filter(local_user("alice")) is None
     assert readable(LOCAL, None, "acme")
+
+
+@pytest.mark.parametrize("caller", ["alice", None, "local", {"name": "local", "role": "admin"}])
+def test_a_bare_name_or_none_is_refused_never_the_local_user(caller: Any) -> None:
+    # The bug of issue 30: a string reached the rule and was served as the local user.
+    with pytest.raises(AccessDeniedError):
+        access_filter(caller)
+    with pytest.raises(AccessDeniedError):
+        readable(caller, ALL_VIEWERS, None)
+
+
+def test_a_principal_that_looks_like_the_local_user_is_still_filtered() -> None:
+    # Same name and role as LOCAL, but an ordinary Principal: a server's, filtered.
+    assert access_filter(Principal("local", Role.ADMIN)) == AccessFilter(None, None)
+    assert not readable(Principal("local", Role.ADMIN), None, "acme")
+
+
+def test_no_server_module_can_construct_the_local_user() -> None:
+    """``lore serve`` never builds the CLI's unfiltered principal: not one module of
+    ``lore.web`` names it."""
+    forbidden = {"LocalUser", "local_user", "LOCAL"}
+    web = Path(lore.web.__file__).parent
+    for module in web.rglob("*.py"):
+        for node in ast.walk(ast.parse(module.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                names = {alias.name for alias in node.names}
+            elif isinstance(node, ast.Attribute | ast.Name):
+                names = {node.attr if isinstance(node, ast.Attribute) else node.id}
+            else:
+                continue
+            assert not names & forbidden, f"{module.name} uses {names & forbidden}"
 
 
 def test_a_service_principal_is_always_filtered_an_admin_to_its_tenant() -> None:
@@ -300,11 +333,16 @@ async def test_the_tool_filters_by_principal_and_audits_it(
         search = KnowledgeSearch(index, settings=settings, audit=audit, reranker=None)
         as_viewer = await search.run({"query": "failover replication", "top_k": 5}, principal=VIEWER)
         as_dba = await search.run({"query": "failover replication", "top_k": 5}, principal=DBA)
-        local = await search.run({"query": "failover replication", "top_k": 5}, principal="alice")
+        local = await search.run({"query": "failover replication", "top_k": 5}, principal=local_user("alice"))
+        # A bare name is no principal: refused (and audited), never served as the local user.
+        refused = await search.run({"query": "failover replication"}, principal="alice")  # type: ignore[arg-type]
+    assert refused.passages == []
+    assert refused.error is not None
+    assert "refused" in refused.error
     assert {p.uri.rsplit("/", 1)[-1] for p in as_viewer.passages} == {"open.md"}
     assert {p.uri.rsplit("/", 1)[-1] for p in as_dba.passages} == {"open.md", "dba.md"}
     assert {p.uri.rsplit("/", 1)[-1] for p in local.passages} == {"open.md", "dba.md"}
-    assert [entry.principal for entry in audit.entries] == ["oncall-agent", "dba-bot", "alice"]
+    assert [entry.principal for entry in audit.entries] == ["oncall-agent", "dba-bot", "alice", None]
 
 
 # -- the CLI -------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 import test_search_cli as search_cli
-from lore.access import AccessFilter
+from lore.access import LOCAL, AccessFilter, local_user
 from lore.alerts.tool import ALERT_TOOL_NAME, RunbookForAlert
 from lore.config import load_settings
 from lore.models import Passage, SearchMode
@@ -249,7 +249,7 @@ def test_a_runbook_found_by_text_alone_is_listed_without_an_empty_for(
     assert retriever is not None
     try:
         tool = RunbookForAlert(KnowledgeSearch(retriever, settings=settings))
-        text = asyncio.run(tool.run({"payload": notification(NODE)})).render_text()
+        text = asyncio.run(tool.run({"payload": notification(NODE)}, principal=LOCAL)).render_text()
     finally:
         retriever.close()  # type: ignore[attr-defined]
 
@@ -338,7 +338,7 @@ def test_an_injected_runbook_is_screened_and_a_secret_in_an_annotation_redacted(
     )
     try:
         tool = RunbookForAlert(KnowledgeSearch(retriever, settings=settings))  # type: ignore[arg-type]
-        result = asyncio.run(tool.run({"payload": notification(disk)}, principal="tester"))
+        result = asyncio.run(tool.run({"payload": notification(disk)}, principal=local_user("tester")))
     finally:
         inner.close()  # type: ignore[attr-defined]
     assert result.error is None

@@ -21,6 +21,7 @@ from google.auth.credentials import Credentials
 from typer.testing import CliRunner
 
 from de_server import FakeDiscoveryEngine
+from lore.access import LOCAL
 from lore.backends.discovery_engine import DiscoveryEngineRetriever, filter_expression, from_settings
 from lore.cli.app import app
 from lore.config import LoreSettings, load_settings
@@ -169,7 +170,7 @@ async def test_results_become_passages_with_explicit_gaps(retriever: DiscoveryEn
 async def test_through_the_tool_core(fake: FakeDiscoveryEngine, tmp_path: Path) -> None:
     settings = settings_for(fake).model_copy(update={"audit_path": tmp_path / "audit.jsonl"})
     tool = KnowledgeSearch(from_settings(settings, FakeCredentials()), settings=settings)
-    result = await tool.run({"query": "etcdNoLeader"})
+    result = await tool.run({"query": "etcdNoLeader"}, principal=LOCAL)
     assert result.error is None
     assert result.metadata.engine == "discovery_engine"
     known, unknown = result.passages

@@ -30,6 +30,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.types import TextContent
 
+from lore.access import local_user
 from lore.cli.search_cmd import os_user as cli_os_user
 from lore.config import LoreSettings, load_settings
 from lore.mcp_server import os_user as mcp_os_user
@@ -186,7 +187,7 @@ async def test_control_without_the_chain_every_case_leaks(
     bypassed = ChainBypassed(search.retriever, settings=settings)
     for case in CASES:
         arguments = {"query": case.query, "top_k": planted.chunks[case.name] + 2}
-        result = await bypassed.run(arguments, principal="control")
+        result = await bypassed.run(arguments, principal=local_user("control"))
         assert result.error is None
         assert len(unsafe_payloads(result, [case])) == len(case.payloads), case.name
         text = await handle_openai_tool_call(bypassed, json.dumps(arguments), principal="control")
@@ -197,7 +198,7 @@ async def test_python_api(planted: Planted) -> None:
     search = planted.search()
 
     async def ask(arguments: dict[str, Any]) -> Any:
-        return await search.run(arguments, principal="python-api")
+        return await search.run(arguments, principal=local_user("python-api"))
 
     await check_every_case(planted, ask, who="python-api")
 

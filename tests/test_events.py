@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from lore.access import ALL_VIEWERS, Principal, Role
+from lore.access import ALL_VIEWERS, LOCAL, Principal, Role, local_user
 from lore.alerts.tool import RunbookForAlert
 from lore.backends.sqlite import SqliteBackend
 from lore.config import LoreSettings
@@ -52,7 +52,9 @@ def tool_for(backend: SqliteBackend, tmp_path: Path, **events: int) -> Knowledge
 def search(
     tool: KnowledgeSearch, principal: Principal | str | None = None, **arguments: object
 ) -> ToolResult:
-    return asyncio.run(tool.run(arguments, principal=principal, mode=arguments.pop("mode", None)))  # type: ignore[arg-type]
+    # A name here is the local user's (the CLI's), named for the audit.
+    caller = principal if isinstance(principal, Principal) else local_user(principal)
+    return asyncio.run(tool.run(arguments, principal=caller, mode=arguments.pop("mode", None)))  # type: ignore[arg-type]
 
 
 def recorded(tool: KnowledgeSearch, result: ToolResult) -> RetrievalEvent:
@@ -162,7 +164,8 @@ def test_an_alert_event_carries_its_fingerprints(backend: SqliteBackend, tmp_pat
             {"labels": {"alertname": "KafkaLag", "group": "orders-v2"}, "annotations": {"summary": "lag"}},
         ],
     }
-    result = asyncio.run(RunbookForAlert(tool).run({"payload": payload, "conversation_id": "c-9"}))
+    arguments = {"payload": payload, "conversation_id": "c-9"}
+    result = asyncio.run(RunbookForAlert(tool).run(arguments, principal=LOCAL))
     event = recorded(tool, result.result)
     tool.close()
     computed = alert_fingerprint({"group": "orders-v2", "alertname": "KafkaLag"})
@@ -236,7 +239,7 @@ def test_feedback_that_cannot_be_audited_is_not_stored(backend: SqliteBackend, t
     (tmp_path / "audit.jsonl").mkdir()  # a real open() failure: EISDIR
 
     with pytest.raises(AuditError, match="could not be written"):
-        submit_feedback(tool.events, {"event_id": event.event_id, "note": "x"}, None, audit=tool.audit)
+        submit_feedback(tool.events, {"event_id": event.event_id, "note": "x"}, LOCAL, audit=tool.audit)
 
     assert tool.events.store is not None
     assert tool.events.store.feedback(event.event_id) == []
@@ -254,7 +257,7 @@ def test_from_feedback_separates_knowledge_and_ranking_gaps(backend: SqliteBacke
             # by title: indexed, ranked below k; a uri the index lacks; the one it found.
             "expected": ["Kafka consumer lag", "runbooks/etcd-restore.md", "runbooks/etcd.md"],
         },
-        None,
+        LOCAL,
         audit=tool.audit,
     )
     assert tool.events.store is not None

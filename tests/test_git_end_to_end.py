@@ -24,6 +24,7 @@ from typer.testing import CliRunner
 import lore.cli.search_cmd
 import lore.cli.sync_cmd  # noqa: F401
 from git_servers import SmartHttpServer, Upstream, git, start_sshd
+from lore.access import LOCAL
 from lore.cli.app import app
 from lore.config import LoreSettings, load_settings
 from lore.mcp_server import build_server
@@ -97,7 +98,7 @@ def run_lore(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 async def mcp_search(config: Path, labels: dict[str, str]) -> CallToolResult:
     """The in-process MCP server (the same object ``lore mcp`` serves) through the SDK's client."""
     search = build_knowledge_search(load_settings(config))
-    async with Client(build_server(search)) as client:
+    async with Client(build_server(search, principal=LOCAL)) as client:
         return await client.call_tool(TOOL_NAME, {"query": "quorumzebra raft", "top_k": 3, "labels": labels})
 
 

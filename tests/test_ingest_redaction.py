@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 import lore.sync
+from lore.access import LOCAL
 from lore.backends.sqlite import SqliteBackend
 from lore.chunking import Chunker
 from lore.config import load_settings
@@ -325,7 +326,7 @@ async def test_a_secret_pasted_into_a_question_never_reaches_the_remote_embedder
     case = next(case for case in secret_cases() if case.payloads)
     before = len(embedding_server.requests)
 
-    result = await search.run({"query": f"why does {case.payloads[0]} fail to authenticate"})
+    result = await search.run({"query": f"why does {case.payloads[0]} fail to authenticate"}, principal=LOCAL)
 
     assert result.error is None
     sent = [json.dumps(request.body) for request in embedding_server.requests[before:]]

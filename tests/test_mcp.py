@@ -20,6 +20,7 @@ from mcp import Client, StdioServerParameters
 from mcp.types import TextContent
 
 import agent_corpus
+from lore.access import LOCAL
 from lore.config import load_settings
 from lore.mcp_server import build_server
 from lore.resolve import build_knowledge_search
@@ -180,7 +181,7 @@ async def test_streamable_http_lists_and_calls_the_tool(config: Path, http_serve
 async def test_unknown_tool_is_an_error_result(config: Path) -> None:
     search = build_knowledge_search(load_settings(config))
     assert isinstance(search, KnowledgeSearch)
-    async with Client(build_server(search)) as client:  # in-process: same server object
+    async with Client(build_server(search, principal=LOCAL)) as client:  # in-process: same server object
         result = await client.call_tool("delete_everything", {})
     assert result.is_error
     assert isinstance(result.content[0], TextContent)

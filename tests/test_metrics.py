@@ -19,6 +19,7 @@ require_extra("prometheus_client", "serve")
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
 from lore import metrics  # noqa: E402
+from lore.access import LOCAL, local_user  # noqa: E402
 from lore.backends.sqlite import SqliteBackend  # noqa: E402
 from lore.config import LoreSettings  # noqa: E402
 from lore.embedders.hashing import HashingEmbedder  # noqa: E402
@@ -64,9 +65,9 @@ async def test_each_tool_call_is_counted_once_by_outcome_with_latency_and_top_sc
     seconds_before = value("lore_retrieval_seconds_count", tool=TOOL, engine=engine, mode="hybrid")
     scores_before = value("lore_top_score_count", tool=TOOL, engine=engine, mode="hybrid")
 
-    found = await search.run({"query": "zanzibarquorum"})
+    found = await search.run({"query": "zanzibarquorum"}, principal=LOCAL)
     assert found.passages
-    refused = await search.run({"query": "   "})
+    refused = await search.run({"query": "   "}, principal=LOCAL)
     assert refused.error is not None
 
     after = {name: outcome_count(engine, name) for name in before}
@@ -86,7 +87,8 @@ async def test_a_healthy_search_finding_nothing_is_empty_a_degraded_one_degraded
     healthy = search_over(tmp_path / "healthy", CountingEmbedder())
     engine = healthy.retriever.engine
     empty_before = outcome_count(engine, "empty")
-    result = await healthy.run({"query": "zanzibarquorum", "labels": {"team": "nobody-has-this"}})
+    nobody = {"query": "zanzibarquorum", "labels": {"team": "nobody-has-this"}}
+    result = await healthy.run(nobody, principal=LOCAL)
     assert result.passages == []
     assert result.error is None
     assert outcome_count(engine, "empty") == empty_before + 1
@@ -94,7 +96,7 @@ async def test_a_healthy_search_finding_nothing_is_empty_a_degraded_one_degraded
     degraded = search_over(tmp_path / "degraded", HashingEmbedder(dimension=64))  # a degraded embedder
     assert degraded.retriever.degraded
     degraded_before, empty_before = outcome_count(engine, "degraded"), outcome_count(engine, "empty")
-    nothing = await degraded.run({"query": "zanzibarquorum", "labels": {"team": "nobody-has-this"}})
+    nothing = await degraded.run(nobody, principal=LOCAL)
     assert nothing.passages == []
     assert nothing.metadata is not None
     assert nothing.metadata.degraded
@@ -105,7 +107,7 @@ async def test_a_healthy_search_finding_nothing_is_empty_a_degraded_one_degraded
 
 async def test_no_label_value_carries_query_text_a_uri_or_the_principal(tmp_path: Path) -> None:
     search = search_over(tmp_path, CountingEmbedder())
-    await search.run({"query": "zanzibarquorum secretive-marker"}, principal="alice-operator")
+    await search.run({"query": "zanzibarquorum secretive-marker"}, principal=local_user("alice-operator"))
     body, _ = metrics.render(None)
     for family in text_string_to_metric_families(body.decode()):
         for sample in family.samples:
@@ -122,7 +124,8 @@ async def test_a_failing_watcher_never_fails_the_search(tmp_path: Path) -> None:
 
     stop = watch_searches(broken)
     try:
-        result = await search_over(tmp_path, CountingEmbedder()).run({"query": "zanzibarquorum"})
+        search = search_over(tmp_path, CountingEmbedder())
+        result = await search.run({"query": "zanzibarquorum"}, principal=LOCAL)
     finally:
         stop()
     assert result.error is None
@@ -201,7 +204,7 @@ async def test_the_stale_rule_is_the_tool_s(tmp_path: Path) -> None:
                 source="runbooks", updated_at=NOW - timedelta(days=days, minutes=minutes),
             )
     search = KnowledgeSearch(backend, settings=settings(tmp_path), audit=MemoryAuditLog())
-    result = await search.run({"query": "boundary page", "top_k": 20})
+    result = await search.run({"query": "boundary page", "top_k": 20}, principal=LOCAL)
     flagged = sum(1 for passage in result.passages if passage.stale)
     assert len(result.passages) == 8
     rows = backend.source_statistics(metrics.stale_before(datetime.now(UTC), 180))

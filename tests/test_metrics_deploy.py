@@ -22,6 +22,7 @@ require_extra("prometheus_client", "serve")
 promql_parser = require_extra("promql_parser", "dev")
 
 from lore import metrics  # noqa: E402
+from lore.access import LOCAL  # noqa: E402
 from lore.backends.sqlite import SqliteBackend  # noqa: E402
 from lore.config import LoreSettings  # noqa: E402
 from lore.testing.embedders import CountingEmbedder  # noqa: E402
@@ -204,7 +205,7 @@ async def test_lore_finds_the_runbook_of_each_of_its_own_alerts(tmp_path: Path) 
     tool = RunbookForAlert(search)
     for rule in rules():
         labels = {"alertname": rule["alert"], **rule.get("labels", {})}
-        answer = await tool.run({"labels": labels, "annotations": rule["annotations"]})
+        answer = await tool.run({"labels": labels, "annotations": rule["annotations"]}, principal=LOCAL)
         assert answer.error is None, answer.error
         top = answer.result.passages[0]
         expected = rule["annotations"]["runbook_url"].rsplit("/", 1)[1]

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from lore.access import LOCAL
 from lore.config import LoreSettings
 from lore.embedders.query_batching import BatchingQueryEmbedder
 from lore.errors import EmbeddingError
@@ -210,7 +211,7 @@ def test_each_searchs_event_says_how_long_it_spent_embedding_its_batch_wait_incl
         gated.release.set()
 
     async def searches() -> list[object]:
-        return await asyncio.gather(*(tool.run({"query": text}) for text in QUESTIONS[:4]))
+        return await asyncio.gather(*(tool.run({"query": text}, principal=LOCAL) for text in QUESTIONS[:4]))
 
     releaser = threading.Thread(target=release)
     releaser.start()

@@ -29,6 +29,7 @@ import numpy as np
 import pytest
 from pydantic import SecretStr
 
+from lore.access import LOCAL
 from lore.backends.sqlite import SqliteBackend
 from lore.config import LoreSettings
 from lore.embedders import gemini, ollama, openai
@@ -702,7 +703,7 @@ def test_search_answers_from_bm25_when_the_query_cannot_be_embedded(
         else:
             openai_server.script.extend([(500, {}, {"error": {"message": "internal failure"}})] * 6)
         tool = KnowledgeSearch(backend, settings=settings)
-        result = asyncio.run(tool.run({"query": "kafka consumer lag"}))
+        result = asyncio.run(tool.run({"query": "kafka consumer lag"}, principal=LOCAL))
         assert result.error is None
         assert [passage.uri for passage in result.passages] == ["kafka.md"]
         assert result.metadata is not None
@@ -712,7 +713,9 @@ def test_search_answers_from_bm25_when_the_query_cannot_be_embedded(
         assert ("query_embedding_timeout" if failure == "hang" else "HTTP 500") in reason
         assert KEY not in reason
         # Asking for vectors alone has no fallback: an error that names the provider.
-        vector_only = asyncio.run(tool.run({"query": "kafka consumer lag"}, mode=SearchMode.VECTOR))
+        vector_only = asyncio.run(
+            tool.run({"query": "kafka consumer lag"}, mode=SearchMode.VECTOR, principal=LOCAL)
+        )
         assert vector_only.passages == []
         assert vector_only.error is not None
         assert "openai" in vector_only.error

@@ -23,7 +23,7 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 import agent_corpus
-from lore.access import AccessFilter
+from lore.access import LOCAL, AccessFilter, local_user
 from lore.backends.sqlite import SqliteBackend
 from lore.confidence import Confidence
 from lore.config import LoreSettings, SafetySettings, load_settings
@@ -187,7 +187,7 @@ async def test_bad_arguments_give_an_error_result(
     tmp_path: Path, arguments: dict[str, Any], message: str
 ) -> None:
     search, retriever, log = tool(tmp_path, [passage("x")])
-    result = await search.run(arguments)
+    result = await search.run(arguments, principal=LOCAL)
     assert result.error is not None
     assert message in result.error
     assert result.passages == []
@@ -200,17 +200,17 @@ async def test_bad_arguments_give_an_error_result(
 
 async def test_arguments_that_are_not_a_mapping(tmp_path: Path) -> None:
     search, _, _ = tool(tmp_path, [])
-    result = await search.run(["query"])  # type: ignore[arg-type]
+    result = await search.run(["query"], principal=LOCAL)  # type: ignore[arg-type]
     assert result.error is not None
     assert "object" in result.error
 
 
 async def test_defaults_and_filters_reach_the_retriever(tmp_path: Path) -> None:
     search, retriever, _ = tool(tmp_path, [passage("x")])
-    await search.run({"query": "  etcd quorum  "})
+    await search.run({"query": "  etcd quorum  "}, principal=LOCAL)
     await search.run(
         {"query": "etcd", "top_k": 2, "source_type": "git", "labels": {"service": "etcd"}},
-        mode=SearchMode.BM25,
+        mode=SearchMode.BM25, principal=LOCAL,
     )
     assert retriever.calls == [
         {"query": "etcd quorum", "top_k": 5, "labels": None, "mode": None, "access": None},
@@ -255,7 +255,7 @@ async def test_a_whole_float_top_k_is_what_the_schema_says_it_is(tmp_path: Path)
     # integer; the tool must then honour it, not fail later with another range.
     assert jsonschema.Draft202012Validator(INPUT_SCHEMA).is_valid({"query": "x", "top_k": 5.0})
     search, retriever, _ = tool(tmp_path, [passage("x")])
-    result = await search.run({"query": "etcd", "top_k": 2.0})
+    result = await search.run({"query": "etcd", "top_k": 2.0}, principal=LOCAL)
     assert result.error is None
     assert retriever.calls[0]["top_k"] == 2
     assert type(retriever.calls[0]["top_k"]) is int
@@ -267,7 +267,7 @@ async def test_a_whole_float_top_k_reaches_a_real_backend(tmp_path: Path) -> Non
     try:
         add_document(backend, embedder, "runbooks/etcd.md", "Restore etcd quorum from the snapshot.")
         search = KnowledgeSearch(backend, settings=settings(tmp_path), audit=MemoryAuditLog())
-        result = await search.run({"query": "etcd quorum", "top_k": 5.0})
+        result = await search.run({"query": "etcd quorum", "top_k": 5.0}, principal=LOCAL)
     finally:
         backend.close()
     assert result.error is None
@@ -282,14 +282,14 @@ async def test_source_type_filters(tmp_path: Path) -> None:
             passage("from the wiki", uri="b.md", labels={SOURCE_TYPE_LABEL: "confluence"}),
         ],
     )
-    result = await search.run({"query": "x", "source_type": "confluence"})
+    result = await search.run({"query": "x", "source_type": "confluence"}, principal=LOCAL)
     assert [p.uri for p in result.passages] == ["b.md"]
     assert result.passages[0].source_type == "confluence"
 
 
 async def test_unsupported_mode_is_an_error_result(tmp_path: Path) -> None:
     search, retriever, _ = tool(tmp_path, [passage("x")])
-    result = await search.run({"query": "x"}, mode=SearchMode.VECTOR)
+    result = await search.run({"query": "x"}, mode=SearchMode.VECTOR, principal=LOCAL)
     assert result.error is not None
     assert "vector" in result.error
     assert "hybrid, bm25" in result.error
@@ -309,7 +309,7 @@ async def test_passages_carry_provenance_rank_age_and_staleness(tmp_path: Path) 
             passage("old text", uri="b.md", age_days=400, score=0.4, labels={}),
         ],
     )
-    result = await search.run({"query": "etcd"}, principal="agent-7")
+    result = await search.run({"query": "etcd"}, principal=local_user("agent-7"))
     first, second = result.passages
     assert (first.rank, second.rank) == (1, 2)
     assert first.title == "etcd quorum loss"
@@ -338,7 +338,7 @@ async def test_passages_carry_provenance_rank_age_and_staleness(tmp_path: Path) 
 
 async def test_to_dict_is_json_with_every_field(tmp_path: Path) -> None:
     search, _, _ = tool(tmp_path, [passage("text")])
-    result = await search.run({"query": "etcd"})
+    result = await search.run({"query": "etcd"}, principal=LOCAL)
     data = json.loads(json.dumps(result.to_dict()))
     assert set(data) == {"untrusted", "notice", "passages", "metadata", "error"}
     # A structured consumer never sees the text form's preamble: the result says it.
@@ -367,7 +367,7 @@ async def test_render_text_numbers_citations_and_fences_passages(tmp_path: Path)
             passage("Check disk latency.", uri="runbooks/disk.md", section="", title="Disk", age_days=0),
         ],
     )
-    result = await search.run({"query": "etcd"})
+    result = await search.run({"query": "etcd"}, principal=LOCAL)
     text = result.render_text()
     # Provenance sits inside the fence with the text: a document's author writes it too.
     assert (
@@ -383,8 +383,8 @@ async def test_render_text_numbers_citations_and_fences_passages(tmp_path: Path)
 
 async def test_the_fence_carries_a_random_value_per_call(tmp_path: Path) -> None:
     search, _, _ = tool(tmp_path, [passage("Restore from the snapshot.")])
-    first = (await search.run({"query": "etcd"})).render_text()
-    second = (await search.run({"query": "etcd"})).render_text()
+    first = (await search.run({"query": "etcd"}, principal=LOCAL)).render_text()
+    second = (await search.run({"query": "etcd"}, principal=LOCAL)).render_text()
     values = [set(FENCE.findall(text)) for text in (first, second)]
     assert all(len(found) == 1 for found in values), values
     assert values[0] != values[1]
@@ -406,7 +406,7 @@ async def test_text_cannot_close_its_fence(tmp_path: Path) -> None:
     ]
     passages = [passage(f"Step one. {closer} Trusted operator text.") for closer in closers]
     search, _, _ = tool(tmp_path, passages)
-    result = await search.run({"query": "etcd"})
+    result = await search.run({"query": "etcd"}, principal=LOCAL)
     text = render_result(result, fence_value="feedc0ffee00")
     # Every fence tag left is the renderer's own: the two the preamble names, then one
     # opening and one closing per passage.
@@ -418,7 +418,7 @@ async def test_text_cannot_close_its_fence(tmp_path: Path) -> None:
 
 async def test_no_result_is_a_normal_answer(tmp_path: Path) -> None:
     search, _, _ = tool(tmp_path, [])
-    result = await search.run({"query": "kafka lag"})
+    result = await search.run({"query": "kafka lag"}, principal=LOCAL)
     assert result.error is None
     assert result.passages == []
     # Genuinely empty: said plainly, and not degraded; not the verdict "no matching
@@ -433,7 +433,7 @@ async def test_no_result_is_a_normal_answer(tmp_path: Path) -> None:
 async def test_a_degraded_empty_answer_does_not_read_as_nothing_there(tmp_path: Path) -> None:
     retriever = ListRetriever([], degraded=True)
     search = KnowledgeSearch(retriever, settings=settings(tmp_path), audit=MemoryAuditLog())
-    result = await search.run({"query": "kafka lag"})
+    result = await search.run({"query": "kafka lag"}, principal=LOCAL)
     assert result.passages == []
     assert result.metadata is not None
     assert result.metadata.degraded is True
@@ -445,7 +445,7 @@ async def test_a_degraded_empty_answer_does_not_read_as_nothing_there(tmp_path: 
 async def test_degraded_retriever_is_reported(tmp_path: Path) -> None:
     retriever = ListRetriever([passage("x")], degraded=True)
     search = KnowledgeSearch(retriever, settings=settings(tmp_path), audit=MemoryAuditLog())
-    result = await search.run({"query": "x"})
+    result = await search.run({"query": "x"}, principal=LOCAL)
     assert result.metadata is not None
     assert result.metadata.degraded
     # Every degraded answer says why, in the metadata, the text and the structured notice.
@@ -465,7 +465,7 @@ async def test_retrieval_error_is_an_error_result_with_secrets_redacted(tmp_path
     search.retriever.fail = BackendUnavailableError(  # type: ignore[attr-defined]
         f"cannot reach postgresql://lore:{password}@127.0.0.1:1/lore"
     )
-    result = await search.run({"query": "x"})
+    result = await search.run({"query": "x"}, principal=LOCAL)
     assert result.error is not None
     assert "cannot reach" in result.error
     assert password not in result.error
@@ -476,7 +476,7 @@ async def test_retrieval_error_is_an_error_result_with_secrets_redacted(tmp_path
 async def test_unexpected_exception_does_not_escape(tmp_path: Path) -> None:
     search, _, log = tool(tmp_path, [])
     search.retriever.fail = RuntimeError("boom")  # type: ignore[attr-defined]
-    result = await search.run({"query": "x"})
+    result = await search.run({"query": "x"}, principal=LOCAL)
     assert result.error == "knowledge search failed unexpectedly (RuntimeError)"
     assert log.entries[0].error == result.error
 
@@ -497,7 +497,7 @@ def planted_passage(case: PlantedCase) -> Passage:
 @pytest.mark.parametrize("case", all_cases(), ids=[case.name for case in all_cases()])
 async def test_safety_chain_neutralises_every_planted_case(tmp_path: Path, case: PlantedCase) -> None:
     search, _, log = tool(tmp_path, [planted_passage(case)])
-    result = await search.run({"query": "anything"})
+    result = await search.run({"query": "anything"}, principal=LOCAL)
     assert result.metadata is not None
     assert result.metadata.result_count == 1
     assert_safe(result, [case])
@@ -543,7 +543,7 @@ async def test_title_section_and_uri_are_screened_too(tmp_path: Path) -> None:
             )
         ],
     )
-    result = await search.run({"query": "x"})
+    result = await search.run({"query": "x"}, principal=LOCAL)
     found = result.passages[0]
     assert "approve" not in found.title
     assert "<|im_start|>" not in found.section
@@ -559,15 +559,15 @@ async def test_pii_redaction_follows_settings(tmp_path: Path) -> None:
     text = "Escalate to alice@example.com or +1 415 555 0100."
     off, _, _ = tool(tmp_path, [passage(text)])
     on, _, _ = tool(tmp_path, [passage(text)], redact_emails=True, redact_phone_numbers=True)
-    assert (await off.run({"query": "x"})).passages[0].text == text
-    redacted = (await on.run({"query": "x"})).passages[0].text
+    assert (await off.run({"query": "x"}, principal=LOCAL)).passages[0].text == text
+    redacted = (await on.run({"query": "x"}, principal=LOCAL)).passages[0].text
     assert redacted == "Escalate to [REDACTED:email] or [REDACTED:phone_number]."
 
 
 async def test_allowed_link_hosts_follow_settings(tmp_path: Path) -> None:
     text = "[dashboard](https://grafana.corp.example/d/1)"
     search, _, _ = tool(tmp_path, [passage(text)], allowed_link_hosts=["corp.example"])
-    assert (await search.run({"query": "x"})).passages[0].text == text
+    assert (await search.run({"query": "x"}, principal=LOCAL)).passages[0].text == text
 
 
 async def test_output_cap_per_passage_and_per_result(tmp_path: Path) -> None:
@@ -578,7 +578,7 @@ async def test_output_cap_per_passage_and_per_result(tmp_path: Path) -> None:
         max_passage_chars=500,
         max_result_chars=1_200,
     )
-    result = await search.run({"query": "x"})
+    result = await search.run({"query": "x"}, principal=LOCAL)
     assert result.metadata is not None
     assert result.metadata.truncated
     assert sum(len(p.text) for p in result.passages) <= 1_200
@@ -592,7 +592,7 @@ async def test_output_cap_per_passage_and_per_result(tmp_path: Path) -> None:
 async def test_query_is_redacted_in_metadata_and_audit(tmp_path: Path) -> None:
     token = "glpat-" + "z" * 20
     search, _, log = tool(tmp_path, [])
-    result = await search.run({"query": f"why does {token} fail"})
+    result = await search.run({"query": f"why does {token} fail"}, principal=LOCAL)
     assert result.metadata is not None
     assert token not in result.metadata.query
     assert token not in result.render_text()
@@ -610,9 +610,9 @@ async def test_audit_jsonl_records_every_call(tmp_path: Path) -> None:
         [passage("<!-- hidden --> text", uri="a.md", chunk_id="a.md#0", score=0.25)],
         audit=JsonlAuditLog(path),
     )
-    await search.run({"query": "etcd", "labels": {"service": "etcd"}}, principal="alice")
-    await search.run({"query": "etcd"}, principal="bob", mode=SearchMode.BM25)
-    await search.run({"top_k": 3})
+    await search.run({"query": "etcd", "labels": {"service": "etcd"}}, principal=local_user("alice"))
+    await search.run({"query": "etcd"}, principal=local_user("bob"), mode=SearchMode.BM25)
+    await search.run({"top_k": 3}, principal=LOCAL)
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     assert len(lines) == 3
     first, second, third = lines
@@ -661,7 +661,7 @@ def test_jsonl_audit_is_safe_under_concurrency(tmp_path: Path) -> None:
 async def test_concurrent_calls_each_get_an_audit_line(tmp_path: Path) -> None:
     path = tmp_path / "audit.jsonl"
     search, _, _ = tool(tmp_path, [passage("x")], audit=JsonlAuditLog(path))
-    results = await asyncio.gather(*(search.run({"query": f"q{n}"}) for n in range(20)))
+    results = await asyncio.gather(*(search.run({"query": f"q{n}"}, principal=LOCAL) for n in range(20)))
     assert all(r.error is None for r in results)
     assert sorted(json.loads(line)["query"] for line in path.read_text().splitlines()) == sorted(
         f"q{n}" for n in range(20)
@@ -675,7 +675,7 @@ async def test_audit_failure_fails_closed_without_leaking(tmp_path: Path) -> Non
     search, _, _ = tool(
         tmp_path, [passage(f"secret stuff {token}")], audit=JsonlAuditLog(blocker / "a.jsonl")
     )
-    result = await search.run({"query": f"find {token}"})
+    result = await search.run({"query": f"find {token}"}, principal=LOCAL)
     assert result.passages == []
     assert result.metadata is None
     assert result.error is not None
@@ -735,7 +735,8 @@ async def test_over_a_real_sqlite_backend(tmp_path: Path) -> None:
         add_document(backend, embedder, "runbooks/kafka.md", "Consumer lag on orders-v2.", title="Kafka lag")
         log = MemoryAuditLog()
         search = KnowledgeSearch(backend, settings=settings(tmp_path), audit=log)
-        result = await search.run({"query": "etcd quorum snapshot", "labels": {"service": "etcd"}})
+        arguments = {"query": "etcd quorum snapshot", "labels": {"service": "etcd"}}
+        result = await search.run(arguments, principal=LOCAL)
         assert result.error is None
         assert {p.uri for p in result.passages} == {"runbooks/etcd.md"}
         assert result.passages[0].section == "Recovery"
@@ -744,7 +745,8 @@ async def test_over_a_real_sqlite_backend(tmp_path: Path) -> None:
         assert result.metadata is not None
         assert result.metadata.engine == "sqlite"
         for mode in SearchMode:
-            assert (await search.run({"query": "orders-v2 consumer lag"}, mode=mode)).passages[0].uri == (
+            found = await search.run({"query": "orders-v2 consumer lag"}, mode=mode, principal=LOCAL)
+            assert found.passages[0].uri == (
                 "runbooks/kafka.md"
             )
         assert len(log.entries) == 4
@@ -785,13 +787,15 @@ async def test_attack_corpus_synced_and_searched_is_safe(tmp_path: Path) -> None
     try:
         search = KnowledgeSearch(retriever, settings=current, audit=MemoryAuditLog())
         for case in cases:
-            result = await search.run({"query": case.query, "top_k": 3}, mode=SearchMode.BM25)
+            arguments = {"query": case.query, "top_k": 3}
+            result = await search.run(arguments, mode=SearchMode.BM25, principal=LOCAL)
             assert result.passages, case.name
             assert case.query in result.passages[0].uri.replace("-", ""), case.name
             assert_safe(result)
             assert result.metadata is not None
             assert result.metadata.safety.get(case.kind, 0) >= 1, case.name
-        benign = await search.run({"query": "plantedbenign", "top_k": 1}, mode=SearchMode.BM25)
+        arguments = {"query": "plantedbenign", "top_k": 1}
+        benign = await search.run(arguments, mode=SearchMode.BM25, principal=LOCAL)
         assert benign.metadata is not None
         assert benign.metadata.safety == {}
         assert all(
@@ -832,7 +836,7 @@ async def test_the_configured_reranker_orders_the_passages(tmp_path: Path) -> No
         search = KnowledgeSearch(
             retriever, settings=rerank_settings(tmp_path, server.url), audit=MemoryAuditLog()
         )
-        result = await search.run({"query": "etcd has no leader", "top_k": 2})
+        result = await search.run({"query": "etcd has no leader", "top_k": 2}, principal=LOCAL)
     assert result.error is None
     assert [p.uri for p in result.passages] == ["c.md", "b.md"]
     assert result.passages[0].score == pytest.approx(0.4)  # title + text: 4 x 'etcd'
@@ -860,7 +864,7 @@ async def test_build_knowledge_search_reranks_over_a_real_index(tmp_path: Path) 
         )
         search = build_knowledge_search(settings)
         assert search is not None
-        result = await search.run({"query": "etcd leader", "top_k": 2})
+        result = await search.run({"query": "etcd leader", "top_k": 2}, principal=LOCAL)
     assert result.error is None
     assert [p.uri.rsplit("/", 1)[-1] for p in result.passages] == ["etcd.md", "pods.md"]
     assert result.metadata is not None
@@ -876,7 +880,7 @@ async def test_a_failing_reranker_keeps_the_retrieval_order(tmp_path: Path) -> N
             settings=rerank_settings(tmp_path, server.url),
             audit=MemoryAuditLog(),
         )
-        result = await search.run({"query": "etcd", "top_k": 2})
+        result = await search.run({"query": "etcd", "top_k": 2}, principal=LOCAL)
     assert result.error is None
     assert [p.uri for p in result.passages] == ["a.md", "b.md"]
     assert result.metadata is not None
@@ -902,7 +906,7 @@ async def test_reranking_can_be_turned_off_explicitly(tmp_path: Path) -> None:
     search = KnowledgeSearch(
         ListRetriever(keyword_passages()), settings=settings, audit=MemoryAuditLog(), reranker=None
     )
-    result = await search.run({"query": "etcd", "top_k": 2})
+    result = await search.run({"query": "etcd", "top_k": 2}, principal=LOCAL)
     assert result.metadata is not None
     assert (result.metadata.reranker, result.metadata.reranked) == (None, False)
 
@@ -919,7 +923,7 @@ def judged(text: str, coverage: float | None, cosine: float | None, **kwargs: An
 async def test_passages_below_min_confidence_are_withheld_with_a_lead_line(tmp_path: Path) -> None:
     weak = [judged("Restore from the snapshot.", 0.05, 0.1), judged("Check disks.", 0.0, 0.05, chunk_id="c2")]
     search, _, log = tool(tmp_path, weak)
-    result = await search.run({"query": "mongodb has no primary"})
+    result = await search.run({"query": "mongodb has no primary"}, principal=LOCAL)
     assert result.error is None
     assert result.passages == []
     assert result.metadata is not None
@@ -935,7 +939,7 @@ async def test_passages_below_min_confidence_are_withheld_with_a_lead_line(tmp_p
 async def test_a_confident_passage_is_shown_with_its_level(tmp_path: Path) -> None:
     found = [judged("Restore etcd quorum.", 1.0, 0.8), judged("Unrelated.", 0.0, 0.05, chunk_id="c2")]
     search, _, _ = tool(tmp_path, found)
-    result = await search.run({"query": "restore etcd quorum"})
+    result = await search.run({"query": "restore etcd quorum"}, principal=LOCAL)
     assert [p.confidence for p in result.passages] == ["high", "none"]
     assert result.metadata is not None
     assert result.metadata.confidence == "high"
@@ -946,7 +950,7 @@ async def test_a_confident_passage_is_shown_with_its_level(tmp_path: Path) -> No
 
 async def test_unknown_evidence_never_says_no_match(tmp_path: Path) -> None:
     search, _, _ = tool(tmp_path, [passage("No evidence reported.")])
-    result = await search.run({"query": "anything"})
+    result = await search.run({"query": "anything"}, principal=LOCAL)
     assert [p.confidence for p in result.passages] == ["unknown"]
     assert result.metadata is not None
     assert not result.metadata.no_match
@@ -958,11 +962,11 @@ async def test_min_confidence_none_shows_every_answer(tmp_path: Path) -> None:
         retriever, settings=settings(tmp_path).model_copy(update={"min_confidence": "none"}),
         audit=MemoryAuditLog(),
     )  # fmt: skip
-    result = await search.run({"query": "x"})
+    result = await search.run({"query": "x"}, principal=LOCAL)
     assert [p.confidence for p in result.passages] == ["none"]
     strict = KnowledgeSearch(retriever, settings=settings(tmp_path), audit=MemoryAuditLog(),
                              min_confidence=Confidence.HIGH)  # fmt: skip
-    medium = await strict.run({"query": "x"})
+    medium = await strict.run({"query": "x"}, principal=LOCAL)
     assert medium.passages == []
     assert medium.metadata is not None
     assert medium.metadata.no_match
@@ -993,7 +997,7 @@ async def test_runbook_for_alert_says_when_the_fallback_answered(tmp_path: Path)
     search = KnowledgeSearch(
         FallbackAnswering([found]), settings=settings(tmp_path), audit=MemoryAuditLog(), min_confidence=None
     )
-    answer = await RunbookForAlert(search).run({"labels": {"alertname": "etcdNoLeader"}})
+    answer = await RunbookForAlert(search).run({"labels": {"alertname": "etcdNoLeader"}}, principal=LOCAL)
     assert answer.passages
     metadata = answer.result.metadata
     assert metadata is not None

@@ -13,6 +13,7 @@ from optional_extras import require_extra
 
 require_extra("fastapi", "serve")
 
+from lore.access import LOCAL  # noqa: E402
 from lore.testing.embedders import CountingEmbedder  # noqa: E402
 from web_helpers import Served, serve, wait_for  # noqa: E402
 
@@ -131,7 +132,7 @@ async def test_search_is_the_tool_result(served: Served) -> None:
     arguments = {"query": "zanzibarquorum", "top_k": 3}
     with served.client("viewer") as client:
         body = client.post("/v1/search", json=arguments).json()
-    direct = (await served.service.search.run(arguments)).to_dict()
+    direct = (await served.service.search.run(arguments, principal=LOCAL)).to_dict()
     for result in (body, direct):
         result["metadata"].pop("latency_ms")
         assert result["metadata"].pop("event_id")  # each call its own retrieval event

@@ -66,6 +66,8 @@ class Served:
     url: str
     service: Service
     tokens: dict[str, str] = field(default_factory=dict)
+    #: The ASGI app uvicorn serves (``create_app``'s), for its route table.
+    app: object = None
 
     def client(self, role: str | None = None, *, headers: dict[str, str] | None = None) -> httpx.Client:
         sent = {"Authorization": f"Bearer {self.tokens[role]}"} if role else {}
@@ -96,7 +98,8 @@ def serve(
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(service), log_level="warning", lifespan="on"))
+    app = create_app(service)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
@@ -105,7 +108,7 @@ def serve(
             raise RuntimeError("the test server did not start")
         time.sleep(0.02)
     try:
-        yield Served(f"http://127.0.0.1:{port}", service, tokens)
+        yield Served(f"http://127.0.0.1:{port}", service, tokens, app)
     finally:
         server.should_exit = True
         thread.join(timeout=30)

@@ -1,22 +1,31 @@
 """Who is asking: the principal a token (or the local CLI) acts as.
 
-The service (``lore serve``) turns a bearer token or a session cookie into a
-``Principal``; the tool core and every backend filter by its groups and tenant. The
-local CLI and stdio MCP act as ``LOCAL`` (one user on their own machine, an admin of
-their own index)."""
+A caller is always a ``Principal``: never a name, never None. The service (``lore
+serve``) turns a bearer token or a session into a ``Principal`` read from the token
+store; the tool core and every backend filter by its groups and tenant. The one
+principal that sees every tenant is ``LocalUser``: the person running the CLI, stdio MCP,
+``lore mcp --http`` or an in-process adapter over their own index. Only those entry
+points construct it (``local_user``); ``lore.web`` never does, and a test holds that.
+
+Fail closed: ``access_filter`` raises ``AccessDeniedError`` for anything that is not a
+``Principal``, so a mount, adapter or route that lost its caller answers nothing rather
+than everything (mypy refuses the call first, since every parameter is typed
+``Principal``)."""
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
 
+from lore.errors import AccessDeniedError
+
 
 class Role(enum.StrEnum):
     """What a token may do; each role includes the ones before it."""
 
     VIEWER = "viewer"  # search, read documents and the tree
-    EDITOR = "editor"  # + upload, edit, delete uploads and notes, trigger sync
-    ADMIN = "admin"  # + sources, identities, tokens
+    EDITOR = "editor"  # + upload, edit, delete uploads and notes, trigger sync, keep alert suggestions
+    ADMIN = "admin"  # + sources, events of the tenant
 
     def allows(self, needed: Role) -> bool:
         order = (Role.VIEWER, Role.EDITOR, Role.ADMIN)
@@ -38,8 +47,19 @@ class Principal:
         return self.role is Role.ADMIN
 
 
-#: The local user of the CLI and of stdio MCP: their own index, no token.
-LOCAL = Principal(name="local", role=Role.ADMIN)
+@dataclass(frozen=True)
+class LocalUser(Principal):
+    """The person at the keyboard over their own index: an admin of every tenant. Built
+    by ``local_user`` in the CLI and local adapters only; a server never makes one."""
+
+
+def local_user(name: str | None = None) -> LocalUser:
+    """The local user, named for the audit log (the OS login name, or ``local``)."""
+    return LocalUser(name=name or "local", role=Role.ADMIN)
+
+
+#: The local user of the CLI and of stdio MCP when no login name is known.
+LOCAL = local_user()
 
 
 # -- what a document says about who may read it ------------------------------------------
@@ -106,23 +126,39 @@ class AccessFilter:
         return wanted is None or not wanted.isdisjoint(terms)
 
 
-def access_filter(principal: Principal | str | None) -> AccessFilter | None:
-    """The filter for a caller. None (the local admin view) for ``LOCAL``, for None and for
-    a bare name (the CLI, stdio MCP and the framework adapters name the local user for the
-    audit log); a service principal is always filtered, an admin to its own tenant."""
-    if principal is None or isinstance(principal, str) or principal is LOCAL:
+def access_filter(principal: Principal) -> AccessFilter | None:
+    """The filter for a caller: None (every tenant, every document) for the ``LocalUser``
+    alone; a service principal is always filtered, an admin to its own tenant. Anything
+    else (a bare name, None) is refused: ``AccessDeniedError``."""
+    if isinstance(principal, LocalUser):
         return None
+    if not isinstance(principal, Principal):
+        raise AccessDeniedError(f"no principal for this call ({type(principal).__name__}); refused")
     return AccessFilter(principal.tenant, None if principal.is_admin else frozenset(principal.groups))
 
 
-def principal_name(principal: Principal | str | None) -> str | None:
-    """What the audit log records as the caller."""
-    return principal.name if isinstance(principal, Principal) else principal
+def principal_name(principal: Principal) -> str | None:
+    """What the audit log records as the caller (None for a refused call that had none)."""
+    return principal.name if isinstance(principal, Principal) else None
 
 
-def readable(principal: Principal | str | None, access: frozenset[str] | None, tenant: str | None) -> bool:
+def tenant_of(principal: Principal) -> str | None:
+    """The tenant an event of this caller is recorded under."""
+    return principal.tenant if isinstance(principal, Principal) else None
+
+
+def readable(principal: Principal, access: frozenset[str] | None, tenant: str | None) -> bool:
     """Whether ``principal`` may read a document with this access list and tenant: the
-    same rule as search, for the service's document reads and tree
-    (``GET /v1/documents*``)."""
+    same rule as search, for the service's document reads, tree, sync status and alert
+    suggestions."""
     wanted = access_filter(principal)
     return wanted is None or wanted.admits(access_terms(access, tenant))
+
+
+def same_tenant(principal: Principal, tenant: str | None) -> bool:
+    """Whether something of ``tenant`` (a source, an event) is within ``principal``'s
+    reach at all: the local user's always, anyone else's only in their own tenant."""
+    if isinstance(principal, LocalUser):
+        return True
+    access_filter(principal)  # refuses what is not a principal
+    return principal.tenant == tenant

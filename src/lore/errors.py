@@ -45,6 +45,11 @@ class EmbedderMismatchError(IndexingError):
     """The index was built with a different embedding model or dimension."""
 
 
+class AccessDeniedError(LoreError):
+    """A call reached the access rule without a ``lore.access.Principal``: it is refused,
+    never served as some default user."""
+
+
 class RetrievalError(LoreError):
     """A search could not be answered (never turned into an empty result)."""
 

@@ -17,7 +17,6 @@ from typing import Any
 
 import anyio
 from mcp.server import Server, ServerRequestContext
-from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.types import (
     CallToolRequestParams,
     CallToolResult,
@@ -28,6 +27,7 @@ from mcp.types import (
 )
 from starlette.applications import Starlette
 
+from lore.access import Principal
 from lore.mcp_tools import INSTRUCTIONS, SERVER_NAME, lore_version, os_user, served_tools, tool_definition
 from lore.metrics import metrics_route
 from lore.tool.core import KnowledgeSearch
@@ -48,17 +48,27 @@ def _tools(search: KnowledgeSearch) -> dict[str, Tool]:
     }
 
 
-def _caller(default: str | None) -> str | None:
-    """The authenticated client when the HTTP app runs behind MCP auth, else ``default``."""
-    token = get_access_token()
-    return token.client_id if token is not None else default
+#: Where an authenticating layer in front of the HTTP app (``lore.web.mcp_mount``) puts
+#: the request's whole ``Principal`` in the ASGI scope.
+SCOPE_PRINCIPAL = "lore.principal"
 
 
-def build_server(search: KnowledgeSearch, *, principal: str | None = None) -> Server[Any]:
-    """An MCP server offering ``search`` and ``runbook_for_alert`` (built on its chain).
+def _caller(ctx: ServerRequestContext[Any], default: Principal | None) -> Principal | None:
+    """The principal the authenticating layer put in this request's scope, else
+    ``default``; None when there is neither, and the call is refused."""
+    request = ctx.request
+    scope = getattr(request, "scope", None)
+    found = scope.get(SCOPE_PRINCIPAL) if isinstance(scope, dict) else None
+    return found if isinstance(found, Principal) else default
 
-    ``principal`` is what the audit log records for calls without an authenticated
-    client (stdio: the OS user who launched the server).
+
+def build_server(search: KnowledgeSearch, *, principal: Principal | None = None) -> Server[Any]:
+    """An MCP server offering ``search``, ``runbook_for_alert`` and ``knowledge_feedback``.
+
+    Each call acts as the ``Principal`` an authenticating layer put in its request's
+    scope (``SCOPE_PRINCIPAL``: ``lore serve``'s tokens), else as ``principal`` (the local
+    user of ``lore mcp --http``, given by the CLI). A call with neither is refused: the
+    server never falls back to some default user.
     """
     tools = _tools(search)
     runners = {tool.name: tool for tool in served_tools(search)}
@@ -74,7 +84,11 @@ def build_server(search: KnowledgeSearch, *, principal: str | None = None) -> Se
             offered = ", ".join(repr(name) for name in tools)
             message = f"unknown tool {params.name!r}; this server offers {offered}"
             return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
-        result = await runner.run(params.arguments or {}, principal=_caller(principal))
+        caller = _caller(ctx, principal)
+        if caller is None:
+            message = f"{params.name}: no authenticated principal for this call; refused"
+            return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
+        result = await runner.run(params.arguments or {}, principal=caller)
         return CallToolResult(
             content=[TextContent(type="text", text=result.render_text())],
             structured_content=result.to_dict(),
@@ -92,10 +106,11 @@ def build_server(search: KnowledgeSearch, *, principal: str | None = None) -> Se
     )
 
 
-def http_app(search: KnowledgeSearch) -> Starlette:
+def http_app(search: KnowledgeSearch, principal: Principal) -> Starlette:
     """The streamable-HTTP ASGI app (endpoint ``/mcp``, and ``/metrics``), with
-    DNS-rebinding protection for loopback hosts as the SDK sets it up."""
-    return build_server(search).streamable_http_app(
+    DNS-rebinding protection for loopback hosts as the SDK sets it up. Every call acts as
+    ``principal`` (the CLI's local user: this server has no tokens)."""
+    return build_server(search, principal=principal).streamable_http_app(
         streamable_http_path=HTTP_PATH, host=HTTP_HOST,
         custom_starlette_routes=[
             metrics_route(search.retriever, search.settings, events=search.events, retriever=search.retriever)
@@ -103,12 +118,12 @@ def http_app(search: KnowledgeSearch) -> Starlette:
     )
 
 
-async def serve_http(search: KnowledgeSearch, *, port: int = DEFAULT_HTTP_PORT) -> None:
+async def serve_http(search: KnowledgeSearch, principal: Principal, *, port: int = DEFAULT_HTTP_PORT) -> None:
     import uvicorn  # the SDK's own HTTP transport depends on it
 
     from lore.serving import install_executor
 
-    config = uvicorn.Config(http_app(search), host=HTTP_HOST, port=port, log_level="warning")
+    config = uvicorn.Config(http_app(search, principal), host=HTTP_HOST, port=port, log_level="warning")
     pool = install_executor()
     try:
         await uvicorn.Server(config).serve()
@@ -116,7 +131,7 @@ async def serve_http(search: KnowledgeSearch, *, port: int = DEFAULT_HTTP_PORT) 
         pool.shutdown(wait=False, cancel_futures=True)
 
 
-def run_http(search: KnowledgeSearch, *, port: int = DEFAULT_HTTP_PORT) -> None:
+def run_http(search: KnowledgeSearch, principal: Principal, *, port: int = DEFAULT_HTTP_PORT) -> None:
     from lore.serving import event_loop_options
 
-    anyio.run(lambda: serve_http(search, port=port), backend_options=event_loop_options())
+    anyio.run(lambda: serve_http(search, principal, port=port), backend_options=event_loop_options())

@@ -34,6 +34,7 @@ import sys
 from collections.abc import Mapping
 from typing import BinaryIO
 
+from lore.access import Principal, local_user
 from lore.alerts.tool import AlertResult
 from lore.errors import LoreError
 from lore.events.feedback import FeedbackResult
@@ -87,7 +88,7 @@ def _envelope_version(params: Json) -> str | None:
 class StdioSession:
     """One client connection: decides the era on the first request, answers each message."""
 
-    def __init__(self, search: KnowledgeSearch, *, principal: str | None) -> None:
+    def __init__(self, search: KnowledgeSearch, *, principal: Principal) -> None:
         self._tools = {tool.name: tool for tool in served_tools(search)}
         self._definitions = [tool_definition(tool) for tool in self._tools.values()]
         self._principal = principal
@@ -199,7 +200,7 @@ class StdioSession:
 
 
 async def _run_tool(
-    tool: Tool, arguments: JsonObject, principal: str | None
+    tool: Tool, arguments: JsonObject, principal: Principal
 ) -> ToolResult | AlertResult | FeedbackResult:
     return await tool.run(arguments, principal=principal)
 
@@ -224,7 +225,8 @@ def encode(message: Mapping[str, Json]) -> bytes:
 
 def serve(search: KnowledgeSearch, stdin: BinaryIO, stdout: BinaryIO) -> None:
     """Answer each line of ``stdin`` on ``stdout`` until EOF."""
-    session = StdioSession(search, principal=os_user())
+    # The local user who launched the server, over their own index.
+    session = StdioSession(search, principal=local_user(os_user()))
     try:
         for raw in lines(stdin):
             reply = session.handle_line(raw)

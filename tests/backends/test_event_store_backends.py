@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from lore.access import LOCAL
 from lore.backends.sqlite import SqliteBackend
 from lore.config import LoreSettings
 from lore.events.record import EventQuery
@@ -77,7 +78,7 @@ def test_pgvector_search_records_its_event_in_postgres(pg_dsn: str, tmp_path: Pa
     try:
         add_document(backend, embedder, "runbooks/etcd.md", ETCD, title="etcd")
         tool = _tool(backend, tmp_path)
-        result = asyncio.run(tool.run({"query": "etcd quorum", "message_id": "m-7"}))
+        result = asyncio.run(tool.run({"query": "etcd quorum", "message_id": "m-7"}, principal=LOCAL))
         tool.close()
         assert result.metadata is not None
         assert result.metadata.event_id is not None
@@ -107,7 +108,7 @@ def test_a_read_only_index_drops_events_and_still_answers(
     try:
         assert backend.read_only is not None
         tool = _tool(backend, tmp_path)
-        result = asyncio.run(tool.run({"query": "etcd quorum"}))
+        result = asyncio.run(tool.run({"query": "etcd quorum"}, principal=LOCAL))
         assert result.error is None
         assert [p.uri for p in result.passages] == ["runbooks/etcd.md"]
         tool.events.flush()

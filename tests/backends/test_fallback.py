@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from lore.access import LOCAL
 from lore.backends.fallback import FallbackRetriever
 from lore.backends.sqlite import SqliteBackend
 from lore.config import LoreSettings, load_settings
@@ -92,7 +93,7 @@ def sync(settings: LoreSettings, embedder: Embedder) -> SyncReport:
 
 
 def search(tool: KnowledgeSearch, query: str, mode: SearchMode | None = None) -> ToolResult:
-    result = asyncio.run(tool.run({"query": query}, mode=mode))
+    result = asyncio.run(tool.run({"query": query}, mode=mode, principal=LOCAL))
     assert result.error is None, result.error
     assert result.metadata is not None
     return result
@@ -193,7 +194,7 @@ def test_a_fallback_that_cannot_be_opened_costs_the_primary_nothing(tmp_path: Pa
         assert search(tool, "etcd quorum").passages[0].uri == "file://runbooks/etcd.md"
         running.pause()
         # Both sides down: an error naming both, never an empty answer.
-        result = asyncio.run(tool.run({"query": "etcd quorum"}))
+        result = asyncio.run(tool.run({"query": "etcd quorum"}, principal=LOCAL))
         assert result.passages == []
         assert result.error is not None
         assert "primary index (pgvector) is unreachable" in result.error

@@ -195,10 +195,9 @@ class RunbookForAlert:
         self.input_schema: dict[str, Any] = copy.deepcopy(ALERT_INPUT_SCHEMA)
 
     async def run(
-        self, arguments: Mapping[str, Any], *, principal: Principal | str | None = None
+        self, arguments: Mapping[str, Any], *, principal: Principal
     ) -> AlertResult:
         settings = self._search.settings
-        access = access_filter(principal)
         state: dict[str, Any] = {"hits": [], "query": None}
 
         def prepare() -> SearchRequest:
@@ -213,6 +212,7 @@ class RunbookForAlert:
         async def retrieve(request: SearchRequest) -> Retrieved:
             retriever = self._search.retriever
             report = RetrievalReport()
+            access = access_filter(principal)
             hits = await find_runbooks(state["query"], retriever, settings, request.top_k, access, report)
             state["hits"] = hits
             return [hit.passage for hit in hits], False, report.degraded_reason, report.served_by

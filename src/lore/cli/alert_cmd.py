@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.text import Text
 
+from lore.access import local_user
 from lore.cli.app import app, console, settings
 from lore.cli.search_cmd import _check_index, _open_retriever, _print_human, _warm_up, os_user, parse_top_k
 from lore.errors import LoreError, QueryError
@@ -133,7 +134,7 @@ def _lookup(current: LoreSettings, embedder: Embedder, arguments: dict[str, Any]
     retriever = _open_retriever(current, embedder)
     try:
         tool = RunbookForAlert(knowledge_search(current, retriever))
-        return asyncio.run(tool.run(arguments, principal=os_user()))
+        return asyncio.run(tool.run(arguments, principal=local_user(os_user())))
     finally:
         if isinstance(retriever, KnowledgeIndex):
             retriever.close()

@@ -114,6 +114,7 @@ def feedback_command(
     note: Annotated[str | None, typer.Option("--note", help="Anything else, in words.")] = None,
 ) -> None:
     """Say which results of a search helped, and which document it should have found."""
+    from lore.access import local_user
     from lore.cli.search_cmd import os_user
     from lore.events.feedback import submit_feedback
     from lore.events.recorder import EventRecorder
@@ -130,7 +131,7 @@ def feedback_command(
     recorder = EventRecorder(configured_event_store(current))
     try:
         audit = JsonlAuditLog(current.resolve_path(current.audit_path))
-        feedback = submit_feedback(recorder, arguments, os_user(), audit=audit)
+        feedback = submit_feedback(recorder, arguments, local_user(os_user()), audit=audit)
     finally:
         recorder.close()
     say(f"feedback {feedback.feedback_id} recorded for event {feedback.event_id}")

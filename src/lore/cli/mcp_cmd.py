@@ -104,4 +104,7 @@ def _serve(current: LoreSettings, embedder: Embedder, *, http: bool, port: int) 
 
     # stderr: stdout stays clean in both modes.
     say(f"lore MCP server on http://{mcp_server.HTTP_HOST}:{port}{mcp_server.HTTP_PATH}", stderr=True)
-    mcp_server.run_http(search, port=port)
+    from lore.access import local_user
+
+    # No tokens here: loopback only, the local user's own index (docs/service.md).
+    mcp_server.run_http(search, local_user(mcp_server.os_user()), port=port)

@@ -21,6 +21,7 @@ from rich.padding import Padding
 from rich.text import Text
 
 from lore import startup_trace
+from lore.access import local_user
 from lore.cli.shell import console, settings
 from lore.config import LoreSettings
 from lore.errors import ConfigError, LoreError, QueryError
@@ -232,7 +233,7 @@ def _search(
         startup_trace.mark("tool built")
         while_loading(warming, meanwhile)
         try:
-            result = asyncio.run(tool.run(arguments, principal=os_user(), mode=search_mode))
+            result = asyncio.run(tool.run(arguments, principal=local_user(os_user()), mode=search_mode))
         finally:
             tool.close()  # writes the retrieval event
         no_match = result.metadata is not None and result.metadata.no_match

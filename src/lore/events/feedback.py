@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import fastjsonschema
 
-from lore.access import Principal
+from lore.access import Principal, principal_name, same_tenant
 from lore.errors import ConfigError, LoreError, QueryError
 from lore.events.record import Feedback, RetrievalEvent, new_id, now_iso
 from lore.safety.audit import AuditEntry, AuditFeedback, AuditLog
@@ -88,10 +88,10 @@ def _validated(arguments: Mapping[str, Any]) -> dict[str, Any]:
     return dict(arguments)
 
 
-def may_see(event: RetrievalEvent, principal: Principal | str | None) -> bool:
-    if not isinstance(principal, Principal):
-        return True  # the local user: their own index
-    if event.tenant != principal.tenant:
+def may_see(event: RetrievalEvent, principal: Principal) -> bool:
+    """The event's own caller, or an admin of its tenant; the local user sees all of
+    their own index. A caller that is no ``Principal`` is refused (``AccessDeniedError``)."""
+    if not same_tenant(principal, event.tenant):
         return False
     return principal.is_admin or event.principal == principal.name
 
@@ -99,7 +99,7 @@ def may_see(event: RetrievalEvent, principal: Principal | str | None) -> bool:
 def submit_feedback(
     recorder: EventRecorder,
     arguments: Mapping[str, Any],
-    principal: Principal | str | None,
+    principal: Principal,
     *,
     audit: AuditLog,
 ) -> Feedback:
@@ -115,12 +115,8 @@ def submit_feedback(
     return feedback
 
 
-def _principal_name(principal: Principal | str | None) -> str | None:
-    return principal.name if isinstance(principal, Principal) else principal
-
-
 def _audit_entry(
-    principal: Principal | str | None,
+    principal: Principal,
     arguments: Mapping[str, Any],
     feedback: Feedback | None,
     error: str | None,
@@ -135,7 +131,7 @@ def _audit_entry(
         said = AuditFeedback(event_id=redact_secrets(str(event_id))[:64] if event_id is not None else "")
     return AuditEntry(
         time=feedback.time if feedback is not None else now_iso(),
-        principal=_principal_name(principal),
+        principal=principal_name(principal),
         tool=FEEDBACK_TOOL_NAME,
         query="",
         filters={},
@@ -148,7 +144,7 @@ def _audit_entry(
 
 
 def _feedback(
-    recorder: EventRecorder, arguments: Mapping[str, Any], principal: Principal | str | None
+    recorder: EventRecorder, arguments: Mapping[str, Any], principal: Principal
 ) -> tuple[EventStore, Feedback]:
     given = _validated(arguments)
     store = recorder.store
@@ -171,7 +167,7 @@ def _feedback(
         feedback_id=new_id(),
         event_id=event_id,
         time=now_iso(),
-        principal=_principal_name(principal),
+        principal=principal_name(principal),
         helpful=helpful,
         not_helpful=not_helpful,
         expected=[redact_secrets(item) for item in given.get("expected") or []],
@@ -207,7 +203,7 @@ class FeedbackTool:
         self.input_schema: dict[str, Any] = copy.deepcopy(FEEDBACK_INPUT_SCHEMA)
 
     async def run(
-        self, arguments: Mapping[str, Any], *, principal: Principal | str | None = None
+        self, arguments: Mapping[str, Any], *, principal: Principal
     ) -> FeedbackResult:
         try:
             feedback = await asyncio.to_thread(

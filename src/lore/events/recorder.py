@@ -18,7 +18,7 @@ import time
 import weakref
 from datetime import UTC, datetime, timedelta
 
-from lore.access import Principal
+from lore.access import Principal, tenant_of
 from lore.config import LoreSettings
 from lore.errors import LoreError
 from lore.events.record import Correlation, EventHit, RetrievalEvent, new_id
@@ -179,7 +179,7 @@ def recorder_for(settings: LoreSettings, retriever: KnowledgeRetriever) -> Event
 def event_of_call(
     entry: AuditEntry,
     *,
-    principal: Principal | str | None,
+    principal: Principal,
     correlation: Correlation,
     timing: Timing | None,
     degraded: bool,
@@ -199,7 +199,7 @@ def event_of_call(
         time=entry.time,
         tool=entry.tool,
         principal=entry.principal,
-        tenant=principal.tenant if isinstance(principal, Principal) else None,
+        tenant=tenant_of(principal),
         correlation=correlation,
         query=entry.query,
         filters=dict(entry.filters),

@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from lore.access import AccessFilter, access_terms
+from lore.access import Principal, readable
 from lore.events.record import AlertSuggestion, now_iso
 from lore.protocols import DocumentReader, EventStore
 
@@ -39,20 +39,18 @@ def store_suggestions(
 
 
 def visible_suggestion(
-    suggestion: AlertSuggestion, reader: DocumentReader | None, access: AccessFilter | None
+    suggestion: AlertSuggestion, reader: DocumentReader | None, principal: Principal
 ) -> dict[str, Any]:
-    """The stored result with only the passages the caller may read now; the ranks,
-    groups and counts follow. ``access`` None is the local admin view."""
+    """The stored result with only the passages ``principal`` may read now (the access
+    rule of search, ``lore.access.readable``); the ranks, groups and counts follow."""
     result = dict(suggestion.result)
-    readable: dict[str, bool] = {}
+    allowed: dict[str, bool] = {}
 
     def may_read(uri: str) -> bool:
-        if uri not in readable:
+        if uri not in allowed:
             found = reader.read_document(uri) if reader is not None else None
-            readable[uri] = found is not None and (
-                access is None or access.admits(access_terms(found[0].access, found[0].tenant))
-            )
-        return readable[uri]
+            allowed[uri] = found is not None and readable(principal, found[0].access, found[0].tenant)
+        return allowed[uri]
 
     kept = [p for p in result.get("passages") or [] if may_read(str(p.get("uri", "")))]
     ranks = {int(p["rank"]): new for new, p in enumerate(kept, start=1)}

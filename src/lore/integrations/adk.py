@@ -19,6 +19,7 @@ from google.adk.tools.retrieval.base_retrieval_tool import BaseRetrievalTool
 from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 
+from lore.access import local_user
 from lore.config import LoreSettings
 from lore.resolve import build_knowledge_search
 from lore.tool.core import KnowledgeSearch
@@ -54,7 +55,7 @@ class KnowledgeSearchTool(BaseRetrievalTool):
         )
 
     async def run_async(self, *, args: dict[str, Any], tool_context: ToolContext) -> dict[str, Any]:
-        result = await self._search.run(args, principal=_user_of(tool_context))
+        result = await self._search.run(args, principal=local_user(_user_of(tool_context)))
         # A dict becomes the function response as is; it is the screened, capped result.
         return result.to_dict()
 

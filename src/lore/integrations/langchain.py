@@ -23,6 +23,7 @@ from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, Callba
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 
+from lore.access import local_user
 from lore.errors import RetrievalError
 from lore.tool.core import UNTRUSTED_NOTICE, KnowledgeSearch, ToolPassage, ToolResult
 
@@ -34,7 +35,8 @@ class KnowledgeSearchRetriever(BaseRetriever):
     ``RetrievalError`` (an unanswered search is never an empty list)."""
 
     search: KnowledgeSearch
-    #: Recorded in the audit log as the caller.
+    #: Recorded in the audit log as the caller: the local user of an in-process agent,
+    #: over the whole index (``lore.access.local_user``).
     principal: str | None = None
     #: None: the tool's default (settings.top_k).
     top_k: int | None = None
@@ -52,7 +54,7 @@ class KnowledgeSearchRetriever(BaseRetriever):
         return _run_blocking(self._search(query))
 
     async def _search(self, query: str) -> list[Document]:
-        result = await self.search.run(self._arguments(query), principal=self.principal)
+        result = await self.search.run(self._arguments(query), principal=local_user(self.principal))
         if result.error is not None:
             raise RetrievalError(result.error)
         return [_document(passage, result) for passage in result.passages]

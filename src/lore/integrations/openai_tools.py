@@ -16,6 +16,7 @@ import copy
 import json
 from typing import Any, Literal
 
+from lore.access import local_user
 from lore.config import LoreSettings, load_settings
 from lore.resolve import NO_BACKEND
 from lore.tool.core import INPUT_SCHEMA, TOOL_DESCRIPTION, TOOL_NAME, UNTRUSTED_NOTICE, KnowledgeSearch
@@ -65,7 +66,8 @@ async def handle_openai_tool_call(
         return _error(f"{TOOL_NAME} arguments are not valid JSON ({err.msg} at position {err.pos})", output)
     if not isinstance(arguments, dict):
         return _error(f"{TOOL_NAME} arguments must be a JSON object", output)
-    result = await search.run(arguments, principal=principal)
+    # In-process: the application's own agent, the local user named for the audit.
+    result = await search.run(arguments, principal=local_user(principal))
     return json.dumps(result.to_dict(), ensure_ascii=False) if output == "json" else result.render_text()
 
 

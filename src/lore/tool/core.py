@@ -27,7 +27,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from lore import startup_trace
 from lore.access import AccessFilter, Principal, access_filter, principal_name
@@ -62,6 +62,8 @@ from lore.tool.result import ToolPassage as ToolPassage
 from lore.tool.result import ToolResult as ToolResult
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 #: Candidates the retriever hands a configured reranker per call (as ``lore eval``'s
 #: ``hybrid+rerank`` does), of which the reranker keeps ``top_k``.
@@ -144,17 +146,16 @@ class KnowledgeSearch:
         self,
         arguments: Mapping[str, Any],
         *,
-        principal: Principal | str | None = None,
+        principal: Principal,
         mode: SearchMode | None = None,
     ) -> ToolResult:
-        """``principal``: who is asking. A ``Principal`` (the service's token) sees only
-        what it may read (``lore.access.access_filter``), filtered inside the retriever;
-        a name or None is the local user, an admin of their own index, named in the audit."""
-        access = access_filter(principal)
+        """``principal``: who is asking, always given. A service principal (a token) sees
+        only what it may read (``lore.access.access_filter``), filtered inside the
+        retriever; the ``LocalUser`` of the CLI sees its whole index. The audit names it."""
         return await self.run_chain(
             TOOL_NAME,
             lambda: parse_arguments(arguments, self._settings.top_k),
-            lambda request: self._retrieve(request, mode, access),
+            lambda request: self._retrieve(request, mode, access_filter(principal)),
             principal=principal,
             mode=mode,
             raw_query=lambda: self._redact_raw_query(arguments),
@@ -166,7 +167,7 @@ class KnowledgeSearch:
         prepare: Callable[[], SearchRequest],
         retrieve: Callable[[SearchRequest], Awaitable[Retrieved]],
         *,
-        principal: Principal | str | None = None,
+        principal: Principal,
         mode: SearchMode | None = None,
         raw_query: Callable[[], str] = lambda: "",
         judge: Callable[[Passage], Confidence] = passage_confidence,
@@ -192,6 +193,7 @@ class KnowledgeSearch:
         error: str | None = None
         timing: Timing | None = None
         try:
+            access_filter(principal)  # a call without a principal is refused, and audited
             request = prepare()
             # A token pasted into a question must not reach a remote embedder or reranker;
             # the index holds secrets redacted the same way, so nothing is lost for search.
@@ -283,6 +285,34 @@ class KnowledgeSearch:
             min_confidence=self._min_confidence.value,
         )
         return ToolResult(passages=passages, metadata=metadata, error=error)
+
+    async def show_stored(
+        self, tool: str, principal: Principal, target: str, shape: Callable[[Callable[[str], str]], T]
+    ) -> T:
+        """Indexed text shown outside a search (a document read, the documents tree): the
+        chain's screening and redaction over every text ``shape`` passes through the
+        function it is given, then an audit record naming ``principal``, ``tool`` and
+        ``target`` (a uri), with what screening found. Fails closed: no principal, or an
+        audit that cannot be written (``AuditError``), shows nothing. Not capped: a
+        person reading a document reads all of it; the cap is for answers to agents."""
+        access_filter(principal)  # refuses a caller that is no Principal
+        started = time.perf_counter()
+        findings: Counter[str] = Counter()
+        shown = await asyncio.to_thread(shape, lambda text: self._cleaner.clean(text, findings))
+        entry = AuditEntry(
+            time=datetime.now(UTC).isoformat(),
+            principal=principal_name(principal),
+            tool=tool,
+            query=self._cleaner.redactor.redact(target)[0],
+            filters={},
+            top_k=None,
+            mode=None,
+            engine=self._retriever.engine,
+            latency_ms=round((time.perf_counter() - started) * 1000.0, 3),
+            safety=dict(findings),
+        )
+        await record_entry(self._audit, entry)
+        return shown
 
     async def _retrieve(
         self, request: SearchRequest, mode: SearchMode | None, access: AccessFilter | None = None

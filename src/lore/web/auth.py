@@ -4,9 +4,13 @@ the local user.
 - ``Authorization: Bearer <token>``: checked against the token store on every request.
 - ``lore_session`` cookie (``POST /v1/session``): HttpOnly, SameSite=Strict; sessions live
   in memory (a restart signs everyone out) and expire after ``SESSION_SECONDS``. Every
-  non-GET request on a session must carry ``X-CSRF-Token`` with the session's token.
+  non-GET request on a session must carry ``X-CSRF-Token`` with the session's token. A
+  session holds the HMAC of the token it signed in with, never a principal: each request
+  reads role, groups and tenant from the token store again, so revoking a token ends its
+  sessions at their next request, and a new token given the old name is another token.
 - Unauthenticated mode (no tokens; the server binds 127.0.0.1 only): every request acts as
-  the local admin, and non-GET requests still need the process's CSRF token (from
+  ``UNAUTHENTICATED``, an admin of the default tenant (documents labelled with a named
+  tenant need a token of it), and non-GET requests still need the process's CSRF token (from
   ``GET /v1/session``), because any web page the local user visits can send requests to
   127.0.0.1 but cannot read that token.
 
@@ -25,7 +29,7 @@ from typing import Literal
 
 from fastapi import Request
 
-from lore.access import LOCAL, Principal, Role
+from lore.access import Principal, Role
 from lore.web.limits import RateLimiter
 from lore.web.problems import Problem
 from lore.web.service import Service
@@ -38,10 +42,15 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 #: Paths that take no CSRF token: signing in (its body is the credential itself).
 _NO_CSRF = frozenset({("POST", "/v1/session")})
 
+#: The caller of unauthenticated mode: an ordinary service principal (the default
+#: tenant's admin), not the CLI's ``LocalUser``, so no request reaches every tenant.
+UNAUTHENTICATED = Principal(name="local", role=Role.ADMIN)
+
 
 @dataclass(frozen=True)
 class Session:
-    principal: Principal
+    #: ``TokenRecord.digest`` of the token that signed in.
+    token_digest: str
     csrf_token: str
     expires: float
 
@@ -54,9 +63,9 @@ class Sessions:
         self._sessions: dict[str, Session] = {}
         self._lock = threading.Lock()
 
-    def create(self, principal: Principal) -> tuple[str, Session]:
+    def create(self, token_digest: str) -> tuple[str, Session]:
         session_id = secrets.token_urlsafe(32)
-        session = Session(principal, secrets.token_urlsafe(32), time.monotonic() + self.seconds)
+        session = Session(token_digest, secrets.token_urlsafe(32), time.monotonic() + self.seconds)
         with self._lock:
             now = time.monotonic()
             self._sessions = {key: value for key, value in self._sessions.items() if value.expires > now}
@@ -75,9 +84,6 @@ class Sessions:
         with self._lock:
             self._sessions.pop(session_id, None)
 
-    def drop_principal(self, name: str) -> None:
-        with self._lock:
-            self._sessions = {k: v for k, v in self._sessions.items() if v.principal.name != name}
 
 
 @dataclass(frozen=True)
@@ -126,17 +132,14 @@ class Auth:
         session_id = request.cookies.get(SESSION_COOKIE)
         if session_id:
             session = self.sessions.get(session_id)
-            if session is not None and self._still_valid(session):
-                return Caller(session.principal, "session", session.csrf_token, session_id)
+            record = self.tokens.by_digest(session.token_digest) if session is not None else None
+            if session is not None and record is not None:
+                return Caller(record.principal(), "session", session.csrf_token, session_id)
+            if session is not None:  # its token is revoked: the session ends here
+                self.sessions.drop(session_id)
         if self.unauthenticated:
-            return Caller(LOCAL, "local", self.local_csrf)
+            return Caller(UNAUTHENTICATED, "local", self.local_csrf)
         raise _unauthorized("sign in: send 'Authorization: Bearer <token>' or a session cookie")
-
-    def _still_valid(self, session: Session) -> bool:
-        """A revoked token's sessions end at their next request."""
-        if session.principal is LOCAL:
-            return self.unauthenticated
-        return any(record.name == session.principal.name for record in self.tokens.records())
 
     def _check_csrf(self, request: Request, caller: Caller) -> None:
         if caller.via == "bearer" or request.method in SAFE_METHODS:

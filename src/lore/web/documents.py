@@ -6,11 +6,16 @@ which are verbatim slices of the body in order, each opening with a little of th
 before (the chunker's overlap), so the overlap is cut where one chunk's end repeats as
 the next one's start. Text before a document's first chunk (front matter) is not stored
 and so not shown.
+
+Every text taken from the index (titles, uris, folders, sections, chunks, Markdown)
+passes ``clean``, which routes give as the tool's own screening and redaction
+(``KnowledgeSearch.show_stored``): a parameter without a default, so no view can be
+built without it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
@@ -19,6 +24,9 @@ from lore.models import SOURCE_LABEL, SOURCE_TYPE_LABEL, Chunk, Document, utc
 from lore.web.managed import EDITABLE_TYPES
 
 FOLDER_LABEL = "folder"
+
+#: Screening and redaction of one text, as the tool's chain does it.
+Clean = Callable[[str], str]
 
 
 def merge_chunks(chunks: Sequence[Chunk]) -> str:
@@ -56,11 +64,11 @@ def folder_of(document: Document) -> str:
     return path.rpartition("/")[0]
 
 
-def summary(document: Document, stale_after_days: int) -> dict[str, Any]:
+def summary(document: Document, stale_after_days: int, clean: Clean) -> dict[str, Any]:
     age = age_days(document.updated_at)
     return {
-        "uri": document.uri,
-        "title": document.title,
+        "uri": clean(document.uri),
+        "title": clean(document.title),
         "updated_at": utc(document.updated_at).isoformat(),
         "age_days": age,
         "stale": age > stale_after_days,
@@ -71,7 +79,7 @@ def _folder_node(path: str) -> dict[str, Any]:
     return {"path": path, "count": 0, "documents": [], "folders": {}}
 
 
-def build_tree(documents: Iterable[Document], stale_after_days: int) -> dict[str, Any]:
+def build_tree(documents: Iterable[Document], stale_after_days: int, clean: Clean) -> dict[str, Any]:
     """The tree of the contract: source types, their sources, folders, documents; with counts."""
     types: dict[str, dict[str, Any]] = {}
     for document in sorted(documents, key=lambda d: d.uri):
@@ -86,11 +94,11 @@ def build_tree(documents: Iterable[Document], stale_after_days: int) -> dict[str
         source["count"] += 1
         node = source
         path = ""
-        for part in [part for part in folder_of(document).split("/") if part]:
+        for part in [clean(part) for part in folder_of(document).split("/") if part]:
             path = f"{path}/{part}" if path else part
             node = node["folders"].setdefault(part, _folder_node(path))
             node["count"] += 1
-        node["documents"].append(summary(document, stale_after_days))
+        node["documents"].append(summary(document, stale_after_days, clean))
     return {"source_types": [_freeze_type(group) for _, group in sorted(types.items())]}
 
 
@@ -107,15 +115,18 @@ def _freeze_type(group: dict[str, Any]) -> dict[str, Any]:
 
 
 def document_view(
-    document: Document, chunks: Sequence[Chunk], markdown: str | None, stale_after_days: int
+    document: Document, chunks: Sequence[Chunk], markdown: str | None, stale_after_days: int, clean: Clean
 ) -> dict[str, Any]:
     kind = str(document.labels.get(SOURCE_TYPE_LABEL, "unknown"))
     return {
-        **summary(document, stale_after_days),
+        **summary(document, stale_after_days, clean),
         "source": str(document.labels.get(SOURCE_LABEL, "")),
         "source_type": kind,
-        "revision": document.revision,
+        "revision": clean(document.revision),
         "editable": kind in EDITABLE_TYPES,
-        "markdown": markdown if markdown is not None else merge_chunks(chunks),
-        "chunks": [{"chunk_id": chunk.id, "section": chunk.section, "text": chunk.text} for chunk in chunks],
+        "markdown": clean(markdown if markdown is not None else merge_chunks(chunks)),
+        "chunks": [
+            {"chunk_id": clean(chunk.id), "section": clean(chunk.section), "text": clean(chunk.text)}
+            for chunk in chunks
+        ],
     }

@@ -4,39 +4,43 @@ REST API calls, so the safety chain and the audit apply, behind the same bearer 
 The SDK's server comes from ``lore.mcp_server.build_server`` (the tool's schema byte for
 byte). Authentication is a thin ASGI layer in front of it rather than the SDK's OAuth
 resource-server setup: lore's tokens are opaque API keys, not OAuth access tokens, and
-the layer sees tokens created or revoked while the server runs. The caller is handed to
-the tool through the SDK's own auth context, so the audit names the token.
+the layer sees tokens created or revoked while the server runs. The caller's whole
+``Principal`` (role, groups, tenant: never only its name) rides in the request's ASGI
+scope to every tool call (``lore.mcp_server.SCOPE_PRINCIPAL``); a call that arrives
+without one is refused by the server, so a mount that forgets it answers nothing.
 """
 
 from __future__ import annotations
 
-from mcp.server.auth.middleware.auth_context import auth_context_var
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
-from mcp.server.auth.provider import AccessToken
 from starlette.applications import Starlette
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from lore.mcp_server import HTTP_PATH, build_server
+from lore.mcp_server import HTTP_PATH, SCOPE_PRINCIPAL, build_server
 from lore.tool.core import KnowledgeSearch
-from lore.web.auth import Auth
+from lore.web.auth import UNAUTHENTICATED, Auth
 from lore.web.problems import problem_response
 
 
 def mcp_app(search: KnowledgeSearch, host: str) -> Starlette:
-    # DNS-rebinding protection as the SDK sets it up for a loopback host.
+    # DNS-rebinding protection as the SDK sets it up for a loopback host. No default
+    # principal: each call acts as the one ``McpAuth`` put in its scope.
     return build_server(search).streamable_http_app(streamable_http_path=HTTP_PATH, host=host)
 
 
 class McpAuth:
-    """Bearer check in front of the MCP app (none in unauthenticated mode)."""
+    """Bearer check in front of the MCP app; in unauthenticated mode every call acts as
+    ``UNAUTHENTICATED`` (the default tenant's admin), as on ``/v1``."""
 
     def __init__(self, app: ASGIApp, auth: Auth) -> None:
         self.app = app
         self.auth = auth
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or self.auth.unauthenticated:
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        if self.auth.unauthenticated:
+            await self.app({**scope, SCOPE_PRINCIPAL: UNAUTHENTICATED}, receive, send)
             return
         headers = dict(scope.get("headers") or [])
         scheme, _, token = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
@@ -58,11 +62,4 @@ class McpAuth:
             )
             await response(scope, receive, send)
             return
-        user = AuthenticatedUser(
-            AccessToken(token=token.strip(), client_id=principal.name, scopes=[principal.role.value])
-        )
-        reset = auth_context_var.set(user)
-        try:
-            await self.app(scope, receive, send)
-        finally:
-            auth_context_var.reset(reset)
+        await self.app({**scope, SCOPE_PRINCIPAL: principal}, receive, send)

@@ -8,6 +8,7 @@ Each write returns once the change is indexed (``Service.index_stored``).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response
@@ -18,11 +19,12 @@ from lore.access import Principal, Role, readable
 from lore.errors import LoreError
 from lore.models import SOURCE_TYPE_LABEL
 from lore.protocols import DocumentReader
+from lore.safety.audit import AuditError
 from lore.safety.secrets import redact_secrets
 from lore.sources.manual import ManualSource
 from lore.sources.stored import StoredSource
 from lore.web.auth import Caller, require, service_of
-from lore.web.documents import build_tree, document_view
+from lore.web.documents import Clean, build_tree, document_view
 from lore.web.problems import Problem
 from lore.web.service import Service
 
@@ -77,7 +79,23 @@ async def _view(service: Service, uri: str, principal: Principal) -> dict[str, A
         stored = await asyncio.to_thread(owner[0].read, owner[1])
         # Redacted as sync redacts it for the index: a reader must not show what search hides.
         markdown = redact_secrets(stored.markdown) if stored is not None else None
-    return document_view(document, chunks, markdown, service.settings.stale_after_days)
+    stale = service.settings.stale_after_days
+
+    def shape(clean: Clean) -> dict[str, Any]:
+        return document_view(document, chunks, markdown, stale, clean)
+
+    return await _shown(service, "read_document", principal, uri, shape)
+
+
+async def _shown(
+    service: Service, tool: str, principal: Principal, target: str, shape: Callable[[Clean], dict[str, Any]]
+) -> dict[str, Any]:
+    """What a route shows of the index, through the tool's chain: screened, redacted,
+    audited (503, and nothing shown, when the audit cannot be written)."""
+    try:
+        return await service.search.show_stored(tool, principal, target, shape)
+    except AuditError as err:
+        raise Problem(503, str(err)) from err
 
 
 async def _read_only(service: Service, uri: str, principal: Principal) -> Problem:
@@ -108,7 +126,10 @@ async def tree(request: Request, caller: Viewer) -> dict[str, Any]:
     service = service_of(request)
     documents = await asyncio.to_thread(_reader(service).list_documents)
     visible = [d for d in documents if readable(caller.principal, d.access, d.tenant)]
-    return build_tree(visible, service.settings.stale_after_days)
+    stale = service.settings.stale_after_days
+    return await _shown(
+        service, "document_tree", caller.principal, "", lambda clean: build_tree(visible, stale, clean)
+    )
 
 
 @router.get("/v1/documents/{uri:path}", summary="One document: its Markdown and chunks")

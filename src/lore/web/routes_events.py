@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 
-from lore.access import Principal, Role, access_filter
+from lore.access import Principal, Role
 from lore.errors import LoreError, QueryError
 from lore.events.feedback import submit_feedback
 from lore.events.record import EventQuery, RetrievalEvent, parse_since
@@ -113,5 +114,23 @@ async def alert_suggestion(
     if found is None:
         raise Problem(404, f"no suggestion stored for alert fingerprint {fingerprint!r}")
     reader = service.backend if isinstance(service.backend, DocumentReader) else None
-    body = await asyncio.to_thread(visible_suggestion, found, reader, access_filter(caller.principal))
-    return JSONResponse(body)
+
+    def shape(clean: Callable[[str], str]) -> dict[str, Any]:
+        # Stored chain output, through the chain again as every read of indexed text is
+        # (screening and redaction are idempotent on it), and audited.
+        body = visible_suggestion(found, reader, caller.principal)
+        body["passages"] = [
+            {**p, **{key: clean(p[key]) for key in _TEXTS if isinstance(p.get(key), str)}}
+            for p in body["passages"]
+        ]
+        return body
+
+    try:
+        shown = await service.search.show_stored("alert_suggestion", caller.principal, fingerprint, shape)
+    except AuditError as err:
+        raise Problem(503, str(err)) from err
+    return JSONResponse(shown)
+
+
+#: The fields of a kept passage that hold indexed text.
+_TEXTS = ("text", "title", "section")

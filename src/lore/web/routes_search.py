@@ -50,6 +50,9 @@ async def alerts(
     body = result.to_dict()
     if result.error is not None and result.result.metadata is None:
         return problem_response(422, result.error, extra={"result": body})
-    # The webhook receiver: kept per fingerprint for GET /v1/alerts/{fingerprint}.
-    await keep_alert_suggestion(service, body, caller.principal)
+    # The webhook receiver: kept per fingerprint for GET /v1/alerts/{fingerprint}, by
+    # editors and admins only (Alertmanager's token is an editor's): a viewer's lookup
+    # answers, but cannot overwrite what the tenant's on-call reads for that alert.
+    if caller.principal.role.allows(Role.EDITOR):
+        await keep_alert_suggestion(service, body, caller.principal)
     return JSONResponse(body)

@@ -35,10 +35,11 @@ async def sign_in(body: SignIn, request: Request, response: Response) -> dict[st
     auth = auth_of(request)
     if auth.unauthenticated:
         return _caller_body(auth.identify(request))
-    principal = auth.tokens.verify(body.token.strip())
-    if principal is None:
+    record = auth.tokens.verify_record(body.token.strip())
+    if record is None:
         raise Problem(401, "that token is not valid (unknown or revoked)")
-    session_id, session = auth.sessions.create(principal)
+    principal = record.principal()
+    session_id, session = auth.sessions.create(record.digest)
     response.set_cookie(
         SESSION_COOKIE,
         session_id,

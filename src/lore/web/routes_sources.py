@@ -1,6 +1,11 @@
 """``/v1/sources`` (admins): the sources the service syncs. lore.toml's are listed
 read-only; sources added here are kept in the data dir (``managed.py``), secrets
-write-only. Removing a source removes its documents from the index."""
+write-only. Removing a source removes its documents from the index.
+
+An admin is an admin of its tenant: it lists, adds, changes and removes the sources of
+its own tenant only, and another tenant's source answers as one that does not exist. A
+source added without a ``tenant`` gets the admin's; naming another tenant is refused.
+There is no cross-tenant role over HTTP: whoever edits lore.toml is that operator."""
 
 from __future__ import annotations
 
@@ -8,7 +13,8 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Request, Response
 
-from lore.access import Role
+from lore.access import Principal, Role, same_tenant
+from lore.config import SourceConfig
 from lore.errors import ConfigError
 from lore.web.auth import Caller, require, service_of
 from lore.web.managed import public_view
@@ -23,33 +29,52 @@ Table = Annotated[
 ]
 
 
-def _listing(service: Service) -> dict[str, Any]:
+def _sources(service: Service, principal: Principal) -> list[tuple[SourceConfig, str]]:
+    """The sources of ``principal``'s tenant: the only ones its admin sees or touches."""
+    every = service.sources.all()
+    return [(config, origin) for config, origin in every if same_tenant(principal, config.tenant)]
+
+
+def _listing(service: Service, principal: Principal) -> dict[str, Any]:
     settings = service.settings
-    return {"sources": [public_view(config, origin, settings) for config, origin in service.sources.all()]}
+    mine = _sources(service, principal)
+    return {"sources": [public_view(config, origin, settings) for config, origin in mine]}
 
 
-def _one(service: Service, name: str) -> dict[str, Any]:
-    for config, origin in service.sources.all():
+def _one(service: Service, name: str, principal: Principal) -> dict[str, Any]:
+    for config, origin in _sources(service, principal):
         if config.name == name:
             return public_view(config, origin, service.settings)
     raise Problem(404, f"no source named {name!r}")
 
 
-def _not_managed(service: Service, name: str) -> Problem:
-    for config, origin in service.sources.all():
+def _not_managed(service: Service, name: str, principal: Principal) -> Problem:
+    for config, origin in _sources(service, principal):
         if config.name == name:
             return Problem(403, f"source {name!r} comes from {origin}; change it there, not over the API")
     return Problem(404, f"no source named {name!r}")
 
 
-@router.get("/v1/sources", summary="Every source the service syncs")
+def _own_tenant(table: dict[str, Any], principal: Principal) -> dict[str, Any]:
+    """``table`` in the admin's tenant: its ``tenant`` set to the admin's when left out,
+    refused (403) when it names another."""
+    if "tenant" not in table:
+        return {**table, "tenant": principal.tenant} if principal.tenant is not None else table
+    if table["tenant"] != principal.tenant:
+        mine = repr(principal.tenant) if principal.tenant is not None else "the default tenant"
+        raise Problem(403, f"an admin of {mine} adds and changes sources of that tenant only")
+    return table
+
+
+@router.get("/v1/sources", summary="Every source of the caller's tenant")
 async def list_sources(request: Request, caller: Admin) -> dict[str, Any]:
-    return _listing(service_of(request))
+    return _listing(service_of(request), caller.principal)
 
 
 @router.post("/v1/sources", status_code=201, summary="Add a source (git, confluence, upload, manual)")
 async def add_source(table: Table, request: Request, caller: Admin) -> dict[str, Any]:
     service = service_of(request)
+    table = _own_tenant(table, caller.principal)
     try:
         config = service.sources.add(table)
     except ConfigError as err:
@@ -58,21 +83,24 @@ async def add_source(table: Table, request: Request, caller: Admin) -> dict[str,
         raise Problem(403, str(err)) from err
     except ValueError as err:
         raise Problem(409, str(err)) from err
-    return _one(service, config.name)
+    return _one(service, config.name, caller.principal)
 
 
 @router.patch("/v1/sources/{name}", summary="Change a source added over the API")
 async def change_source(name: str, changes: Table, request: Request, caller: Admin) -> dict[str, Any]:
     service = service_of(request)
+    _one(service, name, caller.principal)  # another tenant's source is not there
+    if "tenant" in changes:
+        _own_tenant(changes, caller.principal)
     try:
         service.sources.update(name, changes)
     except KeyError:
-        raise _not_managed(service, name) from None
+        raise _not_managed(service, name, caller.principal) from None
     except ConfigError as err:
         raise Problem(422, str(err)) from err
     except ValueError as err:
         raise Problem(409, str(err)) from err
-    return _one(service, name)
+    return _one(service, name, caller.principal)
 
 
 @router.delete(
@@ -80,10 +108,11 @@ async def change_source(name: str, changes: Table, request: Request, caller: Adm
 )
 async def remove_source(name: str, request: Request, caller: Admin) -> Response:
     service = service_of(request)
+    _one(service, name, caller.principal)  # another tenant's source is not there
     try:
         service.sources.remove(name)
     except KeyError:
-        raise _not_managed(service, name) from None
+        raise _not_managed(service, name, caller.principal) from None
     backend = service.backend
 
     def forget() -> None:

@@ -183,6 +183,12 @@ class Service:
                 return build_source(config, self.settings)
         return None
 
+    def visible_sources(self, principal: Principal) -> list[KnowledgeSource]:
+        """The built sources whose documents ``principal`` could read (its tenant, and its
+        groups or all viewers; an admin of its tenant all of them): what sync status,
+        ``POST /v1/sync`` and ``/metrics`` show it. Others are as absent as unknown ones."""
+        return [source for source in self.built_sources() if _may_write(principal, source)]
+
     def upload_source(self, name: str | None, principal: Principal) -> UploadSource:
         found = self._stored(name, UploadSource, DEFAULT_UPLOAD_SOURCE, "upload", principal)
         assert isinstance(found, UploadSource)

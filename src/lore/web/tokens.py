@@ -72,7 +72,12 @@ class TokenStore:
         return bool(self.records())
 
     def verify(self, token: str) -> Principal | None:
-        """The principal of ``token``, or None. Every stored hash is compared, in
+        """The principal of ``token``, or None."""
+        record = self.verify_record(token)
+        return record.principal() if record is not None else None
+
+    def verify_record(self, token: str) -> TokenRecord | None:
+        """The stored record of ``token``, or None. Every stored hash is compared, in
         constant time, so the answer's timing says nothing about which one matched."""
         with self._lock:
             records = self._fresh()
@@ -83,7 +88,18 @@ class TokenStore:
         for record in records:
             if hmac.compare_digest(record.digest, digest):
                 found = record
-        return found.principal() if found is not None else None
+        return found
+
+    def by_digest(self, digest: str) -> TokenRecord | None:
+        """The record a session was signed in with, as the store holds it now: None once
+        that token is revoked, whatever token is later given its name."""
+        with self._lock:
+            records = self._fresh()
+        found: TokenRecord | None = None
+        for record in records:
+            if hmac.compare_digest(record.digest, digest):
+                found = record
+        return found
 
     def check(self) -> None:
         """``ConfigError`` unless the stored tokens can be verified (their server secret is
