@@ -44,8 +44,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _synthetic import CHUNKS_PER_DOCUMENT, DIMENSION, Corpus, documents
 
 from lore.errors import MissingExtraError
-from lore.models import Chunk, Document, Passage, SearchMode
-from lore.protocols import BulkWriting, Vectors
+from lore.models import Chunk, Document, SearchMode
+from lore.protocols import BulkWriting, Retrieval, Vectors
 from lore.sync_pipeline import BATCHES_PER_GROUP
 
 MODES = (SearchMode.BM25, SearchMode.VECTOR, SearchMode.HYBRID)
@@ -153,7 +153,7 @@ class LoreEngine(Protocol):
         top_k: int = 8,
         labels: Mapping[str, str] | None = None,
         mode: SearchMode | None = None,
-    ) -> list[Passage]: ...
+    ) -> Retrieval: ...
 
     def close(self) -> None: ...
 
@@ -344,7 +344,7 @@ def run_lore(spec: CellSpec, corpus: Corpus, result: CellResult) -> None:
             return
 
         async def search(number: int, mode: SearchMode) -> int:
-            return len(await engine.retrieve(corpus.queries[number], top_k=TOP_K, mode=mode))
+            return len((await engine.retrieve(corpus.queries[number], top_k=TOP_K, mode=mode)).passages)
 
         result.latency = asyncio.run(time_queries(search, spec))
         if spec.backend == "pgvector":

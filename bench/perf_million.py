@@ -206,8 +206,8 @@ def serve(work: Path, scale: int, queries: int, threshold: int) -> dict[str, flo
             # cores is below this).
             figures[f"{mode}_cpu_p50_ms"] = statistics.median(cpu[mode])
         figures.update(_memory())
-        channel = type(backend._refresh(need_vectors=True)).__name__
-        figures["fulltext_shards"] = float(backend._fulltext.shards)
+        channel = type(backend._search._refresh(need_vectors=True)).__name__
+        figures["fulltext_shards"] = float(backend._layout.current.shards)
         # The BM25 top 100 of each query, for the overlap of two layouts' rankings.
         top = [[p.chunk_id for p in backend.search(t, top_k=100, mode=SearchMode.BM25)] for t in texts]
         (db.parent / "bm25-top100.json").write_text(json.dumps(top))

@@ -73,10 +73,10 @@ async def measure(backend: SqliteBackend, corpus: Corpus, queries: int) -> Sampl
     """Per row: wall-clock and process CPU milliseconds of each query."""
     texts = corpus.queries[:queries]
     vectors = corpus.query_vectors[:queries]
-    matrix = backend._refresh(need_vectors=True)
-    fulltext = backend._fulltext
+    matrix = backend._search._refresh(need_vectors=True)
+    fulltext = backend._layout.current
     # The scan's helper threads; None for a lore without them (a before/after run).
-    helpers = backend._helpers() if hasattr(backend, "_helpers") else None
+    helpers = backend._search._helpers() if hasattr(backend, "_search") else None
     no_ranks: dict[str, int] = {}
     top8 = [[(rowid, 1.0, no_ranks) for rowid, _ in fulltext.search(q, frozenset(), TOP_K)] for q in texts]
 
@@ -87,7 +87,7 @@ async def measure(backend: SqliteBackend, corpus: Corpus, queries: int) -> Sampl
         return lambda i: backend.search(texts[i], top_k=TOP_K, mode=chosen, query_vector=vectors[i])
 
     def hydrate(i: int) -> object:
-        return backend._reads.passages(top8[i])
+        return backend._readers.passages(top8[i])
 
     rows: dict[str, Callable[[int], object]] = {
         "retrieve bm25": mode(SearchMode.BM25),

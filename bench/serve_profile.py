@@ -56,12 +56,12 @@ def cpu_ms(job: Callable[[], object], repeat: int) -> float:
 def stages(service: Service, scratch: Path) -> list[tuple[str, float]]:
     backend: object = service.backend
     search = service.search
-    embedder = backend._embedder.inner  # type: ignore[attr-defined]  # the model, not the batcher
+    embedder = backend._search.embedder.inner  # type: ignore[attr-defined]  # the model, not the batcher
     query = "why does etcd lose quorum after a node restart?"
     found = [backend.search(q, top_k=5) for q in QUESTIONS]  # type: ignore[attr-defined]
     vector = embedder.embed_queries([query])[0]
     access = access_filter(PRINCIPAL)
-    fulltext, matrix = backend._fulltext, backend._matrix  # type: ignore[attr-defined]
+    fulltext, matrix = backend._layout.current, backend._search.matrix  # type: ignore[attr-defined]
     fields = [
         text
         for passages in found
@@ -172,7 +172,7 @@ def main() -> None:
     table = Table(title=f"whole searches through the service ({options.searches} per level)")
     for column in ("clients", "CPU ms/search", "p50 ms", "p95 ms", "query inferences"):
         table.add_column(column, justify="right")
-    batcher = service.backend._embedder  # type: ignore[attr-defined]
+    batcher = service.backend._search.embedder  # type: ignore[attr-defined]
     for clients in [int(part) for part in options.clients.split(",")]:
         before = batcher.inferences
         cpu, samples = asyncio.run(level(service, options.searches, clients, options.repeat))

@@ -9,7 +9,7 @@ import io
 import json
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +20,8 @@ import test_search_cli as search_cli
 from lore.access import LOCAL, AccessFilter, local_user
 from lore.alerts.tool import ALERT_TOOL_NAME, RunbookForAlert
 from lore.config import load_settings
-from lore.models import Passage, SearchMode
-from lore.protocols import KnowledgeRetriever
+from lore.models import SearchMode
+from lore.protocols import KnowledgeRetriever, Retrieval
 from lore.resolve import resolve_retriever
 from lore.sync import run_sync
 from lore.testing.attacks import assert_safe, injection_cases
@@ -320,7 +320,7 @@ class RecordingRetriever:
         labels: Mapping[str, str] | None = None,
         mode: SearchMode | None = None,
         access: AccessFilter | None = None,
-    ) -> Sequence[Passage]:
+    ) -> Retrieval:
         self.queries.append(query)
         return await self.inner.retrieve(query, top_k=top_k, labels=labels, mode=mode, access=access)
 

@@ -36,7 +36,9 @@ def test_words_of_an_alert_name_find_its_runbook_and_the_name_still_matches_whol
         )
 
         def found(query: str) -> list[str]:
-            return [p.uri for p in asyncio.run(backend.retrieve(query, top_k=3, mode=SearchMode.BM25))]
+            return [
+                p.uri for p in asyncio.run(backend.retrieve(query, top_k=3, mode=SearchMode.BM25)).passages
+            ]
 
         def top(query: str) -> str:
             return (found(query) or [""])[0]

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from lore.safety.audit import AuditEntry, AuditError, JsonlAuditLog
+from lore.errors import AuditError
+from lore.safety.audit import AuditEntry, JsonlAuditLog
 from lore.safety.audit_writer import QueuedAuditLog, record_entry
 
 

@@ -24,7 +24,8 @@ from lore.confidence import (
     passage_confidence,
     probability,
 )
-from lore.eval.datasets import SPLITS, DatasetError, load_golden_set, split_of
+from lore.errors import DatasetError
+from lore.eval.datasets import SPLITS, load_golden_set, split_of
 from lore.eval.verdict import Judged, report
 from lore.models import Evidence, Passage
 

@@ -13,11 +13,10 @@ import pytest
 from confluence_server import CREATED, ConfluenceServer
 from lore.backends.sqlite import SqliteBackend
 from lore.chunking import Chunker
-from lore.errors import ConfigError, SourceError
+from lore.errors import ConfigError, PermissionRefusal, SourceError
 from lore.models import Document, SourceFailure, SourceItem, SyncReport, Tombstone
 from lore.sources import build_source, typed_source_config
 from lore.sources.confluence import ConfluenceSource, ConfluenceSourceConfig
-from lore.sources.confluence.api import PermissionRefusal
 from lore.sync import sync_sources
 from lore.testing.embedders import CountingEmbedder
 
@@ -200,7 +199,7 @@ async def test_deleted_and_newly_restricted_pages_are_gone_after_the_next_sync(
 ) -> None:
     source = make_source(site)
     assert (await sync(source, index, embedder)).ok
-    hits = await index.retrieve("Jenkins agents ci-pool", top_k=3)
+    hits = (await index.retrieve("Jenkins agents ci-pool", top_k=3)).passages
     assert hits
     assert hits[0].uri == f"confluence://DEV/{ids['dev']}"
 
@@ -212,7 +211,7 @@ async def test_deleted_and_newly_restricted_pages_are_gone_after_the_next_sync(
     assert report.deleted == 4, "the restricted page and its children, and the deleted one"
     assert set(index.held("wiki")) == {f"confluence://OPS/{ids['home']}"}
     for query in ("Jenkins agents ci-pool", "etcdctl endpoint health", "payments-consumer-group"):
-        hits = await index.retrieve(query, top_k=5)
+        hits = (await index.retrieve(query, top_k=5)).passages
         assert all(hit.uri == f"confluence://OPS/{ids['home']}" for hit in hits)
 
     site.pages[ids["runbooks"]].restricted_users = []

@@ -149,7 +149,7 @@ async def test_an_engine_and_no_segments(fake: FakeDiscoveryEngine) -> None:
 
 
 async def test_results_become_passages_with_explicit_gaps(retriever: DiscoveryEngineRetriever) -> None:
-    first, second = await retriever.retrieve("etcdNoLeader")
+    first, second = (await retriever.retrieve("etcdNoLeader")).passages
     assert first.uri == "gs://runbooks/etcd.md"
     assert first.title == "etcd has no leader"
     assert first.text == "The etcdNoLeader alert fires when a member sees no leader."

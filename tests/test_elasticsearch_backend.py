@@ -206,7 +206,7 @@ async def test_delete_by_uri_uses_delete_by_query(
         assert len(calls) == 1
         assert calls[0].path == "/lore/_delete_by_query"
         assert calls[0].body == {"query": {"term": {"uri": "gone.md"}}}
-        assert await backend.retrieve("removed", mode=SearchMode.BM25) == []
+        assert (await backend.retrieve("removed", mode=SearchMode.BM25)).passages == []
     finally:
         backend.close()
 
@@ -314,9 +314,9 @@ async def test_no_embedder_is_keyword_search_only(server: FakeSearchServer) -> N
         assert "vector" not in _created(server, "lore_g1")["mappings"]["properties"]
         bulk = next(r.body for r in server.requests if r.path == "/_bulk")
         assert "vector" not in bulk[1]
-        passages = await backend.retrieve("KubeNodeNotReady")
+        passages = (await backend.retrieve("KubeNodeNotReady")).passages
         assert passages[0].uri == "k.md"
-        found = await backend.retrieve_detailed("KubeNodeNotReady", mode=SearchMode.HYBRID)
+        found = await backend.retrieve("KubeNodeNotReady", mode=SearchMode.HYBRID)
         assert found.degraded_reason is not None
         assert "embedder = 'none'" in found.degraded_reason
         assert found.passages[0].uri == "k.md"
@@ -413,7 +413,7 @@ async def test_from_keywords_only_to_hybrid_with_reembed(server: FakeSearchServe
         result = reembed_index(backend, HashingEmbedder(64))
         assert (result.old, result.new) == (("none", 0), ("hashing-64", 64))
         assert backend.modes[0] is SearchMode.HYBRID
-        found = await backend.retrieve("image cache disk", mode=SearchMode.VECTOR)
+        found = (await backend.retrieve("image cache disk", mode=SearchMode.VECTOR)).passages
         assert found[0].uri == "d.md"
         assert server.cluster.aliases == {"lore": "lore_g2"}
     finally:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from lore.errors import DatasetError
 from lore.eval.datasets import (
     BeirPaths,
-    DatasetError,
     GoldenEntry,
     beir_doc_id,
     iter_beir_documents,

@@ -17,13 +17,12 @@ from lore.access import ALL_VIEWERS, LOCAL, Principal, Role, local_user
 from lore.alerts.tool import RunbookForAlert
 from lore.backends.sqlite import SqliteBackend
 from lore.config import LoreSettings
-from lore.errors import QueryError
+from lore.errors import AuditError, QueryError
 from lore.events.feedback import submit_feedback
 from lore.events.golden import IN_RESULTS, KNOWLEDGE_GAP, RANKING_GAP, from_feedback
 from lore.events.record import EventQuery, RetrievalEvent
 from lore.events.suggestions import alert_fingerprint
 from lore.models import SearchMode
-from lore.safety.audit import AuditError
 from lore.testing import add_document
 from lore.testing.embedders import CountingEmbedder
 from lore.tool.core import KnowledgeSearch, ToolResult

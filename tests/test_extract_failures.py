@@ -13,8 +13,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
 from _documents import docx_bytes, encrypted_pdf_bytes, pdf_bytes, runbook, scanned_pdf_bytes
 
-from lore.errors import LoreError
-from lore.extract import ExtractionError, Limits, extract
+from lore.errors import ExtractionError, LoreError
+from lore.extract import Limits, extract
 
 
 def reason(data: bytes, filename: str, **options: object) -> str:

@@ -106,7 +106,7 @@ def backend(tmp_path: Path) -> Iterator[SqliteBackend]:
 
 
 def _top(backend: SqliteBackend, query: str) -> str:
-    found = asyncio.run(backend.retrieve(query, top_k=3, mode=SearchMode.BM25))
+    found = asyncio.run(backend.retrieve(query, top_k=3, mode=SearchMode.BM25)).passages
     return found[0].uri if found else ""
 
 
@@ -129,9 +129,10 @@ def test_identifiers_match_whole_and_by_parts_on_sqlite(backend: SqliteBackend, 
 
 
 def test_the_exact_identifier_outranks_its_scattered_words(backend: SqliteBackend) -> None:
-    found = [p.uri for p in asyncio.run(backend.retrieve("kube-apiserver", top_k=5, mode=SearchMode.BM25))]
+    answer = asyncio.run(backend.retrieve("kube-apiserver", top_k=5, mode=SearchMode.BM25))
+    found = [p.uri for p in answer.passages]
     assert found[:2] == ["runbooks/control-plane/apiserver-restart.md", "runbooks/kube/api-notes.md"]
-    assert asyncio.run(backend.retrieve("apiserver", top_k=5, mode=SearchMode.BM25))
+    assert asyncio.run(backend.retrieve("apiserver", top_k=5, mode=SearchMode.BM25)).passages
 
 
 def test_identifier_share_leaves_template_placeholders_out() -> None:
@@ -151,7 +152,7 @@ def test_sparse_query_vectors_leave_a_rules_placeholders_out() -> None:
 
 
 def _coverage(backend: SqliteBackend, query: str, uri: str) -> float:
-    found = asyncio.run(backend.retrieve(query, top_k=7, mode=SearchMode.BM25))
+    found = asyncio.run(backend.retrieve(query, top_k=7, mode=SearchMode.BM25)).passages
     evidence = next(p.evidence for p in found if p.uri == uri)
     assert evidence is not None
     assert evidence.coverage is not None

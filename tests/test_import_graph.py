@@ -52,6 +52,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "lore.interrupt", "lore.startup_trace", "lore.schedule_cadence",
         # Bytes of a file to Markdown: a library of its own, on errors alone.
         "lore.extract",
+        # The one migration runner every store's schema uses.
+        "lore.migrations",
     )),
 ]
 

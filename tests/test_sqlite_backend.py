@@ -121,7 +121,7 @@ async def test_reopen_with_another_embedder(
     assert other.model_id in str(raised.value)
     with SqliteBackend(db_path, CountingEmbedder()) as again:
         assert again.stored_embedder() == (embedder.model_id, embedder.dimension)
-        assert [p.uri for p in await again.retrieve("etcd quorum")] == ["a.md"]
+        assert [p.uri for p in (await again.retrieve("etcd quorum")).passages] == ["a.md"]
 
 
 # -- the write lock ---------------------------------------------------------------------
@@ -178,7 +178,7 @@ async def test_search_runs_while_another_connection_writes(
         writer.execute("BEGIN IMMEDIATE")
         writer.execute("DELETE FROM chunks")
         for mode in backend.modes:
-            passages = await backend.retrieve("kafka consumer lag", mode=mode)
+            passages = (await backend.retrieve("kafka consumer lag", mode=mode)).passages
             assert [p.uri for p in passages] == ["a.md"]
     finally:
         writer.execute("ROLLBACK")
@@ -190,10 +190,12 @@ async def test_other_instances_see_committed_writes(
 ) -> None:
     add_document(backend, embedder, "a.md", "redis eviction storm")
     with SqliteBackend(db_path, CountingEmbedder()) as reader:
-        assert [p.uri for p in await reader.retrieve("redis eviction", mode=SearchMode.VECTOR)] == ["a.md"]
+        assert [
+            p.uri for p in (await reader.retrieve("redis eviction", mode=SearchMode.VECTOR)).passages
+        ] == ["a.md"]
         add_document(backend, embedder, "b.md", "redis eviction storm again")
         for mode in reader.modes:
-            assert {p.uri for p in await reader.retrieve("redis eviction storm", mode=mode)} == {
+            assert {p.uri for p in (await reader.retrieve("redis eviction storm", mode=mode)).passages} == {
                 "a.md",
                 "b.md",
             }
@@ -209,15 +211,17 @@ async def test_fulltext_is_batched_inside_a_write_lock(
         with backend.write_lock():
             add_document(backend, embedder, "a.md", "postgres replication slot bloat")
             assert _journal_size(db_path) > 0
-            assert await reader.retrieve("replication slot", mode=SearchMode.BM25) == []
-            assert [p.uri for p in await reader.retrieve("replication slot", mode=SearchMode.VECTOR)] == [
-                "a.md"
-            ]
-            assert [p.uri for p in await backend.retrieve("replication slot", mode=SearchMode.BM25)] == [
-                "a.md"
-            ]
+            assert (await reader.retrieve("replication slot", mode=SearchMode.BM25)).passages == []
+            assert [
+                p.uri for p in (await reader.retrieve("replication slot", mode=SearchMode.VECTOR)).passages
+            ] == ["a.md"]
+            assert [
+                p.uri for p in (await backend.retrieve("replication slot", mode=SearchMode.BM25)).passages
+            ] == ["a.md"]
         assert _journal_size(db_path) == 0
-        assert [p.uri for p in await reader.retrieve("replication slot", mode=SearchMode.BM25)] == ["a.md"]
+        assert [
+            p.uri for p in (await reader.retrieve("replication slot", mode=SearchMode.BM25)).passages
+        ] == ["a.md"]
 
 
 # -- crash consistency -------------------------------------------------------------------
@@ -242,7 +246,7 @@ async def test_crash_before_fulltext_commit_is_replayed_on_open(
     assert _journal_size(db_path) > 0
     with SqliteBackend(db_path, embedder) as reopened:
         assert _journal_size(db_path) == 0
-        passages = await reopened.retrieve("certificate expired ingress", mode=SearchMode.BM25)
+        passages = (await reopened.retrieve("certificate expired ingress", mode=SearchMode.BM25)).passages
         assert [p.uri for p in passages] == ["a.md"]
 
 
@@ -256,7 +260,7 @@ async def test_journal_replay_is_idempotent(db_path: Path, embedder: CountingEmb
     with _raw(db_path) as conn:
         conn.execute("INSERT INTO fulltext_journal (op, chunk) SELECT 'add', id FROM chunks")
     with SqliteBackend(db_path, embedder) as reopened:
-        passages = await reopened.retrieve("vault seal unseal", top_k=10, mode=SearchMode.BM25)
+        passages = (await reopened.retrieve("vault seal unseal", top_k=10, mode=SearchMode.BM25)).passages
         assert sorted(p.section for p in passages) == ["x", "y"]
 
 
@@ -269,7 +273,9 @@ async def test_hits_missing_from_sqlite_are_dropped(
     with _raw(db_path) as conn:  # removed behind tantivy's and the cache's back
         conn.execute("DELETE FROM chunks WHERE uri = 'gone.md'")
     for mode in backend.modes:
-        assert [p.uri for p in await backend.retrieve("disk latency volume", mode=mode)] == ["keep.md"]
+        assert [p.uri for p in (await backend.retrieve("disk latency volume", mode=mode)).passages] == [
+            "keep.md"
+        ]
 
 
 # -- reindex -----------------------------------------------------------------------------
@@ -282,7 +288,9 @@ async def test_missing_fulltext_directory_is_rebuilt_on_open(
         add_document(first, embedder, "a.md", "ingress controller 502 errors")
     shutil.rmtree(db_path.with_name("lore.db.tantivy"))
     with SqliteBackend(db_path, embedder) as reopened:
-        assert [p.uri for p in await reopened.retrieve("ingress 502", mode=SearchMode.BM25)] == ["a.md"]
+        assert [p.uri for p in (await reopened.retrieve("ingress 502", mode=SearchMode.BM25)).passages] == [
+            "a.md"
+        ]
 
 
 @pytest.mark.parametrize(
@@ -297,7 +305,9 @@ async def test_outdated_or_damaged_fulltext_is_rebuilt(
         add_document(first, embedder, "a.md", "ingress controller 502 errors")
     (db_path.with_name("lore.db.tantivy") / name).write_text(content)
     with SqliteBackend(db_path, embedder) as reopened:
-        assert [p.uri for p in await reopened.retrieve("ingress 502", mode=SearchMode.BM25)] == ["a.md"]
+        assert [p.uri for p in (await reopened.retrieve("ingress 502", mode=SearchMode.BM25)).passages] == [
+            "a.md"
+        ]
 
 
 async def test_rebuild_fulltext(backend: SqliteBackend, embedder: CountingEmbedder) -> None:
@@ -308,7 +318,7 @@ async def test_rebuild_fulltext(backend: SqliteBackend, embedder: CountingEmbedd
         add_document(backend, embedder, "b.md", "terraform state lock")
     assert backend.rebuild_fulltext() == 3
     assert backend.rebuild_fulltext() == 3
-    passages = await backend.retrieve("helm rollback history", top_k=10, mode=SearchMode.BM25)
+    passages = (await backend.retrieve("helm rollback history", top_k=10, mode=SearchMode.BM25)).passages
     assert sorted(p.section for p in passages) == ["1", "2"]
 
 
@@ -363,7 +373,7 @@ async def test_score_fusion(db_path: Path, embedder: CountingEmbedder) -> None:
         with scored.write_lock():
             add_document(scored, embedder, "a.md", "memory leak in the payments worker")
             add_document(scored, embedder, "b.md", "disk full on the build agent")
-        passages = await scored.retrieve("payments worker memory leak")
+        passages = (await scored.retrieve("payments worker memory leak")).passages
         assert passages[0].uri == "a.md"
         assert set(passages[0].channel_ranks) == {"bm25", "vector"}
 
@@ -419,7 +429,9 @@ async def test_vector_cache_follows_appends_and_deletes(
                 add_document(backend, embedder, uri, f"queue backlog {uri}", labels={"round": round_})
 
     async def found(labels: dict[str, str] | None = None) -> set[str]:
-        passages = await reader.retrieve("queue backlog", top_k=50, labels=labels, mode=SearchMode.VECTOR)
+        passages = (
+            await reader.retrieve("queue backlog", top_k=50, labels=labels, mode=SearchMode.VECTOR)
+        ).passages
         return {p.uri for p in passages}
 
     first, second, third = ({f"r{n}/{i}.md" for i in range(6)} for n in range(3))

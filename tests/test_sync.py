@@ -264,11 +264,11 @@ async def test_first_sync_indexes_every_document_with_source_labels(
     assert (report.seen, report.added, report.updated, report.unchanged) == (3, 3, 0, 0)
     assert report.chunks_embedded == embedder.documents_embedded > 0
     assert set(index.held("notes")) == {d.uri for d in three_docs()}
-    passages = await index.retrieve(
+    passages = (await index.retrieve(
         "etcdutl snapshot",
         top_k=3,
         labels={SOURCE_LABEL: "notes", SOURCE_TYPE_LABEL: "memory", "tags": "etcd"},
-    )
+    )).passages
     assert [p.uri for p in passages] == ["mem://notes/etcd.md"]
 
 
@@ -657,7 +657,7 @@ def test_example_corpus_syncs_cleanly_and_identifiers_find_their_page(
             ("payments-consumer-group", "kafka-consumer-lag.md"),
             ("10.0.0.1", "dns-resolution-failures.md"),
         ]:
-            passages = asyncio.run(retriever.retrieve(identifier, top_k=1, mode=SearchMode.BM25))
+            passages = asyncio.run(retriever.retrieve(identifier, top_k=1, mode=SearchMode.BM25)).passages
             assert passages[0].uri.endswith(page), identifier
     finally:
         retriever.close()

@@ -108,12 +108,12 @@ class ListRetriever:
         labels: Mapping[str, str] | None = None,
         mode: SearchMode | None = None,
         access: AccessFilter | None = None,
-    ) -> list[Passage]:
+    ) -> Retrieval:
         self.calls.append({"query": query, "top_k": top_k, "labels": labels, "mode": mode, "access": access})
         if self.fail is not None:
             raise self.fail
         wanted = filter_terms(labels)
-        return [p for p in self.passages if wanted <= label_terms(p.labels)][:top_k]
+        return Retrieval([p for p in self.passages if wanted <= label_terms(p.labels)][:top_k])
 
 
 def settings(tmp_path: Path, **safety: Any) -> LoreSettings:
@@ -975,7 +975,7 @@ async def test_min_confidence_none_shows_every_answer(tmp_path: Path) -> None:
 class FallbackAnswering(ListRetriever):
     """Answers as a ``[fallback]`` retriever does while its primary is down."""
 
-    async def retrieve_detailed(
+    async def retrieve(
         self,
         query: str,
         *,
@@ -984,8 +984,8 @@ class FallbackAnswering(ListRetriever):
         mode: SearchMode | None = None,
         access: AccessFilter | None = None,
     ) -> Retrieval:
-        found = await self.retrieve(query, top_k=top_k, labels=labels, mode=mode, access=access)
-        return Retrieval(found, "the primary index is unreachable", served_by="fallback:sqlite")
+        found = await super().retrieve(query, top_k=top_k, labels=labels, mode=mode, access=access)
+        return Retrieval(found.passages, "the primary index is unreachable", served_by="fallback:sqlite")
 
 
 async def test_runbook_for_alert_says_when_the_fallback_answered(tmp_path: Path) -> None:

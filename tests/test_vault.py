@@ -304,13 +304,14 @@ async def test_alert_style_queries_find_their_playbook_in_the_top_three_by_bm25(
         assert report.added >= 40
         misses = []
         for query, expected in ALERT_QUERIES:
-            passages = await index.retrieve(query, top_k=10, mode=SearchMode.BM25)
+            passages = (await index.retrieve(query, top_k=10, mode=SearchMode.BM25)).passages
             ranked = list(dict.fromkeys(p.uri for p in passages))[:3]
             if VAULT_URI_PREFIX + expected not in ranked:
                 misses.append((query, expected, ranked))
         assert not misses, misses
         # Filterable by the label sync and the source set.
-        vault_only = await index.retrieve("disk full", top_k=3, labels={SOURCE_TYPE_LABEL: "vault"})
+        labels = {SOURCE_TYPE_LABEL: "vault"}
+        vault_only = (await index.retrieve("disk full", top_k=3, labels=labels)).passages
         assert vault_only
         assert all(p.uri.startswith(VAULT_URI_PREFIX) for p in vault_only)
         # A second sync of the same release writes nothing.
@@ -385,7 +386,7 @@ async def test_paraphrased_questions_find_their_playbook_with_the_real_model(tmp
         assert report.ok
         misses = []
         for query, expected in PARAPHRASED_QUERIES:
-            passages = await index.retrieve(query, top_k=10, mode=SearchMode.HYBRID)
+            passages = (await index.retrieve(query, top_k=10, mode=SearchMode.HYBRID)).passages
             ranked = list(dict.fromkeys(p.uri for p in passages))[:3]
             if VAULT_URI_PREFIX + expected not in ranked:
                 misses.append((query, expected, ranked))

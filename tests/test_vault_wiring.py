@@ -112,7 +112,7 @@ async def test_a_new_lore_version_rewrites_the_pack_on_the_next_sync(tmp_path: P
         # Every playbook carries the new release; unchanged texts reuse their vectors.
         assert (new.updated, new.chunks_embedded) == (old.added, 0)
         assert all(doc.revision.endswith("+lore-1.1.0") for doc in index.held("vault").values())
-        passages = await index.retrieve("CrashLoopBackOff", top_k=1, mode=SearchMode.BM25)
+        passages = (await index.retrieve("CrashLoopBackOff", top_k=1, mode=SearchMode.BM25)).passages
         assert passages[0].labels[SOURCE_TYPE_LABEL] == "vault"
         assert passages[0].updated_at == datetime(2027, 1, 1, tzinfo=UTC)
     finally:

@@ -110,7 +110,7 @@ def test_the_service_batches_query_embedding_and_audits_through_its_writer(tmp_p
     with serve(tmp_path) as served:
         with served.client("viewer") as client:
             assert client.post("/v1/search", json={"query": "zanzibarquorum"}).json()["error"] is None
-        backend_embedder = served.service.backend._embedder  # type: ignore[attr-defined]
+        backend_embedder = served.service.backend._search.embedder  # type: ignore[attr-defined]
         assert isinstance(backend_embedder, BatchingQueryEmbedder)
         assert backend_embedder.inner is served.service.embedder
         audit = served.service.search._audit

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from lore.config import load_settings
-from lore.errors import ConfigError
+from lore.errors import ConfigError, UploadRefused
 from lore.sources import build_source
 from lore.sources.manual import ManualSource
-from lore.sources.upload import UploadRefused, UploadSource, extract, sniff
+from lore.sources.upload import UploadSource, extract, sniff
 from lore.sync import run_sync
 
 

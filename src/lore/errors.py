@@ -1,9 +1,39 @@
-"""One exception root for everything lore raises.
+"""One exception root for everything lore raises, every class of it here.
 
 Third-party errors (sqlite3, tantivy, psycopg, httpx, qdrant-client, ...) are translated
 into these where they enter lore, always with ``raise ... from err`` so the cause survives.
 Callers (CLI, tool, service) catch ``LoreError`` and show its message; anything else
 escaping is a bug.
+
+    LoreError
+    ├── ConfigError                  settings or lore.toml missing, malformed, contradictory
+    │   └── VisibilityError          a source that does not say who may read it
+    ├── SourceError                  a source cannot be listed or read
+    │   ├── DocumentError            one document (sync records it and carries on)
+    │   │   └── ExtractionError      one file cannot be turned into text
+    │   ├── UploadRefused            an upload lore does not take (HTTP 415 / 422)
+    │   ├── ConfluenceHTTPError      a Confluence error status that is not retried
+    │   └── PermissionRefusal        a Confluence space or page the credentials cannot read
+    ├── ChunkingError                a document cannot be split into chunks
+    ├── IndexingError                the write side cannot store or remove data
+    │   ├── IndexLockedError         another sync holds the write lock
+    │   ├── EmbedderMismatchError    the index was built with another embedder
+    │   └── TornIndexError           an approximate-graph file that does not match its state
+    ├── AccessDeniedError            a call reached the access rule without a Principal
+    ├── RetrievalError               a search cannot be answered (never an empty result)
+    │   ├── QueryError               the query or its filters are invalid
+    │   │   └── UnsupportedModeError a search mode the retriever does not offer
+    │   └── BackendUnavailableError  a server-backed store cannot be reached
+    ├── EmbeddingError               an embedder failed
+    │   └── EmbedderAuthError        a provider refused the credentials
+    ├── RerankError                  a reranker failed
+    ├── AuditError                   the audit record cannot be written (the call is refused)
+    ├── DatasetError                 a benchmark or golden-set file is missing or malformed
+    ├── GenerationError              the question-writing endpoint cannot be used
+    └── MissingExtraError            an optional dependency is not installed
+
+``tests/test_errors.py`` holds this: every subclass of ``LoreError`` in ``src/`` is
+defined here and drawn above.
 """
 
 from __future__ import annotations
@@ -29,6 +59,37 @@ class DocumentError(SourceError):
     """One document could not be read or parsed; sync records it and carries on."""
 
 
+class ExtractionError(DocumentError):
+    """One file could not be turned into text; ``reason`` is one line for a human
+    ("encrypted PDF (a password is needed to open it)"). It costs that file only."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class UploadRefused(SourceError):
+    """The file cannot be accepted; the message says why. ``unsupported`` is True for a
+    type lore does not take (HTTP 415), False for a file that is not what it claims (422)."""
+
+    def __init__(self, reason: str, *, unsupported: bool = False) -> None:
+        super().__init__(reason)
+        self.unsupported = unsupported
+
+
+class ConfluenceHTTPError(SourceError):
+    """The Confluence server answered a request with an error status that is not retried."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class PermissionRefusal(SourceError):
+    """A configured Confluence space, or the restrictions of a page in it, cannot be read
+    with the configured credentials: the source refuses to sync (fail-closed)."""
+
+
 class ChunkingError(LoreError):
     """A document could not be split into chunks."""
 
@@ -43,6 +104,10 @@ class IndexLockedError(IndexingError):
 
 class EmbedderMismatchError(IndexingError):
     """The index was built with a different embedding model or dimension."""
+
+
+class TornIndexError(IndexingError):
+    """The SQLite backend's approximate graph does not match its state: rebuilt from SQLite."""
 
 
 class AccessDeniedError(LoreError):
@@ -76,6 +141,18 @@ class EmbedderAuthError(EmbeddingError):
 
 class RerankError(LoreError):
     """A reranker failed."""
+
+
+class AuditError(LoreError):
+    """The audit record could not be written, so the call is refused (fail-closed)."""
+
+
+class DatasetError(LoreError):
+    """A benchmark or golden-set file is missing or malformed; the message says where."""
+
+
+class GenerationError(LoreError):
+    """The question-writing endpoint cannot be used at all (unreachable, refused)."""
 
 
 class MissingExtraError(LoreError):

@@ -2,7 +2,7 @@
 
     KnowledgeSource ──► Document ──► chunker ──► KnowledgeIndex   (write side, used by sync)
                                                      │
-                         KnowledgeRetriever.retrieve(query, access=...) ──► list[Passage]   (read side)
+                         KnowledgeRetriever.retrieve(query, access=...) ──► Retrieval   (read side)
 
 Ingestion and retrieval are independent: a managed vendor implements only
 ``KnowledgeRetriever`` and sync never touches it. Embedders and rerankers are seams of
@@ -134,6 +134,20 @@ class KnowledgeIndex(Protocol):
     def close(self) -> None: ...
 
 
+@dataclass(frozen=True, slots=True)
+class Retrieval:
+    """A retriever's answer, with what the tool must tell the agent about it."""
+
+    passages: list[Passage]
+    #: Why this answer is weaker than the mode asked for, e.g. the query could not be
+    #: embedded (provider down, deadline passed) so BM25 answered alone; None otherwise.
+    degraded_reason: str | None = None
+    #: Which index answered, when a retriever can answer from more than one: the
+    #: primary's engine, or ``fallback:<engine>`` (``lore.backends.fallback``); None: the
+    #: retriever's own ``engine``.
+    served_by: str | None = None
+
+
 @runtime_checkable
 class KnowledgeRetriever(Protocol):
     """The read side. Returns passages with provenance, best first."""
@@ -159,15 +173,33 @@ class KnowledgeRetriever(Protocol):
         labels: Mapping[str, str] | None = None,
         mode: SearchMode | None = None,
         access: AccessFilter | None = None,
-    ) -> list[Passage]:
-        """Best ``top_k`` passages. ``labels`` filters inside every channel (AND of
+    ) -> Retrieval:
+        """Best ``top_k`` passages, and why the answer is weaker than ``mode`` asked for
+        when it is (the query could not be embedded, so BM25 answered alone: degraded, not
+        failed). ``labels`` filters inside every channel (AND of
         ``key=value``). ``access`` filters inside every channel too, before any cut to a
         channel's depth, so that ``top_k`` is filled from what the caller may read: only
         chunks of its tenant, and (unless it is an admin) of documents whose access list
         names one of its groups or every viewer (``lore.access.AccessFilter``). None is the
         local admin view: everything. Any query text is accepted; invalid arguments raise
-        ``QueryError``; an unreachable store raises ``BackendUnavailableError``."""
+        ``QueryError``; an unreachable store raises ``BackendUnavailableError``.
+        ``retrieve_passages`` gives the passages alone."""
         ...
+
+
+async def retrieve_passages(
+    retriever: KnowledgeRetriever,
+    query: str,
+    *,
+    top_k: int = 8,
+    labels: Mapping[str, str] | None = None,
+    mode: SearchMode | None = None,
+    access: AccessFilter | None = None,
+) -> list[Passage]:
+    """The passages of ``retriever.retrieve``, for a caller with no agent to tell why
+    an answer is degraded (evaluation, tests)."""
+    found = await retriever.retrieve(query, top_k=top_k, labels=labels, mode=mode, access=access)
+    return found.passages
 
 
 @runtime_checkable
@@ -387,37 +419,6 @@ class DocumentReader(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
-class Retrieval:
-    """A retriever's answer with what the tool must tell the agent about it."""
-
-    passages: list[Passage]
-    #: Why this answer is weaker than the mode asked for, e.g. the query could not be
-    #: embedded (provider down, deadline passed) so BM25 answered alone; None otherwise.
-    degraded_reason: str | None = None
-    #: Which index answered, when a retriever can answer from more than one: the
-    #: primary's engine, or ``fallback:<engine>`` (``lore.backends.fallback``); None: the
-    #: retriever's own ``engine``.
-    served_by: str | None = None
-
-
-@runtime_checkable
-class ReportingRetriever(KnowledgeRetriever, Protocol):
-    """Optional capability of a retriever: answering with a ``Retrieval``, so that a
-    degraded answer (BM25 alone when the query embedding failed) says so instead of
-    failing the call. The tool core uses it when declared."""
-
-    async def retrieve_detailed(
-        self,
-        query: str,
-        *,
-        top_k: int = 8,
-        labels: Mapping[str, str] | None = None,
-        mode: SearchMode | None = None,
-        access: AccessFilter | None = None,
-    ) -> Retrieval: ...
-
-
 @runtime_checkable
 class EvidenceReporting(Protocol):
     """Optional capability of a retriever: filling ``Passage.evidence`` with the channels'
@@ -442,7 +443,7 @@ class CopiedQueryFusion(Protocol):
 
 
 @runtime_checkable
-class StoringBackend(Reembeddable, ReportingRetriever, Protocol):
+class StoringBackend(Reembeddable, KnowledgeRetriever, Protocol):
     """What every backend that stores data (``lore.backends.*``) offers the commands:
     both seams, re-embedding, export for ``lore migrate``, lines for ``lore status``,
     and, where ``supports_reindex`` says so, rebuilding derived full-text data."""

@@ -60,7 +60,7 @@ def sqlite_index(tmp_path: Path) -> tuple[Path, CountingEmbedder]:
 
 
 async def _results(index: Any, mode: SearchMode) -> list[list[str]]:
-    return [[p.chunk_id for p in await index.retrieve(q, top_k=3, mode=mode)] for q in QUERIES]
+    return [[p.chunk_id for p in (await index.retrieve(q, top_k=3, mode=mode)).passages] for q in QUERIES]
 
 
 async def _check_copy(source: Any, target: Any, target_embedder: CountingEmbedder) -> None:
@@ -81,7 +81,7 @@ async def _check_copy(source: Any, target: Any, target_embedder: CountingEmbedde
         await _results(target, SearchMode.HYBRID),
     )
     assert [r[:1] for r in hybrid_target] == [r[:1] for r in hybrid_source]
-    passages = await target.retrieve("etcdNoLeader", top_k=1, labels={"tags": "kubernetes"})
+    passages = (await target.retrieve("etcdNoLeader", top_k=1, labels={"tags": "kubernetes"})).passages
     assert passages[0].section == "Meaning"
     assert passages[0].labels["team"] == "platform"
 

@@ -87,7 +87,7 @@ async def test_postings_hold_identifiers_whole_and_split(
     assert {"etcdnoleader", "err_1234", "kube-apiserver", "10.0.0.1"} <= whole
     assert {"etcd", "leader", "kube", "apiserv"} <= body
     # camelCase parts reach the English fields too: "etcd leader" finds etcdNoLeader.
-    passages = await backend.retrieve("etcd leader", mode=SearchMode.BM25)
+    passages = (await backend.retrieve("etcd leader", mode=SearchMode.BM25)).passages
     assert [p.uri for p in passages] == ["a.md"]
 
 
@@ -96,7 +96,7 @@ async def test_exact_identifier_outranks_its_parts(
 ) -> None:
     add_document(backend, embedder, "parts.md", "err 1234 err 1234 err 1234 appear in the table of codes")
     add_document(backend, embedder, "exact.md", "Checkout fails with ERR_1234 when the vault times out")
-    passages = await backend.retrieve("ERR_1234", mode=SearchMode.BM25)
+    passages = (await backend.retrieve("ERR_1234", mode=SearchMode.BM25)).passages
     assert [p.uri for p in passages][:1] == ["exact.md"]
 
 
@@ -109,7 +109,7 @@ def test_migrations_are_recorded_once(backend: PgVectorBackend, pg_dsn: str, ind
     again.close()
     with psycopg.connect(pg_dsn) as conn:
         rows = conn.execute(f"SELECT version FROM {index_name}_schema_version ORDER BY version").fetchall()
-    assert [row[0] for row in rows] == [version for version, _, _ in pg_schema.MIGRATIONS]
+    assert [row[0] for row in rows] == [migration.number for migration in pg_schema.MIGRATIONS]
 
 
 async def test_an_index_from_before_access_opens_and_is_for_admins_until_resynced(
@@ -129,12 +129,12 @@ async def test_an_index_from_before_access_opens_and_is_for_admins_until_resynce
         assert reopened.schema_version() == pg_schema.LATEST_VERSION
         assert reopened.held(DEFAULT_SOURCE)["a.md"].access is None
         for mode in SearchMode:
-            found = await reopened.retrieve("etcd quorum", mode=mode, access=admin)
+            found = (await reopened.retrieve("etcd quorum", mode=mode, access=admin)).passages
             assert [p.uri for p in found] == ["a.md"]
-            assert await reopened.retrieve("etcd quorum", mode=mode, access=viewer) == []
+            assert (await reopened.retrieve("etcd quorum", mode=mode, access=viewer)).passages == []
         add_document(reopened, embedder, "a.md", "etcd quorum lost", access=ALL_VIEWERS)
         for mode in SearchMode:
-            found = await reopened.retrieve("etcd quorum", mode=mode, access=viewer)
+            found = (await reopened.retrieve("etcd quorum", mode=mode, access=viewer)).passages
             assert [p.uri for p in found] == ["a.md"]
     finally:
         reopened.close()
@@ -188,11 +188,11 @@ async def test_two_indexes_share_a_database(pg_dsn: str, embedder: CountingEmbed
         second.set_state("token", "two")
         assert set(first.held(DEFAULT_SOURCE)) == {"first.md"}
         assert set(second.held(DEFAULT_SOURCE)) == {"second.md"}
-        assert [p.uri for p in await first.retrieve("walrus")] == ["first.md"]
-        assert [p.uri for p in await second.retrieve("walrus")] == ["second.md"]
+        assert [p.uri for p in (await first.retrieve("walrus")).passages] == ["first.md"]
+        assert [p.uri for p in (await second.retrieve("walrus")).passages] == ["second.md"]
         assert (first.get_state("token"), second.get_state("token")) == ("one", "two")
         first.drop()
-        assert [p.uri for p in await second.retrieve("walrus")] == ["second.md"]
+        assert [p.uri for p in (await second.retrieve("walrus")).passages] == ["second.md"]
     finally:
         first.close()
         second.drop()
@@ -239,7 +239,7 @@ async def test_server_going_away_is_an_error_not_an_empty_result(embedder: Count
     try:
         store = PgVectorBackend(cluster.dsn, embedder, connect_timeout=1)
         add_document(store, embedder, "a.md", "walrus colony census")
-        assert await store.retrieve("walrus")
+        assert (await store.retrieve("walrus")).passages
     finally:
         cluster.stop()
     try:
@@ -276,7 +276,7 @@ def test_sync_and_search_through_settings(
         retriever = resolve_retriever(settings)
         assert retriever is not None
         try:
-            passages = asyncio.run(retriever.retrieve("payments-consumer-group lag", top_k=1))
+            passages = asyncio.run(retriever.retrieve("payments-consumer-group lag", top_k=1)).passages
             assert [p.uri for p in passages] == ["file://runbooks/kafka.md"]
         finally:
             retriever.close()  # type: ignore[attr-defined]
@@ -311,13 +311,13 @@ async def test_hnsw_paths_match_exact_search(
             ).fetchall()
         assert any("_chunks_embedding" in row[0] for row in plan), plan
         # Filtered to 3 of 203 rows: every one must come back, best first.
-        filtered = await store.retrieve(
+        filtered = (await store.retrieve(
             "disk pressure", top_k=10, labels={"team": "target"}, mode=SearchMode.VECTOR
-        )
+        )).passages
         assert sorted(p.uri for p in filtered) == [f"target/{i}.md" for i in range(3)]
         # Unfiltered: the same top 5 as an exact cosine ranking computed here.
         query = embedder.embed_queries(["node 7 disk pressure"])[0]
-        passages = await store.retrieve("node 7 disk pressure", top_k=5, mode=SearchMode.VECTOR)
+        passages = (await store.retrieve("node 7 disk pressure", top_k=5, mode=SearchMode.VECTOR)).passages
         assert passages[0].uri == "noise/7.md"
         expected = sorted(
             (float(embedder.embed_documents([p.text])[0] @ query) for p in passages), reverse=True
@@ -336,7 +336,7 @@ async def test_search_with_another_embedder_is_refused(
     try:
         with pytest.raises(EmbedderMismatchError, match="lore reembed"):
             await other.retrieve("walrus", mode=SearchMode.HYBRID)
-        assert [p.uri for p in await other.retrieve("walrus", mode=SearchMode.BM25)] == ["a.md"]
+        assert [p.uri for p in (await other.retrieve("walrus", mode=SearchMode.BM25)).passages] == ["a.md"]
     finally:
         other.close()
 
@@ -349,5 +349,5 @@ async def test_retriever_opened_before_the_first_sync_sees_it(
         add_document(writer, embedder, "a.md", "walrus colony census")
     finally:
         writer.close()
-    passages = await backend.retrieve("walrus colony", mode=SearchMode.VECTOR)
+    passages = (await backend.retrieve("walrus colony", mode=SearchMode.VECTOR)).passages
     assert [p.uri for p in passages] == ["a.md"]

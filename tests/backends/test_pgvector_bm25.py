@@ -132,7 +132,7 @@ def sqlite(tmp_path: Path, embedder: CountingEmbedder) -> Iterator[SqliteBackend
 
 
 async def _ranking(index: PgVectorBackend | SqliteBackend, query: str) -> list[tuple[str, float]]:
-    found = await index.retrieve(query, top_k=20, mode=SearchMode.BM25)
+    found = (await index.retrieve(query, top_k=20, mode=SearchMode.BM25)).passages
     return [(f"{p.uri}#{p.section}", p.score) for p in found]
 
 
@@ -223,10 +223,10 @@ async def test_statistics_follow_every_write(
     assert kept == counted
     assert kept[0] == 9
     assert wrong == []
-    found = await pg.retrieve("autoscaling group", mode=SearchMode.BM25)
+    found = (await pg.retrieve("autoscaling group", mode=SearchMode.BM25)).passages
     assert [p.uri for p in found] == ["k8s/node.md"]
-    assert await pg.retrieve("payments", mode=SearchMode.BM25) == []
-    assert await pg.retrieve("peer connectivity", mode=SearchMode.BM25) == []
+    assert (await pg.retrieve("payments", mode=SearchMode.BM25)).passages == []
+    assert (await pg.retrieve("peer connectivity", mode=SearchMode.BM25)).passages == []
 
 
 async def test_filters_apply_inside_each_term_scan(pg_dsn: str, embedder: CountingEmbedder) -> None:
@@ -244,12 +244,14 @@ async def test_filters_apply_inside_each_term_scan(pg_dsn: str, embedder: Counti
             labels={"team": "b"},
             access=frozenset({"sre"}),
         )
-        found = await pg.retrieve("disk pressure", mode=SearchMode.BM25, labels={"team": "b"})
+        found = (await pg.retrieve("disk pressure", mode=SearchMode.BM25, labels={"team": "b"})).passages
         assert [p.uri for p in found] == ["target.md"]
         sre, other = AccessFilter(None, frozenset({"sre"})), AccessFilter(None, frozenset({"dev"}))
-        found = await pg.retrieve("quota disk", mode=SearchMode.BM25, access=sre, labels={"team": "b"})
+        found = (
+            await pg.retrieve("quota disk", mode=SearchMode.BM25, access=sre, labels={"team": "b"})
+        ).passages
         assert [p.uri for p in found] == ["target.md"]
-        assert await pg.retrieve("quota", mode=SearchMode.BM25, access=other) == []
+        assert (await pg.retrieve("quota", mode=SearchMode.BM25, access=other)).passages == []
     finally:
         pg.drop()
         pg.close()
@@ -272,13 +274,13 @@ async def test_first_load_under_the_write_lock(
                     ("Mitigation", f"restart worker {i}"),
                 ],
             )
-        found = await pg.retrieve("alert42", mode=SearchMode.HYBRID)
+        found = (await pg.retrieve("alert42", mode=SearchMode.HYBRID)).passages
         assert found[0].uri == "bulk/42.md"
     kept, counted, wrong = _statistics(pg_dsn, pg.index_name)
     assert kept == counted
     assert kept[0] == 240
     assert wrong == []
-    found = await pg.retrieve("node-3 alert", mode=SearchMode.BM25, top_k=50)
+    found = (await pg.retrieve("node-3 alert", mode=SearchMode.BM25, top_k=50)).passages
     assert {p.uri for p in found} >= {f"bulk/{i}.md" for i in range(3, 120, 7)}
 
 
@@ -389,7 +391,7 @@ async def test_reindex_and_a_changed_analysis_rebuild_the_postings(
     before = {query: await _ranking(pg, query) for query in QUERIES}
     with psycopg.connect(pg_dsn) as conn:
         conn.execute(f"DELETE FROM {pg.index_name}_postings WHERE term = 'etcdnoleader'")
-    assert await pg.retrieve("etcdNoLeader", mode=SearchMode.BM25) != []  # still the word parts
+    assert (await pg.retrieve("etcdNoLeader", mode=SearchMode.BM25)).passages != []  # still the word parts
     assert pg.supports_reindex
     assert pg.rebuild_fulltext() == 12
     for query in QUERIES:
@@ -458,17 +460,17 @@ async def test_a_bulk_load_is_fail_soft_and_exact(
         add_document(pg, embedder, "bulk/5.md", "rewritten: zookeeper quorum")
         pg.delete_by_uri("bulk/6.md")
         # Searchable before the index is back, only slower.
-        found = await pg.retrieve("alert42", mode=SearchMode.BM25)
+        found = (await pg.retrieve("alert42", mode=SearchMode.BM25)).passages
         assert found[0].uri == "bulk/42.md"
     assert _postings_indexes(pg_dsn, pg.index_name) == _BOTH
     kept, counted, wrong = _statistics(pg_dsn, pg.index_name)
     assert kept == counted
     assert kept[0] == 59
     assert wrong == []
-    assert [p.uri for p in await pg.retrieve("zookeeper", mode=SearchMode.BM25)] == ["bulk/5.md"]
-    assert await pg.retrieve("alert5", mode=SearchMode.BM25) == []
-    assert await pg.retrieve("alert6", mode=SearchMode.BM25) == []
-    assert await pg.retrieve("refused", mode=SearchMode.BM25) == []
+    assert [p.uri for p in (await pg.retrieve("zookeeper", mode=SearchMode.BM25)).passages] == ["bulk/5.md"]
+    assert (await pg.retrieve("alert5", mode=SearchMode.BM25)).passages == []
+    assert (await pg.retrieve("alert6", mode=SearchMode.BM25)).passages == []
+    assert (await pg.retrieve("refused", mode=SearchMode.BM25)).passages == []
     assert "bad.md" not in pg.held(DEFAULT_SOURCE)
     # A second load into a non-empty index keeps the postings' indexes.
     with pg.write_lock():

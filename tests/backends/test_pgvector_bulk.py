@@ -44,7 +44,7 @@ def _item(
 
 
 async def _uris(pg: PgVectorBackend, query: str) -> list[str]:
-    return [passage.uri for passage in await pg.retrieve(query, mode=SearchMode.BM25)]
+    return [passage.uri for passage in (await pg.retrieve(query, mode=SearchMode.BM25)).passages]
 
 
 async def test_a_refused_document_fails_alone_and_its_batch_is_written(

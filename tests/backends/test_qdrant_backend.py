@@ -54,10 +54,10 @@ async def test_channel_ranks_come_from_both_channels(
 ) -> None:
     add_document(backend, embedder, "etcd.md", "etcdNoLeader fires when a member sees no leader")
     add_document(backend, embedder, "kafka.md", "payments-consumer-group lag grows when a partition is stuck")
-    passages = await backend.retrieve("etcdNoLeader", top_k=2)
+    passages = (await backend.retrieve("etcdNoLeader", top_k=2)).passages
     assert passages[0].uri == "etcd.md"
     assert set(passages[0].channel_ranks) == {"bm25", "vector"}
-    bm25_only = await backend.retrieve("etcdNoLeader", top_k=2, mode=SearchMode.BM25)
+    bm25_only = (await backend.retrieve("etcdNoLeader", top_k=2, mode=SearchMode.BM25)).passages
     assert [p.uri for p in bm25_only] == ["etcd.md"]
     assert bm25_only[0].channel_ranks == {"bm25": 1}
 
@@ -71,12 +71,18 @@ async def test_points_from_before_access_are_the_default_tenants_for_admins(
     backend._client.delete_payload("lore", ["access_terms"], models.Filter(must=[]), wait=True)
     admin, viewer = AccessFilter(None, None), AccessFilter(None, frozenset({"sre"}))
     for mode in SearchMode:
-        assert [p.uri for p in await backend.retrieve("etcd quorum", mode=mode, access=admin)] == ["a.md"]
-        assert await backend.retrieve("etcd quorum", mode=mode, access=viewer) == []
-        assert await backend.retrieve("etcd quorum", mode=mode, access=AccessFilter("acme", None)) == []
+        assert [p.uri for p in (await backend.retrieve("etcd quorum", mode=mode, access=admin)).passages] == [
+            "a.md"
+        ]
+        assert (await backend.retrieve("etcd quorum", mode=mode, access=viewer)).passages == []
+        assert (
+            await backend.retrieve("etcd quorum", mode=mode, access=AccessFilter("acme", None))
+        ).passages == []
     add_document(backend, embedder, "a.md", "etcd quorum lost", access=ALL_VIEWERS)
     for mode in SearchMode:
-        assert [p.uri for p in await backend.retrieve("etcd quorum", mode=mode, access=viewer)] == ["a.md"]
+        assert [
+            p.uri for p in (await backend.retrieve("etcd quorum", mode=mode, access=viewer)).passages
+        ] == ["a.md"]
 
 
 def test_layout_is_recorded(backend: QdrantBackend, embedder: CountingEmbedder) -> None:
@@ -103,9 +109,9 @@ async def test_two_indexes_share_a_folder(tmp_path: Path, embedder: CountingEmbe
         add_document(first, embedder, "first.md", "walrus colony census")
         add_document(second, embedder, "second.md", "walrus feeding grounds")
         assert set(first.held(DEFAULT_SOURCE)) == {"first.md"}
-        assert [p.uri for p in await second.retrieve("walrus")] == ["second.md"]
+        assert [p.uri for p in (await second.retrieve("walrus")).passages] == ["second.md"]
         first.drop()
-        assert [p.uri for p in await second.retrieve("walrus")] == ["second.md"]
+        assert [p.uri for p in (await second.retrieve("walrus")).passages] == ["second.md"]
     finally:
         first.close()
         second.close()
@@ -120,7 +126,7 @@ async def test_reopening_keeps_everything(tmp_path: Path, embedder: CountingEmbe
     try:
         assert again.held(DEFAULT_SOURCE)["a.md"].revision == "r7"
         assert again.get_state("token") == "t-1"
-        assert [p.uri for p in await again.retrieve("walrus")] == ["a.md"]
+        assert [p.uri for p in (await again.retrieve("walrus")).passages] == ["a.md"]
     finally:
         again.close()
 
@@ -177,7 +183,7 @@ def test_sync_and_search_through_settings(tmp_path: Path, monkeypatch: pytest.Mo
     retriever = resolve_retriever(settings)
     assert retriever is not None
     try:
-        passages = asyncio.run(retriever.retrieve("payments-consumer-group lag", top_k=1))
+        passages = asyncio.run(retriever.retrieve("payments-consumer-group lag", top_k=1)).passages
         assert [p.uri for p in passages] == ["file://runbooks/kafka.md"]
     finally:
         retriever.close()  # type: ignore[attr-defined]
@@ -190,7 +196,7 @@ async def test_search_with_another_embedder_is_refused(tmp_path: Path, embedder:
     try:
         with pytest.raises(EmbedderMismatchError, match="lore reembed"):
             await other.retrieve("walrus", mode=SearchMode.VECTOR)
-        assert [p.uri for p in await other.retrieve("walrus", mode=SearchMode.BM25)] == ["a.md"]
+        assert [p.uri for p in (await other.retrieve("walrus", mode=SearchMode.BM25)).passages] == ["a.md"]
     finally:
         other.close()
         store.close()
@@ -225,7 +231,7 @@ async def test_bm25_matches_the_file_name_and_inner_names(
     add_document(backend, embedder, "control-plane/restart.md",
                  "Restart kube-apiserver.service on each master.")  # fmt: skip
     add_document(backend, embedder, "notes.md", "Water the office plants on Fridays.")
-    found = await backend.retrieve("Prometheus is down", top_k=2, mode=SearchMode.BM25)
+    found = (await backend.retrieve("Prometheus is down", top_k=2, mode=SearchMode.BM25)).passages
     assert found[0].uri == "monitoring/prometheus-is-down.md"
-    found = await backend.retrieve("kube-apiserver", top_k=2, mode=SearchMode.BM25)
+    found = (await backend.retrieve("kube-apiserver", top_k=2, mode=SearchMode.BM25)).passages
     assert found[0].uri == "control-plane/restart.md"

@@ -134,7 +134,7 @@ class FailingEmbedder(CountingEmbedder):
 
 
 def _search(backend: Any, query: str, mode: SearchMode = SearchMode.VECTOR) -> list[str]:
-    return [passage.uri for passage in asyncio.run(backend.retrieve(query, top_k=3, mode=mode))]
+    return [passage.uri for passage in asyncio.run(backend.retrieve(query, top_k=3, mode=mode)).passages]
 
 
 def _assert_finds_everything(backend: Any, mode: SearchMode = SearchMode.VECTOR) -> None:

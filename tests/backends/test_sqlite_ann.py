@@ -73,15 +73,15 @@ def test_the_channel_follows_the_threshold_both_ways(tmp_path: Path, embedder: C
     with SqliteBackend(db, embedder, ann_threshold=30) as backend:
         for number in range(29):
             _add(backend, embedder, number)
-        assert isinstance(backend._refresh(need_vectors=True), VectorMatrix)
+        assert isinstance(backend._search._refresh(need_vectors=True), VectorMatrix)
         assert not (_ann_dir(db) / "state.json").exists()
         _add(backend, embedder, 29)  # the 30th vector: the write builds the graph
         assert (_ann_dir(db) / "state.json").exists()
-        assert isinstance(backend._refresh(need_vectors=True), AnnChannel)
+        assert isinstance(backend._search._refresh(need_vectors=True), AnnChannel)
         assert dict(backend.status_lines())["vector index"].startswith("approximate")
         assert _nearest(backend, 7) == ["doc-7.md"]
         backend.delete_by_uri("doc-3.md")
-        assert isinstance(backend._refresh(need_vectors=True), VectorMatrix)
+        assert isinstance(backend._search._refresh(need_vectors=True), VectorMatrix)
         assert dict(backend.status_lines())["vector index"].startswith("exact scan (29 vectors")
         assert len(_nearest(backend, 3, top_k=29)) == 29
         assert "doc-3.md" not in _nearest(backend, 3, top_k=29)
@@ -93,14 +93,14 @@ def test_candidates_carry_their_exact_cosines(tmp_path: Path, embedder: Counting
         with backend.write_lock():
             for number in range(600):
                 _add(backend, embedder, number)
-        channel = backend._refresh(need_vectors=True)
+        channel = backend._search._refresh(need_vectors=True)
         assert isinstance(channel, AnnChannel)
         exact = VectorMatrix(DIMENSION)
-        exact.refresh(backend._reads)
+        exact.refresh(backend._readers)
         found = 0
         for number in range(1000, 1020):
             query = _unit(number)[0]
-            approximate = channel.search(query, frozenset(), 10, backend._reads, None)
+            approximate = channel.search(query, frozenset(), 10, backend._readers, None)
             cosines = dict(exact.search(query, frozenset(), 600))  # every row's exact cosine
             truth = {rowid for rowid, _ in exact.search(query, frozenset(), 10)}
             # Whatever the graph finds is scored exactly, in the exact scan's order...
@@ -119,7 +119,7 @@ def test_a_node_the_graph_cannot_reach_is_still_found(tmp_path: Path, embedder: 
         with backend.write_lock():
             for number in range(40):
                 _add(backend, embedder, number)
-        channel = backend._refresh(need_vectors=True)
+        channel = backend._search._refresh(need_vectors=True)
         assert isinstance(channel, AnnChannel)
         stranded = int(channel._keys[5])
         # The mapped graph cannot change: a copy in memory without the node takes its place.
@@ -127,7 +127,7 @@ def test_a_node_the_graph_cannot_reach_is_still_found(tmp_path: Path, embedder: 
         assert saved is not None
         saved.index.remove(stranded)  # still a stored, readable vector; gone from the graph
         channel._index = saved.index
-        every = channel.search(_unit(5)[0], frozenset(), 50, backend._reads, None)
+        every = channel.search(_unit(5)[0], frozenset(), 50, backend._readers, None)
         assert len(every) == 40
         assert every[0][0] == stranded
         assert len(_nearest(backend, 5, top_k=50)) == 40
@@ -158,7 +158,7 @@ def test_many_deletes_leave_the_graph(tmp_path: Path, embedder: CountingEmbedder
             _add(backend, embedder, number)
         for number in range(20):
             backend.delete_by_uri(f"doc-{number}.md")
-        channel = backend._refresh(need_vectors=True)
+        channel = backend._search._refresh(need_vectors=True)
         assert isinstance(channel, AnnChannel)
         # Dead entries stay until a tenth of the graph is dead, then it is rebuilt.
         assert 20 <= len(channel) <= 22
@@ -180,12 +180,12 @@ def test_a_torn_graph_is_rebuilt_on_open(tmp_path: Path, embedder: CountingEmbed
     torn.write_bytes(graph.read_bytes()[: graph.stat().st_size // 2])
     os.replace(torn, graph)
     with SqliteBackend(db, CountingEmbedder(DIMENSION), ann_threshold=1) as reopened:
-        assert reopened._vectors.usable()
-        assert isinstance(reopened._refresh(need_vectors=True), AnnChannel)
+        assert reopened._search.vectors.usable()
+        assert isinstance(reopened._search._refresh(need_vectors=True), AnnChannel)
         assert _nearest(reopened, 12) == ["doc-12.md"]
     (_ann_dir(db) / "state.json").write_text("{not json")
     with SqliteBackend(db, CountingEmbedder(DIMENSION), ann_threshold=1) as reopened:
-        assert isinstance(reopened._refresh(need_vectors=True), AnnChannel)
+        assert isinstance(reopened._search._refresh(need_vectors=True), AnnChannel)
         assert _nearest(reopened, 13) == ["doc-13.md"]
 
 

@@ -57,7 +57,7 @@ def _labelled(backend: SqliteBackend, embedder: CountingEmbedder, number: int) -
 
 
 def _channel(backend: SqliteBackend) -> AnnChannel:
-    channel = backend._refresh(need_vectors=True)
+    channel = backend._search._refresh(need_vectors=True)
     assert isinstance(channel, AnnChannel)
     return channel
 
@@ -163,7 +163,7 @@ def test_saved_filters_hold_what_sqlite_holds(tmp_path: Path, embedder: Counting
         for number in range(10):
             backend.delete_by_uri(f"doc-{number}.md")
         read = VectorMatrix(DIMENSION, keep_vectors=False)
-        read.refresh(backend._reads)
+        read.refresh(backend._readers)
         alive = read.rowids[read.rowids > 0]
         restored = VectorMatrix.from_arrays(DIMENSION, read.to_arrays(alive[5:]))
         assert restored.rowids.tolist() == alive[5:].tolist()
@@ -183,22 +183,22 @@ def test_many_deletes_are_dropped_without_reading_vectors_again(
     with SqliteBackend(tmp_path / "lore.db", embedder) as backend:
         for number in range(40):
             _labelled(backend, embedder, number)
-        matrix = backend._refresh(need_vectors=True)
+        matrix = backend._search._refresh(need_vectors=True)
         assert isinstance(matrix, VectorMatrix)
         for number in range(0, 40, 3):
             backend.delete_by_uri(f"doc-{number}.md")
         statements: list[str] = []
-        backend._reads.conn.set_trace_callback(statements.append)
+        backend._readers.conn.set_trace_callback(statements.append)
         try:
-            assert backend._refresh(need_vectors=True) is matrix
+            assert backend._search._refresh(need_vectors=True) is matrix
         finally:
-            backend._reads.conn.set_trace_callback(None)
+            backend._readers.conn.set_trace_callback(None)
         assert not [
             sql for sql in statements if "vector FROM chunk_vectors" in sql and "chunk > 40" not in sql
         ]
         assert (len(matrix), matrix.dead) == (26, 0)
         fresh = VectorMatrix(DIMENSION)
-        fresh.refresh(backend._reads)
+        fresh.refresh(backend._readers)
         assert matrix.rowids.tolist() == fresh.rowids.tolist()
         assert np.array_equal(matrix.matrix, fresh.matrix)
         for term in ("team=sre", "team=db"):
@@ -219,7 +219,7 @@ def test_a_graph_on_a_read_only_mount_is_mapped(
         assert _nearest(reader, 17) == ["doc-17.md"]
     shutil.rmtree(built / "lore.db.ann")  # missing on the mount: scanned exactly, not built
     with SqliteBackend(served / "lore.db", CountingEmbedder(DIMENSION), ann_threshold=1) as reader:
-        assert isinstance(reader._refresh(need_vectors=True), VectorMatrix)
+        assert isinstance(reader._search._refresh(need_vectors=True), VectorMatrix)
         assert _nearest(reader, 17) == ["doc-17.md"]
 
 

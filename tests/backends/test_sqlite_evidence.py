@@ -75,7 +75,7 @@ def _queries(repo_root: Path) -> list[str]:
 def _analysed(backend: SqliteBackend, query: str, passage: Passage) -> float | None:
     """The coverage as it was measured before: the passage's fields analysed again (an
     ``EvidenceMaker`` that is never prepared)."""
-    maker = EvidenceMaker(backend._fulltext, query, None)
+    maker = EvidenceMaker(backend._layout.current, query, None)
     return maker(0, passage.uri, passage.title, passage.section, passage.text).coverage
 
 
@@ -107,7 +107,7 @@ def test_a_chunk_the_index_does_not_hold_falls_back_to_its_analysed_fields(tmp_p
         found = backend.search("etcd quorum", top_k=3)
         assert found[0].evidence is not None
         assert found[0].evidence.coverage == 1.0  # both query terms are in the chunk
-        maker = EvidenceMaker(backend._fulltext, "etcd leader", None)
+        maker = EvidenceMaker(backend._layout.current, "etcd leader", None)
         maker.prepare([10_000])  # no such chunk: nothing read, its fields are analysed
         passage = found[0]
         evidence = maker(10_000, passage.uri, passage.title, passage.section, passage.text)

@@ -48,27 +48,27 @@ def _until(condition: Callable[[], bool], what: str) -> None:
 
 def test_a_search_runs_while_another_reads(backend: SqliteBackend) -> None:
     """The one guarded search connection made every search wait for the one before."""
-    with ThreadPoolExecutor(1) as other, backend._read_guard:
-        mine = backend._reads.conn
-        found = other.submit(lambda: (backend.search("etcd quorum", top_k=3), backend._reads.conn))
+    with ThreadPoolExecutor(1) as other, backend._guard:
+        mine = backend._readers.conn
+        found = other.submit(lambda: (backend.search("etcd quorum", top_k=3), backend._readers.conn))
         passages, theirs = found.result(timeout=_BOUND)
     assert passages[0].uri == "doc-0.md"
     assert theirs is not mine  # a connection of its own
 
 
 def test_a_read_section_sees_one_committed_state(backend: SqliteBackend) -> None:
-    before = backend._reads.chunk_count()
-    with backend._read_guard:
+    before = backend._readers.chunk_count()
+    with backend._guard:
         add_document(backend, CountingEmbedder(), "doc-new.md", "# New\n\nzookeeper session expired")
-        assert backend._reads.chunk_count() == before  # the section's snapshot
-    with backend._read_guard:
-        assert backend._reads.chunk_count() == before + 1
+        assert backend._readers.chunk_count() == before  # the section's snapshot
+    with backend._guard:
+        assert backend._readers.chunk_count() == before + 1
 
 
 def test_a_refresh_waits_for_the_searches_running_and_then_sees_the_change(backend: SqliteBackend) -> None:
     lock = backend._guard.exclusive
     with ThreadPoolExecutor(1) as other:
-        with backend._read_guard:
+        with backend._guard:
             add_document(backend, CountingEmbedder(), "doc-new.md", "# New\n\nzookeeper session expired")
             # The index moved: that search must bring the shared read state up to date,
             # which it does alone, after this section.
@@ -76,7 +76,7 @@ def test_a_refresh_waits_for_the_searches_running_and_then_sees_the_change(backe
             _until(lambda: lock.waiting == 1, "the search waiting to refresh")
             assert not found.done()
         assert found.result(timeout=_BOUND)[0].uri == "doc-new.md"
-    with ThreadPoolExecutor(2) as both, backend._read_guard:  # settled again: side by side
+    with ThreadPoolExecutor(2) as both, backend._guard:  # settled again: side by side
         assert both.submit(backend.search, "zookeeper", top_k=1).result(timeout=_BOUND)
 
 
@@ -112,17 +112,17 @@ def test_close_waits_for_a_read_section(tmp_path: Path) -> None:
     add_document(backend, embedder, "doc.md", "# Doc\n\ntext")
     closed = threading.Event()
     with ThreadPoolExecutor(1) as other:
-        with backend._read_guard:
+        with backend._guard:
             closing = other.submit(lambda: (backend.close(), closed.set()))
             _until(lambda: backend._guard.exclusive.waiting == 1, "close waiting")
-            assert backend._reads.chunk_count() == 1  # the connection is still open
+            assert backend._readers.chunk_count() == 1  # the connection is still open
         closing.result(timeout=_BOUND)
     assert closed.is_set()
 
 
 def test_the_rows_a_filter_allows_are_merged_once_until_the_rows_change(backend: SqliteBackend) -> None:
     """Merging an access's postings on every search cost more than the BM25 channel."""
-    matrix = backend._refresh(need_vectors=True)
+    matrix = backend._search._refresh(need_vectors=True)
     assert isinstance(matrix, VectorMatrix)
     viewer = access_filter(Principal("viewer", Role.VIEWER, frozenset({"sre"})))
     first = matrix.allowed_rowids(frozenset(), viewer)
@@ -130,7 +130,7 @@ def test_the_rows_a_filter_allows_are_merged_once_until_the_rows_change(backend:
     assert len(first) == 3
     assert matrix._allowed(frozenset(), viewer) is matrix._allowed(frozenset(), viewer)
     add_document(backend, CountingEmbedder(), "doc-new.md", "# New\n\nzookeeper session expired", access=_SRE)
-    assert backend._refresh(need_vectors=True) is matrix
+    assert backend._search._refresh(need_vectors=True) is matrix
     again = matrix.allowed_rowids(frozenset(), viewer)
     assert again is not None
     assert len(again) == 4  # the new row is allowed too

@@ -26,7 +26,8 @@ from lore.backends.sqlite import SqliteBackend
 from lore.backends.sqlite.fulltext import FULLTEXT_VERSION, PAUSE_ENV, FullTextIndex, mark_usable
 from lore.embedders.hashing import HashingEmbedder
 from lore.errors import IndexingError
-from lore.models import Passage, SearchMode
+from lore.models import SearchMode
+from lore.protocols import Retrieval
 from lore.testing import add_document
 from lore.testing.conformance import QueryTextConformance
 from lore.testing.embedders import CountingEmbedder
@@ -150,9 +151,9 @@ def test_vector_search_returns_top_k_while_deleted_rows_sit_in_the_matrix(tmp_pa
 class _AnswersBlankQueries(SqliteBackend):
     """A backend that breaks the contract: a blank query returns an empty list."""
 
-    async def retrieve(self, query: str, **options: Any) -> list[Passage]:
+    async def retrieve(self, query: str, **options: Any) -> Retrieval:
         if not query.strip():
-            return []
+            return Retrieval([])
         return await super().retrieve(query, **options)
 
 

@@ -79,12 +79,12 @@ def test_the_merged_ranking_is_the_single_index_ranking(tmp_path: Path, embedder
     with single, sharded:
         _corpus(single, embedder, 200)
         _corpus(sharded, embedder, 200)
-        assert isinstance(sharded._fulltext, ShardedFullText)
-        assert isinstance(single._fulltext, FullTextIndex)
+        assert isinstance(sharded._layout.current, ShardedFullText)
+        assert isinstance(single._layout.current, FullTextIndex)
         for query in ["etcd leader", "kafka consumer lag", "disk pressure w3", "w1 w2 w5 lag", "runbook 17"]:
             one, two = _bm25(single, query), _bm25(sharded, query)
             assert two == one, query
-            assert sharded._fulltext.query_weights(query) == single._fulltext.query_weights(query)
+            assert sharded._layout.current.query_weights(query) == single._layout.current.query_weights(query)
 
 
 def test_the_layout_follows_the_chunk_count_both_ways(tmp_path: Path, embedder: CountingEmbedder) -> None:
@@ -124,7 +124,7 @@ def test_an_incremental_sync_updates_the_right_shard(tmp_path: Path, embedder: C
     with SqliteBackend(db, embedder, fulltext_shard_threshold=1, fulltext_shards=2) as backend:
         for number in range(6):
             add_document(backend, embedder, f"doc-{number}.md", f"kafka lag {number}")
-        fulltext = backend._fulltext
+        fulltext = backend._layout.current
         assert isinstance(fulltext, ShardedFullText)
         old = {rowid for rowid, _ in fulltext.search("kafka", frozenset(), 100)}
         add_document(backend, embedder, "doc-2.md", "disk pressure now", revision="rev-2")
@@ -155,7 +155,7 @@ def test_a_reader_follows_another_writers_switch(tmp_path: Path, embedder: Count
             add_document(add, embedder, f"doc-{number}.md", f"etcd leader {number}")
         assert _layouts(db) == ["lore.db.tantivy-2"]
         assert len(_bm25(reader, "etcd")) == 4
-        assert isinstance(reader._fulltext, ShardedFullText)
+        assert isinstance(reader._layout.current, ShardedFullText)
         add_document(add, embedder, "doc-4.md", "etcd leader 4")  # each shard reloads
         add_document(add, embedder, "doc-5.md", "etcd leader 5")
         add.delete_by_uri("doc-0.md")
@@ -194,7 +194,7 @@ def test_a_switch_killed_half_way_leaves_the_old_layout_answering(tmp_path: Path
             child.wait()
     assert not ShardedFullText.usable(tmp_path / "lore.db.tantivy-2", 2)
     with SqliteBackend(db, embedder, fulltext_shard_threshold=NEVER, fulltext_shards=2) as reopened:
-        assert isinstance(reopened._fulltext, FullTextIndex)
+        assert isinstance(reopened._layout.current, FullTextIndex)
         assert len(_bm25(reopened, "kafka consumer lag", 50)) == 40
         assert reopened.fulltext_state() == "ready (40 chunks)"
     with SqliteBackend(db, embedder, fulltext_shard_threshold=10, fulltext_shards=2) as reopened:

@@ -32,7 +32,7 @@ from lore.alerts.parse import Alert, AlertQuery, clean_text
 from lore.confidence import Confidence, passage_confidence
 from lore.config import AlertSettings, LoreSettings, RunbookUrlRule
 from lore.models import LABEL_VALUE_SEPARATOR, SECTION_SEPARATOR, SOURCE_LABEL, Passage, SearchMode
-from lore.protocols import KnowledgeRetriever, ReportingRetriever
+from lore.protocols import KnowledgeRetriever
 
 #: Candidates asked of the retriever per search.
 DEPTH = 40
@@ -191,9 +191,7 @@ class RetrievalReport:
         mode: SearchMode | None = None,
         labels: Mapping[str, str] | None = None,
     ) -> list[Passage]:
-        if not isinstance(retriever, ReportingRetriever):
-            return await retriever.retrieve(query, top_k=top_k, labels=labels, mode=mode, access=access)
-        found = await retriever.retrieve_detailed(query, top_k=top_k, labels=labels, mode=mode, access=access)
+        found = await retriever.retrieve(query, top_k=top_k, labels=labels, mode=mode, access=access)
         self.degraded_reason = self.degraded_reason or found.degraded_reason
         # Served by the fallback if any retrieval of the lookup was.
         if found.served_by and (self.served_by is None or found.served_by.startswith("fallback:")):

@@ -141,7 +141,7 @@ def passage_from_result(result: Mapping[str, Any], rank: int) -> Passage:
 
 
 class DiscoveryEngineRetriever:
-    """A ``ReportingRetriever`` over one serving config. The engine ranks (its own
+    """A ``KnowledgeRetriever`` over one serving config. The engine ranks (its own
     hybrid of keywords and semantics), so lore offers that one mode."""
 
     modes: tuple[SearchMode, ...] = (SearchMode.HYBRID,)
@@ -178,19 +178,6 @@ class DiscoveryEngineRetriever:
         return body
 
     async def retrieve(
-        self,
-        query: str,
-        *,
-        top_k: int = 8,
-        labels: Mapping[str, str] | None = None,
-        mode: SearchMode | None = None,
-        access: AccessFilter | None = None,
-    ) -> list[Passage]:
-        return (
-            await self.retrieve_detailed(query, top_k=top_k, labels=labels, mode=mode, access=access)
-        ).passages
-
-    async def retrieve_detailed(
         self,
         query: str,
         *,

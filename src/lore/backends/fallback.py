@@ -34,8 +34,8 @@ from typing import Protocol, runtime_checkable
 from lore.access import AccessFilter
 from lore.breaker import CircuitBreaker, StateListener
 from lore.errors import BackendUnavailableError, QueryError, RetrievalError
-from lore.models import Passage, SearchMode
-from lore.protocols import KnowledgeRetriever, ReportingRetriever, Retrieval
+from lore.models import SearchMode
+from lore.protocols import KnowledgeRetriever, Retrieval
 
 logger = logging.getLogger(__name__)
 
@@ -57,48 +57,7 @@ class Closeable(Protocol):
     def close(self) -> None: ...
 
 
-async def _detailed(
-    retriever: KnowledgeRetriever,
-    query: str,
-    top_k: int,
-    labels: Mapping[str, str] | None,
-    mode: SearchMode | None,
-    access: AccessFilter | None,
-) -> Retrieval:
-    if isinstance(retriever, ReportingRetriever):
-        return await retriever.retrieve_detailed(query, top_k=top_k, labels=labels, mode=mode, access=access)
-    passages = await retriever.retrieve(query, top_k=top_k, labels=labels, mode=mode, access=access)
-    return Retrieval(list(passages))
-
-
-class _FromDetailed:
-    """``retrieve`` as the passages of ``retrieve_detailed``."""
-
-    async def retrieve_detailed(
-        self,
-        query: str,
-        *,
-        top_k: int = 8,
-        labels: Mapping[str, str] | None = None,
-        mode: SearchMode | None = None,
-        access: AccessFilter | None = None,
-    ) -> Retrieval:
-        raise NotImplementedError
-
-    async def retrieve(
-        self,
-        query: str,
-        *,
-        top_k: int = 8,
-        labels: Mapping[str, str] | None = None,
-        mode: SearchMode | None = None,
-        access: AccessFilter | None = None,
-    ) -> list[Passage]:
-        found = await self.retrieve_detailed(query, top_k=top_k, labels=labels, mode=mode, access=access)
-        return found.passages
-
-
-class LazyRetriever(_FromDetailed):
+class LazyRetriever:
     """A retriever opened on first use, and opened again on the next call after opening
     failed (a server that was down at start-up). ``engine``, ``modes`` and ``degraded``
     are known before it is opened, from the configuration."""
@@ -137,7 +96,7 @@ class LazyRetriever(_FromDetailed):
                 self._opened = self._opener()
             return self._opened
 
-    async def retrieve_detailed(
+    async def retrieve(
         self,
         query: str,
         *,
@@ -147,7 +106,7 @@ class LazyRetriever(_FromDetailed):
         access: AccessFilter | None = None,
     ) -> Retrieval:
         retriever = self._opened if self._opened is not None else await asyncio.to_thread(self.open)
-        return await _detailed(retriever, query, top_k, labels, mode, access)
+        return await retriever.retrieve(query, top_k=top_k, labels=labels, mode=mode, access=access)
 
     def close(self) -> None:
         with self._lock:
@@ -156,8 +115,8 @@ class LazyRetriever(_FromDetailed):
             opened.close()
 
 
-class FallbackRetriever(_FromDetailed):
-    """``KnowledgeRetriever`` and ``ReportingRetriever`` over a primary and a fallback.
+class FallbackRetriever:
+    """A ``KnowledgeRetriever`` over a primary and a fallback.
 
     ``fallback_updated``: when the fallback was last synced (ISO 8601), for the agent-facing
     reason; None when unknown. ``fallback_mode``: how the fallback is searched (BM25, the
@@ -192,7 +151,7 @@ class FallbackRetriever(_FromDetailed):
     def served_by_fallback(self) -> str:
         return FALLBACK_PREFIX + self.fallback.engine
 
-    async def retrieve_detailed(
+    async def retrieve(
         self,
         query: str,
         *,
@@ -207,7 +166,8 @@ class FallbackRetriever(_FromDetailed):
         cause: _Cause
         try:
             found = await asyncio.wait_for(
-                _detailed(self.primary, query, top_k, labels, mode, access), timeout=budget
+                self.primary.retrieve(query, top_k=top_k, labels=labels, mode=mode, access=access),
+                timeout=budget,
             )
         except QueryError:
             self.breaker.record_success()  # the store answered: the question was wrong
@@ -244,7 +204,7 @@ class FallbackRetriever(_FromDetailed):
     ) -> Retrieval:
         mode = self._fallback_mode if self._fallback_mode in self.fallback.modes else None
         try:
-            found = await _detailed(self.fallback, query, top_k, labels, mode, access)
+            found = await self.fallback.retrieve(query, top_k=top_k, labels=labels, mode=mode, access=access)
         except QueryError:
             raise
         except Exception as err:

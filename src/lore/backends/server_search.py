@@ -17,7 +17,7 @@ from lore.protocols import Embedder, Retrieval, Vectors
 
 
 class ServerSearch:
-    """A mixin: ``retrieve`` and ``retrieve_detailed`` over the backend's ``_search``."""
+    """A mixin: ``retrieve`` over the backend's ``_search``."""
 
     modes: tuple[SearchMode, ...]
     engine: str
@@ -41,18 +41,6 @@ class ServerSearch:
         raise NotImplementedError
 
     async def retrieve(
-        self,
-        query: str,
-        *,
-        top_k: int = 8,
-        labels: Mapping[str, str] | None = None,
-        mode: SearchMode | None = None,
-        access: AccessFilter | None = None,
-    ) -> list[Passage]:
-        found = await self.retrieve_detailed(query, top_k=top_k, labels=labels, mode=mode, access=access)
-        return found.passages
-
-    async def retrieve_detailed(
         self,
         query: str,
         *,

@@ -25,11 +25,10 @@ from lore.cli.app import console
 from lore.cli.eval_app import ConfigOption, JsonOption, check_not_empty, close, eval_app, eval_settings
 from lore.cli.eval_progress import EvalProgress, run_modes
 from lore.config import LoreSettings, SourceConfig
-from lore.errors import ConfigError
+from lore.errors import ConfigError, DatasetError
 from lore.eval.datasets import (
     BeirPaths,
     BeirSource,
-    DatasetError,
     beir_doc_id,
     load_beir_queries,
     load_golden_set,

@@ -5,7 +5,7 @@ See docs/quality.md. ``lore eval`` (``lore.cli.eval_cmd``) is the front end.
 
 from __future__ import annotations
 
-from lore.eval.datasets import BeirPaths, DatasetError, EvalQuery, load_beir_queries, load_golden_set
+from lore.eval.datasets import BeirPaths, EvalQuery, load_beir_queries, load_golden_set
 from lore.eval.metrics import METRICS, RankedDocument, Target, query_metrics, rank_documents
 from lore.eval.runner import RERANK_MODE, EvalRun, ModeResult, QueryVectorCache, evaluate
 
@@ -13,7 +13,6 @@ __all__ = [
     "METRICS",
     "RERANK_MODE",
     "BeirPaths",
-    "DatasetError",
     "EvalQuery",
     "EvalRun",
     "ModeResult",

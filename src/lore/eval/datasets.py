@@ -32,17 +32,13 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from lore.errors import LoreError
+from lore.errors import DatasetError
 from lore.eval.metrics import RELEVANT_GRADE, Target
 from lore.models import Document, SourceItem, Visibility, sha256_hex
 
 BEIR_URI_PREFIX = "beir://"
 #: BEIR documents have no date; a fixed one keeps revisions and runs reproducible.
 _BEIR_EPOCH = datetime(2020, 1, 1, tzinfo=UTC)
-
-
-class DatasetError(LoreError):
-    """A benchmark or golden-set file is missing or malformed; the message says where."""
 
 
 @dataclass(frozen=True, slots=True)

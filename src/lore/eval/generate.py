@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 
-from lore.errors import LoreError
+from lore.errors import GenerationError
 from lore.eval.datasets import GoldenEntry
 from lore.models import Chunk
 from lore.safety.secrets import redact_secrets
@@ -42,10 +42,6 @@ SYSTEM_PROMPT = (
     "'how do I ...'. Do not quote the document title or copy whole sentences. Reply with "
     f"the question only, on one line. If the passage answers nothing useful, reply {SKIP_WORD}."
 )
-
-
-class GenerationError(LoreError):
-    """The question-writing endpoint cannot be used at all (unreachable, refused)."""
 
 
 @dataclass(slots=True)

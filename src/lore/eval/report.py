@@ -19,8 +19,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from lore.errors import ConfigError
-from lore.eval.datasets import DatasetError
+from lore.errors import ConfigError, DatasetError
 from lore.eval.metrics import METRICS
 from lore.eval.runner import EvalRun, trec_run_lines
 

@@ -19,7 +19,7 @@ from lore.errors import ConfigError
 from lore.eval.datasets import EvalQuery
 from lore.eval.metrics import RankedDocument, mean_metrics, query_metrics, rank_documents
 from lore.models import Passage, SearchMode
-from lore.protocols import Embedder, KnowledgeRetriever, Reranker, Vectors
+from lore.protocols import Embedder, KnowledgeRetriever, Reranker, Vectors, retrieve_passages
 
 #: The pseudo-mode that reranks hybrid candidates with the configured reranker.
 RERANK_MODE = "hybrid+rerank"
@@ -167,7 +167,7 @@ async def _ranking(retriever: KnowledgeRetriever, query: str, mode: SearchMode, 
     """Enough chunks for ``depth`` distinct documents (or all the retriever has)."""
     top_k = depth * 2
     while True:
-        passages = await retriever.retrieve(query, top_k=top_k, mode=mode)
+        passages = await retrieve_passages(retriever, query, top_k=top_k, mode=mode)
         enough = len({passage.uri for passage in passages}) >= depth
         if enough or len(passages) < top_k or top_k >= depth * _MAX_CHUNKS_PER_DOCUMENT:
             return passages
@@ -188,7 +188,9 @@ async def retrieve_for_mode(
     if mode == RERANK_MODE:
         if reranker is None:
             raise ConfigError(f"mode {RERANK_MODE!r} needs a reranker")
-        candidates = await retriever.retrieve(query, top_k=rerank_candidates, mode=SearchMode.HYBRID)
+        candidates = await retrieve_passages(
+            retriever, query, top_k=rerank_candidates, mode=SearchMode.HYBRID
+        )
         return await reranker.rerank(query, candidates, top_k=len(candidates))
     return await _ranking(retriever, query, SearchMode(mode), depth)
 

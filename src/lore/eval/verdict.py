@@ -20,7 +20,7 @@ from lore.confidence import Confidence, answer_confidence, clears, passage_confi
 from lore.eval.datasets import EvalQuery
 from lore.eval.metrics import rank_documents
 from lore.models import Passage, SearchMode
-from lore.protocols import KnowledgeRetriever
+from lore.protocols import KnowledgeRetriever, retrieve_passages
 
 #: Hit@k's k for the answerable questions.
 HIT_K = 5
@@ -52,7 +52,7 @@ async def judge(
 ) -> list[Judged]:
     judged: list[Judged] = []
     for query in queries:
-        passages = await retriever.retrieve(query.text, top_k=top_k, mode=SearchMode.HYBRID)
+        passages = await retrieve_passages(retriever, query.text, top_k=top_k, mode=SearchMode.HYBRID)
         judged.append(
             Judged(
                 qid=query.qid,

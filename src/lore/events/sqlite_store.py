@@ -15,11 +15,12 @@ from pathlib import Path
 from lore.backends.read_only_file import connect_read_only
 from lore.errors import IndexingError
 from lore.events.record import AlertSuggestion, EventQuery, Feedback, RetrievalEvent, dumps
+from lore.migrations import Migration, UserVersion, migrate, schema
 
 #: The tables, as one migration: ``lore.backends.sqlite.schema`` appends it to the
-#: index's migrations, and a sidecar file applies it as its first. IF NOT EXISTS: an
-#: index rolled back to an older schema version by hand keeps these tables, and its
-#: re-migration must not fail on them.
+#: index's migrations (``m005_events``), and a sidecar file applies it as its first
+#: (``SIDECAR_MIGRATIONS``). IF NOT EXISTS: an index rolled back to an older schema
+#: version by hand keeps these tables, and its re-migration must not fail on them.
 EVENT_SCHEMA: tuple[str, ...] = (
     """CREATE TABLE IF NOT EXISTS retrieval_events (
         event_id TEXT PRIMARY KEY,
@@ -47,6 +48,9 @@ EVENT_SCHEMA: tuple[str, ...] = (
         PRIMARY KEY (tenant, fingerprint)
     ) WITHOUT ROWID""",
 )
+
+#: The migrations of a sidecar file, which holds nothing but the events.
+SIDECAR_MIGRATIONS: tuple[Migration[str], ...] = schema(Migration("m001_events", EVENT_SCHEMA))
 
 SIDECAR_NAME = "events.db"
 
@@ -121,14 +125,15 @@ class SqliteEventStore:
             self._read_only = str(err)
             return self._open()
         conn.execute("PRAGMA synchronous = NORMAL")
-        if self._sidecar and conn.execute("PRAGMA user_version").fetchone()[0] == 0:
-            conn.execute("BEGIN IMMEDIATE")
-            if conn.execute("PRAGMA user_version").fetchone()[0] == 0:
-                for statement in EVENT_SCHEMA:
-                    conn.execute(statement)
-                conn.execute("PRAGMA user_version = 1")
-            conn.execute("COMMIT")
+        if self._sidecar:
+            migrate(SIDECAR_MIGRATIONS, UserVersion(conn, self._too_new))
         return conn
+
+    def _too_new(self, version: int, latest: int) -> IndexingError:
+        return IndexingError(
+            f"the events file {self._path} has schema version {version}, but this lore knows only "
+            f"up to {latest}: upgrade lore"
+        )
 
     def _writable(self, what: str) -> None:
         if self._read_only is not None:

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 from pathlib import PurePosixPath
 
+from lore.errors import ExtractionError
 from lore.extract.limits import DEFAULT_LIMITS, Limits, check_size
-from lore.extract.records import Extracted, ExtractionError
+from lore.extract.records import Extracted
 from lore.extract.sniff import DOCX, HTML, PDF, TEXT, sniff
 
 __all__ = [
@@ -31,7 +32,6 @@ __all__ = [
     "SUPPORTED_SUFFIXES",
     "TEXT_MEDIA_TYPES",
     "Extracted",
-    "ExtractionError",
     "Limits",
     "check_content",
     "extract",

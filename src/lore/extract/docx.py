@@ -16,9 +16,10 @@ from xml.etree import ElementTree
 
 import mammoth  # type: ignore[import-untyped]
 
+from lore.errors import ExtractionError
 from lore.extract import html
 from lore.extract.limits import Limits, check_chars, open_zip
-from lore.extract.records import Extracted, ExtractionError
+from lore.extract.records import Extracted
 
 MEDIA_TYPE = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 

@@ -12,8 +12,9 @@ from typing import Any
 from bs4 import BeautifulSoup, Tag
 from markdownify import MarkdownConverter
 
+from lore.errors import ExtractionError
 from lore.extract.limits import Limits, check_chars
-from lore.extract.records import Extracted, ExtractionError
+from lore.extract.records import Extracted
 
 MEDIA_TYPE = "text/html"
 #: Elements whose content is never knowledge: code, styling, menus, embedded objects.

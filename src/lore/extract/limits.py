@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from lore.extract.records import ExtractionError
+from lore.errors import ExtractionError
 
 if TYPE_CHECKING:
     import zipfile

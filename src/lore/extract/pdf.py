@@ -20,9 +20,10 @@ from pypdf import PdfReader
 from pypdf.errors import DependencyError, FileNotDecryptedError, PyPdfError
 from pypdf.generic import Destination
 
+from lore.errors import ExtractionError
 from lore.extract.limits import Limits, check_chars
 from lore.extract.pdf_layout import Box, Line, to_markdown
-from lore.extract.records import Extracted, ExtractionError
+from lore.extract.records import Extracted
 
 MEDIA_TYPE = "application/pdf"
 _MONO_FONTS = ("courier", "mono", "consol", "menlo", "inconsolata", "code")

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lore.errors import DocumentError
-
 
 @dataclass(frozen=True)
 class Extracted:
@@ -16,12 +14,3 @@ class Extracted:
     markdown: str
     title: str | None
     media_type: str
-
-
-class ExtractionError(DocumentError):
-    """One file could not be turned into text; ``reason`` is one line for a human
-    ("encrypted PDF (a password is needed to open it)"). It costs that file only."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason

@@ -8,7 +8,7 @@
 ``lore.tool.core.KnowledgeSearch.run`` applies it, so no entry point can skip it.
 """
 
-from lore.safety.audit import AuditEntry, AuditError, AuditHit, AuditLog, JsonlAuditLog, MemoryAuditLog
+from lore.safety.audit import AuditEntry, AuditHit, AuditLog, JsonlAuditLog, MemoryAuditLog
 from lore.safety.cap import CappedTexts, cap_passages, cap_text
 from lore.safety.injection import NEUTRALISED_MARKER, screen_injections
 from lore.safety.secrets import SecretRedactor, redact_secrets
@@ -16,7 +16,6 @@ from lore.safety.secrets import SecretRedactor, redact_secrets
 __all__ = [
     "NEUTRALISED_MARKER",
     "AuditEntry",
-    "AuditError",
     "AuditHit",
     "AuditLog",
     "CappedTexts",

@@ -26,16 +26,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from lore.errors import LoreError
+from lore.errors import AuditError
 
 try:  # POSIX only; elsewhere the in-process lock is all there is.
     import fcntl
 except ImportError:  # pragma: no cover
     fcntl = None  # type: ignore[assignment]
-
-
-class AuditError(LoreError):
-    """The audit record could not be written, so the call is refused (fail-closed)."""
 
 
 @dataclass(frozen=True)

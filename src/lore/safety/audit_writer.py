@@ -20,7 +20,8 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from lore.safety.audit import REFUSAL_PREFIX, AuditEntry, AuditError, AuditLog
+from lore.errors import AuditError
+from lore.safety.audit import REFUSAL_PREFIX, AuditEntry, AuditLog
 
 #: Records waiting for the writer at most; more are refused.
 MAX_QUEUED = 1024

@@ -28,8 +28,8 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from lore.config import LoreSettings
-from lore.errors import ConfigError, SourceError
-from lore.extract import CONVERTED_SUFFIXES, EXTRACTION_VERSION, ExtractionError, extract
+from lore.errors import ConfigError, ExtractionError, SourceError
+from lore.extract import CONVERTED_SUFFIXES, EXTRACTION_VERSION, extract
 from lore.models import LABEL_VALUE_SEPARATOR, Document, SourceFailure, SourceItem, Visibility, utc
 from lore.source_tables import DEFAULT_EXCLUDE as DEFAULT_EXCLUDE
 from lore.source_tables import DEFAULT_INCLUDE as DEFAULT_INCLUDE

@@ -33,8 +33,8 @@ from pathlib import Path, PurePosixPath
 from pathspec import GitIgnoreSpec
 
 from lore.config import LoreSettings
-from lore.errors import ConfigError
-from lore.extract import CONVERTED_SUFFIXES, EXTRACTION_VERSION, ExtractionError, extract
+from lore.errors import ConfigError, ExtractionError
+from lore.extract import CONVERTED_SUFFIXES, EXTRACTION_VERSION, extract
 from lore.models import Document, SourceFailure, SourceItem, Tombstone, Visibility
 from lore.source_tables import GitSourceConfig as GitSourceConfig
 from lore.sources import parse_visibility

@@ -21,21 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from lore.config import LoreSettings
-from lore.errors import SourceError
+from lore.errors import UploadRefused
 from lore.models import Visibility
 from lore.source_tables import UploadSourceConfig as UploadSourceConfig
 from lore.sources.stored import StoredDocument, StoredSource, slugify, write_atomic
 from lore.text_blocks import markdown_title
-
-
-class UploadRefused(SourceError):
-    """The file cannot be accepted; the message says why. ``unsupported`` is True for a
-    type lore does not take (HTTP 415), False for a file that is not what it claims (422)."""
-
-    def __init__(self, reason: str, *, unsupported: bool = False) -> None:
-        super().__init__(reason)
-        self.unsupported = unsupported
-
 
 #: Suffix -> the kind of upload it is; its content must show it (``lore.extract``).
 ACCEPTED = {".md": "markdown", ".markdown": "markdown", ".txt": "text", ".pdf": "pdf", ".docx": "docx"}
@@ -45,7 +35,8 @@ def sniff(data: bytes, filename: str) -> str:
     """The kind of an upload (``markdown``, ``text``, ``pdf``, ``docx``): its name must be
     one lore takes (else 415), and its content must be what the name says, checked by the
     extraction layer's own sniffing (``lore.extract.check_content``), as for every file."""
-    from lore.extract import ExtractionError, check_content
+    from lore.errors import ExtractionError
+    from lore.extract import check_content
 
     suffix = PurePosixPath(filename).suffix.lower()
     kind = ACCEPTED.get(suffix)
@@ -71,7 +62,7 @@ class Extraction:
 def extract(data: bytes, filename: str) -> Extraction:
     """The Markdown of an upload, through the extraction layer every file source uses
     (``lore.extract``); ``UploadRefused`` when it cannot be had."""
-    from lore.extract import ExtractionError
+    from lore.errors import ExtractionError
     from lore.extract import extract as extract_file
 
     sniff(data, filename)

@@ -108,7 +108,7 @@ class AccessConformance:
         )
         def check(query: str, access: AccessFilter, mode: SearchMode, top_k: int) -> None:
             try:
-                passages = asyncio.run(store.retrieve(query, top_k=top_k, mode=mode, access=access))
+                passages = asyncio.run(store.retrieve(query, top_k=top_k, mode=mode, access=access)).passages
             except QueryError:
                 return
             shown = _uris(passages) - _readable(docs, access)
@@ -125,14 +125,16 @@ class AccessConformance:
         docs = _mixed_corpus(store, embedder)
         expected = _readable(docs, access)
         for mode in store.modes:
-            passages = await store.retrieve(" ".join(WORDS), top_k=50, mode=mode, access=access)
+            passages = (await store.retrieve(" ".join(WORDS), top_k=50, mode=mode, access=access)).passages
             assert _uris(passages) == expected, mode.value
 
     async def test_unknown_access_is_for_admins_only(self, store: Store, embedder: CountingEmbedder) -> None:
         _mixed_corpus(store, embedder)
         for access in FILTERS:
             for mode in store.modes:
-                passages = await store.retrieve("disk etcd kafka", top_k=50, mode=mode, access=access)
+                passages = (
+                    await store.retrieve("disk etcd kafka", top_k=50, mode=mode, access=access)
+                ).passages
                 unknown = {uri for uri in _uris(passages) if "/unknown/" in uri or "/none/" in uri}
                 if access.groups is not None:
                     assert not unknown, (access, mode.value)
@@ -144,14 +146,16 @@ class AccessConformance:
         for tenant in TENANTS:
             admin = AccessFilter(tenant, None)
             for mode in store.modes:
-                passages = await store.retrieve("disk etcd kafka", top_k=50, mode=mode, access=admin)
+                passages = (
+                    await store.retrieve("disk etcd kafka", top_k=50, mode=mode, access=admin)
+                ).passages
                 assert passages, (tenant, mode.value)
                 assert {uri.split("/", 1)[0] for uri in _uris(passages)} == {tenant or "default"}
 
     async def test_no_filter_is_the_local_admin_view(self, store: Store, embedder: CountingEmbedder) -> None:
         docs = _mixed_corpus(store, embedder)
         for mode in store.modes:
-            passages = await store.retrieve(" ".join(WORDS), top_k=50, mode=mode)
+            passages = (await store.retrieve(" ".join(WORDS), top_k=50, mode=mode)).passages
             assert _uris(passages) == {doc.uri for doc in docs}, mode.value
 
     async def test_top_k_is_filled_from_readable_documents(
@@ -179,7 +183,9 @@ class AccessConformance:
                 )
         viewer = AccessFilter(None, frozenset({"sre"}))
         for mode in store.modes:
-            passages = await store.retrieve("disk pressure eviction", top_k=3, mode=mode, access=viewer)
+            passages = (
+                await store.retrieve("disk pressure eviction", top_k=3, mode=mode, access=viewer)
+            ).passages
             assert _uris(passages) == {"open/0.md", "open/1.md", "open/2.md"}, mode.value
 
     def test_ledger_keeps_access_and_tenant(self, store: Store, embedder: CountingEmbedder) -> None:
@@ -209,8 +215,8 @@ class AccessConformance:
         add_document(store, embedder, "a.md", "etcd quorum lost", access=frozenset({"dba"}))
         sre = AccessFilter(None, frozenset({"sre"}))
         for mode in store.modes:
-            assert await store.retrieve("etcd quorum", top_k=5, mode=mode, access=sre) == []
+            assert (await store.retrieve("etcd quorum", top_k=5, mode=mode, access=sre)).passages == []
         add_document(store, embedder, "a.md", "etcd quorum lost", access=frozenset({"sre"}))
         for mode in store.modes:
-            passages = await store.retrieve("etcd quorum", top_k=5, mode=mode, access=sre)
+            passages = (await store.retrieve("etcd quorum", top_k=5, mode=mode, access=sre)).passages
             assert _uris(passages) == {"a.md"}, mode.value

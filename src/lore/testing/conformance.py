@@ -28,7 +28,7 @@ import pytest
 
 from lore.errors import EmbedderMismatchError, EmbeddingError, IndexingError, QueryError, UnsupportedModeError
 from lore.models import SOURCE_LABEL, SOURCE_TYPE_LABEL, IndexedDocument, SearchMode, embed_key
-from lore.protocols import EvidenceReporting, KnowledgeIndex, KnowledgeRetriever, ReportingRetriever
+from lore.protocols import EvidenceReporting, KnowledgeIndex, KnowledgeRetriever
 from lore.testing import DEFAULT_SOURCE, Store, add_document, embed_chunks, make_document
 from lore.testing.access_conformance import AccessConformance
 from lore.testing.cases import CORPUS, HOSTILE_QUERIES, IDENTIFIER_DISTRACTORS, IDENTIFIERS
@@ -118,7 +118,7 @@ class IndexConformance(Suite):
         for _ in range(3):
             add_document(store, embedder, "walrus.md", sections=sections, title="Walrus")
         assert store.held(DEFAULT_SOURCE)["walrus.md"].chunk_count == 2
-        passages = await store.retrieve("walrus migration", top_k=10)
+        passages = (await store.retrieve("walrus migration", top_k=10)).passages
         assert sorted(p.section for p in passages) == ["One", "Two"]
 
     async def test_upsert_replaces_previous_version(self, store: Store, embedder: CountingEmbedder) -> None:
@@ -128,7 +128,7 @@ class IndexConformance(Suite):
         assert store.held(DEFAULT_SOURCE)["animals.md"].revision == "v2"
         assert store.held(DEFAULT_SOURCE)["animals.md"].chunk_count == 1
         for mode in store.modes:
-            passages = await store.retrieve("zebra crossing giraffe", top_k=10, mode=mode)
+            passages = (await store.retrieve("zebra crossing giraffe", top_k=10, mode=mode)).passages
             assert [(p.revision, p.text) for p in passages] == [("v2", "giraffe neck")]
 
     async def test_delete_by_uri(self, store: Store, embedder: CountingEmbedder) -> None:
@@ -138,7 +138,9 @@ class IndexConformance(Suite):
         assert "runbooks/dns.md" not in store.held(DEFAULT_SOURCE)
         assert len(store.held(DEFAULT_SOURCE)) == len(CORPUS) - 1
         for mode in store.modes:
-            passages = await store.retrieve("DNS resolution resolver forwarders", top_k=10, mode=mode)
+            passages = (
+                await store.retrieve("DNS resolution resolver forwarders", top_k=10, mode=mode)
+            ).passages
             assert "runbooks/dns.md" not in uris(passages)
 
     def test_cached_vectors_round_trip(self, store: Store, embedder: CountingEmbedder) -> None:
@@ -187,7 +189,7 @@ class IndexConformance(Suite):
             add_unlocked(store, embedder, dict(CORPUS))
             store.delete_by_uri("runbooks/tls.md")
         assert len(store.held(DEFAULT_SOURCE)) == len(CORPUS) - 1
-        passages = await store.retrieve("Redis memory eviction", top_k=3)
+        passages = (await store.retrieve("Redis memory eviction", top_k=3)).passages
         assert passages
         assert passages[0].uri == "runbooks/redis.md"
 
@@ -199,7 +201,7 @@ class RetrievalConformance(Suite):
     async def test_empty_index_returns_nothing(self, store: Store, mode: SearchMode | None) -> None:
         if mode is not None:
             require_mode(store, mode)
-        assert await store.retrieve("anything at all", top_k=5, mode=mode) == []
+        assert (await store.retrieve("anything at all", top_k=5, mode=mode)).passages == []
 
     @pytest.mark.parametrize("mode", ALL_MODES)
     async def test_each_mode_finds_the_document(
@@ -207,7 +209,7 @@ class RetrievalConformance(Suite):
     ) -> None:
         require_mode(store, mode)
         add_corpus(store, embedder)
-        passages = await store.retrieve("TLS certificate rotation issuer", top_k=3, mode=mode)
+        passages = (await store.retrieve("TLS certificate rotation issuer", top_k=3, mode=mode)).passages
         assert passages[0].uri == "runbooks/tls.md"
         check_sorted_and_unique(passages)
         for passage in passages:
@@ -218,8 +220,8 @@ class RetrievalConformance(Suite):
 
     async def test_default_mode_is_the_first_declared(self, store: Store, embedder: CountingEmbedder) -> None:
         add_corpus(store, embedder)
-        default = await store.retrieve("Kafka broker partitions", top_k=5)
-        explicit = await store.retrieve("Kafka broker partitions", top_k=5, mode=store.modes[0])
+        default = (await store.retrieve("Kafka broker partitions", top_k=5)).passages
+        explicit = (await store.retrieve("Kafka broker partitions", top_k=5, mode=store.modes[0])).passages
         assert [p.chunk_id for p in default] == [p.chunk_id for p in explicit]
 
     async def test_failed_query_embedding_degrades_hybrid_to_bm25(
@@ -229,18 +231,16 @@ class RetrievalConformance(Suite):
         embedded; vector search, which has nothing to fall back on, fails."""
         require_mode(store, SearchMode.HYBRID)
         require_mode(store, SearchMode.BM25)
-        if not isinstance(store, ReportingRetriever):
-            pytest.skip(f"{type(store).__name__} does not declare retrieve_detailed")
         assert isinstance(embedder, ProviderDownEmbedder)
         add_corpus(store, embedder)
         query = "TLS certificate rotation issuer"
-        healthy = await store.retrieve_detailed(query, top_k=3, mode=SearchMode.HYBRID)
+        healthy = await store.retrieve(query, top_k=3, mode=SearchMode.HYBRID)
         assert healthy.degraded_reason is None
         embedder.queries_fail = True
-        found = await store.retrieve_detailed(query, top_k=3, mode=SearchMode.HYBRID)
+        found = await store.retrieve(query, top_k=3, mode=SearchMode.HYBRID)
         assert found.degraded_reason is not None
         assert "HTTP 503" in found.degraded_reason
-        bm25 = await store.retrieve(query, top_k=3, mode=SearchMode.BM25)
+        bm25 = (await store.retrieve(query, top_k=3, mode=SearchMode.BM25)).passages
         assert [p.chunk_id for p in found.passages] == [p.chunk_id for p in bm25]
         assert found.passages[0].uri == "runbooks/tls.md"
         if SearchMode.VECTOR in store.modes:
@@ -259,7 +259,7 @@ class RetrievalConformance(Suite):
         require_mode(store, mode)
         add_corpus(store, embedder)
         copied = dict(CORPUS)["runbooks/tls.md"]
-        passages = await store.retrieve(copied, top_k=3, mode=mode)
+        passages = (await store.retrieve(copied, top_k=3, mode=mode)).passages
         top = passages[0]
         assert top.uri == "runbooks/tls.md"
         assert all(passage.evidence is not None for passage in passages)
@@ -272,7 +272,7 @@ class RetrievalConformance(Suite):
             assert (cosine is not None) is vectors
             assert cosine is None or -1.0 - 1e-6 <= cosine <= 1.0 + 1e-6
         if mode is not SearchMode.BM25:
-            unknown = await store.retrieve("zyxqv wvutq plmokn", top_k=3, mode=mode)
+            unknown = (await store.retrieve("zyxqv wvutq plmokn", top_k=3, mode=mode)).passages
             assert unknown, "a vector channel always answers"
             assert all(p.evidence is not None and p.evidence.coverage == 0.0 for p in unknown)
 
@@ -310,7 +310,7 @@ class RetrievalConformance(Suite):
             source="postmortems",
             source_type="git",
         )
-        passages = await store.retrieve("checkout latency pager", top_k=1, mode=mode)
+        passages = (await store.retrieve("checkout latency pager", top_k=1, mode=mode)).passages
         assert len(passages) == 1
         got, chunk = passages[0], chunks[0]
         assert got.text == chunk.text
@@ -348,7 +348,7 @@ class RetrievalConformance(Suite):
             add_document(store, embedder, "semantic.md", semantic, vectors=near_q[np.newaxis, :])
             for i, (uri, text) in enumerate(CORPUS):
                 add_document(store, embedder, uri, text, vectors=orthogonal_to(q, seed=10 + i)[np.newaxis, :])
-        passages = await store.retrieve(query, top_k=5, mode=SearchMode.HYBRID)
+        passages = (await store.retrieve(query, top_k=5, mode=SearchMode.HYBRID)).passages
         # Which single-channel find comes second depends on the fusion (RRF ties them).
         assert uris(passages)[0] == "both.md"
         assert set(uris(passages)[1:3]) == {"lexical.md", "semantic.md"}
@@ -367,7 +367,7 @@ class RetrievalConformance(Suite):
                 add_document(store, embedder, f"distractors/{i}.md", text, title=f"note {i}")
         modes = [mode for mode in (SearchMode.BM25, None) if mode is None or mode in store.modes]
         for mode in modes:
-            passages = await store.retrieve(identifier, top_k=3, mode=mode)
+            passages = (await store.retrieve(identifier, top_k=3, mode=mode)).passages
             assert passages, f"{identifier!r} found nothing in mode {mode}"
             assert passages[0].labels.get("id") == identifier, (mode, uris(passages))
 
@@ -388,7 +388,7 @@ class RetrievalConformance(Suite):
         modes = [mode for mode in (SearchMode.BM25, None) if mode is None or mode in store.modes]
         for query, expected in queries.items():
             for mode in modes:
-                passages = await store.retrieve(query, top_k=3, mode=mode)
+                passages = (await store.retrieve(query, top_k=3, mode=mode)).passages
                 assert passages, (query, mode)
                 assert passages[0].uri == expected, (query, mode, uris(passages))
                 assert passages[0].text == docs[expected]
@@ -404,12 +404,14 @@ class RetrievalConformance(Suite):
                 store, embedder, {f"alpha/{i}.md": f"alpha service check number {i}" for i in range(5)}
             )
         for top_k in (1, 3):
-            passages = await store.retrieve("alpha service check", top_k=top_k, mode=mode)
+            passages = (await store.retrieve("alpha service check", top_k=top_k, mode=mode)).passages
             assert len(passages) == top_k
             check_sorted_and_unique(passages)
-        passages = await store.retrieve(
-            "alpha service check", top_k=50, labels={"source": DEFAULT_SOURCE}, mode=mode
-        )
+        passages = (
+            await store.retrieve(
+                "alpha service check", top_k=50, labels={"source": DEFAULT_SOURCE}, mode=mode
+            )
+        ).passages
         assert len(passages) == 5
         check_sorted_and_unique(passages)
         for bad in (0, -1):

@@ -69,7 +69,7 @@ class FilterConformance(Suite):
             require_mode(store, mode)
         self._add_labelled(store, embedder)
         for labels, expected in self.FILTER_CASES:
-            passages = await store.retrieve("outage runbook", top_k=10, labels=labels, mode=mode)
+            passages = (await store.retrieve("outage runbook", top_k=10, labels=labels, mode=mode)).passages
             assert set(uris(passages)) == expected, labels
 
     @pytest.mark.parametrize("mode", [None, *ALL_MODES])
@@ -97,9 +97,9 @@ class FilterConformance(Suite):
                 "mentions disk pressure once among many other unrelated words about staffing.",
                 labels={"team": "target"},
             )
-        passages = await store.retrieve(
+        passages = (await store.retrieve(
             "disk pressure eviction", top_k=1, labels={"team": "target"}, mode=mode
-        )
+        )).passages
         assert uris(passages) == ["target.md"]
 
 
@@ -113,7 +113,7 @@ class QueryTextConformance(Suite):
         for query in HOSTILE_QUERIES:
             for mode in store.modes:
                 try:
-                    passages = await store.retrieve(query, top_k=5, mode=mode)
+                    passages = (await store.retrieve(query, top_k=5, mode=mode)).passages
                 except QueryError:
                     continue
                 except Exception as err:
@@ -140,7 +140,7 @@ class QueryTextConformance(Suite):
     async def test_operator_words_are_plain_words(self, store: Store, embedder: CountingEmbedder) -> None:
         require_mode(store, SearchMode.BM25)
         add_corpus(store, embedder, {"ops.md": "NEAR the OR gate NOT the AND gate"})
-        passages = await store.retrieve("NEAR OR gate", top_k=3, mode=SearchMode.BM25)
+        passages = (await store.retrieve("NEAR OR gate", top_k=3, mode=SearchMode.BM25)).passages
         assert passages
         assert passages[0].uri == "ops.md"
 
@@ -193,5 +193,5 @@ class CopiedQueryConformance(Suite):
                     text,
                     vectors=orthogonal_to(q, seed=10 + i)[np.newaxis, :],
                 )
-        passages = await store.retrieve(query, top_k=3, mode=SearchMode.HYBRID)
+        passages = (await store.retrieve(query, top_k=3, mode=SearchMode.HYBRID)).passages
         assert uris(passages)[0] == first

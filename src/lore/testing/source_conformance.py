@@ -189,7 +189,7 @@ class SourceConformance:
         assert report.failures[0].reason
         held = index.held(source.name)
         assert set(held) == {seeded.uri(key) for key in PAGES}
-        passages = await index.retrieve("lagwombat", top_k=3, mode=SearchMode.BM25)
+        passages = (await index.retrieve("lagwombat", top_k=3, mode=SearchMode.BM25)).passages
         assert passages[0].uri == seeded.uri("alerts/kafka-lag.md")
         assert passages[0].labels[SOURCE_LABEL] == source.name
         assert passages[0].labels[SOURCE_TYPE_LABEL] == source.source_type
@@ -260,7 +260,7 @@ class SourceConformance:
     ) -> None:
         first = await sync_sources([seeded.source()], index, embedder, chunker)
         assert first.ok, first.failures
-        found = await index.retrieve("diskotter", top_k=3, mode=SearchMode.BM25)
+        found = (await index.retrieve("diskotter", top_k=3, mode=SearchMode.BM25)).passages
         assert [passage.uri for passage in found][:1] == [seeded.uri("disk-full.md")]
 
         seeded.delete("disk-full.md")
@@ -268,7 +268,7 @@ class SourceConformance:
 
         assert second.ok, second.failures
         assert second.deleted == 1
-        gone = await index.retrieve("diskotter", top_k=3, mode=SearchMode.BM25)
+        gone = (await index.retrieve("diskotter", top_k=3, mode=SearchMode.BM25)).passages
         assert seeded.uri("disk-full.md") not in {passage.uri for passage in gone}
 
     async def test_a_complete_listing_of_an_incremental_source_prunes_what_it_lacks(

@@ -33,15 +33,15 @@ from lore import startup_trace
 from lore.access import AccessFilter, Principal, access_filter, principal_name
 from lore.confidence import Confidence, best, clears, passage_confidence
 from lore.config import LoreSettings, load_settings
-from lore.errors import LoreError, RerankError, UnsupportedModeError
+from lore.errors import AuditError, LoreError, RerankError, UnsupportedModeError
 from lore.events.record import Correlation
 from lore.events.recorder import EventRecorder, event_of_call, recorder_for
 from lore.events.timing import Timing, measure_retrieval
 from lore.models import Passage, SearchMode
 from lore.observe import observe_search
-from lore.protocols import KnowledgeRetriever, ReportingRetriever, Reranker
+from lore.protocols import KnowledgeRetriever, Reranker
 from lore.rerankers import resolve_reranker
-from lore.safety.audit import AuditEntry, AuditError, AuditHit, AuditLog, JsonlAuditLog
+from lore.safety.audit import AuditEntry, AuditHit, AuditLog, JsonlAuditLog
 from lore.safety.audit_writer import record_entry
 from lore.safety.secrets import redact_secrets
 
@@ -318,11 +318,11 @@ class KnowledgeSearch:
         self, request: SearchRequest, mode: SearchMode | None, access: AccessFilter | None = None
     ) -> Retrieved:
         """The passages to show, whether the reranker ordered them, and why the answer is
-        degraded when the retriever declares it can say (``ReportingRetriever``: BM25 alone
-        when the query embedding failed). With a reranker, the retriever is asked for
-        ``RERANK_CANDIDATES`` and the reranker picks ``top_k``; a failing reranker costs
-        the order, not the answer (the retriever's is kept). The reranker only reorders
-        candidates the retriever already filtered by ``access``."""
+        degraded (BM25 alone when the query embedding failed) and which index answered.
+        With a reranker, the retriever is asked for ``RERANK_CANDIDATES`` and the reranker
+        picks ``top_k``; a failing reranker costs the order, not the answer (the
+        retriever's is kept). The reranker only reorders candidates the retriever already
+        filtered by ``access``."""
         if mode is not None and mode not in self._retriever.modes:
             offered = ", ".join(m.value for m in self._retriever.modes)
             raise UnsupportedModeError(
@@ -330,19 +330,10 @@ class KnowledgeSearch:
             )
         labels = request.labels or None
         depth = request.top_k if self._reranker is None else max(request.top_k, RERANK_CANDIDATES)
-        degraded_reason: str | None = None
-        served_by: str | None = None
-        retriever = self._retriever
-        if isinstance(retriever, ReportingRetriever):
-            found = await retriever.retrieve_detailed(
-                request.query, top_k=depth, labels=labels, mode=mode, access=access
-            )
-            candidates, degraded_reason = list(found.passages), found.degraded_reason
-            served_by = found.served_by
-        else:
-            candidates = list(
-                await retriever.retrieve(request.query, top_k=depth, labels=labels, mode=mode, access=access)
-            )
+        found = await self._retriever.retrieve(
+            request.query, top_k=depth, labels=labels, mode=mode, access=access
+        )
+        candidates, degraded_reason, served_by = list(found.passages), found.degraded_reason, found.served_by
         if self._reranker is None:
             return candidates, False, degraded_reason, served_by
         try:

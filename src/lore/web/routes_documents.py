@@ -16,10 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.datastructures import UploadFile
 
 from lore.access import Principal, Role, readable
-from lore.errors import LoreError
+from lore.errors import AuditError, LoreError
 from lore.models import SOURCE_TYPE_LABEL
 from lore.protocols import DocumentReader
-from lore.safety.audit import AuditError
 from lore.safety.secrets import redact_secrets
 from lore.sources.manual import ManualSource
 from lore.sources.stored import StoredSource

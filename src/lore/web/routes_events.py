@@ -15,12 +15,11 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 
 from lore.access import Principal, Role
-from lore.errors import LoreError, QueryError
+from lore.errors import AuditError, LoreError, QueryError
 from lore.events.feedback import submit_feedback
 from lore.events.record import EventQuery, RetrievalEvent, parse_since
 from lore.events.suggestions import store_suggestions, visible_suggestion
 from lore.protocols import DocumentReader, EventStore
-from lore.safety.audit import AuditError
 from lore.web.auth import Caller, require, service_of
 from lore.web.problems import Problem, json_body
 from lore.web.service import Service

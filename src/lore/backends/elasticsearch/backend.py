@@ -326,19 +326,6 @@ class ElasticsearchBackend:
         labels: Mapping[str, str] | None = None,
         mode: SearchMode | None = None,
         access: AccessFilter | None = None,
-    ) -> list[Passage]:
-        return (
-            await self.retrieve_detailed(query, top_k=top_k, labels=labels, mode=mode, access=access)
-        ).passages
-
-    async def retrieve_detailed(
-        self,
-        query: str,
-        *,
-        top_k: int = 8,
-        labels: Mapping[str, str] | None = None,
-        mode: SearchMode | None = None,
-        access: AccessFilter | None = None,
     ) -> Retrieval:
         reason = None
         if mode == SearchMode.HYBRID and self.modes == (SearchMode.BM25,):

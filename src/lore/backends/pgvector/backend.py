@@ -446,7 +446,7 @@ class PgVectorBackend(LedgerReads, ServerSearch):
                 finally:
                     conn.execute("SELECT pg_advisory_unlock(%s, %s)", key)
 
-    # -- read side (``retrieve`` and ``retrieve_detailed``: server_search.py) -----------
+    # -- read side (``retrieve``: server_search.py) ------------------------------------
 
     # -- what commands need (lore.protocols.StoringBackend) ---------------------------
 

@@ -17,6 +17,7 @@ row mapping, ``statements.py``.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 
 from lore.access import tenant_term
 from lore.backends.pgvector import bm25, postings
@@ -27,6 +28,8 @@ from lore.backends.pgvector.tables import LOCK_CLASS as LOCK_CLASS
 from lore.backends.pgvector.tables import Tables as Tables
 from lore.backends.pgvector.tables import lock_key as lock_key
 from lore.errors import ConfigError, MissingExtraError
+from lore.migrations import Migration, schema
+from lore.migrations import migrate as run_migrations
 
 try:
     import psycopg
@@ -39,12 +42,13 @@ except ImportError as err:  # pragma: no cover - exercised only without the extr
 #: do (analysing stored text with tantivy's analyzers).
 Step = str | Callable[[psycopg.Connection[TupleRow], "Tables"], object]
 
-#: (version, description, steps). Append only; never edit an applied step.
-MIGRATIONS: tuple[tuple[int, str, tuple[Step, ...]], ...] = (
-    (
-        1,
-        "documents, chunks, state, embedder",
-        (
+#: Append only; never edit an applied migration. The number of one is its version in
+#: ``<index>_schema_version``; ``about`` is recorded there beside it.
+MIGRATIONS: tuple[Migration[Step], ...] = schema(
+    Migration(
+        "m001_documents_chunks_state_embedder",
+        about="documents, chunks, state, embedder",
+        steps=(
             """CREATE TABLE {documents} (
                 uri text PRIMARY KEY,
                 source text NOT NULL,
@@ -87,10 +91,10 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Step, ...]], ...] = (
             )""",
         ),
     ),
-    (
-        2,
-        "sync run history",
-        (
+    Migration(
+        "m002_sync_runs",
+        about="sync run history",
+        steps=(
             # The record is the JSON every backend keeps, as text: jsonb refuses the
             # \u0000 escape a failure reason quoting a binary file may carry.
             """CREATE TABLE {runs} (
@@ -106,10 +110,10 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Step, ...]], ...] = (
             "CREATE INDEX {runs_sources} ON {runs} USING gin (sources)",
         ),
     ),
-    (
-        3,
-        "access: who may read each document, and its tenant (issue 12)",
-        (
+    Migration(
+        "m003_access",
+        about="access: who may read each document, and its tenant (issue 12)",
+        steps=(
             # NULL access is unknown: admins only. Chunks carry lore.access.access_terms;
             # rows of an older index get the default tenant's term and no group, so they
             # are for admins until the next sync writes them afresh.
@@ -119,10 +123,10 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Step, ...]], ...] = (
             "CREATE INDEX {chunks_access} ON {chunks} USING gin (access_terms)",
         ),
     ),
-    (
-        4,
-        "retrieval events, feedback and alert suggestions (issue 13)",
-        (
+    Migration(
+        "m004_events",
+        about="retrieval events, feedback and alert suggestions (issue 13)",
+        steps=(
             # Records as text, like runs: jsonb refuses \u0000, which a query may carry.
             """CREATE TABLE {events} (
                 event_id text PRIMARY KEY, time timestamptz NOT NULL, tenant text,
@@ -141,16 +145,16 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Step, ...]], ...] = (
             )""",
         ),
     ),
-    (
-        5,
-        "BM25: postings and term statistics built from the stored chunks; tsvector columns dropped",
+    Migration(
+        "m005_bm25_postings",
+        about="BM25: postings and term statistics built from the stored chunks; tsvector columns dropped",
         # The postings are built once the latest layout stands (``postings.mark_stale``).
-        (*bm25.MIGRATION_STATEMENTS, postings.mark_stale),
+        steps=(*bm25.MIGRATION_STATEMENTS, postings.mark_stale),
     ),
-    (
-        6,
-        "BM25: the path field (folder and file-name words), as in the SQLite backend",
-        (
+    Migration(
+        "m006_bm25_path_field",
+        about="BM25: the path field (folder and file-name words), as in the SQLite backend",
+        steps=(
             "ALTER TABLE {chunks} ADD COLUMN len_path integer NOT NULL DEFAULT 0",
             "ALTER TABLE {postings} ADD COLUMN tf_path smallint NOT NULL DEFAULT 0, "
             "ADD COLUMN len_path smallint NOT NULL DEFAULT 0",
@@ -161,29 +165,29 @@ MIGRATIONS: tuple[tuple[int, str, tuple[Step, ...]], ...] = (
             postings.mark_stale,
         ),
     ),
-    (
-        7,
-        "BM25: terms compared byte-wise (COLLATE \"C\")",
+    Migration(
+        "m007_bm25_terms_bytewise",
+        about="BM25: terms compared byte-wise (COLLATE \"C\")",
         # Terms are only ever matched exactly and ordered for locking, never for people:
         # under a locale's collation every comparison of a sort or B-tree insert calls
         # strcoll: the impact index's build over the 2.7M postings of 20k synthetic chunks
         # took 10.0 s of server CPU, 6.0-6.8 s byte-wise. Byte order is code-point order
         # in UTF-8, the order the client sorts terms in.
-        (
+        steps=(
             'ALTER TABLE {postings} ALTER COLUMN term TYPE text COLLATE "C"',
             'ALTER TABLE {terms} ALTER COLUMN term TYPE text COLLATE "C"',
         ),
     ),
-    (
-        8,
-        "BM25: one field for the whole chunk, title and path again where they are names",
+    Migration(
+        "m008_bm25_content_field",
+        about="BM25: one field for the whole chunk, title and path again where they are names",
         # As full-text version 5 of the SQLite backend (docs/quality.md, "A document's
         # name by its shape").
-        (*bm25.CONTENT_FIELD_STATEMENTS, postings.IMPACT_INDEX, postings.mark_stale),
+        steps=(*bm25.CONTENT_FIELD_STATEMENTS, postings.IMPACT_INDEX, postings.mark_stale),
     ),
 )
 
-LATEST_VERSION = MIGRATIONS[-1][0]
+LATEST_VERSION = len(MIGRATIONS)
 
 
 def schema_version(conn: psycopg.Connection[TupleRow], tables: Tables) -> int:
@@ -197,7 +201,8 @@ def schema_version(conn: psycopg.Connection[TupleRow], tables: Tables) -> int:
 
 
 def migrate(conn: psycopg.Connection[TupleRow], tables: Tables) -> int:
-    """Create the extension and bring the index's tables to ``LATEST_VERSION``."""
+    """Create the extension and bring the index's tables to ``LATEST_VERSION``: one
+    transaction under one advisory lock, each migration a savepoint of it."""
     with conn.transaction():
         # One lock for every index: CREATE EXTENSION races between indexes too.
         conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_CLASS, lock_key("migrate", "*")))
@@ -209,25 +214,40 @@ def migrate(conn: psycopg.Connection[TupleRow], tables: Tables) -> int:
                 " applied_at timestamptz NOT NULL DEFAULT now())"
             )
         )
-        current = schema_version(conn, tables)
-        if current > LATEST_VERSION:
-            raise ConfigError(
-                f"index {tables.index!r} has schema version {current}, newer than this lore "
-                f"({LATEST_VERSION}); upgrade lore"
-            )
-        for version, description, statements in MIGRATIONS:
-            if version <= current:
-                continue
-            for statement in statements:
-                if isinstance(statement, str):
-                    conn.execute(tables.sql(statement))
-                else:
-                    statement(conn, tables)
-            conn.execute(
-                tables.sql("INSERT INTO {schema_version} (version, description) VALUES (%s, %s)"),
-                (version, description),
-            )
-    return LATEST_VERSION
+        return run_migrations(MIGRATIONS, _VersionTable(conn, tables))
+
+
+class _VersionTable:
+    """The ``lore.migrations.Ledger`` of one index: a row per applied migration in
+    ``<index>_schema_version``."""
+
+    def __init__(self, conn: psycopg.Connection[TupleRow], tables: Tables) -> None:
+        self._conn = conn
+        self._tables = tables
+
+    def version(self) -> int:
+        return schema_version(self._conn, self._tables)
+
+    def step(self) -> AbstractContextManager[object]:
+        return self._conn.transaction()
+
+    def apply(self, step: Step) -> None:
+        if isinstance(step, str):
+            self._conn.execute(self._tables.sql(step))
+        else:
+            step(self._conn, self._tables)
+
+    def record(self, version: int, migration: Migration[Step]) -> None:
+        self._conn.execute(
+            self._tables.sql("INSERT INTO {schema_version} (version, description) VALUES (%s, %s)"),
+            (version, migration.about or migration.name),
+        )
+
+    def too_new(self, version: int, latest: int) -> ConfigError:
+        return ConfigError(
+            f"index {self._tables.index!r} has schema version {version}, newer than this lore "
+            f"({latest}); upgrade lore"
+        )
 
 
 def vector_statements(tables: Tables, dimension: int) -> list[sql.Composed]:

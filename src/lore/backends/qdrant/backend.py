@@ -407,7 +407,7 @@ class QdrantBackend(ServerSearch):
         with self._lock.held(f"another sync is writing index {self._index!r} in {self._where}"):
             yield
 
-    # -- read side (``retrieve`` and ``retrieve_detailed``: server_search.py) -----------
+    # -- read side (``retrieve``: server_search.py) ------------------------------------
 
     # -- what commands need (lore.protocols.StoringBackend) ---------------------------
 

@@ -56,7 +56,7 @@ import numpy.typing as npt
 from lore.access import AccessFilter
 from lore.backends.sqlite.store import ChunkStore
 from lore.backends.sqlite.vector_matrix import Positions, VectorMatrix, live_rowids, members
-from lore.errors import IndexingError
+from lore.errors import TornIndexError
 from lore.protocols import Vectors
 
 if TYPE_CHECKING:
@@ -96,10 +96,6 @@ class AnnState:
     size: int
     model_id: str
     dimension: int
-
-
-class TornIndexError(IndexingError):
-    """The graph does not match its state: rebuilt from SQLite."""
 
 
 @dataclass(frozen=True)

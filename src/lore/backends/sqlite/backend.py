@@ -46,19 +46,31 @@ Crash consistency between SQLite and tantivy, which cannot share a transaction:
    journal's replay, staging and rebuilds are in ``journal.py``.
 
 Where the database cannot be written (a read-only mount, a full disk) the backend opens
-read-only and searches still work (``readonly.py``). Searches themselves, with
-their label and access filters inside both channels, are in ``search.py``.
+read-only and searches still work (``readonly.py``).
+
+``SqliteBackend`` is the write side and the lifecycle; it holds its collaborators rather
+than inheriting them:
+
+    SqliteBackend ── _store       ChunkStore, the writer's connection (store.py)
+                  ── _readers     one connection per concurrent search, and their
+                                  ReadGuard (readers.py)
+                  ── _layout      FullTextLayout: the tantivy index searched now, its
+                                  journal and layout switches (layouts.py, journal.py)
+                  ── _search      SqliteSearch: both channels, filtered and fused
+                                  (search.py); holds the layout and the VectorChannels
+                                  (channels.py) it reads
+
+Searches, with their label and access filters inside both channels, are in ``search.py``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import os
-import shutil
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -66,18 +78,17 @@ from typing import Literal
 
 import numpy as np
 
+from lore.access import AccessFilter
 from lore.backends.sqlite import reembed as sqlite_reembed
-from lore.backends.sqlite.ann import AnnChannel
 from lore.backends.sqlite.channels import VectorChannels, vector_count
 from lore.backends.sqlite.fulltext import FullTextIndex
 from lore.backends.sqlite.fulltext_shards import layout_dir, present_shards
-from lore.backends.sqlite.journal import FullTextJournal, translated
-from lore.backends.sqlite.layouts import FullTextLayouts
+from lore.backends.sqlite.journal import translated
+from lore.backends.sqlite.layouts import FullTextLayout
 from lore.backends.sqlite.readers import ReaderStores, ReadGuard
 from lore.backends.sqlite.readonly import connect_read_only, open_connections, private_fulltext_dir, writable
 from lore.backends.sqlite.schema import ACCESS_VERSION, SCHEMA_VERSION, connect, migrate, schema_version
-from lore.backends.sqlite.store import ChunkStore
-from lore.backends.sqlite.vector_matrix import VectorMatrix
+from lore.backends.sqlite.search import SqliteSearch
 from lore.errors import (
     ConfigError,
     EmbedderMismatchError,
@@ -90,11 +101,13 @@ from lore.models import (
     Chunk,
     Document,
     IndexedDocument,
+    Passage,
     ReembedStatus,
     RunRecord,
+    SearchMode,
     SourceCounts,
 )
-from lore.protocols import Embedder, Vectors
+from lore.protocols import Embedder, Retrieval, Vectors
 from lore.schedule_history import RUN_RETENTION
 
 #: Journal entries held back inside a write_lock before tantivy commits them: one
@@ -107,12 +120,16 @@ _FLUSH_EVERY = 20_000
 _HELPER_THREADS = 4
 
 
-class SqliteBackend(FullTextLayouts):
+class SqliteBackend:
     """Both seams over one SQLite file. See the module docstring for the design; the read
-    side is ``search.SqliteSearch``, the full-text layout's upkeep ``layouts.FullTextLayouts``."""
+    side is ``search.SqliteSearch``, the full-text layout's upkeep ``layouts.FullTextLayout``."""
 
     engine = "sqlite"
     supports_reindex = True
+    modes = SqliteSearch.modes
+    #: ``lore.protocols.EvidenceReporting``: coverage from tantivy, cosine from the matrix.
+    reports_evidence = True
+    fuses_copied_queries_lexically = True
 
     def __init__(
         self,
@@ -139,22 +156,10 @@ class SqliteBackend(FullTextLayouts):
         if fusion not in ("rrf", "score"):
             raise ConfigError(f"fusion must be 'rrf' or 'score', got {fusion!r}")
         self._path = Path(path)
-        self._embedder = embedder
-        self._rrf_k = rrf_k
-        self._candidate_depth = candidate_depth
-        self._fusion = fusion
         self._lock_path = self._path.with_name(self._path.name + ".lock")
         self._write_guard = threading.RLock()
         self._lock_fd: int | None = None
         self._lock_depth = 0
-        self._fulltext_generation: str | None = None
-        self._matrix_generation: str | None = None
-        self._matrix: VectorMatrix | AnnChannel = VectorMatrix(embedder.dimension)
-        self._vectors = VectorChannels(self._path, embedder.dimension, embedder.model_id, ann_threshold)
-        # Made here, not on a search's first use: searches run side by side now.
-        self._threads: ThreadPoolExecutor | None = ThreadPoolExecutor(
-            max_workers=_HELPER_THREADS, thread_name_prefix="lore-search"
-        )
         try:
             self._path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as err:
@@ -165,43 +170,62 @@ class SqliteBackend(FullTextLayouts):
         # a full disk): searches still work.
         self._store, first, self._read_only = open_connections(self._path)
         self._readers = ReaderStores(first.conn, self._reader_opener())
-        self._reads = self._readers
-        self._guard = ReadGuard(self._readers, self._settled)
-        self._read_guard = self._guard
-        self._fulltext_base = self._path.with_name(self._path.name + ".tantivy")
-        self._shard_threshold, self._shard_count = fulltext_shard_threshold, fulltext_shards
-        self._boosts = (title_boost, identifier_boost, path_boost)
+        self._guard = ReadGuard(self._readers, lambda reads: self._search.settled(reads))
         # The layout found complete on disk; a writer switches it to the one the chunk
-        # count wants once SQLite is open (``_prepare_fulltext``).
-        present = present_shards(self._fulltext_base)
-        fulltext_dir = layout_dir(self._fulltext_base, present)
-        #: A private copy of the full-text index, when its own directory is read-only.
-        self._private: Path | None = None
+        # count wants once SQLite is open (``FullTextLayout.prepare``).
+        fulltext_base = self._path.with_name(self._path.name + ".tantivy")
+        present = present_shards(fulltext_base)
+        fulltext_dir = layout_dir(fulltext_base, present)
+        private: Path | None = None
         usable = FullTextIndex.usable(fulltext_dir) if present == 1 else True
         if self._read_only is not None and not (usable and writable(fulltext_dir.parent)):
             # tantivy cannot open a reader on a read-only mount, and a missing index cannot
             # be rebuilt on a full disk: a private copy (elsewhere) serves the searches.
             try:
-                self._private = private_fulltext_dir(fulltext_dir, usable)
+                private = private_fulltext_dir(fulltext_dir, usable)
             except IndexingError:
                 if not writable(fulltext_dir.parent):
                     self._store.conn.close()
                     self._readers.close()
                     raise
             else:
-                fulltext_dir = self._private
-        self._fulltext = self._open_layout(fulltext_dir, present)
-        self._journal = FullTextJournal(self._store, self._fulltext, self._path, self._write_guard)
+                fulltext_dir = private
+        self._layout = FullTextLayout(
+            self._path,
+            self._store,
+            self._guard,
+            self._write_guard,
+            directory=fulltext_dir,
+            present=present,
+            read_only=self._read_only,
+            private=private,
+            shard_threshold=fulltext_shard_threshold,
+            shard_count=fulltext_shards,
+            boosts=(title_boost, identifier_boost, path_boost),
+        )
+        self._search = SqliteSearch(
+            self._path,
+            embedder,
+            self._readers,
+            self._guard,
+            self._layout,
+            VectorChannels(self._path, embedder.dimension, embedder.model_id, ann_threshold),
+            lambda: self._lock_depth > 0,
+            rrf_k=rrf_k,
+            candidate_depth=candidate_depth,
+            fusion=fusion,
+            threads=_HELPER_THREADS,
+        )
         try:
             version = schema_version(self._store.conn)
             if self._read_only is None or version >= SCHEMA_VERSION:
                 migrate(self._store.conn, self._path)
             else:  # an older index on a read-only mount: searched as it is, never migrated
-                self._store.access_stored = self._reads.access_stored = version >= ACCESS_VERSION
+                self._store.access_stored = self._readers.access_stored = version >= ACCESS_VERSION
             stored = self.stored_embedder()
             if stored is not None:
                 self._ensure_same_embedder(stored, embedder.model_id, embedder.dimension)
-            self._prepare_fulltext()
+            self._layout.prepare(self.write_lock)
             self._prepare_vectors()
         except BaseException:
             self.close()
@@ -218,17 +242,57 @@ class SqliteBackend(FullTextLayouts):
         path = self._path
         return (lambda: connect_read_only(path)) if self._read_only is not None else (lambda: connect(path))
 
-    def _settled(self, reads: ChunkStore) -> bool:
-        """Whether a read section can run beside others: the shared read state is already
-        its snapshot's generation (nothing to refresh) and the vector channel is the exact
-        matrix (the graph's search sets its expansion, so graph searches run alone)."""
-        generation = reads.generation()
-        current = generation == self._fulltext_generation == self._matrix_generation
-        return current and not isinstance(self._matrix, AnnChannel)
-
     @property
     def degraded(self) -> bool:
-        return self._embedder.degraded
+        return self._search.embedder.degraded
+
+    # -- KnowledgeRetriever (search.py) ----------------------------------------------------
+
+    async def retrieve(
+        self,
+        query: str,
+        *,
+        top_k: int = 8,
+        labels: Mapping[str, str] | None = None,
+        mode: SearchMode | None = None,
+        access: AccessFilter | None = None,
+    ) -> Retrieval:
+        # A search is milliseconds of numpy, tantivy and query embedding; a worker
+        # thread keeps a server's event loop responsive meanwhile.
+        return await asyncio.to_thread(
+            self.search_detailed, query, top_k=top_k, labels=labels, mode=mode, access=access
+        )
+
+    def search(
+        self,
+        query: str,
+        *,
+        top_k: int = 8,
+        labels: Mapping[str, str] | None = None,
+        mode: SearchMode | str | None = None,
+        query_vector: Vectors | None = None,
+        access: AccessFilter | None = None,
+    ) -> list[Passage]:
+        """The passages of ``search_detailed``."""
+        found = self.search_detailed(
+            query, top_k=top_k, labels=labels, mode=mode, query_vector=query_vector, access=access
+        )
+        return found.passages
+
+    def search_detailed(
+        self,
+        query: str,
+        *,
+        top_k: int = 8,
+        labels: Mapping[str, str] | None = None,
+        mode: SearchMode | str | None = None,
+        query_vector: Vectors | None = None,
+        access: AccessFilter | None = None,
+    ) -> Retrieval:
+        """``retrieve`` without the event loop (``SqliteSearch.search_detailed``)."""
+        return self._search.search_detailed(
+            query, top_k=top_k, labels=labels, mode=mode, query_vector=query_vector, access=access
+        )
 
     # -- embedder ------------------------------------------------------------------------
 
@@ -300,12 +364,12 @@ class SqliteBackend(FullTextLayouts):
             if self._lock_depth > 0:
                 return
             try:
-                self._journal.flush()
-                self._keep_fulltext_layout()
+                self._layout.journal.flush()
+                self._layout.keep()
                 self._keep_vectors()
             finally:
                 try:
-                    self._fulltext.release_writer()
+                    self._layout.current.release_writer()
                 finally:
                     if self._lock_fd is not None:
                         fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
@@ -317,8 +381,8 @@ class SqliteBackend(FullTextLayouts):
         with self.write_lock(), self._write_guard:
             with translated(IndexingError, what):
                 yield
-            if self._journal.pending >= _FLUSH_EVERY:
-                self._journal.flush()
+            if self._layout.journal.pending >= _FLUSH_EVERY:
+                self._layout.journal.flush()
 
     def checkpoint(self) -> None:
         """``Checkpointing``: copy the write-ahead log into the database and truncate it.
@@ -333,15 +397,16 @@ class SqliteBackend(FullTextLayouts):
     def _keep_vectors(self, *, rebuild: bool = False) -> int:
         with translated(IndexingError, f"cannot update the vector index of {self._path}"):
             # The channel is swapped alone: an exclusive section.
-            return self._vectors.upkeep(self._store, self._guard.exclusive, rebuild=rebuild)
+            return self._search.vectors.upkeep(self._store, self._guard.exclusive, rebuild=rebuild)
 
     def _prepare_vectors(self) -> None:
         """Build a missing or torn approximate index on open, above the threshold (like
         the full-text index); a read-only index or a busy writer leaves exact search."""
-        if self._read_only is not None or self._vectors.usable():
+        vectors = self._search.vectors
+        if self._read_only is not None or vectors.usable():
             return
         with translated(IndexingError, f"cannot read the index {self._path}"):
-            if vector_count(self._store) < self._vectors.threshold:
+            if vector_count(self._store) < vectors.threshold:
                 return
         try:
             with self.write_lock():  # releasing the lock builds it
@@ -356,26 +421,26 @@ class SqliteBackend(FullTextLayouts):
 
     def status_lines(self) -> list[tuple[str, str]]:
         lines = [("full-text index", self.fulltext_state())]
-        with self._read_guard, translated(IndexingError, f"cannot read the index {self._path}"):
-            lines.append(("vector index", self._vectors.state_line(vector_count(self._reads))))
+        with self._guard, translated(IndexingError, f"cannot read the index {self._path}"):
+            lines.append(("vector index", self._search.vectors.state_line(vector_count(self._readers))))
         if self._read_only is not None:
             lines.append(("access", f"read-only: {self._read_only}; searches work, syncs cannot write"))
         return lines
 
     def fulltext_state(self) -> str:
         """One line for ``lore status``: whether BM25 searches see every stored chunk."""
-        return self._journal.state()
+        return self._layout.journal.state()
 
     def rebuild_fulltext(self) -> int:
         """Rebuild the derived data from SQLite (``lore reindex``): the BM25 index and, at
         or above ``ann_threshold``, the approximate vector index; returns the chunk count."""
         with self.write_lock(), self._write_guard:
             with translated(IndexingError, f"cannot read the index {self._path}"):
-                wanted = self._wanted_shards()
-            if wanted != self._fulltext.shards:
-                count = self._switch_fulltext(wanted)
+                wanted = self._layout.wanted()
+            if wanted != self._layout.current.shards:
+                count = self._layout.switch(wanted)
             else:
-                count = self._journal.rebuild()
+                count = self._layout.journal.rebuild()
             self._keep_vectors(rebuild=True)
             return count
 
@@ -389,15 +454,15 @@ class SqliteBackend(FullTextLayouts):
         with self._writing(f"cannot store {document.uri} in {self._path}"):
             with self._store.transaction():
                 if stored is None and self._store.embedder() is None:
-                    self._store.record_embedder(self._embedder.model_id, matrix.shape[1])
+                    self._store.record_embedder(self._search.embedder.model_id, matrix.shape[1])
                 ops, rows = self._store.replace_document(document, source, chunks, matrix, datetime.now(UTC))
-                through = self._journal.stageable(len(ops))
-            self._journal.stage(ops, rows, through)
+                through = self._layout.journal.stageable(len(ops))
+            self._layout.journal.stage(ops, rows, through)
 
     def _checked_vectors(
         self, document: Document, chunks: Sequence[Chunk], vectors: Vectors, stored: tuple[str, int] | None
     ) -> Vectors:
-        dimension = stored[1] if stored else self._embedder.dimension
+        dimension = stored[1] if stored else self._search.embedder.dimension
         matrix = np.ascontiguousarray(vectors, dtype=np.float32)
         if not chunks and matrix.size == 0:
             return matrix.reshape(0, dimension)
@@ -415,8 +480,8 @@ class SqliteBackend(FullTextLayouts):
             if self._store.holds(uri):
                 with self._store.transaction():
                     ops = self._store.delete_document(uri)
-                    through = self._journal.stageable(len(ops))
-                    self._journal.stage(ops, {}, through)
+                    through = self._layout.journal.stageable(len(ops))
+                    self._layout.journal.stage(ops, {}, through)
 
     def held(self, source: str) -> Mapping[str, IndexedDocument]:
         with self._write_guard, translated(IndexingError, f"cannot read the ledger of {self._path}"):
@@ -453,35 +518,35 @@ class SqliteBackend(FullTextLayouts):
             self._store.record_run(run, RUN_RETENTION)
 
     def runs(self, limit: int = 20, *, source: str | None = None) -> list[RunRecord]:
-        with self._read_guard, translated(IndexingError, f"cannot read the sync history of {self._path}"):
-            return self._reads.runs(limit, source)
+        with self._guard, translated(IndexingError, f"cannot read the sync history of {self._path}"):
+            return self._readers.runs(limit, source)
 
     def export(self) -> Iterator[tuple[Document, list[Chunk], Vectors]]:
         """Every document with its chunks and stored vectors (for ``lore migrate``).
         Documents come back with empty ``text``: only their chunks are stored."""
-        dimension = self._embedder.dimension
-        with self._read_guard, translated(IndexingError, f"cannot read the index {self._path}"):
-            documents = self._reads.documents()
+        dimension = self._search.embedder.dimension
+        with self._guard, translated(IndexingError, f"cannot read the index {self._path}"):
+            documents = self._readers.documents()
         for document in documents:
-            with self._read_guard, translated(IndexingError, f"cannot read the index {self._path}"):
-                chunks, vectors = self._reads.chunks_with_vectors(document.uri, dimension)
+            with self._guard, translated(IndexingError, f"cannot read the index {self._path}"):
+                chunks, vectors = self._readers.chunks_with_vectors(document.uri, dimension)
             yield document, chunks, vectors
 
     # -- DocumentReader (the documents tree and reader of ``lore serve``) ---------------
 
     def list_documents(self) -> list[Document]:
-        with self._read_guard, translated(IndexingError, f"cannot read the index {self._path}"):
-            return self._reads.documents()
+        with self._guard, translated(IndexingError, f"cannot read the index {self._path}"):
+            return self._readers.documents()
 
     def read_document(self, uri: str) -> tuple[Document, list[Chunk]] | None:
-        with self._read_guard, translated(IndexingError, f"cannot read the index {self._path}"):
-            found = self._reads.documents(uri)
-            return (found[0], self._reads.chunks(uri)) if found else None
+        with self._guard, translated(IndexingError, f"cannot read the index {self._path}"):
+            found = self._readers.documents(uri)
+            return (found[0], self._readers.chunks(uri)) if found else None
 
     def source_statistics(self, stale_before: datetime) -> list[SourceCounts]:
         """For ``/metrics``: on the search connection, never under the write lock."""
-        with self._read_guard, translated(IndexingError, f"cannot read the index {self._path}"):
-            return self._reads.source_counts(stale_before)
+        with self._guard, translated(IndexingError, f"cannot read the index {self._path}"):
+            return self._readers.source_counts(stale_before)
 
     # -- Reembeddable (``lore reembed``; the SQL is in reembed.py) ---------------
 
@@ -507,11 +572,7 @@ class SqliteBackend(FullTextLayouts):
             # Same rowids, new vectors (maybe of another size): the matrix cannot catch up
             # incrementally, so it starts afresh.
             with self._guard.exclusive:
-                self._embedder = embedder
-                self._matrix = VectorMatrix(embedder.dimension)
-                threshold = self._vectors.threshold
-                self._vectors = VectorChannels(self._path, embedder.dimension, embedder.model_id, threshold)
-                self._matrix_generation = None
+                self._search.use_embedder(embedder)
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -524,14 +585,10 @@ class SqliteBackend(FullTextLayouts):
                     self._release()
             finally:
                 with self._guard.exclusive:
-                    if self._threads is not None:
-                        self._threads.shutdown()
-                        self._threads = None
-                self._fulltext.close()
+                    self._search.close()
+                self._layout.close()
                 self._store.conn.close()
                 self._readers.close()
-                if self._private is not None:
-                    shutil.rmtree(self._private.parent, ignore_errors=True)
 
     def __enter__(self) -> SqliteBackend:
         return self

@@ -15,9 +15,10 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 
 from lore.access import AccessFilter
-from lore.backends.sqlite.ann import AnnChannel, AnnFiles, TornIndexError
+from lore.backends.sqlite.ann import AnnChannel, AnnFiles
 from lore.backends.sqlite.store import ChunkStore
 from lore.backends.sqlite.vector_matrix import VectorMatrix
+from lore.errors import TornIndexError
 from lore.protocols import Vectors
 
 #: Rows past the files' ``through`` (held in memory and scanned exactly by every process,

@@ -1,13 +1,15 @@
 """The full-text index's layout in the SQLite backend: one tantivy index or a set of
 shards (``fulltext_shards.py``), chosen from the chunk count, switched by the writer and
-followed by every searching process. A mixin over ``SqliteBackend``'s state, split off
-to keep modules small; the crash-safe order of a switch is ``journal.FullTextJournal.switch``.
+followed by every searching process. ``SqliteBackend`` holds one ``FullTextLayout``
+and its search (``search.py``) reads the ``current`` index of it; the crash-safe order
+of a switch is ``journal.FullTextJournal.switch``.
 """
 
 from __future__ import annotations
 
 import shutil
 import threading
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 
@@ -19,52 +21,73 @@ from lore.backends.sqlite.fulltext_shards import (
     present_shards,
     wanted_shards,
 )
-from lore.backends.sqlite.journal import translated
+from lore.backends.sqlite.journal import FullTextJournal, translated
 from lore.backends.sqlite.readers import ReadGuard
-from lore.backends.sqlite.search import SqliteSearch
 from lore.backends.sqlite.store import ChunkStore
 from lore.errors import IndexingError, IndexLockedError
 
 
-class FullTextLayouts(SqliteSearch):
-    """Which full-text layout ``SqliteBackend`` searches, and its switches (the state the
-    constructor sets up is declared here for the type checker)."""
+class FullTextLayout:
+    """The full-text index one backend object searches, its journal, and the switches of
+    its layout. ``current`` and ``generation`` (the data generation ``current`` was last
+    reloaded at; None: reload before the next search) change only in an exclusive
+    section of ``guard`` or under the write lock."""
 
-    _store: ChunkStore
-    _guard: ReadGuard
-    _write_guard: threading.RLock
-    _read_only: str | None
-    _private: Path | None
-    _fulltext_base: Path
-    _shard_threshold: int
-    _shard_count: int
-    _boosts: tuple[float, float, float | None]
+    def __init__(
+        self,
+        path: Path,
+        store: ChunkStore,
+        guard: ReadGuard,
+        write_guard: threading.RLock,
+        *,
+        directory: Path,
+        present: int,
+        read_only: str | None,
+        private: Path | None,
+        shard_threshold: int,
+        shard_count: int,
+        boosts: tuple[float, float, float | None],
+    ) -> None:
+        self._path = path
+        self._store = store
+        self._guard = guard
+        self._read_only = read_only
+        #: A private copy of the full-text index, when its own directory is read-only.
+        self.private = private
+        self._base = path.with_name(path.name + ".tantivy")
+        self._shard_threshold, self._shard_count = shard_threshold, shard_count
+        self._boosts = boosts
+        self.current: FullText = self._open(directory, present)
+        self.generation: str | None = None
+        self.journal = FullTextJournal(store, self.current, path, write_guard)
 
-    def write_lock(self) -> AbstractContextManager[None]:
-        raise NotImplementedError  # SqliteBackend's
+    @property
+    def base(self) -> Path:
+        return self._base
 
-    def _prepare_fulltext(self) -> None:
-        """Rebuild a missing (or emptied) full-text index, switch it to the layout the
-        chunk count wants (``fulltext_shards.py``), and replay a crashed writer's journal."""
+    def prepare(self, write_lock: Callable[[], AbstractContextManager[None]]) -> None:
+        """On open: rebuild a missing (or emptied) full-text index, switch it to the layout
+        the chunk count wants (``fulltext_shards.py``), and replay a crashed writer's
+        journal (releasing ``write_lock`` applies it)."""
         with translated(IndexingError, f"cannot read the index {self._path}"):
             leftover = self._store.journal_end() is not None
-            missing = not self._fulltext.ready or self._journal.lost(leftover)
-            wanted = self._fulltext.shards if self._read_only is not None else self._wanted_shards()
-        moved = wanted != self._fulltext.shards
+            missing = not self.current.ready or self.journal.lost(leftover)
+            wanted = self.current.shards if self._read_only is not None else self.wanted()
+        moved = wanted != self.current.shards
         if not missing and not leftover and not moved:
             return
         if self._read_only is not None:
-            if self._private is not None:
+            if self.private is not None:
                 # Derived data in a private directory: rebuilt from SQLite, which is
                 # not written (no lock, no journal to forget).
-                self._journal.rebuild_private()
+                self.journal.rebuild_private()
             return  # on a full disk: searched as it is, `lore status` says how far behind
         try:
-            with self.write_lock():  # releasing the lock replays the journal
+            with write_lock():
                 if moved:
-                    self._switch_fulltext(wanted)
+                    self.switch(wanted)
                 elif missing:
-                    self._journal.rebuild()
+                    self.journal.rebuild()
         except IndexLockedError as err:
             if missing:
                 raise IndexLockedError(
@@ -73,7 +96,7 @@ class FullTextLayouts(SqliteSearch):
                 ) from err
             # Otherwise the live writer applies its own journal (and switches the layout).
 
-    def _open_layout(self, directory: Path, shards: int) -> FullText:
+    def _open(self, directory: Path, shards: int) -> FullText:
         title, identifier, path = self._boosts
         return open_fulltext(
             directory,
@@ -83,45 +106,51 @@ class FullTextLayouts(SqliteSearch):
             path_boost=path,
         )
 
-    def _wanted_shards(self) -> int:
+    def wanted(self) -> int:
+        """The shard count the chunk count wants (1: one index)."""
         return wanted_shards(
-            self._store.chunk_count(), self._fulltext.shards, self._shard_threshold, self._shard_count
+            self._store.chunk_count(), self.current.shards, self._shard_threshold, self._shard_count
         )
 
-    def _keep_fulltext_layout(self) -> None:
+    def keep(self) -> None:
         """After writes (the write lock held): the layout the chunk count now wants."""
         with translated(IndexingError, f"cannot read the index {self._path}"):
-            wanted = self._wanted_shards()
-        if wanted != self._fulltext.shards:
-            self._switch_fulltext(wanted)
+            wanted = self.wanted()
+        if wanted != self.current.shards:
+            self.switch(wanted)
 
-    def _switch_fulltext(self, shards: int) -> int:
+    def switch(self, shards: int) -> int:
         """Rebuild the full-text index from SQLite as ``shards`` shards (1: one index),
         searches going on meanwhile in the old layout, which is then deleted."""
-        fresh = self._open_layout(layout_dir(self._fulltext_base, shards), shards)
+        fresh = self._open(layout_dir(self._base, shards), shards)
 
         def swap() -> None:
             with self._guard.exclusive:
-                self._fulltext = fresh
-                self._fulltext_generation = None
+                self.current = fresh
+                self.generation = None
 
-        count = self._journal.switch(fresh, swap)
-        for stale in leftover_layouts(self._fulltext_base, fresh.directory):
+        count = self.journal.switch(fresh, swap)
+        for stale in leftover_layouts(self._base, fresh.directory):
             shutil.rmtree(stale, ignore_errors=True)
         return count
 
-    def _follow_fulltext_layout(self) -> None:
+    def follow(self, *, writing: bool) -> None:
         """A search's refresh: when another process has switched the layout, search the
-        complete one on disk (this process's own writer switches it itself)."""
-        if self._private is not None or self._lock_depth:
+        complete one on disk (this process's own writer, ``writing``, switches it itself)."""
+        if self.private is not None or writing:
             return
-        present = present_shards(self._fulltext_base)
-        if present == self._fulltext.shards and self._fulltext.ready:
+        present = present_shards(self._base)
+        if present == self.current.shards and self.current.ready:
             return
-        fresh = self._open_layout(layout_dir(self._fulltext_base, present), present)
+        fresh = self._open(layout_dir(self._base, present), present)
         if not fresh.ready:  # nothing complete yet (a writer is rebuilding): keep the old
             fresh.close()
             return
-        old, self._fulltext = self._fulltext, fresh
-        self._journal.follow(fresh)
+        old, self.current = self.current, fresh
+        self.journal.follow(fresh)
         old.close()
+
+    def close(self) -> None:
+        self.current.close()
+        if self.private is not None:
+            shutil.rmtree(self.private.parent, ignore_errors=True)

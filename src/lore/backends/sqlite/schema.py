@@ -1,7 +1,8 @@
-"""The SQLite schema of the embedded backend: ordered migrations and connection setup.
+"""The SQLite schema of the embedded backend: its named migrations and connection setup.
 
-Migrations are applied in order, each in its own transaction, and the schema version is
-recorded in ``PRAGMA user_version``. Never edit a released migration; append a new one.
+``lore.migrations`` applies them in order, each in its own transaction, and records the
+version in ``PRAGMA user_version`` (the number of the last one applied). Never edit a
+released migration; append a new one.
 """
 
 from __future__ import annotations
@@ -11,10 +12,11 @@ from pathlib import Path
 
 from lore.errors import IndexingError
 from lore.events.sqlite_store import EVENT_SCHEMA
+from lore.migrations import Migration, UserVersion, number_of, schema, user_version
+from lore.migrations import migrate as run_migrations
 
-#: Each migration is a tuple of statements run in one transaction.
-MIGRATIONS: tuple[tuple[str, ...], ...] = (
-    (
+MIGRATIONS: tuple[Migration[str], ...] = schema(
+    Migration("m001_documents_chunks_vectors", (
         # Small settings of the index itself: embedder model id and dimension, the
         # generation counter readers watch to know when to reload cached data.
         "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID",
@@ -69,16 +71,16 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             op TEXT NOT NULL CHECK (op IN ('add', 'delete')),
             chunk INTEGER NOT NULL
         )""",
-    ),
-    (
+    )),
+    Migration("m002_reembed_vectors", (
         # `lore reembed`: vectors of the next embedder, staged beside the live ones until
         # the switch (reembed.py). Which embedder they are for is in meta.
         "CREATE TABLE reembed_vectors (embed_key TEXT PRIMARY KEY, vector BLOB NOT NULL)",
-    ),
-    (
-        # 3 (issue 11, schedules): sync run history (lore.schedule_history), the whole
-        # record as JSON, the same document every backend keeps, with the columns the
-        # listings filter and sort on.
+    )),
+    Migration("m003_sync_runs", (
+        # Schedules: sync run history (lore.schedule_history), the whole record as JSON,
+        # the same document every backend keeps, with the columns the listings filter
+        # and sort on.
         """CREATE TABLE sync_runs (
             run_id TEXT PRIMARY KEY,
             started_at TEXT NOT NULL,
@@ -96,23 +98,23 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             PRIMARY KEY (source, started_at, run_id)
         ) WITHOUT ROWID""",
         "CREATE INDEX sync_run_sources_by_run ON sync_run_sources (run_id)",
-    ),
-    (
-        # 4 (issue 12, access): who may read each document (a JSON list of groups, "*" for
-        # every viewer), and its tenant. NULL access is unknown: admins only. A chunk's
+    )),
+    Migration("m004_access", (
+        # Who may read each document (a JSON list of groups, "*" for every viewer), and
+        # its tenant. NULL access is unknown: admins only. A chunk's
         # access is its document's (lore.access.access_terms), read by joining on uri, so
         # a write costs no extra pages; documents of an older index are of the default
         # tenant with unknown access until the next sync writes them afresh.
         "ALTER TABLE documents ADD COLUMN access TEXT",
         "ALTER TABLE documents ADD COLUMN tenant TEXT",
-    ),
-    # 5 (issue 13, events): retrieval events, their feedback and the alert suggestion
-    # per fingerprint (lore.events.sqlite_store), beside the data they describe.
-    EVENT_SCHEMA,
-)
+    )),
+    # Retrieval events, their feedback and the alert suggestion per fingerprint
+    # (lore.events.sqlite_store), beside the data they describe.
+    Migration("m005_events", EVENT_SCHEMA),
+)  # fmt: skip
 
 #: The first schema version that stores access (see ``ChunkStore.access_stored``).
-ACCESS_VERSION = 4
+ACCESS_VERSION = number_of(MIGRATIONS, "m004_access")
 
 SCHEMA_VERSION = len(MIGRATIONS)
 #: WAL pages (4 KiB) written before the writer checkpoints them into the database.
@@ -133,36 +135,20 @@ def connect(path: Path) -> sqlite3.Connection:
 
 
 def schema_version(conn: sqlite3.Connection) -> int:
-    version: int = conn.execute("PRAGMA user_version").fetchone()[0]
-    return version
+    return user_version(conn)
 
 
 def migrate(conn: sqlite3.Connection, path: Path) -> int:
     """Bring the schema up to date; returns the version. Safe against a concurrent
     opener: the version is re-read inside each write transaction."""
     try:
-        if schema_version(conn) > SCHEMA_VERSION:
-            raise _too_new(conn, path)
-        while schema_version(conn) < SCHEMA_VERSION:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                version = schema_version(conn)
-                if version < SCHEMA_VERSION:
-                    for statement in MIGRATIONS[version]:
-                        conn.execute(statement)
-                    conn.execute(f"PRAGMA user_version = {version + 1}")
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-        return SCHEMA_VERSION
+        return run_migrations(MIGRATIONS, UserVersion(conn, lambda version, _: _too_new(version, path)))
     except sqlite3.Error as err:
         raise IndexingError(f"cannot prepare the index database {path}: {err}") from err
 
 
-def _too_new(conn: sqlite3.Connection, path: Path) -> IndexingError:
+def _too_new(version: int, path: Path) -> IndexingError:
     return IndexingError(
-        f"the index {path} has schema version {schema_version(conn)}, but this lore knows only up to "
+        f"the index {path} has schema version {version}, but this lore knows only up to "
         f"{SCHEMA_VERSION}: upgrade lore, or point db_path at another file"
     )

@@ -7,13 +7,13 @@ the approximate graph, ``ann.py``; ``channels.py`` picks) side by side, each wit
 ``AccessFilter`` applied inside it (a tantivy filter clause, a row mask before the top-k
 selection), so that a restricted document can never take a place a readable one would
 have had. Hits are looked up in SQLite by rowid, which drops chunks a concurrent sync has
-just deleted. A mixin over ``SqliteBackend``'s state, split off to keep modules small.
+just deleted. ``SqliteBackend`` holds one ``SqliteSearch``, which holds what a search
+reads: the search connections and their guard, the full-text layout, the vector channel.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -25,8 +25,8 @@ from lore.backends.query_embedding import vector_or_bm25
 from lore.backends.sqlite.ann import AnnChannel
 from lore.backends.sqlite.channels import VectorChannels
 from lore.backends.sqlite.evidence import EvidenceMaker
-from lore.backends.sqlite.fulltext_shards import FullText
-from lore.backends.sqlite.journal import FullTextJournal, translated
+from lore.backends.sqlite.journal import translated
+from lore.backends.sqlite.layouts import FullTextLayout
 from lore.backends.sqlite.store import ChunkStore
 from lore.backends.sqlite.vector_matrix import VectorMatrix
 from lore.errors import EmbedderMismatchError, QueryError, RetrievalError, UnsupportedModeError
@@ -43,72 +43,67 @@ Ranked = list[tuple[int, float, dict[str, int]]]
 
 
 class SqliteSearch:
-    """``KnowledgeRetriever`` and ``ReportingRetriever`` of ``SqliteBackend``, over the
-    state its constructor sets up (declared here for the type checker)."""
+    """The ``KnowledgeRetriever`` of ``SqliteBackend``. ``embedder`` and ``vectors`` are
+    replaced by the backend when it switches embedders (in an exclusive section);
+    ``writing`` says whether this process's writer holds the write lock."""
 
     modes: tuple[SearchMode, ...] = (SearchMode.HYBRID, SearchMode.BM25, SearchMode.VECTOR)
-    #: ``lore.protocols.EvidenceReporting``: coverage from tantivy, cosine from the matrix.
-    reports_evidence = True
-    fuses_copied_queries_lexically = True
-    _path: Path
-    _embedder: Embedder
-    _rrf_k: int
-    _candidate_depth: int
-    _fusion: str
-    _read_guard: AbstractContextManager[None]
-    _lock_depth: int
-    _fulltext_generation: str | None
-    _matrix_generation: str | None
-    _matrix: VectorMatrix | AnnChannel
-    _vectors: VectorChannels
-    _threads: ThreadPoolExecutor | None
-    _reads: ChunkStore
-    _fulltext: FullText
-    _journal: FullTextJournal
 
-    async def retrieve(
+    def __init__(
         self,
-        query: str,
+        path: Path,
+        embedder: Embedder,
+        reads: ChunkStore,
+        read_guard: AbstractContextManager[None],
+        layout: FullTextLayout,
+        vectors: VectorChannels,
+        writing: Callable[[], bool],
         *,
-        top_k: int = 8,
-        labels: Mapping[str, str] | None = None,
-        mode: SearchMode | None = None,
-        access: AccessFilter | None = None,
-    ) -> list[Passage]:
-        found = await self.retrieve_detailed(query, top_k=top_k, labels=labels, mode=mode, access=access)
-        return found.passages
-
-    async def retrieve_detailed(
-        self,
-        query: str,
-        *,
-        top_k: int = 8,
-        labels: Mapping[str, str] | None = None,
-        mode: SearchMode | None = None,
-        access: AccessFilter | None = None,
-    ) -> Retrieval:
-        # A search is milliseconds of numpy, tantivy and query embedding; a worker
-        # thread keeps a server's event loop responsive meanwhile.
-        return await asyncio.to_thread(
-            self.search_detailed, query, top_k=top_k, labels=labels, mode=mode, access=access
+        rrf_k: int,
+        candidate_depth: int,
+        fusion: str,
+        threads: int,
+    ) -> None:
+        self._path = path
+        self.embedder = embedder
+        self._reads = reads
+        self._read_guard = read_guard
+        self._layout = layout
+        self.vectors = vectors
+        self._writing = writing
+        self._rrf_k = rrf_k
+        self._candidate_depth = candidate_depth
+        self._fusion = fusion
+        self.matrix: VectorMatrix | AnnChannel = VectorMatrix(embedder.dimension)
+        #: The data generation ``matrix`` was last refreshed at; None: before the next search.
+        self.matrix_generation: str | None = None
+        # Made here, not on a search's first use: searches run side by side now.
+        self._threads: ThreadPoolExecutor | None = ThreadPoolExecutor(
+            max_workers=threads, thread_name_prefix="lore-search"
         )
 
-    def search(
-        self,
-        query: str,
-        *,
-        top_k: int = 8,
-        labels: Mapping[str, str] | None = None,
-        mode: SearchMode | str | None = None,
-        query_vector: Vectors | None = None,
-        access: AccessFilter | None = None,
-    ) -> list[Passage]:
-        """``retrieve`` without the event loop. ``query_vector`` lets a caller that has
-        already embedded the query (an evaluation over several modes) skip embedding."""
-        found = self.search_detailed(
-            query, top_k=top_k, labels=labels, mode=mode, query_vector=query_vector, access=access
-        )
-        return found.passages
+    def settled(self, reads: ChunkStore) -> bool:
+        """Whether a read section can run beside others: the shared read state is already
+        its snapshot's generation (nothing to refresh) and the vector channel is the exact
+        matrix (the graph's search sets its expansion, so graph searches run alone)."""
+        generation = reads.generation()
+        current = generation == self._layout.generation == self.matrix_generation
+        return current and not isinstance(self.matrix, AnnChannel)
+
+    def use_embedder(self, embedder: Embedder) -> None:
+        """After a switch of embedders (in an exclusive section): the same rowids with new
+        vectors, maybe of another size, so the matrix starts afresh."""
+        self.embedder = embedder
+        self.matrix = VectorMatrix(embedder.dimension)
+        threshold = self.vectors.threshold
+        self.vectors = VectorChannels(self._path, embedder.dimension, embedder.model_id, threshold)
+        self.matrix_generation = None
+
+    def close(self) -> None:
+        """Stop the helper threads (in an exclusive section: no search is running)."""
+        if self._threads is not None:
+            self._threads.shutdown()
+            self._threads = None
 
     def search_detailed(
         self,
@@ -120,15 +115,18 @@ class SqliteSearch:
         query_vector: Vectors | None = None,
         access: AccessFilter | None = None,
     ) -> Retrieval:
-        """``search``, saying when the answer is degraded (``lore.backends.query_embedding``)."""
+        """Best ``top_k`` passages, saying when the answer is degraded
+        (``lore.backends.query_embedding``). ``query_vector`` lets a caller that has
+        already embedded the query (an evaluation over several modes) skip embedding."""
         chosen = self._mode(mode)
         _check_query(query, top_k)
         label_filter = _label_filter(labels)
         vector, chosen, reason = self._query_vector(query, query_vector, chosen)
         # Only fusion needs candidates beyond top_k; a single channel asks for what it returns.
         depth = max(self._candidate_depth, top_k) if chosen is SearchMode.HYBRID else top_k
-        if self._journal.pending and self._lock_depth:
-            self._journal.flush()  # a sync's own searches see its writes
+        journal = self._layout.journal
+        if journal.pending and self._writing():
+            journal.flush()  # a sync's own searches see its writes
         rankings: dict[str, list[tuple[int, float]]] = {}
         with self._read_guard, translated(RetrievalError, f"cannot search the index {self._path}"):
             matrix = self._refresh(need_vectors=vector is not None)
@@ -136,7 +134,8 @@ class SqliteSearch:
             # so the vector channel asks for that many more.
             vector_depth = depth + matrix.dead
             if vector is None:
-                rankings[SearchMode.BM25.value] = self._fulltext.search(query, label_filter, depth, access)
+                fulltext = self._layout.current
+                rankings[SearchMode.BM25.value] = fulltext.search(query, label_filter, depth, access)
             elif chosen is SearchMode.VECTOR:
                 hits = self._vector_hits(matrix, vector, label_filter, vector_depth, access)
                 rankings[SearchMode.VECTOR.value] = hits
@@ -145,7 +144,7 @@ class SqliteSearch:
                 # while this one scans the vectors (with the other helper, for a large
                 # matrix).
                 helpers = self._helpers()
-                lexical = helpers.submit(self._fulltext.search, query, label_filter, depth, access)
+                lexical = helpers.submit(self._layout.current.search, query, label_filter, depth, access)
                 try:
                     vector_hits = self._vector_hits(matrix, vector, label_filter, vector_depth, access)
                 finally:
@@ -158,8 +157,8 @@ class SqliteSearch:
                 rankings, fusion=self._fusion, depth=depth, rrf_k=self._rrf_k, copied=copied
             )
             # A degraded embedder's cosine measures word overlap, not meaning: unknown.
-            semantic = None if self._embedder.degraded else rankings.get(SearchMode.VECTOR.value)
-            evidence = EvidenceMaker(self._fulltext, query, semantic)
+            semantic = None if self.embedder.degraded else rankings.get(SearchMode.VECTOR.value)
+            evidence = EvidenceMaker(self._layout.current, query, semantic)
             return Retrieval(self._passages(fused, top_k, evidence), reason)
 
     def _chunk_text(self, hits: list[tuple[int, float]]) -> str | None:
@@ -179,7 +178,7 @@ class SqliteSearch:
         access: AccessFilter | None,
     ) -> list[tuple[int, float]]:
         helpers = self._helpers()
-        return self._vectors.search(channel, vector, label_filter, depth, helpers, access, self._reads)
+        return self.vectors.search(channel, vector, label_filter, depth, helpers, access, self._reads)
 
     def _helpers(self) -> ThreadPoolExecutor:
         """Threads a search runs its BM25 channel and part of its vector scan on (shared by
@@ -201,8 +200,8 @@ class SqliteSearch:
         self, query: str, given: Vectors | None, mode: SearchMode
     ) -> tuple[Vectors | None, SearchMode, str | None]:
         if given is None or mode is SearchMode.BM25:
-            return vector_or_bm25(self._embedder, query, mode)
-        dimension = self._embedder.dimension
+            return vector_or_bm25(self.embedder, query, mode)
+        dimension = self.embedder.dimension
         vector = np.asarray(given, np.float32)
         if vector.shape != (dimension,):
             raise QueryError(f"the query vector must have shape ({dimension},), got {vector.shape}")
@@ -211,33 +210,29 @@ class SqliteSearch:
     def _refresh(self, *, need_vectors: bool) -> VectorMatrix | AnnChannel:
         """Catch up with changes (made in any process) since the last search."""
         generation = self._reads.generation()
-        if generation not in (self._fulltext_generation, self._matrix_generation):
+        layout = self._layout
+        if generation not in (layout.generation, self.matrix_generation):
             # Another process may have run `lore reembed`: this object's embedder would
             # then put its queries in another space than the stored vectors.
             stored = self._reads.embedder()
-            if stored is not None and stored != (self._embedder.model_id, self._embedder.dimension):
+            if stored is not None and stored != (self.embedder.model_id, self.embedder.dimension):
                 raise EmbedderMismatchError(
                     f"the index {self._path} was re-embedded with {stored[0]!r} (dimension {stored[1]}) "
-                    f"while this process searches with {self._embedder.model_id!r}; restart it with "
+                    f"while this process searches with {self.embedder.model_id!r}; restart it with "
                     "the new embedder configured"
                 )
-        if generation != self._fulltext_generation:
-            self._follow_fulltext_layout()
-            self._fulltext.reload()
-            self._fulltext_generation = generation
-        if need_vectors and generation != self._matrix_generation:
+        if generation != layout.generation:
+            layout.follow(writing=self._writing())
+            layout.current.reload()
+            layout.generation = generation
+        if need_vectors and generation != self.matrix_generation:
             try:
                 # The exact matrix below ann_threshold, the approximate graph above it.
-                self._matrix = self._vectors.refresh(self._reads)
+                self.matrix = self.vectors.refresh(self._reads)
             except ValueError as err:  # blobs of another size: the embedder check was bypassed
                 raise RetrievalError(f"the vectors in {self._path} do not fit the embedder: {err}") from err
-            self._matrix_generation = generation
-        return self._matrix
-
-    def _follow_fulltext_layout(self) -> None:
-        """Another process may have switched the full-text layout (``fulltext_shards.py``):
-        ``SqliteBackend`` moves its searches to it (in an exclusive section)."""
-        raise NotImplementedError
+            self.matrix_generation = generation
+        return self.matrix
 
     def _passages(self, ranked: Ranked, top_k: int, evidence: EvidenceMaker | None = None) -> list[Passage]:
         """The first ``top_k`` ranked chunks still in SQLite (the full-text index may

@@ -12,18 +12,13 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from lore.errors import SourceError
-from lore.sources.confluence.client import ConfluenceClient, ConfluenceHTTPError, Json, parse_time
+from lore.errors import ConfluenceHTTPError, PermissionRefusal, SourceError
+from lore.sources.confluence.client import ConfluenceClient, Json, parse_time
 
 #: v1 expansions of a page whose body is indexed.
 _V1_BODY_EXPAND = "body.storage,version,space,metadata.labels"
 #: HTTP statuses that mean "these credentials may not see this".
 DENIED = (401, 403)
-
-
-class PermissionRefusal(SourceError):
-    """A configured space, or the restrictions of a page in it, cannot be read with the
-    configured credentials: the source refuses to sync (fail-closed)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,20 +25,12 @@ from urllib.parse import urlsplit
 import httpx
 
 from lore.embedders._http import _retry_after as retry_after
-from lore.errors import SourceError
+from lore.errors import ConfluenceHTTPError, SourceError
 from lore.sources.confluence.config import ConfluenceSourceConfig
 
 #: A JSON object as the API returns it; checked field by field where records are built.
 Json = Mapping[str, Any]
 _RETRIED_STATUS = frozenset({429, 500, 502, 503, 504})
-
-
-class ConfluenceHTTPError(SourceError):
-    """The server answered a request with an error status that is not retried."""
-
-    def __init__(self, message: str, status: int) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 class ConfluenceClient:

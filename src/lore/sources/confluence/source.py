@@ -28,10 +28,10 @@ from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
 from lore.config import LoreSettings
-from lore.errors import ConfigError, MissingExtraError, SourceError
+from lore.errors import ConfigError, ConfluenceHTTPError, MissingExtraError, PermissionRefusal, SourceError
 from lore.models import LABEL_VALUE_SEPARATOR, Document, SourceFailure, SourceItem, Tombstone, Visibility
-from lore.sources.confluence.api import DENIED, ConfluenceApi, PageBody, PageMeta, PermissionRefusal
-from lore.sources.confluence.client import ConfluenceClient, ConfluenceHTTPError
+from lore.sources.confluence.api import DENIED, ConfluenceApi, PageBody, PageMeta
+from lore.sources.confluence.client import ConfluenceClient
 from lore.sources.confluence.config import ConfluenceSourceConfig
 from lore.sources.confluence.storage import storage_to_markdown
 from lore.sources.git_transport import read_token
