@@ -36,8 +36,8 @@ import _synthetic
 from _console import bench_console
 from rich.table import Table
 
+from lore.backends.fulltext_analysis import ENGLISH_FIELDS, PLAIN_EXACT_FORM
 from lore.backends.sqlite.fulltext import FullTextIndex, FullTextRow, ident_weights, query_terms
-from lore.backends.sqlite.fulltext_terms import ENGLISH_FIELDS, PLAIN_EXACT_FORM
 
 DEPTH = 100
 Shape = Callable[[FullTextIndex, str], tantivy.Query]

@@ -26,8 +26,9 @@ from rich.table import Table
 
 from lore.access import LOCAL
 from lore.config import load_settings
+from lore.resolve import build_knowledge_search
 from lore.sync import run_sync
-from lore.tool.core import TOOL_NAME, build_knowledge_search
+from lore.tool.core import TOOL_NAME
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 LORE = Path(sys.executable).with_name("lore")

@@ -34,8 +34,9 @@ from _postgres import _cluster_module
 from rich.table import Table
 
 from lore.access import LOCAL
-from lore.backends.fallback import FALLBACK_PREFIX, FallbackRetriever, retriever_with_fallback
+from lore.backends.fallback import FALLBACK_PREFIX, FallbackRetriever
 from lore.config import load_settings
+from lore.resolve import retriever_with_fallback
 from lore.sync import run_sync
 from lore.testing.embedders import CountingEmbedder
 from lore.tool.core import KnowledgeSearch

@@ -30,13 +30,13 @@ import agent_corpus
 from agent_corpus import ETCD_RUNBOOK
 from lore.config import load_settings
 from lore.integrations.adk import KnowledgeSearchTool, adk_tools
+from lore.resolve import build_knowledge_search
 from lore.tool.core import (
     INPUT_SCHEMA,
     TOOL_DESCRIPTION,
     TOOL_NAME,
     UNTRUSTED_NOTICE,
     KnowledgeSearch,
-    build_knowledge_search,
 )
 
 APP = "lore-test"

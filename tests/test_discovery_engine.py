@@ -36,7 +36,7 @@ from lore.errors import (
 from lore.models import SearchMode
 from lore.resolve import resolve_embedder, resolve_retriever
 from lore.tool.core import KnowledgeSearch
-from lore.tool.render import render_result
+from lore.tool.result import render_result
 
 TOKEN = "test-" + "token-" + "z" * 10
 

@@ -35,7 +35,7 @@ from lore.cli.search_cmd import os_user as cli_os_user
 from lore.config import LoreSettings, load_settings
 from lore.mcp_server import os_user as mcp_os_user
 from lore.protocols import KnowledgeRetriever
-from lore.resolve import resolve_index
+from lore.resolve import build_knowledge_search, resolve_index
 from lore.sync import run_sync
 from lore.testing.attacks import (
     PlantedCase,
@@ -46,7 +46,7 @@ from lore.testing.attacks import (
     write_attack_corpus,
 )
 from lore.tool.cleaning import PassageCleaner
-from lore.tool.core import MAX_TOP_K, KnowledgeSearch, build_knowledge_search
+from lore.tool.core import MAX_TOP_K, KnowledgeSearch
 from optional_extras import require_extra
 
 LORE = Path(sys.executable).with_name("lore")

@@ -28,11 +28,11 @@ from lore.access import LOCAL
 from lore.cli.app import app
 from lore.config import LoreSettings, load_settings
 from lore.mcp_server import build_server
-from lore.resolve import EMBEDDERS
+from lore.resolve import EMBEDDERS, build_knowledge_search
 from lore.sources import build_source
 from lore.sources.git import GitSource
 from lore.testing.embedders import CountingEmbedder
-from lore.tool.core import TOOL_NAME, build_knowledge_search
+from lore.tool.core import TOOL_NAME
 
 LORE = Path(sys.executable).with_name("lore")
 TOKEN_ENV = "LORE_TEST_GIT_TOKEN"

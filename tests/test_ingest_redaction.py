@@ -316,7 +316,7 @@ async def test_a_secret_pasted_into_a_question_never_reaches_the_remote_embedder
 ) -> None:
     """The tool redacts the query before retrieval, so the remote embedder (and a remote
     reranker) never sees a token an operator pasted into a question."""
-    from lore.tool import build_knowledge_search
+    from lore.resolve import build_knowledge_search
 
     config = write_corpus(tmp_path, embedding_server.url)
     settings = load_settings(config)

@@ -18,7 +18,8 @@ import agent_corpus
 from lore.config import load_settings
 from lore.errors import RetrievalError
 from lore.integrations.langchain import KnowledgeSearchRetriever
-from lore.tool.core import UNTRUSTED_NOTICE, KnowledgeSearch, build_knowledge_search
+from lore.resolve import build_knowledge_search
+from lore.tool.core import UNTRUSTED_NOTICE, KnowledgeSearch
 
 RUNBOOKS = {
     "etcd-no-leader.md": (

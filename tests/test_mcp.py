@@ -23,13 +23,13 @@ import agent_corpus
 from lore.access import LOCAL
 from lore.config import load_settings
 from lore.mcp_server import build_server
+from lore.resolve import build_knowledge_search
 from lore.tool.core import (
     INPUT_SCHEMA,
     TOOL_DESCRIPTION,
     TOOL_NAME,
     UNTRUSTED_NOTICE,
     KnowledgeSearch,
-    build_knowledge_search,
 )
 from test_rerankers import RerankServer, score_by_keyword
 

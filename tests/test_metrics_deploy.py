@@ -188,8 +188,8 @@ async def test_lore_finds_the_runbook_of_each_of_its_own_alerts(tmp_path: Path) 
     from its labels and annotations as Alertmanager sends them, with its own runbook."""
     from lore.alerts.tool import RunbookForAlert
     from lore.config import load_settings
+    from lore.resolve import build_knowledge_search
     from lore.sync import run_sync
-    from lore.tool import build_knowledge_search
 
     config = tmp_path / "lore.toml"
     config.write_text(

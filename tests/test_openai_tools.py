@@ -16,13 +16,13 @@ import agent_corpus
 from agent_corpus import ETCD_RUNBOOK
 from lore.config import load_settings
 from lore.integrations.openai_tools import handle_openai_tool_call, openai_tool_schema, openai_tools
+from lore.resolve import build_knowledge_search
 from lore.tool.core import (
     INPUT_SCHEMA,
     TOOL_DESCRIPTION,
     TOOL_NAME,
     UNTRUSTED_NOTICE,
     KnowledgeSearch,
-    build_knowledge_search,
 )
 from optional_extras import require_extra
 

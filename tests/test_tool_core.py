@@ -31,6 +31,7 @@ from lore.errors import BackendUnavailableError, ConfigError, QueryError
 from lore.models import SOURCE_TYPE_LABEL, Evidence, Passage, SearchMode, filter_terms, label_terms
 from lore.priority import depth as priority_depth
 from lore.protocols import Retrieval
+from lore.resolve import build_knowledge_search
 from lore.safety.audit import AuditEntry, AuditHit, JsonlAuditLog, MemoryAuditLog
 from lore.safety.cap import cap_passages, cap_text
 from lore.testing import add_document
@@ -50,10 +51,9 @@ from lore.tool import (
     KnowledgeSearch,
     ToolPassage,
     ToolResult,
-    build_knowledge_search,
 )
 from lore.tool.core import RERANK_CANDIDATES
-from lore.tool.render import render_result
+from lore.tool.result import render_result
 from test_rerankers import RerankServer, score_by_keyword
 
 FENCE = re.compile(r"untrusted-reference-([0-9a-f]+)")

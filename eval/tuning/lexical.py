@@ -7,7 +7,7 @@ Nothing is re-embedded and the index is only read: each variant builds its own t
 index of the same chunks (read from SQLite) in a temporary directory, searches it 200
 deep per query, and is scored alone and fused by min-max with the index's own vector
 channel (as ``lore eval`` does). The ``current`` variant is the backend's analysis
-(``lore.backends.sqlite.fulltext_terms``), so its rows must equal the backend's; ``v4: a
+(``lore.backends.fulltext_analysis``), so its rows must equal the backend's; ``v4: a
 field per part`` is the layout before full-text version 5 (the rows recorded as
 ``current`` in docs/quality.md before that).
 
@@ -37,7 +37,7 @@ can outweigh a body that holds the query's rare words. The variants:
   words, no sentence ending); a sentence title is in the flat field only;
 - ``current, plain words' exact form at w``: every ``ident`` term searched, an identifier
   at the field's boost, a plain word at ``w`` of it (``current`` is the backend's ``w``,
-  ``fulltext_terms.PLAIN_EXACT_FORM``; ``v5: ...`` every term at 1, the rule before).
+  ``fulltext_analysis.PLAIN_EXACT_FORM``; ``v5: ...`` every term at 1, the rule before).
 
 ``--verbatim`` adds, per variant, the hybrid with a lexical lean on copied queries only
 (``copied``: the query shares a run of ``COPIED_RUN_WORDS`` (8) words with BM25's best chunk), and
@@ -65,7 +65,7 @@ from levers import EVEN
 from sweep import EVAL_TOP_K, Channels, Hit, parsed_queries, query_parser, single, table
 
 from lore.backends import lexical as lex
-from lore.backends.sqlite.fulltext_terms import (
+from lore.backends.fulltext_analysis import (
     IDENT,
     IDENT_PATTERN,
     PLAIN_EXACT_FORM,

@@ -15,103 +15,32 @@ Every field below maps to ``LORE_<FIELD>`` (``LORE_TOP_K=5``, ``LORE_BACKEND=pgv
 
 A key no model declares is an error naming it and the nearest valid key, at the top level,
 in nested tables (``[safety]``, ``LORE_SAFETY__*``) and in each ``[[sources]]`` table, which
-the model of its ``type`` validates (``lore.sources``). Unknown top-level ``LORE_*``
+the model of its ``type`` validates (``lore.source_tables``). Unknown top-level ``LORE_*``
 variables are ignored: other programs may use the prefix.
 """
 
 from __future__ import annotations
 
-import difflib
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, SerializeAsAny, ValidationError, field_validator
-from pydantic_core import ErrorDetails, PydanticCustomError
+from pydantic_core import ErrorDetails
 
 from lore.config_sources import merged_values
 from lore.errors import ConfigError
-from lore.schedule_cadence import VAULT_DEFAULT_EVERY, parse_every
+from lore.schedule_cadence import VAULT_DEFAULT_EVERY
+from lore.source_tables import TENANT_PATTERN as TENANT_PATTERN
+from lore.source_tables import SourceConfig as SourceConfig
+from lore.source_tables import cadence, typed_source_config
+from lore.source_tables import check_access_groups as check_access_groups
+from lore.source_tables import field_problem as field_problem
+from lore.source_tables import unknown_key_message as unknown_key_message
 
 DEFAULT_CONFIG_FILE = "lore.toml"
-
-
-def _cadence(value: object) -> object:
-    """An ``every`` value: only the written form (``"6h"``), since a bare number would be
-    read as seconds."""
-    if value is None or isinstance(value, timedelta):
-        return value
-    # PydanticCustomError: the message alone, without pydantic's "Value error, ".
-    if not isinstance(value, str):
-        raise PydanticCustomError("duration", 'write a duration as a string, e.g. every = "6h"')
-    try:
-        return parse_every(value)
-    except ValueError as err:
-        raise PydanticCustomError("duration", "{reason}", {"reason": str(err)}) from err
-
-
-#: A tenant's name in a ``[[sources]]`` table.
-TENANT_PATTERN = r"^[A-Za-z0-9_.-]+$"
-
-
-def check_access_groups(value: list[str] | None) -> list[str] | None:
-    """The ``access`` key every source type shares: group names, at least one, not ``*``
-    (every viewer is ``visibility = "all-viewers"``)."""
-    if value is None:
-        return None
-    groups = [group.strip() for group in value]
-    if not groups:
-        raise ValueError('names no group; list who may read it, e.g. ["sre"], or set visibility')
-    if bad := [group for group in groups if not group or group == "*" or any(c.isspace() for c in group)]:
-        raise ValueError(
-            f"{bad[0]!r} is not a group name (no spaces, not '*'; every viewer is "
-            'visibility = "all-viewers")'
-        )
-    return groups
-
-
-class SourceConfig(BaseModel):
-    """One ``[[sources]]`` table: the keys every source type shares.
-
-    The rest of a table belongs to its type, which declares a model of its own (a
-    subclass, e.g. ``FilesystemSourceConfig``) registered in ``lore.sources``. Loading
-    settings replaces each table by that model, which refuses keys it does not declare:
-    a misspelt ``exclude`` must not index the drafts it meant to leave out. Extra keys are
-    allowed here only so that Python callers may pass a whole table to this class.
-    """
-
-    model_config = ConfigDict(extra="allow")
-
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
-    type: str = "filesystem"
-    #: Deliberately without a default: an undeclared visibility is refused at sync.
-    visibility: str | None = None
-    labels: dict[str, str] = Field(default_factory=dict)
-    #: How often ``lore sync --watch`` (and the service) syncs it; None: only when asked.
-    every: timedelta | None = None
-
-    @field_validator("every", mode="before")
-    @classmethod
-    def _cadence(cls, value: object) -> object:
-        return _cadence(value)
-
-    #: The groups that may read its documents (``visibility = "restricted"`` is then
-    #: implied); None: the visibility alone decides (``lore.sources.scope``).
-    access: list[str] | None = None
-    #: The tenant its documents belong to; None: the index's default tenant.
-    tenant: str | None = Field(default=None, pattern=TENANT_PATTERN)
-    #: Its priority: each of its passages' scores is multiplied by this before the answer
-    #: is cut to ``top_k`` (``lore.priority``). Below 1 it yields to sources that answer
-    #: comparably; above 1 it goes first.
-    weight: float = Field(default=1.0, gt=0.0, le=10.0)
-
-    _access = field_validator("access")(check_access_groups)
-
-    def location(self, settings: LoreSettings) -> str | None:
-        """Where the source reads from, for ``lore sources``; None when it has no such thing."""
-        return None
 
 
 class SafetySettings(BaseModel):
@@ -163,7 +92,7 @@ class VaultSettings(BaseModel):
     @field_validator("every", mode="before")
     @classmethod
     def _cadence(cls, value: object) -> object:
-        return _cadence(value)
+        return cadence(value)
 
 
 class ServeSettings(BaseModel):
@@ -405,8 +334,6 @@ class LoreSettings(BaseModel):
         source, for an unknown type or key)."""
         if not isinstance(value, list | tuple):
             return value  # pydantic reports the wrong type
-        from lore.sources import typed_source_config  # lore.sources imports this module
-
         return [typed_source_config(item, number) for number, item in enumerate(value, start=1)]
 
     #: Where this configuration was read from (None: defaults and environment only).
@@ -479,15 +406,6 @@ def load_settings(config_file: str | os.PathLike[str] | None = None, **overrides
     return settings
 
 
-def unknown_key_message(key: str, valid: Iterable[str], table: str | None = None) -> str:
-    """``unknown key 'excludes' in [[sources]] "runbooks" (did you mean 'exclude'?)``."""
-    message = f"unknown key {key!r}"
-    if table:
-        message += f" in {table}"
-    close = difflib.get_close_matches(key, list(valid), n=1)
-    return message + (f" (did you mean {close[0]!r}?)" if close else "")
-
-
 def _describe_error(error: ErrorDetails, where: str) -> str:
     loc = error["loc"]
     env_var = "LORE_" + "__".join(str(part) for part in loc).upper()
@@ -498,13 +416,6 @@ def _describe_error(error: ErrorDetails, where: str) -> str:
         return f"{origin}: {unknown_key_message(str(loc[-1]), valid, table)}"
     field = ".".join(str(part) for part in loc) or "settings"
     return f"{origin}: {field}: {field_problem(error)}"
-
-
-def field_problem(error: ErrorDetails) -> str:
-    """pydantic's message, except where it names a Python class instead of what to write."""
-    if error["type"] == "path_type":
-        return f"should be a path, written as a string, not {error['input']!r}"
-    return error["msg"]
 
 
 def _model_at(loc: Sequence[int | str]) -> tuple[type[BaseModel], str | None]:

@@ -18,7 +18,8 @@ escaping is a bug.
     ├── IndexingError                the write side cannot store or remove data
     │   ├── IndexLockedError         another sync holds the write lock
     │   ├── EmbedderMismatchError    the index was built with another embedder
-    │   └── TornIndexError           an approximate-graph file that does not match its state
+    │   ├── TornIndexError           an approximate-graph file that does not match its state
+    │   └── DiskFullError            the disk holding the index is full
     ├── AccessDeniedError            a call reached the access rule without a Principal
     ├── RetrievalError               a search cannot be answered (never an empty result)
     │   ├── QueryError               the query or its filters are invalid
@@ -41,6 +42,7 @@ from __future__ import annotations
 #: The name lore is installed by (``pip install lore-sre``); ``lore`` on PyPI is another
 #: project. The command and the import package stay ``lore``.
 DISTRIBUTION = "lore-sre"
+
 
 class LoreError(Exception):
     """Root of every error lore raises on purpose. The message is meant for a human."""

@@ -28,7 +28,7 @@ from mcp.types import (
 from starlette.applications import Starlette
 
 from lore.access import Principal
-from lore.mcp_stdio import INSTRUCTIONS, SERVER_NAME, lore_version, os_user, served_tools, tool_definition
+from lore.mcp_tools import INSTRUCTIONS, SERVER_NAME, lore_version, os_user, served_tools, tool_definition
 from lore.metrics import metrics_route
 from lore.tool.core import KnowledgeSearch
 

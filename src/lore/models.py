@@ -17,6 +17,13 @@ from datetime import UTC, datetime
 SOURCE_LABEL = "source"
 SOURCE_TYPE_LABEL = "source_type"
 
+#: Index state keys written by sync (``lore.sync``) and read by ``lore status``, searches
+#: (is the index empty?), the ``[fallback]`` reason (when was it updated?) and migrate.
+LAST_SYNC_KEY = "sync:last_finished_at"
+EMBEDDER_STATE_KEY = "sync:embedder"
+#: ``lore.sync.ingest_signature`` of the last sync that re-chunked every changed document.
+CHUNKING_STATE_KEY = "sync:chunking"
+
 #: Multi-valued labels (front-matter lists such as ``tags``) are stored joined by this.
 LABEL_VALUE_SEPARATOR = ","
 

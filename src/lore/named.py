@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import PurePosixPath
 
 from lore.backends.lexical import NAME_WORDS, identifiers
+from lore.confidence import Confidence, passage_confidence, raised
 from lore.models import LABEL_VALUE_SEPARATOR, SECTION_SEPARATOR, Passage
 
 
@@ -85,3 +86,29 @@ def named(passage: Passage, names: Sequence[str]) -> Named:
     if any(mentions(passage, name) for name in identifiers(" ".join(names))):
         return Named.MENTION
     return Named.NONE
+
+
+#: The least confidence a named passage (``lore.named``) is given: its name is the page's
+#: or section's own name (medium), or appears whole in its text (low).
+NAMED_FLOOR: Mapping[Named, Confidence] = {Named.NAME: Confidence.MEDIUM, Named.MENTION: Confidence.LOW}
+
+
+class QueryJudge:
+    """The confidence of each passage of one query's answer, and whether the query names
+    it (such a passage is never withheld, whatever ``min_confidence`` says)."""
+
+    def __init__(self, query: str) -> None:
+        self._names = query_names(query)
+        self._named: dict[str, Named] = {}
+
+    def strength(self, passage: Passage) -> Named:
+        found = self._named.get(passage.chunk_id)
+        if found is None:
+            found = self._named[passage.chunk_id] = named(passage, self._names)
+        return found
+
+    def __call__(self, passage: Passage) -> Confidence:
+        return raised(passage_confidence(passage), NAMED_FLOOR.get(self.strength(passage)))
+
+    def anchored(self, passage: Passage) -> bool:
+        return bool(self.strength(passage))

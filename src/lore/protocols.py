@@ -505,6 +505,6 @@ class EventStore(Protocol):
 class EventStoring(Protocol):
     """Optional capability of a backend with a store of its own (SQLite, pgvector): the
     ``EventStore`` that keeps events beside its data. Others get a sidecar SQLite file
-    (``lore.events.recorder.event_store_for``)."""
+    (``lore.resolve.event_store_for``)."""
 
     def event_store(self) -> EventStore: ...

@@ -23,11 +23,10 @@ import numpy as np
 from lore.backends import StoredVectorsEmbedder as StoredVectorsEmbedder  # re-exported
 from lore.config import LoreSettings
 from lore.errors import ConfigError, EmbeddingError, IndexingError
-from lore.models import embedding_text
+from lore.models import EMBEDDER_STATE_KEY, embedding_text
 from lore.protocols import Embedder, Reembeddable, StoringBackend, Vectors
 from lore.resolve import NO_BACKEND, backend_module, open_backend
 from lore.safety.secrets import redact_secrets
-from lore.sync import EMBEDDER_STATE_KEY
 
 
 class ReembedProgress(Protocol):

@@ -1,22 +1,59 @@
-"""Build the configured parts by name: embedder, index (write side), retriever (read side).
+"""The composition root: the one place that turns settings into parts.
+
+    settings ─► resolve_embedder ──────► Embedder
+             ─► open_backend ──────────► StoringBackend (one store: index and retriever)
+             ─► resolve_retriever ─────► KnowledgeRetriever; with [fallback], FallbackRetriever
+             ─► writable_index ────────► KnowledgeIndex; with [fallback], MirroredIndex
+                                          (mirrored_index, for indexes already open)
+             ─► settings_chunker ──────► Chunker
+             ─► event_store_for, recorder_for, configured_event_store ─► EventStore, EventRecorder
+             ─► knowledge_search, build_knowledge_search ─► KnowledgeSearch (the safety chain)
+
+The CLI, ``lore serve`` and its sync child, ``lore mcp``, ``lore eval`` and the adapters
+ask it for their parts; the parts themselves (``FallbackRetriever``, ``MirroredIndex``,
+``KnowledgeSearch``, the backends' classes) take instances. Backend and embedder names
+appear here and inside each backend's own package, nowhere else
+(tests/test_import_graph.py holds the layers this sits in).
 
 Backends and embedders are imported lazily, so a missing optional extra only matters when
 that part is chosen. Each backend module offers the functions of
 ``lore.backends.BackendModule`` (``from_settings``, ``missing_index``, ...); each embedder
-module exposes ``from_settings(settings)``. Commands call these, never a backend by name.
+module exposes ``from_settings(settings)``. The other parts are imported inside the
+functions that build them too: a cold ``lore search`` pays only for what it uses.
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
+from pathlib import Path
 from types import ModuleType
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from lore.backends import BackendModule, StoredVectorsEmbedder
 from lore.config import LoreSettings
-from lore.errors import ConfigError
-from lore.protocols import Embedder, KnowledgeIndex, KnowledgeRetriever, StoringBackend
+from lore.errors import BackendUnavailableError, ConfigError, LoreError
+from lore.protocols import (
+    Embedder,
+    EventStore,
+    EventStoring,
+    KnowledgeIndex,
+    KnowledgeRetriever,
+    Reranker,
+    StoringBackend,
+)
 
+if TYPE_CHECKING:
+    from lore.backends.fallback import FallbackRetriever
+    from lore.breaker import StateListener
+    from lore.chunking import Chunker
+    from lore.events.recorder import EventRecorder
+    from lore.events.sqlite_store import SqliteEventStore
+    from lore.safety.audit import AuditLog
+    from lore.tool.core import KnowledgeSearch
+
+#: The embedded backend: a file beside the configuration, no server.
+DEFAULT_BACKEND = "sqlite"
 #: Backend name -> module. A backend that stores data implements both seams.
 BACKENDS: dict[str, str] = {
     "sqlite": "lore.backends.sqlite",
@@ -37,6 +74,9 @@ RETRIEVAL_ONLY: dict[str, str] = {
 EMBEDDERLESS_BACKENDS = frozenset({"elasticsearch", "opensearch", *RETRIEVAL_ONLY})
 #: ``LORE_BACKEND=none``: no corpus, so integrations attach no search tool.
 NO_BACKEND = "none"
+#: Backends without an event store of their own: their retrieval events go to a sidecar
+#: SQLite file in the data directory (``lore.events.sqlite_store.SIDECAR_NAME``).
+SIDECAR_EVENT_BACKENDS = frozenset({"qdrant", "elasticsearch", "opensearch", *RETRIEVAL_ONLY})
 
 EMBEDDERS: dict[str, str] = {
     "local": "lore.embedders.local",
@@ -96,6 +136,16 @@ def open_backend(settings: LoreSettings, embedder: Embedder | None = None) -> St
     return module.from_settings(settings, embedder if embedder is not None else resolve_embedder(settings))
 
 
+#: Backends whose location (``lore migrate --from/--to``) may carry a password: shown by
+#: their name alone.
+SECRET_LOCATIONS = frozenset({"pgvector"})
+
+
+def shown_location(backend: str, target: str) -> str:
+    """``backend:target`` as a command may print it (a DSN's password never is)."""
+    return f"{backend}:<dsn>" if backend in SECRET_LOCATIONS else f"{backend}:{target}"
+
+
 def is_retrieval_only(settings: LoreSettings) -> bool:
     return settings.backend in RETRIEVAL_ONLY
 
@@ -138,16 +188,6 @@ def resolve_index(settings: LoreSettings, embedder: Embedder | None = None) -> K
     return open_backend(settings, embedder)
 
 
-def resolve_retriever(settings: LoreSettings, embedder: Embedder | None = None) -> KnowledgeRetriever | None:
-    """The configured retriever; with ``[fallback]``, a ``FallbackRetriever`` that opens
-    the backend on first use and answers from the fallback index while it cannot."""
-    if settings.fallback is not None and settings.backend != NO_BACKEND:
-        from lore.backends.fallback import retriever_with_fallback
-
-        return retriever_with_fallback(settings, embedder or resolve_embedder(settings))
-    return primary_retriever(settings, embedder)
-
-
 def primary_retriever(settings: LoreSettings, embedder: Embedder | None = None) -> KnowledgeRetriever | None:
     """The configured backend's retriever, without any ``[fallback]``."""
     if settings.backend in RETRIEVAL_ONLY:
@@ -156,3 +196,225 @@ def primary_retriever(settings: LoreSettings, embedder: Embedder | None = None) 
         retriever: KnowledgeRetriever = module.from_settings(settings)
         return retriever
     return open_backend(settings, embedder)
+
+
+def resolve_retriever(settings: LoreSettings, embedder: Embedder | None = None) -> KnowledgeRetriever | None:
+    """The configured retriever; with ``[fallback]``, a ``FallbackRetriever`` that opens
+    the backend on first use and answers from the fallback index while it cannot."""
+    if settings.fallback is not None and settings.backend != NO_BACKEND:
+        return retriever_with_fallback(settings, embedder or resolve_embedder(settings))
+    return primary_retriever(settings, embedder)
+
+
+# -- [fallback]: the keyword index beside the primary ------------------------------------
+
+
+def fallback_settings(settings: LoreSettings) -> LoreSettings:
+    """Settings that open the ``[fallback]`` index as the backend (its path relative to
+    lore.toml, like ``db_path``); everything else (fusion, boosts, embedder) as configured."""
+    if settings.fallback is None:
+        raise ConfigError("no [fallback] table is configured")
+    return settings.model_copy(
+        update={"backend": settings.fallback.backend, "db_path": settings.fallback.db_path, "fallback": None}
+    )
+
+
+def open_fallback_index(settings: LoreSettings, embedder: Embedder) -> StoringBackend | None:
+    """The ``[fallback]`` index opened to be written (created when missing), or None when
+    none is configured."""
+    if settings.fallback is None:
+        return None
+    return open_backend(fallback_settings(settings), embedder)
+
+
+def _fallback_reader(settings: LoreSettings, embedder: Embedder) -> KnowledgeRetriever:
+    where = fallback_settings(settings)
+    module = backend_module(where.backend)
+    missing = module.missing_index(where)
+    if missing is not None:
+        # Never created by a search: an empty fallback would answer "nothing found".
+        raise BackendUnavailableError(f"the fallback index was never synced ({missing})")
+    return module.from_settings(where, embedder)
+
+
+def _primary_reader(settings: LoreSettings, embedder: Embedder) -> KnowledgeRetriever:
+    retriever = primary_retriever(settings, embedder)
+    if retriever is None:
+        raise ConfigError('backend "none" has no index to fall back from')
+    return retriever
+
+
+def retriever_with_fallback(
+    settings: LoreSettings,
+    embedder: Embedder,
+    *,
+    primary: KnowledgeRetriever | None = None,
+    open_primary: Callable[[], KnowledgeRetriever] | None = None,
+    fallback: KnowledgeRetriever | None = None,
+    on_state_change: StateListener | None = None,
+) -> FallbackRetriever:
+    """The configured backend and the ``[fallback]`` index behind a circuit breaker
+    configured by ``[fallback]``. ``primary`` when it is already open, else opened on first
+    use (by ``open_primary`` when given); ``fallback`` likewise (never created by a
+    search). ``on_state_change`` is also told every breaker transition (metrics)."""
+    from lore.backends.fallback import FallbackRetriever, LazyRetriever, log_state
+    from lore.breaker import CircuitBreaker
+
+    config = settings.fallback
+    if config is None:
+        raise ConfigError("no [fallback] table is configured")
+    breaker = CircuitBreaker(
+        failures=config.failures,
+        latency_budget_s=config.latency_budget_ms / 1000.0,
+        cooldown_s=config.cooldown_s,
+        on_state_change=log_state(settings.backend),
+    )
+    if on_state_change is not None:
+        breaker.on_state_change(on_state_change)
+    if primary is None:
+        opener = open_primary or (lambda: _primary_reader(settings, embedder))
+        primary = LazyRetriever(opener, engine=settings.backend, degraded=embedder.degraded)
+    lazy = None
+    if fallback is None:
+        fallback = lazy = LazyRetriever(
+            lambda: _fallback_reader(settings, embedder), engine=config.backend, degraded=embedder.degraded
+        )
+    held = fallback
+
+    def updated() -> str | None:
+        from lore.models import LAST_SYNC_KEY
+
+        opened = lazy.opened if lazy is not None else held
+        return opened.get_state(LAST_SYNC_KEY) if isinstance(opened, KnowledgeIndex) else None
+
+    return FallbackRetriever(primary, fallback, breaker, fallback_updated=updated)
+
+
+# -- the write side ------------------------------------------------------------------------
+
+
+def writable_index(settings: LoreSettings, embedder: Embedder) -> KnowledgeIndex:
+    """The configured index; with ``[fallback]``, a ``MirroredIndex`` that writes the
+    fallback index too (the primary alone, reported, when the fallback cannot be opened)."""
+    from lore.backends.mirror import MirroredIndex
+
+    index = resolve_index(settings, embedder)
+    if index is None:
+        raise ConfigError(f"backend {settings.backend!r} cannot be written to, so there is nothing to sync")
+    if settings.fallback is None:
+        return index
+    try:
+        fallback = open_fallback_index(settings, embedder)
+    except LoreError as err:
+        return MirroredIndex(index, None, fallback_problem=f"cannot open it ({err}); it was not updated")
+    return MirroredIndex(index, fallback)
+
+
+def mirrored_index(primary: KnowledgeIndex, fallback: KnowledgeIndex | None) -> KnowledgeIndex:
+    """What a write goes to: ``primary``, and the ``[fallback]`` index beside it when one
+    is open (``lore serve``'s writer holds both)."""
+    from lore.backends.mirror import MirroredIndex
+
+    return primary if fallback is None else MirroredIndex(primary, fallback)
+
+
+def settings_chunker(settings: LoreSettings, embedder: Embedder) -> Chunker:
+    """The chunker every write uses: sync, the service's uploads, ``lore eval``'s index."""
+    from lore.chunking import Chunker
+
+    return Chunker.for_embedder(
+        embedder, max_tokens=settings.chunk_tokens, overlap_tokens=settings.chunk_overlap
+    )
+
+
+def scratch_index(settings: LoreSettings, db_path: Path, embedder: Embedder) -> StoringBackend:
+    """An embedded index in ``db_path`` whatever the configured backend (``lore eval
+    beir``'s benchmark corpus must never land in a shared server index); the other
+    settings (fusion, boosts, chunking) as configured."""
+    local = settings.model_copy(update={"backend": DEFAULT_BACKEND, "db_path": db_path.resolve()})
+    return backend_module(DEFAULT_BACKEND).from_settings(local, embedder)
+
+
+# -- retrieval events ----------------------------------------------------------------------
+
+
+def _sidecar_store(settings: LoreSettings) -> SqliteEventStore:
+    from lore.events.sqlite_store import SIDECAR_NAME, SqliteEventStore
+
+    return SqliteEventStore(settings.resolved_data_dir() / SIDECAR_NAME, sidecar=True)
+
+
+def event_store_for(settings: LoreSettings, retriever: KnowledgeRetriever) -> EventStore | None:
+    """Where a tool's events go: the open backend's own store (SQLite: the index file;
+    pgvector: tables in its database), the sidecar file of a backend without one, or
+    nowhere when ``[events] enabled = false`` (or for a retriever lore does not know)."""
+    if not settings.events.enabled:
+        return None
+    if isinstance(retriever, EventStoring):
+        return retriever.event_store()
+    if settings.backend in SIDECAR_EVENT_BACKENDS:
+        return _sidecar_store(settings)
+    return None
+
+
+def recorder_for(settings: LoreSettings, retriever: KnowledgeRetriever) -> EventRecorder:
+    from lore.events.recorder import EventRecorder
+
+    events = settings.events
+    return EventRecorder(
+        event_store_for(settings, retriever), capacity=events.queue_size, retention_days=events.retention_days
+    )
+
+
+def configured_event_store(settings: LoreSettings) -> EventStore:
+    """The store of ``settings`` for the commands that read or prune it, opened without
+    an embedder or a backend (``lore events``, ``lore feedback``, ``lore eval
+    from-feedback``)."""
+    if settings.backend in SIDECAR_EVENT_BACKENDS:
+        return _sidecar_store(settings)
+    if settings.backend in BACKENDS:
+        found: EventStore | None = backend_module(settings.backend).event_store_of(settings)
+        if found is not None:
+            return found
+    raise ConfigError(f"the {settings.backend} backend keeps no retrieval events")
+
+
+# -- the tool and its safety chain ---------------------------------------------------------
+
+
+def knowledge_search(
+    settings: LoreSettings,
+    retriever: KnowledgeRetriever,
+    *,
+    reranker: Reranker | None = None,
+    audit: AuditLog | None = None,
+) -> KnowledgeSearch:
+    """The tool over ``retriever``, with the reranker, audit log and event recorder the
+    settings configure (``reranker``: one already built, None: the configured one)."""
+    from lore.rerankers import resolve_reranker
+    from lore.tool.core import KnowledgeSearch
+
+    chosen = reranker if reranker is not None else resolve_reranker(settings)
+    return KnowledgeSearch(
+        retriever, settings=settings, reranker=chosen, audit=audit, events=recorder_for(settings, retriever)
+    )
+
+
+def build_knowledge_search(
+    settings: LoreSettings | None = None, embedder: Embedder | None = None, *, audit: AuditLog | None = None
+) -> KnowledgeSearch | None:
+    """The configured tool, or None when ``backend = "none"`` (integrations then attach
+    no search tool). Configuration problems raise ``ConfigError``. The embedder is built
+    from settings unless one is passed in."""
+    from lore.config import load_settings
+    from lore.rerankers import resolve_reranker
+
+    settings = settings if settings is not None else load_settings()
+    if settings.backend == NO_BACKEND:
+        return None
+    # Before the retriever, so a bad reranker setting leaves no store open behind it.
+    reranker = resolve_reranker(settings)
+    retriever = resolve_retriever(settings, embedder)
+    if retriever is None:
+        return None
+    return knowledge_search(settings, retriever, reranker=reranker, audit=audit)

@@ -37,11 +37,17 @@ from lore.config import LoreSettings, SourceConfig
 from lore.errors import ConfigError, LoreError
 from lore.models import RunRecord, RunStatus, RunTrigger, SourceRun
 from lore.protocols import Embedder, KnowledgeIndex, KnowledgeSource, RunHistory
-from lore.resolve import missing_index, open_for_inspection, resolve_embedder
+from lore.resolve import (
+    missing_index,
+    open_for_inspection,
+    resolve_embedder,
+    settings_chunker,
+    writable_index,
+)
 from lore.schedule_cadence import VAULT_DEFAULT_EVERY, jitter
 from lore.schedule_history import Clock, RunRecorder, last_source_runs, utc_now
 from lore.sources import build_source
-from lore.sync import check_sources, settings_chunker, sync_sources, writable_index
+from lore.sync import check_sources, sync_sources
 from lore.sync_pipeline import SyncProgress
 
 logger = logging.getLogger(__name__)

@@ -51,6 +51,9 @@ from lore.chunking import Chunker
 from lore.config import LoreSettings
 from lore.errors import ConfigError, LoreError, VisibilityError
 from lore.models import (
+    CHUNKING_STATE_KEY,
+    EMBEDDER_STATE_KEY,
+    LAST_SYNC_KEY,
     SOURCE_LABEL,
     SOURCE_TYPE_LABEL,
     Document,
@@ -66,7 +69,7 @@ from lore.models import (
     utc,
 )
 from lore.protocols import CompleteListing, Embedder, KnowledgeIndex, KnowledgeSource, PreflightChecked
-from lore.resolve import resolve_embedder, resolve_index
+from lore.resolve import resolve_embedder, settings_chunker, writable_index
 from lore.safety.secrets import REDACTION_VERSION, redact_document
 from lore.schedule_history import Clock, RunRecorder, complete_sync_key, forget_base, source_run, utc_now
 from lore.sources import VAULT_TYPE, VAULT_URI_SCHEME, build_source, source_configs
@@ -79,11 +82,6 @@ logger = logging.getLogger(__name__)
 #: What a sync report names the ``[fallback]`` index by when it could not be written.
 FALLBACK_REPORT_NAME = "[fallback]"
 
-#: Index state keys written by sync and read by ``lore status``.
-LAST_SYNC_KEY = "sync:last_finished_at"
-EMBEDDER_STATE_KEY = "sync:embedder"
-#: ``ingest_signature`` of the last sync that re-chunked every changed document.
-CHUNKING_STATE_KEY = "sync:chunking"
 
 
 def ingest_signature(chunker: Chunker) -> str:
@@ -438,30 +436,6 @@ async def sync_sources(
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-def writable_index(settings: LoreSettings, embedder: Embedder) -> KnowledgeIndex:
-    """The configured index; with ``[fallback]``, a ``MirroredIndex`` that writes the
-    fallback index too (the primary alone, reported, when the fallback cannot be opened)."""
-    index = resolve_index(settings, embedder)
-    if index is None:
-        raise ConfigError(f"backend {settings.backend!r} cannot be written to, so there is nothing to sync")
-    if settings.fallback is None:
-        return index
-    from lore.backends.fallback import fallback_settings
-
-    where = fallback_settings(settings)
-    try:
-        fallback = resolve_index(where, embedder)
-    except LoreError as err:
-        return MirroredIndex(index, None, fallback_problem=f"cannot open it ({err}); it was not updated")
-    return MirroredIndex(index, fallback)
-
-
-def settings_chunker(settings: LoreSettings, embedder: Embedder) -> Chunker:
-    return Chunker.for_embedder(
-        embedder, max_tokens=settings.chunk_tokens, overlap_tokens=settings.chunk_overlap
-    )
 
 
 def run_sync(

@@ -16,8 +16,8 @@ from lore.backends.sqlite import SqliteBackend
 from lore.config import LoreSettings
 from lore.events.record import EventQuery
 from lore.events.sqlite_store import SqliteEventStore
-from lore.events.stores import event_store_for
 from lore.protocols import EventStore
+from lore.resolve import event_store_for
 from lore.testing import add_document
 from lore.testing.embedders import CountingEmbedder
 from lore.testing.event_store import EventStoreConformance

@@ -25,11 +25,12 @@ from pathlib import Path
 import pytest
 
 from lore.access import LOCAL
-from lore.backends.fallback import FallbackRetriever, retriever_with_fallback
+from lore.backends.fallback import FallbackRetriever
 from lore.backends.sqlite import SqliteBackend
 from lore.config import LoreSettings, load_settings
 from lore.models import SearchMode, SyncReport
 from lore.protocols import Embedder
+from lore.resolve import retriever_with_fallback
 from lore.sync import FALLBACK_REPORT_NAME, run_sync
 from lore.testing import add_document
 from lore.testing.embedders import CountingEmbedder

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from lore.backends.fulltext_analysis import PLAIN_EXACT_FORM
 from lore.backends.lexical import path_is_name, path_text, title_is_name
 from lore.backends.sqlite.fulltext import FullTextIndex, FullTextRow, field_texts, ident_weights, query_terms
-from lore.backends.sqlite.fulltext_terms import PLAIN_EXACT_FORM
 
 
 @pytest.mark.parametrize(

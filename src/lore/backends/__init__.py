@@ -11,6 +11,8 @@ special-case a backend by name: ``lore.resolve`` picks the module and calls them
 - ``at_location(target, settings)``: settings pointing at ``target`` (a file, a DSN, a
   folder or URL) as ``lore migrate --from/--to`` names it; other settings (index name,
   API keys, fusion) are kept.
+- ``event_store_of(settings)``: the backend's own store of retrieval events, opened
+  without an embedder (``lore events``), or None when it keeps none.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Protocol
 
 from lore.config import LoreSettings
 from lore.errors import EmbeddingError
-from lore.protocols import Embedder, StoringBackend, Vectors
+from lore.protocols import Embedder, EventStore, StoringBackend, Vectors
 
 
 class BackendModule(Protocol):
@@ -33,6 +35,8 @@ class BackendModule(Protocol):
     def stored_embedder_of(self, settings: LoreSettings) -> tuple[str, int] | None: ...
 
     def at_location(self, target: str, settings: LoreSettings) -> LoreSettings: ...
+
+    def event_store_of(self, settings: LoreSettings) -> EventStore | None: ...
 
 
 class StoredVectorsEmbedder:

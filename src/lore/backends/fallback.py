@@ -14,10 +14,12 @@ for it. A refused query (``QueryError``) is the caller's mistake, never a reason
 the fallback.
 
 The fallback is the embedded SQLite index that ``lore sync`` keeps in step with the
-primary (``lore.backends.mirror``). It is searched by keywords alone: during an outage it
-must answer at once, without waiting on a query embedding. Both sides are opened on first
-use (``LazyRetriever``), so a primary that is down when the process starts is retried
-rather than fatal, and a fallback file that was never synced is never created by a search.
+primary (``lore.backends.mirror``); ``lore.resolve.retriever_with_fallback`` builds the
+pair from ``[fallback]``, and everything here takes instances. It is searched by keywords
+alone: during an outage it must answer at once, without waiting on a query embedding.
+Both sides are opened on first use (``LazyRetriever``), so a primary that is down when
+the process starts is retried rather than fatal, and a fallback file that was never
+synced is never created by a search.
 """
 
 from __future__ import annotations
@@ -31,10 +33,9 @@ from typing import Protocol, runtime_checkable
 
 from lore.access import AccessFilter
 from lore.breaker import CircuitBreaker, StateListener
-from lore.config import LoreSettings
-from lore.errors import BackendUnavailableError, ConfigError, QueryError, RetrievalError
+from lore.errors import BackendUnavailableError, QueryError, RetrievalError
 from lore.models import SearchMode
-from lore.protocols import Embedder, KnowledgeIndex, KnowledgeRetriever, Retrieval
+from lore.protocols import KnowledgeRetriever, Retrieval
 
 logger = logging.getLogger(__name__)
 
@@ -242,88 +243,9 @@ class FallbackRetriever:
                 side.close()
 
 
-# -- wiring from settings ----------------------------------------------------------------
-
-
-def fallback_settings(settings: LoreSettings) -> LoreSettings:
-    """Settings that open the ``[fallback]`` index as the backend (its path relative to
-    lore.toml, like ``db_path``); everything else (fusion, boosts, embedder) as configured."""
-    if settings.fallback is None:
-        raise ConfigError("no [fallback] table is configured")
-    return settings.model_copy(
-        update={"backend": settings.fallback.backend, "db_path": settings.fallback.db_path, "fallback": None}
-    )
-
-
-def _open_fallback(settings: LoreSettings, embedder: Embedder) -> KnowledgeRetriever:
-    from lore.resolve import backend_module
-
-    module = backend_module(settings.backend)
-    missing = module.missing_index(settings)
-    if missing is not None:
-        # Never created by a search: an empty fallback would answer "nothing found".
-        raise BackendUnavailableError(f"the fallback index was never synced ({missing})")
-    return module.from_settings(settings, embedder)
-
-
-def _open_primary(settings: LoreSettings, embedder: Embedder) -> KnowledgeRetriever:
-    from lore.resolve import primary_retriever
-
-    retriever = primary_retriever(settings, embedder)
-    if retriever is None:
-        raise ConfigError('backend "none" has no index to fall back from')
-    return retriever
-
-
-def _log_state(engine: str) -> StateListener:
+def log_state(engine: str) -> StateListener:
     def log(state: str) -> None:
         level = logging.INFO if state == "closed" else logging.WARNING
         logger.log(level, "circuit breaker of the primary index (%s) is now %s", engine, state)
 
     return log
-
-
-def retriever_with_fallback(
-    settings: LoreSettings,
-    embedder: Embedder,
-    *,
-    primary: KnowledgeRetriever | None = None,
-    fallback: KnowledgeRetriever | None = None,
-    on_state_change: StateListener | None = None,
-) -> FallbackRetriever:
-    """The configured backend (``primary`` when it is already open, else opened on first
-    use) and the ``[fallback]`` index (``fallback``, likewise) behind a breaker configured
-    by ``[fallback]``.
-    ``on_state_change`` is also told every breaker transition (metrics)."""
-    config = settings.fallback
-    if config is None:
-        raise ConfigError("no [fallback] table is configured")
-    fallback_config = fallback_settings(settings)
-    breaker = CircuitBreaker(
-        failures=config.failures,
-        latency_budget_s=config.latency_budget_ms / 1000.0,
-        cooldown_s=config.cooldown_s,
-        on_state_change=_log_state(settings.backend),
-    )
-    if on_state_change is not None:
-        breaker.on_state_change(on_state_change)
-    if primary is None:
-        primary = LazyRetriever(
-            lambda: _open_primary(settings, embedder), engine=settings.backend, degraded=embedder.degraded
-        )
-    lazy = None
-    if fallback is None:
-        fallback = lazy = LazyRetriever(
-            lambda: _open_fallback(fallback_config, embedder),
-            engine=config.backend,
-            degraded=embedder.degraded,
-        )
-    held = fallback
-
-    def updated() -> str | None:
-        from lore.sync import LAST_SYNC_KEY  # only when the fallback answers: sync is a big import
-
-        opened = lazy.opened if lazy is not None else held
-        return opened.get_state(LAST_SYNC_KEY) if isinstance(opened, KnowledgeIndex) else None
-
-    return FallbackRetriever(primary, fallback, breaker, fallback_updated=updated)

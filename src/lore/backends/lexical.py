@@ -289,7 +289,7 @@ def identifier_share(text: str) -> float:
 @cache
 def english_analyzer() -> tantivy.TextAnalyzer:
     """Stemmed English words: the analyzer of these terms and of the SQLite full-text
-    index's text fields (``fulltext_terms.analyzers``), so both meet the same words."""
+    index's text fields (``fulltext_analysis.analyzers``), so both meet the same words."""
     return (
         tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
         .filter(tantivy.Filter.remove_long(40))

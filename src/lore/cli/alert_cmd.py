@@ -129,11 +129,11 @@ def alert_command(
 def _lookup(current: LoreSettings, embedder: Embedder, arguments: dict[str, Any]) -> AlertResult:
     from lore.alerts.tool import RunbookForAlert
     from lore.protocols import KnowledgeIndex
-    from lore.tool.core import KnowledgeSearch
+    from lore.resolve import knowledge_search
 
     retriever = _open_retriever(current, embedder)
     try:
-        tool = RunbookForAlert(KnowledgeSearch(retriever, settings=current))
+        tool = RunbookForAlert(knowledge_search(current, retriever))
         return asyncio.run(tool.run(arguments, principal=local_user(os_user())))
     finally:
         if isinstance(retriever, KnowledgeIndex):

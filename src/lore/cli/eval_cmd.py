@@ -21,7 +21,8 @@ from typing import Annotated, Any
 import typer
 
 from lore.chunking import Chunker
-from lore.cli.app import app, console, settings, state
+from lore.cli.app import console
+from lore.cli.eval_app import ConfigOption, JsonOption, check_not_empty, close, eval_app, eval_settings
 from lore.cli.eval_progress import EvalProgress, run_modes
 from lore.config import LoreSettings, SourceConfig
 from lore.errors import ConfigError, DatasetError
@@ -47,16 +48,10 @@ from lore.models import Chunk, Document, SearchMode, SyncReport
 from lore.priority import source_weights
 from lore.protocols import Embedder, KnowledgeIndex, KnowledgeRetriever, KnowledgeSource, Reranker
 from lore.rerankers import resolve_reranker
-from lore.resolve import backend_module, open_backend, resolve_embedder
+from lore.resolve import open_backend, resolve_embedder, scratch_index, settings_chunker
 from lore.safety.secrets import redact_document
 from lore.sources import build_source, source_configs
 from lore.sync import sync_sources
-
-eval_app = typer.Typer(
-    help="Measure retrieval quality: BEIR benchmarks, golden sets, synthetic golden sets.",
-    no_args_is_help=True,
-)
-app.add_typer(eval_app, name="eval")
 
 #: Display order of modes, whatever order a backend declares them in.
 _MODE_ORDER = [SearchMode.BM25.value, SearchMode.VECTOR.value, SearchMode.HYBRID.value, RERANK_MODE]
@@ -71,24 +66,10 @@ ModeOption = Annotated[
         "default: every mode offered.",
     ),
 ]
-JsonOption = Annotated[Path | None, typer.Option("--json", help="Write the metrics as JSON to this file.")]
 RunOutOption = Annotated[
     Path | None, typer.Option("--run-out", help="Write one TREC run file per mode into this directory.")
 ]
 DepthOption = Annotated[int, typer.Option("--depth", min=10, max=200, help="Documents ranked per query.")]
-ConfigOption = Annotated[
-    Path | None, typer.Option("--config", "-c", help="lore.toml to read (same as `lore --config`).")
-]
-
-
-def _settings(config: Path | None) -> LoreSettings:
-    """``--config`` given after the subcommand works like ``lore --config``."""
-    if config is not None:
-        state.config_file = config
-        state.settings = None
-    return settings()
-
-
 def _ordered(modes: Sequence[str]) -> list[str]:
     return sorted(
         modes, key=lambda mode: _MODE_ORDER.index(mode) if mode in _MODE_ORDER else len(_MODE_ORDER)
@@ -107,12 +88,6 @@ def _outputs(run: EvalRun, json_out: Path | None, run_out: Path | None, doc_id: 
     if run_out is not None:
         written = write_run_files(run_out, run, doc_id)
         console.print(f"run files written: {', '.join(str(path) for path in written)}", highlight=False)
-
-
-def _close(backend: Any) -> None:
-    close = getattr(backend, "close", None)
-    if callable(close):
-        close()
 
 
 # -- lore eval beir -----------------------------------------------------------------------
@@ -137,8 +112,7 @@ def _beir_paths(
 def _chunker(current: LoreSettings, embedder: Embedder) -> Chunker:
     """Cut exactly as ``lore sync`` cuts, by the real embedder behind a query cache (its
     tokenizer counts for the chunker), so an index shared with sync is never re-chunked."""
-    model = embedder.inner if isinstance(embedder, QueryVectorCache) else embedder
-    return Chunker.for_embedder(model, max_tokens=current.chunk_tokens, overlap_tokens=current.chunk_overlap)
+    return settings_chunker(current, embedder.inner if isinstance(embedder, QueryVectorCache) else embedder)
 
 
 async def _index_corpus(
@@ -190,17 +164,15 @@ def beir_command(
     """Evaluate on a BEIR benchmark, every judged query in every mode.
 
     The benchmark's corpus is indexed with the configured embedder first."""
-    current = _settings(config)
+    current = eval_settings(config)
     paths = _beir_paths(dataset, split, corpus, queries, qrels)
     questions = load_beir_queries(paths)[:limit]
     name = dataset.name if dataset is not None else paths.corpus.parent.name
     with tempfile.TemporaryDirectory(prefix="lore-beir-") as scratch:
         db_path = index_path if index_path is not None else Path(scratch) / "beir.db"
         db_path.parent.mkdir(parents=True, exist_ok=True)
-        # The benchmark index is always embedded SQLite: it must never land in a shared server index.
-        beir_settings = current.model_copy(update={"backend": "sqlite", "db_path": db_path.resolve()})
         cache = QueryVectorCache(resolve_embedder(current))
-        backend = backend_module("sqlite").from_settings(beir_settings, cache)
+        backend = scratch_index(current, db_path, cache)
         try:
             # Settings mistakes surface before the expensive indexing, not after it.
             reranker = resolve_reranker(current)
@@ -226,7 +198,7 @@ def beir_command(
                     )
                 )
         finally:
-            _close(backend)
+            close(backend)
     console.print(
         f"indexed {report.seen} documents ({report.chunks_embedded} chunks embedded, "
         f"{report.chunks_reused} reused) in {report.seconds:.1f}s",
@@ -254,16 +226,6 @@ def _sync_first(current: LoreSettings, backend: Any, embedder: Embedder, progres
         )
     if report.failures:
         console.print(f"[yellow]sync: {len(report.failures)} documents failed; see `lore sync`[/yellow]")
-
-
-def _check_not_empty(current: LoreSettings, backend: Any) -> None:
-    """An unsynced index would score zero everywhere: say so instead."""
-    if not isinstance(backend, KnowledgeIndex) or not current.sources:
-        return  # a retrieval-only backend: its contents are not ours to list
-    if not any(backend.held(config.name) for config in current.sources):
-        raise ConfigError(
-            "the index holds no document of the configured sources: run `lore sync` or pass --sync"
-        )
 
 
 @eval_app.command("golden")
@@ -294,7 +256,7 @@ def golden_command(
     config: ConfigOption = None,
 ) -> None:
     """Evaluate a golden set against the configured index."""
-    current = _settings(config)
+    current = eval_settings(config)
     questions = load_golden_set(golden_set)
     if not any(question.targets for question in questions):
         # Every metric would read 0.0000 and look like a broken index.
@@ -316,7 +278,7 @@ def golden_command(
             if sync:
                 _sync_first(current, backend, cache, progress)
             else:
-                _check_not_empty(current, backend)
+                check_not_empty(current, backend)
             run = asyncio.run(
                 run_modes(
                     progress,
@@ -331,7 +293,7 @@ def golden_command(
                 )
             )
     finally:
-        _close(backend)
+        close(backend)
     _outputs(run, json_out, run_out, lambda uri: uri.replace(" ", "%20"))
     if write_baseline_to is not None:
         command = shlex.join(["lore", *sys.argv[1:]]) if sys.argv else "lore eval golden"
@@ -414,7 +376,7 @@ def generate_command(
     """Write a synthetic golden set: an LLM asks one question per sampled chunk.
 
     The chunk's document is the expected answer. Chunks are cut exactly as sync cuts them."""
-    current = _settings(config)
+    current = eval_settings(config)
     sources = _generation_sources(current, corpus, source_name)
     chunker = _chunker(current, resolve_embedder(current))
     chunks = sample_chunks(asyncio.run(_chunks_of(sources, chunker)), sample, seed=seed)

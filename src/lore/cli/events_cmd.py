@@ -16,7 +16,7 @@ from lore.cli.app import app, say, settings
 from lore.cli.search_cmd import terminal_safe
 from lore.errors import ConfigError
 from lore.events.record import EventQuery, RetrievalEvent, parse_since
-from lore.events.stores import configured_event_store
+from lore.resolve import configured_event_store
 
 events_app = typer.Typer(
     help="Retrieval events: what each search returned (the analytics record).",

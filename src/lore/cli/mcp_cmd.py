@@ -83,7 +83,7 @@ def mcp_command(
 
 
 def _serve(current: LoreSettings, embedder: Embedder, *, http: bool, port: int) -> None:
-    from lore.tool.core import build_knowledge_search
+    from lore.resolve import build_knowledge_search
 
     audit = None
     if http:

@@ -22,16 +22,10 @@ from lore.backends import StoredVectorsEmbedder
 from lore.cli.app import app, console, settings
 from lore.config import LoreSettings
 from lore.errors import ConfigError
-from lore.models import SOURCE_LABEL
+from lore.models import CHUNKING_STATE_KEY, EMBEDDER_STATE_KEY, LAST_SYNC_KEY, SOURCE_LABEL
 from lore.protocols import KnowledgeIndex, StoringBackend
-from lore.resolve import BACKENDS, RETRIEVAL_ONLY, backend_module, retrieval_only_refusal
-from lore.sync import (
-    CHUNKING_STATE_KEY,
-    EMBEDDER_STATE_KEY,
-    LAST_SYNC_KEY,
-    resume_token_key,
-    source_stats_key,
-)
+from lore.resolve import BACKENDS, RETRIEVAL_ONLY, backend_module, retrieval_only_refusal, shown_location
+from lore.sync import resume_token_key, source_stats_key
 
 #: ``--from`` / ``--to`` schemes: the backends' names.
 KINDS = tuple(BACKENDS)
@@ -55,8 +49,7 @@ class Location:
         return cls(kind, target)
 
     def __str__(self) -> str:
-        # A DSN may hold a password: name only the scheme for PostgreSQL.
-        return "pgvector:<dsn>" if self.kind == "pgvector" else f"{self.kind}:{self.target}"
+        return shown_location(self.kind, self.target)
 
 
 @dataclass(frozen=True, slots=True)

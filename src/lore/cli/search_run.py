@@ -133,9 +133,8 @@ def _open_retriever(current: LoreSettings, embedder: Embedder) -> KnowledgeRetri
 
 
 def _index_is_empty(retriever: KnowledgeRetriever, current: LoreSettings) -> bool:
-    # Imported here: lore.sync brings the chunker and the sources, which a search never needs.
+    from lore.models import LAST_SYNC_KEY
     from lore.protocols import KnowledgeIndex
-    from lore.sync import LAST_SYNC_KEY
 
     if not isinstance(retriever, KnowledgeIndex):
         return False  # a retrieval-only service: its emptiness is not ours to judge
@@ -145,8 +144,8 @@ def _index_is_empty(retriever: KnowledgeRetriever, current: LoreSettings) -> boo
 
 
 def _empty_index_message(retriever: KnowledgeRetriever) -> str:
+    from lore.models import LAST_SYNC_KEY
     from lore.protocols import KnowledgeIndex
-    from lore.sync import LAST_SYNC_KEY
 
     if isinstance(retriever, KnowledgeIndex) and retriever.get_state(LAST_SYNC_KEY) is not None:
         # "run lore sync first" to someone who just did sends them round in a circle
@@ -218,7 +217,8 @@ def _search(
     meanwhile: Sequence[Callable[[], object]] = (),
 ) -> ToolResult:
     from lore.protocols import Closing
-    from lore.tool.core import KnowledgeSearch
+    from lore.resolve import knowledge_search
+    from lore.tool import core  # noqa: F401  (timed here: the safety chain's imports)
 
     startup_trace.mark("tool core imported")
     retriever = _open_retriever(current, embedder)
@@ -229,7 +229,7 @@ def _search(
             arguments["top_k"] = count
         if labels:
             arguments["labels"] = labels
-        tool = KnowledgeSearch(retriever, settings=current)
+        tool = knowledge_search(current, retriever)
         startup_trace.mark("tool built")
         while_loading(warming, meanwhile)
         try:

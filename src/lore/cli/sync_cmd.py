@@ -34,14 +34,23 @@ from lore.cli.app import app, console, err_console, say, settings
 from lore.cli.history_view import history_json, history_table, run_line, schedule_columns
 from lore.config import LoreSettings, SourceConfig
 from lore.errors import ConfigError, LoreError
-from lore.models import IndexedDocument, RunTrigger, SourceRun, SyncReport, Visibility, utc
+from lore.models import (
+    EMBEDDER_STATE_KEY,
+    LAST_SYNC_KEY,
+    IndexedDocument,
+    RunTrigger,
+    SourceRun,
+    SyncReport,
+    Visibility,
+    utc,
+)
 from lore.protocols import KnowledgeIndex, RunHistory
-from lore.resolve import is_retrieval_only, open_for_inspection
+from lore.resolve import fallback_settings, is_retrieval_only, open_for_inspection
 from lore.schedule import Scheduler, cadence
 from lore.schedule_cadence import format_every
 from lore.schedule_history import last_source_runs
 from lore.sources import source_configs
-from lore.sync import EMBEDDER_STATE_KEY, LAST_SYNC_KEY, run_sync, source_stats_key
+from lore.sync import run_sync, source_stats_key
 
 
 class _SourceLines:
@@ -412,8 +421,6 @@ def status_command() -> None:
 
 def _fallback_line(current: LoreSettings, configs: list[SourceConfig]) -> str:
     """Where the ``[fallback]`` index is, what it holds and when sync last wrote it."""
-    from lore.backends.fallback import fallback_settings
-
     where = fallback_settings(current)
     what = f"{where.backend} at {where.resolve_path(where.db_path)}"
     try:

@@ -1,7 +1,8 @@
 """``lore eval verdict``: how good the "no matching knowledge" verdict is on golden sets.
 
-Registered on ``lore eval`` by ``lore.cli.eval_cmd``. Each question runs once, as the
-agent tool runs it (hybrid, ``top_k`` from the settings); see ``lore.eval.verdict``.
+Registered on ``lore eval`` (``lore.cli.eval_app``) when ``lore.cli.eval_cmd`` imports it.
+Each question runs once, as the agent tool runs it (hybrid, ``top_k`` from the settings);
+see ``lore.eval.verdict``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import typer
 from rich.table import Table
 
 from lore.cli.app import console
-from lore.cli.eval_cmd import ConfigOption, JsonOption, _check_not_empty, _close, _settings, eval_app
+from lore.cli.eval_app import ConfigOption, JsonOption, check_not_empty, close, eval_app, eval_settings
 from lore.confidence import Confidence
 from lore.errors import ConfigError
 from lore.eval.datasets import SPLITS, load_golden_set
@@ -45,16 +46,16 @@ def verdict_command(
         raise ConfigError(f"--split must be one of {', '.join(SPLITS)}, got {split!r}")
     if min_confidence not in ("low", "medium", "high"):
         raise ConfigError(f"--min-confidence must be low, medium or high, got {min_confidence!r}")
-    current = _settings(config)
+    current = eval_settings(config)
     questions = [q for path in golden_sets for q in load_golden_set(path) if split in (None, q.split)]
     backend = open_backend(current, resolve_embedder(current))
     if backend is None or not isinstance(backend, KnowledgeRetriever):
         raise ConfigError(f"backend {current.backend!r} cannot answer searches")
     try:
-        _check_not_empty(current, backend)
+        check_not_empty(current, backend)
         judged = asyncio.run(judge(backend, questions, top_k=current.top_k, weights=source_weights(current)))
     finally:
-        _close(backend)
+        close(backend)
     result = report(judged, Confidence(min_confidence))
     table = Table(title=f"'none' verdict (min_confidence {min_confidence}, split {split or 'all'})")
     table.add_column("figure")

@@ -192,7 +192,10 @@ def compiled_parts(model_dir: Path, model_xml: Path, spec: Pipeline) -> tuple[An
     if openvino_runtime.query_weights() == "int8":
         from lore.embedders.query_weights import int8_model
 
-        model_xml = int8_model(model_xml, tokenizer, spec) or model_xml
+        def encode(compiled: Any, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+            return QueryEncoder(tokenizer, compiled, spec, len(texts)).encode(texts)
+
+        model_xml = int8_model(model_xml, encode) or model_xml
     return tokenizer, openvino_runtime.compile_model(model_xml)
 
 

@@ -28,15 +28,18 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
-
-if TYPE_CHECKING:
-    from lore.embedders.local_query import Pipeline
+import numpy.typing as npt
 
 logger = logging.getLogger(__name__)
+
+#: How the caller embeds texts as queries with a compiled model (``local_query``'s
+#: encoder, passed in so the probes are embedded exactly as a server's queries are).
+Encode = Callable[[Any, Sequence[str]], npt.NDArray[np.float32]]
 
 #: The folder beside the converted model.xml that holds its int8 copy.
 FOLDER = "query-int8"
@@ -51,7 +54,7 @@ _PROBES = [
 ]
 
 
-def int8_model(model_xml: Path, tokenizer: Any, spec: Pipeline) -> Path | None:
+def int8_model(model_xml: Path, encode: Encode) -> Path | None:
     """The int8 copy of ``model_xml`` (made and checked on first use), or None when there
     is none to use: the caller then compiles ``model_xml`` itself."""
     folder = model_xml.parent / FOLDER
@@ -64,7 +67,7 @@ def int8_model(model_xml: Path, tokenizer: Any, spec: Pipeline) -> Path | None:
         logger.info("query model in float32: int8 weights need NNCF (pip install 'lore-sre[serve]')")
         return None
     try:
-        return _make(model_xml, folder, tokenizer, spec)
+        return _make(model_xml, folder, encode)
     except OSError as err:  # an unwritable cache: float32, and the same try next start
         logger.info("query model in float32: cannot keep its int8 copy in %s (%s)", folder, err)
         return None
@@ -104,11 +107,10 @@ def _read_verdict(folder: Path) -> dict[str, Any] | None:
     return found if isinstance(found, dict) else None
 
 
-def _make(model_xml: Path, folder: Path, tokenizer: Any, spec: Pipeline) -> Path | None:
+def _make(model_xml: Path, folder: Path, encode: Encode) -> Path | None:
     nncf = _import_nncf()
 
     from lore.embedders import openvino_runtime
-    from lore.embedders.local_query import QueryEncoder
 
     openvino = openvino_runtime._runtime()
     core = openvino.Core()
@@ -120,11 +122,8 @@ def _make(model_xml: Path, folder: Path, tokenizer: Any, spec: Pipeline) -> Path
         openvino.save_model(compressed, str(staging / model_xml.name))
         config = openvino_runtime.COMPILE_CONFIG
         # The probes embedded as queries are: the same encoder, once per copy.
-        probes = len(_PROBES)
-        full = QueryEncoder(tokenizer, core.compile_model(str(model_xml), "CPU", config), spec, probes)
-        small_model = core.compile_model(str(staging / model_xml.name), "CPU", config)
-        small = QueryEncoder(tokenizer, small_model, spec, probes)
-        full_vectors, small_vectors = full.encode(_PROBES), small.encode(_PROBES)
+        full_vectors = encode(core.compile_model(str(model_xml), "CPU", config), _PROBES)
+        small_vectors = encode(core.compile_model(str(staging / model_xml.name), "CPU", config), _PROBES)
         norms = np.linalg.norm(full_vectors, axis=1) * np.linalg.norm(small_vectors, axis=1)
         cosine = float(np.min(np.sum(full_vectors * small_vectors, axis=1) / norms))
         accepted = cosine >= MIN_COSINE

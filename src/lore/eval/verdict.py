@@ -16,10 +16,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lore.confidence import Confidence, QueryJudge, best, clears, passage_confidence, probability
+from lore.confidence import Confidence, best, clears, passage_confidence, probability
 from lore.eval.datasets import EvalQuery
 from lore.eval.metrics import rank_documents
 from lore.models import Passage, SearchMode
+from lore.named import QueryJudge
 from lore.priority import Weights, prioritised
 from lore.priority import depth as priority_depth
 from lore.protocols import KnowledgeRetriever, retrieve_passages

@@ -22,9 +22,8 @@ from lore.access import Principal, tenant_of
 from lore.config import LoreSettings
 from lore.errors import LoreError
 from lore.events.record import Correlation, EventHit, RetrievalEvent, new_id
-from lore.events.stores import event_store_for
 from lore.events.timing import Timing
-from lore.protocols import EventStore, KnowledgeRetriever
+from lore.protocols import EventStore, EventStoring, KnowledgeRetriever
 from lore.safety.audit import AuditEntry
 
 logger = logging.getLogger(__name__)
@@ -169,10 +168,12 @@ def _close_at_exit(ref: weakref.ref[EventRecorder]) -> None:
 
 
 def recorder_for(settings: LoreSettings, retriever: KnowledgeRetriever) -> EventRecorder:
+    """A recorder into the retriever's own event store (``EventStoring``), or none. What a
+    ``KnowledgeSearch`` built without one records into; ``lore.resolve.recorder_for`` also
+    gives a backend without a store of its own its sidecar file."""
     events = settings.events
-    return EventRecorder(
-        event_store_for(settings, retriever), capacity=events.queue_size, retention_days=events.retention_days
-    )
+    store = retriever.event_store() if events.enabled and isinstance(retriever, EventStoring) else None
+    return EventRecorder(store, capacity=events.queue_size, retention_days=events.retention_days)
 
 
 def event_of_call(

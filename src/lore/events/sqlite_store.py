@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
+from lore.backends.read_only_file import connect_read_only
 from lore.errors import IndexingError
 from lore.events.record import AlertSuggestion, EventQuery, Feedback, RetrievalEvent, dumps
 from lore.migrations import Migration, UserVersion, migrate, schema
@@ -112,8 +113,6 @@ class SqliteEventStore:
 
     def _open(self) -> sqlite3.Connection:
         if self._read_only is not None:
-            from lore.backends.sqlite.readonly import connect_read_only
-
             return connect_read_only(self._path)
         if self._sidecar:
             self._path.parent.mkdir(parents=True, exist_ok=True)

@@ -21,7 +21,8 @@ from google.genai import types
 
 from lore.access import local_user
 from lore.config import LoreSettings
-from lore.tool.core import KnowledgeSearch, build_knowledge_search
+from lore.resolve import build_knowledge_search
+from lore.tool.core import KnowledgeSearch
 
 
 # Why not ADK's VertexAiSearchTool: it is model built-in grounding. The model retrieves

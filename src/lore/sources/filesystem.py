@@ -27,23 +27,19 @@ from datetime import UTC, date, datetime
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from pydantic import ConfigDict, Field
-
-from lore.config import LoreSettings, SourceConfig
+from lore.config import LoreSettings
 from lore.errors import ConfigError, ExtractionError, SourceError
-from lore.extract import CONVERTED_SUFFIXES, EXTRACTION_VERSION, TEXT_MEDIA_TYPES, extract
-from lore.extract import MEDIA_TYPES as CONVERTED_MEDIA_TYPES
+from lore.extract import CONVERTED_SUFFIXES, EXTRACTION_VERSION, extract
 from lore.models import LABEL_VALUE_SEPARATOR, Document, SourceFailure, SourceItem, Visibility, utc
+from lore.source_tables import DEFAULT_EXCLUDE as DEFAULT_EXCLUDE
+from lore.source_tables import DEFAULT_INCLUDE as DEFAULT_INCLUDE
+from lore.source_tables import MEDIA_TYPES as MEDIA_TYPES
+from lore.source_tables import FilesystemSourceConfig as FilesystemSourceConfig
 from lore.sources.git_times import last_commit_times
 from lore.sources.names import escape_name, not_text_reason
 
 if TYPE_CHECKING:
     from pathspec import GitIgnoreSpec
-
-#: Text formats, then the ones lore.extract converts to Markdown (.pdf, .docx, .html, .htm).
-MEDIA_TYPES: dict[str, str] = {**TEXT_MEDIA_TYPES, **CONVERTED_MEDIA_TYPES}
-DEFAULT_INCLUDE = tuple(f"**/*{suffix}" for suffix in MEDIA_TYPES)
-DEFAULT_EXCLUDE = (".git/", "**/node_modules/")
 
 #: Front-matter keys read as the document's last change, most specific first.
 UPDATED_KEYS = ("updated", "last_updated", "date", "last_reviewed")
@@ -74,22 +70,7 @@ def too_large(size: int, limit: int) -> str:
     return f"file is {size:,} bytes, over this source's max_file_bytes ({limit:,})"
 
 
-class FilesystemSourceConfig(SourceConfig):
-    """A ``[[sources]]`` table of ``type = "filesystem"``; any other key is refused."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    #: Optional here so that ``lore sources`` can list the table; sync refuses it.
-    path: Path | None = None
-    include: list[str] = Field(default_factory=lambda: list(DEFAULT_INCLUDE))
-    exclude: list[str] = Field(default_factory=lambda: [".git/**", "**/node_modules/**"])
-    max_file_bytes: int = Field(default=2_000_000, gt=0)
-
-    def location(self, settings: LoreSettings) -> str | None:
-        return str(settings.resolve_path(self.path)) if self.path is not None else None
-
-
-#: What ``lore.sources`` validates a filesystem table with.
+#: The model of its tables (``lore.source_tables``), where callers have always found it.
 CONFIG_MODEL = FilesystemSourceConfig
 
 

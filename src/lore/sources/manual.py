@@ -9,12 +9,8 @@ from __future__ import annotations
 
 from lore.config import LoreSettings
 from lore.models import Visibility
-from lore.sources.stored import StoredDocument, StoredSource, StoredSourceConfig, slugify
-
-
-class ManualSourceConfig(StoredSourceConfig):
-    """``[[sources]]`` of ``type = "manual"``: ``path`` defaults to ``<data dir>/manual/<name>``."""
-
+from lore.source_tables import ManualSourceConfig as ManualSourceConfig
+from lore.sources.stored import StoredDocument, StoredSource, slugify
 
 CONFIG_MODEL = ManualSourceConfig
 

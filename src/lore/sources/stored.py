@@ -27,11 +27,10 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ConfigDict
 
-from lore.config import LoreSettings, SourceConfig
 from lore.errors import DocumentError, SourceError
 from lore.models import Document, SourceFailure, SourceItem, Visibility, utc
+from lore.source_tables import StoredSourceConfig as StoredSourceConfig
 
 #: Slugs are file names and uri paths: lower-case letters, digits, dots, dashes.
 _UNSAFE = re.compile(r"[^a-z0-9._-]+")
@@ -79,22 +78,6 @@ def remove_durably(path: Path) -> bool:
         return False
     fsync_dir(path.parent)
     return True
-
-
-class StoredSourceConfig(SourceConfig):
-    """``[[sources]]`` of type upload or manual: where the files live, else the data dir."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    path: Path | None = None
-
-    def folder(self, settings: LoreSettings, kind: str) -> Path:
-        if self.path is not None:
-            return settings.resolve_path(self.path)
-        return settings.resolved_data_dir() / kind / self.name
-
-    def location(self, settings: LoreSettings) -> str | None:
-        return str(self.folder(settings, self.type))
 
 
 @dataclass(frozen=True)

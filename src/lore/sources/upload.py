@@ -23,7 +23,8 @@ from pathlib import Path, PurePosixPath
 from lore.config import LoreSettings
 from lore.errors import UploadRefused
 from lore.models import Visibility
-from lore.sources.stored import StoredDocument, StoredSource, StoredSourceConfig, slugify, write_atomic
+from lore.source_tables import UploadSourceConfig as UploadSourceConfig
+from lore.sources.stored import StoredDocument, StoredSource, slugify, write_atomic
 from lore.text_blocks import markdown_title
 
 #: Suffix -> the kind of upload it is; its content must show it (``lore.extract``).
@@ -73,10 +74,6 @@ def extract(data: bytes, filename: str) -> Extraction:
     if title is None and found.media_type == "text/markdown":
         title = markdown_title(found.markdown)
     return Extraction(found.markdown, title, found.media_type)
-
-
-class UploadSourceConfig(StoredSourceConfig):
-    """``[[sources]]`` of ``type = "upload"``: ``path`` defaults to ``<data dir>/upload/<name>``."""
 
 
 CONFIG_MODEL = UploadSourceConfig

@@ -27,7 +27,7 @@ from pathlib import Path, PurePosixPath
 from lore import __version__
 from lore.errors import SourceError
 from lore.models import SOURCE_TYPE_LABEL, Document, SourceFailure, Visibility
-from lore.sources import VAULT_NAME, VAULT_TYPE
+from lore.source_tables import VAULT_NAME, VAULT_TYPE
 from lore.sources.filesystem import FilesystemSource, decode_text
 from lore.vault import RELEASED, playbooks_root
 

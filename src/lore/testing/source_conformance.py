@@ -35,7 +35,7 @@ Optional capabilities are class attributes the subclass sets, never probed:
 - ``visibility_configurable = False``: the source fixes its own visibility (the built-in
   playbook pack), so ``source(None)`` is never asked for; its visibility must be declared.
 
-Each test syncs into a real SQLite index with the counting test embedder (the ``index``
+Each test syncs into a real embedded (SQLite) index with the counting test embedder (the ``index``
 and ``embedder`` fixtures, which a subclass may override).
 """
 
@@ -48,8 +48,8 @@ from typing import Protocol
 
 import pytest
 
-from lore.backends.sqlite import SqliteBackend
 from lore.chunking import Chunker
+from lore.config import LoreSettings
 from lore.errors import VisibilityError
 from lore.models import (
     SOURCE_LABEL,
@@ -60,7 +60,8 @@ from lore.models import (
     Tombstone,
     Visibility,
 )
-from lore.protocols import CompleteListing, KnowledgeSource
+from lore.protocols import CompleteListing, KnowledgeSource, StoringBackend
+from lore.resolve import scratch_index
 from lore.sync import resume_token_key, sync_sources
 from lore.testing.embedders import CountingEmbedder
 
@@ -122,8 +123,9 @@ class SourceConformance:
         return CountingEmbedder()
 
     @pytest.fixture
-    def index(self, tmp_path: Path, embedder: CountingEmbedder) -> Iterator[SqliteBackend]:
-        backend = SqliteBackend(tmp_path / "conformance-index" / "lore.db", embedder)
+    def index(self, tmp_path: Path, embedder: CountingEmbedder) -> Iterator[StoringBackend]:
+        # The embedded default backend, as the composition root builds it.
+        backend = scratch_index(LoreSettings(), tmp_path / "conformance-index" / "lore.db", embedder)
         yield backend
         backend.close()
 
@@ -176,7 +178,7 @@ class SourceConformance:
         assert after[seeded.uri(edited)].updated_at == seeded.updated_at(edited)
 
     async def test_one_unreadable_document_costs_only_itself(
-        self, seeded: SourceUpstream, index: SqliteBackend, embedder: CountingEmbedder, chunker: Chunker
+        self, seeded: SourceUpstream, index: StoringBackend, embedder: CountingEmbedder, chunker: Chunker
     ) -> None:
         seeded.put_unreadable("broken.md")
         source = seeded.source()
@@ -222,7 +224,7 @@ class SourceConformance:
         assert later.resume_token() not in (None, token)
 
     async def test_a_failed_listing_prunes_nothing_and_keeps_the_token(
-        self, seeded: SourceUpstream, index: SqliteBackend, embedder: CountingEmbedder, chunker: Chunker
+        self, seeded: SourceUpstream, index: StoringBackend, embedder: CountingEmbedder, chunker: Chunker
     ) -> None:
         """Also for complete sources: what a source does not list after an error stays."""
         source = seeded.source()
@@ -241,7 +243,7 @@ class SourceConformance:
     # -- visibility and forgetting -------------------------------------------------------
 
     async def test_undeclared_visibility_is_refused_before_the_index_is_touched(
-        self, seeded: SourceUpstream, index: SqliteBackend, embedder: CountingEmbedder, chunker: Chunker
+        self, seeded: SourceUpstream, index: StoringBackend, embedder: CountingEmbedder, chunker: Chunker
     ) -> None:
         if not self.visibility_configurable:
             assert seeded.source().visibility is not None
@@ -254,7 +256,7 @@ class SourceConformance:
         assert embedder.document_calls == 0
 
     async def test_a_deleted_document_is_unretrievable_after_the_next_sync(
-        self, seeded: SourceUpstream, index: SqliteBackend, embedder: CountingEmbedder, chunker: Chunker
+        self, seeded: SourceUpstream, index: StoringBackend, embedder: CountingEmbedder, chunker: Chunker
     ) -> None:
         first = await sync_sources([seeded.source()], index, embedder, chunker)
         assert first.ok, first.failures
@@ -270,7 +272,7 @@ class SourceConformance:
         assert seeded.uri("disk-full.md") not in {passage.uri for passage in gone}
 
     async def test_a_complete_listing_of_an_incremental_source_prunes_what_it_lacks(
-        self, seeded: SourceUpstream, index: SqliteBackend, embedder: CountingEmbedder, chunker: Chunker
+        self, seeded: SourceUpstream, index: StoringBackend, embedder: CountingEmbedder, chunker: Chunker
     ) -> None:
         """No token (here: the stored one reset to empty, which sync passes as None): the
         source lists everything and says so, and sync prunes the document it no longer has."""

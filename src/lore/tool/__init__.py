@@ -1,4 +1,5 @@
-"""The ``knowledge_search`` tool every entry point (MCP, adapters, HTTP, CLI) wraps.
+"""The ``knowledge_search`` tool every entry point (MCP, adapters, HTTP, CLI) wraps
+(``lore.resolve.build_knowledge_search`` builds the configured one).
 
 The names below load ``lore.tool.core`` on first use (PEP 562), not with the package: a
 cold ``lore search`` reads ``lore.tool.limits`` first and starts loading the query model
@@ -19,7 +20,6 @@ if TYPE_CHECKING:
         ToolMetadata,
         ToolPassage,
         ToolResult,
-        build_knowledge_search,
     )
 
 __all__ = [
@@ -30,7 +30,6 @@ __all__ = [
     "ToolMetadata",
     "ToolPassage",
     "ToolResult",
-    "build_knowledge_search",
 ]
 
 

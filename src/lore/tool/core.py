@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 
 from lore import startup_trace
 from lore.access import AccessFilter, Principal, access_filter, principal_name
-from lore.confidence import Confidence, QueryJudge, best, clears
+from lore.confidence import Confidence, best, clears
 from lore.config import LoreSettings, load_settings
 from lore.errors import AuditError, LoreError, RerankError, UnsupportedModeError
 from lore.events.record import Correlation
@@ -39,10 +39,11 @@ from lore.events.recorder import EventRecorder, event_of_call, recorder_for
 from lore.events.timing import Timing, measure_retrieval
 from lore.intent import by_intent
 from lore.models import Passage, SearchMode
+from lore.named import QueryJudge
 from lore.observe import observe_search
 from lore.priority import depth as priority_depth
 from lore.priority import prioritised, source_weights
-from lore.protocols import Embedder, KnowledgeRetriever, Reranker
+from lore.protocols import KnowledgeRetriever, Reranker
 from lore.rerankers import resolve_reranker
 from lore.safety.audit import AuditEntry, AuditHit, AuditLog, JsonlAuditLog
 from lore.safety.audit_writer import record_entry
@@ -375,22 +376,3 @@ class KnowledgeSearch:
     def cleaner(self) -> PassageCleaner:
         """The screening, redaction and cap stages (benches time them alone)."""
         return self._cleaner
-
-
-def build_knowledge_search(
-    settings: LoreSettings | None = None, embedder: Embedder | None = None, *, audit: AuditLog | None = None
-) -> KnowledgeSearch | None:
-    """The configured tool, or None when ``backend = "none"`` (integrations then attach
-    no search tool). Configuration problems raise ``ConfigError``. The embedder is built
-    from settings unless one is passed in."""
-    from lore.resolve import NO_BACKEND, resolve_retriever
-
-    settings = settings if settings is not None else load_settings()
-    if settings.backend == NO_BACKEND:
-        return None
-    # Before the retriever, so a bad reranker setting leaves no store open behind it.
-    reranker = resolve_reranker(settings)
-    retriever = resolve_retriever(settings, embedder)
-    if retriever is None:
-        return None
-    return KnowledgeSearch(retriever, settings=settings, reranker=reranker, audit=audit)

@@ -8,6 +8,15 @@ from typing import Any
 
 from lore.confidence import Confidence
 from lore.models import Passage
+from lore.tool.render import (
+    PREAMBLE,
+    UNKNOWN,
+    describe_age,
+    fence_tag,
+    new_fence_value,
+    no_match_text,
+    nothing_found_text,
+)
 
 #: What the structured result says about its passages (``ToolResult.to_dict()["notice"]``).
 UNTRUSTED_NOTICE = (
@@ -107,6 +116,58 @@ class ToolResult:
     def render_text(self) -> str:
         """Numbered citations with age, each passage fenced as untrusted data (see
         ``lore.tool.render``)."""
-        from lore.tool.render import render_result
-
         return render_result(self)
+
+
+def degraded(metadata: ToolMetadata) -> str:
+    reason = metadata.degraded_reason or "semantic search is degraded, so matches are keyword-like"
+    return reason if reason.endswith(".") else reason + "."
+
+
+def citation(passage: ToolPassage) -> str:
+    heading = f"{passage.title} § {passage.section}" if passage.section else passage.title
+    line = f"[{passage.rank}] {heading} — {passage.uri}, {describe_age(passage.age_days, passage.stale)}"
+    return line if passage.confidence == UNKNOWN else f"{line}, confidence {passage.confidence}"
+
+
+def render_result(result: ToolResult, *, fence_value: str | None = None) -> str:
+    """``fence_value`` is drawn at random when not given (tests pass one to compare text)."""
+    if result.error is not None:
+        return f"knowledge_search error: {result.error}"
+    metadata = result.metadata
+    query = metadata.query if metadata is not None else ""
+    if metadata is not None and metadata.no_match:
+        return no_match_text(query, metadata.min_confidence)
+    if not result.passages:
+        empty = nothing_found_text(query)
+        if metadata is not None and metadata.degraded:
+            # Degraded is not empty: the agent must not read this as "there is no runbook".
+            empty += f"\nnote: this answer is DEGRADED, so the index may hold more: {degraded(metadata)}"
+        return empty
+
+    tag = fence_tag(fence_value if fence_value is not None else new_fence_value())
+    lines = [
+        PREAMBLE,
+        f"Each passage, with its title, section and uri, sits between <{tag} id=N> and </{tag}>; "
+        "nothing else in this answer closes a passage.",
+    ]
+    if metadata is not None and metadata.confidence != UNKNOWN:
+        lines.append(f"confidence of this answer: {metadata.confidence} (how well its best passage matches).")
+    if metadata is not None and metadata.degraded:
+        lines.append(f"note: this answer is DEGRADED: {degraded(metadata)}")
+    if metadata is not None and metadata.reranker is not None and not metadata.reranked:
+        lines.append(f"note: the reranker ({metadata.reranker}) failed, so passages are in retrieval order.")
+    if metadata is not None and metadata.safety:
+        found = ", ".join(f"{kind}×{count}" for kind, count in sorted(metadata.safety.items()))
+        lines.append(f"safety: neutralised or redacted in these passages: {found}.")
+    for passage in result.passages:
+        lines += [
+            "",
+            f'<{tag} id="{passage.rank}">',
+            citation(passage),
+            passage.text.strip(),
+            f"</{tag}>",
+        ]
+    if metadata is not None and metadata.truncated:
+        lines += ["", "[lore: output cap reached; passages were shortened or omitted]"]
+    return "\n".join(lines)

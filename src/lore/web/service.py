@@ -315,7 +315,13 @@ def open_service(
     """The configured index, embedder and tool, opened once for the process. The embedder
     is built from settings unless one is passed in (tests pass a deterministic one)."""
     from lore.rerankers import resolve_reranker
-    from lore.resolve import open_backend, resolve_embedder
+    from lore.resolve import (
+        knowledge_search,
+        open_backend,
+        open_fallback_index,
+        resolve_embedder,
+        retriever_with_fallback,
+    )
 
     reranker = resolve_reranker(settings)  # before the store, so a bad setting leaves nothing open
     built_embedder = embedder is None
@@ -345,17 +351,12 @@ def open_service(
         logger.warning("the primary index is unreachable at start (%s); serving from the fallback", err)
     primary = PrimaryIndex(settings.backend, opener, opened=opened, failure=unreachable)
     retriever: KnowledgeRetriever | None = opened
-    fallback = fallback_retriever = None
-    if settings.fallback is not None:
-        from lore.backends.fallback import LazyRetriever, fallback_settings, retriever_with_fallback
-
-        # Written by every sync and upload; searched while the backend is unreachable.
-        fallback = open_backend(fallback_settings(settings), queries)
-        lazy = retriever if retriever is not None else LazyRetriever(
-            primary.open, engine=settings.backend, degraded=embedder.degraded
-        )
+    # Written by every sync and upload; searched while the backend is unreachable.
+    fallback = open_fallback_index(settings, queries)
+    fallback_retriever = None
+    if fallback is not None:
         retriever = fallback_retriever = retriever_with_fallback(
-            settings, embedder, primary=lazy, fallback=fallback
+            settings, embedder, primary=opened, open_primary=primary.open, fallback=fallback
         )
         if unreachable is not None:
             fallback_retriever.primary_unreachable(str(unreachable))
@@ -363,7 +364,7 @@ def open_service(
             breaker = fallback_retriever.breaker
             primary.when_open(lambda _backend: breaker.record_success())
     assert retriever is not None
-    search = KnowledgeSearch(retriever, settings=settings, reranker=reranker, audit=audit_log(settings))
+    search = knowledge_search(settings, retriever, reranker=reranker, audit=audit_log(settings))
     return Service(
         settings,
         primary,

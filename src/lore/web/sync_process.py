@@ -222,8 +222,7 @@ def run_job(job: SyncJob, stopping: threading.Event, writers: list[IndexWriter])
     """The service's sync as its own process runs it: same index, embedder, sources and
     pipeline; ``stopping`` stops it at the next document. The writer is appended to
     ``writers``, whose ``last_run`` then holds the run's record however it ended."""
-    from lore.backends.fallback import fallback_settings
-    from lore.resolve import open_backend, resolve_embedder
+    from lore.resolve import open_backend, open_fallback_index, resolve_embedder
     from lore.schedule import StopAware  # the stop check `lore sync --watch` uses too
     from lore.web.writer import IndexWriter
 
@@ -233,7 +232,7 @@ def run_job(job: SyncJob, stopping: threading.Event, writers: list[IndexWriter])
     backend = open_backend(settings, embedder)
     if backend is None:
         raise LoreError('backend is "none": there is no index to sync')
-    fallback = open_backend(fallback_settings(settings), embedder) if settings.fallback is not None else None
+    fallback = open_fallback_index(settings, embedder)
     try:
         writer = IndexWriter(settings, embedder, lambda: backend, fallback)
         writers.append(writer)

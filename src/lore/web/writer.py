@@ -12,15 +12,14 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from lore.backends.mirror import MirroredIndex
-from lore.chunking import Chunker
 from lore.config import LoreSettings
 from lore.errors import ConfigError
-from lore.models import RunRecord, RunTrigger, SyncReport
-from lore.protocols import Embedder, KnowledgeIndex, KnowledgeSource, StoringBackend
+from lore.models import CHUNKING_STATE_KEY, RunRecord, RunTrigger, SyncReport
+from lore.protocols import Embedder, KnowledgeSource, StoringBackend
+from lore.resolve import mirrored_index, settings_chunker
 from lore.schedule_history import RunRecorder
 from lore.sources import build_source
-from lore.sync import CHUNKING_STATE_KEY, check_sources, ingest_signature, sync_sources
+from lore.sync import check_sources, ingest_signature, sync_sources
 from lore.sync_pipeline import SyncProgress
 from lore.web.managed import ManagedSources
 
@@ -42,9 +41,7 @@ class IndexWriter:
         self._backend = backend
         self.fallback = fallback
         self.sources = ManagedSources(settings)
-        self.chunker = Chunker.for_embedder(
-            embedder, max_tokens=settings.chunk_tokens, overlap_tokens=settings.chunk_overlap
-        )
+        self.chunker = settings_chunker(settings, embedder)
         #: The record of the last run ``sync`` finished, however it ended.
         self.last_run: RunRecord | None = None
 
@@ -78,9 +75,7 @@ class IndexWriter:
         """``sources`` through the sync pipeline, on the calling thread (its own event loop)."""
         check_sources(sources)
         backend = self._backend()
-        target: KnowledgeIndex = backend
-        if self.fallback is not None:
-            target = MirroredIndex(backend, self.fallback)
+        target = mirrored_index(backend, self.fallback)
         # Recorded like every other sync, so `lore sync --history`, the schedule and
         # /metrics (the last successful sync per source) see the service's runs too.
         recorder = RunRecorder(RunTrigger.SERVICE)

@@ -16,7 +16,7 @@ from lore.backends.elasticsearch.backend import ElasticsearchBackend
 from lore.backends.elasticsearch.dialect import Connection, dialect_for
 from lore.config import ElasticsearchSettings, LoreSettings
 from lore.errors import ConfigError
-from lore.protocols import Embedder
+from lore.protocols import Embedder, EventStore
 
 
 def _secret(settings: LoreSettings, value: str | None, file: Path | None, name: str) -> str | None:
@@ -108,6 +108,10 @@ def at_location(target: str, settings: LoreSettings) -> LoreSettings:
     return settings.model_copy(update={"backend": backend, "elasticsearch": es})
 
 
+def event_store_of(settings: LoreSettings) -> EventStore | None:
+    return None  # no store of its own: lore.resolve gives its events a sidecar file
+
+
 if TYPE_CHECKING:  # mypy checks this module against what commands call on every backend
     import lore.backends.elasticsearch as _this
     from lore.backends import BackendModule
@@ -118,6 +122,7 @@ __all__ = [
     "ElasticsearchBackend",
     "at_location",
     "connection_of",
+    "event_store_of",
     "from_settings",
     "missing_index",
     "stored_embedder_of",

@@ -15,9 +15,10 @@ from lore.backends.pgvector import bm25
 from lore.backends.pgvector.backend import PgVectorBackend
 from lore.config import LoreSettings
 from lore.errors import ConfigError
-from lore.protocols import Embedder
+from lore.protocols import Embedder, EventStore
 
-__all__ = ["PgVectorBackend", "at_location", "from_settings", "missing_index", "stored_embedder_of"]
+__all__ = ["PgVectorBackend", "at_location",
+    "event_store_of", "from_settings", "missing_index", "stored_embedder_of"]
 
 
 def from_settings(settings: LoreSettings, embedder: Embedder) -> PgVectorBackend:
@@ -54,6 +55,13 @@ def stored_embedder_of(settings: LoreSettings) -> tuple[str, int] | None:
 
 def at_location(target: str, settings: LoreSettings) -> LoreSettings:
     return settings.model_copy(update={"backend": "pgvector", "pg_dsn": SecretStr(target)})
+
+
+def event_store_of(settings: LoreSettings) -> EventStore | None:
+    """The event tables in the index's database, opened without an embedder."""
+    from lore.backends.pgvector.events import PgEventStore
+
+    return PgEventStore.from_settings(settings)
 
 
 if TYPE_CHECKING:  # mypy checks this module against what commands call on every backend

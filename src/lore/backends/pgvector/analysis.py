@@ -7,7 +7,7 @@ words dropped, stemmed) depends on that token alone, and for ASCII text both tok
 have an exact Python equivalent (the simple tokenizer splits at every character that is
 not alphanumeric, ``[A-Za-z0-9]`` in ASCII; the identifier tokenizer's ``\\w`` is
 ``[A-Za-z0-9_]`` in ASCII for Rust's regex as for Python's). The texts the fields are given
-(``fulltext_terms.field_texts``) add to the chunk the words of its CamelCase names and the
+(``fulltext_analysis.field_texts``) add to the chunk the words of its CamelCase names and the
 names inside its compounds, and every one of those rules looks at one run of token
 characters (``[\\w.\\-:/@]``) at a time (``lexical.camel_words``, ``sub_identifiers``). So a
 chunk is cut into those runs by one regex pass, and each distinct run is analysed once,
@@ -28,8 +28,8 @@ from itertools import chain
 from operator import attrgetter
 
 from lore.backends import lexical
-from lore.backends.sqlite.fulltext import field_terms as tantivy_field_terms
-from lore.backends.sqlite.fulltext import query_terms
+from lore.backends.fulltext_analysis import field_terms as tantivy_field_terms
+from lore.backends.fulltext_analysis import query_terms
 
 #: tantivy's simple tokenizer on ASCII text.
 _WORD = re.compile(r"[A-Za-z0-9]+")

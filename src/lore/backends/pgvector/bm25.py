@@ -2,7 +2,7 @@
 
 The embedded default ranks text with tantivy's BM25 over four fields (content: the chunk's
 title, section, body and path, English, stemmed; title and path again where they are
-names; ident: identifiers whole: ``lore.backends.sqlite.fulltext_terms``). This channel
+names; ident: identifiers whole: ``lore.backends.fulltext_analysis``). This channel
 keeps the same terms (``lore.backends.sqlite.fulltext.field_terms``, tantivy's own
 analyzers, so "KubeNodeNotReady" and "node not ready" meet the same chunks on both
 backends) and scores them with tantivy's formula, so the two backends rank alike:
@@ -44,8 +44,8 @@ except ImportError as err:  # pragma: no cover - exercised only without the extr
     raise MissingExtraError("pgvector", err.name or "psycopg") from err
 
 if TYPE_CHECKING:
-    from lore.backends.pgvector.schema import Tables
     from lore.backends.pgvector.statements import RowFilter
+    from lore.backends.pgvector.tables import Tables
 
 #: tantivy's BM25 constants (``tantivy::query::bm25``), so both backends score alike.
 K1 = 1.2
@@ -170,7 +170,7 @@ def weights(
 ) -> Weights | None:
     """The query's term weights from ``STATISTICS`` rows; None when nothing can match.
     ``identifiers``: each ``ident`` term with its weight against the identifier boost
-    (``fulltext_terms.ident_weights``: a plain word's exact form counts less)."""
+    (``fulltext_analysis.ident_weights``: a plain word's exact form counts less)."""
     found: dict[str, Sequence[int]] = {}
     width = len(FIELDS)
     total, lengths = 0, [0] * width

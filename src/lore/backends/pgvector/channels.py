@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from lore.backends.fulltext_analysis import ident_weights, query_terms
 from lore.backends.pgvector import bm25
 from lore.backends.pgvector.schema import Tables
 from lore.backends.pgvector.statements import PASSAGE_COLUMNS, RowFilter, vector_channel_statement
-from lore.backends.sqlite.fulltext import ident_weights, query_terms
 from lore.errors import MissingExtraError
 
 try:

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from lore.backends.fulltext_analysis import FULLTEXT_VERSION
 from lore.backends.pgvector.analysis import field_terms
 from lore.backends.pgvector.bm25 import FIELDS
 from lore.backends.pgvector.counting import SMALLINT_MAX, count
-from lore.backends.sqlite.fulltext import FULLTEXT_VERSION
 from lore.errors import MissingExtraError
 
 try:
@@ -29,7 +29,7 @@ except ImportError as err:  # pragma: no cover - exercised only without the extr
     raise MissingExtraError("pgvector", err.name or "psycopg") from err
 
 if TYPE_CHECKING:
-    from lore.backends.pgvector.schema import Tables
+    from lore.backends.pgvector.tables import Tables
 
 
 @dataclass(slots=True)

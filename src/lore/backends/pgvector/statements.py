@@ -15,7 +15,7 @@ import numpy.typing as npt
 
 from lore.access import AccessFilter
 from lore.backends import lexical
-from lore.backends.pgvector.schema import Tables
+from lore.backends.pgvector.tables import Tables
 from lore.errors import MissingExtraError
 from lore.models import SOURCE_LABEL, Chunk, Document, Passage, RunRecord, utc
 from lore.schedule_history import run_to_json

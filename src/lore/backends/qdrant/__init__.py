@@ -15,12 +15,13 @@ from lore.backends.qdrant.backend import QdrantBackend
 from lore.backends.qdrant.layout import LAYOUT_VERSION
 from lore.config import LoreSettings
 from lore.errors import ConfigError
-from lore.protocols import Embedder
+from lore.protocols import Embedder, EventStore
 
 __all__ = [
     "LAYOUT_VERSION",
     "QdrantBackend",
     "at_location",
+    "event_store_of",
     "from_settings",
     "missing_index",
     "stored_embedder_of",
@@ -72,6 +73,10 @@ def at_location(target: str, settings: LoreSettings) -> LoreSettings:
     else:
         where = {"qdrant_url": None, "qdrant_path": Path(target).resolve()}
     return settings.model_copy(update={"backend": "qdrant", **where})
+
+
+def event_store_of(settings: LoreSettings) -> EventStore | None:
+    return None  # no store of its own: lore.resolve gives its events a sidecar file
 
 
 if TYPE_CHECKING:  # mypy checks this module against what commands call on every backend

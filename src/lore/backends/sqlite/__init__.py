@@ -20,11 +20,13 @@ from lore.backends.sqlite.readonly import connect_read_only
 from lore.backends.sqlite.store import ChunkStore
 from lore.config import LoreSettings
 from lore.errors import ConfigError, IndexingError
-from lore.protocols import Embedder
+from lore.events.sqlite_store import SqliteEventStore
+from lore.protocols import Embedder, EventStore
 
 __all__ = [
     "SqliteBackend",
     "at_location",
+    "event_store_of",
     "from_settings",
     "missing_index",
     "read_stored_embedder",
@@ -60,6 +62,14 @@ def stored_embedder_of(settings: LoreSettings) -> tuple[str, int] | None:
 def at_location(target: str, settings: LoreSettings) -> LoreSettings:
     # Relative to where the command runs, as the user typed it, not to lore.toml.
     return settings.model_copy(update={"backend": "sqlite", "db_path": Path(target).resolve()})
+
+
+def event_store_of(settings: LoreSettings) -> EventStore | None:
+    """The index file's own event store, opened for ``lore events`` and ``lore feedback``."""
+    path = settings.resolve_path(settings.db_path)
+    if not path.is_file():
+        raise ConfigError(f"no index at {path}: run `lore sync` first")
+    return SqliteEventStore(path, fallback_read_only=True)
 
 
 def from_settings(settings: LoreSettings, embedder: Embedder) -> SqliteBackend:

@@ -2,7 +2,7 @@
 threshold, and each shard of it above (``fulltext_shards.py``).
 
 It holds derived data only (SQLite is the source of truth) and knows chunks by their
-SQLite rowid. What each field holds and how text is analysed is in ``fulltext_terms.py``.
+SQLite rowid. What each field holds and how text is analysed is in ``lore.backends.fulltext_analysis``.
 
 Queries are built from our own tokenisation (the same analyzers as the index) as term
 queries, never by handing user text to tantivy's query parser, so no query text can be
@@ -24,9 +24,10 @@ from pathlib import Path
 import tantivy
 
 from lore.access import AccessFilter
-from lore.backends.sqlite.fulltext_terms import (
+from lore.backends.fulltext_analysis import (
     ENGLISH_FIELDS,
     FIELD_ANALYZERS,
+    FULLTEXT_VERSION,
     IDENT_PATTERN,
     MAX_QUERY_TERMS,
     STEMMED,
@@ -59,11 +60,6 @@ __all__ = [
     "with_identifier_words",
 ]
 
-#: Bump when fields or analyzers change: the directory is then rebuilt from SQLite.
-#: 2: the ``access`` field; 3: CamelCase identifiers also indexed as their words;
-#: 4: the ``path`` field (the document's file name and folders), inner names of compounds;
-#: 5: one ``content`` field for the whole chunk, ``title`` and ``path`` only where they are names.
-FULLTEXT_VERSION = 5
 _MARKER = "lore-fulltext.json"
 #: Query terms whose presence one evidence search tells apart (``held_terms``): one bit
 #: each of a score that tantivy keeps as an f32, exact for integers below 2**24.

@@ -43,6 +43,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from lore.access import AccessFilter
+from lore.backends.fulltext_analysis import FullTextRow, chunk_terms
 from lore.backends.sqlite.fulltext import (
     FIELDS,
     FULLTEXT_VERSION,
@@ -54,7 +55,6 @@ from lore.backends.sqlite.fulltext import (
     unmark,
     weighted_tokens,
 )
-from lore.backends.sqlite.fulltext_terms import FullTextRow, chunk_terms
 from lore.errors import IndexingError
 
 _SET_MARKER = "lore-fulltext-shards.json"

@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from lore.backends.fulltext_analysis import FullTextRow
 from lore.backends.sqlite.fulltext_shards import FullText
-from lore.backends.sqlite.fulltext_terms import FullTextRow
 from lore.backends.sqlite.store import FULLTEXT_DELETED_KEY, ChunkStore, FullTextOp
 from lore.errors import IndexingError, LoreError, RetrievalError
 

@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from lore.backends.read_only_file import connect_read_only as connect_read_only
 from lore.backends.sqlite.schema import CHECKPOINT_PAGES, connect
 from lore.backends.sqlite.store import ChunkStore
 from lore.errors import DiskFullError, IndexingError
@@ -63,29 +64,6 @@ def open_connections(path: Path) -> tuple[ChunkStore, ChunkStore, str | None]:
         conn.close()
         raise
     return ChunkStore(conn), ChunkStore(reads), None
-
-
-def connect_read_only(path: Path) -> sqlite3.Connection:
-    """A connection that never writes a byte, not even ``-shm``; see the module docstring."""
-    uri = Path(path).resolve().as_uri()
-    try:
-        conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
-        conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
-        return conn
-    except sqlite3.Error as err:
-        first = err
-    wal = path.with_name(path.name + "-wal")
-    if wal.exists() and wal.stat().st_size > 0:
-        raise IndexingError(
-            f"cannot read the index database {path} without writing: {first}; its write-ahead log "
-            f"{wal} holds changes that only a writable open can apply"
-        ) from first
-    try:
-        conn = sqlite3.connect(f"{uri}?immutable=1", uri=True, isolation_level=None, check_same_thread=False)
-        conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
-        return conn
-    except sqlite3.Error as err:
-        raise IndexingError(f"cannot read the index database {path}: {err}") from err
 
 
 def _why_read_only(path: Path, err: IndexingError) -> str:

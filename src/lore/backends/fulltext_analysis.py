@@ -1,7 +1,8 @@
-"""What the SQLite backend's BM25 channel indexes and searches for: its analyzers, the
-text each field is given, the terms of a query, and the tantivy schema (``fulltext.py``
-holds one index, ``fulltext_shards.py`` a set of them; pgvector's postings reuse the
-analysis to rank exactly as tantivy does).
+"""The full-text analysis both BM25 channels share: the analyzers, the text each field is
+given, the terms of a query, and the tantivy schema. The SQLite backend indexes with it
+in tantivy (``sqlite/fulltext.py`` holds one index, ``sqlite/fulltext_shards.py`` a set of
+them); pgvector's postings (``pgvector/analysis.py``) reuse it to rank exactly as tantivy
+does. ``FULLTEXT_VERSION`` changes with it, and both rebuild what they derived.
 
 Fields:
 
@@ -38,6 +39,13 @@ from functools import cache, lru_cache
 import tantivy
 
 from lore.backends import lexical
+
+#: Bump when fields or analyzers change: the SQLite backend's directory is then rebuilt
+#: from SQLite, pgvector's postings recomputed.
+#: 2: the ``access`` field; 3: CamelCase identifiers also indexed as their words;
+#: 4: the ``path`` field (the document's file name and folders), inner names of compounds;
+#: 5: one ``content`` field for the whole chunk, ``title`` and ``path`` only where they are names.
+FULLTEXT_VERSION = 5
 
 STEMMED = "lore_en_stem"
 IDENT = "lore_ident"
