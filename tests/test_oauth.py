@@ -308,3 +308,18 @@ async def test_an_mcp_client_with_an_idp_token_sees_what_its_groups_allow(
             )
         assert refused.status_code == 401
         assert "resource_metadata=" in refused.headers["www-authenticate"]
+
+
+def test_the_documented_idp_examples_are_valid_settings() -> None:
+    """docs/service.md: every ``[serve.oauth]`` example parses as it stands."""
+    import re
+    import tomllib
+
+    from lore.config import OAuthSettings
+
+    text = (Path(__file__).parent.parent / "docs" / "service.md").read_text(encoding="utf-8")
+    blocks = [block for block in re.findall(r"```toml\n(.*?)```", text, re.S) if "[serve.oauth]" in block]
+    assert len(blocks) >= 4  # the reference and Okta, Entra ID, Keycloak
+    for block in blocks:
+        settings = OAuthSettings.model_validate(tomllib.loads(block)["serve"]["oauth"])
+        assert settings.resource == "https://lore.example.com/mcp"
