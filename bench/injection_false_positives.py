@@ -8,7 +8,7 @@ kind but the link/image/HTML-comment policy kinds, which fire on any outside URL
 comment by design), findings per kind, and a sample of the flagged lines (instruction-like
 first) so a reader can judge them.
 
-    PYTHONPATH=src .venv/bin/python bench/injection_false_positives.py [--sample 20]
+    PYTHONPATH=src .venv/bin/python bench/injection_false_positives.py [--sample 20] [--corpora DIR]
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from lore.safety.injection import screen_injections
 from lore.sources.filesystem import FilesystemSource
 
 SHARED_CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
+#: The example corpus shipped with lore, measured beside the shared ones.
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 #: Kinds that fire on every outside URL or HTML comment, by policy, not on wording.
 POLICY_KINDS = frozenset({"external_link", "external_image", "html_comment"})
 
@@ -52,9 +54,10 @@ def row(name: str, documents: int | None, counts: Counter[str]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sample", type=int, default=15, help="flagged lines to print")
+    parser.add_argument("--corpora", type=Path, default=SHARED_CORPORA, help="directory of corpora")
     args = parser.parse_args()
-    if not SHARED_CORPORA.is_dir():
-        print(f"skipped: {SHARED_CORPORA} is absent")
+    if not args.corpora.is_dir():
+        print(f"skipped: {args.corpora} is absent")
         return 0
 
     chunker = Chunker()
@@ -62,7 +65,8 @@ def main() -> int:
     kinds: Counter[str] = Counter()
     samples: list[tuple[bool, str]] = []
     totals = Counter[str]()
-    for root in sorted(path for path in SHARED_CORPORA.iterdir() if path.is_dir()):
+    roots = sorted(path for path in args.corpora.iterdir() if path.is_dir())
+    for root in [*roots, *([EXAMPLES] if EXAMPLES.is_dir() else [])]:
         docs = asyncio.run(documents(root))
         counts = Counter[str]()
         for document in docs:

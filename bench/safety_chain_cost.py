@@ -21,7 +21,11 @@ import sys
 import time
 from pathlib import Path
 
-SHARED_CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
+#: The corpora: ../shared/corpora, or the directory in LORE_BENCH_CORPORA (a worktree
+#: elsewhere than beside ../shared).
+SHARED_CORPORA = Path(
+    os.environ.get("LORE_BENCH_CORPORA") or Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
+)
 #: The script a round runs in (a wrapper may stand in for this file).
 _SCRIPT = __file__
 

@@ -1,4 +1,4 @@
-"""Check a user's install of lore: what `pip install lore` or `pip install 'lore[local]'` gives.
+"""Check a user's install of lore: what `pip install lore` or `pip install 'lore-sre[local]'` gives.
 
 Run it with the Python of a throwaway venv into which the package was installed the way a user
 installs it (not editable, no `[dev]`): `make check-install` does. It fails when a module that
@@ -25,6 +25,7 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+DISTRIBUTION = "lore-sre"
 CONFIG = REPO / "examples" / "lore.toml"
 QUERY = "etcd cluster has no leader, what do I do?"
 EXPECTED_HIT = "etcd"
@@ -54,7 +55,7 @@ NEEDS_EXTRA = {
     "lore.backends.qdrant.queries": "qdrant",
     "lore.backends.qdrant.reembed": "qdrant",
     "lore.embedders.openvino_runtime": "local",
-    "lore.embedders.openvino_torch": "local",
+    "lore.embedders.openvino_torch": "local-torch",
     "lore.integrations.adk": "adk",
     "lore.integrations.langchain": "langchain",
     "lore.mcp_server": "mcp",
@@ -144,7 +145,7 @@ def check_imports(extras: set[str]) -> list[str]:
         try:
             importlib.import_module(module.name)
         except Exception as err:  # any failure to import is the finding, reported in one line
-            needs = f"lore[{extra}]" if extra else "the base install"
+            needs = f"lore-sre[{extra}]" if extra else "the base install"
             failures.append(f"{module.name} ({needs}): {type(err).__name__}: {err}")
     print(f"check-install: imported {count - len(failures)}/{count} lore modules", flush=True)
     return failures
@@ -177,25 +178,55 @@ def user_environment(scratch: Path) -> dict[str, str]:
     return env
 
 
+#: What the default local install must not bring: PyTorch and its CUDA libraries
+#: (the model runs on OpenVINO), sentence-transformers, transformers.
+HEAVY = ("torch", "sentence-transformers", "transformers", "triton")
+#: The default local install's size on disk must stay under this (PyTorch alone is ~1 GB).
+LOCAL_BUDGET_BYTES = 1 << 30
+
+
+def check_distribution(extras: set[str]) -> None:
+    """The installed distribution is lore's, under the name its metadata declares, and
+    the default local install is small and CPU-only by what it declares."""
+    from importlib import metadata
+
+    name = metadata.metadata(DISTRIBUTION)["Name"]
+    if name != DISTRIBUTION:
+        raise CheckFailed(f"the installed distribution is named {name!r}, not {DISTRIBUTION!r}")
+    installed = {(dist.metadata["Name"] or "").lower() for dist in metadata.distributions()}
+    if "local" in extras:
+        heavy = sorted(n for n in installed if n in HEAVY or n.startswith(("nvidia-", "cuda-")))
+        if heavy:
+            raise CheckFailed(f"the default local install brought {', '.join(heavy)}")
+        files = (f for f in Path(sys.prefix).rglob("*") if f.is_file() and not f.is_symlink())
+        size = sum(f.stat().st_size for f in files)
+        print(f"check-install: {DISTRIBUTION}[local] is {size / 2**20:.0f} MiB on disk", flush=True)
+        if size > LOCAL_BUDGET_BYTES:
+            raise CheckFailed(f"the local install takes {size / 2**20:.0f} MiB, over 1 GiB")
+
+
 def check_main_job(extras: set[str], scratch: Path) -> None:
     env = user_environment(scratch)
     config = ["--config", str(CONFIG)]
     run_lore(["--help"], env)
+    version = run_lore(["--version"], env).stdout.strip()
+    if not version.startswith("lore ") or len(version.split()) != 2:
+        raise CheckFailed(f"`lore --version` printed {version!r}, not 'lore VERSION'")
     if "local" not in extras:
         refused = run_lore([*config, "sync"], env, expect_ok=False)
-        if refused.returncode != 2 or "lore[local]" not in refused.stderr:
+        if refused.returncode != 2 or "lore-sre[local]" not in refused.stderr:
             raise CheckFailed(
                 "on a base install, `lore sync` with the default embedder must exit 2 naming "
-                f"lore[local]; got exit {refused.returncode}:\n{refused.stderr}"
+                f"lore-sre[local]; got exit {refused.returncode}:\n{refused.stderr}"
             )
         env["LORE_EMBEDDER"] = "hashing"
         # what the other extras bring, asked for without them: one line naming the extra
         for extra, args, extra_env in REFUSED_WITHOUT_EXTRA:
             if extra not in extras:
                 refused = run_lore([*config, *args], {**env, **extra_env}, expect_ok=False)
-                if refused.returncode != 2 or f"lore[{extra}]" not in refused.stderr:
+                if refused.returncode != 2 or f"lore-sre[{extra}]" not in refused.stderr:
                     raise CheckFailed(
-                        f"without lore[{extra}], `lore {' '.join(args)}` must exit 2 naming it; "
+                        f"without lore-sre[{extra}], `lore {' '.join(args)}` must exit 2 naming it; "
                         f"got exit {refused.returncode}:\n{refused.stderr}"
                     )
     run_lore([*config, "sync"], env)
@@ -209,9 +240,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--extras", default="", help="comma-separated extras that were installed")
     options = parser.parse_args(argv)
     extras = {name.strip() for name in options.extras.split(",") if name.strip()}
-    label = f"lore[{','.join(sorted(extras))}]" if extras else "lore (base)"
+    label = f"lore-sre[{','.join(sorted(extras))}]" if extras else f"{DISTRIBUTION} (base)"
     try:
         print(f"check-install: {label} from {installed_lore()}", flush=True)
+        check_distribution(extras)
         failures = check_imports(extras)
         if failures:
             raise CheckFailed("modules that do not import:\n  " + "\n  ".join(failures))

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from mounts import mount_root, read_only_view, small_disk  # noqa: F401 (fixtures: a tmpfs, a read-only bind)
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 #: Real corpora and benchmarks live beside the checkout, never inside it.
 SHARED_ROOT = REPO_ROOT.parent / "shared"

@@ -20,7 +20,7 @@ def in_ci() -> bool:
 
 
 def _missing(module: str, extra: str) -> str:
-    return f"{module!r} is not installed (pip install 'lore[{extra}]')"
+    return f"{module!r} is not installed (pip install 'lore-sre[{extra}]')"
 
 
 def _fail_in_ci(module: str, extra: str) -> None:

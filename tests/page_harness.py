@@ -41,7 +41,6 @@ expect.set_options(timeout=15_000)
 
 CHROMIUM = Path(os.environ.get("LORE_TEST_CHROMIUM", "/usr/bin/chromium"))
 ROOT = Path(__file__).resolve().parents[1]
-IMAGES = ROOT / "docs" / "images"
 EXAMPLES = ROOT / "examples"
 LORE = Path(sys.executable).with_name("lore")
 DESKTOP: ViewportSize = {"width": 1280, "height": 900}

@@ -1,5 +1,5 @@
 """The CLI's one-line error is printed as written: rich must not read ``[local]`` in
-"pip install 'lore[local]'" as a markup tag and drop it."""
+"pip install 'lore-sre[local]'" as a markup tag and drop it."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def test_missing_extra_error_keeps_the_extra_name(
         lore.cli.main()
     assert exited.value.code == 2
     err = capsys.readouterr().err
-    assert "pip install 'lore[local]'" in err
+    assert "pip install 'lore-sre[local]'" in err
     assert err.count("\n") == 1
 
 
@@ -44,5 +44,5 @@ def test_lore_mcp_http_without_the_mcp_extra_is_one_line(
         lore.cli.main()
     assert exited.value.code == 2
     err = capsys.readouterr().err
-    assert "pip install 'lore[mcp]'" in err
+    assert "pip install 'lore-sre[mcp]'" in err
     assert "Traceback" not in err

@@ -63,3 +63,17 @@ def test_every_command_says_what_it_does_in_one_line() -> None:
             f"then a blank line, then the rest): {first!r}"
         )
     assert listed > 10
+
+
+def test_version_names_the_installed_distribution() -> None:
+    from importlib import metadata
+
+    from lore.errors import DISTRIBUTION
+
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0
+    try:
+        expected = metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:  # a source tree run without installing it
+        expected = "unknown"
+    assert result.output == f"lore {expected}\n"

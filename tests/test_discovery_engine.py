@@ -296,7 +296,7 @@ def test_without_google_auth_the_extra_is_named(
     fake: FakeDiscoveryEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, "google.auth", None)  # what a base install sees
-    with pytest.raises(MissingExtraError, match=r"lore\[discovery-engine\]"):
+    with pytest.raises(MissingExtraError, match=r"lore-sre\[discovery-engine\]"):
         from_settings(settings_for(fake))
 
 

@@ -398,7 +398,7 @@ def test_without_the_client_the_extra_is_named(
     product: str, module: str, extra: str, embedder: CountingEmbedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setitem(sys.modules, module, None)  # what a base install without the extra sees
-    with pytest.raises(MissingExtraError, match=rf"lore\[{extra}\]"):
+    with pytest.raises(MissingExtraError, match=rf"lore-sre\[{extra}\]"):
         ElasticsearchBackend(embedder, dialect_for(product), Connection(hosts=("http://127.0.0.1:9",)))
 
 

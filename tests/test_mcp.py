@@ -241,7 +241,9 @@ def test_without_the_mcp_extra_http_is_one_line_naming_it(config: Path) -> None:
     )
 
     assert result.returncode == 2, result.stderr
-    assert result.stderr == "error: this feature needs the optional package 'mcp': pip install 'lore[mcp]'\n"
+    assert result.stderr == (
+        "error: this feature needs the optional package 'mcp': pip install 'lore-sre[mcp]'\n"
+    )
 
 
 def rpc_line(server: subprocess.Popen[bytes], raw: bytes) -> dict[str, Any]:

@@ -15,7 +15,7 @@ def test_missing_extra_fails_under_ci(monkeypatch: pytest.MonkeyPatch, ci: str) 
     monkeypatch.setenv("CI", ci)
     with pytest.raises(pytest.fail.Exception, match=rf"CI=true and '{ABSENT}' is not installed"):
         require_extra(ABSENT, "qdrant")
-    with pytest.raises(pytest.fail.Exception, match=r"lore\[litellm\]"):
+    with pytest.raises(pytest.fail.Exception, match=r"lore-sre\[litellm\]"):
         needs_extra(ABSENT, "litellm")
 
 
@@ -25,7 +25,7 @@ def test_missing_extra_skips_elsewhere(monkeypatch: pytest.MonkeyPatch, ci: str 
         monkeypatch.delenv("CI", raising=False)
     else:
         monkeypatch.setenv("CI", ci)
-    with pytest.raises(pytest.skip.Exception, match=r"pip install 'lore\[qdrant\]'"):
+    with pytest.raises(pytest.skip.Exception, match=r"pip install 'lore-sre\[qdrant\]'"):
         require_extra(ABSENT, "qdrant")
     mark = needs_extra(f"{ABSENT}.child", "litellm")  # a dotted name whose parent is missing too
     assert mark.args == (True,)

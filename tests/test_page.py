@@ -15,7 +15,6 @@ import httpx
 # Playwright or chromium is missing.
 from page_harness import (
     DESKTOP,
-    IMAGES,
     PHONE,
     Browser,
     Page,
@@ -52,9 +51,6 @@ def test_sign_in_search_and_see_a_citation(page: Page, served_lore: ServedLore) 
     # The passage is rendered Markdown, not shown as its source.
     expect(first.locator(".passage").locator("p, table, pre, ul, ol").first).to_be_visible()
     expect(first.locator(".passage")).not_to_contain_text("## ")
-
-    IMAGES.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=IMAGES / "page-search.png")
 
     # The link to the source document opens it, rendered with its sections.
     first.get_by_role("link", name="Open source document").click()
@@ -391,8 +387,6 @@ def test_phone_width_has_no_horizontal_overflow(page: Page, served_lore: ServedL
     search(page, "kafka consumer lag keeps growing")
     expect(page.locator(".citation").first).to_be_visible()
     no_horizontal_overflow(page)
-    IMAGES.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=IMAGES / "page-phone.png")
     page.locator(".citation").first.get_by_role("link", name="Open source document").click()
     expect(page.locator("#doc-title")).to_be_visible()
     no_horizontal_overflow(page)

@@ -599,7 +599,7 @@ def test_litellm_needs_a_model_name() -> None:
 
 def test_litellm_missing_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "litellm", None)  # what an environment without it sees
-    with pytest.raises(MissingExtraError, match=r"lore\[litellm\]"):
+    with pytest.raises(MissingExtraError, match=r"lore-sre\[litellm\]"):
         resolve_embedder(LoreSettings(embedder="litellm", embedding_model="openai/fake-embed-small"))
 
 

@@ -204,8 +204,8 @@ def test_resolve_reranker_builds_http_and_checks_settings(server: RerankServer) 
 def tiny_cross_encoder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A randomly initialised one-layer BERT cross-encoder with a 20-word vocabulary:
     enough to run sentence-transformers' CrossEncoder end to end, nothing more."""
-    torch = require_extra("torch", "local")
-    transformers = require_extra("transformers", "local")
+    torch = require_extra("torch", "local-torch")
+    transformers = require_extra("transformers", "local-torch")
     directory = tmp_path_factory.mktemp("tiny-cross-encoder")
     words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     words += [

@@ -251,6 +251,7 @@ VENDOR_FIRES: list[tuple[str, str, str]] = [
     ("mailgun_key", "mailgun " + "key-" + _hex(32), _hex(32)),
     ("age_secret_key", "age " + "AGE-SECRET-KEY-1" + "Q" * 58, "Q" * 58),
     ("azure_client_secret", "app secret " + "abc" + "8Q~" + "x" * 34, "x" * 34),
+    ("lore_api_token", "my token " + "lore_" + "Ab3-_" * 8 + "xyz", "Ab3-_" * 8 + "xyz"),
     # detect-secrets' plugins
     ("stripe_key", "prod " + "sk_" + "live_" + "0" * 95, "0" * 95),  # widened past its 24 characters
     ("stripe_key", "restricted " + "rk_" + "live_" + "0" * 24, "0" * 24),
@@ -311,6 +312,7 @@ NEW_LOOK_ALIKES: list[str] = [
     "Use the sk- prefix; sk-proj-<your-key> goes in the vault, sk-ant-... likewise.",
     "AIza keys are restricted by HTTP referrer; npm_config_cache=/tmp/npm is a setting.",
     "hf_hub_download fetches a file; the key-value store and key-rotation-policy docs.",
+    "lore_serve, lore_token_create_with_a_name_that_is_long_enough and lore_" + "x" * 44 + " are not tokens.",
     "The ACCOUNT_SID starts with AC; SKU numbers and SG.1 are not keys.",
     "between 12:30:00 and 13:00:00; job 123456789:done",
     # command lines without a password on them
@@ -415,13 +417,18 @@ def test_new_cases_stay_redacted_once() -> None:
 
 
 def _every_rule_over_the_whole_text(text: str) -> tuple[str, Counter[str]]:
+    from lore.safety.secret_context import block_rules, context_rules, continuation
     from lore.safety.secret_rules import PRIVATE_KEY
+    from lore.safety.secrets import _betterleaks
 
     findings: Counter[str] = Counter()
     text = PRIVATE_KEY.apply(text, findings)
     for rule in REDACTOR._line_rules:
         text = rule.apply(text, findings)
-    return text, findings
+    for rule in [*context_rules(), *block_rules()]:
+        text = rule.apply(text, findings)
+    text = _betterleaks(continuation(text, findings), findings)
+    return REDACTOR._redact_escaped_lines(text, findings), findings
 
 
 def test_blocks_and_hints_only_skip_rules_that_could_not_match() -> None:

@@ -29,6 +29,7 @@ from lore.confidence import Confidence
 from lore.config import LoreSettings, SafetySettings, load_settings
 from lore.errors import BackendUnavailableError, ConfigError, QueryError
 from lore.models import SOURCE_TYPE_LABEL, Evidence, Passage, SearchMode, filter_terms, label_terms
+from lore.priority import depth as priority_depth
 from lore.protocols import Retrieval
 from lore.safety.audit import AuditEntry, AuditHit, JsonlAuditLog, MemoryAuditLog
 from lore.safety.cap import cap_passages, cap_text
@@ -143,7 +144,13 @@ def test_name_description_and_schema() -> None:
     assert INPUT_SCHEMA["required"] == ["query"]
     assert INPUT_SCHEMA["additionalProperties"] is False
     assert set(INPUT_SCHEMA["properties"]) == {
-        "query", "top_k", "source_type", "labels", "conversation_id", "message_id", "trace"
+        "query",
+        "top_k",
+        "source_type",
+        "labels",
+        "conversation_id",
+        "message_id",
+        "trace",
     }
     assert INPUT_SCHEMA["properties"]["top_k"]["minimum"] == 1
     assert INPUT_SCHEMA["properties"]["top_k"]["maximum"] == 50
@@ -212,11 +219,20 @@ async def test_defaults_and_filters_reach_the_retriever(tmp_path: Path) -> None:
         {"query": "etcd", "top_k": 2, "source_type": "git", "labels": {"service": "etcd"}},
         mode=SearchMode.BM25, principal=LOCAL,
     )
+    # A few more candidates than shown: the pack's priority (lore.priority) may let a team
+    # page just below the cut rise above one of the pack's.
+    weights = {"vault": 0.75}
     assert retriever.calls == [
-        {"query": "etcd quorum", "top_k": 5, "labels": None, "mode": None, "access": None},
+        {
+            "query": "etcd quorum",
+            "top_k": priority_depth(5, weights),
+            "labels": None,
+            "mode": None,
+            "access": None,
+        },
         {
             "query": "etcd",
-            "top_k": 2,
+            "top_k": priority_depth(2, weights),
             "labels": {"service": "etcd", "source_type": "git"},
             "mode": SearchMode.BM25,
             "access": None,
@@ -257,7 +273,7 @@ async def test_a_whole_float_top_k_is_what_the_schema_says_it_is(tmp_path: Path)
     search, retriever, _ = tool(tmp_path, [passage("x")])
     result = await search.run({"query": "etcd", "top_k": 2.0}, principal=LOCAL)
     assert result.error is None
-    assert retriever.calls[0]["top_k"] == 2
+    assert retriever.calls[0]["top_k"] == priority_depth(2, {"vault": 0.75})  # 2, and the pack's margin
     assert type(retriever.calls[0]["top_k"]) is int
 
 
@@ -367,7 +383,8 @@ async def test_render_text_numbers_citations_and_fences_passages(tmp_path: Path)
             passage("Check disk latency.", uri="runbooks/disk.md", section="", title="Disk", age_days=0),
         ],
     )
-    result = await search.run({"query": "etcd"}, principal=LOCAL)
+    # Not "etcd": a query naming runbooks/etcd.md would raise its confidence (lore.named).
+    result = await search.run({"query": "restore quorum"}, principal=LOCAL)
     text = result.render_text()
     # Provenance sits inside the fence with the text: a document's author writes it too.
     assert (
@@ -454,6 +471,20 @@ async def test_degraded_retriever_is_reported(tmp_path: Path) -> None:
     assert "DEGRADED" in result.render_text()
     assert "hashing" in result.render_text()
     assert result.to_dict()["metadata"]["degraded_reason"] == result.metadata.degraded_reason
+
+
+async def test_a_bm25_search_is_not_degraded_by_an_embedder_that_took_no_part(tmp_path: Path) -> None:
+    """The hashing embedder degrades hybrid and vector answers; BM25 never asks it."""
+    retriever = ListRetriever([passage("x")], degraded=True)
+    search = KnowledgeSearch(retriever, settings=settings(tmp_path), audit=MemoryAuditLog())
+    lexical = await search.run({"query": "x"}, principal=LOCAL, mode=SearchMode.BM25)
+    assert lexical.metadata is not None
+    assert lexical.metadata.degraded is False
+    assert lexical.metadata.degraded_reason is None
+    assert "DEGRADED" not in lexical.render_text()
+    hybrid = await search.run({"query": "x"}, principal=LOCAL, mode=SearchMode.HYBRID)
+    assert hybrid.metadata is not None
+    assert hybrid.metadata.degraded is True
 
 
 # -- errors ---------------------------------------------------------------------------------

@@ -110,3 +110,79 @@ def test_the_webhook_receiver_keeps_the_suggestion_per_fingerprint(served: Serve
         assert all(not g["uri"].endswith("node-not-ready.md") for g in hidden.json()["groups"])
     with served.client() as anonymous:
         assert anonymous.get("/v1/alerts/3f2a9c1b7e6d5a40").status_code == 401
+
+
+def _notification(alerts: list[dict[str, object]]) -> dict[str, object]:
+    return {"version": "4", "status": "firing", "receiver": "lore", "alerts": alerts}
+
+
+def _alert(name: str, fingerprint: str, summary: str) -> dict[str, object]:
+    return {
+        "status": "firing",
+        "labels": {"alertname": name, "severity": "critical"},
+        "annotations": {"summary": summary},
+        "fingerprint": fingerprint,
+    }
+
+
+def test_each_fingerprint_keeps_only_its_own_part_of_the_answer(served: Served) -> None:
+    """Issue 30, breach 5: one request of N alerts stored the whole N-alert answer under
+    each fingerprint (a 26 KB request stored 18.7 MB). Each now keeps its own part."""
+    alerts = [_alert("KubeNodeNotReady", "a0" * 8, "Node is not ready")]
+    alerts += [_alert(f"Filler{n}", f"{n:016x}", f"etcd quorum lost {n}") for n in range(1, 30)]
+    with served.client("admin") as admin:
+        answer = admin.post("/v1/alerts", json=_notification(alerts))
+    assert answer.status_code == 200, answer.text
+    store = served.service.search.events.store
+    assert store is not None
+    stored = {a["fingerprint"]: store.alert_suggestion(str(a["fingerprint"]), None) for a in alerts}
+    node = stored["a0" * 8]
+    assert node is not None
+    assert node.result["alerts"] == [a for a in answer.json()["alerts"] if a["fingerprint"] == "a0" * 8]
+    assert node.result["passages"]
+    assert node.result["passages"][0]["uri"].endswith("node-not-ready.md")
+    for part in stored.values():
+        assert part is not None
+        (own,) = part.result["alerts"]
+        for passage in part.result["passages"]:
+            assert passage["alerts"]
+            assert all(own["alertname"] in key for key in passage["alerts"])
+        ranks = [p["rank"] for p in part.result["passages"]]
+        assert ranks == list(range(1, len(ranks) + 1))
+        assert "Filler" not in part.result["metadata"]["query"] or own["alertname"].startswith("Filler")
+    # Before: 30 copies of the whole answer. Now each part is at most its own passages.
+    sizes = [len(json.dumps(part.result)) for part in stored.values() if part is not None]
+    assert max(sizes) < len(answer.content)
+    assert sum(sizes) < len(alerts) * len(answer.content) / 3, (sum(sizes), len(answer.content))
+    with served.client("viewer") as viewer:
+        kept = viewer.get("/v1/alerts/" + "a0" * 8).json()
+        assert kept["passages"][0]["uri"].endswith("node-not-ready.md")
+        assert kept["stored_by"] == "admin-1"  # whose answer it is: the latest poster's
+
+
+def test_alerts_per_request_are_capped_with_a_one_line_problem(served: Served) -> None:
+    from lore.alerts.parse import MAX_ALERTS
+
+    many = [_alert(f"Load{n}", f"{n:016x}", "disk full") for n in range(MAX_ALERTS + 1)]
+    with served.client("viewer") as viewer:
+        refused = viewer.post("/v1/alerts", json=_notification(many))
+        assert refused.status_code == 422, refused.text
+        assert refused.headers["content-type"].startswith("application/problem+json")
+        detail = refused.json()["detail"]
+        assert f"at most {MAX_ALERTS}" in detail
+        assert "max_alerts" in detail
+        assert "\n" not in detail
+        # the look-alike: a full notification at the cap is answered
+        assert viewer.post("/v1/alerts", json=_notification(many[:MAX_ALERTS])).status_code == 200
+
+
+def test_a_stored_part_is_bounded_in_bytes_lowest_ranks_dropped_first() -> None:
+    from lore.events.suggestions import bounded
+
+    passages = [{"rank": n, "uri": f"file://r/{n}.md", "text": "x" * 1000} for n in range(1, 11)]
+    result = {"passages": passages, "groups": [{"uri": "g", "ranks": [1, 9, 10]}], "metadata": {}}
+    kept = bounded(result, 4000)
+    assert [p["rank"] for p in kept["passages"]] == [1, 2, 3]
+    assert kept["groups"] == [{"uri": "g", "ranks": [1]}]
+    assert kept["metadata"]["result_count"] == 3
+    assert bounded(result, 1 << 20) is result  # within the bound: untouched

@@ -104,7 +104,7 @@ def test_serve_without_the_extra_is_one_line_naming_it(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert (
         result.stderr.strip()
-        == "error: this feature needs the optional package 'fastapi': pip install 'lore[serve]'"
+        == "error: this feature needs the optional package 'fastapi': pip install 'lore-sre[serve]'"
     )
 
 
@@ -158,6 +158,24 @@ def test_sigterm_stops_a_real_lore_serve_cleanly(tmp_path: Path) -> None:
     assert "viewer token for the demo (demo-viewer): lore_" in stderr
 
 
+def test_ctrl_c_stops_lore_serve_with_130_and_one_line(tmp_path: Path) -> None:
+    """Ctrl-C is SIGINT: a graceful stop like SIGTERM, but reported as every command
+    reports an interruption (uvicorn's loop used to swallow it: exit 0, nothing said)."""
+    config = write_config(tmp_path)
+    process, _ = start_serve(config)
+    try:
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=30) == 130
+        stderr = process.stderr.read() if process.stderr else ""
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert "Traceback" not in stderr
+    assert stderr.rstrip().splitlines()[-1] == "interrupted"
+    assert "lore: ready, the page is at http://127.0.0.1:" in stderr, "the address is said once it answers"
+
+
 def test_sigterm_during_a_sync_leaves_an_index_the_next_sync_completes(tmp_path: Path) -> None:
     config = write_config(tmp_path)
     many = tmp_path / "runbooks" / "many"
@@ -179,6 +197,47 @@ def test_sigterm_during_a_sync_leaves_an_index_the_next_sync_completes(tmp_path:
     status = lore(config, "status")
     assert status.returncode == 0, status.stderr
     assert "403" in status.stdout  # 400 pages and the three runbooks, all indexed
+
+
+def test_sigterm_with_a_write_waiting_stops_the_running_sync_at_a_document(tmp_path: Path) -> None:
+    """An edit waiting for the write lock is a request in flight, which uvicorn lets finish
+    before the lifespan (and its stop of the sync) ends: the sync must be stopped when the
+    signal arrives, not run to its end (before the fix it was recorded "ok")."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    config = write_config(tmp_path, extra="[vault]\nenabled = false\n")  # no scheduled run first
+    many = tmp_path / "runbooks" / "many"
+    many.mkdir()
+    for number in range(1500):
+        (many / f"page-{number}.md").write_text(f"# Page {number}\n\n" + f"Runbook words {number}. " * 150)
+    process, url = start_serve(config)
+    try:
+        with httpx.Client(base_url=url, timeout=300) as client, ThreadPoolExecutor(1) as pool:
+            headers = {"X-CSRF-Token": client.get("/v1/session").json()["csrf_token"]}
+            run_id = client.post("/v1/sync", json={}, headers=headers).json()["run_id"]
+            deadline = time.monotonic() + 60
+            while not client.get("/v1/sync").json()["running"]:
+                assert time.monotonic() < deadline, "the sync did not start"
+                time.sleep(0.02)
+            note = pool.submit(
+                client.post, "/v1/notes", json={"title": "waiting", "markdown": "a write behind the sync"},
+                headers=headers,
+            )  # fmt: skip
+            time.sleep(1.0)  # for the request to reach the server: it then waits for the lock
+            process.send_signal(signal.SIGTERM)
+            answered = note.result()
+        # Answered, not reset: written once the sync stopped (or refused, as a problem).
+        assert answered.status_code in (200, 201, 503), answered.text
+        assert process.wait(timeout=120) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    history = lore(config, "sync", "--history", "--json")
+    assert history.returncode == 0, history.stderr
+    run = next(run for run in json.loads(history.stdout) if run["run_id"] == run_id)
+    assert run["status"] == "failed", run
+    assert "stopped" in run["error"]
 
 
 # -- lore token --------------------------------------------------------------------------
@@ -266,3 +325,38 @@ def test_a_lost_server_secret_is_said_not_silently_replaced(tmp_path: Path) -> N
     assert not (tmp_path / "lore.db.data" / "server-secret").exists()
     assert lore(config, "token", "revoke", "ops").returncode == 0
     assert lore(config, "token", "create", "--role", "viewer", "--name", "bot").returncode == 0
+
+
+def test_what_lore_serve_and_sync_write_is_private_to_their_user(tmp_path: Path) -> None:
+    """Issue 30: the index, notes and uploads were written 0644 (tokens and the audit were
+    0600). Every file a real ``lore sync`` and ``lore serve`` write (SQLite's -wal and -shm,
+    tantivy's, a note's, an upload's) has no group or other permission bits; the
+    operator's own files (lore.toml, the runbooks folder) are left as they were."""
+    config = write_config(tmp_path)
+    before = {path: path.stat().st_mode for path in tmp_path.rglob("*")}
+    assert lore(config, "sync").returncode == 0
+    token = _token_of(config)
+    process, url = start_serve(config)
+    try:
+        with httpx.Client(base_url=url, timeout=30) as client:
+            client.headers["Authorization"] = "Bearer " + token
+            note = client.post("/v1/notes", json={"title": "private", "markdown": "kept private"})
+            assert note.status_code == 200, note.text
+            upload = client.post("/v1/documents", files={"file": ("u.md", b"# U\n\nuploaded\n")})
+            assert upload.status_code in (200, 201), upload.text
+    finally:
+        stop_with_sigterm(process)
+    written = [path for path in tmp_path.rglob("*") if path not in before]
+    names = {path.name for path in written}
+    assert {"lore.db", "tokens.json"} <= names, names
+    assert any(path.suffix == ".md" and "notes" in str(path) for path in written), names
+    assert any("tantivy" in str(path) for path in written), names
+    loose = [(str(path), oct(path.stat().st_mode)) for path in written if path.stat().st_mode & 0o077]
+    assert loose == []
+    assert {path: path.stat().st_mode for path in before} == before  # the operator's, untouched
+
+
+def _token_of(config: Path) -> str:
+    created = lore(config, "token", "create", "--role", "editor", "--name", "ed2")
+    assert created.returncode == 0, created.stderr
+    return next(word for word in (created.stdout + created.stderr).split() if word.startswith("lore_"))

@@ -15,6 +15,11 @@ features, all fitted on the calibration halves of the golden sets, answerable an
 no-answer questions together (``eval/calibrate_confidence.py`` prints the constants
 below; docs/quality.md, "Confidence"). A passage without evidence is ``unknown``, and
 an unknown never makes an answer ``none``: an absent signal is not "nothing relevant".
+
+A passage the query names (``lore.named``: an identifier of the query is its title, file
+name, ``alerts:`` entry or heading, or appears whole in its text) is raised to a floor
+(``NAMED_FLOOR``) and always clears the gate: a query of one identifier has almost no
+wording for the models to weigh, and withholding its runbook is the worst answer.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from lore.models import Passage
+from lore.named import Named, named, query_names
 
 #: Both channels ranking a passage this high or better counts as agreement.
 AGREEMENT_RANK = 10
@@ -134,3 +140,38 @@ def answer_confidence(passages: Sequence[Passage]) -> Confidence:
 def clears(confidence: Confidence, minimum: Confidence) -> bool:
     """Whether a verdict is at least ``minimum``; ``unknown`` always is (fail-open)."""
     return confidence is Confidence.UNKNOWN or _ORDER[confidence] >= _ORDER[minimum]
+
+
+#: The least confidence a named passage (``lore.named``) is given: its name is the page's
+#: or section's own name (medium), or appears whole in its text (low).
+NAMED_FLOOR: Mapping[Named, Confidence] = {Named.NAME: Confidence.MEDIUM, Named.MENTION: Confidence.LOW}
+
+
+def raised(confidence: Confidence, floor: Confidence | None) -> Confidence:
+    """``confidence``, at least ``floor`` (an ``unknown`` becomes the floor)."""
+    if floor is None:
+        return confidence
+    if confidence is Confidence.UNKNOWN:
+        return floor
+    return max(confidence, floor, key=_ORDER.__getitem__)
+
+
+class QueryJudge:
+    """The confidence of each passage of one query's answer, and whether the query names
+    it (such a passage is never withheld, whatever ``min_confidence`` says)."""
+
+    def __init__(self, query: str) -> None:
+        self._names = query_names(query)
+        self._named: dict[str, Named] = {}
+
+    def strength(self, passage: Passage) -> Named:
+        found = self._named.get(passage.chunk_id)
+        if found is None:
+            found = self._named[passage.chunk_id] = named(passage, self._names)
+        return found
+
+    def __call__(self, passage: Passage) -> Confidence:
+        return raised(passage_confidence(passage), NAMED_FLOOR.get(self.strength(passage)))
+
+    def anchored(self, passage: Passage) -> bool:
+        return bool(self.strength(passage))

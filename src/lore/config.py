@@ -102,6 +102,10 @@ class SourceConfig(BaseModel):
     access: list[str] | None = None
     #: The tenant its documents belong to; None: the index's default tenant.
     tenant: str | None = Field(default=None, pattern=TENANT_PATTERN)
+    #: Its priority: each of its passages' scores is multiplied by this before the answer
+    #: is cut to ``top_k`` (``lore.priority``). Below 1 it yields to sources that answer
+    #: comparably; above 1 it goes first.
+    weight: float = Field(default=1.0, gt=0.0, le=10.0)
 
     _access = field_validator("access")(check_access_groups)
 
@@ -136,6 +140,10 @@ class EventSettings(BaseModel):
     queue_size: int = Field(default=1000, gt=0)
 
 
+#: ``[vault] weight``'s default (docs/quality.md, "Source priority").
+VAULT_DEFAULT_WEIGHT = 0.75
+
+
 class VaultSettings(BaseModel):
     """The built-in playbook pack (``lore.vault``): indexed unless switched off here, so
     an existing lore.toml without a ``[vault]`` table gets it too."""
@@ -146,6 +154,11 @@ class VaultSettings(BaseModel):
     #: How often ``lore sync --watch`` and the service re-sync the pack (a new lore
     #: release updates it); written like a source's ``every``.
     every: timedelta = VAULT_DEFAULT_EVERY
+    #: The pack's priority against the team's own sources (weight 1 unless set): its
+    #: passages' scores are multiplied by this, so a team's page that answers comparably
+    #: comes first and the pack fills in where the team has nothing (``lore.priority``,
+    #: docs/quality.md).
+    weight: float = Field(default=VAULT_DEFAULT_WEIGHT, gt=0.0, le=10.0)
 
     @field_validator("every", mode="before")
     @classmethod
@@ -223,6 +236,11 @@ class ServeSettings(BaseModel):
     #: ``Retry-After``. Raise it for many agents sharing one token.
     rate_limit: float = Field(default=50.0, gt=0)
     rate_burst: int = Field(default=100, ge=1)
+    #: Host names (``lore.example.com``, ``*.example.com``) clients reach the server by,
+    #: beside 127.0.0.1, localhost and [::1]: any other ``Host:`` is refused (DNS
+    #: rebinding; lore.web.guard). Empty: checked only on a loopback server; ``["*"]``:
+    #: never checked.
+    allowed_hosts: list[str] = Field(default_factory=list)
     #: Access tokens from an identity provider, beside lore's own tokens; None: lore's only.
     oauth: OAuthSettings | None = None
 
@@ -387,7 +405,7 @@ class LoreSettings(BaseModel):
     #: With ``fulltext_shards`` above 1: chunks from which the sqlite backend splits its
     #: BM25 index into that many tantivy indexes searched side by side. Off by default
     #: (1 shard): at 1M chunks on a loaded 2-core machine two shards cost 5-14% more CPU
-    #: per search and gained no steady wall time (docs/benchmarks.md, "1M chunks,
+    #: per search and gained no steady wall time (bench/history/benchmarks.md, "1M chunks,
     #: full-text shards"). Crossing the threshold, or changing the count, rebuilds the
     #: full-text index from SQLite, as ``lore reindex`` does (docs/backends.md).
     fulltext_shard_threshold: int = Field(default=500_000, gt=0)

@@ -38,6 +38,9 @@ defined here and drawn above.
 
 from __future__ import annotations
 
+#: The name lore is installed by (``pip install lore-sre``); ``lore`` on PyPI is another
+#: project. The command and the import package stay ``lore``.
+DISTRIBUTION = "lore-sre"
 
 class LoreError(Exception):
     """Root of every error lore raises on purpose. The message is meant for a human."""
@@ -102,6 +105,10 @@ class IndexLockedError(IndexingError):
     """Another sync holds the index's write lock."""
 
 
+class DiskFullError(IndexingError):
+    """The disk holding the index is full: every further write would fail the same way."""
+
+
 class EmbedderMismatchError(IndexingError):
     """The index was built with a different embedding model or dimension."""
 
@@ -158,10 +165,8 @@ class GenerationError(LoreError):
 class MissingExtraError(LoreError):
     """An optional dependency is not installed; the message names the extra to install."""
 
-    def __init__(self, extra: str, package: str) -> None:
-        super().__init__(
-            f"this feature needs the optional package {package!r}: "
-            f"pip install 'lore[{extra}]'"
-        )
+    def __init__(self, extra: str, package: str, *, install: str | None = None) -> None:
+        command = install or f"pip install '{DISTRIBUTION}[{extra}]'"
+        super().__init__(f"this feature needs the optional package {package!r}: {command}")
         self.extra = extra
         self.package = package

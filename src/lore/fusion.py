@@ -7,7 +7,7 @@ several channels agree on rises above one that a single channel loves.
 ``normalized_score_fusion`` (min-max per channel, weighted sum) keeps the score gaps
 too: a runaway BM25 match on an exact identifier stays ahead of a crowd of near ties. It
 is the default, because it ranked higher in nDCG@10 on every set measured, on every
-backend (docs/quality.md, "Fusion").
+backend (bench/history/quality.md, "Fusion").
 
 Both return ``(id, fused_score, ranks)`` best first, where ``ranks`` maps each channel
 that found the id to its 1-based rank there. Ties are broken by the best single rank,

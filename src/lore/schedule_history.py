@@ -19,6 +19,7 @@ import functools
 import logging
 import uuid
 from collections.abc import Callable, Iterable
+from contextvars import ContextVar
 from datetime import UTC, datetime
 
 from pydantic import TypeAdapter, ValidationError
@@ -46,6 +47,11 @@ MAX_RECORDED_FORGOTTEN = 200
 RUN_RETENTION = 1_000
 
 Clock = Callable[[], datetime]
+
+#: The id the run about to start records under, when its caller named it first: ``lore
+#: serve`` answers ``POST /v1/sync`` with an id before the run starts (in a child process
+#: that gets it with its job), and finds the run in the index's history under that id.
+RUN_ID: ContextVar[str | None] = ContextVar("lore_run_id", default=None)
 
 
 @functools.cache
@@ -147,7 +153,7 @@ class RunRecorder:
 
     def __init__(self, trigger: RunTrigger, clock: Clock = utc_now) -> None:
         self.trigger = trigger
-        self.run_id = uuid.uuid4().hex
+        self.run_id = RUN_ID.get() or uuid.uuid4().hex
         self.report = SyncReport()
         self._clock = clock
         self.started_at = clock()
@@ -182,7 +188,11 @@ class RunRecorder:
             try:
                 index.record_run(record)
             except LoreError as err:
-                logger.warning("could not record sync run %s: %s", record.run_id, err)
+                # Said once: a run that stopped because the index cannot be written (a
+                # full disk) cannot be recorded for the same reason.
+                same = record.error is not None and str(err) in record.error
+                level = logging.INFO if same else logging.WARNING
+                logger.log(level, "could not record sync run %s: %s", record.run_id, err)
         observe_sync_run(record)  # lore_sync_runs_total of a server that runs syncs
         return record
 

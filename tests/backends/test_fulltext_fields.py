@@ -1,7 +1,7 @@
 """The BM25 channel's fields (full-text version 5): a chunk's whole text is one field, and
 a title or file name counts again, in a short field of its own, only where it is a name.
 
-The rule and its measurements: docs/quality.md, "A document's name by its shape". pgvector
+The rule and its measurements: bench/history/quality.md, "A document's name by its shape". pgvector
 keeps the same fields (tests/backends/test_pgvector_bm25.py compares the two backends)."""
 
 from __future__ import annotations

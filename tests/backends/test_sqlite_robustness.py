@@ -15,8 +15,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +29,7 @@ from lore.protocols import Retrieval
 from lore.testing import add_document
 from lore.testing.conformance import QueryTextConformance
 from lore.testing.embedders import CountingEmbedder
+from mounts import fill_disk as _fill_disk
 
 REPO_SRC = Path(__file__).resolve().parents[2] / "src"
 
@@ -182,76 +181,6 @@ def test_status_reports_an_embedder_mismatch_instead_of_dying(tmp_path: Path) ->
 # -- 2 and 4. a read-only mount and a full disk -------------------------------------------
 
 
-def _unavailable(reason: str) -> None:
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{reason} (CI=true: this must run in CI, not skip)", pytrace=False)
-    pytest.skip(reason)
-
-
-def _mount(*args: str) -> None:
-    try:
-        subprocess.run(["mount", *args], check=True, capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError) as err:
-        detail = getattr(err, "stderr", "") or err
-        _unavailable(f"cannot mount ({' '.join(args)}): {detail}; these tests need root")
-
-
-def _umount(target: Path) -> None:
-    subprocess.run(["umount", "-l", str(target)], check=False, capture_output=True, timeout=30)
-
-
-@pytest.fixture
-def mount_root() -> Iterator[Path]:
-    """Mount points outside pytest's numbered temp folders, which other pytest sessions on
-    the machine clean up: they must never walk into (or delete inside) a live mount."""
-    root = Path(tempfile.mkdtemp(prefix="lore-test-mounts-"))
-    yield root
-    shutil.rmtree(root, ignore_errors=True)
-
-
-@pytest.fixture
-def read_only_view(mount_root: Path) -> Iterator[tuple[Path, Path]]:
-    """``(built, served)``: a folder, and the same folder through a read-only bind mount."""
-    built, served = mount_root / "built", mount_root / "served"
-    built.mkdir()
-    served.mkdir()
-    _mount("--bind", str(built), str(served))
-    try:
-        _mount("-o", "remount,ro,bind", str(served))
-        yield built, served
-    finally:
-        _umount(served)
-
-
-@pytest.fixture
-def small_disk(mount_root: Path) -> Iterator[Path]:
-    disk = mount_root / "disk"
-    disk.mkdir()
-    _mount("-t", "tmpfs", "-o", "size=2m", "tmpfs", str(disk))
-    try:
-        yield disk
-    finally:
-        _umount(disk)
-
-
-def _fill_disk(disk: Path) -> None:
-    """Write until not one more byte fits (a page of a new file is what the next write needs)."""
-    fd = os.open(disk / "filler", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    try:
-        for size in (1 << 20, 1 << 16, 1 << 12, 1 << 9, 1):
-            block = b"\0" * size
-            while True:
-                try:
-                    if os.write(fd, block) < size:
-                        break
-                except OSError:
-                    break
-    finally:
-        os.close(fd)
-    with pytest.raises(OSError, match="No space left"):
-        (disk / "probe").write_bytes(b"x" * 8192)
-
-
 def _search_json(config: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
     result = _lore(config, "search", "kafka consumer lag", "--json", "--top-k", "5", env=env)
     assert result.returncode == 0, result.stderr
@@ -370,3 +299,210 @@ def test_rebuild_that_runs_out_of_disk_is_redone_by_the_next_open(small_disk: Pa
     with SqliteBackend(db_path, HashingEmbedder()) as reopened:
         assert len(reopened.search("kafka consumer lag", top_k=50, mode=SearchMode.BM25)) == 30
         assert reopened.fulltext_state() == "ready (30 chunks)"
+
+
+def _random_corpus(folder: Path, documents: int) -> None:
+    """Documents of distinct tokens: their chunks, vectors and postings outgrow a small disk."""
+    import random
+
+    rng = random.Random(7)
+    words = ("kafka", "consumer", "lag", "broker", "partition", "restart", "offset", "leader", "etcd", "pod")
+    folder.mkdir()
+    for number in range(documents):
+        body = " ".join(f"{rng.choice(words)}{rng.randrange(10_000)}" for _ in range(600))
+        (folder / f"doc-{number:03d}.md").write_text(f"# Runbook {number}\n\nuniqueword{number} {body}\n")
+
+
+def test_after_a_sync_died_of_a_full_disk_reads_work(small_disk: Path, tmp_path: Path) -> None:
+    """The disk fills during a first sync and stays full: the sync stops with one line
+    saying so; then status, searches (BM25 included, over what SQLite committed) and
+    `lore serve`'s start-up work, and the next sync says "full" once again (before the
+    fix the reader replayed the dead sync's journal into tantivy and every read failed
+    with "An index writer was killed")."""
+    _random_corpus(tmp_path / "docs", 300)
+    config = small_disk / "lore.toml"
+    config.write_text(
+        f'db_path = "lore.db"\naudit_path = "{tmp_path / "audit.jsonl"}"\nembedder = "hashing"\n'
+        f'[[sources]]\nname = "docs"\npath = "{tmp_path / "docs"}"\nvisibility = "all-viewers"\n'
+    )
+    died = _lore(config, "sync")
+    assert died.returncode != 0
+    said = died.stdout + died.stderr
+    assert "Traceback" not in said
+    assert said.count("is full") == 1, said
+    assert "checkpointing" not in said
+    with pytest.raises(OSError, match="No space left"):
+        (small_disk / "probe").write_bytes(b"x" * 8192)
+
+    status = _lore(config, "status")
+    assert status.returncode == 0, status.stderr
+    assert "is full" in status.stdout
+    with sqlite3.connect(f"file:{small_disk / 'lore.db'}?mode=ro", uri=True) as peek:
+        written = peek.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+    assert written > 0
+    assert f"full-text index: ready ({written} chunks)" in status.stdout
+    for mode in ("bm25", "hybrid"):
+        found = _lore(config, "search", "uniqueword3", "--mode", mode, "--json", "--top-k", "3")
+        assert found.returncode == 0, found.stderr
+        assert json.loads(found.stdout)["passages"][0]["uri"] == "file://docs/doc-003.md"
+
+    again = _lore(config, "sync")
+    assert again.returncode != 0
+    assert (again.stdout + again.stderr).count("is full") == 1, again.stdout + again.stderr
+    assert "writer was killed" not in again.stdout + again.stderr
+
+    _serve_answers(config)
+
+
+def _serve_answers(config: Path) -> None:
+    """`lore serve` starts on the index and answers /readyz and a search."""
+    import socket
+    import time
+
+    httpx = pytest.importorskip("httpx")
+    pytest.importorskip("fastapi")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    process = subprocess.Popen(
+        [sys.executable, "-c", "from lore.cli import main; main()", "--config", str(config),
+         "serve", "--port", str(port)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_child_env(),
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        while True:
+            try:
+                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if process.poll() is not None:
+                raise AssertionError(f"lore serve did not start: {process.communicate()[1]}")
+            time.sleep(0.1)
+        with httpx.Client(base_url=url, timeout=30) as client:
+            csrf = client.get("/v1/session").json()["csrf_token"]
+            answer = client.post("/v1/search", json={"query": "uniqueword3"}, headers={"X-CSRF-Token": csrf})
+            assert answer.status_code == 200, answer.text
+            assert answer.json()["passages"][0]["uri"] == "file://docs/doc-003.md"
+    finally:
+        process.terminate()  # a clean stop removes its private full-text copy
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+_KILLED_SYNC = """
+import asyncio, os, signal, sys
+from pathlib import Path
+from lore.backends.sqlite import SqliteBackend
+from lore.chunking import Chunker
+from lore.embedders.hashing import HashingEmbedder
+from lore.models import Visibility
+from lore.sources.filesystem import FilesystemSource
+from lore.sync import sync_sources
+
+class KillHalfWay:
+    written = 0
+    def source_started(self, source, expected): pass
+    def document_seen(self, source, uri): pass
+    def source_finished(self, source): pass
+    def chunks_embedded(self, count):  # once a document is written
+        self.written += 1
+        if self.written == int(sys.argv[3]):
+            os.kill(os.getpid(), signal.SIGKILL)
+
+embedder = HashingEmbedder()
+source = FilesystemSource("docs", Path(sys.argv[2]), visibility=Visibility.ALL_VIEWERS)
+backend = SqliteBackend(Path(sys.argv[1]), embedder)
+asyncio.run(sync_sources([source], backend, embedder, Chunker.for_embedder(embedder), progress=KillHalfWay()))
+"""
+
+
+def _killed_sync(db: Path, docs: Path, after: int) -> None:
+    """A first sync killed with SIGKILL once ``after`` documents are written: its
+    write-ahead log and full-text journal are left as they were."""
+    child = subprocess.run(
+        [sys.executable, "-c", _KILLED_SYNC, str(db), str(docs), str(after)],
+        capture_output=True, text=True, env=_child_env(), timeout=300,
+    )  # fmt: skip
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    assert db.with_name("lore.db-wal").stat().st_size > 0
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as peek:
+        assert peek.execute("SELECT COUNT(*) FROM fulltext_journal").fetchone()[0] > 0
+
+
+def test_an_index_mounted_read_only_right_after_a_killed_sync_is_searched(
+    read_only_view: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """SQLite's read-only open reads the killed writer's write-ahead log through its
+    ``-shm`` without writing: searches see every committed document (before the fix every
+    read failed with "cannot open the lock file … Read-only file system")."""
+    built, served = read_only_view
+    _random_corpus(tmp_path / "docs", 60)
+    _write_config(built, audit=str(tmp_path / "audit.jsonl")).write_text(
+        (built / "lore.toml").read_text()
+        + f'[[sources]]\nname = "docs"\npath = "{tmp_path / "docs"}"\nvisibility = "all-viewers"\n'
+    )
+    _killed_sync(built / "lore.db", tmp_path / "docs", after=40)
+    with sqlite3.connect(f"file:{built / 'lore.db'}?mode=ro", uri=True) as peek:
+        committed = peek.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+        last = peek.execute("SELECT uri FROM documents ORDER BY uri DESC LIMIT 1").fetchone()[0]
+    config = served / "lore.toml"
+    status = _lore(config, "status")
+    assert status.returncode == 0, status.stderr
+    assert "access: read-only" in status.stdout
+    assert f"full-text index: ready ({committed} chunks)" in status.stdout
+    word = f"uniqueword{int(last.removeprefix('file://docs/doc-').removesuffix('.md'))}"
+    for mode in ("bm25", "hybrid"):
+        found = _lore(config, "search", word, "--mode", mode, "--json", "--top-k", "1")
+        assert found.returncode == 0, found.stderr
+        assert json.loads(found.stdout)["passages"][0]["uri"] == last
+    refused = _lore(config, "sync")
+    assert refused.returncode != 0
+    assert "read-only file system" in refused.stdout + refused.stderr
+
+    # Without its -shm the log cannot be read without writing: the message names it.
+    (built / "lore.db-shm").unlink()
+    unreadable = _lore(config, "search", word)
+    assert unreadable.returncode == 2
+    assert "write-ahead log" in unreadable.stderr
+    assert str(served / "lore.db-wal") in unreadable.stderr
+    assert "Traceback" not in unreadable.stderr
+
+
+def test_bm25_statistics_follow_edits_once_enough_chunks_were_deleted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """tantivy keeps deleted chunks in its BM25 statistics until their segments are
+    rewritten, and never merges for deletions: the writer rebuilds the index whole once
+    the deletions reach ``COMPACT_FRACTION`` of the chunks, and the scores are then a clean
+    build's (before, they drifted until `lore reindex`)."""
+    from lore.backends.sqlite import journal
+
+    monkeypatch.setattr(journal, "COMPACT_MIN", 10)
+    embedder = HashingEmbedder()
+    final = {f"doc-{n}.md": f"kafka consumer lag runbook {n} broker restart" for n in range(20)}
+    edited = tmp_path / "edited.db"
+    with SqliteBackend(edited, embedder) as backend:
+        with backend.write_lock():
+            for uri, text in final.items():
+                add_document(backend, embedder, uri, text)
+        for round_ in range(3):  # every edit deletes the old chunk: 30 deletions of 20 chunks
+            with backend.write_lock():
+                for number in range(10):
+                    add_document(backend, embedder, f"doc-{number}.md", f"kafka edit {round_} of {number}")
+        with backend.write_lock():
+            for number in range(10):
+                add_document(backend, embedder, f"doc-{number}.md", final[f"doc-{number}.md"])
+        drifted = {p.uri: p.score for p in backend.search("kafka broker", top_k=20, mode=SearchMode.BM25)}
+    clean = tmp_path / "clean.db"
+    with SqliteBackend(clean, embedder) as backend:
+        with backend.write_lock():
+            for uri, text in final.items():
+                add_document(backend, embedder, uri, text)
+        built = {p.uri: p.score for p in backend.search("kafka broker", top_k=20, mode=SearchMode.BM25)}
+    assert drifted.keys() == built.keys()
+    assert drifted == pytest.approx(built, rel=1e-5)

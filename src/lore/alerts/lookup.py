@@ -7,14 +7,18 @@ Evidence, strongest first (each adds to a passage's score, see ``_score``):
    last path segment must equal the file name); ``anchor`` when its ``#fragment`` is
    this section's heading (GitHub-style slug).
 2. ``name``: the ``alertname`` equals the document's title, file name, one of its
-   front-matter ``alerts:``, or a heading of this section.
+   front-matter ``alerts:``, or a heading of this section; ``mention`` when it appears
+   whole in the section's text (``lore.named``). Either is evidence no confidence gate
+   discards: the answer is never withheld when such a section exists.
 3. ``labels``: the alert's ``service`` / ``namespace`` / ``job`` / ``severity`` (the
    configured ``boost_labels``) equal a label the document carries.
 4. ``text``: the summary and description, cleaned of template residue, searched in the
    retriever's default mode.
 
 Only the ``KnowledgeRetriever`` protocol is used (a few searches per alert), so every
-backend answers alerts. A hand-written scorer: the evidence is a handful of booleans and
+backend answers alerts. The sum is multiplied by the passage's source priority
+(``lore.priority``: the built-in pack yields to the team's own runbook with comparable
+evidence). A hand-written scorer: the evidence is a handful of booleans and
 ranks, which no library ranks better than a sum with documented weights.
 """
 
@@ -29,9 +33,11 @@ from urllib.parse import unquote, urlsplit
 
 from lore.access import AccessFilter
 from lore.alerts.parse import Alert, AlertQuery, clean_text
-from lore.confidence import Confidence, passage_confidence
+from lore.confidence import Confidence, best, passage_confidence
 from lore.config import AlertSettings, LoreSettings, RunbookUrlRule
-from lore.models import LABEL_VALUE_SEPARATOR, SECTION_SEPARATOR, SOURCE_LABEL, Passage, SearchMode
+from lore.models import LABEL_VALUE_SEPARATOR, SOURCE_LABEL, Passage, SearchMode
+from lore.named import headings, is_named, mentions, normal
+from lore.priority import Weights, prioritised, source_weights, weight_of
 from lore.protocols import KnowledgeRetriever
 
 #: Candidates asked of the retriever per search.
@@ -42,8 +48,11 @@ PER_DOCUMENT = 3
 #: A passage found by an alert's text alone is listed under that alert down to this rank.
 ATTRIBUTE_TEXT_RANK = 3
 #: Evidence kinds, in the order results list them.
-EVIDENCE_ORDER = ("annotation", "anchor", "name", "labels", "text")
-_WEIGHTS = {"annotation": 8.0, "anchor": 4.0, "name": 6.0}
+EVIDENCE_ORDER = ("annotation", "anchor", "name", "mention", "labels", "text")
+#: A mention weighs a little less than a name, so that within one source a runbook
+#: declared for the alert stays first, and more than the pack's name at its default
+#: priority (6 x 0.75): a team page that names the alert in its text beats a generic one.
+_WEIGHTS = {"annotation": 8.0, "anchor": 4.0, "name": 6.0, "mention": 5.5}
 _LABEL_WEIGHT = 0.5
 
 
@@ -57,33 +66,47 @@ class AlertHit:
     matched_labels: dict[str, str] = field(default_factory=dict)
     alerts: list[str] = field(default_factory=list)
     text_rank: int | None = None
+    #: The verdict (``lore.confidence``) of each search that found the passage, for the
+    #: evidence that search measured: the alert's text, its name, its runbook URL's words.
+    verdicts: list[Confidence] = field(default_factory=list)
 
     @property
     def confidence(self) -> str:
-        """high: the alert itself names this runbook (annotation or exact name). Otherwise
-        the text's own verdict (``lore.confidence``, the one ``knowledge_search`` gives the
-        passage for the alert's text), at least medium when the labels match too and the
+        """high: the alert itself names this runbook (annotation or exact name); at least
+        medium when its name appears whole in the section. Otherwise the best verdict of the
+        searches that found it (``lore.confidence``, the one ``knowledge_search`` gives the
+        passage for the same words), at least medium when the labels match too and the
         text ranks it near the top; low when the backend reports no evidence."""
-        if self.named:
+        if self.evidence & {"annotation", "name"}:
             return "high"
-        text = self.text_confidence
+        found = self.search_confidence
+        if "mention" in self.evidence:
+            return found if found == Confidence.HIGH.value else Confidence.MEDIUM.value
         if "labels" in self.evidence and self.text_rank is not None and self.text_rank <= 3:
-            return text if text == Confidence.HIGH.value else Confidence.MEDIUM.value
-        return text
+            return found if found == Confidence.HIGH.value else Confidence.MEDIUM.value
+        return found
 
     @property
     def named(self) -> bool:
-        """The alert itself names this runbook (its annotation, or its exact name)."""
-        return bool(self.evidence & {"annotation", "name"})
+        """The alert itself names this runbook (its annotation, its exact name, or its name
+        in the section's text): evidence no confidence gate discards."""
+        return bool(self.evidence & {"annotation", "name", "mention"})
+
+    @property
+    def search_confidence(self) -> str:
+        """The best verdict of the searches that found the passage (``unknown`` evidence
+        counts as low, as before); none when no search did."""
+        # A hit made by hand from the text search's passage carries that search's verdict.
+        verdicts = self.verdicts or ([passage_confidence(self.passage)] if self.text_rank is not None else [])
+        if not verdicts:
+            return Confidence.NONE.value
+        verdict = best(Confidence.LOW if v is Confidence.UNKNOWN else v for v in verdicts)
+        return verdict.value
 
     @property
     def text_confidence(self) -> str:
-        """The text channel's verdict: the passage came from the alert's text search, so its
-        evidence measures that text (``unknown`` evidence counts as low, as before)."""
-        if self.text_rank is None:
-            return Confidence.NONE.value
-        verdict = passage_confidence(self.passage)
-        return Confidence.LOW.value if verdict is Confidence.UNKNOWN else verdict.value
+        """Kept for callers that ask for the text's verdict: the searches' best."""
+        return self.search_confidence
 
     def ordered_evidence(self) -> list[str]:
         return [kind for kind in EVIDENCE_ORDER if kind in self.evidence]
@@ -121,11 +144,7 @@ def _source_uri(rule: RunbookUrlRule, rest: str, settings: LoreSettings) -> str:
 
 
 def _stem(name: str) -> str:
-    return _normal(name.rsplit(".", 1)[0] if "." in name else name)
-
-
-def _normal(text: str) -> str:
-    return re.sub(r"[^0-9a-z]", "", text.lower())
+    return normal(name.rsplit(".", 1)[0] if "." in name else name)
 
 
 def slug(heading: str) -> str:
@@ -142,24 +161,6 @@ def _same_uri(uri: str, wanted: str) -> bool:
         return value.removesuffix(".md").removesuffix(".markdown")
 
     return normal(uri) == normal(wanted)
-
-
-def _headings(passage: Passage) -> list[str]:
-    return [part for part in passage.section.split(SECTION_SEPARATOR) if part]
-
-
-def _names_document(passage: Passage, name: str) -> bool:
-    wanted = _normal(name)
-    if not wanted:
-        return False
-    listed = passage.labels.get("alerts", "").split(LABEL_VALUE_SEPARATOR)
-    candidates = [
-        passage.title,
-        PurePosixPath(passage.uri).name.rsplit(".", 1)[0],
-        *listed,
-        *_headings(passage),
-    ]
-    return any(_normal(candidate) == wanted for candidate in candidates)
 
 
 def _label_matches(passage: Passage, alert: Alert, boost: Sequence[str]) -> dict[str, str]:
@@ -202,13 +203,21 @@ class RetrievalReport:
 class _Collector:
     """Hits of one alert, by chunk id."""
 
-    def __init__(self) -> None:
+    def __init__(self, weights: Weights) -> None:
         self.hits: dict[str, AlertHit] = {}
         self.annotation_rank: dict[str, int] = {}
         self.name_rank: dict[str, int] = {}
+        self.weights = weights
 
     def add(self, passages: Sequence[Passage]) -> list[AlertHit]:
-        return [self.hits.setdefault(p.chunk_id, AlertHit(passage=p)) for p in passages]
+        """The hits of one search's passages, in the order the sources' priorities give
+        them, each with that search's verdict."""
+        added = []
+        for passage in prioritised(passages, self.weights):
+            hit = self.hits.setdefault(passage.chunk_id, AlertHit(passage=passage))
+            hit.verdicts.append(passage_confidence(passage))
+            added.append(hit)
+        return added
 
 
 async def _for_alert(
@@ -218,7 +227,7 @@ async def _for_alert(
     access: AccessFilter | None,
     report: RetrievalReport,
 ) -> dict[str, AlertHit]:
-    collected = _Collector()
+    collected = _Collector(source_weights(settings))
     text = clean_text(alert.text)
     name = alert.alertname
     if text:
@@ -265,10 +274,12 @@ def _judge(
         )
         if named:
             hit.evidence.add("annotation")
-            if target.anchor and any(slug(h) == slug(target.anchor) for h in _headings(passage)):
+            if target.anchor and any(slug(h) == slug(target.anchor) for h in headings(passage)):
                 hit.evidence.add("anchor")
-    if alert.alertname and _names_document(passage, alert.alertname):
+    if alert.alertname and is_named(passage, alert.alertname):
         hit.evidence.add("name")
+    elif alert.alertname and mentions(passage, alert.alertname):
+        hit.evidence.add("mention")
     hit.matched_labels = _label_matches(passage, alert, config.boost_labels)
     if hit.matched_labels:
         hit.evidence.add("labels")
@@ -291,7 +302,7 @@ def _score(hit: AlertHit, collected: _Collector) -> float:
     ):
         if rank is not None:
             score += weight / (1 + rank)
-    return score
+    return score * weight_of(hit.passage, collected.weights)
 
 
 async def find_runbooks(

@@ -29,6 +29,10 @@ RUNBOOK_ANNOTATIONS = ("runbook_url", "runbook")
 TEXT_ANNOTATIONS = ("summary", "description", "message")
 #: Longest pasted alert or payload accepted: a notification is a few KB.
 MAX_INPUT_CHARS = 200_000
+#: Most alerts one request may carry. Each alert is looked up on its own (its runbook
+#: links, its labels, its words), so a notification of thousands held the server's CPU for
+#: minutes; Alertmanager's ``max_alerts`` (webhook_config) keeps a notification within it.
+MAX_ALERTS = 100
 
 
 @dataclass(frozen=True)
@@ -156,6 +160,11 @@ def parse_payload(data: object) -> AlertQuery:
         )
     if not webhook.alerts:
         raise QueryError("the notification holds no alerts")
+    if len(webhook.alerts) > MAX_ALERTS:
+        raise QueryError(
+            f"the notification holds {len(webhook.alerts)} alerts; at most {MAX_ALERTS} are read per "
+            "request (set max_alerts in Alertmanager's webhook_config)"
+        )
     alerts = []
     group_status = _status(webhook.status)
     for number, wire in enumerate(webhook.alerts):

@@ -221,8 +221,13 @@ class RunbookForAlert:
             verdicts = {hit.passage.chunk_id: hit.confidence for hit in state["hits"]}
             return Confidence(verdicts.get(passage.chunk_id, Confidence.UNKNOWN.value))
 
+        def anchored(passage: Passage) -> bool:
+            # The alert names this runbook (annotation, name, or its name in the text): an
+            # answer no min_confidence withholds (lore.named).
+            return any(hit.named for hit in state["hits"] if hit.passage.chunk_id == passage.chunk_id)
+
         result = await self._search.run_chain(
-            ALERT_TOOL_NAME, prepare, retrieve, principal=principal, judge=judge
+            ALERT_TOOL_NAME, prepare, retrieve, principal=principal, judge=judge, anchored=anchored
         )
         hits: list[AlertHit] = state["hits"][: len(result.passages)]
         query: AlertQuery | None = state["query"]

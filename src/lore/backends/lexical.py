@@ -223,7 +223,7 @@ def path_text(uri: str) -> str:
 #: A name is at most this many words. A page's name is a noun phrase that labels it
 #: (``KubeNodeNotReady``, "Disk full on the primary", "Steps to check"), where a sentence
 #: stating a claim (a paper's title, a design doc's thesis) runs 10-25 words (English prose
-#: averages 15-20). Fixed before it was measured (docs/quality.md, "A document's name by
+#: averages 15-20). Fixed before it was measured (bench/history/quality.md, "A document's name by
 #: its shape").
 NAME_WORDS = 8
 _SENTENCE_END = re.compile(r"[.!?]\s*$")

@@ -27,12 +27,32 @@ app = typer.Typer(
 )
 
 
+def _print_version(asked: bool) -> None:
+    if asked:
+        from importlib import metadata
+
+        from lore.errors import DISTRIBUTION
+
+        try:
+            version = metadata.version(DISTRIBUTION)
+        except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+            version = "unknown"
+        console.print(f"lore {version}", markup=False, highlight=False)
+        raise typer.Exit()
+
+
 @app.callback()
 def _root(
     config: Annotated[
         Path | None,
         typer.Option("--config", "-c", help="lore.toml to read (default: ./lore.toml or $LORE_CONFIG)."),
     ] = None,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", help="Print lore's version and exit.", callback=_print_version, is_eager=True
+        ),
+    ] = False,
 ) -> None:
     state.config_file = config
     state.settings = None

@@ -44,6 +44,7 @@ from lore.eval.report import (
 )
 from lore.eval.runner import RERANK_MODE, EvalRun, QueryVectorCache, parse_modes
 from lore.models import Chunk, Document, SearchMode, SyncReport
+from lore.priority import source_weights
 from lore.protocols import Embedder, KnowledgeIndex, KnowledgeRetriever, KnowledgeSource, Reranker
 from lore.rerankers import resolve_reranker
 from lore.resolve import backend_module, open_backend, resolve_embedder
@@ -326,6 +327,7 @@ def golden_command(
                     dataset=golden_set.name,
                     depth=depth,
                     reranker=reranker,
+                    weights=source_weights(current),
                 )
             )
     finally:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from types import TracebackType
 
@@ -78,6 +78,7 @@ async def run_modes(
     dataset: str,
     depth: int,
     reranker: Reranker | None,
+    weights: Mapping[str, float] | None = None,
 ) -> EvalRun:
     if any(mode != SearchMode.BM25.value for mode in modes):
         with progress.step(f"embedding {len(queries)} queries"):
@@ -92,4 +93,5 @@ async def run_modes(
         depth=depth,
         reranker=reranker,
         on_query=progress.query_done,
+        weights=weights,
     )

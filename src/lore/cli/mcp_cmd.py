@@ -68,8 +68,11 @@ def mcp_command(
         # loads on the other core meanwhile, and while the client initializes.
         warming = threading.Thread(target=embedder.warm_up, name="lore-query-warm-up", daemon=True)
         warming.start()
+    from lore.private_files import private_files
+
     try:
-        _serve(current, embedder, http=http, port=port)
+        with private_files(current):  # the audit and the events it writes are the team's
+            _serve(current, embedder, http=http, port=port)
     finally:
         if warming is not None:
             # A client that closes stdin at once (a probe, a health check) ended the server

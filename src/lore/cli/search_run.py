@@ -350,21 +350,26 @@ def _print_human(result: ToolResult) -> None:
         console.print()
         console.print(_heading(first))
         console.print(_provenance(first))
-        console.print(_indented(_body(first)))
-        for passage in document[1:]:  # further sections, under the document they belong to
+        _print_body(first)
+        for passage in document[1:]:  # the next ranks, when they are of the same document
             console.print(_heading(passage, continued=True))
-            console.print(_indented(_body(passage)))
+            _print_body(passage)
     if metadata.truncated:
         console.print()
         console.print(Text("output cap reached: passages were shortened or omitted", "yellow"))
 
 
 def _by_document(passages: list[ToolPassage]) -> list[list[ToolPassage]]:
-    """Passages grouped by document, documents in the rank order of their best passage."""
-    documents: dict[str, list[ToolPassage]] = {}
+    """Consecutive passages of one document grouped under it, in rank order: grouping never
+    moves a better passage below a worse one, so a document whose passages are ranked 1
+    and 7 is printed twice, its heading repeated, as the web page shows it."""
+    runs: list[list[ToolPassage]] = []
     for passage in passages:
-        documents.setdefault(passage.uri, []).append(passage)
-    return list(documents.values())
+        if runs and runs[-1][0].uri == passage.uri:
+            runs[-1].append(passage)
+        else:
+            runs.append([passage])
+    return runs
 
 
 def _indented(body: RenderableType) -> RenderableType:
@@ -375,6 +380,26 @@ def _indented(body: RenderableType) -> RenderableType:
     return Text("\n").join(Text("    ") + line if line.plain else line for line in body.split("\n"))
 
 
+def _print_body(passage: ToolPassage) -> None:
+    """The passage, indented; on a terminal its fenced code is printed line by line, whole
+    (``lore.cli.passage_markdown``): a wrapped command breaks when it is copied."""
+    if not _as_markdown(passage):
+        console.print(_indented(_body(passage)))
+        return
+    from lore.cli.passage_markdown import PassageMarkdown, code_lines, pieces
+
+    for piece in pieces(terminal_safe(passage.text)):
+        if piece.lexer is None:
+            console.print(_indented(PassageMarkdown(piece.text, hyperlinks=False)))
+            continue
+        for line in code_lines(piece, console, "    "):
+            console.print(line, soft_wrap=True)
+
+
+def _as_markdown(passage: ToolPassage) -> bool:
+    return console.is_terminal and PurePosixPath(passage.uri).suffix.lower() in _MARKDOWN_SUFFIXES
+
+
 def _body(passage: ToolPassage) -> RenderableType:
     """The passage as the safety chain returned it (never the raw text), with its line
     breaks and code blocks. Markdown, not markup: a passage's "[bold]" prints as written,
@@ -383,7 +408,7 @@ def _body(passage: ToolPassage) -> RenderableType:
     lines, pads code blocks to the width and rewrites lists and headings, and what a
     reader of a pipe greps for is the line as written."""
     text = terminal_safe(passage.text)
-    if console.is_terminal and PurePosixPath(passage.uri).suffix.lower() in _MARKDOWN_SUFFIXES:
+    if _as_markdown(passage):
         # rich.markdown (and markdown-it) only for a human reader, never for --json.
         from lore.cli.passage_markdown import PassageMarkdown
 

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import signal
-from typing import Annotated
+import threading
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from lore.cli.app import app, say, settings
+from lore.cli.app import INTERRUPTED_EXIT, app, say, settings
 from lore.errors import ConfigError, MissingExtraError
 
-#: What the ``serve`` extra brings (``pip install 'lore[serve]'``).
+if TYPE_CHECKING:
+    from lore.web.service import Service
+
+#: What the ``serve`` extra brings (``pip install 'lore-sre[serve]'``).
 _SERVE_EXTRA_MODULES = (
     "fastapi", "starlette", "uvicorn", "python_multipart", "multipart", "mcp", "anyio", "prometheus_client"
 )
@@ -52,44 +56,60 @@ def serve_command(
 
     from lore.access import Role
     from lore.cli.listen import check_can_listen
+    from lore.private_files import private_files
     from lore.web.app import create_app
+    from lore.web.server import StoppingServer
     from lore.web.service import open_service
     from lore.web.tokens import TokenStore
 
     current = settings()
-    check_can_listen(host, port)
-    tokens = TokenStore(current.resolved_data_dir())
-    tokens.check()
-    demo: str | None = None
-    if demo_token:
-        if any(record.name == DEMO_TOKEN_NAME for record in tokens.records()):
-            tokens.revoke(DEMO_TOKEN_NAME)
-        demo = tokens.create(DEMO_TOKEN_NAME, Role.VIEWER)
-    if not tokens.configured() and current.serve.oauth is None:
-        if host != LOOPBACK:
-            raise ConfigError(
-                f"refusing to serve {host} without authentication: create a token first "
-                "(lore token create --role admin --name NAME) or bind 127.0.0.1"
+    with private_files(current):
+        check_can_listen(host, port)
+        tokens = TokenStore(current.resolved_data_dir())
+        tokens.check()
+        demo: str | None = None
+        if demo_token:
+            if any(record.name == DEMO_TOKEN_NAME for record in tokens.records()):
+                tokens.revoke(DEMO_TOKEN_NAME)
+            demo = tokens.create(DEMO_TOKEN_NAME, Role.VIEWER)
+        if not tokens.configured() and current.serve.oauth is None:
+            if host != LOOPBACK:
+                raise ConfigError(
+                    f"refusing to serve {host} without authentication: create a token first "
+                    "(lore token create --role admin --name NAME) or bind 127.0.0.1"
+                )
+            say(
+                "WARNING: no tokens configured: lore serve is UNAUTHENTICATED; anyone on this machine "
+                "acts as admin (create one with: lore token create --role admin --name NAME)",
+                stderr=True,
             )
-        say(
-            "WARNING: no tokens configured: lore serve is UNAUTHENTICATED; anyone on this machine "
-            "acts as admin (create one with: lore token create --role admin --name NAME)",
-            stderr=True,
-        )
-    service = open_service(current)
-    asgi = create_app(service, host=host)
-    degraded = service.degraded_reason()
-    if degraded is not None:
-        say(f"WARNING: {degraded}; the primary is used again once it answers", stderr=True)
-    say(f"lore serving http://{host}:{port}/  (API /v1, MCP /mcp, OpenAPI /docs)", stderr=True)
-    if demo is not None:
-        say(f"viewer token for the demo ({DEMO_TOKEN_NAME}): {demo}", stderr=True)
-    # uvicorn turns SIGTERM and SIGINT into a graceful shutdown (requests in flight finish,
-    # the lifespan ends; a sync in progress is abandoned: each document is one transaction),
-    # then raises the signal again with the handler found at start: for SIGTERM that is
-    # this one, so a requested stop exits 0; Ctrl-C stays 130 like every command.
-    signal.signal(signal.SIGTERM, _stopped)
-    uvicorn.run(asgi, host=host, port=port, log_level="warning", timeout_graceful_shutdown=10)
+        service = open_service(current)
+        asgi = create_app(service, host=host)
+        degraded = service.degraded_reason()
+        if degraded is not None:
+            say(f"WARNING: {degraded}; the primary is used again once it answers", stderr=True)
+        say(f"lore serving http://{host}:{port}/  (API /v1, MCP /mcp, OpenAPI /openapi.json)", stderr=True)
+        if demo is not None:
+            say(f"viewer token for the demo ({DEMO_TOKEN_NAME}): {demo}", stderr=True)
+        # uvicorn turns SIGTERM and SIGINT into a graceful shutdown (requests in flight finish,
+        # within timeout_graceful_shutdown, then the lifespan ends). It then raises the signal
+        # again with the handler it found, which inside its event loop is asyncio's own for
+        # SIGINT (a no-op by then): so the server notes which signal stopped it. A requested
+        # stop (SIGTERM, this handler) exits 0; Ctrl-C says "interrupted" and exits 130 like
+        # every command.
+        signal.signal(signal.SIGTERM, _stopped)
+        config = uvicorn.Config(asgi, host=host, port=port, log_level="warning", timeout_graceful_shutdown=10)
+        server = StoppingServer(config, service.sync_process)
+        threading.Thread(target=_say_when_ready, args=(service, host, port), daemon=True).start()
+        server.run()
+    if server.stopped_by == signal.SIGINT:
+        raise typer.Exit(INTERRUPTED_EXIT)
+
+
+def _say_when_ready(service: Service, host: str, port: int) -> None:
+    """One line once searches are answered (``/readyz`` is 200): the model is loaded."""
+    service.ready.wait()
+    say(f"lore: ready, the page is at http://{host}:{port}/ (Ctrl-C stops the server)", stderr=True)
 
 
 def _stopped(signum: int, frame: object) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -43,10 +44,39 @@ from lore.sources import source_configs
 from lore.sync import EMBEDDER_STATE_KEY, LAST_SYNC_KEY, run_sync, source_stats_key
 
 
+class _SourceLines:
+    """One line a source once it is done (documents seen, chunks embedded, seconds), on
+    stderr: what a sync that is not on a terminal (``make run``'s log, CI) shows while it
+    runs, and what stays on the screen above the progress bar on a terminal."""
+
+    def __init__(self) -> None:
+        self._documents = 0
+        self._chunks = 0
+        self._started = time.monotonic()
+
+    def source_started(self, source: str, expected_documents: int | None) -> None:
+        self._documents, self._chunks, self._started = 0, 0, time.monotonic()
+
+    def document_seen(self, source: str, uri: str) -> None:
+        self._documents += 1
+
+    def chunks_embedded(self, count: int) -> None:
+        self._chunks += count
+
+    def source_finished(self, source: str) -> None:
+        seconds = time.monotonic() - self._started
+        err_console.print(
+            f"  {source}: {self._documents} documents, {self._chunks} chunks embedded ({seconds:.1f} s)",
+            markup=False,
+            highlight=False,
+        )
+
+
 class _ProgressBar:
     """Renders sync progress with rich: documents per source, and chunks embedded."""
 
     def __init__(self) -> None:
+        self._lines = _SourceLines()
         self._progress = Progress(
             SpinnerColumn(),
             TextColumn("{task.description}"),
@@ -70,6 +100,7 @@ class _ProgressBar:
         self._progress.stop()
 
     def source_started(self, source: str, expected_documents: int | None) -> None:
+        self._lines.source_started(source, expected_documents)
         self._progress.reset(self._task, total=expected_documents, description=source, chunks=self._chunks)
 
     def document_seen(self, source: str, uri: str) -> None:
@@ -78,20 +109,22 @@ class _ProgressBar:
         if task.total is not None and task.completed + 1 > task.total:
             self._progress.update(self._task, total=task.completed + 1)
         self._progress.advance(self._task)
+        self._lines.document_seen(source, uri)
 
     def chunks_embedded(self, count: int) -> None:
         self._chunks += count
         self._progress.update(self._task, chunks=self._chunks)
+        self._lines.chunks_embedded(count)
 
     def source_finished(self, source: str) -> None:
-        pass
+        self._lines.source_finished(source)
 
 
 @contextmanager
-def _progress_bar() -> Iterator[_ProgressBar | None]:
-    """A progress bar on a terminal; nothing when output goes to a pipe or a log."""
+def _progress_bar() -> Iterator[_ProgressBar | _SourceLines]:
+    """A progress bar on a terminal; a line a source when output goes to a pipe or a log."""
     if not console.is_terminal:
-        yield None
+        yield _SourceLines()
         return
     with _ProgressBar() as bar:
         yield bar
@@ -142,7 +175,16 @@ def sync_command(
     as_json: Annotated[bool, typer.Option("--json", help="--history as JSON.")] = False,
 ) -> None:
     """Index every configured source: changed documents only, unchanged ones are skipped."""
+    from lore.private_files import private_files
+
     current = settings()
+    with private_files(current):
+        _sync_command(current, allow_mass_delete, watch, history, limit, as_json)
+
+
+def _sync_command(
+    current: LoreSettings, allow_mass_delete: bool, watch: bool, history: bool, limit: int, as_json: bool
+) -> None:
     if history:
         _history(current, limit, as_json)
         return

@@ -20,6 +20,7 @@ from lore.confidence import Confidence
 from lore.errors import ConfigError
 from lore.eval.datasets import SPLITS, load_golden_set
 from lore.eval.verdict import HIT_K, judge, report
+from lore.priority import source_weights
 from lore.protocols import KnowledgeRetriever
 from lore.resolve import open_backend, resolve_embedder
 
@@ -51,7 +52,7 @@ def verdict_command(
         raise ConfigError(f"backend {current.backend!r} cannot answer searches")
     try:
         _check_not_empty(current, backend)
-        judged = asyncio.run(judge(backend, questions, top_k=current.top_k))
+        judged = asyncio.run(judge(backend, questions, top_k=current.top_k, weights=source_weights(current)))
     finally:
         _close(backend)
     result = report(judged, Confidence(min_confidence))

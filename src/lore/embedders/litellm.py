@@ -6,7 +6,7 @@ Voyage, Mistral, Azure, ... without a module per provider in lore.
     embedding_base_url = "http://127.0.0.1:4000"               # optional api_base
     embedding_api_key = "..."                                  # optional; else litellm's env vars
 
-Needs the optional extra: ``pip install 'lore[litellm]'``. Requests, retries and
+Needs the optional extra: ``pip install 'lore-sre[litellm]'``. Requests, retries and
 provider quirks are litellm's; lore adds batching, checking and normalising
 (``RemoteEmbedder``) and translates litellm's errors into lore's.
 """

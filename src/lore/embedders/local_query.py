@@ -186,9 +186,19 @@ class QueryEncoder:
 def compiled_parts(model_dir: Path, model_xml: Path, spec: Pipeline) -> tuple[Any, Any]:
     """The tokenizer configured as sentence-transformers uses it and the compiled model:
     what a ``QueryEncoder`` is made of, and all that loading one costs."""
-    from tokenizers import Tokenizer
-
     from lore.embedders import openvino_runtime
+
+    tokenizer = pipeline_tokenizer(model_dir, spec)
+    if openvino_runtime.query_weights() == "int8":
+        from lore.embedders.query_weights import int8_model
+
+        model_xml = int8_model(model_xml, tokenizer, spec) or model_xml
+    return tokenizer, openvino_runtime.compile_model(model_xml)
+
+
+def pipeline_tokenizer(model_dir: Path, spec: Pipeline) -> Any:
+    """The model's fast tokenizer, truncating and padding as sentence-transformers does."""
+    from tokenizers import Tokenizer
 
     try:
         tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
@@ -198,8 +208,4 @@ def compiled_parts(model_dir: Path, model_xml: Path, spec: Pipeline) -> tuple[An
     # sentence-transformers truncates at max_seq_length and pads to the batch's longest.
     tokenizer.enable_truncation(max_length=spec.max_seq_length, strategy="longest_first")
     tokenizer.no_padding()
-    if openvino_runtime.query_weights() == "int8":
-        from lore.embedders.query_weights import int8_model
-
-        model_xml = int8_model(model_xml, tokenizer, spec) or model_xml
-    return tokenizer, openvino_runtime.compile_model(model_xml)
+    return tokenizer

@@ -61,7 +61,7 @@ _COMPILED = "compiled"
 #: this kind of machine does), which moves MiniLM's token embeddings by up to 0.09, so a
 #: copy converted on such a CPU would fail the check against PyTorch and the query path
 #: would lose its PyTorch-free start; in f32 the two runtimes agree to about 4e-5.
-_COMPILE_CONFIG: dict[str, Any] = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "f32"}
+COMPILE_CONFIG: dict[str, Any] = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "f32"}
 
 
 def _runtime() -> ModuleType:
@@ -117,6 +117,15 @@ def validated_model(model_dir: Path, cache_dir: Path | None) -> Path | None:
     return target / _MODEL_XML
 
 
+def discard_cached(model_dir: Path, cache_dir: Path | None) -> bool:
+    """Remove the cached copy of ``model_dir`` (a torn or foreign one); whether there was one."""
+    target = cache_dir_for(model_dir, cache_dir)
+    if target is None or not target.exists():
+        return False
+    shutil.rmtree(target, ignore_errors=True)
+    return True
+
+
 #: Threads one query inference may use; None leaves it to OpenVINO (every core).
 _query_threads: int | None = None
 
@@ -154,7 +163,7 @@ def compile_model(model_xml: Path) -> Any:
     OpenVINO's compiled-blob cache beside the model where that can be written."""
     openvino = _runtime()
 
-    config = dict(_COMPILE_CONFIG)
+    config = dict(COMPILE_CONFIG)
     if _query_threads is not None:
         config["INFERENCE_NUM_THREADS"] = _query_threads
     try:
@@ -185,7 +194,7 @@ def use_openvino(model: Any, model_dir: Path, cache_dir: Path | None) -> None:
     target = cache_dir_for(model_dir, cache_dir)
     try:
         ir, converted = _cached_or_converted(core, torch_model, probe, model_dir, target)
-        compiled = core.compile_model(ir, "CPU", _COMPILE_CONFIG)
+        compiled = core.compile_model(ir, "CPU", COMPILE_CONFIG)
         adapter = OpenVINOTransformer(compiled, torch_model.config)
         with torch.inference_mode():
             expected = torch_model(**probe, return_dict=True).last_hidden_state.numpy()
@@ -204,7 +213,7 @@ def use_openvino(model: Any, model_dir: Path, cache_dir: Path | None) -> None:
     if target is not None:
         difference = float(np.max(np.abs(got - expected)))
         if converted:
-            _save(ir, target, difference)
+            save_checked(ir, target, difference)
         elif not (target / _VALIDATED).is_file():  # cached by a lore that did not record it
             _write_validated(target, difference)
     setattr(transformer, attribute, adapter)
@@ -250,7 +259,9 @@ def _cached_or_converted(
     return converted, True
 
 
-def _save(converted: Any, target: Path, difference: float) -> None:
+def save_checked(converted: Any, target: Path, difference: float) -> None:
+    """Cache ``converted`` under ``target`` as checked (``difference``: its largest
+    difference from PyTorch's output), whole or not at all."""
     import openvino
 
     try:

@@ -6,7 +6,7 @@ tokens they are bound by reading their weights, not by arithmetic: bfloat16 save
 int8 weights 44 % (10.7 -> 6.0 ms a query on one thread, alternated in one process). The
 query vectors move little: cosine 0.9994-0.9996 to the float32 model's, and on SciFact's
 train split hybrid nDCG@10 0.7186 -> 0.7187, vector alone 0.6833 -> 0.6816
-(docs/benchmarks.md, "int8 query weights"). Documents stay embedded by the float32 model
+(bench/history/benchmarks.md, "int8 query weights"). Documents stay embedded by the float32 model
 (sync never uses this), so an index is the same whichever a server uses.
 
 NNCF, OpenVINO's compression library, does the compression (weight-only, int8 asymmetric
@@ -61,7 +61,7 @@ def int8_model(model_xml: Path, tokenizer: Any, spec: Pipeline) -> Path | None:
     try:
         _import_nncf()
     except ImportError:
-        logger.info("query model in float32: int8 weights need NNCF (pip install 'lore[serve]')")
+        logger.info("query model in float32: int8 weights need NNCF (pip install 'lore-sre[serve]')")
         return None
     try:
         return _make(model_xml, folder, tokenizer, spec)
@@ -86,6 +86,9 @@ def _import_nncf() -> Any:
         else:
             os.environ["NNCF_CI"] = previous
     if not already:
+        # NNCF logs through a handler bound to the stdout it found at import (a redirect
+        # later does not catch it): its statistics table would land in the server console.
+        logging.getLogger("nncf").setLevel(logging.WARNING)
         from nncf.telemetry.wrapper import NNCFTelemetryStub, telemetry
 
         if not isinstance(telemetry, NNCFTelemetryStub):
@@ -115,7 +118,7 @@ def _make(model_xml: Path, folder: Path, tokenizer: Any, spec: Pipeline) -> Path
     staging = Path(tempfile.mkdtemp(prefix=".query-int8-", dir=model_xml.parent))
     try:
         openvino.save_model(compressed, str(staging / model_xml.name))
-        config = openvino_runtime._COMPILE_CONFIG
+        config = openvino_runtime.COMPILE_CONFIG
         # The probes embedded as queries are: the same encoder, once per copy.
         probes = len(_PROBES)
         full = QueryEncoder(tokenizer, core.compile_model(str(model_xml), "CPU", config), spec, probes)

@@ -206,7 +206,7 @@ def _serve(requests: int, replies: int) -> NoReturn:  # pragma: no cover - runs 
 def _answer(requests: int, replies: int) -> None:  # pragma: no cover - runs in the child
     # What every request needs, imported while the parent imports the rest of lore.
     from lore import startup_trace
-    from lore.embedders import local_query, openvino_runtime
+    from lore.embedders import bert_graph, local_query, openvino_runtime
 
     startup_trace.mark("worker: forked")
     openvino_runtime._runtime()
@@ -227,7 +227,7 @@ def _answer(requests: int, replies: int) -> None:  # pragma: no cover - runs in 
                 model_dir = Path(message[1])
                 cache_dir = Path(message[2]) if message[2] else None
                 spec = local_query.pipeline(model_dir)
-                model_xml = openvino_runtime.validated_model(model_dir, cache_dir)
+                model_xml = bert_graph.ready_model(model_dir, cache_dir)
                 if model_xml is None:
                     raise WorkerUnavailable("no checked OpenVINO model cached yet")
                 key = (model_dir.resolve(), model_xml.resolve())
@@ -250,14 +250,14 @@ def _prepare_guess() -> dict[tuple[Path, Path], tuple[Any, Any]]:  # pragma: no 
     importing, asks for it; keyed by the model directory and the checked model file, which
     a ``load`` must resolve to for it to be used. Empty when there is no guess or it fails."""
     from lore import startup_trace
-    from lore.embedders import local_query, openvino_runtime
+    from lore.embedders import bert_graph, local_query
 
     try:
         location = query_hint.model_location(_hint)
         if location is None:
             return {}
         model_dir, cache_dir = location
-        model_xml = openvino_runtime.validated_model(model_dir, cache_dir)
+        model_xml = bert_graph.ready_model(model_dir, cache_dir)
         if model_xml is None:
             return {}
         spec = local_query.pipeline(model_dir)

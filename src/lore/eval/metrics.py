@@ -18,7 +18,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from lore.models import Passage
+from lore.models import SECTION_SEPARATOR, Passage
 
 #: Every metric the harness reports, in display order.
 METRICS: tuple[str, ...] = (
@@ -31,6 +31,12 @@ METRICS: tuple[str, ...] = (
     "recall@100",
     "ndcg@10",
 )
+
+#: Section-level metrics, for questions whose expected answer names a section: the
+#: ranking is of sections (passages deduplicated by document and section path, so two
+#: chunks of one section count once), and a section is relevant when it lies inside an
+#: expected one (its heading path holds the expected heading path, sub-sections included).
+SECTION_METRICS: tuple[str, ...] = ("section_hit@1", "section_hit@5", "section_mrr@10")
 
 #: Grades at or above this count as relevant for Hit, MRR and Recall (trec_eval's
 #: ``relevance_level``); nDCG uses the grade itself as the gain.
@@ -136,3 +142,60 @@ def mean_metrics(per_query: Mapping[str, Mapping[str, float]]) -> dict[str, floa
         return dict.fromkeys(METRICS, 0.0)
     n = len(per_query)
     return {name: sum(values[name] for values in per_query.values()) / n for name in METRICS}
+
+
+def _heading_path(section: str) -> list[str]:
+    return [part.strip().casefold() for part in section.split(SECTION_SEPARATOR.strip()) if part.strip()]
+
+
+def inside_section(section: str, wanted: str) -> bool:
+    """Whether a retrieved section path lies inside the expected section: the expected
+    heading path (``Diagnosis``, or ``Kafka consumer lag › Diagnosis``) appears as
+    consecutive headings of the retrieved one, so ``… › Diagnosis › Step 2`` is inside
+    ``Diagnosis``. The last expected heading may be a prefix of the retrieved one
+    (``Diagnosis`` holds ``Diagnosis and checks``), as document-level targets allow."""
+    have, want = _heading_path(section), _heading_path(wanted)
+    if not want:
+        return True
+    for start in range(len(have) - len(want) + 1):
+        window = have[start : start + len(want)]
+        if window[:-1] == want[:-1] and window[-1].startswith(want[-1]):
+            return True
+    return False
+
+
+def rank_sections(passages: Iterable[Passage]) -> list[tuple[str, str]]:
+    """``(uri, section)`` in rank order, each once (a section's rank is its best chunk's)."""
+    return list(dict.fromkeys((passage.uri, passage.section) for passage in passages))
+
+
+def section_targets(targets: Sequence[Target]) -> list[Target]:
+    return [target for target in targets if target.section and target.grade >= RELEVANT_GRADE]
+
+
+def section_metrics(sections: Sequence[tuple[str, str]], targets: Sequence[Target]) -> dict[str, float]:
+    """``SECTION_METRICS`` for one query whose targets name sections (``section_targets``)."""
+    wanted = section_targets(targets)
+    if not wanted:
+        raise ValueError("section_metrics needs a target that names a section")
+
+    def relevant(uri: str, section: str) -> bool:
+        return any(
+            (uri.startswith(t.uri) if t.prefix else uri == t.uri) and inside_section(section, t.section or "")
+            for t in wanted
+        )
+
+    first = next((rank for rank, item in enumerate(sections, start=1) if relevant(*item)), None)
+    return {
+        "section_hit@1": 1.0 if first == 1 else 0.0,
+        "section_hit@5": 1.0 if first is not None and first <= 5 else 0.0,
+        "section_mrr@10": 1.0 / first if first is not None and first <= 10 else 0.0,
+    }
+
+
+def mean_section_metrics(per_query: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
+    """The mean of ``SECTION_METRICS`` over the queries that have them (none: empty)."""
+    scored = [values for values in per_query.values() if SECTION_METRICS[0] in values]
+    if not scored:
+        return {}
+    return {name: sum(values[name] for values in scored) / len(scored) for name in SECTION_METRICS}

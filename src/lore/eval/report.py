@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from lore.errors import ConfigError, DatasetError
-from lore.eval.metrics import METRICS
+from lore.eval.metrics import METRICS, SECTION_METRICS
 from lore.eval.runner import EvalRun, trec_run_lines
 
 DEFAULT_TOLERANCE = 0.02
@@ -38,7 +38,8 @@ def render_run(console: Console, run: EvalRun) -> None:
     table.add_column("metric")
     for result in run.results:
         table.add_column(result.mode, justify="right")
-    for name in METRICS:
+    names = [*METRICS, *(name for name in SECTION_METRICS if all(name in r.metrics for r in run.results))]
+    for name in names:
         values = [result.metrics[name] for result in run.results]
         best = max(values, default=0.0)
         cells = [f"[bold]{v:.4f}[/bold]" if v == best and len(values) > 1 else f"{v:.4f}" for v in values]
@@ -118,7 +119,11 @@ class Baseline:
             raise DatasetError(f"baseline {path} is not valid JSON: {err.msg}") from err
         try:
             modes = {
-                mode: {name: float(value) for name, value in entry["metrics"].items() if name in METRICS}
+                mode: {
+                    name: float(value)
+                    for name, value in entry["metrics"].items()
+                    if name in METRICS or name in SECTION_METRICS
+                }
                 for mode, entry in data["modes"].items()
             }
             tolerance = float(data.get("tolerance", DEFAULT_TOLERANCE))
@@ -140,6 +145,8 @@ class Baseline:
         regressions: list[Regression] = []
         for result in shared:
             for name, expected in self.modes[result.mode].items():
+                if name not in result.metrics:
+                    continue
                 current = result.metrics[name]
                 # The epsilon keeps float noise in a re-run from failing at exactly the tolerance.
                 if current < expected - allowed - 1e-9:

@@ -17,8 +17,19 @@ import numpy as np
 from lore.embedders.forwarding import ForwardingEmbedder
 from lore.errors import ConfigError
 from lore.eval.datasets import EvalQuery
-from lore.eval.metrics import RankedDocument, mean_metrics, query_metrics, rank_documents
+from lore.eval.metrics import (
+    RankedDocument,
+    mean_metrics,
+    mean_section_metrics,
+    query_metrics,
+    rank_documents,
+    rank_sections,
+    section_metrics,
+    section_targets,
+)
+from lore.intent import by_intent
 from lore.models import Passage, SearchMode
+from lore.priority import Weights, prioritised
 from lore.protocols import Embedder, KnowledgeRetriever, Reranker, Vectors, retrieve_passages
 
 #: The pseudo-mode that reranks hybrid candidates with the configured reranker.
@@ -163,11 +174,16 @@ def parse_modes(spec: str, retriever: KnowledgeRetriever, reranker: Reranker | N
     return list(dict.fromkeys(wanted))
 
 
-async def _ranking(retriever: KnowledgeRetriever, query: str, mode: SearchMode, depth: int) -> list[Passage]:
-    """Enough chunks for ``depth`` distinct documents (or all the retriever has)."""
+async def _ranking(
+    retriever: KnowledgeRetriever, query: str, mode: SearchMode, depth: int, weights: Weights | None = None
+) -> list[Passage]:
+    """Enough chunks for ``depth`` distinct documents (or all the retriever has), in the
+    order the sources' priorities (``weights``, ``lore.priority``) and the question's
+    intent (``lore.intent``, inside each document) give them, as the search tool does."""
     top_k = depth * 2
     while True:
-        passages = await retrieve_passages(retriever, query, top_k=top_k, mode=mode)
+        found = await retrieve_passages(retriever, query, top_k=top_k, mode=mode)
+        passages = by_intent(prioritised(found, weights or {}), query)
         enough = len({passage.uri for passage in passages}) >= depth
         if enough or len(passages) < top_k or top_k >= depth * _MAX_CHUNKS_PER_DOCUMENT:
             return passages
@@ -182,6 +198,7 @@ async def retrieve_for_mode(
     depth: int = DEFAULT_DEPTH,
     reranker: Reranker | None = None,
     rerank_candidates: int = DEFAULT_RERANK_CANDIDATES,
+    weights: Weights | None = None,
 ) -> list[Passage]:
     """The chunks one mode returns for ``query``, best first, enough for ``depth``
     documents (``hybrid+rerank``: the reranked hybrid candidates)."""
@@ -191,8 +208,8 @@ async def retrieve_for_mode(
         candidates = await retrieve_passages(
             retriever, query, top_k=rerank_candidates, mode=SearchMode.HYBRID
         )
-        return await reranker.rerank(query, candidates, top_k=len(candidates))
-    return await _ranking(retriever, query, SearchMode(mode), depth)
+        return prioritised(await reranker.rerank(query, candidates, top_k=len(candidates)), weights or {})
+    return await _ranking(retriever, query, SearchMode(mode), depth, weights)
 
 
 async def evaluate(
@@ -205,9 +222,12 @@ async def evaluate(
     depth: int = DEFAULT_DEPTH,
     reranker: Reranker | None = None,
     on_query: QueryDone | None = None,
+    weights: Weights | None = None,
 ) -> EvalRun:
     """Rank every query in every mode. Answerable queries are scored; the others are
-    listed with what came back at rank 1 (a hit there would be a wrong answer)."""
+    listed with what came back at rank 1 (a hit there would be a wrong answer).
+    Questions whose expected answer names a section are scored on sections too
+    (``SECTION_METRICS``). ``weights``: the sources' priorities (``lore.priority``)."""
     answerable = [query for query in queries if query.answerable]
     run = EvalRun(
         dataset=dataset,
@@ -222,11 +242,15 @@ async def evaluate(
         rankings: dict[str, list[RankedDocument]] = {}
         unanswered: list[Unanswered] = []
         for query in queries:
-            passages = await retrieve_for_mode(retriever, query.text, mode, depth=depth, reranker=reranker)
+            passages = await retrieve_for_mode(
+                retriever, query.text, mode, depth=depth, reranker=reranker, weights=weights
+            )
             ranking = rank_documents(passages)[:depth]
             rankings[query.qid] = ranking
             if query.answerable:
                 per_query[query.qid] = query_metrics(ranking, query.targets)
+                if section_targets(query.targets):
+                    per_query[query.qid].update(section_metrics(rank_sections(passages), query.targets))
             else:
                 top = passages[0] if passages else None
                 unanswered.append(
@@ -243,7 +267,7 @@ async def evaluate(
         run.results.append(
             ModeResult(
                 mode=mode,
-                metrics=mean_metrics(per_query),
+                metrics={**mean_metrics(per_query), **mean_section_metrics(per_query)},
                 per_query=per_query,
                 rankings=rankings,
                 unanswered=unanswered,

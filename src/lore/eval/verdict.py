@@ -16,11 +16,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lore.confidence import Confidence, answer_confidence, clears, passage_confidence, probability
+from lore.confidence import Confidence, QueryJudge, best, clears, passage_confidence, probability
 from lore.eval.datasets import EvalQuery
 from lore.eval.metrics import rank_documents
 from lore.models import Passage, SearchMode
+from lore.priority import Weights, prioritised
+from lore.priority import depth as priority_depth
 from lore.protocols import KnowledgeRetriever, retrieve_passages
+
+HYBRID = SearchMode.HYBRID
 
 #: Hit@k's k for the answerable questions.
 HIT_K = 5
@@ -36,6 +40,8 @@ class Judged:
     #: The answerable question's Hit@5 over the passages shown with the verdict off.
     hit: bool | None
     passages: tuple[Passage, ...] = ()
+    #: The question names one of the passages (``lore.named``): the tool never withholds it.
+    named: bool = False
 
 
 def hit_at(passages: Sequence[Passage], query: EvalQuery, k: int = HIT_K) -> bool:
@@ -49,17 +55,27 @@ async def judge(
     *,
     top_k: int,
     on_query: Callable[[str], None] | None = None,
+    weights: Weights | None = None,
 ) -> list[Judged]:
+    """Each question's answer as ``knowledge_search`` gives it: hybrid, the sources'
+    priorities (``weights``, ``lore.priority``), the tool's verdict."""
     judged: list[Judged] = []
     for query in queries:
-        passages = await retrieve_passages(retriever, query.text, top_k=top_k, mode=SearchMode.HYBRID)
+        found = await retrieve_passages(
+            retriever, query.text, top_k=priority_depth(top_k, weights or {}), mode=HYBRID
+        )
+        passages = prioritised(found, weights or {})[:top_k]
+        # The verdict the tool gives (``KnowledgeSearch.run_chain``): the models' levels,
+        # raised for a passage the question names, which is never withheld.
+        verdict = QueryJudge(query.text)
         judged.append(
             Judged(
                 qid=query.qid,
                 answerable=query.answerable,
-                confidence=answer_confidence(passages),
+                confidence=best(verdict(passage) for passage in passages),
                 hit=hit_at(passages, query) if query.answerable else None,
                 passages=tuple(passages),
+                named=any(verdict.anchored(passage) for passage in passages),
             )
         )
         if on_query is not None:
@@ -114,7 +130,7 @@ def report(judged: Sequence[Judged], minimum: Confidence = Confidence.LOW) -> Ve
     """The verdict's figures when answers below ``minimum`` say "no matching knowledge"."""
     result = VerdictReport(minimum=minimum)
     for item in judged:
-        shown = clears(item.confidence, minimum)
+        shown = item.named or clears(item.confidence, minimum)
         kind = "answerable" if item.answerable else "unanswerable"
         counts = result.levels.setdefault(kind, {})
         counts[item.confidence.value] = counts.get(item.confidence.value, 0) + 1

@@ -26,16 +26,87 @@ def alert_fingerprint(labels: Mapping[str, str], given: str | None = None) -> st
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
 
 
+#: Most bytes (as JSON) one stored suggestion keeps; its lowest-ranked passages go first.
+#: The answer's own output cap already bounds it; this holds whatever the cap is set to.
+MAX_SUGGESTION_BYTES = 256 * 1024
+
+
 def store_suggestions(
-    store: EventStore, result: dict[str, Any], tenant: str | None, event_id: str | None
+    store: EventStore,
+    result: dict[str, Any],
+    tenant: str | None,
+    event_id: str | None,
+    stored_by: str | None = None,
 ) -> list[str]:
-    """Keep ``result`` (``AlertResult.to_dict()``) under each of its alerts' fingerprints;
-    the fingerprints. Raises ``LoreError`` when the store cannot write."""
+    """Keep, under each alert's fingerprint of ``result`` (``AlertResult.to_dict()``), that
+    alert's own part of the answer (``answer_for``); the fingerprints. One request of N
+    alerts stores N parts of one answer, never N copies of it. Raises ``LoreError`` when
+    the store cannot write."""
     time = now_iso()
-    fingerprints = [str(a["fingerprint"]) for a in result.get("alerts") or [] if a.get("fingerprint")]
-    for fingerprint in dict.fromkeys(fingerprints):
-        store.record_alert_suggestion(AlertSuggestion(fingerprint, tenant, time, event_id, result))
+    alerts = [a for a in result.get("alerts") or [] if a.get("fingerprint")]
+    fingerprints = [str(a["fingerprint"]) for a in alerts]
+    single = len(result.get("alerts") or []) == 1
+    for alert in {str(a["fingerprint"]): a for a in alerts}.values():
+        part = bounded(answer_for(result, alert, single=single), MAX_SUGGESTION_BYTES)
+        if stored_by is not None:
+            # The latest poster of a fingerprint's alert wins (any viewer of the tenant may
+            # post one): the reader sees whose answer it is.
+            part = {**part, "stored_by": stored_by}
+        fingerprint = str(alert["fingerprint"])
+        store.record_alert_suggestion(AlertSuggestion(fingerprint, tenant, time, event_id, part))
     return fingerprints
+
+
+def answer_for(result: dict[str, Any], alert: Mapping[str, Any], *, single: bool) -> dict[str, Any]:
+    """The part of a notification's answer that is about ``alert``: the passages and
+    runbook groups that name it (``Alert.key``: its name, with the fingerprint the sender
+    gave), ranked anew. An answer to one alert is all its own."""
+    if single:
+        return {**result, "alerts": [dict(alert)]}
+    name = str(alert.get("alertname") or "alert")
+    keys = {name, f"{name} ({alert.get('fingerprint')})"}
+    kept = [
+        {**p, "alerts": [a for a in p["alerts"] if a in keys]}
+        for p in result.get("passages") or []
+        if keys & set(p.get("alerts") or ())
+    ]
+    part = _reranked({**result, "alerts": [dict(alert)]}, kept)
+    # Each group (and passage) names only this alert: a list of all N per part was N² bytes.
+    part["groups"] = [
+        {**g, **{key: [a for a in g.get(key) or [] if a in keys] for key in ("alerts", "resolved")}}
+        for g in part["groups"]
+    ]
+    metadata = part.get("metadata")
+    if isinstance(metadata, dict) and isinstance(metadata.get("query"), str):
+        # The query describes every alert ("name: words | ..."); the part keeps its own.
+        own = [seg for seg in metadata["query"].split(" | ") if seg.startswith(f"{name}:") or seg == name]
+        part["metadata"] = {**metadata, "query": " | ".join(own) or metadata["query"][:200]}
+    return part
+
+
+def _reranked(result: dict[str, Any], kept: list[dict[str, Any]]) -> dict[str, Any]:
+    """``result`` with only the passages ``kept``, ranked 1.., the groups and count following."""
+    ranks = {int(p["rank"]): new for new, p in enumerate(kept, start=1)}
+    result = dict(result)
+    result["passages"] = [{**p, "rank": ranks[int(p["rank"])]} for p in kept]
+    result["groups"] = [
+        {**g, "ranks": [ranks[r] for r in g.get("ranks") or [] if r in ranks]}
+        for g in result.get("groups") or []
+        if any(r in ranks for r in g.get("ranks") or [])
+    ]
+    if isinstance(result.get("metadata"), dict):
+        result["metadata"] = {**result["metadata"], "result_count": len(kept)}
+    return result
+
+
+def bounded(result: dict[str, Any], limit: int) -> dict[str, Any]:
+    """``result`` without its lowest-ranked passages until its JSON fits in ``limit`` bytes."""
+    passages = list(result.get("passages") or [])
+    while passages and len(json.dumps({**result, "passages": passages}).encode("utf-8")) > limit:
+        passages.pop()
+    if len(passages) == len(result.get("passages") or []):
+        return result
+    return _reranked(result, passages)
 
 
 def visible_suggestion(
@@ -53,15 +124,7 @@ def visible_suggestion(
         return allowed[uri]
 
     kept = [p for p in result.get("passages") or [] if may_read(str(p.get("uri", "")))]
-    ranks = {int(p["rank"]): new for new, p in enumerate(kept, start=1)}
-    result["passages"] = [{**p, "rank": ranks[int(p["rank"])]} for p in kept]
-    result["groups"] = [
-        {**g, "ranks": [ranks[r] for r in g.get("ranks") or [] if r in ranks]}
-        for g in result.get("groups") or []
-        if any(r in ranks for r in g.get("ranks") or [])
-    ]
-    if isinstance(result.get("metadata"), dict):
-        result["metadata"] = {**result["metadata"], "result_count": len(kept)}
+    result = _reranked(result, kept)
     return {
         "fingerprint": suggestion.fingerprint,
         "time": suggestion.time,

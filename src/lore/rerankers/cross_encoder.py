@@ -40,7 +40,7 @@ class CrossEncoderReranker:
                 try:
                     from sentence_transformers import CrossEncoder
                 except ImportError as err:
-                    raise MissingExtraError("local", "sentence-transformers") from err
+                    raise MissingExtraError("local-torch", "sentence-transformers") from err
                 try:
                     self._model = CrossEncoder(str(self._path), device=self._device, local_files_only=True)
                 except (OSError, ValueError) as err:

@@ -40,6 +40,13 @@ punctuation inside words, leetspeak and look-alike letters are folded away
 (``lore.safety.folding``), and base64 runs that decode to words are screened as text
 (``encoded_instruction``).
 
+Last, the text is read as a model reads it, through the canonical view
+(``lore.safety.canonical``: Markdown rendered from its tokens, escapes decoded, encoded
+runs read, words split, scripts folded), and ``lore.safety.view_screen`` runs the wording
+rules again over it, with its own (directives addressed to a machine, persona switches,
+forged turns and tool results anywhere in a line, more languages), and neutralises every
+link outside the allow-list by structure, whatever its syntax.
+
 The patterns are deliberately narrow, because runbooks say "ignore the warning if ..." and
 "the system: ..." all the time: an override needs both a verb of dismissal and a target
 such as "previous instructions", and a role marker must start a line.
@@ -57,9 +64,11 @@ from urllib.parse import urlsplit
 
 import regex
 
+from lore.safety.canonical import fold_pattern
 from lore.safety.encoded import screen_disguised
 from lore.safety.folding import fold
 from lore.safety.override_phrases import CJK_PATTERNS, ENGLISH, OTHER_LANGUAGES
+from lore.safety.view_screen import screen_view
 
 #: Every marker starts with this, so tests and readers can recognise neutralised spans.
 NEUTRALISED_MARKER = "[lore: removed"
@@ -356,13 +365,25 @@ def _rules(allowed_link_hosts: Collection[str]) -> list[_Rule]:
     return _RULES_CACHE[key]
 
 
-def screen_injections(text: str, *, allowed_link_hosts: Collection[str] = ()) -> tuple[str, Counter[str]]:
-    """``text`` with instruction-like spans neutralised, and the findings per kind."""
+def screen_injections(
+    text: str,
+    *,
+    allowed_link_hosts: Collection[str] = (),
+    on_removed: Callable[[str], object] | None = None,
+) -> tuple[str, Counter[str]]:
+    """``text`` with instruction-like spans neutralised, and the findings per kind;
+    ``on_removed`` is shown the spans the canonical-view pass removes."""
     findings: Counter[str] = Counter()
-    return _screen(text, findings, allowed_link_hosts, 0), findings
+    return _screen(text, findings, allowed_link_hosts, 0, on_removed), findings
 
 
-def _screen(text: str, findings: Counter[str], allowed_link_hosts: Collection[str], depth: int) -> str:
+def _screen(
+    text: str,
+    findings: Counter[str],
+    allowed_link_hosts: Collection[str],
+    depth: int,
+    on_removed: Callable[[str], object] | None = None,
+) -> str:
     def strip_invisible(match: re.Match[str] | regex.Match[str]) -> str:
         start = match.start()
         emoji = start > 0 and _PICTOGRAPH.match(match.string[start - 1]) and _EMOJI_GLUE.fullmatch(match[0])
@@ -384,7 +405,35 @@ def _screen(text: str, findings: Counter[str], allowed_link_hosts: Collection[st
         if rule.applies(text, lowered):
             text = rule.pattern.sub(_counting(rule, findings), text)
     text = _screen_folded(text, findings, allowed_link_hosts)
-    return _screen_encoded(text, findings, allowed_link_hosts, depth)
+    text = _screen_encoded(text, findings, allowed_link_hosts, depth)
+    if depth:
+        return text
+    return screen_view(text, findings, _view_rules(allowed_link_hosts), allowed_link_hosts, on_removed)
+
+
+_VIEW_RULES_CACHE: dict[tuple[str, ...], list[_Rule]] = {}
+
+
+def _view_rules(allowed_link_hosts: Collection[str]) -> list[_Rule]:
+    """The wording rules again, folded for the canonical view (``lore.safety.view_screen``)."""
+    key = tuple(sorted(allowed_link_hosts))
+    if key not in _VIEW_RULES_CACHE:
+        _VIEW_RULES_CACHE[key] = [
+            _Rule(
+                rule.kind,
+                re.compile(fold_pattern(rule.pattern.pattern), rule.pattern.flags),
+                rule.replace,
+                tuple(fold_pattern(hint) for hint in rule.hints),
+                rule.needs,
+            )
+            for rule in _rules(allowed_link_hosts)
+            # Not the line-start role rules: the view drops list and quote markers, so
+            # "- system: linux" would start a line there; ``view_screen`` has its own,
+            # which wants a sentence after the role.
+            if rule.kind in _FOLDED_KINDS
+            and not (rule.kind == "role_marker" and rule.pattern.flags & re.MULTILINE)
+        ]
+    return _VIEW_RULES_CACHE[key]
 
 
 #: Kinds matched a second time over the matching view (``lore.safety.folding``). Their

@@ -117,7 +117,12 @@ _STRONG_KEY = (
 #: Keys that also name non-secrets (``secret: db-creds`` is a k8s Secret's name).
 _WEAK_KEY = r"(?:secret|token)"
 _KEY_PREFIX = r"(?<![A-Za-z0-9_.\-])(?P<key>[A-Za-z0-9_.\-]*?"
-VALUE = r"""(?:"(?P<dq>[^"\n]+)"|'(?P<sq>[^'\n]+)'|`(?P<bq>[^`\n]+)`|(?P<bare>[^\s"'`&;|]+))"""
+#: A bare value ends before a ``\\`` that continues the line (``secret_context.continuation``
+#: takes the rest).
+VALUE = (
+    r"""(?:"(?P<dq>[^"\n]+)"|'(?P<sq>[^'\n]+)'|`(?P<bq>[^`\n]+)`"""
+    r"""|(?P<bare>(?=[^\s"'`&;|])[^\s"'`&;|\\]*(?:\\(?!\r?\n)[^\s"'`&;|\\]*)*))"""
+)
 _SEPARATOR = r"""["']?[ \t]*(?:=|:(?!//))[ \t]*"""
 #: The rest of one shell command before a flag (no pipe, no next command).
 _SAME_COMMAND = r"[^\n|;&]*?[ \t]"

@@ -294,5 +294,21 @@ EXTRA_VENDORS: tuple[PatternRule, ...] = (
     _token("newrelic_key", r"NRAK-[A-Z0-9]{27}|NRII-[A-Za-z0-9_\-]{32}", "nrak-", "nrii-"),
     _token("mailgun_key", r"key-[a-f0-9]{32}", "key-"),
     _token("age_secret_key", r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}", "age-secret-key-1"),
+    _token("docker_hub_token", r"dckr_(?:pat|oat)_[A-Za-z0-9_\-]{27,}", "dckr_"),
+    # legacy (pre-1.10) Vault tokens: ``s.`` + 24 characters, mixed case with a digit
+    _token(
+        "vault_token",
+        r"[sbr]\.(?=[A-Za-z0-9]{0,23}[0-9])(?=[A-Za-z0-9]{0,23}[A-Z])(?=[A-Za-z0-9]{0,23}[a-z])[A-Za-z0-9]{24}",
+        "s.", "b.", "r.",
+    ),
+    _token(
+        "square_token",
+        r"sq0atp-[0-9A-Za-z_\-]{22,}|sq0csp-[0-9A-Za-z_\-]{43}|EAAA[A-Za-z0-9_\-+=]{60,}",
+        "sq0",
+        "EAAA",
+    ),
     _token("azure_client_secret", r"[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.\-]{31,34}", "q~"),
+    # lore's own API tokens (lore.web.tokens: "lore_" + 32 random bytes, url-safe base64):
+    # one pasted into a query must not reach the audit log or the events verbatim.
+    _token("lore_api_token", r"lore_[A-Za-z0-9_\-]{43}", "lore_"),
 )

@@ -34,10 +34,13 @@ document.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import re
 from collections import Counter
 
 from lore.models import Document
+from lore.safety.canonical import render, replace_spans
+from lore.safety.secret_context import block_rules, context_rules, continuation
 from lore.safety.secret_prose import prose_rules
 from lore.safety.secret_rules import (
     PRIVATE_KEY,
@@ -61,9 +64,17 @@ __all__ = [
 ]
 
 #: Part of sync's chunking signature: bump it whenever a rule changes what is redacted.
-REDACTION_VERSION = "3"
+REDACTION_VERSION = "4"
 
 _MARKER = re.compile(r"\[REDACTED:([a-z0-9_]+)\]")
+#: What the canonical view reads differently from the source in a way a secret rule can
+#: care about: numeric entities and the named ones of separators, JSON and ``\\x``
+#: escapes, percent-encoded separators (not ``%20``: a URL's spaces hide no key),
+#: escaped slashes, shell continuations. Rendering costs a parse; most passages hold none.
+_ESCAPED = re.compile(
+    r"&#\w+;|&(?:colon|equals|commat|sol|lowbar|period|num);|\\u[0-9a-fA-F]{4}|\\x[0-9a-fA-F]{2}"
+    r"|%(?:3[ADad]|40|2[Ff]|5[Ff]|26)|\\/|\\\r?\n"
+)
 
 
 def _lore_vendor_rules() -> list[PatternRule]:
@@ -134,17 +145,61 @@ class SecretRedactor:
         # so a block's test is two C-level scans per rule: with ~520 hints over ~90 rules,
         # the per-hint Python of the test was over half the cost of redacting a short
         # field (a uri, a title) that no rule matches.
-        self._tests: list[tuple[Rule, tuple[str, ...], tuple[str, ...]]] = [
-            (
-                rule,
-                tuple(hint for hint in rule.hints if hint.islower()),
-                tuple(hint for hint in rule.hints if not hint.islower()),
-            )
-            for rule in self._line_rules
-        ]
+        self._tests = _split_hints(self._line_rules)
+        # The credential-context grammar reads across lines (``.netrc`` records, env
+        # pairs, tables, a Secret's ``stringData``, a command and its output): run over
+        # the whole text, after the line rules.
+        self._whole_tests = _split_hints([*context_rules(), *block_rules()])
 
     def redact(self, text: str) -> tuple[str, Counter[str]]:
         """``text`` with every finding replaced by ``[REDACTED:<kind>]``, and the count per kind."""
+        text, findings = self._redact_source(text)
+        if _ESCAPED.search(text):
+            text = self._redact_escaped_lines(text, findings)
+        return text, findings
+
+    def _redact_escaped_lines(self, text: str, findings: Counter[str]) -> str:
+        """The view pass over the runs of lines that hold an escape (and the line a
+        continuation joins), not the whole text: most of a passage reads as written."""
+        lines = text.splitlines(keepends=True)
+        marked = [bool(_ESCAPED.search(line)) for line in lines]
+        for i, line in enumerate(lines[:-1]):
+            if line.rstrip("\r\n").endswith("\\"):
+                marked[i] = marked[i + 1] = True
+        pieces: list[str] = []
+        i = 0
+        while i < len(lines):
+            j = i
+            while j < len(lines) and marked[j] == marked[i]:
+                j += 1
+            run = "".join(lines[i:j])
+            pieces.append(self._redact_view(run, findings) if marked[i] else run)
+            i = j
+        return "".join(pieces)
+
+    def _redact_view(self, text: str, findings: Counter[str]) -> str:
+        """What the source pass missed because it was escaped or encoded (``&#112;assword``,
+        ``\\u003d``, ``%5F``) or split by a shell continuation: the rules run again over the
+        canonical view's rendered layer (``lore.safety.canonical.render``), and each span
+        they change there is mapped back to the source and replaced whole."""
+        view = render(text)
+        if view.text == text:
+            return text
+        redacted_view, found = self._redact_source(view.text)
+        if not found:
+            return text
+        spans = []
+        for i1, i2, j1, j2 in _changed(view.text, redacted_view):
+            kinds = _MARKER.findall(redacted_view[j1:j2])
+            start, end = view.span(i1, i2)
+            if end > start and "[REDACTED:" not in text[start:end]:
+                spans.append((start, end, redacted(kinds[0] if kinds else "secret")))
+        if not spans:
+            return text
+        findings.update(found)
+        return replace_spans(text, spans)
+
+    def _redact_source(self, text: str) -> tuple[str, Counter[str]]:
         findings: Counter[str] = Counter()
         # Only a PEM block spans lines; every other rule matches within one line, so the
         # rest runs on blocks of whole lines, each skipping the rules none of whose hints
@@ -161,7 +216,71 @@ class SecretRedactor:
                 ):
                     block = rule.apply(block, findings)
             blocks.append(block)
-        return "".join(blocks), findings
+        text = "".join(blocks)
+        lowered = text.lower()
+        for rule, folded_hints, cased_hints in self._whole_tests:
+            if (
+                not rule.hints
+                or any(map(lowered.__contains__, folded_hints))
+                or any(map(text.__contains__, cased_hints))
+            ):
+                text = rule.apply(text, findings)
+        if "]\\" in text:
+            text = continuation(text, findings)
+        return _betterleaks(text, findings), findings
+
+
+#: Equal runs shorter than this inside a change are the diff aligning letters of a marker
+#: with letters of the secret it replaced ("a", "w" of ``[REDACTED:password]``), not text kept.
+_MIN_KEPT = 6
+
+
+def _changed(before: str, after: str) -> list[tuple[int, int, int, int]]:
+    """The regions of ``before`` that ``after`` replaced, with their replacements."""
+    regions: list[list[int]] = []
+    opcodes = difflib.SequenceMatcher(None, before, after, autojunk=False).get_opcodes()
+    for n, (tag, i1, i2, j1, j2) in enumerate(opcodes):
+        if tag == "equal" and (i2 - i1 >= _MIN_KEPT or not regions or n == len(opcodes) - 1):
+            continue
+        if tag == "equal" or (regions and regions[-1][1] == i1 and regions[-1][3] == j1):
+            if regions:
+                regions[-1][1], regions[-1][3] = i2, j2
+            continue
+        regions.append([i1, i2, j1, j2])
+    return [(r[0], r[1], r[2], r[3]) for r in regions if r[1] > r[0]]
+
+
+def _betterleaks(text: str, findings: Counter[str]) -> str:
+    """Betterleaks' vendor rules (the gitleaks successor's, ~200 formats; not its generic
+    keyed rule, which lore's keyed rules replace) over what lore's rules left: each value
+    it reports is replaced wherever it occurs. Chosen by measurement
+    (``bench/secret_detectors.py``): beside lore it adds the vendor formats lore has no
+    rule for, and flags no passage of the shared corpora."""
+    import betterleaks
+
+    for finding in betterleaks.scan_string(text):
+        if finding.rule_id.startswith("generic"):
+            continue  # lore's keyed rules do this, knowing placeholders and look-alikes
+        value = finding.match.value or finding.match.full
+        # an example (``…/XXXXXXXXXXXXXXXX``) is documentation, as in lore's own vendor rules
+        example = is_placeholder(value) or is_placeholder(value.rsplit("/", 1)[-1])
+        if len(value) < 8 or example or "[REDACTED:" in value or value not in text:
+            continue
+        kind = re.sub(r"[^a-z0-9_]", "_", finding.rule_id.lower()) or "secret"
+        findings[kind] += text.count(value)
+        text = text.replace(value, redacted(kind))
+    return text
+
+
+def _split_hints(rules: list[Rule]) -> list[tuple[Rule, tuple[str, ...], tuple[str, ...]]]:
+    return [
+        (
+            rule,
+            tuple(hint for hint in rule.hints if hint.islower()),
+            tuple(hint for hint in rule.hints if not hint.islower()),
+        )
+        for rule in rules
+    ]
 
 
 #: Block size for the hint test: small enough that a hint rules out most blocks, large
@@ -203,7 +322,17 @@ def redact_document(document: Document) -> Document:
     chunks, embeds or stores it."""
     text, found = _DEFAULT.redact(document.text)
     title, found_in_title = _DEFAULT.redact(document.title)
-    labels = {key: _DEFAULT.redact(value)[0] for key, value in document.labels.items()}
+    labels = {key: _redact_label(key, value) for key, value in document.labels.items()}
     if not found and not found_in_title and labels == dict(document.labels):
         return document
     return dataclasses.replace(document, text=text, title=title, labels=labels)
+
+
+def _redact_label(key: str, value: str) -> str:
+    """A front-matter value read with its key, as it was written (``db_password: x``):
+    the value alone has lost the context that names it a credential."""
+    prefix = f"{key}: "
+    written, _ = _DEFAULT.redact(prefix + value)
+    if written.startswith(prefix):
+        return written[len(prefix) :]
+    return _DEFAULT.redact(value)[0]

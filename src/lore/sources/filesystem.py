@@ -35,6 +35,7 @@ from lore.extract import CONVERTED_SUFFIXES, EXTRACTION_VERSION, TEXT_MEDIA_TYPE
 from lore.extract import MEDIA_TYPES as CONVERTED_MEDIA_TYPES
 from lore.models import LABEL_VALUE_SEPARATOR, Document, SourceFailure, SourceItem, Visibility, utc
 from lore.sources.git_times import last_commit_times
+from lore.sources.names import escape_name, not_text_reason
 
 if TYPE_CHECKING:
     from pathspec import GitIgnoreSpec
@@ -204,6 +205,8 @@ class FilesystemSource:
     def _read(self, relative: str, committed: datetime | None = None) -> Document | SourceFailure:
         """``committed``: the file's last commit time when the folder is in a git work tree
         and the file is unmodified there; else the file's mtime stands for its last change."""
+        if (misnamed := not_text_reason(relative)) is not None:
+            return SourceFailure(self.uri_for(escape_name(relative)), misnamed)
         uri = self.uri_for(relative)
         path = self.root / relative
         try:

@@ -32,7 +32,7 @@ from pathlib import Path, PurePath, PurePosixPath
 from typing import Literal
 
 from pathspec import GitIgnoreSpec
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, SecretStr, field_validator
 
 from lore.config import LoreSettings, SourceConfig
 from lore.errors import ConfigError, ExtractionError
@@ -79,6 +79,9 @@ class GitSourceConfig(SourceConfig):
     strict_host_key_checking: bool = True
     token_env: str | None = None
     token_file: Path | None = None
+    #: The token itself (write-only: listings say only whether it is set); what a source
+    #: added over the API carries instead of token_env/token_file.
+    token: SecretStr | None = None
     allow_private_hosts: bool = False
     max_file_bytes: int = Field(default=2_000_000, gt=0)
 
@@ -138,9 +141,10 @@ def _check(config: GitSourceConfig) -> None:
         remote = parse_remote_url(config.url, allow_private_hosts=config.allow_private_hosts)
     except ConfigError as err:
         raise ConfigError(f"source {config.name!r}: {err}") from err
-    if config.token_env and config.token_file:
-        raise ConfigError(f"source {config.name!r}: set token_env or token_file, not both")
-    if (config.token_env or config.token_file) and not _token_transport_ok(remote.scheme, config):
+    given = sum(bool(value) for value in (config.token_env, config.token_file, config.token))
+    if given > 1:
+        raise ConfigError(f"source {config.name!r}: set one of token, token_env or token_file")
+    if given and not _token_transport_ok(remote.scheme, config):
         raise ConfigError(
             f"source {config.name!r}: a token is sent over https:// only, not {remote.scheme}://"
         )
@@ -209,7 +213,7 @@ class GitSource:
 
     def _connect(self) -> Repository:
         remote = parse_remote_url(self.config.url, allow_private_hosts=self.config.allow_private_hosts)
-        token = read_token(self.config.token_env, self.config.token_file, self.name)
+        token = read_token(self.config.token_env, self.config.token_file, self.name, self.config.token)
         if token and not _token_transport_ok(remote.scheme, self.config):
             token = None
         if self.config.ssh_key_file is not None and not self.config.ssh_key_file.is_file():

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from pydantic import SecretStr
+
 from lore.errors import ConfigError, SourceError
 
 #: Schemes git may be given; everything else (``file://``, ``ext::``, ``fd::``, local
@@ -57,6 +59,12 @@ class RemoteUrl:
     url: str
     scheme: str
     host: str
+    #: The addresses the host resolved to when it was checked (empty: not checked, or an
+    #: address itself). git connects to these and no others over http(s)
+    #: (``http.curloptResolve``): a second resolution, rebound to 127.0.0.1 or a metadata
+    #: endpoint after the check, is never made.
+    addresses: tuple[str, ...] = ()
+    port: int | None = None
 
 
 def parse_remote_url(url: str, *, allow_private_hosts: bool) -> RemoteUrl:
@@ -104,9 +112,21 @@ def parse_remote_url(url: str, *, allow_private_hosts: bool) -> RemoteUrl:
         scheme, host = "ssh", match["host"].strip("[]")
         if host.startswith("-") or match["path"].startswith("-"):
             raise ConfigError(f"git url {url!r}: looks like a command-line option; refused")
+    addresses: tuple[str, ...] = ()
     if not allow_private_hosts:
-        _refuse_private_host(url, host)
-    return RemoteUrl(text, scheme, host)
+        addresses = refuse_private_host(url, host)
+    port = _port(text, scheme)
+    return RemoteUrl(text, scheme, host, addresses, port)
+
+
+def _port(url: str, scheme: str) -> int | None:
+    if scheme not in ("http", "https"):
+        return None
+    try:
+        given = urlsplit(url).port
+    except ValueError:
+        return None
+    return given or (443 if scheme == "https" else 80)
 
 
 def _without_userinfo(url: str) -> str:
@@ -114,7 +134,11 @@ def _without_userinfo(url: str) -> str:
     return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
 
 
-def _refuse_private_host(url: str, host: str) -> None:
+def refuse_private_host(url: str, host: str) -> tuple[str, ...]:
+    """``ConfigError`` when ``host`` is, or resolves to, a loopback, link-local or
+    unspecified address (this machine, a cloud metadata endpoint); else the addresses a
+    name resolved to (empty for an address, or a name that does not resolve here)."""
+    resolved: tuple[str, ...] = ()
     try:
         addresses = {ipaddress.ip_address(host)}
     except ValueError:
@@ -123,12 +147,14 @@ def _refuse_private_host(url: str, host: str) -> None:
         try:
             infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
         except OSError:
-            return  # unresolvable here: git reports it when it tries to connect
+            return ()  # unresolvable here: git reports it when it tries to connect
         addresses = {ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos}
+        resolved = tuple(sorted(str(address) for address in addresses))
     for address in addresses:
         mapped = getattr(address, "ipv4_mapped", None) or address
         if mapped.is_loopback or mapped.is_link_local or mapped.is_unspecified:
             raise ConfigError(_private_message(url, host))
+    return resolved
 
 
 def _private_message(url: str, host: str) -> str:
@@ -180,7 +206,15 @@ def git_environment(auth: GitAuth) -> dict[str, str]:
         ("http.lowSpeedTime", _LOW_SPEED_SECONDS),
         ("transfer.fsckObjects", "true"),
         ("gc.autoDetach", "false"),
+        # A redirect would take the fetch (and its Authorization header) to a host that
+        # was never checked: refused, as for the first request.
+        ("http.followRedirects", "false"),
     ]
+    remote = auth.remote
+    if remote.addresses and remote.port is not None:
+        # Pinned: curl connects to the addresses checked, never to a new answer of DNS.
+        pinned = ",".join(f"[{a}]" if ":" in a else a for a in remote.addresses)
+        settings.append(("http.curloptResolve", f"{remote.host}:{remote.port}:{pinned}"))
     if auth.token:
         settings.append((f"http.{auth.remote.url}.extraHeader", f"Authorization: Basic {_basic(auth.token)}"))
     env["GIT_CONFIG_COUNT"] = str(len(settings))
@@ -263,25 +297,31 @@ _BOILERPLATE = frozenset(
 )
 
 
-def read_token(token_env: str | None, token_file: Path | None, source: str) -> str | None:
-    """The HTTPS token, from an environment variable or a file, read at fetch time so a
-    rotated token is picked up without restarting anything."""
-    if token_env and token_file:
-        raise ConfigError(f"source {source!r}: set token_env or token_file, not both")
-    if token_env:
-        value = os.environ.get(token_env)
-        if not value:
+def read_token(
+    token_env: str | None, token_file: Path | None, source: str, value: SecretStr | None = None
+) -> str | None:
+    """The HTTPS token: the table's own ``token`` value (what a source added over the API
+    carries, since there a path or a variable name would read the server's), or from an
+    environment variable or a file, read at fetch time so a rotated token is picked up
+    without restarting anything."""
+    if sum(bool(given) for given in (token_env, token_file, value)) > 1:
+        raise ConfigError(f"source {source!r}: set one of token, token_env or token_file")
+    if value is not None:
+        value_text = value.get_secret_value()
+    elif token_env:
+        value_text = os.environ.get(token_env) or ""
+        if not value_text:
             raise ConfigError(f"source {source!r}: environment variable {token_env} (token_env) is not set")
     elif token_file:
         try:
-            value = token_file.read_text(encoding="utf-8")
+            value_text = token_file.read_text(encoding="utf-8")
         except OSError as err:
             raise ConfigError(
                 f"source {source!r}: cannot read token_file {token_file}: {err.strerror}"
             ) from err
     else:
         return None
-    token = value.strip()
+    token = value_text.strip()
     if not token or any(ch in token for ch in "\r\n\x00"):
         raise ConfigError(f"source {source!r}: the token is empty or spans several lines")
     return token

@@ -52,8 +52,9 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def write_atomic(path: Path, data: bytes, *, mode: int = 0o644) -> None:
-    """``path`` holds ``data`` or what it held before, whatever happens meanwhile."""
+def write_atomic(path: Path, data: bytes, *, mode: int = 0o600) -> None:
+    """``path`` holds ``data`` or what it held before, whatever happens meanwhile; private
+    to this user by default, as everything lore writes (``lore.private_files``)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:

@@ -104,7 +104,11 @@ class UploadSource(StoredSource):
     def add(self, data: bytes, filename: str) -> StoredDocument:
         """Extract, keep the original, and store the document (replacing one of the same
         file name). Raises ``UploadRefused`` without writing anything."""
-        extraction = extract(data, filename)
+        return self.store(data, filename, extract(data, filename))
+
+    def store(self, data: bytes, filename: str, extraction: Extraction) -> StoredDocument:
+        """``add`` with the extraction done already (``lore serve`` does it in a child
+        process under a budget: ``lore.web.extraction``)."""
         digest = hashlib.sha256(data).hexdigest()
         original = self.original_path(digest)
         if not original.exists():

@@ -56,9 +56,19 @@ class PassageCleaner:
         return redacted
 
     def clean_uncached(self, text: str) -> tuple[str, tuple[tuple[str, int], ...]]:
-        screened, injection_findings = screen_injections(text, allowed_link_hosts=self._allowed_link_hosts)
+        removed: list[str] = []
+        screened, injection_findings = screen_injections(
+            text, allowed_link_hosts=self._allowed_link_hosts, on_removed=removed.append
+        )
         redacted, secret_findings = self.redactor.redact(screened)
         findings = injection_findings + secret_findings
+        # A secret inside a span screening removed (a webhook URL neutralised as a link)
+        # is a finding of this result all the same; kinds already counted are not again.
+        inside: Counter[str] = Counter()
+        for lines in removed:
+            inside.update(self.redactor.redact(lines)[1])
+            inside.update(redaction_markers(lines))
+        findings.update({kind: count for kind, count in inside.items() if kind not in findings})
         # Secrets redacted at ingest are findings of this result too (the audit says so).
         findings.update(redaction_markers(screened))
         return redacted, tuple(findings.items())

@@ -31,14 +31,17 @@ from typing import Any, TypeVar
 
 from lore import startup_trace
 from lore.access import AccessFilter, Principal, access_filter, principal_name
-from lore.confidence import Confidence, best, clears, passage_confidence
+from lore.confidence import Confidence, QueryJudge, best, clears
 from lore.config import LoreSettings, load_settings
 from lore.errors import AuditError, LoreError, RerankError, UnsupportedModeError
 from lore.events.record import Correlation
 from lore.events.recorder import EventRecorder, event_of_call, recorder_for
 from lore.events.timing import Timing, measure_retrieval
+from lore.intent import by_intent
 from lore.models import Passage, SearchMode
 from lore.observe import observe_search
+from lore.priority import depth as priority_depth
+from lore.priority import prioritised, source_weights
 from lore.protocols import Embedder, KnowledgeRetriever, Reranker
 from lore.rerankers import resolve_reranker
 from lore.safety.audit import AuditEntry, AuditHit, AuditLog, JsonlAuditLog
@@ -112,6 +115,8 @@ class KnowledgeSearch:
             else JsonlAuditLog(self._settings.resolve_path(self._settings.audit_path))
         )
         self._cleaner = PassageCleaner(self._settings)
+        # The sources' priorities (``lore.priority``): the pack yields to the team's pages.
+        self._weights = source_weights(self._settings)
         # A copy, so an adapter that decorates its schema cannot change everyone's.
         self.input_schema: dict[str, Any] = copy.deepcopy(INPUT_SCHEMA)
         self._events = events if events is not None else recorder_for(self._settings, retriever)
@@ -170,7 +175,8 @@ class KnowledgeSearch:
         principal: Principal,
         mode: SearchMode | None = None,
         raw_query: Callable[[], str] = lambda: "",
-        judge: Callable[[Passage], Confidence] = passage_confidence,
+        judge: Callable[[Passage], Confidence] | None = None,
+        anchored: Callable[[Passage], bool] | None = None,
     ) -> ToolResult:
         """The safety chain and audit around any retrieval: ``knowledge_search`` and
         ``runbook_for_alert`` (``lore.alerts.tool``) both run through here, so a second
@@ -181,7 +187,10 @@ class KnowledgeSearch:
         and why the answer is degraded (or None). ``raw_query`` is what the audit records
         when ``prepare`` refused the call (already redacted). ``retrieve`` filters by the
         principal's access itself (``lore.access.access_filter``). ``judge`` gives each
-        passage its confidence; when none reaches ``min_confidence`` no passage is shown."""
+        passage its confidence (by default ``QueryJudge`` of the query); when none reaches
+        ``min_confidence`` no passage is shown, unless ``anchored`` says the query names
+        one (its alert name or identifier is the page's, ``lore.named``): such an answer is
+        never withheld."""
         started = time.perf_counter()
         request: SearchRequest | None = None
         degraded_reason: str | None = None
@@ -202,10 +211,15 @@ class KnowledgeSearch:
                 found, reranked, degraded_reason, served_by = await retrieve(request)
             startup_trace.mark("retrieved")
             found = found[: request.top_k]
+            if judge is None:
+                query_judge = QueryJudge(request.query)
+                judge, anchored = query_judge, anchored or query_judge.anchored
             levels = [judge(passage) for passage in found]
             answer = best(levels)
-            # Passages that all fall short look like an answer to an agent: withhold them.
-            no_match = bool(found) and not clears(answer, self._min_confidence)
+            # Passages that all fall short look like an answer to an agent: withhold them,
+            # unless the query names one (a withheld runbook is worse than a weak answer).
+            named = anchored is not None and any(anchored(passage) for passage in found)
+            no_match = bool(found) and not named and not clears(answer, self._min_confidence)
             if no_match:
                 found, levels = [], []
             # CPU-bound (regexes over every passage): off the event loop, on its executor.
@@ -220,13 +234,15 @@ class KnowledgeSearch:
         # The mode that answered the call, also when the caller left it to the retriever
         # (the first of its modes, by the protocol): analytics group by it.
         effective = mode if mode is not None else next(iter(self._retriever.modes), None)
+        # A degraded embedder degrades only the answers it took part in: not BM25's.
+        embedder_degraded = self._retriever.degraded and effective is not SearchMode.BM25
         observe_search(  # the one place every tool call is counted (lore.metrics)
             tool,
             self._retriever.engine,
             effective.value if effective is not None else None,
             latency_ms / 1000.0,
             [p.score for p in passages],
-            degraded=self._retriever.degraded or degraded_reason is not None,
+            degraded=embedder_degraded or degraded_reason is not None,
             failed=error is not None,
         )
 
@@ -251,7 +267,7 @@ class KnowledgeSearch:
         except AuditError as err:
             # Fail closed: a call that cannot be audited returns nothing.
             return ToolResult(passages=[], metadata=None, error=str(err))
-        if degraded_reason is None and self._retriever.degraded:
+        if degraded_reason is None and embedder_degraded:
             degraded_reason = DEGRADED_EMBEDDER_REASON
         reason = self._cleaner.redactor.redact(degraded_reason)[0] if degraded_reason else None
         event = event_of_call(
@@ -329,16 +345,20 @@ class KnowledgeSearch:
                 f"{self._retriever.engine} does not offer {mode.value} search (offers: {offered})"
             )
         labels = request.labels or None
-        depth = request.top_k if self._reranker is None else max(request.top_k, RERANK_CANDIDATES)
+        shown = priority_depth(request.top_k, self._weights)
+        depth = shown if self._reranker is None else max(shown, RERANK_CANDIDATES)
         found = await self._retriever.retrieve(
             request.query, top_k=depth, labels=labels, mode=mode, access=access
         )
         candidates, degraded_reason, served_by = list(found.passages), found.degraded_reason, found.served_by
+        # The team's pages before the pack's, then inside each document the section the
+        # question asks for (lore.intent) first.
+        candidates = by_intent(prioritised(candidates, self._weights), request.query)
         if self._reranker is None:
-            return candidates, False, degraded_reason, served_by
+            return candidates[: request.top_k], False, degraded_reason, served_by
         try:
             reranked = await self._reranker.rerank(request.query, candidates, top_k=request.top_k)
-            return list(reranked), True, degraded_reason, served_by
+            return prioritised(reranked, self._weights), True, degraded_reason, served_by
         except RerankError as err:
             logger.warning("reranker %s failed, keeping retrieval order: %s", self._reranker.model_id, err)
             return candidates[: request.top_k], False, degraded_reason, served_by

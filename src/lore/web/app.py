@@ -3,7 +3,7 @@ page at ``/`` and ``/static``, ``/healthz``, ``/readyz`` and OpenAPI at ``/docs`
 
 FastAPI rather than bare Starlette: the API's request bodies are pydantic models (lore's
 settings already are), and FastAPI derives validation and an OpenAPI description at
-``/docs`` from them; it runs on Starlette, which the MCP SDK's app also is, so both share
+``/openapi.json`` from them; it runs on Starlette, which the MCP SDK's app also is, so both share
 one uvicorn server and one event loop. ``/mcp`` is dispatched before FastAPI sees the
 request, so the SDK's app keeps its own routing and DNS-rebinding protection.
 """
@@ -20,7 +20,7 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from lore import __version__
 from lore.mcp_server import HTTP_PATH
@@ -36,6 +36,8 @@ from lore.web import (
     routes_sync,
 )
 from lore.web.auth import Auth, Sessions
+from lore.web.extraction import Extractor
+from lore.web.guard import RequestGuard, WellFormedUnicode, allowed_host_names
 from lore.web.limits import BodyLimit, RateLimiter
 from lore.web.mcp_mount import McpAuth, mcp_app
 from lore.web.oauth import OAuthVerifier, metadata_router
@@ -43,9 +45,6 @@ from lore.web.service import Service
 from lore.web.sync_runner import SyncRunner, start_background_sync
 
 STATIC_DIR = Path(str(files("lore.web") / "static"))
-#: The page's policy (docs/service.md): its own origin only, so no inline script or style,
-#: no eval and no third-party origin, even if a passage smuggled markup past the sanitiser.
-PAGE_CSP = "default-src 'self'"
 
 
 def create_app(service: Service, *, host: str = "127.0.0.1") -> ASGIApp:
@@ -54,6 +53,7 @@ def create_app(service: Service, *, host: str = "127.0.0.1") -> ASGIApp:
     auth = Auth(service.tokens, Sessions(), RateLimiter(service.limits.rate, service.limits.burst), oauth)
     runner = SyncRunner(service)
     mcp = mcp_app(service.search, host)
+    extractor = Extractor(service.limits.extract)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -65,6 +65,7 @@ def create_app(service: Service, *, host: str = "127.0.0.1") -> ASGIApp:
                 yield
         finally:
             runner.stop()
+            extractor.close()
             service.search.close()  # writes the queued retrieval events
             pool.shutdown(wait=False, cancel_futures=True)
 
@@ -73,10 +74,16 @@ def create_app(service: Service, *, host: str = "127.0.0.1") -> ASGIApp:
         version=__version__,
         description="The team's written knowledge for on-call agents and people (docs/service.md).",
         lifespan=lifespan,
+        # Swagger UI and ReDoc load unpinned scripts from a CDN: not on the origin that
+        # holds the page's session. The description itself stays at /openapi.json.
+        docs_url=None,
+        redoc_url=None,
     )
     api.state.service = service
     api.state.auth = auth
     api.state.sync_runner = runner
+    api.state.sign_ins = routes_session.sign_in_limiter()
+    api.state.extractor = extractor
     problems.install(api)
     routes = (routes_search, routes_documents, routes_sources, routes_sync, routes_session, routes_events)
     for module in routes:
@@ -102,39 +109,31 @@ def create_app(service: Service, *, host: str = "127.0.0.1") -> ASGIApp:
 
     @api.get("/", include_in_schema=False)
     async def page() -> FileResponse:
-        return FileResponse(STATIC_DIR / "index.html", headers={"Content-Security-Policy": PAGE_CSP})
+        return FileResponse(STATIC_DIR / "index.html")
 
-    api.mount("/static", _WithCsp(StaticFiles(directory=STATIC_DIR, check_dir=False)), name="static")
+    api.mount("/static", StaticFiles(directory=STATIC_DIR, check_dir=False), name="static")
+    # Inside the body limit: the Unicode check holds at most one allowed body.
+    api.add_middleware(WellFormedUnicode)
     api.add_middleware(BodyLimit, limits=service.limits)
-    return _Dispatch(api, McpAuth(BodyLimit(mcp, service.limits), auth))
+    allowed = allowed_host_names(host, service.settings.serve.allowed_hosts)
+    return _Dispatch(api, McpAuth(BodyLimit(WellFormedUnicode(mcp), service.limits), auth), allowed)
 
 
 class _Dispatch:
-    """``/mcp`` to the MCP app, everything else (lifespan included) to FastAPI."""
+    """``/mcp`` to the MCP app, everything else (lifespan included) to FastAPI; every
+    request through ``RequestGuard`` first (Host, Origin, security headers)."""
 
-    def __init__(self, api: FastAPI, mcp: ASGIApp) -> None:
+    def __init__(self, api: FastAPI, mcp: ASGIApp, allowed_hosts: frozenset[str] | None) -> None:
         self.api = api
         self.mcp = mcp
+        self._guarded = RequestGuard(self._route, allowed_hosts)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self._guarded(scope, receive, send)
+
+    async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
         path: Any = scope.get("path", "")
         if scope["type"] == "http" and (path == HTTP_PATH or str(path).startswith(HTTP_PATH + "/")):
             await self.mcp(scope, receive, send)
         else:
             await self.api(scope, receive, send)
-
-
-class _WithCsp:
-    """The page's Content-Security-Policy on every static response. Only the page's own
-    paths get it: /docs is Swagger UI, which needs an inline script and its CDN."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        async def with_csp(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                message.setdefault("headers", []).append((b"content-security-policy", PAGE_CSP.encode()))
-            await send(message)
-
-        await self.app(scope, receive, with_csp)

@@ -43,6 +43,8 @@ from lore.web.tokens import TokenStore
 SESSION_COOKIE = "lore_session"
 CSRF_HEADER = "X-CSRF-Token"
 SESSION_SECONDS = 12 * 3600
+#: Sessions one token keeps at once; a new one beyond drops its oldest.
+MAX_SESSIONS_PER_TOKEN = 16
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 #: Paths that take no CSRF token: signing in (its body is the credential itself).
 _NO_CSRF = frozenset({("POST", "/v1/session")})
@@ -74,6 +76,10 @@ class Sessions:
         with self._lock:
             now = time.monotonic()
             self._sessions = {key: value for key, value in self._sessions.items() if value.expires > now}
+            # Bounded: signing in again and again keeps the newest few, never all of them.
+            own = [key for key, value in self._sessions.items() if value.token_digest == token_digest]
+            for key in own[: max(0, len(own) - MAX_SESSIONS_PER_TOKEN + 1)]:
+                del self._sessions[key]
             self._sessions[session_id] = session
         return session_id, session
 
@@ -88,7 +94,6 @@ class Sessions:
     def drop(self, session_id: str) -> None:
         with self._lock:
             self._sessions.pop(session_id, None)
-
 
 
 @dataclass(frozen=True)

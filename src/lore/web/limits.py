@@ -12,12 +12,24 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lore.web.problems import PROBLEM_JSON, problem_bytes
+
+
+@dataclass(frozen=True)
+class ExtractBudget:
+    """What extracting one upload may cost (``lore.web.extraction``)."""
+
+    #: CPU seconds one upload's extraction may use.
+    cpu_seconds: int = 60
+    #: Address space of the extracting process, bytes.
+    memory_bytes: int = 1 << 30
+    #: Wall-clock seconds before the process is ended.
+    wall_seconds: float = 120.0
 
 
 @dataclass(frozen=True)
@@ -27,6 +39,7 @@ class Limits:
     #: Requests per second per principal, on average, and at most at once.
     rate: float = 50.0
     burst: int = 100
+    extract: ExtractBudget = field(default_factory=ExtractBudget)
 
 
 #: Routes whose bodies may be as large as an upload.

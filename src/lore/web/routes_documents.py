@@ -24,6 +24,7 @@ from lore.sources.manual import ManualSource
 from lore.sources.stored import StoredSource
 from lore.web.auth import Caller, require, service_of
 from lore.web.documents import Clean, build_tree, document_view
+from lore.web.extraction import Extractor
 from lore.web.problems import Problem
 from lore.web.service import Service
 
@@ -136,6 +137,12 @@ async def read(uri: str, request: Request, caller: Viewer) -> dict[str, Any]:
     return await _view(service_of(request), uri, caller.principal)
 
 
+def extractor_of(request: Request) -> Extractor:
+    extractor = request.app.state.extractor
+    assert isinstance(extractor, Extractor)
+    return extractor
+
+
 @router.post("/v1/documents", summary="Upload md, txt, pdf or docx files (multipart field 'file')")
 async def upload(request: Request, caller: Uploader) -> dict[str, Any]:
     service = service_of(request)
@@ -156,7 +163,9 @@ async def upload(request: Request, caller: Uploader) -> dict[str, Any]:
         filename = item.filename or "upload"
         data = await item.read()
         try:
-            stored = await asyncio.to_thread(target.add, data, filename)
+            # Off the search threads, in a child process under a CPU and memory budget.
+            extraction = await extractor_of(request).extract(data, filename)
+            stored = await asyncio.to_thread(target.store, data, filename, extraction)
             await service.index_stored(target, stored.slug)
         except (LoreError, Problem) as err:
             errors.append({"filename": filename, "detail": str(err)})

@@ -96,7 +96,7 @@ async def keep_alert_suggestion(service: Service, result: dict[str, Any], princi
         return
     event_id = (result.get("metadata") or {}).get("event_id")
     try:
-        await asyncio.to_thread(store_suggestions, store, result, principal.tenant, event_id)
+        await asyncio.to_thread(store_suggestions, store, result, principal.tenant, event_id, principal.name)
     except LoreError as err:
         logger.warning("alert suggestion not kept: %s", err)
 

@@ -1,7 +1,15 @@
-"""``/v1/session``: the page signs in with a token and keeps a session cookie."""
+"""``/v1/session``: the page signs in with a token and keeps a session cookie.
+
+Signing in is rate limited twice, before the token is checked: per client address and
+per token presented (its hash), each ``SIGN_IN_BURST`` at once and one every
+``1 / SIGN_IN_RATE`` seconds after, so neither one address nor many addresses can mint
+sessions (or try tokens) at the rate of the API; a token keeps at most
+``MAX_SESSIONS_PER_TOKEN`` sessions (``lore.web.auth.Sessions``), its oldest dropped.
+"""
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
@@ -9,9 +17,33 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from lore.access import Principal
 from lore.web.auth import SESSION_COOKIE, Caller, auth_of
+from lore.web.limits import RateLimiter
 from lore.web.problems import Problem
 
 router = APIRouter(tags=["session"])
+
+#: Sign-ins per second, on average, per client address and per token; and at most at once.
+SIGN_IN_RATE = 0.5
+SIGN_IN_BURST = 20
+
+
+def sign_in_limiter() -> RateLimiter:
+    return RateLimiter(SIGN_IN_RATE, SIGN_IN_BURST)
+
+
+def _limit_sign_in(request: Request, token: str) -> None:
+    limiter = request.app.state.sign_ins
+    assert isinstance(limiter, RateLimiter)
+    address = request.client.host if request.client is not None else "unknown"
+    digest = hashlib.sha256(token.encode("utf-8", "replace")).hexdigest()[:32]
+    for key in (f"address:{address}", f"token:{digest}"):
+        wait = limiter.take(key)
+        if wait is not None:
+            raise Problem(
+                429,
+                f"too many sign-ins; retry in {wait:.0f} s",
+                headers={"Retry-After": str(max(1, round(wait + 0.5)))},
+            )
 
 
 class SignIn(BaseModel):
@@ -35,6 +67,7 @@ async def sign_in(body: SignIn, request: Request, response: Response) -> dict[st
     auth = auth_of(request)
     if auth.unauthenticated:
         return _caller_body(auth.identify(request))
+    _limit_sign_in(request, body.token.strip())
     record = auth.tokens.verify_record(body.token.strip())
     if record is None:
         raise Problem(401, "that token is not valid (unknown or revoked)")

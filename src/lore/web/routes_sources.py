@@ -37,8 +37,22 @@ def _sources(service: Service, principal: Principal) -> list[tuple[SourceConfig,
 
 def _listing(service: Service, principal: Principal) -> dict[str, Any]:
     settings = service.settings
+    broken = {
+        name: error
+        for name, error, tenant in service.sources.broken()
+        if same_tenant(principal, tenant)
+    }
     mine = _sources(service, principal)
-    return {"sources": [public_view(config, origin, settings) for config, origin in mine]}
+    listed = [
+        public_view(config, origin, settings)
+        for config, origin in mine
+        if config.name not in broken or origin != "service"
+    ]
+    # A stored source that fails its checks is listed alone with why; the others work on.
+    listed += [
+        {"name": name, "origin": "service", "managed": True, "error": error} for name, error in broken.items()
+    ]
+    return {"sources": listed}
 
 
 def _one(service: Service, name: str, principal: Principal) -> dict[str, Any]:
@@ -46,6 +60,14 @@ def _one(service: Service, name: str, principal: Principal) -> dict[str, Any]:
         if config.name == name:
             return public_view(config, origin, service.settings)
     raise Problem(404, f"no source named {name!r}")
+
+
+def _present(service: Service, name: str, principal: Principal) -> None:
+    """404 unless ``name`` is a source of ``principal``'s tenant, a broken stored one
+    included (it may be changed or removed like any other)."""
+    if any(found == name and same_tenant(principal, tenant) for found, _, tenant in service.sources.broken()):
+        return
+    _one(service, name, principal)
 
 
 def _not_managed(service: Service, name: str, principal: Principal) -> Problem:
@@ -89,7 +111,7 @@ async def add_source(table: Table, request: Request, caller: Admin) -> dict[str,
 @router.patch("/v1/sources/{name}", summary="Change a source added over the API")
 async def change_source(name: str, changes: Table, request: Request, caller: Admin) -> dict[str, Any]:
     service = service_of(request)
-    _one(service, name, caller.principal)  # another tenant's source is not there
+    _present(service, name, caller.principal)  # another tenant's source is not there
     if "tenant" in changes:
         _own_tenant(changes, caller.principal)
     try:
@@ -108,7 +130,7 @@ async def change_source(name: str, changes: Table, request: Request, caller: Adm
 )
 async def remove_source(name: str, request: Request, caller: Admin) -> Response:
     service = service_of(request)
-    _one(service, name, caller.principal)  # another tenant's source is not there
+    _present(service, name, caller.principal)  # another tenant's source is not there
     try:
         service.sources.remove(name)
     except KeyError:

@@ -81,9 +81,11 @@ async def status(
         return found
 
     def run_view(run: dict[str, Any]) -> dict[str, Any] | None:
+        # Each source's own part of a run (``parts``) only for the sources the caller sees.
+        parts = {name: part for name, part in (run.get("parts") or {}).items() if name in seen}
         if run.get("source") is None:  # over every source: its counts are other tenants' too
-            return {key: value for key, value in run.items() if key not in _COUNTS}
-        return run if run.get("source") in seen else None
+            return {**{key: value for key, value in run.items() if key not in _COUNTS}, "parts": parts}
+        return {**run, "parts": parts} if run.get("source") in seen else None
 
     history = [shown for run in found.get("history") or [] if (shown := run_view(run)) is not None]
     sources = [source for source in found.get("sources") or [] if source.get("name") in seen]

@@ -41,6 +41,7 @@ from lore.config import LoreSettings
 from lore.errors import LoreError
 from lore.models import RunRecord, SyncReport
 from lore.observe import observe_sync_run
+from lore.schedule_history import RUN_ID
 
 if TYPE_CHECKING:
     from lore.web.writer import IndexWriter
@@ -60,6 +61,8 @@ class SyncJob:
     settings: LoreSettings
     #: One source's name, or None for all of them.
     source: str | None
+    #: The id the run is recorded under (``lore.schedule_history.RUN_ID``); None: a new one.
+    run_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -104,7 +107,7 @@ class SyncProcess:
         # starts later (the model's among them) inherits its niceness.
         _lower_priority(child.pid, self.niceness)
         try:
-            return self._answer(child, pickle.dumps(SyncJob(settings, source)))
+            return self._answer(child, pickle.dumps(SyncJob(settings, source, RUN_ID.get())))
         finally:
             with self._lock:
                 self._child = None
@@ -225,6 +228,7 @@ def run_job(job: SyncJob, stopping: threading.Event, writers: list[IndexWriter])
     from lore.web.writer import IndexWriter
 
     settings = job.settings
+    RUN_ID.set(job.run_id)
     embedder = resolve_embedder(settings)
     backend = open_backend(settings, embedder)
     if backend is None:

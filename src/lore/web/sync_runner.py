@@ -2,8 +2,11 @@
 
 A request queues a run and returns at once (202). One daemon thread takes runs in order,
 each under the service's write lock, so a sync never overlaps another or an upload. The
-history (newest first, ``HISTORY_LENGTH`` runs) is kept in the index's state, so it
-survives a restart. ``lore serve`` runs each sync in a child process of the lowest CPU
+history (newest first, ``HISTORY_LENGTH`` runs) is the index's run history
+(``lore.schedule_history``), the one ``lore sync --history`` lists: every run of any
+process, ``lore sync`` included, recorded under the id ``POST /v1/sync`` answered with;
+runs this server finished that the index could not record (a full disk) are shown beside
+them from memory, so no run vanishes. ``lore serve`` runs each sync in a child process of the lowest CPU
 priority (``lore.web.sync_process``), so a sync takes only the CPU its searches leave
 idle; on shutdown that run stops at its next document and is recorded as stopped. A run
 on the worker thread itself (an embedder passed in, as the tests do) is abandoned
@@ -33,15 +36,17 @@ from typing import Any
 
 from lore.config import SourceConfig
 from lore.errors import LoreError
+from lore.models import RunRecord
+from lore.protocols import RunHistory
 from lore.schedule import RETRY_AFTER, cadence
 from lore.schedule_cadence import jitter
+from lore.schedule_history import RUN_ID
 from lore.sync import source_stats_key
 from lore.web.problems import Problem
 from lore.web.service import Service
 
 logger = logging.getLogger(__name__)
 
-HISTORY_KEY = "serve:sync_history"
 HISTORY_LENGTH = 50
 #: How often the schedule looks for due sources.
 SCHEDULE_TICK_S = 30.0
@@ -86,6 +91,9 @@ class SyncRunner:
         #: last queued it (so a failing source waits RETRY_AFTER, not one tick).
         self._jitter: dict[tuple[str, str], timedelta] = {}
         self._queued_at: dict[str, datetime] = {}
+        #: Runs this server finished, newest first: shown when the index has no record
+        #: of them (it could not be written), and for the source each was asked for.
+        self._finished: list[SyncRun] = []
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._work, name="lore-serve-sync", daemon=True)
@@ -175,6 +183,7 @@ class SyncRunner:
                 self._pending.remove(run)
                 self._current = run
                 run.status, run.started_at = "running", _now()
+            named = RUN_ID.set(run.run_id)  # recorded in the index under this id
             try:
                 report = self.service.sync_now(run.source)
             except (LoreError, Problem) as err:
@@ -186,27 +195,34 @@ class SyncRunner:
                 run.added, run.updated, run.deleted = report.added, report.updated, report.deleted
                 run.failures = len(report.failures)
                 run.status = "ok" if report.ok and not report.refused_prunes else "partial"
+            finally:
+                RUN_ID.reset(named)
             run.finished_at = _now()
-            # Recorded before it stops being the current run, so that a status read in
+            # Kept before it stops being the current run, so that a status read in
             # between finds it in one place or the other, never in neither.
-            self._remember(run)
             with self._lock:
+                self._finished = [run, *self._finished][:HISTORY_LENGTH]
                 self._current = None
 
-    def _remember(self, run: SyncRun) -> None:
-        history = [asdict(run), *self.history()][:HISTORY_LENGTH]
+    def _recorded(self) -> list[RunRecord]:
+        backend = self.service.backend
+        if not isinstance(backend, RunHistory):
+            return []
         try:
-            self.service.backend.set_state(HISTORY_KEY, json.dumps(history))
-        except LoreError as err:  # a read-only index: the run still happened
-            logger.warning("cannot record the sync history: %s", err)
+            return backend.runs(HISTORY_LENGTH)
+        except LoreError as err:  # an unreadable history: this server's own runs remain
+            logger.warning("cannot read the sync history: %s", err)
+            return []
 
     def history(self) -> list[dict[str, Any]]:
-        try:
-            raw = self.service.backend.get_state(HISTORY_KEY)
-            runs = json.loads(raw) if raw else []
-        except (LoreError, ValueError):
-            return []
-        return [run for run in runs if isinstance(run, dict)] if isinstance(runs, list) else []
+        """Finished runs, newest first: the index's history (every process's runs) and
+        this server's runs the index holds no record of."""
+        with self._lock:
+            mine = {run.run_id: run for run in self._finished}
+        runs = [_recorded_run(record, mine.pop(record.run_id, None)) for record in self._recorded()]
+        runs.extend(asdict(run) for run in mine.values())
+        runs.sort(key=lambda run: run.get("started_at") or run.get("queued_at") or "", reverse=True)
+        return runs[:HISTORY_LENGTH]
 
     def status(self) -> dict[str, Any]:
         history = self.history()
@@ -215,14 +231,12 @@ class SyncRunner:
         sources = []
         due = {config.name: self.next_due(config) for config, _ in self.service.sources.all()}
         for source in self.service.built_sources():
-            last = next((run for run in history if run.get("source") in (None, source.name)), None)
-            stats = self._stats(source.name)
             when = due.get(source.name)
             sources.append(
                 {
                     "name": source.name,
                     "source_type": source.source_type,
-                    "last_run": _last_run(last, stats),
+                    "last_run": _last_run(history, source.name),
                     "next_due": when.isoformat(timespec="seconds") if when is not None else None,
                 }
             )
@@ -254,21 +268,54 @@ def _background_priority() -> None:
         logger.info("cannot lower the sync thread's priority: %s", err)
 
 
-def _last_run(run: dict[str, Any] | None, stats: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The source's part of its last run: the run's times and status, the source's own
-    counts (as sync recorded them per source)."""
-    if run is None:
-        return None
-    counts = stats or {}
-    return {
-        "started_at": run.get("started_at"),
-        "finished_at": run.get("finished_at"),
-        "status": run.get("status"),
-        "added": counts.get("added", run.get("added", 0)),
-        "updated": counts.get("updated", run.get("updated", 0)),
-        "deleted": counts.get("deleted", run.get("deleted", 0)),
-        "failures": counts.get("failures", run.get("failures", 0)),
+def _iso(moment: datetime | None) -> str | None:
+    return moment.astimezone(UTC).isoformat(timespec="seconds") if moment is not None else None
+
+
+def _recorded_run(record: RunRecord, mine: SyncRun | None) -> dict[str, Any]:
+    """A run of the index's history as ``GET /v1/sync`` shows it: the run's times, status
+    and summed counts, and each source's own part (``parts``)."""
+    parts = {
+        part.source: {
+            "started_at": _iso(part.started_at),
+            "finished_at": _iso(part.finished_at),
+            "status": part.status.value,
+            "added": part.added,
+            "updated": part.updated,
+            "deleted": part.deleted,
+            "failures": part.failed,
+        }
+        for part in record.sources
     }
+    only = next(iter(parts)) if len(parts) == 1 else None
+    return {
+        "run_id": record.run_id,
+        "source": mine.source if mine is not None else only,
+        "trigger": record.trigger.value,
+        "status": record.status.value,
+        "queued_at": mine.queued_at if mine is not None else None,
+        "started_at": _iso(record.started_at),
+        "finished_at": _iso(record.finished_at),
+        "added": sum(part.added for part in record.sources),
+        "updated": sum(part.updated for part in record.sources),
+        "deleted": sum(part.deleted for part in record.sources),
+        "failures": sum(part.failed for part in record.sources),
+        "error": record.error,
+        "parts": parts,
+    }
+
+
+def _last_run(history: list[dict[str, Any]], name: str) -> dict[str, Any] | None:
+    """The source's part of its last run (newest first in ``history``): its own times,
+    status and counts when the run recorded them, else the run's."""
+    for run in history:
+        parts = run.get("parts") or {}
+        if name in parts:
+            return dict(parts[name])
+        if not parts and run.get("source") in (None, name):
+            return {key: run.get(key) for key in ("started_at", "finished_at", "status",
+                                                  "added", "updated", "deleted", "failures")}
+    return None
 
 
 def start_background_sync(runner: SyncRunner, *, schedule: bool = True) -> None:

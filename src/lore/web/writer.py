@@ -9,11 +9,13 @@ the index and the embedder itself and has nothing else of the service to build.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 
 from lore.backends.mirror import MirroredIndex
 from lore.chunking import Chunker
 from lore.config import LoreSettings
+from lore.errors import ConfigError
 from lore.models import RunRecord, RunTrigger, SyncReport
 from lore.protocols import Embedder, KnowledgeIndex, KnowledgeSource, StoringBackend
 from lore.schedule_history import RunRecorder
@@ -21,6 +23,8 @@ from lore.sources import build_source
 from lore.sync import CHUNKING_STATE_KEY, check_sources, ingest_signature, sync_sources
 from lore.sync_pipeline import SyncProgress
 from lore.web.managed import ManagedSources
+
+logger = logging.getLogger(__name__)
 
 
 class IndexWriter:
@@ -45,7 +49,18 @@ class IndexWriter:
         self.last_run: RunRecord | None = None
 
     def built_sources(self) -> list[KnowledgeSource]:
-        return [build_source(config, self.settings) for config, _ in self.sources.all()]
+        """Every source that builds; one that does not (its host now resolves to this
+        machine, say) is logged and left out, never failing the others (the listing says
+        why: ``GET /v1/sources``)."""
+        built: list[KnowledgeSource] = []
+        for config, origin in self.sources.all():
+            try:
+                built.append(build_source(config, self.settings))
+            except ConfigError as err:
+                if origin == "lore.toml":
+                    raise  # the operator's file: lore serve refuses it at start, as lore sync
+                logger.warning("source %r left out: %s", config.name, err)
+        return built
 
     def sources_to_sync(self, only: str | None) -> list[KnowledgeSource]:
         """Every source, or ``only``. A change of chunking settings re-chunks every source

@@ -15,7 +15,7 @@ their COPY stream, the rows) is done before the batch is handed to the writer th
 the caller's thread, with chunk keys drawn from the index's sequence up front
 (``Writer.submit``): the writer then only sends, and the server's half of one call's
 writes runs while the caller prepares the next (``BulkWriting.submit_many``). Measured at
-100k synthetic chunks (docs/benchmarks.md, "pgvector ingest: the next group prepared while
+100k synthetic chunks (bench/history/benchmarks.md, "pgvector ingest: the next group prepared while
 the last is written"): with the client's work on the writer's path, one batch in flight
 across calls saved nothing (the writer's thread was the longer path); with it off that
 path, 7-30% more chunks a second in alternated runs.

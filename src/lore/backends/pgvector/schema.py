@@ -264,7 +264,7 @@ MIGRATIONS: tuple[Migration[Step], ...] = schema(
     Migration(
         "m008_bm25_content_field",
         about="BM25: one field for the whole chunk, title and path again where they are names",
-        # As full-text version 5 of the SQLite backend (docs/quality.md, "A document's
+        # As full-text version 5 of the SQLite backend (bench/history/quality.md, "A document's
         # name by its shape").
         steps=(*bm25.CONTENT_FIELD_STATEMENTS, postings.IMPACT_INDEX, postings.mark_stale),
     ),

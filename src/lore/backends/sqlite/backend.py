@@ -86,7 +86,13 @@ from lore.backends.sqlite.fulltext_shards import layout_dir, present_shards
 from lore.backends.sqlite.journal import translated
 from lore.backends.sqlite.layouts import FullTextLayout
 from lore.backends.sqlite.readers import ReaderStores, ReadGuard
-from lore.backends.sqlite.readonly import connect_read_only, open_connections, private_fulltext_dir, writable
+from lore.backends.sqlite.readonly import (
+    connect_read_only,
+    disk_full_named,
+    open_connections,
+    private_fulltext_dir,
+    writable,
+)
 from lore.backends.sqlite.schema import ACCESS_VERSION, SCHEMA_VERSION, connect, migrate, schema_version
 from lore.backends.sqlite.search import SqliteSearch
 from lore.errors import (
@@ -226,6 +232,7 @@ class SqliteBackend:
             if stored is not None:
                 self._ensure_same_embedder(stored, embedder.model_id, embedder.dimension)
             self._layout.prepare(self.write_lock)
+            self._read_only = self._layout.read_only  # a full disk met while preparing it
             self._prepare_vectors()
         except BaseException:
             self.close()
@@ -330,7 +337,8 @@ class SqliteBackend:
         try:
             yield
         finally:
-            self._release()
+            with disk_full_named(self._path.parent):
+                self._release()
 
     def _require_writable(self) -> None:
         if self._read_only is not None:
@@ -378,7 +386,7 @@ class SqliteBackend:
 
     @contextmanager
     def _writing(self, what: str) -> Iterator[None]:
-        with self.write_lock(), self._write_guard:
+        with disk_full_named(self._path.parent), self.write_lock(), self._write_guard:
             with translated(IndexingError, what):
                 yield
             if self._layout.journal.pending >= _FLUSH_EVERY:
@@ -389,7 +397,11 @@ class SqliteBackend:
         The autocheckpoint (every ``_CHECKPOINT_PAGES``) never shrinks the file, so a first
         sync's log grew to three times its result. Waits at most the busy timeout for a
         reader's snapshot; a checkpoint that could not finish is simply retried next time."""
-        with self._write_guard, translated(IndexingError, f"cannot checkpoint {self._path}"):
+        with (
+            disk_full_named(self._path.parent),
+            self._write_guard,
+            translated(IndexingError, f"cannot checkpoint {self._path}"),
+        ):
             self._store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
 
     # -- the approximate vector index (derived data, like the full-text index) -----------

@@ -17,7 +17,7 @@ Fields:
   alert), and a short field's length normalisation lets it count on a long page; a title
   that is a sentence restating the body (a paper's claim, a postmortem's headline) would
   count its words twice. Searched beside ``content`` at the title's and path's boosts.
-  Measured against a field per part (title, section, body, path): docs/quality.md, "A
+  Measured against a field per part (title, section, body, path): bench/history/quality.md, "A
   document's name by its shape".
 - ``ident``: the same text split only at whitespace and most punctuation, lowercased and
   not stemmed, so ``kube-apiserver``, ``etcdNoLeader``, ``ERR_1234``, ``10.0.0.1`` and
@@ -154,7 +154,7 @@ def query_terms(query: str) -> tuple[list[str], list[str]]:
 #: evidence the English fields cannot hold, as their analysis takes it apart; a plain word
 #: is counted there already, stemmed, and its exact form only tells ``partition`` from the
 #: ``partitions`` its stem also matches. At full weight every plain word counted twice
-#: against the names and identifiers of a query (docs/quality.md, "A plain word's exact
+#: against the names and identifiers of a query (bench/history/quality.md, "A plain word's exact
 #: form": SciFact train hybrid nDCG@10 0.7257 -> 0.7348).
 PLAIN_EXACT_FORM = 0.5
 _IDENT_TOKEN = re.compile(IDENT_PATTERN)

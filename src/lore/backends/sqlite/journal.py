@@ -15,11 +15,20 @@ from pathlib import Path
 
 from lore.backends.sqlite.fulltext_shards import FullText
 from lore.backends.sqlite.fulltext_terms import FullTextRow
-from lore.backends.sqlite.store import ChunkStore, FullTextOp
+from lore.backends.sqlite.store import FULLTEXT_DELETED_KEY, ChunkStore, FullTextOp
 from lore.errors import IndexingError, LoreError, RetrievalError
 
 #: Journal entries read (with their chunks' text) per step of a replay.
 _JOURNAL_BATCH = 5_000
+
+#: When the writer rebuilds the full-text index whole to purge deleted chunks: tantivy's
+#: merge policy never merges segments for their deletions (and tantivy-py cannot change
+#: it), so a deleted chunk keeps counting in BM25's document frequencies and document
+#: count, and rankings drift from a clean build's as edits accumulate. A rebuild once the
+#: deletions reach this fraction of the stored chunks (and at least ``COMPACT_MIN``) costs
+#: a bounded share of the writes (each chunk rewritten once per that many deletions).
+COMPACT_FRACTION = 0.25
+COMPACT_MIN = 500
 
 
 @contextmanager
@@ -127,11 +136,20 @@ class FullTextJournal:
             if not self._fulltext.ready:
                 self._fulltext.recreate()
             count = self._fulltext.replace_all(self._store.all_fulltext_rows())
-            if end is not None:
-                with self._store.transaction():
+            with self._store.transaction(bump=end is not None):
+                if end is not None:
                     self._store.forget_journal(end)
+                self._store.set_state(FULLTEXT_DELETED_KEY, "0")
+            if end is not None:
                 self.staged = end
         return count
+
+    def compaction_due(self) -> bool:
+        """Whether enough chunks were deleted since the last whole build that the writer
+        rebuilds the index to purge them (``COMPACT_FRACTION``)."""
+        with self._guard, translated(IndexingError, f"cannot read the index {self._path}"):
+            deleted = self._store.fulltext_deleted()
+            return deleted >= COMPACT_MIN and deleted >= COMPACT_FRACTION * self._store.chunk_count()
 
     def follow(self, fresh: FullText) -> None:
         """Another process switched the layout: this object's journal work goes there."""
@@ -159,6 +177,7 @@ class FullTextJournal:
             with self._store.transaction():
                 if end is not None:
                     self._store.forget_journal(end)
+                self._store.set_state(FULLTEXT_DELETED_KEY, "0")
             if end is not None:
                 self.staged = end
             self._fulltext = fresh

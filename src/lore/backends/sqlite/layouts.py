@@ -23,8 +23,9 @@ from lore.backends.sqlite.fulltext_shards import (
 )
 from lore.backends.sqlite.journal import FullTextJournal, translated
 from lore.backends.sqlite.readers import ReadGuard
+from lore.backends.sqlite.readonly import private_fulltext_dir
 from lore.backends.sqlite.store import ChunkStore
-from lore.errors import IndexingError, IndexLockedError
+from lore.errors import DiskFullError, IndexingError, IndexLockedError
 
 
 class FullTextLayout:
@@ -88,6 +89,15 @@ class FullTextLayout:
                     self.switch(wanted)
                 elif missing:
                     self.journal.rebuild()
+        except DiskFullError as err:
+            # A sync died of a full disk and left its journal: replaying it needs room the
+            # disk has not got, and a search needs none. Open read-only (a write says the
+            # disk is full) and search a private index rebuilt on another disk, or, when
+            # there is no room there either, the one on disk as it is (`lore status` says
+            # how far behind).
+            self._read_only = str(err).partition(": ")[0]
+            if not self._search_privately() and missing:
+                raise
         except IndexLockedError as err:
             if missing:
                 raise IndexLockedError(
@@ -95,6 +105,34 @@ class FullTextLayout:
                     "writing to the index; try again when it has finished"
                 ) from err
             # Otherwise the live writer applies its own journal (and switches the layout).
+
+    @property
+    def read_only(self) -> str | None:
+        """Why the index is open read-only (found at open, or a full disk met while
+        preparing it); None when it is writable."""
+        return self._read_only
+
+    def _search_privately(self) -> bool:
+        """Search a full-text index rebuilt from SQLite in a private temporary directory
+        instead of the one on disk; False when it cannot be made."""
+        try:
+            private = private_fulltext_dir(self.current.directory, usable=False)
+        except IndexingError:
+            return False
+        old, fresh = self.current, self._open(private, 1)
+        self.journal.follow(fresh)
+        try:
+            self.journal.rebuild_private()
+        except IndexingError:
+            self.journal.follow(old)
+            fresh.close()
+            shutil.rmtree(private.parent, ignore_errors=True)
+            return False
+        with self._guard.exclusive:
+            self.current, self.private = fresh, private
+            self.generation = None
+        old.close()
+        return True
 
     def _open(self, directory: Path, shards: int) -> FullText:
         title, identifier, path = self._boosts
@@ -113,11 +151,15 @@ class FullTextLayout:
         )
 
     def keep(self) -> None:
-        """After writes (the write lock held): the layout the chunk count now wants."""
+        """After writes (the write lock held): the layout the chunk count now wants, or
+        the same one rebuilt whole when enough deleted chunks skew its BM25 statistics
+        (``journal.COMPACT_FRACTION``)."""
         with translated(IndexingError, f"cannot read the index {self._path}"):
             wanted = self.wanted()
         if wanted != self.current.shards:
             self.switch(wanted)
+        elif self.journal.compaction_due():
+            self.journal.rebuild()
 
     def switch(self, shards: int) -> int:
         """Rebuild the full-text index from SQLite as ``shards`` shards (1: one index),

@@ -43,6 +43,9 @@ JournalEntry = tuple[int, str, int]
 #: A full-text operation: ("add" | "delete", chunk rowid).
 FullTextOp = tuple[str, int]
 
+#: State: chunks deleted from the full-text index since its last whole build.
+FULLTEXT_DELETED_KEY = "fulltext:deleted_since_build"
+
 
 T = TypeVar("T")
 
@@ -330,7 +333,19 @@ class ChunkStore:
         return int(value) if value is not None else None
 
     def forget_journal(self, up_to: int) -> None:
+        """Forget the applied entries, counting their deletions (``FULLTEXT_DELETED_KEY``)."""
+        deleted = self.conn.execute(
+            "SELECT COUNT(*) FROM fulltext_journal WHERE seq <= ? AND op = 'delete'", (up_to,)
+        ).fetchone()[0]
+        if deleted:
+            self.set_state(FULLTEXT_DELETED_KEY, str(self.fulltext_deleted() + int(deleted)))
         self.conn.execute("DELETE FROM fulltext_journal WHERE seq <= ?", (up_to,))
+
+    def fulltext_deleted(self) -> int:
+        """Chunks deleted from the full-text index since it was last built whole: tantivy
+        keeps counting them in its BM25 statistics until their segments are rewritten."""
+        raw = self.get_state(FULLTEXT_DELETED_KEY)
+        return int(raw) if raw and raw.isdigit() else 0
 
     def fulltext_rows(self, rowids: Sequence[int]) -> dict[int, FullTextRow]:
         rows: dict[int, FullTextRow] = {}

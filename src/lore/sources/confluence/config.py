@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from lore.config import LoreSettings, SourceConfig
 
@@ -37,6 +37,9 @@ class ConfluenceSourceConfig(SourceConfig):
     email: str | None = None
     token_env: str | None = None
     token_file: Path | None = None
+    #: The token itself (write-only: listings say only whether it is set); what a source
+    #: added over the API carries instead of token_env/token_file.
+    token: SecretStr | None = None
     #: Results asked for per request (Cloud v2 allows 250; servers may return fewer).
     page_size: int = Field(default=100, ge=1, le=250)
     #: Seconds to connect, and to wait for each response.
@@ -79,9 +82,10 @@ class ConfluenceSourceConfig(SourceConfig):
 
     @model_validator(mode="after")
     def _auth(self) -> ConfluenceSourceConfig:
-        if self.token_env and self.token_file:
-            raise ValueError("set token_env or token_file, not both")
-        if not (self.token_env or self.token_file):
+        given = sum(bool(value) for value in (self.token_env, self.token_file, self.token))
+        if given > 1:
+            raise ValueError("set one of token, token_env or token_file")
+        if not given:
             raise ValueError("set token_env or token_file (the API token or personal access token)")
         if self.deployment == "cloud" and not self.email:
             raise ValueError("a Cloud site needs email (the account the API token belongs to)")

@@ -109,7 +109,7 @@ class ConfluenceSource:
 
     def preflight(self) -> None:
         """The token must be readable and the converter installed before the index opens."""
-        read_token(self.config.token_env, self.config.token_file, self.name)
+        read_token(self.config.token_env, self.config.token_file, self.name, self.config.token)
         for module, package in (("bs4", "beautifulsoup4"), ("markdownify", "markdownify")):
             try:
                 __import__(module)
@@ -120,7 +120,7 @@ class ConfluenceSource:
         self._token = None
         self._complete = False
         started = datetime.now(UTC)
-        token = read_token(self.config.token_env, self.config.token_file, self.name)
+        token = read_token(self.config.token_env, self.config.token_file, self.name, self.config.token)
         if token is None:
             raise ConfigError(f"source {self.name!r}: no token (set token_env or token_file)")
         previous = _Token.load(since)

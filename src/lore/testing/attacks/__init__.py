@@ -22,17 +22,20 @@ from typing import Any
 import regex
 
 from lore.testing.attacks.case import EVIL_HOST, PlantedCase
+from lore.testing.attacks.classes import CLASS_LOOK_ALIKES, class_cases
 from lore.testing.attacks.evasions import evasion_cases
 from lore.testing.attacks.injections import classic_injection_cases
 from lore.testing.attacks.secrets import secret_cases, vendor_and_prose_secret_cases
 
 __all__ = [
     "BENIGN_TEXTS",
+    "CLASS_LOOK_ALIKES",
     "EVIL_HOST",
     "PlantedCase",
     "all_cases",
     "as_read",
     "assert_safe",
+    "class_cases",
     "evasion_cases",
     "injection_cases",
     "secret_cases",
@@ -43,8 +46,9 @@ __all__ = [
 
 
 def injection_cases() -> list[PlantedCase]:
-    """Every planted injection: the classic classes, then the evasive spellings."""
-    return [*classic_injection_cases(), *evasion_cases()]
+    """Every planted injection: the classic classes, the evasive spellings, then the
+    classes the canonical view and structural neutralisation handle."""
+    return [*classic_injection_cases(), *evasion_cases(), *class_cases()]
 
 
 #: Ordinary runbook prose that must pass the chain unchanged (false-alarm checks).
@@ -61,6 +65,7 @@ BENIGN_TEXTS: tuple[str, ...] = (
     "Request 550e8400-e29b-41d4-a716-446655440000 timed out after 30s.",
     "secretName: payments-api-db-credentials",
     "If the consumer group `orders-v2` lags, override the retention only after approval.",
+    *(text for texts in CLASS_LOOK_ALIKES.values() for text in texts),
 )
 
 

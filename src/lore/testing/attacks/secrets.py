@@ -55,6 +55,7 @@ def secret_cases() -> list[PlantedCase]:
         case("high_entropy", "high_entropy", f"signing_salt={salt}", salt),
         *vendor_and_prose_secret_cases(),
         *prose_credential_cases(),
+        *context_secret_cases(),
     ]  # fmt: skip
 
 
@@ -152,3 +153,118 @@ def prose_credential_cases() -> list[PlantedCase]:
         case("prose_password_polish", "password", f"Hasło do konsoli to {pw['polish']}", pw["polish"]),
         case("prose_password_turkish", "password", f"Yönetici şifresi: {pw['turkish']}", pw["turkish"]),
     ]  # fmt: skip
+
+
+# -- the credential-context grammar (issue 32) ---------------------------------------------
+
+
+def context_secret_cases() -> list[PlantedCase]:
+    """One case per format of ``lore.safety.secret_context`` and per vendor prefix that
+    had no rule: credential files, command lines, headers, encodings, layouts. (Places a
+    search never returns, front matter and HTML comments, are checked at rest and in the
+    reader: ``tests/test_secret_context.py``, ``tests/test_entry_points_secrets_http.py``.)
+    ``SECRET_LOOKALIKES`` holds the benign text beside each that must survive."""
+    fake = "Fake"
+    netrc_pw, pgpass_pw, oracle_pw = fake + "Netrc" + "9pw", fake + "Pgpass" + "9pw", fake + "Tiger" + "9pw"
+    k8s_pw, string_data, short_pw = fake + "K8sEnv" + "9pw", "not" + "random" + "fake", fake + "Short" + "9!"
+    ppk_line = "AAAAgFAKE" + "PPKPRIVATE" * 4
+    ppk_mac = "fa4e" + "0" * 36
+    sqlcmd_pw, ldap_pw = fake + "Sqlcmd" + "9pw", fake + "Ldap" + "9pw"
+    aws_pw = fake + "AwsCfg" + "0123456789"
+    gpg_pw, stdin_pw = fake + "Gpg" + "9phrase", fake + "Stdin" + "9pw"
+    token_hdr, splunk_hdr = "fake" + "0123456789" + "abcdef", "fake" + "5p1unk" + "0123456789"
+    json_url_pw, pct_url_pw, dsn_pw = fake + "Json" + "9pw", fake + "Pct" + "9pw", fake + "Dsn" + "9pw"
+    sas_sig = "fAkE0" + "sIg" + "%2B" + "0123456789abcd" + "%3D"
+    table_pw, cont_tail = fake + "Table" + "9pw", "Fake" + "Tail" + "0123456789"
+    cont_head = "Fake" + "Head" + "0123456789abcd"
+    output_tok = fake + "Output" + "Tok3n" + "0123456789"
+    docker_pass = "fake" + " passphrase " + "horse"
+    docker_auth = base64.b64encode(f"deploy:{docker_pass}".encode()).decode()
+    dckr = "dckr_" + "pat_" + "FAKE" + "x" * 23
+    legacy_vault = "s." + "FAKE" + "fake" + "0123456789" + "abcdef"
+    square = "sq0" + "atp-" + "FAKE" + "x" * 18
+    sql_pw = fake + "Sql" + "Role9"
+    entity_pw, unicode_pw = fake + "Entity" + "9pw", fake + "Unicode" + "9pw"
+    encoded_ghp = "ghp_" + "FAKE" + "0a1b2c3d4e5f" * 2 + "6g7h9ijk"
+
+    def case(name: str, kind: str, text: str, payload: str) -> PlantedCase:
+        return PlantedCase(name, kind, text, (payload,))
+
+    return [
+        case("netrc", "password",
+             f"```\nmachine git.internal\n  login deploy\n  password {netrc_pw}\n```", netrc_pw),
+        case("pgpass", "password",
+             f"`~/.pgpass`:\n\n```\ndb.internal:5432:orders:app:{pgpass_pw}\n```", pgpass_pw),
+        case("putty_ppk", "private_key",
+             "```\nPuTTY-User-Key-File-2: ssh-rsa\nEncryption: none\nComment: fake\n"
+             "Public-Lines: 1\nAAAAB3Nza\n"
+             f"Private-Lines: 2\n{ppk_line}\n{ppk_line}\nPrivate-MAC: {ppk_mac}\n```", ppk_line),
+        case("oracle_tns", "password",
+             f"Connect with `sqlplus scott/{oracle_pw}@orclpdb` from the bastion.", oracle_pw),
+        case("k8s_env_pair", "password",
+             f"```yaml\nenv:\n  - name: DB_PASSWORD\n    value: {k8s_pw}\n```", k8s_pw),
+        case("k8s_string_data", "password",
+             f"```yaml\nkind: Secret\nstringData:\n  username: app\n  dbpass: {string_data}\n```",
+             string_data),
+        case("short_key", "password", f"```\nuser: ops\npass: {short_pw}\n```", short_pw),
+        case("sqlcmd", "password", f"`sqlcmd -S db01 -U sa -P {sqlcmd_pw} -Q \"select 1\"`", sqlcmd_pw),
+        case("ldapsearch", "password",
+             f"`ldapsearch -x -D cn=admin,dc=corp -w {ldap_pw} -b dc=corp`", ldap_pw),
+        case("aws_configure_set", "password", f"`aws configure set aws_secret_access_key {aws_pw}`", aws_pw),
+        case("gpg_passphrase", "password", f"`gpg --batch --passphrase {gpg_pw} -d backup.gpg`", gpg_pw),
+        case("password_stdin", "password",
+             f"`echo {stdin_pw} | docker login -u ci --password-stdin`", stdin_pw),
+        case("auth_token_scheme", "http_credential",
+             f"`curl -H 'Authorization: Token {token_hdr}' …`", token_hdr),
+        case("auth_splunk_scheme", "http_credential",
+             f"`-H \"Authorization: Splunk {splunk_hdr}\"`", splunk_hdr),
+        case("json_escaped_url", "url_password",
+             f'`{{"dsn": "https:\\/\\/app:{json_url_pw}@db.internal\\/orders"}}`', json_url_pw),
+        case("percent_encoded_url", "url_password",
+             f"`?next=https%3A%2F%2Fapp%3A{pct_url_pw}%40db.internal`", pct_url_pw),
+        case("dsn_query_password", "password",
+             f"`postgresql://db.internal/orders?user=app&password={dsn_pw}&sslmode=require`", dsn_pw),
+        case("percent_encoded_signature", "url_credential",
+             f"`https://store.example/c/b?sv=2022-11-02&sig={sas_sig}&se=2030`", sas_sig),
+        case("table_column", "password",
+             f"| host | user | password |\n|---|---|---|\n| db01 | app | `{table_pw}` |", table_pw),
+        case("continued_line", "password",
+             f"```\nexport DB_PASSWORD={cont_head}\\\n{cont_tail}\n```", cont_tail),
+        case("bare_output_line", "password",
+             f"```\n$ vault token create -field=token\n{output_tok}\n```", output_tok),
+        case("docker_auths_passphrase", "password",
+             f'`{{"auths": {{"registry.internal": {{"auth": "{docker_auth}"}}}}}}`', docker_auth),
+        case("sql_password", "password", f"`ALTER ROLE replicator WITH LOGIN PASSWORD '{sql_pw}';`", sql_pw),
+        case("entity_escaped_key", "password", f"<code>&#112;assword: {entity_pw}</code>", entity_pw),
+        case("json_unicode_escaped_key", "password", f'`{{"pass\\u0077ord": "{unicode_pw}"}}`', unicode_pw),
+        case("percent_encoded_token", "github_token",
+             f"`/login?next=%2Fcb%3Ftoken%3D{encoded_ghp}`", encoded_ghp),
+        case("docker_hub_pat", "docker_hub_token", f"`docker login -u ci -p {dckr}`", dckr),
+        case("legacy_vault_token", "vault_token",
+             f"The root token was {legacy_vault} until the re-key.", legacy_vault),
+        case("square_token", "square_token", f"Square sandbox: {square}", square),
+    ]  # fmt: skip
+
+
+#: The benign text beside each context case: must pass redaction unchanged.
+SECRET_LOOKALIKES: tuple[str, ...] = (
+    "The fix landed in commit 3f2a9c1b4d5e6f708192a3b4c5d6e7f809a1b2c3.",
+    "Request 550e8400-e29b-41d4-a716-446655440000 timed out after 30s.",
+    "image: registry.internal/api@sha256:" + "ab12" * 16,
+    "password:\n  # set from Vault at deploy time",
+    "Connect with `psql -h db01 -p 5432 -U app orders` (it prompts for the password).",
+    "```\nmachine git.internal\n  login deploy\n```",
+    "```yaml\nenv:\n  - name: DB_PASSWORD\n    valueFrom:\n      secretKeyRef:\n        name: db-creds\n```",
+    "| setting | password policy |\n|---|---|\n| length | 16 characters |",
+    "`echo \"$REGISTRY_TOKEN\" | docker login -u ci --password-stdin`",
+    "`curl -H 'Authorization: Bearer $TOKEN' https://api.internal/v1/health`",
+    "`aws configure set region eu-west-1`",
+    "`ssh -p 2222 ops@bastion` then `redis-cli -p 6379 ping`",
+    "```\n$ git rev-parse HEAD\n3f2a9c1b4d5e6f708192a3b4c5d6e7f809a1b2c3\n```",
+    "The window opens at 10:30:00 and closes at 11:00:00.",
+    "Authorization: required for every call to the admin API.",
+    "`docker build --secret id=npm,src=$HOME/.npmrc .`",
+    "```\n$ kubectl create secret generic app-config \\\n    --from-literal=key=value\n```",
+    "`ALTER ROLE replicator WITH LOGIN PASSWORD NULL;`",
+    "?X-Goog-Algorithm=GOOG4-RSA-SHA256&X-Goog-Credential=ops%40proj-1.iam.example%2F20200130%2Fauto%2Fstorage",
+)

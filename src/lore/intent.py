@@ -1,0 +1,105 @@
+"""Which section of a runbook a question asks for: its intent against the sections' roles.
+
+Runbooks share a skeleton (Meaning, Impact, Diagnosis, Mitigation; or Symptoms, Checks,
+Causes, Fixes), and the sections of one runbook share its vocabulary: the alert's name,
+its component, its symptoms. "KafkaConsumerLagHigh is firing, how do I fix it?" therefore
+ranks the section that names the alert (Meaning) above the one that answers (Mitigation),
+though the question says which it wants. This module reads that intent from a few
+unambiguous phrasings (fix / mitigate / resolve; why / diagnose / investigate; impact /
+who is affected) and, within each document, moves the sections whose heading has the
+matching role ahead of that document's other sections.
+
+Only the order inside a document changes: each document keeps the ranks its passages held,
+so document-level rankings (and every document metric) are exactly what retrieval gave.
+A question without such a phrasing, or a document without such a section, is untouched.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+
+from lore.models import SECTION_SEPARATOR, Passage
+
+
+class Role(enum.Enum):
+    REMEDY = "remedy"
+    DIAGNOSIS = "diagnosis"
+    IMPACT = "impact"
+
+
+#: What a question asks for, by its phrasing (first match wins, in this order).
+_INTENTS: tuple[tuple[Role, re.Pattern[str]], ...] = (
+    (
+        Role.REMEDY,
+        re.compile(
+            r"\b(?:fix|fixing|mitigat\w*|remediat\w*|resolv\w*|workaround|get rid of|"
+            r"bring (?:it|\w+) (?:down|back)|"
+            r"how (?:do|can|should) (?:i|we) (?:stop|recover|restore|repair))\b",
+            re.IGNORECASE,
+        ),
+    ),
+    (
+        Role.DIAGNOSIS,
+        re.compile(
+            r"\b(?:why|diagnos\w*|investigat\w*|troubleshoot\w*|debug\w*|root cause|find out|"
+            r"how (?:do|can) (?:i|we) (?:check|see|tell|find))\b",
+            re.IGNORECASE,
+        ),
+    ),
+    (Role.IMPACT, re.compile(r"\b(?:impact\w*|who is affected|what breaks|consequences?)\b", re.IGNORECASE)),
+)
+
+#: Headings that play each role (the last heading of a section path, lower case, its
+#: leading words compared: "Mitigation steps", "Fixes", "Checks and commands").
+_ROLES: dict[Role, re.Pattern[str]] = {
+    Role.REMEDY: re.compile(
+        r"^(?:mitigat\w*|remediat\w*|fix\w*|resolution|resolv\w*|recover\w*|workaround\w*|solutions?|"
+        r"how to fix|rotation|rollback|restore)\b"
+    ),
+    Role.DIAGNOSIS: re.compile(
+        r"^(?:diagnos\w*|checks?|investigat\w*|troubleshoot\w*|debug\w*|causes?|how to investigate)\b"
+    ),
+    Role.IMPACT: re.compile(r"^(?:impact\w*|consequences?|blast radius)\b"),
+}
+
+
+def intent(question: str) -> Role | None:
+    """The role of the section a question asks for, when its phrasing says so."""
+    for role, pattern in _INTENTS:
+        if pattern.search(question):
+            return role
+    return None
+
+
+def plays(passage: Passage, role: Role) -> bool:
+    """Whether the passage's section (its last heading, or one above it) has ``role``."""
+    headings = [part.strip().lower() for part in passage.section.split(SECTION_SEPARATOR) if part.strip()]
+    return any(_ROLES[role].search(heading) for heading in headings)
+
+
+def by_intent(passages: Sequence[Passage], question: str) -> list[Passage]:
+    """``passages`` with, inside each document, the sections the question asks for moved to
+    the front of that document's ranks; each rank keeps its score, so scores still fall."""
+    role = intent(question)
+    if role is None:
+        return list(passages)
+    positions: dict[str, list[int]] = {}
+    for index, passage in enumerate(passages):
+        positions.setdefault(passage.uri, []).append(index)
+    ordered = list(passages)
+    for indices in positions.values():
+        members = [passages[i] for i in indices]
+        wanted = [p for p in members if plays(p, role)]
+        if not wanted or len(wanted) == len(members):
+            continue
+        rest = [p for p in members if not plays(p, role)]
+        for index, passage in zip(indices, [*wanted, *rest], strict=True):
+            ordered[index] = (
+                passage
+                if passage.score == passages[index].score
+                else replace(passage, score=passages[index].score)
+            )
+    return ordered

@@ -1,0 +1,321 @@
+"""Injection screening over the canonical view, and links neutralised by structure.
+
+``lore.safety.injection`` first screens the text as written (its phrase rules, the folded
+matching view, encoded runs). This pass then reads the text as a model does
+(``lore.safety.canonical``: Markdown rendered, escapes decoded, encoded runs read, words
+joined and split, scripts folded) and runs over that view:
+
+- every wording rule of the first pass again (a phrase split by emphasis, an inline tag,
+  a ``<br>``, a blockquote marker, an entity, written in camelCase or small capitals is
+  whole here);
+- the rules of ``lore.safety.addressed_phrases``: directives addressed to a machine,
+  persona switches, summary directives, the fence closed in words, role markers where
+  a turn could begin (a list item, a table cell), JSON chat messages, forged tool results,
+  ReAct traces, and the languages the phrase lists lack;
+- the same wording rules over the text read through rot13 and read backwards, when that
+  reading holds more of the phrase rules' words than the text does.
+
+A match maps back to a span of the text as written (``View.span``), which is replaced by
+a marker, with the rest of its line for a wording (the payload), and with the rest of its
+section for a heading addressed to machines.
+
+Links are neutralised by structure, not by wording: every URL the view lists (inline,
+reference-style with the destination on the next line, ``srcset``, HTML attributes, bare
+URLs in prose, ``https:/host`` with one slash) whose host is outside
+``safety.allowed_link_hosts`` becomes an inert marker naming the host; a URL whose query
+or path is a template filled from the conversation (``?q={conversation}``) goes whatever
+its host. A URL inside code is a command's argument and stays unless it is such a
+template.
+"""
+
+from __future__ import annotations
+
+import codecs
+import functools
+import re
+from collections import Counter
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+from urllib.parse import urlsplit
+
+from lore.safety.addressed_phrases import (
+    ADDRESSED,
+    ANSWER,
+    FENCE_WORDS,
+    JSON_ROLE,
+    LANGUAGE_NEEDS,
+    LANGUAGES,
+    PERSONA,
+    REACT_LABEL,
+    REACT_TRACE,
+    ROLE_ANYWHERE,
+    SUMMARY,
+    TOOL_RESULT,
+)
+from lore.safety.canonical import Link, View, canonical, fold_pattern, replace_spans
+from lore.safety.override_phrases import ENGLISH
+
+#: A view-rule: its finding kind, pattern, and how far a match's replacement reaches.
+_LINE, _MATCH, _SECTION = "line", "match", "section"
+
+
+@dataclass(frozen=True)
+class ViewRule:
+    kind: str
+    pattern: re.Pattern[str]
+    reach: str
+    #: The marker's words ("instruction-like text").
+    what: str
+    #: What the view must hold for the rule to run (a script, a verb), if anything.
+    needs: re.Pattern[str] | None = None
+
+
+def _compile(patterns: list[str], flags: int = 0) -> re.Pattern[str]:
+    return re.compile("|".join(f"(?:{fold_pattern(pattern)})" for pattern in patterns), flags)
+
+
+_OVERRIDE = "instruction_override"
+_WORDING_RULES = [
+    ViewRule(_OVERRIDE, _compile(ADDRESSED[:3] + ADDRESSED[4:]), _LINE, "instruction-like text"),
+    ViewRule(_OVERRIDE, _compile(ADDRESSED[3:4]), _SECTION, "instruction-like text"),
+    ViewRule(_OVERRIDE, _compile(PERSONA), _LINE, "instruction-like text"),
+    ViewRule(_OVERRIDE, _compile(SUMMARY), _LINE, "instruction-like text"),
+    ViewRule(_OVERRIDE, _compile(ANSWER), _LINE, "instruction-like text"),
+    *(
+        ViewRule(_OVERRIDE, _compile([pattern]), _LINE, "instruction-like text", re.compile(needs))
+        for pattern, needs in zip(LANGUAGES, LANGUAGE_NEEDS, strict=True)
+    ),
+    ViewRule("fake_delimiter", _compile(FENCE_WORDS), _LINE, "fake delimiter"),
+    ViewRule("role_marker", _compile(ROLE_ANYWHERE), _MATCH, "role marker"),
+    ViewRule("role_marker", re.compile(JSON_ROLE), _MATCH, "role marker"),
+    ViewRule("tool_call_imitation", re.compile(TOOL_RESULT, re.DOTALL), _MATCH, "tool-call imitation"),
+]
+_REACT_TRACE = re.compile(REACT_TRACE)
+_REACT_LABEL = re.compile(REACT_LABEL)
+#: The English phrase rules, for the rot13 and backwards readings.
+_ENGLISH = re.compile("(?:" + "|".join(ENGLISH) + ")", re.IGNORECASE)
+_WORD = re.compile(r"[a-z]{5,}")
+
+
+class FirstPassRule(Protocol):
+    """A rule of the first pass (``lore.safety.injection``), compiled for the view."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def pattern(self) -> re.Pattern[str]: ...
+    def replace(self, match: re.Match[str]) -> str | None: ...
+    def applies(self, text: str, lowered: str) -> bool: ...
+
+
+def screen_view(
+    text: str,
+    findings: Counter[str],
+    first_pass: Sequence[FirstPassRule],
+    allowed_link_hosts: Collection[str],
+    on_removed: Callable[[str], object] | None = None,
+) -> str:
+    """``text`` with what the canonical view shows replaced (see the module note).
+    ``on_removed`` is shown the lines of each span removed (the chain reports the secrets
+    in them, so that a webhook URL removed as a link is still reported as the secret it
+    held)."""
+    view = canonical(text)
+    spans: list[tuple[int, int, str]] = []
+    taken: list[tuple[int, int]] = []
+
+    def add(start: int, end: int, kind: str, replacement: str, reach: str, on: View = view) -> None:
+        if reach == _LINE:
+            line_end = on.text.find("\n", end)
+            end = len(on.text) if line_end < 0 else line_end
+        low, high = on.span(start, end)
+        if reach == _SECTION:
+            heading = re.compile(r"^#{1,6}[ \t]", re.MULTILINE).search(text, high)
+            high = heading.start() if heading else len(text)
+        if high <= low or any(a <= low and high <= b for a, b in taken):
+            return
+        if "[lore: removed" in text[low:high] and not text[low:high].replace("[lore: removed", "").strip():
+            return
+        if kind == "instruction_override" and any(a < high and low < b for a, b in view.decoded):
+            kind, replacement = "encoded_instruction", _marker("encoded instruction")
+        taken.append((low, high))
+        spans.append((low, high, replacement))
+        findings[kind] += 1
+
+    lowered = view.text
+    regions = _changed_regions(lowered, text)
+    for first in first_pass if regions else ():
+        if not first.applies(lowered, lowered):
+            continue
+        for start, end in regions:
+            for match in first.pattern.finditer(lowered, start, end):
+                replacement = first.replace(match)
+                if replacement is not None:
+                    add(match.start(), match.end(), first.kind, replacement, _MATCH)
+    for rule in _WORDING_RULES:
+        if rule.needs is not None and not rule.needs.search(lowered):
+            continue
+        for match in rule.pattern.finditer(lowered):
+            add(match.start(), match.end(), rule.kind, _marker(rule.what), rule.reach)
+    if "thought" in lowered and _REACT_TRACE.search(lowered):
+        for match in _REACT_LABEL.finditer(lowered):
+            add(match.start(), match.end(), "tool_call_imitation", _marker("tool-call imitation"), _MATCH)
+    _screen_readings(view, add)
+    _neutralise_links(view, spans, findings, allowed_link_hosts)
+    if on_removed is not None:
+        for start, end, _replacement in spans:
+            # With its whole lines: a secret's detector may need the words around it
+            # ("https://user:pass@host" reads as a URL password only whole).
+            line_start = text.rfind("\n", 0, start) + 1
+            line_end = text.find("\n", end)
+            on_removed(text[line_start : len(text) if line_end < 0 else line_end])
+    return replace_spans(text, spans) if spans else text
+
+
+def _changed_regions(view_text: str, text: str) -> list[tuple[int, int]]:
+    """The spans of the view (whole lines, with the line before) that the text as
+    written does not hold as they are: the first pass's rules already ran over the
+    others, with the same result. Most of a runbook's lines are prose the view copies."""
+    written = text.casefold()
+    regions: list[tuple[int, int]] = []
+    previous = ""
+    previous_start = position = 0
+    for line in view_text.split("\n"):
+        start, position = position, position + len(line) + 1
+        joined = f"{previous}\n{line}" if previous else line
+        if line.strip() and joined not in written:
+            region = (previous_start if previous else start, start + len(line))
+            if regions and region[0] <= regions[-1][1] + 1:
+                regions[-1] = (regions[-1][0], region[1])
+            else:
+                regions.append(region)
+        previous, previous_start = line, start
+    return regions
+
+
+def _marker(what: str) -> str:
+    return f"[lore: removed {what}]"
+
+
+def _phrase_words(text: str) -> int:
+    from lore.safety.folding import phrase_words
+
+    words = phrase_words()
+    return sum(
+        1 for word in _WORD.findall(text) if any(word.startswith(known) for known in words.get(word[:5], ()))
+    )
+
+
+@functools.cache
+def _disguised_words() -> tuple[dict[str, tuple[str, ...]], dict[str, tuple[str, ...]]]:
+    """The phrase words as rot13 and backwards spell them, by their first five letters."""
+    from lore.safety.folding import phrase_words
+
+    rotated: dict[str, list[str]] = {}
+    backwards: dict[str, list[str]] = {}
+    for found in phrase_words().values():
+        for word in found:
+            if word.isascii():
+                spelled = codecs.encode(word, "rot13")
+                rotated.setdefault(spelled[:5], []).append(spelled)
+                backwards.setdefault(word[::-1][:5], []).append(word[::-1])
+    return (
+        {key: tuple(words) for key, words in rotated.items()},
+        {key: tuple(words) for key, words in backwards.items()},
+    )
+
+
+def _count(words: list[str], table: dict[str, tuple[str, ...]]) -> int:
+    return sum(1 for word in words if any(word.startswith(known) for known in table.get(word[:5], ())))
+
+
+def _screen_readings(view: View, add: Callable[..., None]) -> None:
+    """The English phrase rules over each line read through rot13 and read backwards,
+    when that reading holds two or more phrase words more than the line as written.
+    Most texts hold no phrase word spelled so, and skip the per-line readings."""
+    words = _WORD.findall(view.text)
+    rot13_words, backward_words = _disguised_words()
+    if _count(words, rot13_words) < 2 and _count(words, backward_words) < 2:
+        return
+    position = 0
+    for line in view.text.split("\n"):
+        start, position = position, position + len(line) + 1
+        if len(line) < 16:
+            continue
+        baseline = _phrase_words(line)
+        rotated = codecs.decode(line, "rot13")
+        if _phrase_words(rotated) >= baseline + 2:
+            for match in _ENGLISH.finditer(rotated):
+                add(
+                    start + match.start(),
+                    start + len(line),
+                    "encoded_instruction",
+                    _marker("encoded instruction"),
+                    _MATCH,
+                )
+        backwards = line[::-1]
+        if _phrase_words(backwards) >= baseline + 2 and _ENGLISH.search(backwards):
+            # A line written backwards goes whole: the payload is all of it.
+            add(start, start + len(line), "encoded_instruction", _marker("encoded instruction"), _MATCH)
+
+
+#: A template in a URL filled from the conversation: "{conversation}", "[SUMMARY]", "$TOKEN".
+_TEMPLATE = re.compile(
+    r"[{\[<$%]+[^}\]>\s]{0,40}?(?:conversation|chat|history|summary|secret|token|password|passwd|key|prompt|"
+    r"answer|context|message|session|credential|cookie|kubeconfig|env)",
+    re.IGNORECASE,
+)
+_IMAGE_PATH = re.compile(r"\.(?:png|jpe?g|gif|svg|webp|bmp|ico)(?:[?#]|$)", re.IGNORECASE)
+
+
+def link_host(url: str) -> str | None:
+    """The host a URL reaches, or None for a relative one; ``https:/host`` (one slash)
+    reaches ``host``, as browsers read it."""
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError:
+        return "(unparsable)"
+    if parts.scheme.lower() in ("javascript", "data", "vbscript"):
+        return parts.scheme.lower() + ":"
+    if parts.netloc:
+        return (parts.hostname or parts.netloc).lower()
+    if parts.scheme and parts.path.startswith("/"):
+        return parts.path.lstrip("/").split("/", 1)[0].lower() or None
+    if parts.scheme in ("http", "https", "ftp", "ws", "wss"):
+        return parts.path.split("/", 1)[0].lower() or None
+    return None
+
+
+def is_allowed(host: str, allowed_link_hosts: Collection[str]) -> bool:
+    return any(
+        host == ok or host.endswith("." + ok) for ok in (h.lower().strip(".") for h in allowed_link_hosts)
+    )
+
+
+def _neutralise_links(
+    view: View, spans: list[tuple[int, int, str]], findings: Counter[str], allowed_link_hosts: Collection[str]
+) -> None:
+    text = view.source
+    done: set[tuple[int, int]] = set()
+    for link in view.links:
+        host = link_host(link.url)
+        templated = bool(_TEMPLATE.search(link.url.split("//", 1)[-1].split("/", 1)[-1])) and host is not None
+        if host is None or (link.kind == "code" and not templated):
+            continue
+        if not templated and is_allowed(host, allowed_link_hosts):
+            continue
+        image = link.kind in ("image", "srcset") or bool(_IMAGE_PATH.search(link.url))
+        kind = "external_image" if image else "external_link"
+        what = f"external {'image' if image else 'link'} to {host}"
+        for span in _link_spans(text, link):
+            if span in done:
+                continue
+            done.add(span)
+            spans.append((span[0], span[1], _marker(what)))
+            findings[kind] += 1
+
+
+def _link_spans(text: str, link: Link) -> list[tuple[int, int]]:
+    if link.span is not None:
+        return [link.span]
+    return [(match.start(), match.end()) for match in re.finditer(re.escape(link.url), text)]

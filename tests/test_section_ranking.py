@@ -1,0 +1,99 @@
+"""Section-level ranking and scoring: the question's intent inside a document
+(``lore.intent``), the sources' priorities (``lore.priority``) and the section metrics
+``lore eval`` reports (``lore.eval.metrics``)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from lore.eval.metrics import Target, inside_section, rank_sections, section_metrics
+from lore.intent import Role, by_intent, intent
+from lore.models import SOURCE_LABEL, Passage
+from lore.priority import depth, prioritised
+
+
+def passage(uri: str, section: str, score: float, source: str = "runbooks") -> Passage:
+    return Passage(
+        text="text", uri=uri, title="T", section=section, revision="r",
+        updated_at=datetime(2026, 1, 1, tzinfo=UTC), score=score, labels={SOURCE_LABEL: source},
+        chunk_id=f"{uri}#{section}#{score}",
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("question", "role"),
+    [
+        ("KafkaConsumerLagHigh is firing, how do I fix it?", Role.REMEDY),
+        ("how do I mitigate replica lag", Role.REMEDY),
+        ("why did the node go NotReady?", Role.DIAGNOSIS),
+        ("how do I see why a pod is in CrashLoopBackOff?", Role.DIAGNOSIS),
+        ("who is affected when the gateway returns 5xx", Role.IMPACT),
+        ("[FIRING:1] KubeNodeNotReady node-3 unready for 15 minutes", None),
+        ("consumer lag keeps growing", None),
+    ],
+)
+def test_intent_reads_only_unambiguous_phrasings(question: str, role: Role | None) -> None:
+    assert intent(question) is role
+
+
+def test_by_intent_moves_the_asked_section_first_inside_its_document_only() -> None:
+    ranked = [
+        passage("a.md", "A › Meaning", 2.0),
+        passage("b.md", "B › Meaning", 1.8),
+        passage("a.md", "A › Impact", 1.5),
+        passage("a.md", "A › Mitigation", 1.2),
+        passage("b.md", "B › Mitigation", 1.0),
+    ]
+    ordered = by_intent(ranked, "how do I fix it?")
+    assert [(p.uri, p.section) for p in ordered] == [
+        ("a.md", "A › Mitigation"),
+        ("b.md", "B › Mitigation"),
+        ("a.md", "A › Meaning"),
+        ("a.md", "A › Impact"),
+        ("b.md", "B › Meaning"),
+    ]
+    assert [p.uri for p in ordered] == [p.uri for p in ranked]  # every document keeps its ranks
+    assert [p.score for p in ordered] == [p.score for p in ranked]  # scores still fall
+    assert by_intent(ranked, "consumer lag") == ranked
+
+
+def test_priority_lets_the_team_page_rise_only_when_comparable() -> None:
+    pack = passage("vault://lore/redis.md", "Symptoms", 2.0, source="vault")
+    close = passage("file://runbooks/redis.md", "Meaning", 1.7)
+    far = passage("file://runbooks/other.md", "Meaning", 1.2)
+    assert next(p.uri for p in prioritised([pack, close], {"vault": 0.75})) == close.uri
+    assert next(p.uri for p in prioritised([pack, far], {"vault": 0.75})) == pack.uri
+    assert prioritised([far, pack], {}) == [far, pack]  # no weights: the retriever's order
+    negative = passage("vault://lore/x.md", "S", -0.2, source="vault")
+    assert prioritised([negative], {"vault": 0.5})[0].score < -0.2  # a yielding source never rises
+    assert depth(5, {}) == 5
+    assert depth(5, {"vault": 0.75}) > 5
+
+
+def test_a_section_counts_inside_its_expected_heading_sub_sections_included() -> None:
+    assert inside_section("Kafka lag › Diagnosis › Step 2", "Diagnosis")
+    assert inside_section("Kafka lag › Diagnosis", "kafka lag › diagnosis")
+    assert inside_section("Rotation (manual renewal)", "Rotation")
+    assert not inside_section("Kafka lag › Meaning", "Diagnosis")
+    assert not inside_section("Diagnosis › Meaning", "Meaning › Diagnosis")
+
+
+def test_section_metrics_count_a_section_once_and_only_the_expected_one() -> None:
+    ranking = rank_sections(
+        [
+            passage("a.md", "A › Meaning", 2.0),
+            passage("a.md", "A › Meaning", 1.9),  # a second chunk of the same section
+            passage("a.md", "A › Mitigation › Restart", 1.5),
+        ]
+    )
+    assert ranking == [("a.md", "A › Meaning"), ("a.md", "A › Mitigation › Restart")]
+    wanted = [Target(uri="a.md", section="Mitigation")]
+    assert section_metrics(ranking, wanted) == {
+        "section_hit@1": 0.0,
+        "section_hit@5": 1.0,
+        "section_mrr@10": 0.5,
+    }
+    with pytest.raises(ValueError, match="names a section"):
+        section_metrics(ranking, [Target(uri="a.md")])
