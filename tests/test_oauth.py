@@ -323,3 +323,17 @@ def test_the_documented_idp_examples_are_valid_settings() -> None:
     for block in blocks:
         settings = OAuthSettings.model_validate(tomllib.loads(block)["serve"]["oauth"])
         assert settings.resource == "https://lore.example.com/mcp"
+
+
+def test_issuer_metadata_is_looked_for_where_the_specs_put_it() -> None:
+    from lore.web.oauth import metadata_candidates
+
+    assert metadata_candidates("https://idp.example.com/realms/ops") == [
+        "https://idp.example.com/.well-known/oauth-authorization-server/realms/ops",
+        "https://idp.example.com/.well-known/openid-configuration/realms/ops",
+        "https://idp.example.com/realms/ops/.well-known/openid-configuration",
+    ]
+    assert metadata_candidates("https://idp.example.com/") == [
+        "https://idp.example.com/.well-known/oauth-authorization-server",
+        "https://idp.example.com/.well-known/openid-configuration",
+    ]

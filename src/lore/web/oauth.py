@@ -60,6 +60,20 @@ def metadata_url(resource: str) -> str:
     return f"{parts.scheme}://{parts.netloc}{METADATA_PATH}{parts.path.rstrip('/')}"
 
 
+def metadata_candidates(issuer: str) -> list[str]:
+    """Where an issuer's metadata may live, in the order the MCP authorization spec tries
+    them: RFC 8414 inserts the well-known path before the issuer's path; OpenID Connect
+    Discovery appends it (Keycloak's realms, Entra ID's ``/v2.0``)."""
+    parts = urlsplit(issuer)
+    origin, path = f"{parts.scheme}://{parts.netloc}", parts.path.rstrip("/")
+    candidates = [
+        f"{origin}/.well-known/oauth-authorization-server{path}",
+        f"{origin}/.well-known/openid-configuration{path}",
+        f"{origin}{path}/.well-known/openid-configuration",
+    ]
+    return list(dict.fromkeys(candidates))
+
+
 class KeySetCache:
     """The issuer's JWKS: fetched on first use, again on an unknown ``kid`` (bounded)."""
 
@@ -109,21 +123,20 @@ class KeySetCache:
             ) from error
 
     def _discover(self) -> str:
-        base = self.settings.issuer.rstrip("/")
         failures: list[str] = []
-        for suffix in ("/.well-known/oauth-authorization-server", "/.well-known/openid-configuration"):
+        for url in metadata_candidates(self.settings.issuer):
             try:
-                document = _get_json(base + suffix)
+                document = _get_json(url)
             except (httpx.HTTPError, ValueError) as error:
-                failures.append(f"{base + suffix}: {error}")
+                failures.append(f"{url}: {error}")
                 continue
             if document.get("issuer") != self.settings.issuer:
-                failures.append(f"{base + suffix}: names issuer {document.get('issuer')!r}")
+                failures.append(f"{url}: names issuer {document.get('issuer')!r}")
                 continue
             uri = document.get("jwks_uri")
             if isinstance(uri, str) and uri:
                 return uri
-            failures.append(f"{base + suffix}: no jwks_uri")
+            failures.append(f"{url}: no jwks_uri")
         raise ValueError("no usable issuer metadata (" + "; ".join(failures) + ")")
 
 
