@@ -22,6 +22,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,7 @@ from mcp import Client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 
 from lore.access import Role  # noqa: E402
+from oauth_issuer import oauth_config, run_issuer  # noqa: E402
 from web_helpers import Served, serve, write_config  # noqa: E402
 
 SECOPS_MARKER = "quokkasecret"
@@ -76,7 +78,29 @@ class World:
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
-    root = tmp_path_factory.mktemp("trust")
+    with _world(tmp_path_factory.mktemp("trust")) as built:
+        yield built
+
+
+@pytest.fixture(scope="module")
+def idp_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    """The same world where the default tenant's callers hold access tokens from a
+    loopback IdP (``[serve.oauth]``) instead of lore tokens; the other tenant keeps lore
+    tokens, so both kinds meet in one server."""
+    with run_issuer() as issuer:
+        idp = {
+            "viewer": issuer.sign(sub="viewer", groups=["sre"]),
+            "editor": issuer.sign(sub="editor", groups=["sre", "lore-editors"]),
+            "admin": issuer.sign(sub="admin", groups=["sre"], scope="lore:admin"),
+            "secops": issuer.sign(sub="secops", groups=["secops"]),
+            "secops-editor": issuer.sign(sub="secops-ed", groups=["secops", "lore-editors"]),
+        }
+        with _world(tmp_path_factory.mktemp("trust-idp"), extra=oauth_config(issuer), idp=idp) as built:
+            yield built
+
+
+@contextmanager
+def _world(root: Path, *, extra: str = "", idp: dict[str, str] | None = None) -> Iterator[World]:
     for folder, name, text in (
         ("secops", "rotation.md", f"# Key rotation\n\nRotate the {SECOPS_MARKER} keys every quarter.\n"),
         ("globex", "deploy.md", f"# Globex deploy\n\nThe {GLOBEX_MARKER} deploy needs two approvals.\n"),
@@ -84,7 +108,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     ):
         (root / folder).mkdir(exist_ok=True)
         (root / folder / name).write_text(text, encoding="utf-8")
-    with serve(root, more_sources=MORE_SOURCES) as served:
+    with serve(root, more_sources=MORE_SOURCES, extra=extra) as served:
         store = served.service.tokens
         tokens = {
             "viewer": served.tokens["viewer"],
@@ -96,7 +120,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             "globex-editor": store.create("gx-editor", Role.EDITOR, groups=("sre",), tenant="globex"),
             "globex-admin": store.create("gx-admin", Role.ADMIN, tenant="globex"),
         }
-        world = World(served, tokens, {})
+        world = World(served, {**tokens, **(idp or {})}, {})
         with world.client("admin") as admin:
             tree = admin.get("/v1/documents").json()
         with world.client("secops") as secops:
@@ -749,3 +773,18 @@ def test_unauthenticated_serve_is_the_default_tenants_admin_not_the_local_user(t
             own = client.post("/v1/search", json={"query": "zanzibarquorum"}, headers=csrf).json()
         assert not [uri for uri in _uris(other) if "globex" in uri]
         assert any(uri.endswith("no-leader.md") for uri in _uris(own))  # the look-alike it may read
+
+
+#: The checks that read indexed text or need a role, run again with IdP-issued principals.
+IDP_ROUTES = ("check_search", "check_alerts", "check_tree", "check_read", "check_list_sources")
+
+
+@pytest.mark.parametrize("check", IDP_ROUTES)
+def test_idp_principals_hold_the_boundary_on_routes(idp_world: World, check: str) -> None:
+    assert idp_world.tokens["viewer"].count(".") == 2  # an IdP JWT, not a lore token
+    globals()[check](idp_world)
+
+
+@pytest.mark.parametrize("tool", ["knowledge_search", "runbook_for_alert"])
+async def test_idp_principals_hold_the_boundary_over_mcp(idp_world: World, tool: str) -> None:
+    await MCP_INVENTORY[tool](idp_world)

@@ -95,6 +95,56 @@ class VaultSettings(BaseModel):
         return cadence(value)
 
 
+#: The signature algorithms an IdP's access token may use: asymmetric only, so never
+#: ``none`` and never an HMAC keyed with a public key.
+JwsAlgorithm = Literal[
+    "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA"
+]
+
+_DEFAULT_JWS: tuple[JwsAlgorithm, ...] = ("RS256", "PS256", "ES256")
+
+
+class OAuthSettings(BaseModel):
+    """``[serve.oauth]``: lore as an OAuth 2.1 resource server (docs/service.md, "Identity
+    providers (OAuth)"). Access tokens (JWTs) from ``issuer`` are checked locally against
+    its JWKS; their claims map to a ``Principal`` by the fields below and nothing else."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    #: The authorization server's issuer identifier, exactly as its tokens' ``iss``.
+    issuer: str = Field(min_length=1)
+    #: lore's resource URI (RFC 8707), e.g. ``https://lore.example.com/mcp``: tokens must
+    #: name it in ``aud``; it is also the ``resource`` of the protected-resource metadata.
+    resource: str = Field(min_length=1)
+    #: Further accepted audiences (Entra ID's ``api://<app id>``, say); none by default.
+    audiences: list[str] = Field(default_factory=list)
+    #: The issuer's key set; None: read ``jwks_uri`` from the issuer's metadata
+    #: (``/.well-known/oauth-authorization-server``, then ``openid-configuration``).
+    jwks_uri: str | None = None
+    #: Signature algorithms accepted (asymmetric only: no ``none``, no HS*).
+    algorithms: list[JwsAlgorithm] = Field(default_factory=lambda: list(_DEFAULT_JWS), min_length=1)
+    #: Scopes a client should ask for (``scopes_supported`` and the 401's ``scope``).
+    scopes: list[str] = Field(default_factory=list)
+    subject_claim: str = "sub"
+    #: A claim holding a list (or space-separated string) of group names; None: no groups.
+    groups_claim: str | None = "groups"
+    #: A claim holding the tenant; when set, a token without it is refused.
+    tenant_claim: str | None = None
+    #: Scopes (in ``scope``/``scp``) or groups granting each role; the highest wins.
+    admin_scopes: list[str] = Field(default_factory=list)
+    admin_groups: list[str] = Field(default_factory=list)
+    editor_scopes: list[str] = Field(default_factory=list)
+    editor_groups: list[str] = Field(default_factory=list)
+    viewer_scopes: list[str] = Field(default_factory=list)
+    viewer_groups: list[str] = Field(default_factory=list)
+    #: A valid token granting no role above: refused (None) or this role ("viewer").
+    default_role: Literal["viewer"] | None = None
+    #: Clock skew allowed on ``exp``/``nbf``/``iat``, in seconds.
+    leeway_seconds: int = Field(default=60, ge=0, le=300)
+    #: At most one key-set fetch this often for a token whose ``kid`` is unknown.
+    jwks_refresh_seconds: float = Field(default=30.0, ge=1.0)
+
+
 class ServeSettings(BaseModel):
     """``[serve]``: what ``lore serve`` exposes beyond the API (docs/observability.md)."""
 
@@ -120,6 +170,8 @@ class ServeSettings(BaseModel):
     #: rebinding; lore.web.guard). Empty: checked only on a loopback server; ``["*"]``:
     #: never checked.
     allowed_hosts: list[str] = Field(default_factory=list)
+    #: Access tokens from an identity provider, beside lore's own tokens; None: lore's only.
+    oauth: OAuthSettings | None = None
 
 
 class ElasticsearchSettings(BaseModel):

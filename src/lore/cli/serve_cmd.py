@@ -72,7 +72,7 @@ def serve_command(
             if any(record.name == DEMO_TOKEN_NAME for record in tokens.records()):
                 tokens.revoke(DEMO_TOKEN_NAME)
             demo = tokens.create(DEMO_TOKEN_NAME, Role.VIEWER)
-        if not tokens.configured():
+        if not tokens.configured() and current.serve.oauth is None:
             if host != LOOPBACK:
                 raise ConfigError(
                     f"refusing to serve {host} without authentication: create a token first "

@@ -40,6 +40,7 @@ from lore.web.extraction import Extractor
 from lore.web.guard import RequestGuard, WellFormedUnicode, allowed_host_names
 from lore.web.limits import BodyLimit, RateLimiter
 from lore.web.mcp_mount import McpAuth, mcp_app
+from lore.web.oauth import OAuthVerifier, metadata_router
 from lore.web.service import Service
 from lore.web.sync_runner import SyncRunner, start_background_sync
 
@@ -47,7 +48,9 @@ STATIC_DIR = Path(str(files("lore.web") / "static"))
 
 
 def create_app(service: Service, *, host: str = "127.0.0.1") -> ASGIApp:
-    auth = Auth(service.tokens, Sessions(), RateLimiter(service.limits.rate, service.limits.burst))
+    oauth_settings = service.settings.serve.oauth
+    oauth = OAuthVerifier(oauth_settings) if oauth_settings is not None else None
+    auth = Auth(service.tokens, Sessions(), RateLimiter(service.limits.rate, service.limits.burst), oauth)
     runner = SyncRunner(service)
     mcp = mcp_app(service.search, host)
     extractor = Extractor(service.limits.extract)
@@ -86,6 +89,8 @@ def create_app(service: Service, *, host: str = "127.0.0.1") -> ASGIApp:
     for module in routes:
         api.include_router(module.router)
     api.include_router(routes_metrics.metrics_router(service, host))
+    if oauth is not None:
+        api.include_router(metadata_router(oauth))
 
     @api.get("/healthz", tags=["health"])
     async def healthz() -> dict[str, str]:

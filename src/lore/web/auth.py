@@ -14,6 +14,10 @@ the local user.
   ``GET /v1/session``), because any web page the local user visits can send requests to
   127.0.0.1 but cannot read that token.
 
+- An IdP access token (``[serve.oauth]``, ``lore.web.oauth``): a JWT, checked locally;
+  it gives the same ``Principal`` a lore token does. lore's tokens start ``lore_`` and are
+  never JWTs, so each bearer goes to exactly one checker.
+
 Bearer requests need no CSRF token: a browser never adds that header on its own.
 """
 
@@ -31,6 +35,7 @@ from fastapi import Request
 
 from lore.access import Principal, Role
 from lore.web.limits import RateLimiter
+from lore.web.oauth import OAuthVerifier, looks_like_jwt
 from lore.web.problems import Problem
 from lore.web.service import Service
 from lore.web.tokens import TokenStore
@@ -100,8 +105,11 @@ class Caller:
 
 
 class Auth:
-    def __init__(self, tokens: TokenStore, sessions: Sessions, limiter: RateLimiter) -> None:
+    def __init__(
+        self, tokens: TokenStore, sessions: Sessions, limiter: RateLimiter, oauth: OAuthVerifier | None = None
+    ) -> None:
         self.tokens = tokens
+        self.oauth = oauth
         self.sessions = sessions
         self.limiter = limiter
         #: The CSRF token of unauthenticated mode (one local user, one process).
@@ -109,7 +117,20 @@ class Auth:
 
     @property
     def unauthenticated(self) -> bool:
-        return not self.tokens.configured()
+        return self.oauth is None and not self.tokens.configured()
+
+    def bearer(self, token: str) -> Principal:
+        """The principal of a bearer token (lore's or the IdP's), or ``Problem`` 401/403/503."""
+        if self.oauth is not None and looks_like_jwt(token):
+            return self.oauth.verify(token)
+        principal = self.tokens.verify(token)
+        if principal is None:
+            raise self.unauthorized("the bearer token is not valid (unknown or revoked)")
+        return principal
+
+    def unauthorized(self, detail: str) -> Problem:
+        challenge = self.oauth.challenge() if self.oauth is not None else 'Bearer realm="lore"'
+        return Problem(401, detail, headers={"WWW-Authenticate": challenge})
 
     def identify(self, request: Request) -> Caller:
         """The caller, or ``Problem(401)``; also checks CSRF and the rate limit."""
@@ -129,11 +150,8 @@ class Auth:
         if header is not None:
             scheme, _, token = header.partition(" ")
             if scheme.lower() != "bearer" or not token.strip():
-                raise _unauthorized("the Authorization header must be 'Bearer <token>'")
-            principal = self.tokens.verify(token.strip())
-            if principal is None:
-                raise _unauthorized("the bearer token is not valid (unknown or revoked)")
-            return Caller(principal, "bearer")
+                raise self.unauthorized("the Authorization header must be 'Bearer <token>'")
+            return Caller(self.bearer(token.strip()), "bearer")
         session_id = request.cookies.get(SESSION_COOKIE)
         if session_id:
             session = self.sessions.get(session_id)
@@ -144,7 +162,7 @@ class Auth:
                 self.sessions.drop(session_id)
         if self.unauthenticated:
             return Caller(UNAUTHENTICATED, "local", self.local_csrf)
-        raise _unauthorized("sign in: send 'Authorization: Bearer <token>' or a session cookie")
+        raise self.unauthorized("sign in: send 'Authorization: Bearer <token>' or a session cookie")
 
     def _check_csrf(self, request: Request, caller: Caller) -> None:
         if caller.via == "bearer" or request.method in SAFE_METHODS:
@@ -154,10 +172,6 @@ class Auth:
         sent = request.headers.get(CSRF_HEADER, "")
         if caller.csrf_token is None or not hmac.compare_digest(sent.encode(), caller.csrf_token.encode()):
             raise Problem(403, f"missing or wrong {CSRF_HEADER} header (GET /v1/session gives the token)")
-
-
-def _unauthorized(detail: str) -> Problem:
-    return Problem(401, detail, headers={"WWW-Authenticate": 'Bearer realm="lore"'})
 
 
 _WHO = {Role.VIEWER: "viewers, editors and admins", Role.EDITOR: "editors and admins", Role.ADMIN: "admins"}

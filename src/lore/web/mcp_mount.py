@@ -1,9 +1,10 @@
 """MCP streamable HTTP at ``/mcp`` of ``lore serve``: the same ``KnowledgeSearch`` the
-REST API calls, so the safety chain and the audit apply, behind the same bearer tokens.
+REST API calls, so the safety chain and the audit apply, behind the same bearer tokens
+(lore's, or an IdP's access tokens: ``lore.web.oauth``).
 
 The SDK's server comes from ``lore.mcp_server.build_server`` (the tool's schema byte for
 byte). Authentication is a thin ASGI layer in front of it rather than the SDK's OAuth
-resource-server setup: lore's tokens are opaque API keys, not OAuth access tokens, and
+resource-server setup: lore's own tokens are opaque API keys beside the IdP's JWTs, and
 the layer sees tokens created or revoked while the server runs. The caller's whole
 ``Principal`` (role, groups, tenant: never only its name) rides in the request's ASGI
 scope to every tool call (``lore.mcp_server.SCOPE_PRINCIPAL``); a call that arrives
@@ -18,7 +19,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from lore.mcp_server import HTTP_PATH, SCOPE_PRINCIPAL, build_server
 from lore.tool.core import KnowledgeSearch
 from lore.web.auth import UNAUTHENTICATED, Auth
-from lore.web.problems import problem_response
+from lore.web.problems import Problem, problem_response
 
 
 def mcp_app(search: KnowledgeSearch, host: str) -> Starlette:
@@ -44,13 +45,12 @@ class McpAuth:
             return
         headers = dict(scope.get("headers") or [])
         scheme, _, token = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
-        principal = self.auth.tokens.verify(token.strip()) if scheme.lower() == "bearer" else None
-        if principal is None:
-            response = problem_response(
-                401,
-                "send 'Authorization: Bearer <token>' with a valid lore token",
-                headers={"WWW-Authenticate": 'Bearer realm="lore"'},
-            )
+        try:
+            if scheme.lower() != "bearer" or not token.strip():
+                raise self.auth.unauthorized("send 'Authorization: Bearer <token>' with a lore or IdP token")
+            principal = self.auth.bearer(token.strip())
+        except Problem as refused:
+            response = problem_response(refused.status, refused.detail, headers=refused.headers)
             await response(scope, receive, send)
             return
         wait = self.auth.limiter.take(principal.name)
