@@ -24,7 +24,6 @@ from lore.testing.event_store import EventStoreConformance
 from lore.tool.core import KnowledgeSearch
 
 from .conftest import require_pgvector_extra
-from .test_sqlite_robustness import mount_root, read_only_view  # noqa: F401 (fixtures)
 
 ETCD = "Restore etcd quorum from a snapshot."
 
@@ -97,7 +96,7 @@ def test_pgvector_search_records_its_event_in_postgres(pg_dsn: str, tmp_path: Pa
 
 
 def test_a_read_only_index_drops_events_and_still_answers(
-    read_only_view: tuple[Path, Path],  # noqa: F811
+    read_only_view: tuple[Path, Path],
     tmp_path: Path,
 ) -> None:
     built, served = read_only_view

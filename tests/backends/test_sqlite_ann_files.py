@@ -28,7 +28,6 @@ from .test_sqlite_ann import (
     _unit,
     filtered_through_the_graph,  # noqa: F401 (the graph suite's fixture)
 )
-from .test_sqlite_robustness import mount_root, read_only_view  # noqa: F401 (fixtures)
 
 
 @pytest.fixture
@@ -208,7 +207,7 @@ def test_many_deletes_are_dropped_without_reading_vectors_again(
 
 
 def test_a_graph_on_a_read_only_mount_is_mapped(
-    read_only_view: tuple[Path, Path],  # noqa: F811
+    read_only_view: tuple[Path, Path],
     embedder: CountingEmbedder,
 ) -> None:
     built, served = read_only_view
