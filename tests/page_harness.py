@@ -80,6 +80,10 @@ def _project(root: Path) -> Path:
         'db_path = "lore.db"\n'
         'embedder = "hashing"\n'
         f'audit_path = "{root / "audit.jsonl"}"\n'
+        # Links to this host are kept by the safety chain (any other is neutralised), so the
+        # page's own link sanitising is what the tests see.
+        "[safety]\n"
+        'allowed_link_hosts = ["example.com"]\n'
         "[[sources]]\n"
         'name = "runbooks"\n'
         'type = "filesystem"\n'

@@ -236,7 +236,9 @@ def test_a_bad_token_sign_out_and_an_ended_session(page: Page, served_lore: Serv
     served = page.goto("/")
     assert served is not None
     # The tests run under the policy lore serve sends: no inline script or style works.
-    assert served.headers["content-security-policy"] == "default-src 'self'"
+    policy = served.headers["content-security-policy"]
+    assert policy.startswith("default-src 'self';")
+    assert "frame-ancestors 'none'" in policy  # the signed-in editor cannot be framed
     page.get_by_label("API token").fill("not-a-token")
     page.get_by_role("button", name="Sign in").click()
     expect(page.locator("#signin-error")).to_have_text("That token is not valid.")
@@ -356,7 +358,7 @@ def test_passages_are_sanitised_markdown(page: Page, served_lore: ServedLore) ->
         '# Hostile note\n\n<img src=x onerror="window.pwned=1">\n\n<script>window.pwned=2</script>\n\n'
         "[click me](javascript:window.pwned=3) and [ok](https://example.com/runbook)\n\n"
         '[relative](/v1/session) [data](data:text/html,hi) <a href="https://example.com/x">raw</a>\n\n'
-        "```html\n<b>shown as code</b>\n```\n"
+        "```html\n<b>shown as code</b>\n```\n\n[away](https://example.org/exfil)\n"
     )
     made = httpx.post(
         f"{served_lore.base_url}/v1/notes",
@@ -368,11 +370,14 @@ def test_passages_are_sanitised_markdown(page: Page, served_lore: ServedLore) ->
     body = page.locator("#doc-body")
     expect(body.locator("pre code")).to_have_text("<b>shown as code</b>\n")
     expect(body.locator("img, script, b")).to_have_count(0)
-    # Only https links are links (the bare URL inside the raw <a> is linkified): javascript:,
-    # relative and data: links stay text, and so does raw HTML, even a harmless <a>.
+    # Only https links to allowed hosts are links (the bare URL inside the raw <a> is
+    # linkified): relative links stay text, and so does raw HTML, even a harmless <a>.
     hrefs = body.locator("a").evaluate_all("links => links.map(link => link.getAttribute('href'))")
     assert hrefs == ["https://example.com/runbook", "https://example.com/x"]
-    expect(body).to_contain_text("[click me](javascript:window.pwned=3)")
+    # A host outside [safety] allowed_link_hosts never reaches the page as a link.
+    expect(body).to_contain_text("away [lore: removed external link]")
+    # javascript: and data: links are neutralised by the safety chain before the page.
+    expect(body).to_contain_text("click me [lore: removed external link]")
     expect(body).to_contain_text('<a href="https://example.com/x">raw</a>')
     safe = body.get_by_role("link", name="ok")
     expect(safe).to_have_attribute("href", "https://example.com/runbook")

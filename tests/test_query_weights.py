@@ -183,7 +183,10 @@ def test_making_the_int8_copy_prints_nothing(tmp_path: Path) -> None:
         "from lore.embedders import local_query, query_weights\n"
         f"model_dir, model_xml = Path({str(model_dir)!r}), Path({str(model_xml)!r})\n"
         "spec = local_query.pipeline(model_dir)\n"
-        "made = query_weights.int8_model(model_xml, local_query.pipeline_tokenizer(model_dir, spec), spec)\n"
+        "tokenizer = local_query.pipeline_tokenizer(model_dir, spec)\n"
+        "def encode(compiled, texts):\n"
+        "    return local_query.QueryEncoder(tokenizer, compiled, spec, len(texts)).encode(texts)\n"
+        "made = query_weights.int8_model(model_xml, encode)\n"
         "assert made is not None\n"
     )
     result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=600)
