@@ -25,7 +25,9 @@ from typing import Literal
 Kind = Literal["value", "repeatable", "flag"]
 
 #: The root options before the command word: option -> parameter of ``lore.cli.app._root``.
-ROOT_OPTIONS: dict[str, str] = {"--config": "config", "-c": "config"}
+ROOT_OPTIONS: dict[str, str] = {"--config": "config", "-c": "config", "--version": "version"}
+#: Root options that end the command themselves (``lore --version``): typer reads them.
+ROOT_FLAGS = frozenset({"--version"})
 #: The search command's options: option -> (parameter of ``run_search``, kind).
 SEARCH_OPTIONS: dict[str, tuple[str, Kind]] = {
     "--top-k": ("top_k", "value"),
@@ -60,6 +62,8 @@ def read(argv: list[str]) -> SearchCall | None:
     for word in words:
         if word == "search":
             break
+        if word.partition("=")[0] in ROOT_FLAGS:
+            return None
         name, value = _option(word, words, ROOT_OPTIONS)
         if name is None or config is not None or value is None:
             return None

@@ -415,11 +415,12 @@ class _ForkedQueries:
 def _require_runtime(runtime: Runtime) -> None:
     """The ``local`` extra (OpenVINO, tokenizers, safetensors), or for ``runtime = "torch"``
     the ``local-torch`` one, before anything else is looked for: one line naming it."""
-    needed = (
-        [("sentence_transformers", "local-torch", "sentence-transformers")]
-        if runtime == "torch"
-        else [("openvino", "local", "openvino"), ("tokenizers", "local", "tokenizers")]
-    )
+    if runtime == "torch":
+        needed = [("sentence_transformers", "local-torch", "sentence-transformers")]
+    elif runtime == "auto" and importlib.util.find_spec("sentence_transformers") is not None:
+        needed = []  # without OpenVINO, auto runs on PyTorch
+    else:
+        needed = [("openvino", "local", "openvino"), ("tokenizers", "local", "tokenizers")]
     for module, extra, package in needed:
         if importlib.util.find_spec(module) is None:
             raise MissingExtraError(extra, package)

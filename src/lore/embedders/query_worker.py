@@ -250,14 +250,15 @@ def _prepare_guess() -> dict[tuple[Path, Path], tuple[Any, Any]]:  # pragma: no 
     importing, asks for it; keyed by the model directory and the checked model file, which
     a ``load`` must resolve to for it to be used. Empty when there is no guess or it fails."""
     from lore import startup_trace
-    from lore.embedders import bert_graph, local_query
+    from lore.embedders import local_query, openvino_runtime
 
     try:
         location = query_hint.model_location(_hint)
         if location is None:
             return {}
         model_dir, cache_dir = location
-        model_xml = bert_graph.ready_model(model_dir, cache_dir)
+        # A guess uses a model already cached there; building one is for the request.
+        model_xml = openvino_runtime.validated_model(model_dir, cache_dir)
         if model_xml is None:
             return {}
         spec = local_query.pipeline(model_dir)
