@@ -288,7 +288,7 @@ class LocalEmbedder:
                 if retry and openvino_runtime.discard_cached(self.model_dir, self.cache_dir):
                     logger.warning("ignoring unreadable cached OpenVINO model: %s", err)
                     continue
-                if self._requested == "openvino" or importlib.util.find_spec("sentence_transformers") is None:
+                if self._requested == "openvino" or not _installed("sentence_transformers"):
                     raise
                 logger.warning("embedding through sentence-transformers: %s", err)
                 return None
@@ -417,13 +417,20 @@ def _require_runtime(runtime: Runtime) -> None:
     the ``local-torch`` one, before anything else is looked for: one line naming it."""
     if runtime == "torch":
         needed = [("sentence_transformers", "local-torch", "sentence-transformers")]
-    elif runtime == "auto" and importlib.util.find_spec("sentence_transformers") is not None:
+    elif runtime == "auto" and _installed("sentence_transformers"):
         needed = []  # without OpenVINO, auto runs on PyTorch
     else:
         needed = [("openvino", "local", "openvino"), ("tokenizers", "local", "tokenizers")]
     for module, extra, package in needed:
-        if importlib.util.find_spec(module) is None:
+        if not _installed(module):
             raise MissingExtraError(extra, package)
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a finder that refuses it, a module half set up
+        return False
 
 
 def from_settings(settings: LoreSettings) -> LocalEmbedder:
