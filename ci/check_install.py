@@ -48,6 +48,7 @@ NEEDS_EXTRA = {
     "lore.backends.pgvector.postings": "pgvector",
     "lore.backends.pgvector.statements": "pgvector",
     "lore.backends.pgvector.analysis": "pgvector",
+    "lore.backends.pgvector.tables": "pgvector",
     "lore.backends.qdrant": "qdrant",
     "lore.backends.qdrant.backend": "qdrant",
     "lore.backends.qdrant.layout": "qdrant",
@@ -63,6 +64,10 @@ NEEDS_EXTRA = {
     "lore.metrics": "mcp",
     # lore serve's web layer (FastAPI); lore.web.tokens and lore.web.managed are base
     "lore.web.app": "serve",
+    "lore.web.extraction": "serve",
+    "lore.web.guard": "serve",
+    "lore.web.oauth": "serve",
+    "lore.web.server": "serve",
     "lore.web.auth": "serve",
     "lore.web.limits": "serve",
     "lore.web.mcp_mount": "serve",
