@@ -21,9 +21,8 @@ from lore.confidence import Confidence
 from lore.errors import ConfigError
 from lore.eval.datasets import SPLITS, load_golden_set
 from lore.eval.verdict import HIT_K, judge, report
-from lore.priority import source_weights
 from lore.protocols import KnowledgeRetriever
-from lore.resolve import open_backend, resolve_embedder
+from lore.resolve import open_backend, resolve_embedder, source_weights
 
 
 @eval_app.command("verdict")
