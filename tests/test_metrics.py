@@ -279,7 +279,7 @@ def test_the_mcp_metrics_route_publishes_the_events_its_tool_dropped(tmp_path: P
     events = Dropping()
     backend = SqliteBackend(tmp_path / "lore.db", CountingEmbedder())
     before = value("lore_events_dropped_total")
-    metrics.metrics_route(backend, settings(tmp_path), events=events)
+    metrics.metrics_route(backend, index_scope(settings(tmp_path)), events=events)
     events.dropped = 3
     assert value("lore_events_dropped_total") == before + 3
     backend.close()
