@@ -9,9 +9,14 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import socket
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -21,20 +26,24 @@ from optional_extras import require_extra
 
 require_extra("opentelemetry.sdk.trace", "otel")
 
+import httpx  # noqa: E402
 import httpx2  # noqa: E402
 from mcp import Client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest  # noqa: E402
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 from opentelemetry.trace import SpanKind  # noqa: E402
 
 from lore import tracing  # noqa: E402
-from lore.access import local_user  # noqa: E402
+from lore.access import Role, local_user  # noqa: E402
+from lore.config import load_settings  # noqa: E402
 from lore.mcp_stdio import StdioSession  # noqa: E402
 from lore.otel import install_provider  # noqa: E402
 from lore.resolve import install_tracing, tracing_wanted  # noqa: E402
-from web_helpers import Served, serve  # noqa: E402
+from lore.web.tokens import TokenStore  # noqa: E402
+from web_helpers import Served, serve, write_config  # noqa: E402
 
 #: A caller's span: W3C trace-context version 00, sampled.
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -234,3 +243,94 @@ def test_lore_runs_without_opentelemetry_and_says_why_traces_are_off(tmp_path: P
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.strip() == "untraced"
     assert "pip install 'lore-sre[otel]'" in ran.stderr
+
+
+class _Collector:
+    """An OTLP/HTTP trace receiver on 127.0.0.1 (no collector runs here): it decodes each
+    ``POST /v1/traces`` body as the protobuf ``ExportTraceServiceRequest`` the SDK's
+    exporter sends, and keeps ``(service.name, span name, trace id, parent span id)``."""
+
+    def __init__(self) -> None:
+        self.spans: list[tuple[str, str, str, str]] = []
+        collector = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                if self.path == "/v1/traces":
+                    collector.receive(body)
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def receive(self, body: bytes) -> None:
+        request = ExportTraceServiceRequest()
+        request.ParseFromString(body)
+        for resource_spans in request.resource_spans:
+            attributes = {a.key: a.value.string_value for a in resource_spans.resource.attributes}
+            for scope_spans in resource_spans.scope_spans:
+                for span in scope_spans.spans:
+                    self.spans.append(
+                        (
+                            attributes.get("service.name", ""),
+                            span.name,
+                            span.trace_id.hex(),
+                            span.parent_span_id.hex(),
+                        )
+                    )
+
+
+def test_lore_serve_exports_its_spans_over_otlp_when_an_endpoint_is_set(tmp_path: Path) -> None:
+    config = write_config(tmp_path)
+    token = TokenStore(load_settings(config).resolved_data_dir()).create("viewer-1", Role.VIEWER)
+    lore = [str(Path(sys.executable).with_name("lore")), "--config", str(config)]
+    synced = subprocess.run([*lore, "sync"], capture_output=True, text=True, timeout=300, check=False)
+    assert synced.returncode == 0, synced.stderr
+    collector = _Collector()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {key: value for key, value in os.environ.items() if not key.startswith("OTEL_")}
+    env.update(OTEL_EXPORTER_OTLP_ENDPOINT=collector.url, OTEL_BSP_SCHEDULE_DELAY="100")
+    log = (tmp_path / "serve.log").open("w", encoding="utf-8")
+    server = subprocess.Popen(
+        [*lore, "serve", "--port", str(port)], env=env, stdout=log, stderr=subprocess.STDOUT
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while not _answers(f"{url}/readyz"):
+            assert server.poll() is None, (tmp_path / "serve.log").read_text(encoding="utf-8")
+            assert time.monotonic() < deadline, "lore serve did not become ready"
+            time.sleep(0.1)
+        headers = {"Authorization": f"Bearer {token}", "traceparent": TRACEPARENT}
+        answer = httpx.post(f"{url}/v1/search", json={"query": "etcd quorum"}, headers=headers, timeout=30)
+        assert answer.status_code == 200, answer.text
+        deadline = time.monotonic() + 60
+        while not any(name == "retrieval lore" for _, name, _, _ in collector.spans):
+            assert time.monotonic() < deadline, f"no retrieval span exported: {collector.spans}"
+            time.sleep(0.1)
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=30)
+        log.close()
+        collector.server.shutdown()
+    retrieval = next(span for span in collector.spans if span[1] == "retrieval lore")
+    assert retrieval == ("lore", "retrieval lore", TRACE_ID, PARENT_ID)
+    names = {name for _, name, trace, _ in collector.spans if trace == TRACE_ID}
+    assert {"lore.channel bm25", "lore.channel vector", "lore.safety_chain"} <= names
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
