@@ -9,7 +9,7 @@ root finds an OTLP endpoint configured (``lore.resolve.install_tracing``). Until
 ``span`` returns one shared object that does nothing, ``carried`` returns the function it
 was given, and ``remote_parent`` does nothing: a search pays a global lookup and a
 comparison per hook, and no install needs OpenTelemetry at all (``bench/trace_overhead.py``
-measures it against a copy of the tool core with the hooks cut out).
+measures a search traced and untraced, and what the untraced hooks cost it).
 
 A caller's trace context arrives as W3C ``traceparent`` (and ``tracestate``) values: in
 HTTP headers (``lore.web.app``) or in an MCP request's ``_meta`` (``lore.mcp_server``).
