@@ -5,7 +5,7 @@ the SDK's in-memory exporter); ``install_otlp`` builds the provider a server exp
 OTLP over HTTP/protobuf, batched, configured by the standard ``OTEL_*`` variables
 (``OTEL_EXPORTER_OTLP_ENDPOINT`` or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``, their
 ``_HEADERS``, ``OTEL_SERVICE_NAME``, ``OTEL_RESOURCE_ATTRIBUTES``, the sampler), which the
-SDK reads itself, and made the process's global provider. The composition root decides whether to call it
+SDK reads itself. The composition root decides whether to call it
 (``lore.resolve.install_tracing``); nothing else imports this module, so an install
 without the extra never loads OpenTelemetry.
 
@@ -85,7 +85,7 @@ def install_otlp() -> Callable[[], None]:
         resource = resource.merge(Resource({"service.name": "lore"}))  # no OTEL_SERVICE_NAME given
     provider = TracerProvider(resource=resource)
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-    # The process's global provider too: the MCP SDK's own spans (``tools/call ...``, the
-    # parent of lore's on /mcp) are then exported with lore's.
-    trace.set_tracer_provider(provider)
+    # Not the process's global provider: FastAPI and the MCP SDK trace every request on
+    # that one (the probes of /healthz and /readyz included, and what their validation
+    # errors quote of a request), which lore does not choose for its operators.
     return install_provider(provider)
