@@ -337,3 +337,36 @@ def test_issuer_metadata_is_looked_for_where_the_specs_put_it() -> None:
         "https://idp.example.com/.well-known/oauth-authorization-server",
         "https://idp.example.com/.well-known/openid-configuration",
     ]
+
+
+# -- the person a token names ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("claims", "user"),
+    [
+        ({"email": "Alice@Example.com"}, "alice@example.com"),
+        ({"email": "alice@example.com", "email_verified": True}, "alice@example.com"),
+        ({"email": "alice@example.com", "email_verified": "true"}, "alice@example.com"),
+        ({"email": "alice@example.com", "email_verified": False}, None),  # unverified: no one
+        ({"email": "alice@example.com", "email_verified": "false"}, None),
+        ({"email": "alice @example.com"}, None),
+        ({"email": ["alice@example.com"]}, None),
+        ({"email": "alice@exampl\u212a.com"}, None),
+        ({}, None),
+    ],
+)
+def test_the_user_claim_names_a_verified_person_or_no_one(
+    claims: dict[str, object], user: str | None
+) -> None:
+    from lore.config import OAuthSettings
+    from lore.web.oauth import OAuthVerifier
+
+    settings = OAuthSettings(
+        issuer="http://127.0.0.1:9", resource=RESOURCE, viewer_scopes=["lore:read"], user_claim="email"
+    )
+    principal = OAuthVerifier(settings).principal({"sub": "s-1", "scope": "lore:read", **claims})
+    assert principal.user == user
+    assert principal.groups == frozenset()
+    unconfigured = OAuthSettings(issuer="http://127.0.0.1:9", resource=RESOURCE, viewer_scopes=["lore:read"])
+    assert OAuthVerifier(unconfigured).principal({"sub": "s-1", "scope": "lore:read", **claims}).user is None

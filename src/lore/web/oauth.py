@@ -20,7 +20,9 @@ when configured), scopes or groups its role; a token that maps to no role is ref
 unless ``default_role = "viewer"``. The result is the same ``Principal`` a lore token
 gives, so every access rule downstream applies unchanged. The principal's name is
 prefixed with the issuer's host (``oauth:<host>:<sub>``) so an IdP subject can never pass
-for a lore token's name in the audit or the rate limiter.
+for a lore token's name in the audit or the rate limiter. ``user_claim`` (an email, say)
+gives the principal its ``user``, which access lists name people by (a Confluence page
+restricted to users); an ``email`` the token marks unverified gives none.
 
 The fetches are synchronous (httpx, a short timeout) and run on the request's thread:
 they happen once at the first token and then only on rotation, bounded as above.
@@ -46,7 +48,7 @@ from joserfc.errors import (
 )
 from joserfc.jwk import KeySet
 
-from lore.access import Principal, Role
+from lore.access import Principal, Role, identity
 from lore.config import OAuthSettings
 from lore.web.problems import Problem
 
@@ -233,7 +235,19 @@ class OAuthVerifier:
                 "the access token grants no role in lore (no configured scope or group)",
                 headers={"WWW-Authenticate": self.challenge("insufficient_scope")},
             )
-        return Principal(name=f"oauth:{self._host}:{subject}", role=role, groups=groups, tenant=tenant)
+        name = f"oauth:{self._host}:{subject}"
+        return Principal(name=name, role=role, groups=groups, tenant=tenant, user=self._user(claims))
+
+    def _user(self, claims: dict[str, Any]) -> str | None:
+        """The person the token names for access lists' user entries, or None (no claim
+        configured, none in the token, one ``identity`` refuses, or an email the token
+        says is not verified): fail closed, the principal then reads by its groups only."""
+        claim = self.settings.user_claim
+        if claim is None:
+            return None
+        if claim == "email" and claims.get("email_verified", True) not in (True, "true"):
+            return None
+        return identity(claims.get(claim))
 
     def _role(self, scopes: frozenset[str], groups: frozenset[str]) -> Role | None:
         settings = self.settings
