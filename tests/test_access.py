@@ -534,3 +534,27 @@ async def test_the_suite_fails_a_backend_that_filters_after_its_cut(tmp_path: Pa
 def test_a_git_source_takes_access_and_tenant_like_every_type() -> None:
     config = GitSourceConfig(name="repo", url="https://git.example.com/x.git", access=["sre"], tenant="acme")
     assert parse_scope(config) == (Visibility.RESTRICTED, SourceScope(frozenset({"sre"}), "acme"))  # type: ignore[arg-type]
+
+
+def test_a_lore_token_carries_the_user_it_was_made_for(tmp_path: Path) -> None:
+    from lore.web.tokens import TokenStore
+
+    store = TokenStore(tmp_path)
+    token = store.create("alice", Role.VIEWER, user="Alice@Example.com")
+    principal = store.verify(token)
+    assert principal is not None
+    assert principal.user == "alice@example.com"
+    assert readable(principal, frozenset({user_entry("alice@example.com")}), None)
+    plain = store.verify(store.create("bob", Role.VIEWER, groups=("user:alice@example.com",)))
+    assert plain is not None
+    assert plain.user is None
+    assert not readable(plain, frozenset({user_entry("alice@example.com")}), None)
+    with pytest.raises(ConfigError, match="--user"):
+        store.create("mallory", Role.VIEWER, user="alice @example.com")
+    # A file edited by hand to a malformed user names no one, never someone else.
+    raw = json.loads(store.path.read_text(encoding="utf-8"))
+    raw["tokens"][0]["user"] = "alice@exampl\u212a.com"
+    store.path.write_text(json.dumps(raw), encoding="utf-8")
+    edited = TokenStore(tmp_path).verify(token)
+    assert edited is not None
+    assert edited.user is None

@@ -139,6 +139,8 @@ def _tokens(served: Served, issuer: Issuer) -> dict[str, str]:
         # lore tokens
         "member": store.create("vault-1", Role.VIEWER, groups=("vault-team",)),
         "outsider": served.tokens["viewer"],  # group sre
+        "alice lore": store.create("alice-1", Role.VIEWER, user="Alice@Example.com"),
+        "alice lore as group": store.create("x-4", Role.VIEWER, groups=("user:alice@example.com",)),
         # IdP access tokens
         "idp member": issuer.sign(sub="m-1", groups=["vault-team"]),
         "idp outsider": issuer.sign(sub="o-1", groups=["sre"]),
@@ -177,8 +179,10 @@ async def test_confluence_restrictions_hold_on_every_path_and_follow_the_next_sy
             for who in ("outsider", "idp outsider", "alice"):
                 assert await _sees(served, tokens[who], vault_uri, VAULT) == nowhere, who
             # A page restricted to one person: that person's verified identity only.
-            assert await _sees(served, tokens["alice"], notes_uri, PERSONAL) == everywhere
-            for who in ("alice unverified", "alice as group", "alice look-alike", "idp member", "outsider"):
+            for who in ("alice", "alice lore"):
+                assert await _sees(served, tokens[who], notes_uri, PERSONAL) == everywhere, who
+            for who in ("alice unverified", "alice as group", "alice look-alike", "alice lore as group",
+                        "idp member", "outsider"):  # fmt: skip
                 assert await _sees(served, tokens[who], notes_uri, PERSONAL) == nowhere, who
             # The open page, for everyone (the look-alike that must pass).
             for who in ("outsider", "alice as group", "alice unverified"):
