@@ -125,12 +125,24 @@ def test_a_service_principal_is_always_filtered_an_admin_to_its_tenant() -> None
         # One person: the user it names, never a group spelling that user's entry.
         (ALICE, frozenset({user_entry("alice@example.com")}), None, True),
         (ALICE, frozenset({"dba", user_entry("alice@example.com")}), None, True),
-        (Principal("forger", Role.VIEWER, frozenset({"user:alice@example.com"})),
-         frozenset({user_entry("alice@example.com")}), None, False),
-        (Principal("bob", Role.VIEWER, user="alice@example.com.evil.org"),
-         frozenset({user_entry("alice@example.com")}), None, False),
-        (Principal("alias", Role.VIEWER, user="alice"),
-         frozenset({user_entry("alice@example.com")}), None, False),
+        (
+            Principal("forger", Role.VIEWER, frozenset({"user:alice@example.com"})),
+            frozenset({user_entry("alice@example.com")}),
+            None,
+            False,
+        ),
+        (
+            Principal("bob", Role.VIEWER, user="alice@example.com.evil.org"),
+            frozenset({user_entry("alice@example.com")}),
+            None,
+            False,
+        ),
+        (
+            Principal("alias", Role.VIEWER, user="alice"),
+            frozenset({user_entry("alice@example.com")}),
+            None,
+            False,
+        ),
         (SRE, frozenset({user_entry("alice@example.com")}), None, False),
         (ALICE, frozenset({user_entry("alice@example.com")}), "acme", False),  # another tenant
         (ALICE, frozenset({"user:alice @example.com"}), None, False),  # a malformed entry grants nobody

@@ -31,9 +31,7 @@ def create(
     name: Annotated[str, typer.Option("--name", help="Who the token is for; shown in the audit log.")],
     groups: Annotated[str, typer.Option("--groups", help="Comma-separated groups, e.g. sre,payments.")] = "",
     tenant: Annotated[str | None, typer.Option("--tenant", help="The tenant the token is bound to.")] = None,
-    user: Annotated[
-        str | None, typer.Option("--user", help="The person (email) it stands for.")
-    ] = None,
+    user: Annotated[str | None, typer.Option("--user", help="The person (email) it stands for.")] = None,
 ) -> None:
     """Create a token and print it (only once: lore keeps just its hash)."""
     try:
