@@ -13,6 +13,7 @@
              ─► knowledge_search, build_knowledge_search ─► KnowledgeSearch (the safety chain)
              ─► index_scope ───────────► IndexScope (what /metrics needs of the settings)
              ─► private_files ─────────► the umask and modes of what lore writes
+    OTEL_* ─► install_tracing ────────► spans of every search over OTLP (lore.otel), or none
 
 The CLI, ``lore serve`` and its sync child, ``lore mcp``, ``lore eval`` and the adapters
 ask it for their parts; the parts themselves (``FallbackRetriever``, ``MirroredIndex``,
@@ -33,7 +34,9 @@ from __future__ import annotations
 
 import enum
 import importlib
-from collections.abc import Callable, Iterator
+import logging
+import os
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
@@ -467,6 +470,7 @@ def tool_policy(settings: LoreSettings) -> ToolPolicy:
         source_weights=source_weights(settings),
         alerts=settings.alerts,
         source_types={source.name: source.type for source in settings.sources},
+        index_name=settings.index_name,
     )
 
 
@@ -541,3 +545,42 @@ def private_files(settings: LoreSettings) -> Iterator[None]:
 
     with private(settings.resolved_data_dir(), settings.resolve_path(settings.db_path)):
         yield
+
+
+# -- traces ---------------------------------------------------------------------------------
+
+#: The standard variables that name where traces go (OTLP), the first set wins.
+OTLP_ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+
+
+def tracing_wanted(environ: Mapping[str, str] | None = None) -> str | None:
+    """The OTLP endpoint traces go to, or None when tracing is off: no endpoint variable,
+    ``OTEL_SDK_DISABLED=true`` or ``OTEL_TRACES_EXPORTER=none``."""
+    env = os.environ if environ is None else environ
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return None
+    if env.get("OTEL_TRACES_EXPORTER", "").strip().lower() == "none":
+        return None
+    return next((env[name] for name in OTLP_ENDPOINT_VARIABLES if env.get(name, "").strip()), None)
+
+
+def install_tracing(environ: Mapping[str, str] | None = None) -> bool:
+    """Spans of every search to the OTLP endpoint the ``OTEL_*`` variables name
+    (``lore.otel``), when they name one; whether tracing is on. Without the ``otel``
+    extra the server runs untraced and says so once in its log: traces are an aid, not
+    a reason to refuse to serve."""
+    endpoint = tracing_wanted(environ)
+    if endpoint is None:
+        return False
+    try:
+        from lore.otel import install_otlp
+    except ModuleNotFoundError as err:
+        if (err.name or "").partition(".")[0] != "opentelemetry":
+            raise
+        logging.getLogger(__name__).warning(
+            "traces are off: %s is set but OpenTelemetry is not installed (pip install 'lore-sre[otel]')",
+            next(name for name in OTLP_ENDPOINT_VARIABLES if (environ or os.environ).get(name, "").strip()),
+        )
+        return False
+    install_otlp()
+    return True

@@ -41,9 +41,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import socket
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from lore.backends.mirror import MirroredIndex
@@ -56,6 +58,7 @@ from lore.models import (
     LAST_SYNC_KEY,
     SOURCE_LABEL,
     SOURCE_TYPE_LABEL,
+    SYNC_UNFINISHED_KEY,
     Document,
     IndexedDocument,
     RefusedPrune,
@@ -173,6 +176,9 @@ async def _sync_source(
     pipeline.report = report
     pipeline.written = set()
     deleted: set[str] = set()
+    #: Documents rewritten with a reader fewer (a wiki page's restriction narrowed): their
+    #: time to forget is measured as a deletion's, for the readers who lost them.
+    narrowing: set[str] = set()
     seen: set[str] = set()
     #: Tombstoned uris, removed only after the new documents are written (a rename's new
     #: uri lands before the old one goes).
@@ -203,7 +209,10 @@ async def _sync_source(
                 report.failures.append(SyncFailure(name, item.uri, item.reason))
                 continue
             previous = held.get(item.uri)
-            unchanged = previous is not None and _unchanged(previous, scoped(item, source))
+            readers = scoped(item, source)
+            unchanged = previous is not None and _unchanged(previous, readers)
+            if previous is not None and not unchanged and _narrowed(previous.access, readers.access):
+                narrowing.add(item.uri)
             if unchanged and item.uri not in old_cut:
                 report.unchanged += 1
                 continue
@@ -252,9 +261,10 @@ async def _sync_source(
     if complete and not report.refused_prunes and len(deleted) == len(doomed):
         index.set_state(complete_sync_key(name), started_at.isoformat())
     token = index.get_state(resume_token_key(name)) if source.incremental else None
+    narrowed = narrowing & pipeline.written
     report.sources.append(source_run(
         name, report, started_at=started_at, finished_at=finished_at, complete=complete,
-        resume_token=token, deleted=deleted, base=base,
+        resume_token=token, deleted=deleted | narrowed, base=base,
     ))
     if progress is not None:
         progress.source_finished(name)
@@ -266,6 +276,12 @@ def _listed_everything(source: KnowledgeSource) -> bool:
     if not source.incremental:
         return True
     return isinstance(source, CompleteListing) and source.listing_was_complete()
+
+
+def _narrowed(before: frozenset[str] | None, after: frozenset[str] | None) -> bool:
+    """Whether someone who could read a document before cannot now: an entry of its old
+    access list is missing from the new one (None, unknown, is admins only)."""
+    return before is not None and (after is None or not before <= after)
 
 
 def _unchanged(held: IndexedDocument, document: Document) -> bool:
@@ -402,6 +418,10 @@ async def sync_sources(
     with index.write_lock():
         index.check_embedder(embedder.model_id, embedder.dimension)
         pipeline = Pipeline(index, embedder, progress, batch_size, chunker.count_tokens)
+        # Before the first document: an index a sync left half-way (a first sync killed,
+        # a full disk) says so in `lore status`, with the embedder its vectors are from.
+        index.set_state(EMBEDDER_STATE_KEY, _embedder_state(embedder))
+        index.set_state(SYNC_UNFINISHED_KEY, UnfinishedSync.now().to_json())
         signature = ingest_signature(chunker)
         chunking_changed = index.get_state(CHUNKING_STATE_KEY) != signature
         if chunking_changed:
@@ -425,17 +445,62 @@ async def sync_sources(
             report.failures.append(SyncFailure(FALLBACK_REPORT_NAME, "", index.fallback_problem))
         finished_at = _now()
         index.set_state(LAST_SYNC_KEY, finished_at)
-        index.set_state(
-            EMBEDDER_STATE_KEY,
-            json.dumps({"model_id": embedder.model_id, "dimension": embedder.dimension,
-                        "degraded": embedder.degraded}),
-        )
+        index.set_state(SYNC_UNFINISHED_KEY, "")
     report.seconds = time.perf_counter() - started
     return report
 
 
+def _embedder_state(embedder: Embedder) -> str:
+    return json.dumps(
+        {"model_id": embedder.model_id, "dimension": embedder.dimension, "degraded": embedder.degraded}
+    )
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class UnfinishedSync:
+    """A sync that started and has not finished (``SYNC_UNFINISHED_KEY``): when, and which
+    process on which machine ran it, so that ``lore status`` can tell one still running
+    from one that was killed, without touching the write lock."""
+
+    started_at: str
+    pid: int
+    host: str
+
+    @classmethod
+    def now(cls) -> UnfinishedSync:
+        return cls(_now(), os.getpid(), socket.gethostname())
+
+    def to_json(self) -> str:
+        return json.dumps({"started_at": self.started_at, "pid": self.pid, "host": self.host})
+
+    @classmethod
+    def of(cls, index: KnowledgeIndex) -> UnfinishedSync | None:
+        """The index's unfinished sync, None when the last one finished (or none ran)."""
+        raw = index.get_state(SYNC_UNFINISHED_KEY)
+        if not raw:
+            return None
+        try:
+            fields = json.loads(raw)
+            return cls(str(fields["started_at"]), int(fields["pid"]), str(fields["host"]))
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    def running(self) -> bool | None:
+        """Whether its process still runs: None when it ran on another machine (an index
+        shared over PostgreSQL), where this one cannot tell."""
+        if self.host != socket.gethostname():
+            return None
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True  # alive, someone else's
+        return True
 
 
 def run_sync(

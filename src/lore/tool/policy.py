@@ -6,6 +6,7 @@
     safety                                    screening, redaction and the cap
     source_weights                            the sources' priorities (``lore.priority``)
     alerts, source_types                      how ``runbook_for_alert`` maps a runbook URL
+    index_name                                the index a trace names (``gen_ai.data_source.id``)
 """
 
 from __future__ import annotations
@@ -28,3 +29,5 @@ class ToolPolicy:
     alerts: AlertSettings
     #: Source name -> its type (``git``, ``filesystem``, ...), for runbook URL rules.
     source_types: Mapping[str, str]
+    #: The configured index's name, as traces name the data source.
+    index_name: str
