@@ -33,16 +33,13 @@ from lore.skills.build import BODY_LINES, MAX_DESCRIPTION, describe
 from lore.skills.select import MAX_NAME, NAME_PATTERN, SkillRules, base_name
 from lore.sync import run_sync
 from lore.tool.core import KnowledgeSearch
+from optional_extras import require_extra
 
-skills_ref = pytest.importorskip(
-    "skills_ref", reason="the reference validator (skills-ref, [dev]) is not installed"
-)
-
-#: What ``skills/list`` and ``skills/get`` answer, for the SDK session's ``send_request``.
-RESULT: Any = None
+skills_ref = require_extra("skills_ref", "dev")
 
 
 def _result_type() -> Any:
+    """What ``skills/list`` and ``skills/get`` answer, for the SDK session's ``send_request``."""
     from pydantic import TypeAdapter
 
     return TypeAdapter(dict[str, Any])
@@ -383,19 +380,17 @@ def test_runbook_for_alert_names_the_skill(search: KnowledgeSearch) -> None:
 
 
 async def _skills_over(client: Any) -> dict[str, Any]:
-    global RESULT
     from mcp.types import Request
 
-    RESULT = _result_type()
     from lore.skills.wire import SKILLS_EXTENSION
 
     assert client.server_capabilities.extensions is not None
     assert SKILLS_EXTENSION in client.server_capabilities.extensions
     assert client.server_capabilities.resources is not None
     session = client.session
-    listed = await session.send_request(Request(method="skills/list", params={}), RESULT)
+    listed = await session.send_request(Request(method="skills/list", params={}), _result_type())
     entry = next(s for s in listed["skills"] if s["frontmatter"]["name"] == "runbooks-etcd")
-    got = await session.send_request(_get(entry["uri"]), RESULT)
+    got = await session.send_request(_get(entry["uri"]), _result_type())
     assert got["skill"] == entry
     file = entry["resources"][0]
     read = await client.read_resource(file["uri"])
@@ -419,7 +414,7 @@ async def test_the_sdk_client_lists_and_loads_a_skill_over_stdio(corpus: Path) -
         from mcp.shared.exceptions import MCPError
 
         with pytest.raises(MCPError) as refused:
-            await client.session.send_request(_get("skill://no-such-skill/SKILL.md"), RESULT)
+            await client.session.send_request(_get("skill://no-such-skill/SKILL.md"), _result_type())
         assert refused.value.error.code == -32602
 
 
@@ -438,23 +433,25 @@ async def test_the_sdk_client_lists_and_loads_a_skill_in_process(search: Knowled
 # -- Google ADK ----------------------------------------------------------------------------
 
 
-def test_adk_skill_toolset_lists_and_loads_the_same_skills(corpus: Path) -> None:
-    pytest.importorskip("google.adk", reason="the adk extra is not installed")
+async def test_adk_skill_toolset_lists_and_loads_the_same_skills(corpus: Path) -> None:
+    require_extra("google.adk", "adk")
     from google.adk.tools.skill_toolset import SkillToolset
 
     from lore.integrations.adk import skill_toolset
+    from test_adk import tool_context
 
-    toolset = skill_toolset(load_settings(corpus))
+    toolset = skill_toolset(load_settings(corpus))  # inside a running loop: built on a thread
     assert isinstance(toolset, SkillToolset)
-    skills = {skill.name: skill for skill in toolset._skills.values()}
-    assert sorted(skills) == [
-        "runbooks-etcd",
-        "runbooks-ledger-restore",
-        "runbooks-procedures-disk",
-        "secops-rotation",
-    ]
-    etcd = skills["runbooks-etcd"]
-    assert "etcdNoLeader" in etcd.description
-    assert "Restart the member" in etcd.instructions
-    assert AWS_KEY not in etcd.instructions
-    assert skills["runbooks-ledger-restore"].resources.get_reference("every-table.md")
+    tools = {tool.name: tool for tool in await toolset.get_tools()}
+    context = await tool_context()
+    listed = await tools["list_skills"].run_async(args={}, tool_context=context)
+    for name in ("runbooks-etcd", "runbooks-ledger-restore", "runbooks-procedures-disk", "secops-rotation"):
+        assert name in listed
+    assert "runbooks-notes" not in listed
+    loaded = await tools["load_skill"].run_async(args={"skill_name": "runbooks-etcd"}, tool_context=context)
+    assert "Restart the member" in json.dumps(loaded)
+    assert AWS_KEY not in json.dumps(loaded)
+    long = await tools["load_skill"].run_async(
+        args={"skill_name": "runbooks-ledger-restore"}, tool_context=context
+    )
+    assert "references/every-table.md" in json.dumps(long)
