@@ -455,3 +455,28 @@ async def test_adk_skill_toolset_lists_and_loads_the_same_skills(corpus: Path) -
         args={"skill_name": "runbooks-ledger-restore"}, tool_context=context
     )
     assert "references/every-table.md" in json.dumps(long)
+
+
+def test_a_runbook_restricted_by_a_later_sync_leaves_the_skills_of_those_who_may_not_read_it(
+    corpus: Path,
+) -> None:
+    viewer = Principal("viewer", Role.VIEWER, groups=frozenset({"sre"}))
+    ops = Principal("ops", Role.VIEWER, groups=frozenset({"ops"}))
+    settings = load_settings(corpus)
+
+    def names(principal: Principal) -> list[str]:
+        search = build_knowledge_search(load_settings(corpus))
+        assert search is not None
+        try:
+            return [skill.name for skill in asyncio.run(catalog_of(search).listing(principal))]
+        finally:
+            search.close()
+
+    assert "runbooks-etcd" in names(viewer)
+    text = corpus.read_text(encoding="utf-8")
+    corpus.write_text(text.replace('visibility = "all-viewers"\n', 'access = ["ops"]\n', 1), encoding="utf-8")
+    assert load_settings(corpus).sources[0].access == ["ops"]
+    sync(corpus)
+    assert "runbooks-etcd" not in names(viewer)
+    assert "runbooks-etcd" in names(ops)  # the group that may: still there
+    assert settings.sources[0].access is None

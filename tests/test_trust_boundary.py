@@ -867,7 +867,9 @@ async def test_lore_mcp_http_offers_the_inventoried_tools_as_the_local_user(tmp_
         async with Client(url + "/mcp") as client:
             names = tuple(t.name for t in (await client.list_tools()).tools)
             found = await client.call_tool("knowledge_search", {"query": "zanzibarquorum", "top_k": 1})
+            extensions = client.server_capabilities.extensions or {}
     assert names == TOOLS
+    assert "io.modelcontextprotocol/skills" in extensions  # the skills methods, as on /mcp
     assert found.structured_content is not None
     assert found.structured_content["passages"]
 
