@@ -480,3 +480,53 @@ def test_a_runbook_restricted_by_a_later_sync_leaves_the_skills_of_those_who_may
     assert "runbooks-etcd" not in names(viewer)
     assert "runbooks-etcd" in names(ops)  # the group that may: still there
     assert settings.sources[0].access is None
+
+
+def test_a_skill_uri_names_a_file_of_one_skill_or_nothing(search: KnowledgeSearch) -> None:
+    from lore.skills.wire import SkillsEndpoint, SkillWireError, parse_uri
+
+    assert parse_uri("skill://runbooks-etcd/SKILL.md") == ("runbooks-etcd", "SKILL.md")
+    for bad in ("skill://runbooks-etcd/../secops-rotation/SKILL.md", "file:///etc/passwd", "skill://x", 7):
+        assert parse_uri(bad) is None, bad
+    endpoint = SkillsEndpoint(catalog_of(search))
+    viewer = Principal("viewer", Role.VIEWER, groups=frozenset({"sre"}))
+    with pytest.raises(SkillWireError) as refused:
+        asyncio.run(
+            endpoint.answer(
+                "resources/read", {"uri": "skill://runbooks-etcd/../secops-rotation/SKILL.md"}, viewer
+            )
+        )
+    assert refused.value.code == -32602
+    # The look-alike that is a file of the skill: read, its bytes the ones the entry lists.
+    uri = "skill://runbooks-ledger-restore/references/every-table.md"
+    read = asyncio.run(endpoint.answer("resources/read", {"uri": uri}, viewer))
+    listed = asyncio.run(
+        endpoint.answer("skills/get", {"uri": "skill://runbooks-ledger-restore/SKILL.md"}, viewer)
+    )
+    digest = next(r["digest"] for r in listed["skill"]["resources"] if r["uri"] == uri)
+    assert digest == "sha256:" + hashlib.sha256(read["contents"][0]["text"].encode()).hexdigest()
+
+
+def test_the_playbook_pack_is_served_as_skills_unless_switched_off(tmp_path: Path) -> None:
+    config = tmp_path / "lore.toml"
+    config.write_text(
+        'backend = "sqlite"\ndb_path = "lore.db"\nembedder = "hashing"\naudit_path = "audit.jsonl"\n',
+        encoding="utf-8",
+    )
+    sync(config)  # no [[sources]]: the pack alone
+    search = build_knowledge_search(load_settings(config))
+    assert search is not None
+    try:
+        names = export(search, tmp_path / "skills")
+    finally:
+        search.close()
+    assert "lore-linux-disk-full" in names
+    assert all(name.startswith("lore-") for name in names)
+    assert skills_ref.validate(tmp_path / "skills" / "lore-linux-disk-full") == []
+    config.write_text(config.read_text(encoding="utf-8") + "[vault]\nskills = false\n", encoding="utf-8")
+    search = build_knowledge_search(load_settings(config))
+    assert search is not None
+    try:
+        assert asyncio.run(catalog_of(search).listing(LOCAL)) == []
+    finally:
+        search.close()
