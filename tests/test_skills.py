@@ -530,3 +530,15 @@ def test_the_playbook_pack_is_served_as_skills_unless_switched_off(tmp_path: Pat
         assert asyncio.run(catalog_of(search).listing(LOCAL)) == []
     finally:
         search.close()
+
+
+def test_rules_follow_the_sources_a_server_syncs_beside_lore_toml(tmp_path: Path) -> None:
+    from lore.source_tables import typed_source_config
+
+    settings = load_settings(write_corpus(tmp_path))
+    added = typed_source_config(
+        {"name": "notes-api", "type": "manual", "visibility": "all-viewers", "skills": True}
+    )
+    rules = skill_rules(settings, [*settings.sources, added])
+    assert is_skill(_document("note://notes-api/x", source="notes-api"), rules)
+    assert not is_skill(_document("note://notes-api/x", source="notes-api"), skill_rules(settings))

@@ -51,11 +51,13 @@ class SkillCatalog:
         search: KnowledgeSearch,
         reader: ReaderSource | None = None,
         *,
-        rules: SkillRules | None = None,
+        rules: SkillRules | Callable[[], SkillRules] | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self._search = search
         self._reader = reader if reader is not None else reader_of(search)
+        #: Read at every call when given as a function: a server's sources change while
+        #: it runs (``/v1/sources``).
         self._rules = rules if rules is not None else skill_rules(search.settings)
         self._clock = clock
 
@@ -113,7 +115,8 @@ class SkillCatalog:
 
     def _skill_documents(self) -> tuple[DocumentReader, list[Document], dict[str, str]]:
         reader, documents = self._documents()
-        skills = [document for document in documents if is_skill(document, self._rules)]
+        rules = self._rules() if callable(self._rules) else self._rules
+        skills = [document for document in documents if is_skill(document, rules)]
         return reader, skills, skill_names(document.uri for document in skills)
 
     def _names(self) -> dict[str, str]:

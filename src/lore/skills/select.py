@@ -33,7 +33,7 @@ from urllib.parse import unquote, urlsplit
 
 from lore.config import LoreSettings
 from lore.models import LABEL_VALUE_SEPARATOR, SOURCE_LABEL, Document
-from lore.source_tables import VAULT_NAME
+from lore.source_tables import VAULT_NAME, SourceConfig
 
 if TYPE_CHECKING:
     from pathspec import GitIgnoreSpec
@@ -59,20 +59,21 @@ class SkillRules:
     vault: bool = True
 
 
-def skill_rules(settings: LoreSettings) -> SkillRules:
-    """The rules the settings' ``[[sources]]`` tables and ``[vault]`` give."""
+def skill_rules(settings: LoreSettings, sources: Iterable[SourceConfig] | None = None) -> SkillRules:
+    """The rules the settings' ``[[sources]]`` tables (or ``sources``, every table a
+    server syncs, its API-managed ones included) and ``[vault]`` give."""
     # Here, not at the top: the stdio server imports this module, and only a source with
     # globs needs the matcher (lore.sources.filesystem defers it alike).
     from pathspec import GitIgnoreSpec
 
-    sources: dict[str, bool | GitIgnoreSpec] = {}
-    for source in settings.sources:
+    marks: dict[str, bool | GitIgnoreSpec] = {}
+    for source in settings.sources if sources is None else sources:
         marked = getattr(source, "skills", False)
         if marked is True:
-            sources[source.name] = True
+            marks[source.name] = True
         elif isinstance(marked, list) and marked:
-            sources[source.name] = GitIgnoreSpec.from_lines(marked)
-    return SkillRules(sources=sources, vault=settings.vault.skills)
+            marks[source.name] = GitIgnoreSpec.from_lines(marked)
+    return SkillRules(sources=marks, vault=settings.vault.skills)
 
 
 def label_values(labels: Mapping[str, str], key: str) -> list[str]:

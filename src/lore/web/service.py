@@ -34,6 +34,7 @@ from lore.protocols import (
 )
 from lore.serving import audit_log, configure_server_process, query_embedder
 from lore.skills.catalog import SkillCatalog
+from lore.skills.select import SkillRules, skill_rules
 from lore.sources import build_source
 from lore.sources.manual import ManualSource
 from lore.sources.scope import ScopedSource, SourceScope, default_access, scope_of
@@ -117,7 +118,11 @@ class Service:
         self._writers = ThreadPoolExecutor(max_workers=WRITE_THREADS, thread_name_prefix="lore-write")
         #: The runbooks served as Agent Skills (``/mcp`` and the alert path), read from
         #: the primary index as it is now (an outage: ``BackendUnavailableError``).
-        self.skills = SkillCatalog(self.search, self._document_reader)
+        self.skills = SkillCatalog(self.search, self._document_reader, rules=self._skill_rules)
+
+    def _skill_rules(self) -> SkillRules:
+        # Every source the service syncs: lore.toml's, the pack, and those added over the API.
+        return skill_rules(self.settings, [config for config, _ in self.sources.all()])
 
     def _document_reader(self) -> DocumentReader | None:
         backend = self.backend
