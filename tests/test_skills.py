@@ -25,8 +25,9 @@ import yaml
 
 from lore.access import LOCAL, Principal, Role
 from lore.config import load_settings
-from lore.errors import SkillExportError
+from lore.errors import BackendUnavailableError, SkillExportError
 from lore.models import Document
+from lore.protocols import KnowledgeRetriever
 from lore.resolve import build_knowledge_search
 from lore.skills import SkillCatalog, is_skill, skill_names, skill_rules
 from lore.skills.build import BODY_LINES, MAX_DESCRIPTION, describe
@@ -542,3 +543,30 @@ def test_rules_follow_the_sources_a_server_syncs_beside_lore_toml(tmp_path: Path
     rules = skill_rules(settings, [*settings.sources, added])
     assert is_skill(_document("note://notes-api/x", source="notes-api"), rules)
     assert not is_skill(_document("note://notes-api/x", source="notes-api"), skill_rules(settings))
+
+
+def test_behind_a_fallback_the_skills_come_from_the_primary(search: KnowledgeSearch) -> None:
+    from lore.backends.fallback import FallbackRetriever, LazyRetriever
+    from lore.breaker import CircuitBreaker
+    from lore.skills.catalog import reader_of
+
+    primary = search.retriever
+    lazy = LazyRetriever(lambda: primary, engine=primary.engine)
+    wrapped = KnowledgeSearch(
+        FallbackRetriever(lazy, primary, CircuitBreaker()), settings=search.settings, reranker=None
+    )
+    try:
+        assert reader_of(wrapped)() is primary
+        assert "runbooks-etcd" in [s.name for s in asyncio.run(catalog_of(wrapped).listing(LOCAL))]
+    finally:
+        wrapped.close()
+
+    def down() -> KnowledgeRetriever:
+        raise BackendUnavailableError("the primary is down")
+
+    outage = FallbackRetriever(LazyRetriever(down, engine="pgvector"), primary, CircuitBreaker())
+    degraded = KnowledgeSearch(outage, settings=search.settings, reranker=None)
+    try:  # the primary down: the fallback index, which holds the same documents
+        assert reader_of(degraded)() is primary
+    finally:
+        degraded.close()

@@ -26,9 +26,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from lore.access import Principal, readable
-from lore.errors import ConfigError, LoreError, SkillExportError
+from lore.backends.fallback import FallbackRetriever, LazyRetriever
+from lore.errors import BackendUnavailableError, ConfigError, LoreError, SkillExportError
 from lore.models import Document
-from lore.protocols import DocumentReader
+from lore.protocols import DocumentReader, KnowledgeRetriever
 from lore.skills.build import GENERATOR, SKILL_FILE, Clean, Skill, build_skill
 from lore.skills.select import SkillRules, is_skill, skill_names, skill_rules
 from lore.tool.core import KnowledgeSearch
@@ -39,10 +40,23 @@ ReaderSource = Callable[[], DocumentReader | None]
 
 
 def reader_of(search: KnowledgeSearch) -> ReaderSource:
-    """The search's own retriever when it can list its documents (the SQLite and
-    PostgreSQL backends can; Qdrant, Elasticsearch and Discovery Engine cannot)."""
-    retriever = search.retriever
-    return lambda: retriever if isinstance(retriever, DocumentReader) else None
+    """The search's own index when it can list its documents (the SQLite and PostgreSQL
+    backends can; Qdrant, Elasticsearch and Discovery Engine cannot). Behind ``[fallback]``
+    that is the primary (opened on first use), and the fallback index while the primary
+    is unreachable."""
+    return lambda: _document_reader(search.retriever)
+
+
+def _document_reader(retriever: KnowledgeRetriever) -> DocumentReader | None:
+    if isinstance(retriever, FallbackRetriever):
+        try:
+            return _document_reader(retriever.primary)
+        except BackendUnavailableError:
+            # Degraded is not empty: the fallback index holds the same documents.
+            return _document_reader(retriever.fallback)
+    if isinstance(retriever, LazyRetriever):
+        retriever = retriever.open()  # BackendUnavailableError while it is down
+    return retriever if isinstance(retriever, DocumentReader) else None
 
 
 class SkillCatalog:

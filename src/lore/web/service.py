@@ -125,7 +125,14 @@ class Service:
         return skill_rules(self.settings, [config for config, _ in self.sources.all()])
 
     def _document_reader(self) -> DocumentReader | None:
-        backend = self.backend
+        try:
+            backend: StoringBackend | None = self.backend
+        except BackendUnavailableError:
+            # Degraded is not empty: the fallback index every sync writes holds the same
+            # documents (none configured: the outage is the answer).
+            if self.fallback is None:
+                raise
+            backend = self.fallback
         return backend if isinstance(backend, DocumentReader) else None
 
     @property
