@@ -26,7 +26,6 @@ from typing import Any
 
 from lore.models import Chunk, Document, utc
 from lore.skills.select import label_values
-from lore.text_blocks import merge_chunks
 
 #: Screening and redaction of one text, as the tool's chain does it.
 Clean = Callable[[str], str]
@@ -102,6 +101,10 @@ def build_skill(
     now: datetime,
 ) -> Skill:
     """The skill ``name`` of ``document`` (its chunks in order), every text ``clean``ed."""
+    # Here: lore.text_blocks imports the Markdown parser, which the stdio server's start
+    # (it imports this module) need not pay for.
+    from lore.text_blocks import merge_chunks
+
     title = _one_line(clean(document.title)) or name
     markdown = clean(merge_chunks(chunks)).strip()
     alerts = [_one_line(clean(alert)) for alert in label_values(document.labels, "alerts")]

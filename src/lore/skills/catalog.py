@@ -27,7 +27,7 @@ from pathlib import Path
 
 from lore.access import Principal, readable
 from lore.backends.fallback import FallbackRetriever, LazyRetriever
-from lore.errors import BackendUnavailableError, ConfigError, LoreError, SkillExportError
+from lore.errors import BackendUnavailableError, ConfigError, SkillExportError
 from lore.models import Document
 from lore.protocols import DocumentReader, KnowledgeRetriever
 from lore.skills.build import GENERATOR, SKILL_FILE, Clean, Skill, build_skill
@@ -74,14 +74,6 @@ class SkillCatalog:
         #: it runs (``/v1/sources``).
         self._rules = rules if rules is not None else skill_rules(search.settings)
         self._clock = clock
-
-    @property
-    def available(self) -> bool:
-        """Whether this index can serve skills at all (its backend lists documents)."""
-        try:
-            return self._reader() is not None
-        except LoreError:  # an unreachable backend: not now, but it can
-            return True
 
     # -- what any caller may ask --------------------------------------------------------
 
