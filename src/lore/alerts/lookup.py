@@ -359,6 +359,9 @@ class RunbookGroup:
     #: Those of ``alerts`` the notification says are resolved (their runbook is still
     #: given: the follow-up, a postmortem, needs it).
     resolved: list[str] = field(default_factory=list)
+    #: The name of the Agent Skill this runbook is served as (``lore.skills``), when it
+    #: is one: an agent loads the whole procedure by it in one step.
+    skill: str | None = None
 
 
 _CONFIDENCE_ORDER = {"high": 0, "medium": 1, "low": 2, "none": 3}

@@ -52,7 +52,7 @@ def create_app(service: Service, *, host: str = "127.0.0.1") -> ASGIApp:
     oauth = OAuthVerifier(oauth_settings) if oauth_settings is not None else None
     auth = Auth(service.tokens, Sessions(), RateLimiter(service.limits.rate, service.limits.burst), oauth)
     runner = SyncRunner(service)
-    mcp = mcp_app(service.search, host)
+    mcp = mcp_app(service.search, host, service.skills)
     extractor = Extractor(service.limits.extract)
 
     @asynccontextmanager

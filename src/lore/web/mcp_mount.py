@@ -17,15 +17,16 @@ from starlette.applications import Starlette
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from lore.mcp_server import HTTP_PATH, SCOPE_PRINCIPAL, build_server
+from lore.skills.catalog import SkillCatalog
 from lore.tool.core import KnowledgeSearch
 from lore.web.auth import UNAUTHENTICATED, Auth
 from lore.web.problems import Problem, problem_response
 
 
-def mcp_app(search: KnowledgeSearch, host: str) -> Starlette:
+def mcp_app(search: KnowledgeSearch, host: str, skills: SkillCatalog | None = None) -> Starlette:
     # DNS-rebinding protection as the SDK sets it up for a loopback host. No default
-    # principal: each call acts as the one ``McpAuth`` put in its scope.
-    return build_server(search).streamable_http_app(streamable_http_path=HTTP_PATH, host=host)
+    # principal: each call acts as the one ``McpAuth`` put in its scope (skills too).
+    return build_server(search, skills=skills).streamable_http_app(streamable_http_path=HTTP_PATH, host=host)
 
 
 class McpAuth:

@@ -25,6 +25,7 @@ from lore.config import LoreSettings
 from lore.errors import BackendUnavailableError, ConfigError, LoreError
 from lore.models import SourceFailure, SourceItem, SyncReport, Tombstone
 from lore.protocols import (
+    DocumentReader,
     Embedder,
     KnowledgeRetriever,
     KnowledgeSource,
@@ -32,6 +33,8 @@ from lore.protocols import (
     StoringBackend,
 )
 from lore.serving import audit_log, configure_server_process, query_embedder
+from lore.skills.catalog import SkillCatalog
+from lore.skills.select import SkillRules, skill_rules
 from lore.sources import build_source
 from lore.sources.manual import ManualSource
 from lore.sources.scope import ScopedSource, SourceScope, default_access, scope_of
@@ -113,6 +116,24 @@ class Service:
         self.chunker = self.writer.chunker
         #: Threads that run (or wait to run) writes; they queue on ``write_lock``.
         self._writers = ThreadPoolExecutor(max_workers=WRITE_THREADS, thread_name_prefix="lore-write")
+        #: The runbooks served as Agent Skills (``/mcp`` and the alert path), read from
+        #: the primary index as it is now (an outage: ``BackendUnavailableError``).
+        self.skills = SkillCatalog(self.search, self._document_reader, rules=self._skill_rules)
+
+    def _skill_rules(self) -> SkillRules:
+        # Every source the service syncs: lore.toml's, the pack, and those added over the API.
+        return skill_rules(self.settings, [config for config, _ in self.sources.all()])
+
+    def _document_reader(self) -> DocumentReader | None:
+        try:
+            backend: StoringBackend | None = self.backend
+        except BackendUnavailableError:
+            # Degraded is not empty: the fallback index every sync writes holds the same
+            # documents (none configured: the outage is the answer).
+            if self.fallback is None:
+                raise
+            backend = self.fallback
+        return backend if isinstance(backend, DocumentReader) else None
 
     @property
     def backend(self) -> StoringBackend:
@@ -170,7 +191,7 @@ class Service:
 
     async def run_alert(self, arguments: Mapping[str, Any], principal: Principal) -> AlertResult:
         """``runbook_for_alert`` on the same chain, audit and access filter as search."""
-        return await RunbookForAlert(self.search).run(arguments, principal=principal)
+        return await RunbookForAlert(self.search, self.skills).run(arguments, principal=principal)
 
     # -- sources ---------------------------------------------------------------------
 
