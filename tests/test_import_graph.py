@@ -38,8 +38,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("services", (
         "lore.tool", "lore.alerts", "lore.events", "lore.eval", "lore.metrics", "lore.serving",
         "lore.mcp_tools",
-        # Ranking policy over passages: named evidence, source priority; files lore writes.
-        "lore.named", "lore.priority", "lore.private_files",
+        # Ranking policy over passages: named evidence, source priority, arrangement; files
+        # lore writes.
+        "lore.named", "lore.priority", "lore.arrange", "lore.private_files",
     )),
     # One implementation of a seam or a stage each, taking instances.
     ("parts", (
