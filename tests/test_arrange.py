@@ -113,12 +113,3 @@ def test_documents_keep_their_ranks_and_no_chunk_is_lost(items: list[tuple[str, 
     assert unique_uris(shown) == unique_uris(ranked)
     for kept in ranked:  # every chunk's text is in the answer
         assert any(kept.text in p.text for p in shown if p.uri == kept.uri)
-
-
-def test_the_passages_a_query_names_come_first() -> None:
-    sibling = passage("file://alerts/CephClusterCriticallyFull.md", 0, 2.0, section="Mitigation")
-    own = passage("file://alerts/CephClusterNearFull.md", 3, 1.5, section="Mitigation")
-    shown = arranged([sibling, own], "CephClusterNearFull is firing, how do I fix it?")
-    assert [p.uri for p in shown] == [own.uri, sibling.uri]
-    assert [p.score for p in shown] == [2.0, 1.5]
-    assert arranged([sibling, own], "storage cluster nearly full, how do I fix it?") == [sibling, own]

@@ -11,8 +11,7 @@ passages, so the rows differ by the arrangement alone:
 - ``before``: the sources' priorities and the question's intent only (lore before
   ``lore.arrange``: no merging, no diversity);
 - ``merge``: plus consecutive chunks of one section as one passage;
-- ``merge, diversity``: plus diversity by document (``PER_DOCUMENT``, ``ANSWERS_TOO``);
-- ``after``: plus the passages the query names first (``named_first``), lore's default;
+- ``after``: plus diversity by document (``PER_DOCUMENT``, ``ANSWERS_TOO``), lore's default;
 - ``per=N floor=F``: diversity with other parameters (``--grid``);
 - ``after, vault weight W``: lore's default with the pack at another ``[vault] weight``
   (``--vault-weights 1,0.5``; the pack must be in the index).
@@ -33,7 +32,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from lore.arrange import ANSWERS_TOO, PER_DOCUMENT, candidates, diversified, merged, named_first
+from lore.arrange import ANSWERS_TOO, PER_DOCUMENT, candidates, diversified, merged
 from lore.confidence import Confidence, best, clears
 from lore.config import load_settings
 from lore.eval.datasets import EvalQuery, load_golden_set
@@ -68,11 +67,9 @@ def merge_only(found: Sequence[Passage], query: str, weights: Weights) -> list[P
     return by_intent(merged(prioritised(found, weights)), query)
 
 
-def diverse(per: int, floor: float, first: bool = True) -> Arrangement:
+def diverse(per: int, floor: float) -> Arrangement:
     def arrange(found: Sequence[Passage], query: str, weights: Weights) -> list[Passage]:
-        ranked = prioritised(found, weights)
-        ranked = named_first(ranked, query) if first else ranked
-        return diversified(by_intent(merged(ranked), query), per_document=per, answers_too=floor)
+        return diversified(merge_only(found, query, weights), per_document=per, answers_too=floor)
 
     return arrange
 
@@ -90,7 +87,6 @@ def arrangements(grid: bool, vault_weights: Sequence[float] = ()) -> dict[str, A
     chosen: dict[str, Arrangement] = {
         "before": before,
         "merge": merge_only,
-        "merge, diversity": diverse(PER_DOCUMENT, ANSWERS_TOO, first=False),
         "after": diverse(PER_DOCUMENT, ANSWERS_TOO),
     }
     for weight in vault_weights:

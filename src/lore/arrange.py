@@ -21,11 +21,6 @@ into the other, in this order, applied by every consumer of a ranking (``knowled
    close, its sections keep their places. A document's first passage never moves, so the
    ranking of documents (and every document-level metric) is what retrieval gave.
 
-Before the merge, the passages the query *names* (its alert name is the page's title,
-file name, front-matter ``alerts:`` entry or the section's heading, ``lore.named``) move
-ahead of the others: sibling runbooks share an alert's wording ("CephClusterNearFull" and
-"CephClusterCriticallyFull"), and its name is what tells them apart.
-
 A rule over the ranking rather than inside each backend's fusion: the same code for
 SQLite, PostgreSQL, Qdrant, Elasticsearch and the managed engines, measured once
 (docs/quality.md, "Current figures").
@@ -39,7 +34,6 @@ from dataclasses import replace
 
 from lore.intent import by_intent
 from lore.models import Passage
-from lore.named import Named, named, query_names
 from lore.priority import MIN_EXTRA_CANDIDATES, Weights, prioritised
 
 #: Passages of one document ahead of another document's passage that answers too.
@@ -185,28 +179,9 @@ def diversified(
     ] + list(passages[close:])
 
 
-def named_first(passages: Sequence[Passage], query: str) -> list[Passage]:
-    """``passages`` (best first) with those the query names (``lore.named.Named.NAME``: one
-    of its identifiers is the page's title, file name, an ``alerts:`` entry or a heading of
-    the passage's section) ahead of the rest, each group in its own order; each place keeps
-    its score, so scores still fall."""
-    names = query_names(query)
-    if not names:
-        return list(passages)
-    first = [passage for passage in passages if named(passage, names) is Named.NAME]
-    if not first or len(first) == len(passages):
-        return list(passages)
-    chosen = {id(passage) for passage in first}
-    moved = [*first, *(passage for passage in passages if id(passage) not in chosen)]
-    return [
-        passage if passage.score == place.score else replace(passage, score=place.score)
-        for passage, place in zip(moved, passages, strict=True)
-    ]
-
-
 def arranged(
     passages: Sequence[Passage], query: str, weights: Weights | None = None, *, max_chars: int | None = None
 ) -> list[Passage]:
     """The rules (module docstring) over a retriever's ranking of chunks, best first."""
-    ranked = merged(named_first(prioritised(passages, weights or {}), query), max_chars=max_chars)
+    ranked = merged(prioritised(passages, weights or {}), max_chars=max_chars)
     return diversified(by_intent(ranked, query))
