@@ -40,8 +40,9 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "lore.mcp_tools",
         # Runbooks as Agent Skills over the index, the chain and the access rule.
         "lore.skills",
-        # Ranking policy over passages: named evidence, source priority; files lore writes.
-        "lore.named", "lore.priority", "lore.private_files",
+        # Ranking policy over passages: named evidence, source priority, arrangement; files
+        # lore writes.
+        "lore.named", "lore.priority", "lore.arrange", "lore.private_files",
     )),
     # One implementation of a seam or a stage each, taking instances.
     ("parts", (

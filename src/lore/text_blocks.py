@@ -486,14 +486,20 @@ def merge_chunks(chunks: Sequence[Chunk]) -> str:
     """A document's Markdown rebuilt from its chunks: verbatim slices of the body in order,
     each opening with a little of the one before (the chunker's overlap), cut where one
     chunk's end repeats as the next one's start (the documents reader, skills)."""
+    return joined([chunk.text for chunk in chunks])
+
+
+def joined(texts: Sequence[str]) -> str:
+    """Consecutive chunks' texts as one, each overlap kept once (a paragraph break where the
+    chunker left none): a document rebuilt, or a run of one section's chunks merged into one
+    passage (``lore.arrange``)."""
     text = ""
-    for chunk in chunks:
+    for piece in texts:
         if not text:
-            text = chunk.text
+            text = piece
             continue
-        overlap = _overlap(text, chunk.text)
-        rest = chunk.text[overlap:]
-        text += rest if overlap else "\n\n" + rest
+        shared = _overlap(text, piece)
+        text += piece[shared:] if shared else "\n\n" + piece
     return text
 
 
