@@ -29,7 +29,7 @@ from mcp import Client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 
 from lore.testing.attacks import PlantedCase, secret_cases, unsafe_payloads, write_attack_corpus  # noqa: E402
-from web_helpers import Served, serve  # noqa: E402
+from web_helpers import Served, alert_webhook, serve  # noqa: E402
 
 CASES = secret_cases()
 #: The tree and each document hold every case: the whole read must be clean.
@@ -38,30 +38,6 @@ TOP_K = 20
 
 def case_uri(case: PlantedCase) -> str:
     return f"file://runbooks/planted-{case.name.replace('_', '-')}.md"
-
-
-def webhook(alertname: str) -> dict[str, Any]:
-    return {
-        "version": "4",
-        "status": "firing",
-        "receiver": "lore",
-        "groupLabels": {"alertname": alertname},
-        "commonLabels": {"alertname": alertname},
-        "commonAnnotations": {},
-        "externalURL": "http://127.0.0.1:9093",
-        "groupKey": '{}:{alertname="' + alertname + '"}',
-        "alerts": [
-            {
-                "status": "firing",
-                "labels": {"alertname": alertname, "severity": "critical"},
-                "annotations": {"summary": f"{alertname} fired", "description": alertname},
-                "startsAt": "2026-12-01T10:00:00Z",
-                "endsAt": "0001-01-01T00:00:00Z",
-                "generatorURL": "http://127.0.0.1:9090/graph",
-                "fingerprint": "3f2a9c1b7e6d5a40",
-            }
-        ],
-    }
 
 
 #: A secret where a search never shows it but the reader serves the stored Markdown.
@@ -95,7 +71,7 @@ def read_everything(served: Served, case: PlantedCase) -> dict[str, Any]:
     """What a viewer gets for ``case`` from each HTTP route."""
     with served.client("viewer") as client:
         search = client.post("/v1/search", json={"query": case.query, "top_k": TOP_K})
-        alert = client.post("/v1/alerts", json=webhook(case.query))
+        alert = client.post("/v1/alerts", json=alert_webhook(case.query))
         document = client.get("/v1/documents/" + quote(case_uri(case), safe=""))
     for response in (search, alert, document):
         assert response.status_code == 200, response.text

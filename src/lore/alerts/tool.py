@@ -244,6 +244,6 @@ class RunbookForAlert:
             result=result,
             hits=hits,
             confidence=answer_confidence(hits) if result.error is None else "none",
-            groups=groups(hits, resolved),
+            groups=groups(hits, resolved, [(passage.uri, passage.title) for passage in result.passages]),
             alerts=alerts,
         )
