@@ -334,6 +334,14 @@ def link_host(url: str) -> str | None:
     return None
 
 
+def shown_host(host: str | None) -> str:
+    """A link's destination as its inert marker names it: the host; for a URL with none,
+    its kind ("a javascript URL": the scheme itself, written, would be the payload)."""
+    if host is None:
+        return "a relative URL"
+    return f"a {host.rstrip(':')} URL" if host.endswith(":") else host
+
+
 def is_allowed(host: str, allowed_link_hosts: Collection[str]) -> bool:
     return any(
         host == ok or host.endswith("." + ok) for ok in (h.lower().strip(".") for h in allowed_link_hosts)
@@ -354,7 +362,7 @@ def _neutralise_links(
             continue
         image = link.kind in ("image", "srcset") or bool(_IMAGE_PATH.search(link.url))
         kind = "external_image" if image else "external_link"
-        what = f"external {'image' if image else 'link'} to {host}"
+        what = f"external {'image' if image else 'link'} to {shown_host(host)}"
         for span in _link_spans(text, link):
             if span in done:
                 continue
