@@ -69,6 +69,8 @@ class Served:
     tokens: dict[str, str] = field(default_factory=dict)
     #: The ASGI app uvicorn serves (``create_app``'s), for its route table.
     app: object = None
+    #: The folder the server's config, corpus and stores live in.
+    root: Path = field(default_factory=Path)
 
     def client(self, role: str | None = None, *, headers: dict[str, str] | None = None) -> httpx.Client:
         sent = {"Authorization": f"Bearer {self.tokens[role]}"} if role else {}
@@ -109,7 +111,7 @@ def serve(
             raise RuntimeError("the test server did not start")
         time.sleep(0.02)
     try:
-        yield Served(f"http://127.0.0.1:{port}", service, tokens, app)
+        yield Served(f"http://127.0.0.1:{port}", service, tokens, app, root)
     finally:
         server.should_exit = True
         thread.join(timeout=30)
