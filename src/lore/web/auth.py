@@ -119,10 +119,11 @@ class Auth:
     def unauthenticated(self) -> bool:
         return self.oauth is None and not self.tokens.configured()
 
-    def bearer(self, token: str) -> Principal:
-        """The principal of a bearer token (lore's or the IdP's), or ``Problem`` 401/403/503."""
+    async def bearer(self, token: str) -> Principal:
+        """The principal of a bearer token (lore's or the IdP's), or ``Problem`` 401/403/503.
+        An IdP token whose key set must be fetched first waits for it off the event loop."""
         if self.oauth is not None and looks_like_jwt(token):
-            return self.oauth.verify(token)
+            return await self.oauth.verify_async(token)
         principal = self.tokens.verify(token)
         if principal is None:
             raise self.unauthorized("the bearer token is not valid (unknown or revoked)")
@@ -132,9 +133,9 @@ class Auth:
         challenge = self.oauth.challenge() if self.oauth is not None else 'Bearer realm="lore"'
         return Problem(401, detail, headers={"WWW-Authenticate": challenge})
 
-    def identify(self, request: Request) -> Caller:
+    async def identify(self, request: Request) -> Caller:
         """The caller, or ``Problem(401)``; also checks CSRF and the rate limit."""
-        caller = self._identify(request)
+        caller = await self._identify(request)
         self._check_csrf(request, caller)
         wait = self.limiter.take(caller.principal.name)
         if wait is not None:
@@ -145,13 +146,13 @@ class Auth:
             )
         return caller
 
-    def _identify(self, request: Request) -> Caller:
+    async def _identify(self, request: Request) -> Caller:
         header = request.headers.get("authorization")
         if header is not None:
             scheme, _, token = header.partition(" ")
             if scheme.lower() != "bearer" or not token.strip():
                 raise self.unauthorized("the Authorization header must be 'Bearer <token>'")
-            return Caller(self.bearer(token.strip()), "bearer")
+            return Caller(await self.bearer(token.strip()), "bearer")
         session_id = request.cookies.get(SESSION_COOKIE)
         if session_id:
             session = self.sessions.get(session_id)
@@ -190,7 +191,7 @@ def require(role: Role, action: str) -> Callable[[Request], Awaitable[Caller]]:
     # worker thread and back on every request, for a dictionary look-up, an HMAC and a
     # stat of the tokens file (re-read only when it changed).
     async def dependency(request: Request) -> Caller:
-        caller = auth_of(request).identify(request)
+        caller = await auth_of(request).identify(request)
         if not caller.principal.role.allows(role):
             raise Problem(403, f"{_WHO[role]} may {action}; this token is a {caller.principal.role.value}")
         return caller
