@@ -57,6 +57,7 @@ def serve_command(
     from lore.access import Role
     from lore.cli.listen import check_can_listen
     from lore.private_files import private_files
+    from lore.resolve import install_tracing
     from lore.web.app import create_app
     from lore.web.server import StoppingServer
     from lore.web.service import open_service
@@ -83,6 +84,7 @@ def serve_command(
                 "acts as admin (create one with: lore token create --role admin --name NAME)",
                 stderr=True,
             )
+        install_tracing()  # spans of every search, when OTEL_EXPORTER_OTLP_ENDPOINT names a collector
         service = open_service(current)
         asgi = create_app(service, host=host)
         degraded = service.degraded_reason()
