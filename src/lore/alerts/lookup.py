@@ -392,12 +392,17 @@ class RunbookGroup:
 _CONFIDENCE_ORDER = {"high": 0, "medium": 1, "low": 2, "none": 3}
 
 
-def groups(hits: Sequence[AlertHit], resolved: Collection[str] = ()) -> list[RunbookGroup]:
+def groups(
+    hits: Sequence[AlertHit], resolved: Collection[str] = (), shown: Sequence[tuple[str, str]] | None = None
+) -> list[RunbookGroup]:
     """The answer by runbook, each in the order of its best passage; ``resolved``: the keys
-    (``Alert.key``) of the alerts that are resolved."""
+    (``Alert.key``) of the alerts that are resolved; ``shown``: each hit's uri and title as
+    the safety chain returned them (a title is indexed text: a group shows the cleaned
+    one, never the stored one)."""
     by_uri: dict[str, RunbookGroup] = {}
     for rank, hit in enumerate(hits, start=1):
-        group = by_uri.setdefault(hit.passage.uri, RunbookGroup(hit.passage.uri, hit.passage.title))
+        uri, title = shown[rank - 1] if shown is not None else (hit.passage.uri, hit.passage.title)
+        group = by_uri.setdefault(hit.passage.uri, RunbookGroup(uri, title))
         group.ranks.append(rank)
         group.alerts.extend(a for a in hit.alerts if a not in group.alerts)
         group.resolved.extend(a for a in hit.alerts if a in resolved and a not in group.resolved)

@@ -252,7 +252,7 @@ class RunbookForAlert:
         ]
         resolved = {a.key() for a in (query.alerts if query is not None else ()) if a.status == "resolved"}
         skills = await self._skill_names(hits)
-        answer = groups(hits, resolved)
+        answer = groups(hits, resolved, [(passage.uri, passage.title) for passage in result.passages])
         for group in answer:
             group.skill = skills.get(group.uri)
         return AlertResult(
