@@ -110,7 +110,9 @@ def wait_ready(replicas: list[Replica], deadline_s: float = 180) -> None:
         if not replica.alive():
             raise HarnessError(f"replica on {replica.port} exited: {replica.log.read_text(errors='replace')}")
         if time.monotonic() > deadline:
-            raise HarnessError(f"replica on {replica.port} not ready: {replica.log.read_text(errors='replace')}")
+            raise HarnessError(
+                f"replica on {replica.port} not ready: {replica.log.read_text(errors='replace')}"
+            )
         try:
             if httpx.get(f"{replica.url}/readyz", timeout=2).status_code == 200:
                 pending.pop(0)
@@ -166,7 +168,9 @@ def start_proxy(folder: Path, upstream_ports: list[int]) -> Proxy:
     for sub in ("body", "proxy", "fastcgi", "uwsgi", "scgi", "logs"):
         (folder / sub).mkdir(exist_ok=True)
     port = free_port()
-    servers = "\n".join(f"        server 127.0.0.1:{each} max_fails=1 fail_timeout=1s;" for each in upstream_ports)
+    servers = "\n".join(
+        f"        server 127.0.0.1:{each} max_fails=1 fail_timeout=1s;" for each in upstream_ports
+    )
     user = "user root;\n" if os.geteuid() == 0 else ""
     conf = folder / "nginx.conf"
     conf.write_text(
@@ -210,7 +214,9 @@ http {{
     deadline = time.monotonic() + 15
     while True:
         if process.poll() is not None:
-            raise HarnessError(f"nginx exited: {(folder / 'logs' / 'stderr.log').read_text(errors='replace')}")
+            raise HarnessError(
+                f"nginx exited: {(folder / 'logs' / 'stderr.log').read_text(errors='replace')}"
+            )
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=1):
                 break

@@ -110,7 +110,9 @@ def retried(tally: Tally, what: str, send: Callable[[], httpx.Response]) -> http
 def search_client(proxy: Proxy, token: str, stop_at: float, tally: Tally) -> None:
     with httpx.Client(base_url=proxy.url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as http:
         while time.monotonic() < stop_at:
-            found = retried(tally, "search", lambda: http.post("/v1/search", json={"query": "etcd leader", "top_k": 3}))
+            found = retried(
+                tally, "search", lambda: http.post("/v1/search", json={"query": "etcd leader", "top_k": 3})
+            )
             if found.status_code != 200 or not found.json()["passages"]:
                 tally.fail(f"search: {found.status_code} {found.text[:200]}")
             tally.ok("search")
@@ -128,7 +130,9 @@ def mcp_client(proxy: Proxy, token: str, mode: str, stop_at: float, tally: Tally
                     Client(streamable_http_client(f"{proxy.url}/mcp", http_client=http), mode=mode) as client,
                 ):
                     while time.monotonic() < stop_at:
-                        result = await client.call_tool("knowledge_search", {"query": "disk full", "top_k": 2})
+                        result = await client.call_tool(
+                            "knowledge_search", {"query": "disk full", "top_k": 2}
+                        )
                         if result.is_error or not (result.structured_content or {}).get("passages"):
                             tally.fail(f"mcp {mode}: {result.content}")
                         tally.ok(f"mcp-{mode}")
@@ -140,7 +144,13 @@ def mcp_client(proxy: Proxy, token: str, mode: str, stop_at: float, tally: Tally
 
 
 def page_client(
-    proxy: Proxy, token: str, number: int, stop_at: float, tally: Tally, written: list[str], cookies: list[httpx.Cookies]
+    proxy: Proxy,
+    token: str,
+    number: int,
+    stop_at: float,
+    tally: Tally,
+    written: list[str],
+    cookies: list[httpx.Cookies],
 ) -> None:
     """Signs in once (on whichever replica), then writes notes on that one session while
     its requests go round the replicas; now and then queues a sync."""
@@ -152,9 +162,18 @@ def page_client(
         i = 0
         while time.monotonic() < stop_at:
             uri = f"note://notes/replica-{number}-{i}"
-            body = {"title": f"Replica {number} note {i}", "markdown": f"zorblat{number}x{i} written through nginx"}
+            body = {
+                "title": f"Replica {number} note {i}",
+                "markdown": f"zorblat{number}x{i} written through nginx",
+            }
             # PUT is idempotent: a retry of a write whose answer was lost writes the same note.
-            put = retried(tally, "note", lambda: http.put(f"/v1/documents/{quote(uri, safe='')}", json=body, headers=headers))
+            put = retried(
+                tally,
+                "note",
+                lambda uri=uri, body=body: http.put(
+                    f"/v1/documents/{quote(uri, safe='')}", json=body, headers=headers
+                ),
+            )
             if put.status_code != 200:
                 tally.fail(f"note {uri}: {put.status_code} {put.text[:200]}")
             else:
@@ -164,7 +183,9 @@ def page_client(
             if who.status_code != 200 or who.json()["name"] != "eddie":
                 tally.fail(f"session: {who.status_code} {who.text[:200]}")
             if i % 8 == 3:
-                queued = retried(tally, "sync", lambda: http.post("/v1/sync", json={"source": "runbooks"}, headers=headers))
+                queued = retried(
+                    tally, "sync", lambda: http.post("/v1/sync", json={"source": "runbooks"}, headers=headers)
+                )
                 if queued.status_code != 202:
                     tally.fail(f"sync: {queued.status_code} {queued.text[:200]}")
             i += 1
@@ -200,7 +221,9 @@ def watch_lease(replicas: list[Replica], token: str, watch: Watch) -> None:
 def holder_of(replicas: list[Replica], token: str) -> int | None:
     for number, replica in enumerate(replicas):
         if replica.alive():
-            status = httpx.get(f"{replica.url}/v1/sync", headers={"Authorization": f"Bearer {token}"}, timeout=10)
+            status = httpx.get(
+                f"{replica.url}/v1/sync", headers={"Authorization": f"Bearer {token}"}, timeout=10
+            )
             if status.json()["scheduler"]["leading"]:
                 return number
     return None
@@ -218,7 +241,9 @@ def wait_idle(url: str, token: str, deadline_s: float = 180) -> None:
 
 
 @pytest.fixture
-def served(pg_dsn: str, tmp_path: Path, nginx: None) -> Iterator[tuple[Path, str, list[Replica], Proxy, dict[str, str]]]:
+def served(
+    pg_dsn: str, tmp_path: Path, nginx: None
+) -> Iterator[tuple[Path, str, list[Replica], Proxy, dict[str, str]]]:
     index = f"rep_{uuid.uuid4().hex[:10]}"
     config = write_project(tmp_path, pg_dsn, index)
     tokens = {
@@ -261,8 +286,12 @@ def test_three_replicas_behind_nginx_lose_one_and_go_on(
         threading.Thread(target=search_client, args=(proxy, tokens["vera"], stop_at, tally)),
         threading.Thread(target=mcp_client, args=(proxy, tokens["vera"], "legacy", stop_at, tally)),
         threading.Thread(target=mcp_client, args=(proxy, tokens["vera"], "auto", stop_at, tally)),
-        threading.Thread(target=page_client, args=(proxy, tokens["eddie"], 0, stop_at, tally, written, cookies)),
-        threading.Thread(target=page_client, args=(proxy, tokens["eddie"], 1, stop_at, tally, written, cookies)),
+        threading.Thread(
+            target=page_client, args=(proxy, tokens["eddie"], 0, stop_at, tally, written, cookies)
+        ),
+        threading.Thread(
+            target=page_client, args=(proxy, tokens["eddie"], 1, stop_at, tally, written, cookies)
+        ),
     ]
     watcher = threading.Thread(target=watch_lease, args=(replicas, tokens["watcher"], watch))
     watcher.start()
@@ -296,7 +325,8 @@ def test_three_replicas_behind_nginx_lose_one_and_go_on(
     # each surviving replica asked directly, and ends on all of them with its token.
     for replica in survivors:
         who = httpx.get(f"{replica.url}/v1/session", cookies=cookies[0], timeout=10)
-        assert who.status_code == 200 and who.json()["name"] == "eddie", who.text
+        assert who.status_code == 200, who.text
+        assert who.json()["name"] == "eddie"
     lore(config, "token", "revoke", "eddie")
     for replica in survivors:
         assert httpx.get(f"{replica.url}/v1/session", cookies=cookies[0], timeout=10).status_code == 401
@@ -316,7 +346,8 @@ def test_three_replicas_behind_nginx_lose_one_and_go_on(
     indexed = {str(uri): (int(expected), int(found)) for uri, expected, found in rows}
     assert sorted(indexed) == notes
     assert all(expected == found >= 1 for expected, found in indexed.values()), indexed
-    assert queue is not None and queue[0] == 0
+    assert queue is not None
+    assert queue[0] == 0
     files = sorted((config.parent / "lore.db.data" / "manual" / "notes").glob("*.md"))
     assert len(files) == len(notes)
     last = notes[-1].rsplit("/", 1)[1].split("-")
@@ -331,7 +362,6 @@ def test_three_replicas_behind_nginx_lose_one_and_go_on(
 
 def test_workers_over_sqlite_are_refused_with_one_line(tmp_path: Path) -> None:
     import subprocess
-    import sys
 
     (tmp_path / "lore.toml").write_text('backend = "sqlite"\nembedder = "hashing"\n', encoding="utf-8")
     done = subprocess.run(
@@ -343,7 +373,9 @@ def test_workers_over_sqlite_are_refused_with_one_line(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and "--workers 2" in lines[0] and "pgvector" in lines[0], done.stderr
+    assert len(lines) == 1, done.stderr
+    assert "--workers 2" in lines[0]
+    assert "pgvector" in lines[0]
     # The look-alike: one worker over SQLite is the embedded default, and not refused
     # (it goes on to listen, here on a port already taken, which is its own one line).
     with socket.socket() as taken:
@@ -357,7 +389,8 @@ def test_workers_over_sqlite_are_refused_with_one_line(tmp_path: Path) -> None:
             timeout=120,
             check=False,
         )
-    assert "--workers" not in one.stderr and port in one.stderr, one.stderr
+    assert "--workers" not in one.stderr
+    assert port in one.stderr
 
 
 def test_workers_over_pgvector_share_one_port(pg_dsn: str, tmp_path: Path) -> None:
@@ -377,7 +410,12 @@ def test_workers_over_pgvector_share_one_port(pg_dsn: str, tmp_path: Path) -> No
                 with httpx.Client(base_url=server.url, cookies=http.cookies, timeout=60) as fresh:
                     assert fresh.get("/v1/session").status_code == 200
             deadline = time.monotonic() + TAKEOVER_BOUND_S
-            while http.get("/v1/sync", headers={"Authorization": f"Bearer {editor}"}).json()["scheduler"]["holder"] is None:
+            while (
+                http.get("/v1/sync", headers={"Authorization": f"Bearer {editor}"}).json()["scheduler"][
+                    "holder"
+                ]
+                is None
+            ):
                 assert time.monotonic() < deadline, "no worker took the scheduler's lease"
                 time.sleep(0.2)
     finally:
