@@ -39,7 +39,7 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def write_project(root: Path, dsn: str, index: str, *, rate_limit: int = 10_000) -> Path:
+def write_project(root: Path, dsn: str, index: str, *, rate_limit: int = 10_000, vault: bool = True) -> Path:
     """A lore.toml over the example runbooks in ``index`` of the database ``dsn``, with the
     counting-free hashing embedder (plumbing, not relevance) and a rate limit that the
     load does not reach (the replicas' arithmetic is in docs/service.md)."""
@@ -52,8 +52,7 @@ def write_project(root: Path, dsn: str, index: str, *, rate_limit: int = 10_000)
         f'audit_path = "{root / "audit.jsonl"}"\n'
         "[serve]\n"
         f"rate_limit = {rate_limit}\n"
-        f"rate_burst = {rate_limit}\n"
-        "[[sources]]\n"
+        f"rate_burst = {rate_limit}\n" + ("" if vault else "[vault]\nenabled = false\n") + "[[sources]]\n"
         'name = "runbooks"\n'
         'type = "filesystem"\n'
         f'path = "{EXAMPLES / "runbooks"}"\n'

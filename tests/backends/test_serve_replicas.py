@@ -35,6 +35,8 @@ import httpx  # noqa: E402
 from mcp import Client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 
+from lore.backends.pgvector.replicas import PgReplicas  # noqa: E402
+
 from .replica_harness import (  # noqa: E402
     LORE,
     Proxy,
@@ -204,6 +206,7 @@ def watch_lease(replicas: list[Replica], token: str, watch: Watch) -> None:
         while not watch.stop.is_set():
             leading: list[int] = []
             holder: str | None = None
+            at = time.monotonic()  # the round's start: an answer may precede a kill it follows
             for number, replica in enumerate(replicas):
                 if not replica.alive():
                     continue
@@ -214,7 +217,7 @@ def watch_lease(replicas: list[Replica], token: str, watch: Watch) -> None:
                 holder = status["holder"] or holder
                 if status["leading"]:
                     leading.append(number)
-            watch.samples.append((time.monotonic(), leading, holder))
+            watch.samples.append((at, leading, holder))
             watch.stop.wait(0.25)
 
 
@@ -396,9 +399,8 @@ def test_workers_over_sqlite_are_refused_with_one_line(tmp_path: Path) -> None:
 def test_workers_over_pgvector_share_one_port(pg_dsn: str, tmp_path: Path) -> None:
     """``--workers 2``: two processes on one port (uvicorn's supervisor), sessions and the
     lease shared through the database like separate replicas."""
-    config = write_project(tmp_path, pg_dsn, f"wrk_{uuid.uuid4().hex[:10]}")
+    config = write_project(tmp_path, pg_dsn, f"wrk_{uuid.uuid4().hex[:10]}", vault=False)
     editor = lore(config, "token", "create", "--role", "editor", "--name", "eddie")
-    lore(config, "sync")
     server = start_replica(config, 0, "--workers", "2")
     try:
         wait_ready([server])
@@ -420,3 +422,108 @@ def test_workers_over_pgvector_share_one_port(pg_dsn: str, tmp_path: Path) -> No
                 time.sleep(0.2)
     finally:
         stop(server)
+
+
+# -- the shared state itself, on the same database ------------------------------------
+
+
+@pytest.fixture
+def shared(pg_dsn: str) -> Iterator[Callable[[], PgReplicas]]:
+    """Replicas' state over a fresh index (its tables made by the backend's migrations)."""
+    from lore.backends.pgvector import PgVectorBackend
+    from lore.testing.embedders import CountingEmbedder
+
+    index = f"st_{uuid.uuid4().hex[:10]}"
+    PgVectorBackend(pg_dsn, CountingEmbedder(), index_name=index).close()
+    opened: list[PgReplicas] = []
+
+    def one() -> PgReplicas:
+        opened.append(PgReplicas(pg_dsn, index))
+        return opened[-1]
+
+    yield one
+    for each in opened:
+        each.close()
+
+
+def test_a_session_cookie_is_its_id_never_the_stored_key(shared: Callable[[], PgReplicas]) -> None:
+    from lore.web.auth import MAX_SESSIONS_PER_TOKEN, Sessions, _shared_key
+
+    on_one, on_other = Sessions(shared=shared()), Sessions(shared=shared())
+    session_id, session = on_one.create("digest-a")
+    found = on_other.get(session_id)  # the legitimate cookie, on another replica
+    assert found is not None
+    assert (found.token_digest, found.csrf_token) == ("digest-a", session.csrf_token)
+    # What the table holds (a backup, a read of the database) is not a cookie.
+    assert on_other.get(_shared_key(session_id)) is None
+    assert on_other.get(session_id[:-1] + ("A" if session_id[-1] != "A" else "B")) is None
+    on_other.drop(session_id)  # signing out on one replica ends it on all
+    assert on_one.get(session_id) is None
+    # Bounded per token: the oldest go.
+    ids = [on_one.create("digest-b")[0] for _ in range(MAX_SESSIONS_PER_TOKEN + 2)]
+    assert on_other.get(ids[0]) is None
+    assert on_other.get(ids[1]) is None
+    assert on_other.get(ids[-1]) is not None
+    expired = Sessions(seconds=-1, shared=shared())
+    assert on_one.get(expired.create("digest-c")[0]) is None
+
+
+def test_one_lease_holder_and_a_takeover_when_its_session_dies(
+    shared: Callable[[], PgReplicas], pg_dsn: str
+) -> None:
+    import psycopg
+
+    first, second = shared(), shared()
+    assert first.lead()
+    assert not second.lead()
+    assert first.lead()  # held, not taken twice
+    assert first.leader() == first.replica_id
+    assert second.leader() == first.replica_id
+    # The holder's session ends (a crash, a network cut): the database frees the lease.
+    with psycopg.connect(pg_dsn, autocommit=True) as admin:
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = %s",
+            (f"lore-serve lease {first.replica_id}"[:63],),
+        )
+    deadline = time.monotonic() + TAKEOVER_BOUND_S
+    while not second.lead():
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert not first.lead()  # the old holder notices instead of believing it still leads
+    second.resign()
+    assert first.lead()
+
+
+def test_the_sync_queue_is_shared_and_orphans_go_back(shared: Callable[[], PgReplicas]) -> None:
+    first, second = shared(), shared()
+    queued = first.enqueue("run-1", "runbooks")
+    assert second.enqueue("run-2", "runbooks").run_id == "run-1"  # already waiting: that run
+    assert second.enqueue("run-3", None).run_id == "run-3"
+    taken = first.claim()
+    assert taken is not None
+    assert (taken.run_id, taken.holder) == (queued.run_id, first.replica_id)
+    # Queued again while it runs: a new run, waiting behind it.
+    assert second.enqueue("run-4", "runbooks").run_id == "run-4"
+    assert [(run.run_id, run.started_at is not None) for run in second.live()] == [
+        ("run-1", True),
+        ("run-3", False),
+        ("run-4", False),
+    ]
+    # The first holder dies; the next one puts its run back in the queue (the source
+    # already waits as run-4, so run-1 is not queued twice).
+    assert second.requeue_orphans() == 1
+    assert [run.run_id for run in second.live()] == ["run-3", "run-4"]
+    taken = second.claim()
+    assert taken is not None
+    second.finish(taken.run_id)
+    assert [run.run_id for run in first.live()] == ["run-4"]
+
+
+def test_one_writer_at_a_time_across_replicas(shared: Callable[[], PgReplicas]) -> None:
+    from lore.errors import IndexLockedError
+
+    first, second = shared(), shared()
+    with first.write_turn(5), pytest.raises(IndexLockedError), second.write_turn(0.3):
+        pass
+    with second.write_turn(0.3):  # the look-alike: once released, the other replica writes
+        pass

@@ -243,6 +243,10 @@ class SyncRunner:
         if queued is None:
             return False
         self._run(_shared_run(queued))
+        if self._stopping.is_set():
+            # Stopped by this replica's shutdown: left on the queue as this holder's, so
+            # the next holder runs it again (``requeue_orphans``).
+            return True
         try:
             replicas.finish(queued.run_id)
         except LoreError as err:  # the next holder queues it again: a sync converges
