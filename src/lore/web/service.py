@@ -7,6 +7,11 @@ delete) for exactly the documents it changed, so a request returns once its chan
 searchable. A write runs on a worker thread with its own event loop, a whole sync in a
 child process of the lowest priority (``lore.web.sync_process``); searches go on
 meanwhile on the server's loop (the SQLite backend reads on its own connection).
+
+Over an index whose database replicas share (``Service.replicas``, pgvector), "never two
+at once" holds across every ``lore serve`` process over it: each write also takes the
+replicas' write turn (``lore.protocols.Replicas.write_turn``), an advisory lock in that
+database, so an upload on one replica waits for a sync run by another.
 """
 
 from __future__ import annotations
