@@ -25,6 +25,7 @@ Bearer requests need no CSRF token: a browser never adds that header on its own.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import secrets
@@ -167,6 +168,13 @@ class Auth:
             )
         return caller
 
+    async def identify_async(self, request: Request) -> Caller:
+        """``identify``, off the event loop when it reads a session from the index's
+        database (replicas): a slow database then holds one thread, not every request."""
+        if self.sessions.shared is not None and SESSION_COOKIE in request.cookies:
+            return await asyncio.to_thread(self.identify, request)
+        return self.identify(request)
+
     def _identify(self, request: Request) -> Caller:
         header = request.headers.get("authorization")
         if header is not None:
@@ -212,7 +220,7 @@ def require(role: Role, action: str) -> Callable[[Request], Awaitable[Caller]]:
     # worker thread and back on every request, for a dictionary look-up, an HMAC and a
     # stat of the tokens file (re-read only when it changed).
     async def dependency(request: Request) -> Caller:
-        caller = auth_of(request).identify(request)
+        caller = await auth_of(request).identify_async(request)
         if not caller.principal.role.allows(role):
             raise Problem(403, f"{_WHO[role]} may {action}; this token is a {caller.principal.role.value}")
         return caller

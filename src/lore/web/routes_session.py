@@ -9,6 +9,7 @@ sessions (or try tokens) at the rate of the API; a token keeps at most
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from typing import Any
 
@@ -66,13 +67,13 @@ def _caller_body(caller: Caller) -> dict[str, Any]:
 async def sign_in(body: SignIn, request: Request, response: Response) -> dict[str, Any]:
     auth = auth_of(request)
     if auth.unauthenticated:
-        return _caller_body(auth.identify(request))
+        return _caller_body(await auth.identify_async(request))
     _limit_sign_in(request, body.token.strip())
     record = auth.tokens.verify_record(body.token.strip())
     if record is None:
         raise Problem(401, "that token is not valid (unknown or revoked)")
     principal = record.principal()
-    session_id, session = auth.sessions.create(record.digest)
+    session_id, session = await asyncio.to_thread(auth.sessions.create, record.digest)
     response.set_cookie(
         SESSION_COOKIE,
         session_id,
@@ -87,14 +88,14 @@ async def sign_in(body: SignIn, request: Request, response: Response) -> dict[st
 
 @router.get("/v1/session", summary="Who this session (or token) is, and its CSRF token")
 async def whoami(request: Request) -> dict[str, Any]:
-    return _caller_body(auth_of(request).identify(request))
+    return _caller_body(await auth_of(request).identify_async(request))
 
 
 @router.delete("/v1/session", status_code=204, summary="Sign out")
 async def sign_out(request: Request) -> Response:
-    caller = auth_of(request).identify(request)
+    caller = await auth_of(request).identify_async(request)
     if caller.session_id is not None:
-        auth_of(request).sessions.drop(caller.session_id)
+        await asyncio.to_thread(auth_of(request).sessions.drop, caller.session_id)
     response = Response(status_code=204)
     response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict")
     return response

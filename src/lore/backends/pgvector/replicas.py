@@ -55,6 +55,8 @@ KEEPALIVE_IDLE_S = 5
 KEEPALIVE_INTERVAL_S = 2
 KEEPALIVE_COUNT = 3
 CONNECT_TIMEOUT_S = 5
+TCP_USER_TIMEOUT_MS = 10_000
+STATEMENT_TIMEOUT_MS = 5_000
 
 
 def replica_name() -> str:
@@ -86,6 +88,15 @@ class PgReplicas:
                 autocommit=True,
                 connect_timeout=CONNECT_TIMEOUT_S,
                 application_name=f"lore-serve {purpose} {self.replica_id}"[:63],
+                # A database that stops answering fails a statement within seconds
+                # instead of holding the caller: sent data unacknowledged for
+                # TCP_USER_TIMEOUT_MS, or a statement running past STATEMENT_TIMEOUT_MS
+                # (not for the write turn, which waits for its lock on purpose).
+                tcp_user_timeout=TCP_USER_TIMEOUT_MS,
+                keepalives_idle=KEEPALIVE_IDLE_S,
+                keepalives_interval=KEEPALIVE_INTERVAL_S,
+                keepalives_count=KEEPALIVE_COUNT,
+                options="" if purpose == "write" else f"-c statement_timeout={STATEMENT_TIMEOUT_MS}",
             )
         except psycopg.Error as err:
             raise BackendUnavailableError(f"the index's database is unreachable: {err}") from err
