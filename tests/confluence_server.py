@@ -39,7 +39,9 @@ class FakePage:
     parent: str | None = None
     status: str = "current"
     labels: list[str] = field(default_factory=list)
+    #: View restrictions: users (Cloud accountIds, Data Center usernames) and group names.
     restricted_users: list[str] = field(default_factory=list)
+    restricted_groups: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,8 @@ class ConfluenceServer:
         self.pages: dict[str, FakePage] = {}
         self.requests: list[Recorded] = []
         self.denied_spaces: set[str] = set()  # restrictions of these spaces' pages answer 403
+        #: Cloud: the email a restricted user's profile lets the API show (accountId -> email).
+        self.emails: dict[str, str] = {}
         self._faults: list[_Fault] = []
         self._lock = threading.Lock()
         self._next_id = 1000
@@ -229,20 +233,40 @@ class ConfluenceServer:
         return self._v1_list(pages, query, "/rest/api/content/search")
 
     def v1_restrictions(self, query: dict[str, str], page_id: str) -> tuple[int, Any]:
+        """``GET /rest/api/content/{id}/restriction/byOperation/read``: the users and groups
+        of the page's own read restriction, ``start``/``limit`` applying to each list
+        (capped at ``max_results``), expanded as ``expand`` asks (both by default)."""
         page = self.pages.get(page_id)
         if page is None:
             return 404, {"statusCode": 404}
         if page.space in self.denied_spaces:
             return 403, {"statusCode": 403, "message": "not permitted to view restrictions"}
-        users = [{"type": "known", "accountId": name, "username": name} for name in page.restricted_users]
+        start = int(query.get("start", 0))
+        limit = min(int(query.get("limit", 200)), self.max_results)
+        expand = set(query.get("expand", "restrictions.user,restrictions.group").split(","))
+        users = [self._user(name) for name in page.restricted_users]
+        groups = [{"type": "group", "name": name, "id": f"g-{name}"} for name in page.restricted_groups]
+        restrictions: dict[str, Any] = {"_expandable": {}}
+        for kind, everyone in (("user", users), ("group", groups)):
+            if f"restrictions.{kind}" not in expand:
+                link = f"/rest/api/content/{page_id}/restriction/byOperation/read/{kind}"
+                restrictions["_expandable"][kind] = link
+                continue
+            chunk = everyone[start:start + limit]
+            restrictions[kind] = {"results": chunk, "start": start, "limit": limit, "size": len(chunk),
+                                  "totalSize": len(everyone), "_links": {}}
         return 200, {
             "operation": "read",
-            "restrictions": {
-                "user": {"results": users, "start": 0, "limit": 200, "size": len(users)},
-                "group": {"results": [], "start": 0, "limit": 200, "size": 0},
-            },
+            "restrictions": restrictions,
+            "_expandable": {"content": f"/rest/api/content/{page_id}"},
             "_links": {"base": self.url},
         }
+
+    def _user(self, name: str) -> dict[str, Any]:
+        if self.deployment == "cloud":
+            return {"type": "known", "accountId": name, "accountType": "atlassian",
+                    "email": self.emails.get(name, ""), "publicName": name, "displayName": name}
+        return {"type": "known", "username": name, "userKey": f"key-{name}", "displayName": name}
 
     def _v1_list(self, pages: list[FakePage], query: dict[str, str], path: str) -> tuple[int, Any]:
         cursor_mode = self.deployment == "cloud"

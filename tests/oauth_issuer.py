@@ -40,6 +40,9 @@ class Issuer:
         self.jwks_fetches = 0
         #: While False, the key set answers 503 (an IdP outage).
         self.jwks_up = True
+        #: While cleared, the key set's answer waits (a slow IdP), at most 30 s.
+        self.jwks_gate = threading.Event()
+        self.jwks_gate.set()
 
     @property
     def key(self) -> RSAKey:
@@ -84,6 +87,7 @@ class Issuer:
             }
         if path == "/jwks":
             self.jwks_fetches += 1
+            self.jwks_gate.wait(30)
             if not self.jwks_up:
                 return 503, {"error": "down"}
             return 200, {"keys": [key.as_dict(private=False) for key in self.keys]}

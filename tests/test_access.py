@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 from typer.testing import CliRunner
 
 import lore.cli.sync_cmd
@@ -30,8 +31,10 @@ from lore.access import (
     Role,
     access_filter,
     access_terms,
+    identity,
     local_user,
     readable,
+    user_entry,
 )
 from lore.backends.sqlite import SqliteBackend
 from lore.backends.sqlite.schema import connect, migrate
@@ -56,6 +59,7 @@ SRE = Principal("sre-bot", Role.VIEWER, frozenset({"sre"}))
 DBA = Principal("dba-bot", Role.EDITOR, frozenset({"dba"}))
 ADMIN = Principal("root-token", Role.ADMIN)
 ACME_SRE = Principal("acme-bot", Role.VIEWER, frozenset({"sre"}), tenant="acme")
+ALICE = Principal("alice", Role.VIEWER, user="alice@example.com")
 
 
 # -- the rule --------------------------------------------------------------------------
@@ -118,6 +122,30 @@ def test_a_service_principal_is_always_filtered_an_admin_to_its_tenant() -> None
         (ACME_SRE, ALL_VIEWERS, None, False),
         (ACME_SRE, frozenset({"sre"}), "acme", True),
         (Principal("star", Role.VIEWER, frozenset({"*"})), frozenset({"sre"}), None, False),
+        # One person: the user it names, never a group spelling that user's entry.
+        (ALICE, frozenset({user_entry("alice@example.com")}), None, True),
+        (ALICE, frozenset({"dba", user_entry("alice@example.com")}), None, True),
+        (
+            Principal("forger", Role.VIEWER, frozenset({"user:alice@example.com"})),
+            frozenset({user_entry("alice@example.com")}),
+            None,
+            False,
+        ),
+        (
+            Principal("bob", Role.VIEWER, user="alice@example.com.evil.org"),
+            frozenset({user_entry("alice@example.com")}),
+            None,
+            False,
+        ),
+        (
+            Principal("alias", Role.VIEWER, user="alice"),
+            frozenset({user_entry("alice@example.com")}),
+            None,
+            False,
+        ),
+        (SRE, frozenset({user_entry("alice@example.com")}), None, False),
+        (ALICE, frozenset({user_entry("alice@example.com")}), "acme", False),  # another tenant
+        (ALICE, frozenset({"user:alice @example.com"}), None, False),  # a malformed entry grants nobody
     ],
 )
 def test_readable(
@@ -127,6 +155,46 @@ def test_readable(
 
 
 # -- configuration -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("alice@example.com", "alice@example.com"),
+        ("Alice@Example.COM", "alice@example.com"),  # the look-alike that is the same person
+        (" alice@example.com", None),
+        ("alice @example.com", None),
+        ("alice@example.com\n", None),
+        ("alice\x00@example.com", None),
+        ("alice@exampl\u212a.com", None),  # the Kelvin sign lowers to k: refused, not folded
+        ("", None),
+        ("a" * 321, None),
+        (None, None),
+        (["alice@example.com"], None),
+    ],
+)
+def test_an_identity_is_plain_ascii_lower_case_or_nothing(raw: object, expected: str | None) -> None:
+    assert identity(raw) == expected
+
+
+def test_a_principal_carries_only_a_normalised_user() -> None:
+    with pytest.raises(AccessDeniedError):
+        Principal("alice", Role.VIEWER, user="Alice@Example.com")
+    assert access_filter(ALICE) == AccessFilter(None, frozenset(), "alice@example.com")
+    admin = Principal("root", Role.ADMIN, user="alice@example.com")
+    assert access_filter(admin) == AccessFilter(None, None)
+
+
+def test_user_and_group_terms_are_apart() -> None:
+    terms = access_terms(frozenset({"sre", user_entry("alice@example.com")}), None)
+    assert terms == frozenset({"tenant:", "group:sre", "user:alice@example.com"})
+    assert "group:user:alice@example.com" not in terms
+
+
+def test_access_groups_may_not_spell_a_user_entry(tmp_path: Path) -> None:
+    with pytest.raises(ValidationError, match="not a group name"):
+        _source(tmp_path, access=["user:alice@example.com"])
+    assert _source(tmp_path, access=["users", "alice@example.com"]) is not None  # look-alikes
 
 
 def _source(tmp_path: Path, **table: Any) -> Any:
@@ -478,3 +546,27 @@ async def test_the_suite_fails_a_backend_that_filters_after_its_cut(tmp_path: Pa
 def test_a_git_source_takes_access_and_tenant_like_every_type() -> None:
     config = GitSourceConfig(name="repo", url="https://git.example.com/x.git", access=["sre"], tenant="acme")
     assert parse_scope(config) == (Visibility.RESTRICTED, SourceScope(frozenset({"sre"}), "acme"))  # type: ignore[arg-type]
+
+
+def test_a_lore_token_carries_the_user_it_was_made_for(tmp_path: Path) -> None:
+    from lore.web.tokens import TokenStore
+
+    store = TokenStore(tmp_path)
+    token = store.create("alice", Role.VIEWER, user="Alice@Example.com")
+    principal = store.verify(token)
+    assert principal is not None
+    assert principal.user == "alice@example.com"
+    assert readable(principal, frozenset({user_entry("alice@example.com")}), None)
+    plain = store.verify(store.create("bob", Role.VIEWER, groups=("user:alice@example.com",)))
+    assert plain is not None
+    assert plain.user is None
+    assert not readable(plain, frozenset({user_entry("alice@example.com")}), None)
+    with pytest.raises(ConfigError, match="--user"):
+        store.create("mallory", Role.VIEWER, user="alice @example.com")
+    # A file edited by hand to a malformed user names no one, never someone else.
+    raw = json.loads(store.path.read_text(encoding="utf-8"))
+    raw["tokens"][0]["user"] = "alice@exampl\u212a.com"
+    store.path.write_text(json.dumps(raw), encoding="utf-8")
+    edited = TokenStore(tmp_path).verify(token)
+    assert edited is not None
+    assert edited.user is None

@@ -13,6 +13,7 @@ import hmac
 import json
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -207,6 +208,31 @@ def test_a_key_set_that_cannot_be_fetched_fails_closed(tmp_path: Path, issuer: I
         wait_for(lambda: _search(served, token).status_code == 200, "the key set to be fetched again")
 
 
+def test_a_slow_key_set_fetch_holds_only_the_requests_that_need_it(tmp_path: Path, issuer: Issuer) -> None:
+    """The fetch runs off the event loop: while the IdP sits on its key set, a lore token
+    (and an IdP token of a known key, once the set is cached) is answered meanwhile."""
+    issuer.jwks_gate.clear()
+    with _served(tmp_path, issuer) as served, ThreadPoolExecutor(2) as pool:  # type: ignore[attr-defined]
+        first = pool.submit(_search, served, issuer.sign())
+        wait_for(lambda: issuer.jwks_fetches == 1, "the key-set fetch to start")
+        assert _search(served, served.tokens["viewer"]).status_code == 200
+        assert not first.done(), "answered while the key set was still held"
+        issuer.jwks_gate.set()
+        assert first.result().status_code == 200
+        # Cached: an IdP token of a known kid is checked on the loop, without a fetch; a
+        # rotated key fetches again (in a worker thread), bounded as before.
+        assert _search(served, issuer.sign()).status_code == 200
+        assert issuer.jwks_fetches == 1
+        issuer.jwks_gate.clear()
+        rotated = pool.submit(_search, served, issuer.sign(issuer.rotate("k2")))
+        wait_for(lambda: issuer.jwks_fetches == 2, "the refresh to start")
+        assert _search(served, issuer.sign(issuer.keys[0])).status_code == 200  # the old key, cached
+        assert not rotated.done()
+        issuer.jwks_gate.set()
+        assert rotated.result().status_code == 200
+        assert issuer.jwks_fetches == 2
+
+
 def test_an_issuer_without_metadata_fails_closed(tmp_path: Path, issuer: Issuer) -> None:
     with run_issuer() as other:
         other_url = other.url
@@ -337,3 +363,36 @@ def test_issuer_metadata_is_looked_for_where_the_specs_put_it() -> None:
         "https://idp.example.com/.well-known/oauth-authorization-server",
         "https://idp.example.com/.well-known/openid-configuration",
     ]
+
+
+# -- the person a token names ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("claims", "user"),
+    [
+        ({"email": "Alice@Example.com"}, "alice@example.com"),
+        ({"email": "alice@example.com", "email_verified": True}, "alice@example.com"),
+        ({"email": "alice@example.com", "email_verified": "true"}, "alice@example.com"),
+        ({"email": "alice@example.com", "email_verified": False}, None),  # unverified: no one
+        ({"email": "alice@example.com", "email_verified": "false"}, None),
+        ({"email": "alice @example.com"}, None),
+        ({"email": ["alice@example.com"]}, None),
+        ({"email": "alice@exampl\u212a.com"}, None),
+        ({}, None),
+    ],
+)
+def test_the_user_claim_names_a_verified_person_or_no_one(
+    claims: dict[str, object], user: str | None
+) -> None:
+    from lore.config import OAuthSettings
+    from lore.web.oauth import OAuthVerifier
+
+    settings = OAuthSettings(
+        issuer="http://127.0.0.1:9", resource=RESOURCE, viewer_scopes=["lore:read"], user_claim="email"
+    )
+    principal = OAuthVerifier(settings).principal({"sub": "s-1", "scope": "lore:read", **claims})
+    assert principal.user == user
+    assert principal.groups == frozenset()
+    unconfigured = OAuthSettings(issuer="http://127.0.0.1:9", resource=RESOURCE, viewer_scopes=["lore:read"])
+    assert OAuthVerifier(unconfigured).principal({"sub": "s-1", "scope": "lore:read", **claims}).user is None

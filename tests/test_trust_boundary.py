@@ -7,7 +7,9 @@ The server holds three kinds of document: open to every viewer of the default te
 ``secops`` viewer, and viewer, editor and admin of ``globex``.
 
 The inventory (``INVENTORY``) names every HTTP route of FastAPI's route table and every
-MCP tool the servers offer, with the role it needs; a route or tool without an entry
+MCP tool the servers offer, with the role it needs, and runs twice (``any_world``): with
+lore tokens, and with the default tenant's callers holding access tokens from a loopback
+IdP (``idp_world``); a route or tool without an entry
 fails ``test_the_inventory_names_every_route_and_tool``. For each entry the inventory test
 asserts: no token -> 401; a role below the one needed -> 403; a principal of another
 tenant, or without the group -> the document is absent (search, alerts, tools) or 404
@@ -97,6 +99,13 @@ def idp_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         }
         with _world(tmp_path_factory.mktemp("trust-idp"), extra=oauth_config(issuer), idp=idp) as built:
             yield built
+
+
+@pytest.fixture(scope="module", params=["lore-tokens", "idp-tokens"])
+def any_world(request: pytest.FixtureRequest) -> World:
+    """Each world in turn: the inventory runs with lore tokens and with IdP principals."""
+    world: World = request.getfixturevalue("world" if request.param == "lore-tokens" else "idp_world")
+    return world
 
 
 @contextmanager
@@ -509,8 +518,8 @@ def test_the_inventory_names_every_route_and_tool(world: World) -> None:
 
 
 @pytest.mark.parametrize("route", sorted(INVENTORY), ids=lambda route: " ".join(route))
-def test_every_route_holds_the_boundary(world: World, route: tuple[str, str]) -> None:
-    INVENTORY[route](world)
+def test_every_route_holds_the_boundary(any_world: World, route: tuple[str, str]) -> None:
+    INVENTORY[route](any_world)
 
 
 # -- MCP at /mcp -----------------------------------------------------------------------------
@@ -572,8 +581,8 @@ def test_the_inventory_names_every_mcp_tool() -> None:
 
 
 @pytest.mark.parametrize("tool", TOOLS)
-async def test_every_mcp_tool_holds_the_boundary(world: World, tool: str) -> None:
-    await MCP_INVENTORY[tool](world)
+async def test_every_mcp_tool_holds_the_boundary(any_world: World, tool: str) -> None:
+    await MCP_INVENTORY[tool](any_world)
 
 
 async def test_mcp_needs_a_token(world: World) -> None:
@@ -775,16 +784,12 @@ def test_unauthenticated_serve_is_the_default_tenants_admin_not_the_local_user(t
         assert any(uri.endswith("no-leader.md") for uri in _uris(own))  # the look-alike it may read
 
 
-#: The checks that read indexed text or need a role, run again with IdP-issued principals.
-IDP_ROUTES = ("check_search", "check_alerts", "check_tree", "check_read", "check_list_sources")
-
-
-@pytest.mark.parametrize("check", IDP_ROUTES)
-def test_idp_principals_hold_the_boundary_on_routes(idp_world: World, check: str) -> None:
-    assert idp_world.tokens["viewer"].count(".") == 2  # an IdP JWT, not a lore token
-    globals()[check](idp_world)
-
-
-@pytest.mark.parametrize("tool", ["knowledge_search", "runbook_for_alert"])
-async def test_idp_principals_hold_the_boundary_over_mcp(idp_world: World, tool: str) -> None:
-    await MCP_INVENTORY[tool](idp_world)
+def test_the_idp_world_holds_idp_principals(idp_world: World) -> None:
+    """The inventory's second run: every default-tenant caller holds an IdP access token
+    (a JWT), not a lore token, so each route and tool is held for IdP principals too."""
+    for who in ("viewer", "editor", "admin", "secops", "secops-editor"):
+        token = idp_world.tokens[who]
+        assert token.count(".") == 2, who
+        assert not token.startswith("lore_"), who
+        with idp_world.client(who) as client:
+            assert client.get("/v1/session").json()["name"].startswith("oauth:"), who

@@ -130,6 +130,11 @@ class OAuthSettings(BaseModel):
     groups_claim: str | None = "groups"
     #: A claim holding the tenant; when set, a token without it is refused.
     tenant_claim: str | None = None
+    #: A claim naming the person (``email``, ``preferred_username``, ``upn``), which access
+    #: lists name users by (Confluence pages restricted to people): the principal's
+    #: ``user``. None: principals carry no user and match no user entry. ``email`` counts
+    #: only when the token does not say ``email_verified`` is false.
+    user_claim: str | None = None
     #: Scopes (in ``scope``/``scp``) or groups granting each role; the highest wins.
     admin_scopes: list[str] = Field(default_factory=list)
     admin_groups: list[str] = Field(default_factory=list)

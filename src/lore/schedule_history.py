@@ -97,7 +97,8 @@ def source_run(
     base: datetime | None,
 ) -> SourceRun:
     """One source's record. ``report`` holds that source's figures only; ``base`` is
-    ``forget_base`` read before the sync changed it."""
+    ``forget_base`` read before the sync changed it; ``deleted`` the uris whose time to
+    forget it records: those it deleted, and those it rewrote with a reader fewer."""
     seconds = (finished_at - base).total_seconds() if base is not None else None
     if not complete:
         status = RunStatus.FAILED

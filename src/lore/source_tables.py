@@ -31,6 +31,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails, PydanticCustomError
 
+from lore.access import USER_ENTRY, identity
 from lore.errors import ConfigError
 from lore.extract import MEDIA_TYPES as CONVERTED_MEDIA_TYPES
 from lore.extract import TEXT_MEDIA_TYPES
@@ -63,6 +64,12 @@ def cadence(value: object) -> object:
 TENANT_PATTERN = r"^[A-Za-z0-9_.-]+$"
 
 
+def bad_group_name(group: str) -> bool:
+    """Not a group an access list may name: empty, ``*`` (every viewer is ``visibility =
+    "all-viewers"``), with whitespace, or spelling a person's entry (``user:...``)."""
+    return not group or group == "*" or any(c.isspace() for c in group) or group.startswith(USER_ENTRY)
+
+
 def check_access_groups(value: list[str] | None) -> list[str] | None:
     """The ``access`` key every source type shares: group names, at least one, not ``*``
     (every viewer is ``visibility = "all-viewers"``)."""
@@ -71,10 +78,10 @@ def check_access_groups(value: list[str] | None) -> list[str] | None:
     groups = [group.strip() for group in value]
     if not groups:
         raise ValueError('names no group; list who may read it, e.g. ["sre"], or set visibility')
-    if bad := [group for group in groups if not group or group == "*" or any(c.isspace() for c in group)]:
+    if bad := [group for group in groups if bad_group_name(group)]:
         raise ValueError(
-            f"{bad[0]!r} is not a group name (no spaces, not '*'; every viewer is "
-            'visibility = "all-viewers")'
+            f"{bad[0]!r} is not a group name (no spaces, not '*', not starting with {USER_ENTRY!r}; "
+            'every viewer is visibility = "all-viewers")'
         )
     return groups
 
@@ -262,6 +269,21 @@ class ConfluenceSourceConfig(SourceConfig):
     backoff_seconds: float = Field(default=1.0, ge=0, le=60)
     #: Requests in flight at once (restriction checks, labels, single pages).
     max_concurrency: int = Field(default=4, ge=1, le=32)
+    #: A page with view restrictions (its own or an ancestor's): "skip" leaves it out;
+    #: "honour" indexes it for the readers every restricted level names, mapped to lore's
+    #: groups and users below (docs/ingestion.md, "Page restrictions").
+    restricted_pages: Literal["skip", "honour"] = "skip"
+    #: Confluence group name -> the lore group (as principals carry it) it stands for.
+    restriction_groups: dict[str, str] = Field(default_factory=dict)
+    #: Whether a Confluence group missing from ``restriction_groups`` stands for the lore
+    #: group of the same name (groups provisioned from the same IdP); else it grants nobody.
+    restriction_groups_as_named: bool = False
+    #: Confluence user (Cloud ``accountId``; Data Center ``username`` or ``userKey``) -> the
+    #: identity a principal carries as ``user`` (its IdP's email claim, say).
+    restriction_users: dict[str, str] = Field(default_factory=dict)
+    #: Whether a restricted user missing from ``restriction_users`` is known by the email
+    #: address Confluence returns for them (Cloud shows it only where the profile allows).
+    restriction_user_emails: bool = False
 
     @field_validator("spaces")
     @classmethod
@@ -299,6 +321,30 @@ class ConfluenceSourceConfig(SourceConfig):
             raise ValueError("a Cloud site needs email (the account the API token belongs to)")
         if self.deployment == "datacenter" and self.email:
             raise ValueError("a Data Center personal access token is sent alone; remove email")
+        return self
+
+    @model_validator(mode="after")
+    def _restrictions(self) -> ConfluenceSourceConfig:
+        if bad := [group for group in self.restriction_groups.values() if bad_group_name(group)]:
+            raise ValueError(f"restriction_groups: {bad[0]!r} is not a lore group name")
+        if bad := [person for person in self.restriction_users.values() if identity(person) is None]:
+            raise ValueError(
+                f"restriction_users: {bad[0]!r} is not an identity (an ASCII email address or subject)"
+            )
+        if self.restricted_pages != "honour":
+            return self
+        if self.visibility != "all-viewers" and not self.access:
+            raise ValueError(
+                'restricted_pages = "honour" needs the space\'s readers: visibility = "all-viewers" '
+                "or access = [...] (a restricted page is readable by those its restrictions name "
+                "among them)"
+            )
+        mapped = self.restriction_groups or self.restriction_groups_as_named or self.restriction_users
+        if not (mapped or self.restriction_user_emails):
+            raise ValueError(
+                'restricted_pages = "honour" maps nobody: set restriction_groups, '
+                "restriction_groups_as_named, restriction_users or restriction_user_emails"
+            )
         return self
 
     def location(self, settings: SourcePaths) -> str | None:

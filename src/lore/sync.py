@@ -173,6 +173,9 @@ async def _sync_source(
     pipeline.report = report
     pipeline.written = set()
     deleted: set[str] = set()
+    #: Documents rewritten with a reader fewer (a wiki page's restriction narrowed): their
+    #: time to forget is measured as a deletion's, for the readers who lost them.
+    narrowing: set[str] = set()
     seen: set[str] = set()
     #: Tombstoned uris, removed only after the new documents are written (a rename's new
     #: uri lands before the old one goes).
@@ -203,7 +206,10 @@ async def _sync_source(
                 report.failures.append(SyncFailure(name, item.uri, item.reason))
                 continue
             previous = held.get(item.uri)
-            unchanged = previous is not None and _unchanged(previous, scoped(item, source))
+            readers = scoped(item, source)
+            unchanged = previous is not None and _unchanged(previous, readers)
+            if previous is not None and not unchanged and _narrowed(previous.access, readers.access):
+                narrowing.add(item.uri)
             if unchanged and item.uri not in old_cut:
                 report.unchanged += 1
                 continue
@@ -252,9 +258,10 @@ async def _sync_source(
     if complete and not report.refused_prunes and len(deleted) == len(doomed):
         index.set_state(complete_sync_key(name), started_at.isoformat())
     token = index.get_state(resume_token_key(name)) if source.incremental else None
+    narrowed = narrowing & pipeline.written
     report.sources.append(source_run(
         name, report, started_at=started_at, finished_at=finished_at, complete=complete,
-        resume_token=token, deleted=deleted, base=base,
+        resume_token=token, deleted=deleted | narrowed, base=base,
     ))
     if progress is not None:
         progress.source_finished(name)
@@ -266,6 +273,12 @@ def _listed_everything(source: KnowledgeSource) -> bool:
     if not source.incremental:
         return True
     return isinstance(source, CompleteListing) and source.listing_was_complete()
+
+
+def _narrowed(before: frozenset[str] | None, after: frozenset[str] | None) -> bool:
+    """Whether someone who could read a document before cannot now: an entry of its old
+    access list is missing from the new one (None, unknown, is admins only)."""
+    return before is not None and (after is None or not before <= after)
 
 
 def _unchanged(held: IndexedDocument, document: Document) -> bool:

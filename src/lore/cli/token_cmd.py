@@ -31,6 +31,7 @@ def create(
     name: Annotated[str, typer.Option("--name", help="Who the token is for; shown in the audit log.")],
     groups: Annotated[str, typer.Option("--groups", help="Comma-separated groups, e.g. sre,payments.")] = "",
     tenant: Annotated[str | None, typer.Option("--tenant", help="The tenant the token is bound to.")] = None,
+    user: Annotated[str | None, typer.Option("--user", help="The person (email) it stands for.")] = None,
 ) -> None:
     """Create a token and print it (only once: lore keeps just its hash)."""
     try:
@@ -38,7 +39,7 @@ def create(
     except ValueError as err:
         raise ConfigError(f"--role {role!r}: choose viewer, editor or admin") from err
     wanted = tuple(group.strip() for group in groups.split(",") if group.strip())
-    token = _store().create(name, chosen, groups=wanted, tenant=tenant)
+    token = _store().create(name, chosen, groups=wanted, tenant=tenant, user=user)
     say(token)
 
 
@@ -52,7 +53,7 @@ def list_tokens() -> None:
         groups = ",".join(record.groups) or "-"
         say(
             f"{record.name}  {record.role.value}  groups={groups}  tenant={record.tenant or '-'}  "
-            f"created {record.created_at}"
+            f"user={record.user or '-'}  created {record.created_at}"
         )
 
 

@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lore.access import ALL_VIEWERS, AccessFilter, access_terms
+from lore.access import ALL_VIEWERS, AccessFilter, access_terms, user_entry
 from lore.errors import QueryError
 from lore.models import Passage, SearchMode
 from lore.protocols import StoringBackend
@@ -32,12 +32,16 @@ from lore.testing import DEFAULT_SOURCE, Store, add_document
 from lore.testing.embedders import CountingEmbedder
 
 TENANTS: tuple[str | None, ...] = (None, "acme", "globex")
-#: Access lists of the corpus: everyone, one group, two groups, nobody named, unknown.
+ALICE = "alice@example.com"
+#: Access lists of the corpus: everyone, one group, two groups, one person, a group and a
+#: person, nobody named, unknown.
 ACCESS_LISTS: tuple[frozenset[str] | None, ...] = (
     ALL_VIEWERS,
     frozenset({"sre"}),
     frozenset({"dba"}),
     frozenset({"sre", "dba"}),
+    frozenset({user_entry(ALICE)}),
+    frozenset({"dba", user_entry(ALICE)}),
     frozenset(),
     None,
 )
@@ -49,6 +53,11 @@ FILTERS: tuple[AccessFilter, ...] = (
     AccessFilter("acme", frozenset({"sre"})),
     AccessFilter("acme", frozenset({"sre", "dba"})),
     AccessFilter("globex", frozenset({"ops"})),
+    # A person, and a group that spells that person's entry (which must grant nothing).
+    AccessFilter(None, frozenset(), ALICE),
+    AccessFilter("acme", frozenset({"ops"}), ALICE),
+    AccessFilter(None, frozenset({user_entry(ALICE)})),
+    AccessFilter(None, frozenset({"sre"}), "bob@example.com"),
     AccessFilter(None, None),
     AccessFilter("acme", None),
     AccessFilter("nobody-here", None),
@@ -58,7 +67,7 @@ WORDS = ("disk", "pressure", "etcd", "quorum", "kafka", "lag", "restart", "failo
 
 
 def _uri(tenant: str | None, access: frozenset[str] | None, copy: int) -> str:
-    who = "unknown" if access is None else "+".join(sorted(access)) or "none"
+    who = "unknown" if access is None else "+".join(sorted(access)).replace(":", "-") or "none"
     return f"{tenant or 'default'}/{who}/{copy}.md"
 
 
@@ -121,7 +130,7 @@ class AccessConformance:
         self, store: Store, embedder: CountingEmbedder, access: AccessFilter
     ) -> None:
         """Every readable document is found too (a filter that hides everything passes the
-        test above): the corpus holds 36 chunks, so top_k 50 returns every match."""
+        test above): the corpus holds 48 chunks, so top_k 50 returns every match."""
         docs = _mixed_corpus(store, embedder)
         expected = _readable(docs, access)
         for mode in store.modes:

@@ -142,10 +142,11 @@ class Auth:
     def unauthenticated(self) -> bool:
         return self.oauth is None and not self.tokens.configured()
 
-    def bearer(self, token: str) -> Principal:
-        """The principal of a bearer token (lore's or the IdP's), or ``Problem`` 401/403/503."""
+    async def bearer(self, token: str) -> Principal:
+        """The principal of a bearer token (lore's or the IdP's), or ``Problem`` 401/403/503.
+        An IdP token whose key set must be fetched first waits for it off the event loop."""
         if self.oauth is not None and looks_like_jwt(token):
-            return self.oauth.verify(token)
+            return await self.oauth.verify_async(token)
         principal = self.tokens.verify(token)
         if principal is None:
             raise self.unauthorized("the bearer token is not valid (unknown or revoked)")
@@ -155,9 +156,9 @@ class Auth:
         challenge = self.oauth.challenge() if self.oauth is not None else 'Bearer realm="lore"'
         return Problem(401, detail, headers={"WWW-Authenticate": challenge})
 
-    def identify(self, request: Request) -> Caller:
+    async def identify(self, request: Request) -> Caller:
         """The caller, or ``Problem(401)``; also checks CSRF and the rate limit."""
-        caller = self._identify(request)
+        caller = await self._identify(request)
         self._check_csrf(request, caller)
         wait = self.limiter.take(caller.principal.name)
         if wait is not None:
@@ -168,28 +169,31 @@ class Auth:
             )
         return caller
 
-    async def identify_async(self, request: Request) -> Caller:
-        """``identify``, off the event loop when it reads a session from the index's
-        database (replicas): a slow database then holds one thread, not every request."""
-        if self.sessions.shared is not None and SESSION_COOKIE in request.cookies:
-            return await asyncio.to_thread(self.identify, request)
-        return self.identify(request)
-
-    def _identify(self, request: Request) -> Caller:
+    async def _identify(self, request: Request) -> Caller:
         header = request.headers.get("authorization")
         if header is not None:
             scheme, _, token = header.partition(" ")
             if scheme.lower() != "bearer" or not token.strip():
                 raise self.unauthorized("the Authorization header must be 'Bearer <token>'")
-            return Caller(self.bearer(token.strip()), "bearer")
+            return Caller(await self.bearer(token.strip()), "bearer")
         session_id = request.cookies.get(SESSION_COOKIE)
         if session_id:
-            session = self.sessions.get(session_id)
+            # Off the event loop when the session is in the index's database (replicas):
+            # a slow database then holds one thread, not every request.
+            shared = self.sessions.shared is not None
+            session = (
+                await asyncio.to_thread(self.sessions.get, session_id)
+                if shared
+                else self.sessions.get(session_id)
+            )
             record = self.tokens.by_digest(session.token_digest) if session is not None else None
             if session is not None and record is not None:
                 return Caller(record.principal(), "session", session.csrf_token, session_id)
             if session is not None:  # its token is revoked: the session ends here
-                self.sessions.drop(session_id)
+                if shared:
+                    await asyncio.to_thread(self.sessions.drop, session_id)
+                else:
+                    self.sessions.drop(session_id)
         if self.unauthenticated:
             return Caller(UNAUTHENTICATED, "local", self.local_csrf)
         raise self.unauthorized("sign in: send 'Authorization: Bearer <token>' or a session cookie")
@@ -220,7 +224,7 @@ def require(role: Role, action: str) -> Callable[[Request], Awaitable[Caller]]:
     # worker thread and back on every request, for a dictionary look-up, an HMAC and a
     # stat of the tokens file (re-read only when it changed).
     async def dependency(request: Request) -> Caller:
-        caller = await auth_of(request).identify_async(request)
+        caller = await auth_of(request).identify(request)
         if not caller.principal.role.allows(role):
             raise Problem(403, f"{_WHO[role]} may {action}; this token is a {caller.principal.role.value}")
         return caller

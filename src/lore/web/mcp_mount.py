@@ -57,7 +57,7 @@ class McpAuth:
         try:
             if scheme.lower() != "bearer" or not token.strip():
                 raise self.auth.unauthorized("send 'Authorization: Bearer <token>' with a lore or IdP token")
-            principal = self.auth.bearer(token.strip())
+            principal = await self.auth.bearer(token.strip())
         except Problem as refused:
             response = problem_response(refused.status, refused.detail, headers=refused.headers)
             await response(scope, receive, send)

@@ -20,16 +20,26 @@ when configured), scopes or groups its role; a token that maps to no role is ref
 unless ``default_role = "viewer"``. The result is the same ``Principal`` a lore token
 gives, so every access rule downstream applies unchanged. The principal's name is
 prefixed with the issuer's host (``oauth:<host>:<sub>``) so an IdP subject can never pass
-for a lore token's name in the audit or the rate limiter.
+for a lore token's name in the audit or the rate limiter. ``user_claim`` (an email, say)
+gives the principal its ``user``, which access lists name people by (a Confluence page
+restricted to users); an ``email`` the token marks unverified gives none.
 
-The fetches are synchronous (httpx, a short timeout) and run on the request's thread:
-they happen once at the first token and then only on rotation, bounded as above.
+The fetches are synchronous (httpx, a short timeout) and never run on the event loop:
+``verify_async`` checks a token on the loop only when the cached key set can answer for
+its ``kid`` without a fetch (the key is known, or an unknown one may not refresh yet), and
+otherwise runs ``verify`` in a worker thread, where the fetch happens under the cache's
+lock. So a slow or hanging IdP delays only the requests that need its keys, never every
+other request of the server.
 """
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import json
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -46,7 +56,7 @@ from joserfc.errors import (
 )
 from joserfc.jwk import KeySet
 
-from lore.access import Principal, Role
+from lore.access import Principal, Role, identity
 from lore.config import OAuthSettings
 from lore.web.problems import Problem
 
@@ -86,6 +96,20 @@ class KeySetCache:
         #: The last fetch an unknown ``kid`` caused: at most one per interval.
         self._last_refresh = float("-inf")
         self._failure: Problem | None = None
+
+    def ready(self, kid: str | None) -> KeySet | None:
+        """The cached key set when checking a token of ``kid`` needs no fetch: the key is
+        known (or the token names none), or the set lacks it but may not be refreshed yet.
+        None when a fetch may be needed: the caller goes to ``keys`` off the event loop.
+        Never takes the lock, so never waits for a fetch under way."""
+        keys = self._keys
+        if keys is None:
+            return None
+        if kid is None or _has_kid(keys, kid):
+            return keys
+        if time.monotonic() - self._last_refresh < self.settings.jwks_refresh_seconds:
+            return keys
+        return None
 
     def keys(self, *, refresh: bool = False) -> KeySet:
         with self._lock:
@@ -187,13 +211,25 @@ class OAuthVerifier:
 
     # -- checking a token -----------------------------------------------------------------
 
+    async def verify_async(self, token: str) -> Principal:
+        """``verify`` on the event loop when no key-set fetch can be needed, else in a
+        worker thread (the first token, or an unknown ``kid`` that may refresh the set)."""
+        ready = self.key_sets.ready(_kid(token))
+        if ready is not None:
+            return self._check(token, lambda refresh=False: ready)
+        return await asyncio.to_thread(self.verify, token)
+
     def verify(self, token: str) -> Principal:
+        """The token's principal; may fetch the key set (blocking): call off the loop."""
+        return self._check(token, self.key_sets.keys)
+
+    def _check(self, token: str, keys: Callable[..., KeySet]) -> Principal:
         algorithms = list(self.settings.algorithms)
         try:
             try:
-                decoded = jwt.decode(token, self.key_sets.keys(), algorithms=algorithms)
+                decoded = jwt.decode(token, keys(), algorithms=algorithms)
             except InvalidKeyIdError:
-                decoded = jwt.decode(token, self.key_sets.keys(refresh=True), algorithms=algorithms)
+                decoded = jwt.decode(token, keys(refresh=True), algorithms=algorithms)
             self._claims.validate(decoded.claims)
         except ExpiredTokenError as error:
             raise self._refused("the access token has expired") from error
@@ -233,7 +269,19 @@ class OAuthVerifier:
                 "the access token grants no role in lore (no configured scope or group)",
                 headers={"WWW-Authenticate": self.challenge("insufficient_scope")},
             )
-        return Principal(name=f"oauth:{self._host}:{subject}", role=role, groups=groups, tenant=tenant)
+        name = f"oauth:{self._host}:{subject}"
+        return Principal(name=name, role=role, groups=groups, tenant=tenant, user=self._user(claims))
+
+    def _user(self, claims: dict[str, Any]) -> str | None:
+        """The person the token names for access lists' user entries, or None (no claim
+        configured, none in the token, one ``identity`` refuses, or an email the token
+        says is not verified): fail closed, the principal then reads by its groups only."""
+        claim = self.settings.user_claim
+        if claim is None:
+            return None
+        if claim == "email" and claims.get("email_verified", True) not in (True, "true"):
+            return None
+        return identity(claims.get(claim))
 
     def _role(self, scopes: frozenset[str], groups: frozenset[str]) -> Role | None:
         settings = self.settings
@@ -249,6 +297,22 @@ class OAuthVerifier:
 
     def _refused(self, detail: str) -> Problem:
         return Problem(401, detail, headers={"WWW-Authenticate": self.challenge("invalid_token")})
+
+
+def _kid(token: str) -> str | None:
+    """The ``kid`` of a compact JWS's header, unverified (only to choose where to check
+    it); None when there is none or the header does not parse (the check refuses it)."""
+    try:
+        header = token.split(".", 1)[0]
+        decoded = json.loads(base64.urlsafe_b64decode(header + "=" * (-len(header) % 4)))
+    except (ValueError, TypeError):
+        return None
+    kid = decoded.get("kid") if isinstance(decoded, dict) else None
+    return kid if isinstance(kid, str) else None
+
+
+def _has_kid(keys: KeySet, kid: str) -> bool:
+    return any(key.kid == kid for key in keys.keys)
 
 
 def _strings(value: object) -> frozenset[str]:

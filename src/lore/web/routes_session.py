@@ -67,7 +67,7 @@ def _caller_body(caller: Caller) -> dict[str, Any]:
 async def sign_in(body: SignIn, request: Request, response: Response) -> dict[str, Any]:
     auth = auth_of(request)
     if auth.unauthenticated:
-        return _caller_body(await auth.identify_async(request))
+        return _caller_body(await auth.identify(request))
     _limit_sign_in(request, body.token.strip())
     record = auth.tokens.verify_record(body.token.strip())
     if record is None:
@@ -88,12 +88,12 @@ async def sign_in(body: SignIn, request: Request, response: Response) -> dict[st
 
 @router.get("/v1/session", summary="Who this session (or token) is, and its CSRF token")
 async def whoami(request: Request) -> dict[str, Any]:
-    return _caller_body(await auth_of(request).identify_async(request))
+    return _caller_body(await auth_of(request).identify(request))
 
 
 @router.delete("/v1/session", status_code=204, summary="Sign out")
 async def sign_out(request: Request) -> Response:
-    caller = await auth_of(request).identify_async(request)
+    caller = await auth_of(request).identify(request)
     if caller.session_id is not None:
         await asyncio.to_thread(auth_of(request).sessions.drop, caller.session_id)
     response = Response(status_code=204)

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from lore.access import Principal, Role
+from lore.access import Principal, Role, identity
 from lore.errors import ConfigError, LoreError
 from lore.sources.stored import write_atomic
 
@@ -42,9 +42,13 @@ class TokenRecord:
     created_at: str
     groups: tuple[str, ...] = field(default_factory=tuple)
     tenant: str | None = None
+    #: The person it stands for, as access lists name people (``lore.access.identity``).
+    user: str | None = None
 
     def principal(self) -> Principal:
-        return Principal(name=self.name, role=self.role, groups=frozenset(self.groups), tenant=self.tenant)
+        return Principal(
+            name=self.name, role=self.role, groups=frozenset(self.groups), tenant=self.tenant, user=self.user
+        )
 
 
 class TokenStore:
@@ -133,6 +137,8 @@ class TokenStore:
                     created_at=item["created_at"],
                     groups=tuple(item.get("groups") or ()),
                     tenant=item.get("tenant"),
+                    # One the file spells wrongly names no one (fail closed), never someone else.
+                    user=identity(item.get("user")),
                 )
                 for item in raw["tokens"]
             ]
@@ -166,12 +172,22 @@ class TokenStore:
     # -- writing (``lore token``) ----------------------------------------------------
 
     def create(
-        self, name: str, role: Role, *, groups: tuple[str, ...] = (), tenant: str | None = None
+        self,
+        name: str,
+        role: Role,
+        *,
+        groups: tuple[str, ...] = (),
+        tenant: str | None = None,
+        user: str | None = None,
     ) -> str:
         """A new token for ``name`` (which must be unused); returns the token itself,
-        which is never stored."""
+        which is never stored. ``user``: the person it stands for (an email address), which
+        access lists naming people (a Confluence page restricted to users) match."""
         if not name or not set(name) <= _NAME_CHARS or len(name) > 64:
             raise ConfigError(f"token name {name!r}: use 1-64 letters, digits, '.', '_', '-' or '@'")
+        person = identity(user) if user is not None else None
+        if user is not None and person is None:
+            raise ConfigError(f"--user {user!r}: an email address or login, ASCII, without spaces")
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
         with self._lock:
             records = self._fresh()
@@ -184,6 +200,7 @@ class TokenStore:
                 created_at=datetime.now(UTC).isoformat(timespec="seconds"),
                 groups=tuple(groups),
                 tenant=tenant,
+                user=person,
             )
             self._write([*records, record])
         return token

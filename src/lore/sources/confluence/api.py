@@ -19,6 +19,30 @@ from lore.sources.confluence.client import ConfluenceClient, Json, parse_time
 _V1_BODY_EXPAND = "body.storage,version,space,metadata.labels"
 #: HTTP statuses that mean "these credentials may not see this".
 DENIED = (401, 403)
+#: Pages of one content's restricted users and groups read at most.
+_RESTRICTION_PAGES = 20
+
+
+@dataclass(frozen=True, slots=True)
+class RestrictedUser:
+    """A user a view restriction names, by whatever the deployment says of them."""
+
+    #: Cloud's ``accountId``.
+    account_id: str | None = None
+    #: Data Center's ``username`` and ``userKey``.
+    username: str | None = None
+    user_key: str | None = None
+    #: The email address, where Cloud's profile visibility lets the API return it.
+    email: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReadRestriction:
+    """One content's own view restriction (an ancestor's is read on its own)."""
+
+    restricted: bool
+    users: tuple[RestrictedUser, ...] = ()
+    groups: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,25 +180,58 @@ class ConfluenceApi:
 
     # -- restrictions ----------------------------------------------------------------
 
-    async def read_restricted(self, content_id: str) -> bool:
-        """Whether the content has view restrictions of its own (users or groups).
+    async def read_restrictions(self, content_id: str) -> ReadRestriction:
+        """The content's own view restrictions: whether it has any, and the users and
+        groups they name (``/rest/api/content/{id}/restriction/byOperation/read``, both
+        deployments; v2 has no such endpoint).
 
+        Users and groups are paged together (``start``/``limit``) while either list has
+        more (its ``totalSize``, else a page as long as the server's ``limit``); at most
+        ``_RESTRICTION_PAGES`` pages are read, and a list cut there names fewer readers
+        than it has, which can only hide the page from some of them.
         Raises ConfluenceHTTPError (401/403/404) when they cannot be read, and SourceError
         when the answer does not say who may read it: never guessed as "unrestricted"."""
-        body = await self.client.get(f"/rest/api/content/{content_id}/restriction/byOperation/read")
-        restrictions = body.get("restrictions")
-        if not isinstance(restrictions, dict):
-            raise SourceError(f"the view restrictions of {content_id} are not in the response")
+        path = f"/rest/api/content/{content_id}/restriction/byOperation/read"
+        users: list[RestrictedUser] = []
+        groups: list[str] = []
         restricted = False
-        for kind in ("user", "group"):
-            entry = restrictions.get(kind)
-            if not isinstance(entry, dict):
-                raise SourceError(f"the {kind} view restrictions of {content_id} are not in the response")
-            results = entry.get("results")
-            listed = isinstance(results, list) and len(results) > 0
-            counted = _positive(entry.get("size")) or _positive(entry.get("totalSize"))
-            restricted = restricted or listed or counted
-        return restricted
+        start = 0
+        for _ in range(_RESTRICTION_PAGES):
+            params: dict[str, str | int] = {
+                "expand": "restrictions.user,restrictions.group", "start": start, "limit": self.page_size,
+            }
+            body = await self.client.get(path, params)
+            restrictions = body.get("restrictions")
+            if not isinstance(restrictions, dict):
+                raise SourceError(f"the view restrictions of {content_id} are not in the response")
+            more = False
+            step = self.page_size
+            for kind in ("user", "group"):
+                entry = restrictions.get(kind)
+                if not isinstance(entry, dict):
+                    raise SourceError(f"the {kind} view restrictions of {content_id} are not in the response")
+                results = entry.get("results")
+                listed = results if isinstance(results, list) else []
+                items = [item for item in listed if isinstance(item, dict)]
+                restricted = restricted or bool(items) or _positive(entry.get("size")) \
+                    or _positive(entry.get("totalSize"))
+                # The server may cap ``limit`` below what was asked: its own says the step.
+                served = entry.get("limit")
+                cap = served if isinstance(served, int) and served > 0 else None
+                step = min(step, cap) if cap is not None else step
+                total = entry.get("totalSize")
+                if isinstance(total, int):
+                    more = more or start + len(items) < total
+                else:
+                    more = more or (cap is not None and len(items) >= cap)
+                if kind == "user":
+                    users.extend(_restricted_user(item) for item in items)
+                else:
+                    groups.extend(str(item["name"]) for item in items if item.get("name"))
+            if not more:
+                break
+            start += step
+        return ReadRestriction(restricted, tuple(users), tuple(groups))
 
     # -- records ---------------------------------------------------------------------
 
@@ -227,6 +284,14 @@ def _identity(item: Json) -> tuple[str, str, int, datetime]:
 def _current_page(item: Json) -> bool:
     """Archived, draft and trashed pages are never indexed, whatever a server returns."""
     return bool(item.get("status", "current") == "current" and item.get("type", "page") == "page")
+
+
+def _restricted_user(item: Json) -> RestrictedUser:
+    def text(key: str) -> str | None:
+        value = item.get(key)
+        return str(value) if isinstance(value, str | int) and str(value) else None
+
+    return RestrictedUser(text("accountId"), text("username"), text("userKey"), text("email"))
 
 
 def _positive(value: object) -> bool:

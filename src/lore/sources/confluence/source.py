@@ -1,18 +1,32 @@
 """Confluence spaces (Cloud or Data Center) as a knowledge source.
 
 Every listing first enumerates the current pages of each configured space without
-bodies, and reads the view restrictions of each of them and of their ancestors: a page
-restricted itself or through any ancestor is not indexed, so one that gains a restriction
-is tombstoned by the next sync (time to forget). Bodies are fetched only for pages that
-changed since the resume token: by CQL (``lastmodified >= ...``) in bulk, then one by one
-for any the search missed (CQL is a search index and may lag). The first listing, or one
-after the spaces changed, fetches every body through the space's page listing.
+bodies, and reads the view restrictions of each of them and of their ancestors. With
+``restricted_pages = "skip"`` a page restricted itself or through any ancestor is not
+indexed, so one that gains a restriction is tombstoned by the next sync (time to forget).
+With ``"honour"`` it is indexed for its readers: Confluence lets a user view a page who
+passes every restricted level (the page and each ancestor, each level a union of users
+and groups), so lore keeps the readers named at every level - the intersection of the
+levels' mapped entries, then of the source's ``access`` when it has one (the space's
+readers). That set never holds anyone Confluence would refuse; it can miss a reader named
+one way at one level and another way at the next (a user at one, their group at the
+other), since lore does not know group membership. A page whose set is empty, or whose
+restrictions (or an ancestor's) cannot be read, is not indexed. The readers' digest is
+part of the page's revision and of the resume token, so a change of restrictions alone is
+picked up by the next incremental sync, and a reader removed loses the page then.
 
-The resume token records each indexed page's space and version, so changes are found by
-comparing versions (not by trusting CQL's minute-granular, time-zone-local dates), and
-tombstones go to pages that were indexed and are now deleted, archived, moved out of the
-configured spaces or restricted. Tombstones are yielded only after the whole enumeration
-succeeded; any failure before raises SourceError, so sync keeps what it had.
+Bodies are fetched only for pages that changed since the resume token: by CQL
+(``lastmodified >= ...``) in bulk, then one by one for any the search missed (CQL is a
+search index and may lag, and a change of restrictions alone is not a modification). The
+first listing, or one after the spaces changed, fetches every body through the space's
+page listing.
+
+The resume token records each indexed page's space, version and readers' digest, so
+changes are found by comparing them (not by trusting CQL's minute-granular, time-zone-local
+dates), and tombstones go to pages that were indexed and are now deleted, archived, moved
+out of the configured spaces, or restricted beyond every reader lore can name. Tombstones
+are yielded only after the whole enumeration succeeded; any failure before raises
+SourceError, so sync keeps what it had.
 
 Limitation: a page's ``path`` label is refreshed when the page itself changes, not when an
 ancestor is renamed (the revision is the page's version, which a rename above it keeps).
@@ -21,16 +35,19 @@ ancestor is renamed (the revision is the page's version, which a rename above it
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
+from lore.access import identity, user_entry
 from lore.config import LoreSettings
 from lore.errors import ConfigError, ConfluenceHTTPError, MissingExtraError, PermissionRefusal, SourceError
 from lore.models import LABEL_VALUE_SEPARATOR, Document, SourceFailure, SourceItem, Tombstone, Visibility
-from lore.sources.confluence.api import DENIED, ConfluenceApi, PageBody, PageMeta
+from lore.source_tables import bad_group_name
+from lore.sources.confluence.api import DENIED, ConfluenceApi, PageBody, PageMeta, ReadRestriction
 from lore.sources.confluence.client import ConfluenceClient
 from lore.sources.confluence.config import ConfluenceSourceConfig
 from lore.sources.confluence.storage import storage_to_markdown
@@ -54,8 +71,8 @@ class _Token:
     site: str
     spaces: tuple[str, ...]
     listed_at: datetime
-    #: page id -> (space key, version indexed)
-    pages: dict[str, tuple[str, int]]
+    #: page id -> (space key, version indexed, readers' digest: "" when unrestricted)
+    pages: dict[str, tuple[str, int, str]]
 
     def dump(self) -> str:
         pages = {key: list(value) for key, value in self.pages.items()}
@@ -72,7 +89,10 @@ class _Token:
             raw = json.loads(text)
             if raw.get("v") != _TOKEN_VERSION:
                 return None
-            pages = {str(key): (str(value[0]), int(value[1])) for key, value in raw["pages"].items()}
+            pages = {
+                str(key): (str(value[0]), int(value[1]), str(value[2]) if len(value) > 2 else "")
+                for key, value in raw["pages"].items()
+            }
             return cls(str(raw["site"]), tuple(raw["spaces"]), datetime.fromisoformat(raw["at"]), pages)
         except (ValueError, TypeError, KeyError, IndexError, AttributeError):
             return None
@@ -100,6 +120,11 @@ class ConfluenceSource:
 
     def resume_token(self) -> str | None:
         return self._token
+
+    @property
+    def reports_access(self) -> bool:
+        """Whether restricted pages are indexed with their own readers (``honour``)."""
+        return self.config.restricted_pages == "honour"
 
     def listing_was_complete(self) -> bool:
         """True after a listing without a usable token (or after ``spaces`` changed): it
@@ -130,11 +155,11 @@ class ConfluenceSource:
         async with ConfluenceClient(self.config, token) as client:
             try:
                 api = ConfluenceApi(client)
-                space_ids, wanted, ancestry = await self._enumerate(api)
+                space_ids, wanted, ancestry, readers = await self._enumerate(api)
                 known = previous.pages if previous is not None and same_spaces else {}
                 changed = {
                     page_id for page_id, meta in wanted.items()
-                    if known.get(page_id) != (meta.space, meta.version)
+                    if known.get(page_id) != (meta.space, meta.version, _digest(readers[page_id]))
                 }
                 # What the next token says is indexed: a changed page keeps its old version
                 # until its new one is yielded, so a page that fails is fetched again.
@@ -151,19 +176,19 @@ class ConfluenceSource:
                         if body.id in pending and body.version >= wanted[body.id].version
                     ]
                     pending.difference_update(body.id for body in fresh)
-                    for item in await self._documents(api, fresh, wanted, ancestry, indexed):
+                    for item in await self._documents(api, fresh, wanted, ancestry, readers, indexed):
                         yield item
                 singles = await _gather(
                     (api.page(page_id, wanted[page_id].space) for page_id in sorted(pending)),
                     self.config.max_concurrency,
                 )
                 found = [body for body in singles if body is not None]
-                for item in await self._documents(api, found, wanted, ancestry, indexed):
+                for item in await self._documents(api, found, wanted, ancestry, readers, indexed):
                     yield item
             finally:
                 self.requests = client.requests
         if previous is not None:
-            for page_id, (space, _) in sorted(previous.pages.items()):
+            for page_id, (space, _, _) in sorted(previous.pages.items()):
                 now = wanted.get(page_id)
                 if now is None or now.space != space:
                     yield Tombstone(self.uri_for(space, page_id))
@@ -172,20 +197,61 @@ class ConfluenceSource:
 
     # -- visibility ------------------------------------------------------------------
 
-    async def _enumerate(
-        self, api: ConfluenceApi
-    ) -> tuple[dict[str, str], dict[str, PageMeta], dict[str, tuple[str, ...]]]:
-        """Space ids, the current pages every viewer may read (by id), and each page's
-        ancestor ids. Raises before anything is yielded when any of it cannot be read."""
+    async def _enumerate(self, api: ConfluenceApi) -> tuple[
+        dict[str, str], dict[str, PageMeta], dict[str, tuple[str, ...]], dict[str, frozenset[str] | None]
+    ]:
+        """Space ids, the current pages to index (by id), each page's ancestor ids, and
+        each indexed page's readers (None: unrestricted, the source's own access). Raises
+        before anything is yielded when any of it cannot be read."""
         space_ids = await api.space_ids(self.config.spaces)
         metas: dict[str, PageMeta] = {}
         for key in self.config.spaces:
             async for meta in api.page_metas(key, space_ids[key]):
                 metas[meta.id] = meta
         ancestry = await self._ancestry(api, metas)
-        restricted = await self._restricted(api, metas, ancestry)
-        wanted = {page_id: meta for page_id, meta in metas.items() if page_id not in restricted}
-        return space_ids, wanted, ancestry
+        levels = await self._restrictions(api, metas, ancestry)
+        readers: dict[str, frozenset[str] | None] = {}
+        for page_id in metas:
+            chain = [levels[content_id] for content_id in (*ancestry.get(page_id, ()), page_id)]
+            restricted = [level for level in chain if level is None or level.restricted]
+            if not restricted:
+                readers[page_id] = None
+            elif self.config.restricted_pages == "honour" and (who := self._readers(restricted)):
+                readers[page_id] = who
+        wanted = {page_id: meta for page_id, meta in metas.items() if page_id in readers}
+        return space_ids, wanted, ancestry, readers
+
+    def _readers(self, levels: Iterable[ReadRestriction | None]) -> frozenset[str]:
+        """Who passes every restricted level, as lore's access entries; a level that could
+        not be read (None) lets no one through."""
+        found: frozenset[str] | None = None
+        for level in levels:
+            named = self._entries(level) if level is not None else frozenset()
+            found = named if found is None else found & named
+        if found and self.config.access:
+            found &= frozenset(self.config.access)
+        return found or frozenset()
+
+    def _entries(self, level: ReadRestriction) -> frozenset[str]:
+        """A level's users and groups through the configured maps; what maps to nothing
+        grants nobody."""
+        config = self.config
+        entries: set[str] = set()
+        for group in level.groups:
+            mapped = config.restriction_groups.get(group)
+            if mapped is None and config.restriction_groups_as_named and not bad_group_name(group):
+                mapped = group
+            if mapped is not None:
+                entries.add(mapped)
+        for user in level.users:
+            keys = (user.account_id, user.username, user.user_key)
+            by_id = config.restriction_users
+            person = next((by_id[key] for key in keys if key is not None and key in by_id), None)
+            if person is None and config.restriction_user_emails:
+                person = user.email
+            if (normal := identity(person)) is not None:
+                entries.add(user_entry(normal))
+        return frozenset(entries)
 
     async def _ancestry(
         self, api: ConfluenceApi, metas: Mapping[str, PageMeta]
@@ -222,21 +288,22 @@ class ConfluenceSource:
                 chains[child] = (*chains[parent_id], parent_id)
         return chains
 
-    async def _restricted(
+    async def _restrictions(
         self, api: ConfluenceApi, metas: Mapping[str, PageMeta], ancestry: Mapping[str, tuple[str, ...]]
-    ) -> set[str]:
-        """Pages with view restrictions of their own or on any ancestor. A listed page
-        whose restrictions cannot be read refuses the whole source, naming its space; an
-        ancestor outside the listing that cannot be read counts as restricted."""
+    ) -> dict[str, ReadRestriction | None]:
+        """The own view restriction of every page and ancestor; None for one that cannot
+        be read (an ancestor outside the listing, or a page gone meanwhile): restricted,
+        to no one. A listed page whose restrictions are refused to the credentials refuses
+        the whole source, naming its space."""
         ids = sorted(set(metas) | {ancestor for chain in ancestry.values() for ancestor in chain})
 
-        async def check(content_id: str) -> bool:
+        async def check(content_id: str) -> ReadRestriction | None:
             try:
-                return await api.read_restricted(content_id)
+                return await api.read_restrictions(content_id)
             except ConfluenceHTTPError as err:
                 meta = metas.get(content_id)
                 if meta is None or err.status == 404:  # not visible to us, or gone: fail closed
-                    return True
+                    return None
                 if err.status in DENIED:
                     raise PermissionRefusal(
                         f"source {self.name!r}: cannot read the view restrictions of page {content_id} in "
@@ -246,11 +313,7 @@ class ConfluenceSource:
                 raise
 
         checked = await _gather((check(content_id) for content_id in ids), self.config.max_concurrency)
-        flags = dict(zip(ids, checked, strict=True))
-        return {
-            page_id for page_id in metas
-            if flags[page_id] or any(flags[ancestor] for ancestor in ancestry.get(page_id, ()))
-        }
+        return dict(zip(ids, checked, strict=True))
 
     # -- documents -------------------------------------------------------------------
 
@@ -260,7 +323,8 @@ class ConfluenceSource:
         bodies: list[PageBody],
         wanted: Mapping[str, PageMeta],
         ancestry: Mapping[str, tuple[str, ...]],
-        indexed: dict[str, tuple[str, int]],
+        readers: Mapping[str, frozenset[str] | None],
+        indexed: dict[str, tuple[str, int, str]],
     ) -> list[Document | SourceFailure]:
         async def labels(body: PageBody) -> tuple[str, ...]:
             return body.labels if body.labels is not None else await api.labels(body.id)
@@ -274,12 +338,19 @@ class ConfluenceSource:
             if isinstance(text, SourceFailure):
                 items.append(SourceFailure(self.uri_for(meta.space, body.id), text.reason))
                 continue
-            items.append(self._document(meta, body, text, names, _path(meta, wanted, ancestry)))
-            indexed[body.id] = (meta.space, body.version)
+            who = readers[body.id]
+            items.append(self._document(meta, body, text, names, _path(meta, wanted, ancestry), who))
+            indexed[body.id] = (meta.space, body.version, _digest(who))
         return items
 
     def _document(
-        self, meta: PageMeta, body: PageBody, text: str, names: Iterable[str], path: str
+        self,
+        meta: PageMeta,
+        body: PageBody,
+        text: str,
+        names: Iterable[str],
+        path: str,
+        readers: frozenset[str] | None,
     ) -> Document:
         labels = {SPACE_LABEL: meta.space}
         if path:
@@ -292,11 +363,19 @@ class ConfluenceSource:
             uri=self.uri_for(meta.space, body.id),
             title=body.title,
             text=text,
-            revision=str(body.version),
+            revision=str(body.version) + (f"+acl.{_digest(readers)}" if readers is not None else ""),
             updated_at=body.updated_at,
             labels=labels,
             media_type="text/markdown",
+            access=readers,
         )
+
+
+def _digest(readers: frozenset[str] | None) -> str:
+    """A short digest of a page's readers; "" for an unrestricted page."""
+    if readers is None:
+        return ""
+    return hashlib.sha256("\n".join(sorted(readers)).encode("utf-8")).hexdigest()[:16]
 
 
 def _convert_all(bodies: Iterable[PageBody]) -> list[str | SourceFailure]:
