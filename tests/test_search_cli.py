@@ -136,6 +136,21 @@ def test_json_output_has_every_provenance_field(
     assert first["revision"] == "rev-1"
     assert data["metadata"]["engine"] == "sqlite"
     assert data["metadata"]["result_count"] == 1
+    # The hashing embedder takes no part in a BM25 answer: not degraded (a hybrid one is).
+    assert data["metadata"]["degraded"] is False
+    assert data["metadata"]["degraded_reason"] is None
+
+
+def test_a_bm25_search_on_the_hashing_embedder_says_nothing_of_it(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run_cli(["search", "consumer lag", "--mode", "bm25"], monkeypatch, capsys)
+    assert code == 0, err
+    assert "Kafka consumer lag" in out
+    assert "degraded" not in out + err
+    code, out, err = run_cli(["search", "consumer lag", "--mode", "hybrid"], monkeypatch, capsys)
+    assert code == 0, err
+    assert "degraded: a degraded embedder (hashing" in out
 
 
 def test_safety_chain_and_audit_apply_to_the_cli(

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import unquote_to_bytes
 
@@ -112,6 +113,7 @@ _CHILD = textwrap.dedent(
     from pathlib import Path
     from lore.backends.sqlite import SqliteBackend
     from lore.chunking import Chunker
+    from lore.embedders.hashing import HashingEmbedder
     from lore.models import Visibility
     from lore.sources.filesystem import FilesystemSource
     from lore.sync import sync_sources
@@ -130,7 +132,7 @@ _CHILD = textwrap.dedent(
                 print("written", flush=True)
                 signal.pause()  # until killed
 
-    embedder = CountingEmbedder()
+    embedder = HashingEmbedder() if sys.argv[4:] == ["hashing"] else CountingEmbedder()
     source = FilesystemSource("docs", folder, visibility=Visibility.ALL_VIEWERS)
     backend = SqliteBackend(db, embedder)
     asyncio.run(sync_sources([source], backend, embedder, Chunker.for_embedder(embedder),
@@ -139,22 +141,31 @@ _CHILD = textwrap.dedent(
 )
 
 
-def test_a_first_sync_killed_half_way_is_resumed_not_redone(tmp_path: Path) -> None:
-    docs = _corpus(tmp_path / "docs")
-    db = tmp_path / "lore.db"
-    written = 15
+def _kill_first_sync(
+    db: Path, docs: Path, written: int, *embedder: str, meanwhile: Callable[[], None] = lambda: None
+) -> None:
+    """A first sync killed with SIGKILL once ``written`` documents are written (and
+    ``meanwhile`` has run, the sync waiting)."""
     child = subprocess.Popen(
-        [sys.executable, "-c", _CHILD, str(db), str(docs), str(written)],
+        [sys.executable, "-c", _CHILD, str(db), str(docs), str(written), *embedder],
         stdout=subprocess.PIPE, text=True, env=_child_env(),
     )  # fmt: skip
     try:
         assert child.stdout is not None
         assert child.stdout.readline().strip() == "written"
+        meanwhile()
         child.send_signal(signal.SIGKILL)
     finally:
         child.kill()
         child.wait()
     assert child.returncode == -signal.SIGKILL
+
+
+def test_a_first_sync_killed_half_way_is_resumed_not_redone(tmp_path: Path) -> None:
+    docs = _corpus(tmp_path / "docs")
+    db = tmp_path / "lore.db"
+    written = 15
+    _kill_first_sync(db, docs, written)
 
     embedder = CountingEmbedder()
     report = _sync(db, docs, embedder)
@@ -164,6 +175,45 @@ def test_a_first_sync_killed_half_way_is_resumed_not_redone(tmp_path: Path) -> N
     again = CountingEmbedder()
     assert _sync(db, docs, again).unchanged == DOCUMENTS
     assert again.documents_embedded == 0
+
+
+def test_status_of_a_first_sync_that_did_not_finish_says_so(tmp_path: Path) -> None:
+    """`lore status` said "index not built yet" and "last sync: never" of an index holding
+    a killed first sync's documents: it says the sync runs, then that it did not finish
+    and how many documents the index holds, with the embedder their vectors are from."""
+    docs = _corpus(tmp_path / "docs")
+    config = tmp_path / "lore.toml"
+    config.write_text(
+        'db_path = "lore.db"\nembedder = "hashing"\n[vault]\nenabled = false\n'
+        '[[sources]]\nname = "docs"\npath = "docs"\nvisibility = "all-viewers"\n'
+    )
+    command = [sys.executable, "-c", "from lore.cli import main; main()", "--config", str(config)]
+
+    def status() -> str:
+        shown = subprocess.run(
+            [*command, "status"], capture_output=True, text=True, env=_child_env(), timeout=120
+        )
+        assert shown.returncode == 0, shown.stderr
+        assert "index not built yet" not in shown.stdout
+        return " ".join(shown.stdout.split())  # rich wraps long lines
+
+    said: list[str] = []
+    _kill_first_sync(tmp_path / "lore.db", docs, 15, "hashing", meanwhile=lambda: said.append(status()))
+    assert "last sync: none finished; a sync is running (started " in said[0]
+    assert ": 15 documents so far" in said[0]
+    after = status()
+    assert "embedder: hashing-384 (384 dimensions)" in after
+    assert "last sync: none finished; the sync started " in after
+    assert "did not finish: the index holds the 15 documents written so far" in after
+
+    finished = subprocess.run(
+        [*command, "sync"], capture_output=True, text=True, env=_child_env(), timeout=300
+    )
+    assert finished.returncode == 0, finished.stderr
+    done = status()
+    assert "did not finish" not in done
+    assert "none finished" not in done
+    assert "last sync: 20" in done  # a date
 
 
 class _Interrupt:

@@ -8,8 +8,12 @@ import signal
 import stat
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -174,6 +178,89 @@ def test_ctrl_c_stops_lore_serve_with_130_and_one_line(tmp_path: Path) -> None:
     assert "Traceback" not in stderr
     assert stderr.rstrip().splitlines()[-1] == "interrupted"
     assert "lore: ready, the page is at http://127.0.0.1:" in stderr, "the address is said once it answers"
+
+
+@dataclass
+class _Sent:
+    """One search of a keep-alive client: when its request had been written whole (None:
+    never), and how it ended (``"ok"``, ``"refused"`` or the error)."""
+
+    written_at: float | None = None
+    outcome: str = ""
+
+
+def _search_until_refused(url: str, started: threading.Event, sent: list[_Sent]) -> None:
+    """Searches back to back on one keep-alive connection (a new one after a ``Connection:
+    close``) until the server refuses to connect or anything else goes wrong."""
+
+    def trace(one: _Sent) -> Callable[[str, dict[str, Any]], None]:
+        def seen(event: str, info: dict[str, Any]) -> None:
+            if event == "http11.send_request_body.complete":
+                one.written_at = time.monotonic()
+
+        return seen
+
+    with httpx.Client(base_url=url, timeout=60) as client:
+        csrf = {"X-CSRF-Token": client.get("/v1/session").json()["csrf_token"]}
+        while True:
+            one = _Sent()
+            sent.append(one)
+            try:
+                answer = client.post(
+                    "/v1/search", json={"query": "etcd quorum leader"}, headers=csrf,
+                    extensions={"trace": trace(one)},
+                )  # fmt: skip
+            except httpx.ConnectError:
+                one.outcome = "refused"  # a new connection after the server stopped listening
+                return
+            except httpx.TransportError as err:
+                one.outcome = f"{type(err).__name__}: {err}"
+                return
+            one.outcome = "ok" if answer.status_code == 200 else f"HTTP {answer.status_code}"
+            if one.outcome != "ok":
+                return
+            started.set()
+
+
+def test_sigterm_under_load_answers_every_request_in_flight(tmp_path: Path) -> None:
+    """Keep-alive clients search back to back while SIGTERM arrives: every request written
+    before the signal is answered, and later ones are answered or find the port closed; no
+    connection is reset (uvicorn closed a keep-alive connection idle at the instant of the
+    stop, and a request already on its way met a reset)."""
+    config = write_config(tmp_path)
+    assert lore(config, "sync").returncode == 0
+    process, url = start_serve(config)
+    clients = 12
+    sent: list[list[_Sent]] = [[] for _ in range(clients)]
+    try:
+        started = [threading.Event() for _ in range(clients)]
+        threads = [
+            threading.Thread(target=_search_until_refused, args=(url, started[n], sent[n]), daemon=True)
+            for n in range(clients)
+        ]
+        for thread in threads:
+            thread.start()
+        for event in started:
+            assert event.wait(60), "a client got no answer"
+        time.sleep(0.5)  # under load
+        signalled = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        for thread in threads:
+            thread.join(60)
+        assert process.wait(timeout=60) == 0
+        stderr = process.stderr.read() if process.stderr else ""
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert "Traceback" not in stderr
+    every = [one for own in sent for one in own]
+    before = [one for one in every if one.written_at is not None and one.written_at < signalled]
+    assert before
+    assert [one.outcome for one in before if one.outcome != "ok"] == []
+    bad = [one.outcome for one in every if one.outcome not in ("ok", "refused")]
+    assert not bad, bad
+    assert all(own[-1].outcome == "refused" for own in sent)  # each client went on until the port closed
 
 
 def test_sigterm_during_a_sync_leaves_an_index_the_next_sync_completes(tmp_path: Path) -> None:

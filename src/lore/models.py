@@ -23,6 +23,10 @@ LAST_SYNC_KEY = "sync:last_finished_at"
 EMBEDDER_STATE_KEY = "sync:embedder"
 #: ``lore.sync.ingest_signature`` of the last sync that re-chunked every changed document.
 CHUNKING_STATE_KEY = "sync:chunking"
+#: The sync under way, or the last one if it never finished (killed, stopped, failed):
+#: ``lore.sync.UnfinishedSync`` as JSON, written before its first document; "" once it
+#: finished. ``lore status`` reads it to say that the index holds a partial sync.
+SYNC_UNFINISHED_KEY = "sync:unfinished"
 
 #: Multi-valued labels (front-matter lists such as ``tags``) are stored joined by this.
 LABEL_VALUE_SEPARATOR = ","

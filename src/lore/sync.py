@@ -41,9 +41,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
+import socket
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from lore.backends.mirror import MirroredIndex
@@ -56,6 +58,7 @@ from lore.models import (
     LAST_SYNC_KEY,
     SOURCE_LABEL,
     SOURCE_TYPE_LABEL,
+    SYNC_UNFINISHED_KEY,
     Document,
     IndexedDocument,
     RefusedPrune,
@@ -415,6 +418,10 @@ async def sync_sources(
     with index.write_lock():
         index.check_embedder(embedder.model_id, embedder.dimension)
         pipeline = Pipeline(index, embedder, progress, batch_size, chunker.count_tokens)
+        # Before the first document: an index a sync left half-way (a first sync killed,
+        # a full disk) says so in `lore status`, with the embedder its vectors are from.
+        index.set_state(EMBEDDER_STATE_KEY, _embedder_state(embedder))
+        index.set_state(SYNC_UNFINISHED_KEY, UnfinishedSync.now().to_json())
         signature = ingest_signature(chunker)
         chunking_changed = index.get_state(CHUNKING_STATE_KEY) != signature
         if chunking_changed:
@@ -438,17 +445,62 @@ async def sync_sources(
             report.failures.append(SyncFailure(FALLBACK_REPORT_NAME, "", index.fallback_problem))
         finished_at = _now()
         index.set_state(LAST_SYNC_KEY, finished_at)
-        index.set_state(
-            EMBEDDER_STATE_KEY,
-            json.dumps({"model_id": embedder.model_id, "dimension": embedder.dimension,
-                        "degraded": embedder.degraded}),
-        )
+        index.set_state(SYNC_UNFINISHED_KEY, "")
     report.seconds = time.perf_counter() - started
     return report
 
 
+def _embedder_state(embedder: Embedder) -> str:
+    return json.dumps(
+        {"model_id": embedder.model_id, "dimension": embedder.dimension, "degraded": embedder.degraded}
+    )
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class UnfinishedSync:
+    """A sync that started and has not finished (``SYNC_UNFINISHED_KEY``): when, and which
+    process on which machine ran it, so that ``lore status`` can tell one still running
+    from one that was killed, without touching the write lock."""
+
+    started_at: str
+    pid: int
+    host: str
+
+    @classmethod
+    def now(cls) -> UnfinishedSync:
+        return cls(_now(), os.getpid(), socket.gethostname())
+
+    def to_json(self) -> str:
+        return json.dumps({"started_at": self.started_at, "pid": self.pid, "host": self.host})
+
+    @classmethod
+    def of(cls, index: KnowledgeIndex) -> UnfinishedSync | None:
+        """The index's unfinished sync, None when the last one finished (or none ran)."""
+        raw = index.get_state(SYNC_UNFINISHED_KEY)
+        if not raw:
+            return None
+        try:
+            fields = json.loads(raw)
+            return cls(str(fields["started_at"]), int(fields["pid"]), str(fields["host"]))
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    def running(self) -> bool | None:
+        """Whether its process still runs: None when it ran on another machine (an index
+        shared over PostgreSQL), where this one cannot tell."""
+        if self.host != socket.gethostname():
+            return None
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True  # alive, someone else's
+        return True
 
 
 def run_sync(

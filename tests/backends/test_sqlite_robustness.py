@@ -315,10 +315,10 @@ def _random_corpus(folder: Path, documents: int) -> None:
 
 def test_after_a_sync_died_of_a_full_disk_reads_work(small_disk: Path, tmp_path: Path) -> None:
     """The disk fills during a first sync and stays full: the sync stops with one line
-    saying so; then status, searches (BM25 included, over what SQLite committed) and
-    `lore serve`'s start-up work, and the next sync says "full" once again (before the
-    fix the reader replayed the dead sync's journal into tantivy and every read failed
-    with "An index writer was killed")."""
+    saying so; then status, searches (BM25 included, over what SQLite committed), `lore
+    mcp` and `lore serve`'s start-up work, and the next sync says "full" once again
+    (before the fix the reader replayed the dead sync's journal into tantivy and every
+    read failed with "An index writer was killed")."""
     _random_corpus(tmp_path / "docs", 300)
     config = small_disk / "lore.toml"
     config.write_text(
@@ -351,7 +351,30 @@ def test_after_a_sync_died_of_a_full_disk_reads_work(small_disk: Path, tmp_path:
     assert (again.stdout + again.stderr).count("is full") == 1, again.stdout + again.stderr
     assert "writer was killed" not in again.stdout + again.stderr
 
+    _mcp_answers(config)
     _serve_answers(config)
+
+
+def _mcp_answers(config: Path) -> None:
+    """`lore mcp` (stdio) starts on the index and answers a search."""
+    search = {"name": "knowledge_search", "arguments": {"query": "uniqueword3", "top_k": 3}}
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
+    lines = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": search},
+    ]
+    served = subprocess.run(
+        [sys.executable, "-c", "from lore.cli import main; main()", "--config", str(config), "mcp"],
+        input="".join(json.dumps(line) + "\n" for line in lines),
+        capture_output=True, text=True, env=_child_env(), timeout=120,
+    )  # fmt: skip
+    assert served.returncode == 0, served.stderr
+    assert "Traceback" not in served.stderr
+    replies = {reply["id"]: reply for reply in map(json.loads, served.stdout.splitlines())}
+    result = replies[2]["result"]
+    assert result["isError"] is False, result
+    assert result["structuredContent"]["passages"][0]["uri"] == "file://docs/doc-003.md"
 
 
 def _serve_answers(config: Path) -> None:

@@ -50,7 +50,7 @@ from lore.schedule import Scheduler, cadence
 from lore.schedule_cadence import format_every
 from lore.schedule_history import last_source_runs
 from lore.sources import source_configs
-from lore.sync import run_sync, source_stats_key
+from lore.sync import UnfinishedSync, run_sync, source_stats_key
 
 
 class _SourceLines:
@@ -389,17 +389,21 @@ def status_command() -> None:
             statuses = [source_status(index, c.name, current.stale_after_days, now) for c in configs]
             embedder_state = index.get_state(EMBEDDER_STATE_KEY)
             last_sync = index.get_state(LAST_SYNC_KEY)
+            unfinished = UnfinishedSync.of(index)
             backend_lines = index.status_lines()
             if isinstance(index, RunHistory):
                 last_runs = _last_runs(index, current)
         finally:
             index.close()
-        console.print(f"embedder: {_embedder_line(current, embedder_state)}", highlight=False, markup=False)
+        documents = sum(status.documents for status in statuses)
+        console.print(
+            f"embedder: {_embedder_line(current, embedder_state, documents)}", highlight=False, markup=False
+        )
         if embedder_problem is not None:
             console.print(f"embedder mismatch: {embedder_problem}", style="red", markup=False)
         for what, state in backend_lines:
             console.print(f"{what}: {state}", highlight=False, markup=False)
-        console.print(f"last sync: {_when(last_sync, 'never (run `lore sync`)')}", highlight=False)
+        console.print(f"last sync: {_last_sync_line(last_sync, unfinished, documents)}", highlight=False)
     if current.fallback is not None:
         console.print(f"fallback: {_fallback_line(current, configs)}", highlight=False, markup=False)
 
@@ -446,15 +450,37 @@ def _last_runs(index: RunHistory, current: LoreSettings) -> dict[str, SourceRun]
         return {}
 
 
+def _last_sync_line(last_sync: str | None, unfinished: UnfinishedSync | None, documents: int) -> str:
+    """When the last sync finished, and what became of one that started after it."""
+    if unfinished is None and last_sync is None and documents:  # left by a lore before the marker
+        return (
+            f"none finished: the index holds the {documents} document{'' if documents == 1 else 's'} a "
+            "sync wrote before it stopped, and the next `lore sync` goes on from there"
+        )
+    if unfinished is None:
+        return _when(last_sync, "never (run `lore sync`)")
+    finished = _when(last_sync, "none finished")
+    started = _when(unfinished.started_at)
+    so_far = f"{documents} document{'' if documents == 1 else 's'}"
+    running = unfinished.running()
+    if running:
+        return f"{finished}; a sync is running (started {started}, process {unfinished.pid}): {so_far} so far"
+    whether = "did not finish" if running is False else "has not finished (running elsewhere, or stopped)"
+    return (
+        f"{finished}; the sync started {started} {whether}: the index holds the {so_far} written "
+        "so far, and the next `lore sync` goes on from there"
+    )
+
+
 def _when(timestamp: str | None, never: str = "never") -> str:
     if timestamp is None:
         return never
     return datetime.fromisoformat(timestamp).astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def _embedder_line(current: LoreSettings, raw_state: str | None) -> str:
+def _embedder_line(current: LoreSettings, raw_state: str | None, documents: int) -> str:
     if raw_state is None:
-        return f"{current.embedder} (index not built yet)"
+        return f"{current.embedder} ({'no sync finished yet' if documents else 'index not built yet'})"
     state = json.loads(raw_state)
     degraded = " - degraded: no semantic search, results are lexical only" if state.get("degraded") else ""
     return f"{state.get('model_id')} ({state.get('dimension')} dimensions){degraded}"
