@@ -61,6 +61,8 @@ NEEDS_EXTRA = {
     "lore.integrations.adk": "adk",
     "lore.integrations.langchain": "langchain",
     "lore.mcp_server": "mcp",
+    # lore.tracing's hooks as OpenTelemetry spans; the base install traces nothing
+    "lore.otel": "otel",
     # /metrics of lore serve and lore mcp --http (prometheus-client, in both extras)
     "lore.metrics": "mcp",
     # lore serve's web layer (FastAPI); lore.web.tokens and lore.web.managed are base

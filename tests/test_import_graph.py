@@ -46,12 +46,16 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "lore.backends", "lore.embedders", "lore.rerankers", "lore.sources", "lore.chunking",
         "lore.sync_pipeline", "lore.schedule_history", "lore.safety", "lore.vault",
         "lore.events.sqlite_store",
+        # lore.tracing's hooks as OpenTelemetry spans (the otel extra), installed by the root.
+        "lore.otel",
     )),
     ("seams and settings", ("lore.protocols", "lore.config", "lore.config_sources", "lore.source_tables")),
     ("foundation", (
         "lore", "lore.errors", "lore.models", "lore.access", "lore.events.record", "lore.events.timing",
         "lore.breaker", "lore.fusion", "lore.confidence", "lore.text_blocks", "lore.observe",
         "lore.interrupt", "lore.startup_trace", "lore.schedule_cadence", "lore.intent",
+        # The tracing hooks every layer calls; what records them is installed from above.
+        "lore.tracing",
         # Bytes of a file to Markdown: a library of its own, on errors alone.
         "lore.extract",
         # The one migration runner every store's schema uses.

@@ -34,6 +34,7 @@ import sys
 from collections.abc import Mapping
 from typing import BinaryIO
 
+from lore import tracing
 from lore.access import Principal, local_user
 from lore.alerts.tool import AlertResult
 from lore.errors import LoreError
@@ -190,7 +191,8 @@ class StdioSession:
             offered = ", ".join(repr(known) for known in self._tools)
             message = f"unknown tool {name!r}; this server offers {offered}"
             return {"content": [{"type": "text", "text": message}], "isError": True}
-        result = self._runner.run(_run_tool(tool, arguments or {}, self._principal))
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        result = self._runner.run(_run_tool(tool, arguments or {}, self._principal, _trace_context(meta)))
         structured: Json = json.loads(json.dumps(result.to_dict()))
         return {
             "content": [{"type": "text", "text": result.render_text()}],
@@ -200,9 +202,23 @@ class StdioSession:
 
 
 async def _run_tool(
-    tool: Tool, arguments: JsonObject, principal: Principal
+    tool: Tool,
+    arguments: JsonObject,
+    principal: Principal,
+    trace: tuple[str | None, str | None] = (None, None),
 ) -> ToolResult | AlertResult | FeedbackResult:
-    return await tool.run(arguments, principal=principal)
+    # The caller's W3C trace context from the request's _meta: the call's spans join its
+    # trace when traced (lore.tracing).
+    with tracing.remote_parent(*trace):
+        return await tool.run(arguments, principal=principal)
+
+
+def _trace_context(meta: Json) -> tuple[str | None, str | None]:
+    """``traceparent`` and ``tracestate`` of a request's ``_meta``, as MCP clients send them."""
+    if not isinstance(meta, dict):
+        return None, None
+    parent, state = meta.get("traceparent"), meta.get("tracestate")
+    return (parent if isinstance(parent, str) else None), (state if isinstance(state, str) else None)
 
 
 def _usable_id(value: Json) -> Json:

@@ -9,6 +9,7 @@
              ─► event_store_for, recorder_for, configured_event_store ─► EventStore, EventRecorder
              ─► knowledge_search, build_knowledge_search ─► KnowledgeSearch (the safety chain)
              ─► open_replicas ─────────► Replicas (what lore serve replicas share), or None
+    OTEL_* ─► install_tracing ────────► spans of every search over OTLP (lore.otel), or none
 
 The CLI, ``lore serve`` and its sync child, ``lore mcp``, ``lore eval`` and the adapters
 ask it for their parts; the parts themselves (``FallbackRetriever``, ``MirroredIndex``,
@@ -26,7 +27,9 @@ functions that build them too: a cold ``lore search`` pays only for what it uses
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+import logging
+import os
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, cast
@@ -435,3 +438,40 @@ def build_knowledge_search(
     if retriever is None:
         return None
     return knowledge_search(settings, retriever, reranker=reranker, audit=audit)
+
+
+#: The standard variables that name where traces go (OTLP), the first set wins.
+OTLP_ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
+
+
+def tracing_wanted(environ: Mapping[str, str] | None = None) -> str | None:
+    """The OTLP endpoint traces go to, or None when tracing is off: no endpoint variable,
+    ``OTEL_SDK_DISABLED=true`` or ``OTEL_TRACES_EXPORTER=none``."""
+    env = os.environ if environ is None else environ
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return None
+    if env.get("OTEL_TRACES_EXPORTER", "").strip().lower() == "none":
+        return None
+    return next((env[name] for name in OTLP_ENDPOINT_VARIABLES if env.get(name, "").strip()), None)
+
+
+def install_tracing(environ: Mapping[str, str] | None = None) -> bool:
+    """Spans of every search to the OTLP endpoint the ``OTEL_*`` variables name
+    (``lore.otel``), when they name one; whether tracing is on. Without the ``otel``
+    extra the server runs untraced and says so once in its log: traces are an aid, not
+    a reason to refuse to serve."""
+    endpoint = tracing_wanted(environ)
+    if endpoint is None:
+        return False
+    try:
+        from lore.otel import install_otlp
+    except ModuleNotFoundError as err:
+        if (err.name or "").partition(".")[0] != "opentelemetry":
+            raise
+        logging.getLogger(__name__).warning(
+            "traces are off: %s is set but OpenTelemetry is not installed (pip install 'lore-sre[otel]')",
+            next(name for name in OTLP_ENDPOINT_VARIABLES if (environ or os.environ).get(name, "").strip()),
+        )
+        return False
+    install_otlp()
+    return True

@@ -351,3 +351,31 @@ async def test_retriever_opened_before_the_first_sync_sees_it(
         writer.close()
     passages = (await backend.retrieve("walrus colony", mode=SearchMode.VECTOR)).passages
     assert [p.uri for p in passages] == ["a.md"]
+
+
+def test_a_traced_search_is_one_span_for_both_channels_and_one_for_the_embedding(
+    backend: PgVectorBackend, embedder: CountingEmbedder
+) -> None:
+    """Both channels go to PostgreSQL in one pipelined round trip: one span names both
+    (lore.tracing; recorded here by the OpenTelemetry SDK's in-memory exporter)."""
+    require_extra("opentelemetry.sdk.trace", "otel")
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from lore.otel import install_provider
+
+    add_document(backend, embedder, "a.md", "etcd lost its quorum after a disk filled up")
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    uninstall = install_provider(provider)
+    try:
+        found = asyncio.run(backend.retrieve("etcd quorum", top_k=2))
+    finally:
+        uninstall()
+    assert found.passages
+    spans = {span.name: span for span in exporter.get_finished_spans()}
+    channels = spans["lore.channel bm25+vector"]
+    assert dict(channels.attributes or {})["lore.engine"] == "pgvector"
+    assert any(name.startswith("embeddings ") for name in spans)

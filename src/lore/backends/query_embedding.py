@@ -11,10 +11,12 @@ remote ones, ``lore.embedders._http``), so a degraded answer comes within that d
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 
 import numpy as np
 import numpy.typing as npt
 
+from lore import tracing
 from lore.errors import EmbedderMismatchError, EmbeddingError, IndexingError
 from lore.events.timing import embedding
 from lore.models import SearchMode
@@ -25,13 +27,32 @@ def embed_query(embedder: Embedder, text: str, mode: SearchMode) -> tuple[Vector
     """``(vector, None)``; or, in hybrid mode when the embedder fails, ``(None, reason)``
     and the caller searches BM25 alone."""
     try:
-        with embedding():  # the retrieval event's embedding latency (lore.events.timing)
-            matrix = embedder.embed_queries([text])
+        # The retrieval event's embedding latency (lore.events.timing), and a GenAI
+        # embeddings span when traced (lore.tracing).
+        with embedding(), _embedding_span(embedder) as span:
+            try:
+                matrix = embedder.embed_queries([text])
+            except EmbeddingError as err:
+                span.fail(type(err).__name__, str(err))
+                raise
     except EmbeddingError as err:
         if mode is not SearchMode.HYBRID:
             raise
         return None, f"the query could not be embedded, so keyword (BM25) search answered alone: {err}"
     return np.asarray(matrix[0], dtype=np.float32), None
+
+
+def _embedding_span(embedder: Embedder) -> AbstractContextManager[tracing.Span]:
+    """The GenAI embeddings span of a query's embedding (only its name and attributes
+    cost anything, and only when traced)."""
+    if not tracing.active():
+        return tracing.IDLE
+    attributes: dict[str, tracing.Value] = {
+        "gen_ai.operation.name": "embeddings",
+        "gen_ai.request.model": embedder.model_id,
+        "gen_ai.embeddings.dimension.count": embedder.dimension,
+    }
+    return tracing.span(f"embeddings {embedder.model_id}", attributes, kind="client")
 
 
 def vector_or_bm25(

@@ -83,7 +83,9 @@ def mcp_command(
 
 
 def _serve(current: LoreSettings, embedder: Embedder, *, http: bool, port: int) -> None:
-    from lore.resolve import build_knowledge_search
+    from lore.resolve import build_knowledge_search, install_tracing
+
+    install_tracing()  # spans of every call, when OTEL_EXPORTER_OTLP_ENDPOINT names a collector
 
     audit = None
     if http:

@@ -74,7 +74,7 @@ def serve_command(
     from lore.access import Role
     from lore.cli.listen import check_can_listen
     from lore.private_files import private_files
-    from lore.resolve import REPLICA_BACKENDS
+    from lore.resolve import REPLICA_BACKENDS, install_tracing
     from lore.web.app import create_app
     from lore.web.server import StoppingServer
     from lore.web.service import open_service
@@ -110,6 +110,7 @@ def serve_command(
         if workers > 1:
             _serve_workers(host, port, workers)
             return
+        install_tracing()  # spans of every search, when OTEL_EXPORTER_OTLP_ENDPOINT names a collector
         service = open_service(current)
         asgi = create_app(service, host=host)
         degraded = service.degraded_reason()
@@ -157,9 +158,11 @@ def _serve_workers(host: str, port: int, workers: int) -> None:
 def worker_app() -> ASGIApp:
     """One worker of ``lore serve --workers N``: the service and app of one process (it
     inherits the supervisor's umask of 077, ``lore.private_files``)."""
+    from lore.resolve import install_tracing
     from lore.web.app import create_app
     from lore.web.service import open_service
 
+    install_tracing()  # each worker exports its own spans, as one lore serve does
     return create_app(open_service(settings()), host=os.environ.get(WORKER_HOST_ENV, LOOPBACK))
 
 

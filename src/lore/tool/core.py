@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import enum
+import json
 import logging
 import time
 from collections import Counter
@@ -29,7 +30,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from lore import startup_trace
+from lore import startup_trace, tracing
 from lore.access import AccessFilter, Principal, access_filter, principal_name
 from lore.confidence import Confidence, best, clears
 from lore.config import LoreSettings, load_settings
@@ -191,7 +192,58 @@ class KnowledgeSearch:
         passage its confidence (by default ``QueryJudge`` of the query); when none reaches
         ``min_confidence`` no passage is shown, unless ``anchored`` says the query names
         one (its alert name or identifier is the page's, ``lore.named``): such an answer is
-        never withheld."""
+        never withheld.
+
+        Traced (``lore.tracing``), the call is one span following OpenTelemetry's GenAI
+        retrieval span (``retrieval <index>``, ``gen_ai.operation.name`` = retrieval, the
+        index as ``gen_ai.data_source.id``, ``gen_ai.retrieval.top_k``, the returned
+        chunks' ids and scores in ``gen_ai.retrieval.documents``; never the query text),
+        with the embedding, each channel and the safety chain as its children."""
+        if not tracing.active():
+            return await self._chain(
+                tool,
+                prepare,
+                retrieve,
+                tracing.IDLE,
+                principal=principal,
+                mode=mode,
+                raw_query=raw_query,
+                judge=judge,
+                anchored=anchored,
+            )
+        source = self._settings.index_name
+        attributes: dict[str, tracing.Value] = {
+            "gen_ai.operation.name": "retrieval",
+            "gen_ai.data_source.id": source,
+            "lore.tool": tool,
+            "lore.engine": self._retriever.engine,
+        }
+        with tracing.span(f"retrieval {source}", attributes) as span:
+            return await self._chain(
+                tool,
+                prepare,
+                retrieve,
+                span,
+                principal=principal,
+                mode=mode,
+                raw_query=raw_query,
+                judge=judge,
+                anchored=anchored,
+            )
+
+    async def _chain(
+        self,
+        tool: str,
+        prepare: Callable[[], SearchRequest],
+        retrieve: Callable[[SearchRequest], Awaitable[Retrieved]],
+        span: tracing.Span,
+        *,
+        principal: Principal,
+        mode: SearchMode | None,
+        raw_query: Callable[[], str],
+        judge: Callable[[Passage], Confidence] | None,
+        anchored: Callable[[Passage], bool] | None,
+    ) -> ToolResult:
         started = time.perf_counter()
         request: SearchRequest | None = None
         degraded_reason: str | None = None
@@ -208,6 +260,7 @@ class KnowledgeSearch:
             # A token pasted into a question must not reach a remote embedder or reranker;
             # the index holds secrets redacted the same way, so nothing is lost for search.
             request = replace(request, query=redact_secrets(request.query))
+            span.set("gen_ai.retrieval.top_k", request.top_k)
             with measure_retrieval() as timing:
                 found, reranked, degraded_reason, served_by = await retrieve(request)
             startup_trace.mark("retrieved")
@@ -224,7 +277,11 @@ class KnowledgeSearch:
             if no_match:
                 found, levels = [], []
             # CPU-bound (regexes over every passage): off the event loop, on its executor.
-            passages, findings, truncated = await asyncio.to_thread(self._cleaner.make_safe, found, levels)
+            with tracing.span("lore.safety_chain") as safety:
+                cleaned = await asyncio.to_thread(self._cleaner.make_safe, found, levels)
+                passages, findings, truncated = cleaned
+                if safety.recording:
+                    _describe_safety(safety, len(found), findings, truncated)
             startup_trace.mark("screened and redacted")
         except LoreError as err:
             error = self._cleaner.redactor.redact(str(err))[0]
@@ -232,6 +289,8 @@ class KnowledgeSearch:
             logger.exception("%s failed", tool)
             error = f"{tool.replace('_', ' ')} failed unexpectedly ({type(err).__name__})"
         latency_ms = (time.perf_counter() - started) * 1000.0
+        if span.recording:
+            _describe_retrieval(span, passages, error, degraded_reason, no_match)
         # The mode that answered the call, also when the caller left it to the retriever
         # (the first of its modes, by the protocol): analytics group by it.
         effective = mode if mode is not None else next(iter(self._retriever.modes), None)
@@ -376,3 +435,24 @@ class KnowledgeSearch:
     def cleaner(self) -> PassageCleaner:
         """The screening, redaction and cap stages (benches time them alone)."""
         return self._cleaner
+
+
+def _describe_retrieval(
+    span: tracing.Span, passages: list[ToolPassage], error: str | None, degraded: str | None, no_match: bool
+) -> None:
+    """The GenAI retrieval span's outcome: the chunks shown (id and score each, as the
+    convention's JSON documents), and lore's own flags."""
+    documents = [{"id": p.chunk_id, "score": p.score} for p in passages]
+    span.set("gen_ai.retrieval.documents", json.dumps(documents))
+    span.set("lore.result_count", len(passages))
+    span.set("lore.degraded", degraded is not None)
+    span.set("lore.no_match", no_match)
+    if error is not None:
+        span.fail("lore.tool_error", error)
+
+
+def _describe_safety(span: tracing.Span, screened: int, findings: Counter[str], truncated: bool) -> None:
+    span.set("lore.safety.passages", screened)
+    for finding, count in sorted(findings.items()):
+        span.set(f"lore.safety.{finding}", count)
+    span.set("lore.safety.truncated", truncated)

@@ -22,7 +22,7 @@ from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from lore import __version__
+from lore import __version__, tracing
 from lore.mcp_server import HTTP_PATH
 from lore.serving import install_executor
 from lore.web import (
@@ -130,6 +130,12 @@ class _Dispatch:
         self._guarded = RequestGuard(self._route, allowed_hosts)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and tracing.active():
+            # The caller's W3C trace context: a search's spans join its trace. (MCP calls
+            # also carry it in their _meta, which the SDK reads.)
+            with tracing.remote_parent(*_trace_context(scope)):
+                await self._guarded(scope, receive, send)
+            return
         await self._guarded(scope, receive, send)
 
     async def _route(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -138,3 +144,12 @@ class _Dispatch:
             await self.mcp(scope, receive, send)
         else:
             await self.api(scope, receive, send)
+
+
+def _trace_context(scope: Scope) -> tuple[str | None, str | None]:
+    """The request's ``traceparent`` and ``tracestate`` headers (the first of each)."""
+    found: dict[bytes, str] = {}
+    for name, value in scope.get("headers") or ():
+        if name in (b"traceparent", b"tracestate") and name not in found:
+            found[name] = value.decode("latin-1")
+    return found.get(b"traceparent"), found.get(b"tracestate")

@@ -25,12 +25,13 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
+from lore import tracing
 from lore.access import AccessFilter
 from lore.backends import lexical
 from lore.backends.pgvector import bm25
@@ -488,7 +489,9 @@ class PgVectorBackend(LedgerReads, ServerSearch):
             if mode in (SearchMode.HYBRID, SearchMode.BM25):
                 text_scan = run.text_statement(conn, text, where, depth)
                 channels[TEXT_CHANNEL] = []
-            lexical, nearest = run.search(conn, text_scan, vector, where, depth)
+            # Both channels go to PostgreSQL in one pipelined round trip: one span for both.
+            with _channels_span(text_scan is not None, vector is not None):
+                lexical, nearest = run.search(conn, text_scan, vector, where, depth)
             if lexical is not None:
                 channels[TEXT_CHANNEL] = lexical
             if nearest is not None:
@@ -547,3 +550,12 @@ def _chunk_text(run: pg_channels.Channels, conn: psycopg.Connection[TupleRow], c
         return None
     _, text, _, title, section, *_ = row
     return f"{title}\n{section}\n{text}"
+
+
+def _channels_span(lexical: bool, nearest: bool) -> AbstractContextManager[tracing.Span]:
+    """The span of a search's channels when traced (``lore.tracing``)."""
+    if not tracing.active():
+        return tracing.IDLE
+    names = [name for name, ran in (("bm25", lexical), ("vector", nearest)) if ran]
+    attributes: dict[str, tracing.Value] = {"lore.channel": "+".join(names), "lore.engine": "pgvector"}
+    return tracing.span(f"lore.channel {'+'.join(names)}", attributes, kind="client")

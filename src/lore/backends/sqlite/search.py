@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from lore import tracing
 from lore.access import AccessFilter
 from lore.backends.query_embedding import vector_or_bm25
 from lore.backends.sqlite.ann import AnnChannel
@@ -40,6 +41,11 @@ MAX_QUERY_CHARS = 50_000
 _MODE_NAMES = frozenset(mode.value for mode in SearchMode)
 
 Ranked = list[tuple[int, float, dict[str, int]]]
+
+#: The spans of the two channels when traced (lore.tracing).
+BM25_SPAN, VECTOR_SPAN = "lore.channel bm25", "lore.channel vector"
+BM25_ATTRIBUTES: dict[str, tracing.Value] = {"lore.channel": "bm25", "lore.engine": "sqlite"}
+VECTOR_ATTRIBUTES: dict[str, tracing.Value] = {"lore.channel": "vector", "lore.engine": "sqlite"}
 
 
 class SqliteSearch:
@@ -133,20 +139,23 @@ class SqliteSearch:
             # Deleted chunks may still sit in the matrix (and are dropped from its hits),
             # so the vector channel asks for that many more.
             vector_depth = depth + matrix.dead
+            # Each channel is a span of its own when traced (lore.tracing).
+            bm25 = tracing.carried(self._layout.current.search, BM25_SPAN, BM25_ATTRIBUTES)
             if vector is None:
-                fulltext = self._layout.current
-                rankings[SearchMode.BM25.value] = fulltext.search(query, label_filter, depth, access)
+                rankings[SearchMode.BM25.value] = bm25(query, label_filter, depth, access)
             elif chosen is SearchMode.VECTOR:
-                hits = self._vector_hits(matrix, vector, label_filter, vector_depth, access)
+                with tracing.span(VECTOR_SPAN, VECTOR_ATTRIBUTES):
+                    hits = self._vector_hits(matrix, vector, label_filter, vector_depth, access)
                 rankings[SearchMode.VECTOR.value] = hits
             else:
                 # tantivy and numpy both release the GIL: BM25 runs on a helper thread
                 # while this one scans the vectors (with the other helper, for a large
                 # matrix).
                 helpers = self._helpers()
-                lexical = helpers.submit(self._layout.current.search, query, label_filter, depth, access)
+                lexical = helpers.submit(bm25, query, label_filter, depth, access)
                 try:
-                    vector_hits = self._vector_hits(matrix, vector, label_filter, vector_depth, access)
+                    with tracing.span(VECTOR_SPAN, VECTOR_ATTRIBUTES):
+                        vector_hits = self._vector_hits(matrix, vector, label_filter, vector_depth, access)
                 finally:
                     rankings[SearchMode.BM25.value] = lexical.result()
                 rankings[SearchMode.VECTOR.value] = vector_hits
