@@ -8,6 +8,7 @@
              ─► settings_chunker ──────► Chunker
              ─► event_store_for, recorder_for, configured_event_store ─► EventStore, EventRecorder
              ─► knowledge_search, build_knowledge_search ─► KnowledgeSearch (the safety chain)
+             ─► open_replicas ─────────► Replicas (what lore serve replicas share), or None
     OTEL_* ─► install_tracing ────────► spans of every search over OTLP (lore.otel), or none
 
 The CLI, ``lore serve`` and its sync child, ``lore mcp``, ``lore eval`` and the adapters
@@ -42,6 +43,7 @@ from lore.protocols import (
     EventStoring,
     KnowledgeIndex,
     KnowledgeRetriever,
+    Replicas,
     Reranker,
     StoringBackend,
 )
@@ -137,6 +139,21 @@ def open_backend(settings: LoreSettings, embedder: Embedder | None = None) -> St
         return None
     module = backend_module(settings.backend)
     return module.from_settings(settings, embedder if embedder is not None else resolve_embedder(settings))
+
+
+#: Backends whose database can hold what ``lore serve`` replicas share (``Replicas``).
+REPLICA_BACKENDS = frozenset({"pgvector"})
+
+
+def open_replicas(settings: LoreSettings) -> Replicas | None:
+    """Sessions, the write turn, the scheduler's lease and the sync queue in the index's
+    own database, for any number of ``lore serve`` processes over it; None for a backend
+    without one (the SQLite default: one process keeps them in memory)."""
+    if settings.backend not in REPLICA_BACKENDS or settings.pg_dsn is None:
+        return None
+    from lore.backends.pgvector.replicas import open_replicas as open_pg_replicas
+
+    return open_pg_replicas(settings.pg_dsn.get_secret_value(), settings.index_name)
 
 
 #: Backends whose location (``lore migrate --from/--to``) may carry a password: shown by

@@ -7,11 +7,17 @@ delete) for exactly the documents it changed, so a request returns once its chan
 searchable. A write runs on a worker thread with its own event loop, a whole sync in a
 child process of the lowest priority (``lore.web.sync_process``); searches go on
 meanwhile on the server's loop (the SQLite backend reads on its own connection).
+
+Over an index whose database replicas share (``Service.replicas``, pgvector), "never two
+at once" holds across every ``lore serve`` process over it: each write also takes the
+replicas' write turn (``lore.protocols.Replicas.write_turn``), an advisory lock in that
+database, so an upload on one replica waits for a sync run by another.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -22,7 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from lore.access import Principal, readable
 from lore.alerts.tool import AlertResult, RunbookForAlert
 from lore.config import LoreSettings
-from lore.errors import BackendUnavailableError, ConfigError, LoreError
+from lore.errors import BackendUnavailableError, ConfigError, IndexLockedError, LoreError
 from lore.models import SourceFailure, SourceItem, SyncReport, Tombstone
 from lore.protocols import (
     DocumentReader,
@@ -30,6 +36,7 @@ from lore.protocols import (
     KnowledgeRetriever,
     KnowledgeSource,
     QueryWarmUp,
+    Replicas,
     StoringBackend,
 )
 from lore.serving import audit_log, configure_server_process, query_embedder
@@ -109,6 +116,9 @@ class Service:
     #: Where whole syncs run: a child process of the lowest priority, or (None) the
     #: calling thread, as for an embedder the child could not build from the settings.
     sync_process: SyncProcess | None = None
+    #: What replicas over the same index share (sessions, one writer at a time, the
+    #: scheduler's lease, the sync queue); None: this process holds them in memory.
+    replicas: Replicas | None = None
 
     def __post_init__(self) -> None:
         self.writer = IndexWriter(self.settings, self.embedder, lambda: self.backend, self.fallback)
@@ -304,13 +314,20 @@ class Service:
         return self.writer.sync(sources)
 
     def locked(self, job: Callable[[], T]) -> T:
-        """``job`` under the write lock: never two writes at once."""
+        """``job`` under the write lock: never two writes at once, in this process nor,
+        with ``replicas``, on any replica over the same index."""
         if not self.write_lock.acquire(timeout=WRITE_WAIT_SECONDS):
             raise Problem(
                 503, "a sync is writing the index; try again shortly", headers={"Retry-After": "10"}
             )
         try:
-            return job()
+            with contextlib.ExitStack() as turn:
+                if self.replicas is not None:
+                    try:
+                        turn.enter_context(self.replicas.write_turn(WRITE_WAIT_SECONDS))
+                    except IndexLockedError as err:
+                        raise Problem(503, str(err), headers={"Retry-After": "10"}) from err
+                return job()
         finally:
             self.write_lock.release()
 
@@ -340,6 +357,7 @@ def open_service(
         knowledge_search,
         open_backend,
         open_fallback_index,
+        open_replicas,
         resolve_embedder,
         retriever_with_fallback,
     )
@@ -397,4 +415,5 @@ def open_service(
         fallback_retriever=fallback_retriever,
         # A child builds its embedder from the settings: one passed in stays in-process.
         sync_process=SyncProcess() if built_embedder else None,
+        replicas=open_replicas(settings),
     )
