@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import difflib
+import os
 import sys
 import time
 from collections import Counter
@@ -24,7 +25,10 @@ from lore.models import Document, Visibility
 from lore.safety.secrets import SecretRedactor
 from lore.sources.filesystem import FilesystemSource
 
-SHARED_CORPORA = Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
+#: ../shared/corpora, or the directory in LORE_BENCH_CORPORA (a worktree elsewhere).
+SHARED_CORPORA = Path(
+    os.environ.get("LORE_BENCH_CORPORA") or Path(__file__).resolve().parents[1].parent / "shared" / "corpora"
+)
 MARKER = "[REDACTED:"
 
 

@@ -45,6 +45,7 @@ NEEDS_EXTRA = {
     "lore.backends.pgvector.events": "pgvector",
     "lore.backends.pgvector.channels": "pgvector",
     "lore.backends.pgvector.ledger": "pgvector",
+    "lore.backends.pgvector.replicas": "pgvector",
     "lore.backends.pgvector.postings": "pgvector",
     "lore.backends.pgvector.statements": "pgvector",
     "lore.backends.pgvector.analysis": "pgvector",

@@ -1,7 +1,9 @@
 """The safety chain over HTTP: every planted injection (``lore.testing.attacks``), served
-by ``lore serve`` on a loopback socket, through ``POST /v1/search``, MCP over streamable
-HTTP at ``/mcp``, and the reader's ``GET /v1/documents/{uri}``; with the chain bypassed in the server's
-process, the same checks find the payloads (the control that proves they can fail).
+by ``lore serve`` on a loopback socket, through ``POST /v1/search``, ``POST /v1/alerts``
+(and the suggestion it keeps, read back by ``GET /v1/alerts/{fingerprint}``), MCP over
+streamable HTTP at ``/mcp``, and the reader's ``GET /v1/documents/{uri}``; with the chain
+bypassed in the server's process, the same checks find the payloads (the control that
+proves they can fail).
 
 The stdio, CLI, Python and adapter entry points are in ``test_entry_points_safety.py``.
 """
@@ -12,6 +14,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import pytest
@@ -26,7 +29,7 @@ from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 
 from lore.testing.attacks import PlantedCase, injection_cases, unsafe_payloads, write_attack_corpus  # noqa: E402
 from lore.tool.cleaning import PassageCleaner  # noqa: E402
-from web_helpers import Served, serve  # noqa: E402
+from web_helpers import Served, alert_webhook, serve  # noqa: E402
 
 CASES = injection_cases()
 
@@ -51,6 +54,21 @@ def search(served: Served, case: PlantedCase) -> dict[str, object]:
     return body
 
 
+def alert(served: Served, index: int, case: PlantedCase) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The answer to an alert named after ``case``'s query, posted as Alertmanager does
+    (an editor's token, so the answer is kept), and the kept suggestion read back."""
+    fingerprint = f"{index:016x}"
+    with served.client("editor") as client:
+        response = client.post("/v1/alerts", json=alert_webhook(case.query, fingerprint))
+    assert response.status_code == 200, response.text
+    with served.client("viewer") as client:
+        kept = client.get(f"/v1/alerts/{fingerprint}")
+    assert kept.status_code == 200, kept.text
+    answer: dict[str, Any] = response.json()
+    suggestion: dict[str, Any] = kept.json()
+    return answer, suggestion
+
+
 def test_v1_search(served: Served) -> None:
     leaks: list[str] = []
     for case in CASES:
@@ -60,6 +78,17 @@ def test_v1_search(served: Served) -> None:
         assert case_uri(case) in [p["uri"] for p in passages], f"{case.name}: its page was not returned"
         leaks += unsafe_payloads(body, [case])
     assert not leaks, "planted payloads reached the caller:\n" + "\n".join(leaks)
+
+
+def test_v1_alerts_and_the_kept_suggestion(served: Served) -> None:
+    leaks: list[str] = []
+    for index, case in enumerate(CASES):
+        answer, suggestion = alert(served, index, case)
+        assert case_uri(case) in [p["uri"] for p in answer["passages"]], f"{case.name}: not returned"
+        assert case_uri(case) in [p["uri"] for p in suggestion["passages"]], f"{case.name}: not kept"
+        leaks += [f"answer: {leak}" for leak in unsafe_payloads(answer, [case])]
+        leaks += [f"kept: {leak}" for leak in unsafe_payloads(suggestion, [case])]
+    assert not leaks, "planted payloads reached the alert's caller:\n" + "\n".join(leaks)
 
 
 async def test_mcp_over_http(served: Served) -> None:
@@ -108,4 +137,10 @@ def test_control_without_the_chain_the_payloads_come_back(
     write_attack_corpus(tmp_path / "runbooks", CASES)
     with serve(tmp_path) as bypassed:
         missed = [case.name for case in CASES if not unsafe_payloads(search(bypassed, case), [case])]
+        unalerted = [
+            case.name
+            for index, case in enumerate(CASES)
+            if not all(unsafe_payloads(read, [case]) for read in alert(bypassed, index, case))
+        ]
     assert not missed, f"the control did not see these payloads: {missed}"
+    assert not unalerted, f"the control did not see these payloads through /v1/alerts: {unalerted}"

@@ -5,9 +5,13 @@ streamable HTTP. The in-process and stdio entry points (Python API, MCP stdio, C
 OpenAI, LangChain) run the same cases in ``test_entry_points_safety.py``.
 
 For each class: its document comes back (the payload went through the path) and no
-planted value is in anything the client receives. The control serves the same corpus
-with the chain bypassed (no redaction at ingest, at query time or in the reader) and
-finds every case's value, so a pass here means something.
+planted value is in anything the client receives. At rest: after every route was read
+(and secrets sent in a query, its correlation keys, an alert and a feedback note), every
+file the server wrote (the index and its full-text terms, the events with the kept alert
+suggestions and feedback, the audit log) is read back as bytes and holds no planted
+value. The control serves the same corpus with the chain bypassed (no redaction at
+ingest, at query time or in the reader) and finds every case's value, in the answers and
+in the stored files, so a pass here means something.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from mcp import Client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 
 from lore.testing.attacks import PlantedCase, secret_cases, unsafe_payloads, write_attack_corpus  # noqa: E402
-from web_helpers import Served, serve  # noqa: E402
+from web_helpers import Served, alert_webhook, serve  # noqa: E402
 
 CASES = secret_cases()
 #: The tree and each document hold every case: the whole read must be clean.
@@ -38,30 +42,6 @@ TOP_K = 20
 
 def case_uri(case: PlantedCase) -> str:
     return f"file://runbooks/planted-{case.name.replace('_', '-')}.md"
-
-
-def webhook(alertname: str) -> dict[str, Any]:
-    return {
-        "version": "4",
-        "status": "firing",
-        "receiver": "lore",
-        "groupLabels": {"alertname": alertname},
-        "commonLabels": {"alertname": alertname},
-        "commonAnnotations": {},
-        "externalURL": "http://127.0.0.1:9093",
-        "groupKey": '{}:{alertname="' + alertname + '"}',
-        "alerts": [
-            {
-                "status": "firing",
-                "labels": {"alertname": alertname, "severity": "critical"},
-                "annotations": {"summary": f"{alertname} fired", "description": alertname},
-                "startsAt": "2026-12-01T10:00:00Z",
-                "endsAt": "0001-01-01T00:00:00Z",
-                "generatorURL": "http://127.0.0.1:9090/graph",
-                "fingerprint": "3f2a9c1b7e6d5a40",
-            }
-        ],
-    }
 
 
 #: A secret where a search never shows it but the reader serves the stored Markdown.
@@ -95,7 +75,7 @@ def read_everything(served: Served, case: PlantedCase) -> dict[str, Any]:
     """What a viewer gets for ``case`` from each HTTP route."""
     with served.client("viewer") as client:
         search = client.post("/v1/search", json={"query": case.query, "top_k": TOP_K})
-        alert = client.post("/v1/alerts", json=webhook(case.query))
+        alert = client.post("/v1/alerts", json=alert_webhook(case.query))
         document = client.get("/v1/documents/" + quote(case_uri(case), safe=""))
     for response in (search, alert, document):
         assert response.status_code == 200, response.text
@@ -136,6 +116,60 @@ async def test_every_secret_class_is_redacted_over_mcp_http(served: Served) -> N
     assert not leaks, "planted secrets reached an MCP client:\n" + "\n".join(leaks)
 
 
+#: Secrets a caller sends (built at run time: nothing here is a real credential).
+SENT_TOKEN = "ghp_" + "aB3dE5fG7hJ9kL1m" + "N3pQ5rS7tU9vW1xY3zA5"
+SENT_PASSWORD = "Fake" + "Sent" + "9pw!"
+
+
+def send_secrets(served: Served) -> None:
+    """A search, an alert and a feedback note that carry secrets the chain redacts."""
+    with served.client("editor") as client:
+        search = client.post(
+            "/v1/search",
+            json={
+                "query": f"restart with token {SENT_TOKEN}",
+                "conversation_id": f"password={SENT_PASSWORD}",
+                "trace": {"ticket": f"token {SENT_TOKEN}"},
+            },
+        )
+        assert search.status_code == 200, search.text
+        event_id = search.json()["metadata"]["event_id"]
+        payload = alert_webhook(CASES[0].query, "5e17ab0c9d8e7f60")
+        payload["alerts"][0]["annotations"]["description"] = f"db password={SENT_PASSWORD}"
+        assert client.post("/v1/alerts", json=payload).status_code == 200
+        note = client.post("/v1/feedback", json={"event_id": event_id, "note": f"use {SENT_TOKEN}"})
+        assert note.status_code == 201, note.text
+
+
+def stored_files(root: Path) -> dict[str, bytes]:
+    """Every file the server wrote, as bytes (the corpus aside): SQLite with its WAL, the
+    full-text index, the event store, the audit log, the data folder."""
+    return {
+        str(path.relative_to(root)): path.read_bytes()
+        for path in root.rglob("*")
+        if path.is_file() and path.relative_to(root).parts[0] != "runbooks"
+    }
+
+
+def in_clear(stored: dict[str, bytes], values: list[str]) -> list[str]:
+    return [f"{name}: {value}" for value in values for name, blob in stored.items() if value.encode() in blob]
+
+
+def planted_values() -> list[str]:
+    return [COMMENT_VALUE, *(payload for case in CASES for payload in case.payloads)]
+
+
+def test_nothing_the_chain_redacts_is_stored_in_clear(served: Served) -> None:
+    for case in CASES:
+        read_everything(served, case)
+    send_secrets(served)
+    stored = stored_files(served.root)
+    assert any(name.endswith("audit.jsonl") for name in stored)
+    assert any(name.endswith(".db") for name in stored)
+    leaked = in_clear(stored, [*planted_values(), SENT_TOKEN, SENT_PASSWORD])
+    assert leaked == [], "stored in clear:\n" + "\n".join(leaked)
+
+
 def test_control_without_the_chain_every_class_leaks_over_http(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -165,3 +199,6 @@ def test_control_without_the_chain_every_class_leaks_over_http(
             assert unsafe_payloads(read["document"], [case]), case.name
             assert unsafe_payloads(read["search"], [case]), case.name
         assert COMMENT_VALUE in read_comment_document(running)
+        send_secrets(running)
+        stored = stored_files(tmp_path)
+        assert all(in_clear(stored, [value]) for value in [*planted_values(), SENT_TOKEN, SENT_PASSWORD])

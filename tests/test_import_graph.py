@@ -41,8 +41,11 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("services", (
         "lore.tool", "lore.alerts", "lore.events", "lore.eval", "lore.metrics", "lore.serving",
         "lore.mcp_tools",
-        # Ranking policy over passages: named evidence, source priority; files lore writes.
-        "lore.named", "lore.priority", "lore.private_files",
+        # Runbooks as Agent Skills over the index, the chain and the access rule.
+        "lore.skills",
+        # Ranking policy over passages: named evidence, source priority, arrangement; files
+        # lore writes.
+        "lore.named", "lore.priority", "lore.arrange", "lore.private_files",
     )),
     # One implementation of a seam or a stage each, taking instances.
     ("parts", (

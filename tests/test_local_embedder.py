@@ -198,10 +198,19 @@ _WITHOUT_TORCH = textwrap.dedent(
 
 
 @pytest.mark.slow
-def test_documents_and_queries_embed_without_pytorch(tmp_path: Path, torch_vectors: np.ndarray) -> None:
+@pytest.mark.parametrize("cache", ["writable", "unwritable"])
+def test_documents_and_queries_embed_without_pytorch(
+    tmp_path: Path, torch_vectors: np.ndarray, cache: str
+) -> None:
     """The default install has no PyTorch: a first sync's documents and then its queries
-    run on the model built from its weights (``bert_graph``), with PyTorch's vectors."""
+    run on the model built from its weights (``bert_graph``), with PyTorch's vectors; where
+    the model cache cannot be written (a read-only image, a file in its place), the built
+    model is kept for the process instead of falling back to a PyTorch it does not have."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("LORE_")}
+    cache_dir = tmp_path
+    if cache == "unwritable":
+        cache_dir = tmp_path / "not-a-directory"
+        cache_dir.write_text("", encoding="utf-8")
     script = _WITHOUT_TORCH + textwrap.dedent(
         f"""
         import json
@@ -209,9 +218,9 @@ def test_documents_and_queries_embed_without_pytorch(tmp_path: Path, torch_vecto
         from lore.config import LoreSettings
         from lore.embedders.local import from_settings
         texts = {TEXTS!r}
-        embedder = from_settings(LoreSettings(embedder="local", cache_dir=Path({str(tmp_path)!r})))
+        embedder = from_settings(LoreSettings(embedder="local", cache_dir=Path({str(cache_dir)!r})))
         documents = embedder.embed_documents(texts)
-        queries = from_settings(LoreSettings(cache_dir=Path({str(tmp_path)!r}))).embed_queries(texts)
+        queries = from_settings(LoreSettings(cache_dir=Path({str(cache_dir)!r}))).embed_queries(texts)
         print(json.dumps([documents.tolist(), queries.tolist(), embedder.runtime,
                           sorted(m for m in sys.modules if m.split(".")[0] in {{"torch", "transformers"}})]))
         """

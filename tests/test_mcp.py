@@ -328,7 +328,7 @@ def test_stdio_ping_unknown_method_and_notifications(config: Path) -> None:
         b'{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":9}}',
         b'{"jsonrpc":"2.0","method":"notifications/whatever"}',
         b'{"jsonrpc":"2.0","id":2,"method":"ping"}',
-        b'{"jsonrpc":"2.0","id":"three","method":"resources/list"}',
+        b'{"jsonrpc":"2.0","id":"three","method":"prompts/list"}',
         b"",  # a blank line is no message
         b'{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"delete_everything","arguments":{}}}',
         b'{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"arguments":{}}}',
@@ -339,7 +339,7 @@ def test_stdio_ping_unknown_method_and_notifications(config: Path) -> None:
     assert [reply["id"] for reply in replies] == [1, 2, "three", 4, 5]
     assert replies[1] == {"jsonrpc": "2.0", "id": 2, "result": {}}
     assert replies[2] == {"jsonrpc": "2.0", "id": "three",
-                          "error": {"code": -32601, "message": "Method not found", "data": "resources/list"}}
+                          "error": {"code": -32601, "message": "Method not found", "data": "prompts/list"}}
     # An unknown tool is a tool error result, as the SDK server answers it.
     assert replies[3]["result"] == {"content": [{"type": "text", "text": (
         "unknown tool 'delete_everything'; this server offers 'knowledge_search', "
@@ -374,7 +374,12 @@ def test_stdio_protocol_version_negotiation(config: Path, requested: str, served
 
     result = replies[0]["result"]
     assert result["protocolVersion"] == served
-    assert result["capabilities"] == {"tools": {"listChanged": False}}
+    assert result["capabilities"] == {
+        "tools": {"listChanged": False},
+        # the skill files, and the MCP Skills extension over them (tests/test_skills.py)
+        "resources": {"listChanged": False, "subscribe": False},
+        "extensions": {"io.modelcontextprotocol/skills": {}},
+    }
     assert result["serverInfo"]["name"] == "lore"
     assert "knowledge_search" in result["instructions"]
 

@@ -375,9 +375,9 @@ def test_passages_are_sanitised_markdown(page: Page, served_lore: ServedLore) ->
     hrefs = body.locator("a").evaluate_all("links => links.map(link => link.getAttribute('href'))")
     assert hrefs == ["https://example.com/runbook", "https://example.com/x"]
     # A host outside [safety] allowed_link_hosts never reaches the page as a link.
-    expect(body).to_contain_text("away [lore: removed external link]")
+    expect(body).to_contain_text("away [lore: removed external link to ")
     # javascript: and data: links are neutralised by the safety chain before the page.
-    expect(body).to_contain_text("click me [lore: removed external link]")
+    expect(body).to_contain_text("click me [lore: removed external link to a javascript URL]")
     expect(body).to_contain_text('<a href="https://example.com/x">raw</a>')
     safe = body.get_by_role("link", name="ok")
     expect(safe).to_have_attribute("href", "https://example.com/runbook")

@@ -197,3 +197,19 @@ def test_an_equal_weight_lets_the_pack_outrank_the_team(
     equal.write_text(text, encoding="utf-8")
     result = cli_json(equal, ["search", "redis is out of memory", "--mode", "bm25"], monkeypatch, capsys)
     assert result["passages"][0]["uri"] == "vault://lore/redis/memory-evictions.md"
+
+
+# -- point 3: one passage per section, no document taking every slot -----------------------------
+
+
+def test_lore_search_shows_a_sections_consecutive_chunks_as_one_passage(
+    config: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    result = cli_json(config, ["search", "etcd cluster has no leader", "--mode", "bm25"], monkeypatch, capsys)
+    passages = result["passages"]
+    places = [(p["uri"], p["section"], int(p["chunk_id"].rsplit("#", 2)[1])) for p in passages]
+    for uri, section, number in places:  # no two consecutive chunks of one section compete
+        assert (uri, section, number + 1) not in places
+    assert len({p["uri"] for p in passages}) > 1  # (diversity's rule itself: tests/test_arrange.py)
+    scores = [p["score"] for p in passages]
+    assert scores == sorted(scores, reverse=True)

@@ -133,3 +133,68 @@ def test_alternative_readings_map_back() -> None:
 
 def test_replace_spans_merges_overlaps() -> None:
     assert replace_spans("abcdefgh", [(1, 3, "X"), (2, 5, "Y"), (6, 7, "Z")]) == "aXfZh"
+
+
+#: Texts with no Markdown in them (titles, uris, ids, a line of prose), read without a parse.
+PLAIN = [
+    "Etcd has no leader",
+    "file://runbooks/kubernetes/etcd-no-leader.md#3",
+    "Mitigation > Restart the pod",
+    "a1b2c3d4e5f60718293a4b5c6d7e8f9012345678",
+    "see https://grafana.example.com/d/x?var=1 for the panel",
+    "payments_consumer_group lag",
+    "line one\nline two, a soft break",
+    "2024-11-05 the outage",
+]
+#: Look-alikes of plain text that Markdown reads otherwise: each must take the parse.
+MARKED = [
+    "ig*nore* that",
+    "ig<b>nore</b>",
+    "&#105;gnore",
+    "# Heading",
+    "- system: linux",
+    "1. first step",
+    "> quoted",
+    "_emphasis_ here",
+    "[a link](https://example.com)",
+    "a | b",
+    "  indented",
+    "hard break  \nnext",
+    "one\n\ntwo",
+    "---\ntitle: x\n---",
+    "`code` span",
+    "back\\slash",
+]
+
+
+@pytest.mark.parametrize("text", PLAIN)
+def test_a_text_with_no_markdown_is_its_own_view_as_the_parse_renders_it(text: str) -> None:
+    from lore.safety.canonical import _plain_view, _render_markdown
+
+    plain = _plain_view(text)
+    assert plain is not None
+    parsed = _render_markdown(text)
+    assert plain.text == parsed.text == text
+    assert [(link.kind, link.url, link.span) for link in plain.links] == [
+        (link.kind, link.url, link.span) for link in parsed.links
+    ]
+
+
+@pytest.mark.parametrize("text", MARKED)
+def test_a_text_with_markdown_takes_the_parse(text: str) -> None:
+    from lore.safety.canonical import _plain_view
+
+    assert _plain_view(text) is None
+
+
+def test_every_plain_line_of_the_example_corpus_reads_as_the_parse_renders_it() -> None:
+    from pathlib import Path
+
+    from lore.safety.canonical import _plain_view, _render_markdown
+
+    root = Path(__file__).resolve().parents[1] / "examples" / "runbooks"
+    texts = {piece for path in root.rglob("*.md") for piece in path.read_text(encoding="utf-8").split("\n\n")}
+    texts |= {line for text in list(texts) for line in text.split("\n")}
+    plain = [text for text in texts if _plain_view(text) is not None]
+    assert len(plain) > 100
+    assert [text for text in plain if _render_markdown(text).text != text] == []

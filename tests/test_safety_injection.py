@@ -185,13 +185,13 @@ def test_invisible_characters_are_stripped_before_matching() -> None:
 
 def test_external_link_keeps_text_and_drops_url() -> None:
     text, findings = screen_injections("See [the runbook](https://evil.example/x?token=abc) now.")
-    assert text == "See the runbook [lore: removed external link] now."
+    assert text == "See the runbook [lore: removed external link to evil.example] now."
     assert findings == {"external_link": 1}
 
 
 def test_external_image_keeps_alt_text() -> None:
     text, _ = screen_injections("![p99 latency](https://evil.example/p.png)")
-    assert text == "[image: p99 latency] [lore: removed external image]"
+    assert text == "[image: p99 latency] [lore: removed external image to evil.example]"
 
 
 def test_allowed_hosts_and_their_subdomains_keep_links() -> None:
@@ -203,7 +203,9 @@ def test_allowed_hosts_and_their_subdomains_keep_links() -> None:
     text, findings = screen_injections(source, allowed_link_hosts=["internal.example"])
     assert "[dash](https://grafana.internal.example/d/1)" in text
     assert "![g](https://cdn.wiki.internal.example/g.png)" in text
-    assert "evil.example" not in text
+    # The look-alike host goes as a link and stays named, inert, in the marker.
+    assert "https://internal.example.evil.example" not in text
+    assert "bad [lore: removed external link to internal.example.evil.example]" in text
     assert findings == {"external_link": 1}
 
 
@@ -366,3 +368,29 @@ def test_the_tools_warm_up_builds_the_screening_rules_before_a_first_search() ->
     injection._RULES_CACHE.pop(hosts, None)
     PassageCleaner(tool_policy(settings)).warm_up()
     assert hosts in injection._RULES_CACHE
+
+
+@pytest.mark.parametrize(
+    ("source", "shown"),
+    [
+        (
+            "See [the runbook](https://evil.example/x?token=abc).",
+            "the runbook [lore: removed external link to evil.example]",
+        ),
+        ("[ref]: https://evil.example/x", "[ref]: [lore: removed external link to evil.example]"),
+        ('<a href="https://evil.example/x">here</a>', "here [lore: removed external link to evil.example]"),
+        ("<https://evil.example/x>", "[lore: removed external link to evil.example]"),
+        ("[click me](javascript:alert(1))", "click me [lore: removed external link to a javascript URL]"),
+        ("see https:/evil.example/x for it", "[lore: removed external link to evil.example]"),
+    ],
+)
+def test_a_removed_link_is_inert_and_names_its_host(source: str, shown: str) -> None:
+    text, _ = screen_injections(source)
+    assert shown in text
+    assert "https:/" not in text
+    assert "javascript:" not in text
+
+
+def test_a_link_to_an_allowed_host_stays_a_link() -> None:
+    source = "See [the runbook](https://wiki.internal.example/x)."
+    assert screen_injections(source, allowed_link_hosts=["internal.example"])[0] == source

@@ -94,3 +94,31 @@ def test_nothing_of_a_context_case_is_stored_in_clear(tmp_path: Path) -> None:
     # the control: the source file holds every one of them
     source = (runbooks / "ctx.md").read_text(encoding="utf-8")
     assert all(value in source for value in planted)
+
+
+def test_a_table_cell_is_read_with_its_column_header_through_the_view() -> None:
+    """The view pairs the cell with its header (``password: …``) and the grammar's
+    key/value row reads it: no block rule of the table's own finds it."""
+    from lore.safety.canonical import render
+    from lore.safety.secret_context import _table_cells
+
+    value = "Fake" + "Cell" + "7pw"
+    table = f"| host | user | password |\n|---|---|---|\n| db01 | app | `{value}` |\n"
+    assert f"password: {value}" in render(table).text
+    assert _table_cells(table) == []
+    redacted, found = SecretRedactor().redact(table)
+    assert value not in redacted
+    assert "| db01 | app | `[REDACTED:password]` |" in redacted
+    assert found == {"password": 1}
+
+
+@pytest.mark.parametrize(
+    "table",
+    [
+        "| user | password |\n|---|---|\n| app | stored in Vault |\n| ops | `<your-password>` |\n",
+        "| password policy | value |\n|---|---|\n| length | 12 or more |\n",
+        "| step | command |\n|---|---|\n| 1 | `psql --password --port=5432` |\n",
+    ],
+)
+def test_a_table_about_passwords_that_holds_none_is_kept(table: str) -> None:
+    assert SecretRedactor().redact(table) == (table, {})

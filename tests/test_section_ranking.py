@@ -27,6 +27,10 @@ def passage(uri: str, section: str, score: float, source: str = "runbooks") -> P
     [
         ("KafkaConsumerLagHigh is firing, how do I fix it?", Role.REMEDY),
         ("how do I mitigate replica lag", Role.REMEDY),
+        ("KafkaConsumerLagHigh is firing, how do I bring the lag down?", Role.REMEDY),
+        ("redis is evicting keys, what do I do to stop it?", Role.REMEDY),
+        ("cert-manager did not renew it, how do I renew the certificate by hand?", Role.REMEDY),
+        ("how do I check which upstream returns SERVFAIL?", Role.DIAGNOSIS),
         ("why did the node go NotReady?", Role.DIAGNOSIS),
         ("how do I see why a pod is in CrashLoopBackOff?", Role.DIAGNOSIS),
         ("who is affected when the gateway returns 5xx", Role.IMPACT),

@@ -50,9 +50,13 @@ GLOBEX_MARKER = "wombatglobex"
 MISSING = "file://runbooks/no-such-document.md"
 
 MORE_SOURCES = (
+    # Appended to the ``runbooks`` table first: its documents, like secops' and globex', are
+    # served as skills (lore.skills), so the skills methods hold the boundary too.
+    "skills = true\n"
     '\n[[sources]]\nname = "secops"\ntype = "filesystem"\npath = "secops"\naccess = ["secops"]\n'
+    "skills = true\n"
     '\n[[sources]]\nname = "globex"\ntype = "filesystem"\npath = "globex"\nvisibility = "all-viewers"\n'
-    'tenant = "globex"\n'
+    'tenant = "globex"\nskills = true\n'
     '\n[[sources]]\nname = "globex-notes"\ntype = "manual"\nvisibility = "all-viewers"\ntenant = "globex"\n'
     '\n[[sources]]\nname = "notes"\ntype = "manual"\nvisibility = "all-viewers"\n'
     '\n[[sources]]\nname = "uploads"\ntype = "upload"\nvisibility = "all-viewers"\n'
@@ -567,6 +571,132 @@ async def mcp_feedback(world: World) -> None:
     assert mine["error"] is None
 
 
+# -- MCP skills (the Skills extension, lore.skills) -----------------------------------------
+
+#: The skill of each kind of document (``lore.skills.select``: its source and path).
+SKILLS = {"open": "runbooks-etcd-no-leader", "injected": "runbooks-disk", "secops": "secops-rotation",
+          "globex": "globex-deploy"}  # fmt: skip
+NO_SKILL = "skill://no-such-skill/SKILL.md"
+
+
+async def _skills(world: World, who: str, method: str, uri: str | None = None) -> dict[str, Any]:
+    """``method`` over /mcp as ``who``, through the SDK's client: the result, or
+    ``{"error": (code, message)}``."""
+    from mcp.shared.exceptions import MCPError
+
+    from test_skills import _get, _result_type
+
+    headers = {"Authorization": f"Bearer {world.tokens[who]}"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=60) as http,
+        Client(streamable_http_client(f"{world.served.url}/mcp", http_client=http)) as client,
+    ):
+        try:
+            if method == "skills/list":
+                from mcp.types import Request
+
+                listing = Request(method="skills/list", params={})
+                return dict(await client.session.send_request(listing, _result_type()))
+            if method == "skills/get":
+                assert uri is not None
+                return dict(await client.session.send_request(_get(uri), _result_type()))
+            if method == "resources/list":
+                listed = await client.list_resources()
+                return {"uris": [str(resource.uri) for resource in listed.resources]}
+            assert uri is not None
+            read = await client.read_resource(uri)
+            return {"text": read.contents[0].text}  # type: ignore[union-attr]
+        except MCPError as err:
+            return {"error": (err.error.code, err.error.message)}
+
+
+def _skill_uri(name: str, path: str = "SKILL.md") -> str:
+    return f"skill://{name}/{path}"
+
+
+def _listed(answer: dict[str, Any]) -> set[str]:
+    return {entry["frontmatter"]["name"] for entry in answer["skills"]}
+
+
+async def mcp_skills_list(world: World) -> None:
+    seen = _listed(await _skills(world, "viewer", "skills/list"))
+    assert SKILLS["open"] in seen
+    assert not {SKILLS["secops"], SKILLS["globex"]} & seen
+    assert SKILLS["secops"] in _listed(await _skills(world, "secops", "skills/list"))  # the group may
+    assert _listed(await _skills(world, "globex-viewer", "skills/list")) == {SKILLS["globex"]}
+
+
+def _absent(hidden: dict[str, Any], missing: dict[str, Any], hidden_uri: str, missing_uri: str) -> None:
+    """A skill the caller may not read answers as one that does not exist."""
+    assert hidden["error"][0] == missing["error"][0] == -32602, (hidden, missing)
+    assert hidden["error"][1].replace(hidden_uri, "X") == missing["error"][1].replace(missing_uri, "X")
+
+
+async def mcp_skills_get(world: World) -> None:
+    for who, kind in (("viewer", "secops"), ("globex-viewer", "secops"), ("viewer", "globex"),
+                      ("globex-viewer", "open")):  # fmt: skip
+        uri = _skill_uri(SKILLS[kind])
+        hidden = await _skills(world, who, "skills/get", uri)
+        _absent(hidden, await _skills(world, who, "skills/get", NO_SKILL), uri, NO_SKILL)
+    got = await _skills(world, "secops", "skills/get", _skill_uri(SKILLS["secops"]))
+    assert got["skill"]["frontmatter"]["name"] == SKILLS["secops"]
+    # Screened like every other text: the injected runbook's skill carries no instruction.
+    shown = json.dumps(await _skills(world, "viewer", "skills/get", _skill_uri(SKILLS["injected"])))
+    assert "ignore previous instructions" not in shown.lower()
+
+
+async def mcp_resources_list(world: World) -> None:
+    uris = (await _skills(world, "viewer", "resources/list"))["uris"]
+    assert _skill_uri(SKILLS["open"]) in uris
+    assert not [uri for uri in uris if SKILLS["secops"] in uri or SKILLS["globex"] in uri]
+    assert _skill_uri(SKILLS["secops"]) in (await _skills(world, "secops", "resources/list"))["uris"]
+
+
+async def mcp_resources_read(world: World) -> None:
+    hidden, missing = _skill_uri(SKILLS["secops"]), NO_SKILL
+    refused = await _skills(world, "viewer", "resources/read", hidden)
+    unknown = await _skills(world, "viewer", "resources/read", missing)
+    assert refused["error"][0] == unknown["error"][0] == -32602
+    assert refused["error"][1].replace(hidden, "X") == unknown["error"][1].replace(missing, "X")
+    assert SECOPS_MARKER in (await _skills(world, "secops", "resources/read", hidden))["text"]
+    text = (await _skills(world, "viewer", "resources/read", _skill_uri(SKILLS["injected"])))["text"]
+    assert "ignore all previous instructions" not in text.lower()
+    assert "[lore: removed" in text
+
+
+#: Every method of the MCP Skills extension lore serves (and the resources methods the
+#: skill files ride on), and what holds it.
+SKILL_INVENTORY: dict[str, Callable[[World], Awaitable[None]]] = {
+    "skills/list": mcp_skills_list,
+    "skills/get": mcp_skills_get,
+    "resources/list": mcp_resources_list,
+    "resources/read": mcp_resources_read,
+}
+
+
+def test_the_inventory_names_every_skills_method() -> None:
+    from lore.skills.wire import RESOURCE_METHODS, SKILL_METHODS
+
+    assert set(SKILL_INVENTORY) == {*SKILL_METHODS, *RESOURCE_METHODS}
+
+
+async def test_the_server_declares_the_skills_extension(world: World) -> None:
+    from lore.skills.wire import SKILLS_EXTENSION
+
+    headers = {"Authorization": f"Bearer {world.tokens['viewer']}"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=60) as http,
+        Client(streamable_http_client(f"{world.served.url}/mcp", http_client=http)) as client,
+    ):
+        assert SKILLS_EXTENSION in (client.server_capabilities.extensions or {})
+        assert client.server_capabilities.resources is not None
+
+
+@pytest.mark.parametrize("method", sorted(SKILL_INVENTORY))
+async def test_every_skills_method_holds_the_boundary(world: World, method: str) -> None:
+    await SKILL_INVENTORY[method](world)
+
+
 #: Every MCP tool and what holds it (all need a viewer token: /mcp answers 401 without one
 #: before any tool is reached, ``test_mcp_needs_a_token``).
 MCP_INVENTORY: dict[str, Callable[[World], Awaitable[None]]] = {
@@ -746,7 +876,9 @@ async def test_lore_mcp_http_offers_the_inventoried_tools_as_the_local_user(tmp_
         async with Client(url + "/mcp") as client:
             names = tuple(t.name for t in (await client.list_tools()).tools)
             found = await client.call_tool("knowledge_search", {"query": "zanzibarquorum", "top_k": 1})
+            extensions = client.server_capabilities.extensions or {}
     assert names == TOOLS
+    assert "io.modelcontextprotocol/skills" in extensions  # the skills methods, as on /mcp
     assert found.structured_content is not None
     assert found.structured_content["passages"]
 

@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 import uvicorn
@@ -68,6 +69,8 @@ class Served:
     tokens: dict[str, str] = field(default_factory=dict)
     #: The ASGI app uvicorn serves (``create_app``'s), for its route table.
     app: object = None
+    #: The folder the server's config, corpus and stores live in.
+    root: Path = field(default_factory=Path)
 
     def client(self, role: str | None = None, *, headers: dict[str, str] | None = None) -> httpx.Client:
         sent = {"Authorization": f"Bearer {self.tokens[role]}"} if role else {}
@@ -108,7 +111,7 @@ def serve(
             raise RuntimeError("the test server did not start")
         time.sleep(0.02)
     try:
-        yield Served(f"http://127.0.0.1:{port}", service, tokens, app)
+        yield Served(f"http://127.0.0.1:{port}", service, tokens, app, root)
     finally:
         server.should_exit = True
         thread.join(timeout=30)
@@ -123,3 +126,29 @@ def wait_for(check: object, what: str, seconds: float = 60.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"gave up waiting for {what}")
         time.sleep(0.05)
+
+
+def alert_webhook(alertname: str, fingerprint: str = "3f2a9c1b7e6d5a40") -> dict[str, Any]:
+    """An Alertmanager webhook (version 4) of one firing alert named ``alertname``, whose
+    summary and description say it again: what ``POST /v1/alerts`` receives."""
+    return {
+        "version": "4",
+        "status": "firing",
+        "receiver": "lore",
+        "groupLabels": {"alertname": alertname},
+        "commonLabels": {"alertname": alertname},
+        "commonAnnotations": {},
+        "externalURL": "http://127.0.0.1:9093",
+        "groupKey": '{}:{alertname="' + alertname + '"}',
+        "alerts": [
+            {
+                "status": "firing",
+                "labels": {"alertname": alertname, "severity": "critical"},
+                "annotations": {"summary": f"{alertname} fired", "description": alertname},
+                "startsAt": "2026-12-01T10:00:00Z",
+                "endsAt": "0001-01-01T00:00:00Z",
+                "generatorURL": "http://127.0.0.1:9090/graph",
+                "fingerprint": fingerprint,
+            }
+        ],
+    }

@@ -88,6 +88,9 @@ class VaultSettings(BaseModel):
     #: comes first and the pack fills in where the team has nothing (``lore.priority``,
     #: docs/quality.md).
     weight: float = Field(default=VAULT_DEFAULT_WEIGHT, gt=0.0, le=10.0)
+    #: The pack's playbooks served and exported as Agent Skills (``lore.skills``) beside
+    #: the team's own procedures; false leaves them out of ``skills/list`` and exports.
+    skills: bool = True
 
     @field_validator("every", mode="before")
     @classmethod

@@ -31,6 +31,7 @@ escaping is a bug.
     ├── AuditError                   the audit record cannot be written (the call is refused)
     ├── DatasetError                 a benchmark or golden-set file is missing or malformed
     ├── GenerationError              the question-writing endpoint cannot be used
+    ├── SkillExportError             a skills folder lore may not or cannot write
     └── MissingExtraError            an optional dependency is not installed
 
 ``tests/test_errors.py`` holds this: every subclass of ``LoreError`` in ``src/`` is
@@ -162,6 +163,11 @@ class DatasetError(LoreError):
 
 class GenerationError(LoreError):
     """The question-writing endpoint cannot be used at all (unreachable, refused)."""
+
+
+class SkillExportError(LoreError):
+    """``lore skills export`` cannot write its folder: a skill folder there was not written
+    by lore (it is never overwritten), or the disk refused."""
 
 
 class MissingExtraError(LoreError):

@@ -36,8 +36,9 @@ _INTENTS: tuple[tuple[Role, re.Pattern[str]], ...] = (
         Role.REMEDY,
         re.compile(
             r"\b(?:fix|fixing|mitigat\w*|remediat\w*|resolv\w*|workaround|get rid of|"
-            r"bring (?:it|\w+) (?:down|back)|"
-            r"how (?:do|can|should) (?:i|we) (?:stop|recover|restore|repair))\b",
+            r"bring (?:\w+ ){1,3}?(?:down|back)|"
+            r"how (?:do|can|should) (?:i|we) (?:stop|recover|restore|repair|renew|rotate|unblock)|"
+            r"what (?:do|should|can) (?:i|we) do)\b",
             re.IGNORECASE,
         ),
     ),

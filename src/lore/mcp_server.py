@@ -9,6 +9,12 @@ API; this module only translates to and from MCP.
 The SDK's low-level ``Server`` is used rather than ``MCPServer``: ``MCPServer`` derives a
 tool's input schema from a Python signature, while the schema here must be the core's
 ``INPUT_SCHEMA`` byte for byte, so every entry point advertises the same contract.
+
+The MCP Skills extension (``lore.skills.wire``): the installed SDK (mcp 2.3) has SEP-2133's
+extension hooks but no Skills extension, so its two methods are registered with
+``Server.add_request_handler``, the capability under ``Server.extensions``, and the skill
+files served through the ``resources/list`` and ``resources/read`` handlers; every one of
+them acts as the call's principal, as the tools do.
 """
 
 from __future__ import annotations
@@ -17,11 +23,16 @@ from typing import Any
 
 import anyio
 from mcp.server import Server, ServerRequestContext
+from mcp.shared.exceptions import MCPError
 from mcp.types import (
     CallToolRequestParams,
     CallToolResult,
+    ListResourcesResult,
     ListToolsResult,
     PaginatedRequestParams,
+    ReadResourceRequestParams,
+    ReadResourceResult,
+    RequestParams,
     TextContent,
     Tool,
 )
@@ -30,6 +41,8 @@ from starlette.applications import Starlette
 from lore.access import Principal
 from lore.mcp_tools import INSTRUCTIONS, SERVER_NAME, lore_version, os_user, served_tools, tool_definition
 from lore.metrics import IndexScope, metrics_route
+from lore.skills.catalog import SkillCatalog
+from lore.skills.wire import SKILLS_EXTENSION, SkillsEndpoint, SkillWireError
 from lore.tool.core import KnowledgeSearch
 
 __all__ = ["INSTRUCTIONS", "SERVER_NAME", "build_server", "http_app", "os_user", "run_http", "serve_http"]
@@ -62,16 +75,28 @@ def _caller(ctx: ServerRequestContext[Any], default: Principal | None) -> Princi
     return found if isinstance(found, Principal) else default
 
 
-def build_server(search: KnowledgeSearch, *, principal: Principal | None = None) -> Server[Any]:
-    """An MCP server offering ``search``, ``runbook_for_alert`` and ``knowledge_feedback``.
+class SkillGetParams(RequestParams):
+    """``skills/get``: the uri of a skill's SKILL.md."""
+
+    uri: str
+
+
+def build_server(
+    search: KnowledgeSearch, *, principal: Principal | None = None, skills: SkillCatalog | None = None
+) -> Server[Any]:
+    """An MCP server offering ``search``, ``runbook_for_alert`` and ``knowledge_feedback``,
+    and the runbooks of ``skills`` (by default the search's own index) through the MCP
+    Skills extension.
 
     Each call acts as the ``Principal`` an authenticating layer put in its request's
     scope (``SCOPE_PRINCIPAL``: ``lore serve``'s tokens), else as ``principal`` (the local
     user of ``lore mcp --http``, given by the CLI). A call with neither is refused: the
     server never falls back to some default user.
     """
+    catalog = skills if skills is not None else SkillCatalog(search)
+    endpoint = SkillsEndpoint(catalog)
     tools = _tools(search)
-    runners = {tool.name: tool for tool in served_tools(search)}
+    runners = {tool.name: tool for tool in served_tools(search, catalog)}
 
     async def list_tools(
         ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None
@@ -95,7 +120,34 @@ def build_server(search: KnowledgeSearch, *, principal: Principal | None = None)
             is_error=result.error is not None,
         )
 
-    return Server(
+    async def skill_call(ctx: ServerRequestContext[Any], method: str, params: Any) -> dict[str, Any]:
+        caller = _caller(ctx, principal)
+        if caller is None:
+            raise MCPError(-32600, f"{method}: no authenticated principal for this call; refused")
+        arguments = params.model_dump(by_alias=True, exclude_none=True) if params is not None else {}
+        try:
+            return await endpoint.answer(method, arguments, caller)
+        except SkillWireError as err:
+            raise MCPError(err.code, err.message) from None
+
+    async def list_skills(ctx: ServerRequestContext[Any], params: PaginatedRequestParams) -> dict[str, Any]:
+        # The caller's own view: never shared between callers, never cached for long.
+        return {**await skill_call(ctx, "skills/list", params), "ttlMs": 0, "cacheScope": "private"}
+
+    async def get_skill(ctx: ServerRequestContext[Any], params: SkillGetParams) -> dict[str, Any]:
+        return {**await skill_call(ctx, "skills/get", params), "ttlMs": 0, "cacheScope": "private"}
+
+    async def list_resources(
+        ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None
+    ) -> ListResourcesResult:
+        return ListResourcesResult.model_validate(await skill_call(ctx, "resources/list", params))
+
+    async def read_resource(
+        ctx: ServerRequestContext[Any], params: ReadResourceRequestParams
+    ) -> ReadResourceResult:
+        return ReadResourceResult.model_validate(await skill_call(ctx, "resources/read", params))
+
+    server: Server[Any] = Server(
         SERVER_NAME,
         version=lore_version(),
         title="lore",
@@ -103,7 +155,13 @@ def build_server(search: KnowledgeSearch, *, principal: Principal | None = None)
         get_tool_input_schema=lambda name: tools[name].input_schema if name in tools else None,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_read_resource=read_resource,
     )
+    server.add_request_handler("skills/list", PaginatedRequestParams, list_skills)
+    server.add_request_handler("skills/get", SkillGetParams, get_skill)
+    server.extensions[SKILLS_EXTENSION] = endpoint.capability
+    return server
 
 
 def http_app(search: KnowledgeSearch, principal: Principal, scope: IndexScope) -> Starlette:

@@ -17,6 +17,10 @@ What is implemented, and nothing more:
 - ``ping``, ``tools/list`` (no pagination: three tools, ``knowledge_search``,
   ``runbook_for_alert`` and ``knowledge_feedback``), ``tools/call``; every
   notification is accepted without a reply; any other method is -32601.
+- the MCP Skills extension (``lore.skills.wire``): ``skills/list``, ``skills/get``, and
+  the skill files as ``skill://`` resources (``resources/list``, ``resources/read``),
+  declared under ``capabilities.extensions`` beside ``resources``, as the SDK server of
+  ``--http`` declares them.
 - a line that is not JSON gets -32700 with id null; bytes that are not UTF-8 are
   decoded with U+FFFD. The standard library parser keeps a lone surrogate escape
   (``"\\ud800"``), so the tool core sees it, refuses it and audits the call.
@@ -51,6 +55,8 @@ from lore.mcp_tools import (
     served_tools,
     tool_definition,
 )
+from lore.skills.catalog import SkillCatalog
+from lore.skills.wire import RESOURCE_METHODS, SKILL_METHODS, SKILLS_EXTENSION, SkillsEndpoint, SkillWireError
 from lore.tool.core import KnowledgeSearch, ToolResult
 
 #: Read from the installed SDK (``mcp_types.version``) when this was written; hard-coded
@@ -61,7 +67,7 @@ MODERN_VERSIONS = ("2026-07-28",)
 _META_VERSION = "io.modelcontextprotocol/protocolVersion"
 _META_SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 #: Methods whose 2026-era results carry cache hints; the SDK's defaults.
-_CACHEABLE = frozenset({"server/discover", "tools/list"})
+_CACHEABLE = frozenset({"server/discover", "tools/list", *SKILL_METHODS, *RESOURCE_METHODS})
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -69,7 +75,11 @@ METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 
-CAPABILITIES: JsonObject = {"tools": {"listChanged": False}}
+CAPABILITIES: JsonObject = {
+    "tools": {"listChanged": False},
+    "resources": {"listChanged": False, "subscribe": False},
+    "extensions": {SKILLS_EXTENSION: {}},
+}
 
 
 class _RpcError(Exception):
@@ -89,8 +99,12 @@ def _envelope_version(params: Json) -> str | None:
 class StdioSession:
     """One client connection: decides the era on the first request, answers each message."""
 
-    def __init__(self, search: KnowledgeSearch, *, principal: Principal) -> None:
-        self._tools = {tool.name: tool for tool in served_tools(search)}
+    def __init__(
+        self, search: KnowledgeSearch, *, principal: Principal, skills: SkillCatalog | None = None
+    ) -> None:
+        catalog = skills if skills is not None else SkillCatalog(search)
+        self._skills = SkillsEndpoint(catalog)
+        self._tools = {tool.name: tool for tool in served_tools(search, catalog)}
         self._definitions = [tool_definition(tool) for tool in self._tools.values()]
         self._principal = principal
         self._server_info: JsonObject = {"name": SERVER_NAME, "title": "lore", "version": lore_version()}
@@ -179,6 +193,13 @@ class StdioSession:
             return {"tools": list(self._definitions)}
         if method == "tools/call":
             return self._call(params)
+        if method in SKILL_METHODS or method in RESOURCE_METHODS:
+            try:
+                answer = self._runner.run(self._skills.answer(method, params, self._principal))
+            except SkillWireError as err:
+                raise _RpcError(err.code, err.message) from None
+            result: JsonObject = json.loads(json.dumps(answer))
+            return result
         raise _RpcError(METHOD_NOT_FOUND, "Method not found", method)
 
     def _call(self, params: Json) -> JsonObject:

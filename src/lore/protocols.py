@@ -508,3 +508,92 @@ class EventStoring(Protocol):
     (``lore.resolve.event_store_for``)."""
 
     def event_store(self) -> EventStore: ...
+
+
+@dataclass(frozen=True)
+class SharedSession:
+    """A page session as replicas share it (``Replicas``): the HMAC of the token that
+    signed in (never a principal: each request reads role, groups and tenant from the
+    token store again), its CSRF token and its end (seconds since the epoch)."""
+
+    token_digest: str
+    csrf_token: str
+    expires: float
+
+
+@dataclass(frozen=True)
+class QueuedSync:
+    """A sync waiting in, or taken from, the replicas' shared queue."""
+
+    run_id: str
+    #: One source by name; None: every source.
+    source: str | None
+    queued_at: datetime
+    #: When the scheduler's holder took it (None: still queued), and who that is.
+    started_at: datetime | None = None
+    holder: str | None = None
+
+
+@runtime_checkable
+class Replicas(Protocol):
+    """What several ``lore serve`` processes over one index share, kept in the index's
+    own database (pgvector: ``lore.backends.pgvector.replicas``): page sessions, one
+    writer at a time, the scheduler's lease and the queue of syncs. A process without
+    one (the SQLite default) keeps all of it in memory, as one process may."""
+
+    #: Who this process is in the lease and the queue (host and process id).
+    replica_id: str
+
+    # -- sessions: the key is a hash of the cookie's id, never the id itself ----------
+
+    def put_session(self, key: str, session: SharedSession, keep: int) -> None:
+        """Store ``session``; its token keeps at most ``keep`` sessions (oldest dropped)."""
+        ...
+
+    def session(self, key: str) -> SharedSession | None:
+        """The live session under ``key``; None when unknown or expired."""
+        ...
+
+    def drop_session(self, key: str) -> None: ...
+
+    # -- one writer at a time across replicas ---------------------------------------
+
+    def write_turn(self, timeout: float) -> AbstractContextManager[None]:
+        """Held around one write (an upload, an edit, a whole sync): waits up to
+        ``timeout`` seconds for another replica's write, then ``IndexLockedError``."""
+        ...
+
+    # -- the scheduler's lease -------------------------------------------------------
+
+    def lead(self) -> bool:
+        """Whether this process holds the scheduler's lease now, taking it when free.
+        A holder that dies loses it with its database session."""
+        ...
+
+    def leader(self) -> str | None:
+        """The ``replica_id`` of the lease's holder, as the database sees it now."""
+        ...
+
+    def resign(self) -> None: ...
+
+    # -- the queue of syncs ----------------------------------------------------------
+
+    def enqueue(self, run_id: str, source: str | None) -> QueuedSync:
+        """Queue a run, or the run already queued for the same source."""
+        ...
+
+    def claim(self) -> QueuedSync | None:
+        """The oldest queued run, marked as started by this replica (the lease holder)."""
+        ...
+
+    def finish(self, run_id: str) -> None: ...
+
+    def requeue_orphans(self) -> int:
+        """Runs marked started by a holder that lost the lease go back to the queue."""
+        ...
+
+    def live(self) -> list[QueuedSync]:
+        """Queued and running runs, running first, then oldest first."""
+        ...
+
+    def close(self) -> None: ...

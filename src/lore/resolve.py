@@ -13,6 +13,7 @@
              ─► knowledge_search, build_knowledge_search ─► KnowledgeSearch (the safety chain)
              ─► index_scope ───────────► IndexScope (what /metrics needs of the settings)
              ─► private_files ─────────► the umask and modes of what lore writes
+             ─► open_replicas ─────────► Replicas (what lore serve replicas share), or None
     OTEL_* ─► install_tracing ────────► spans of every search over OTLP (lore.otel), or none
 
 The CLI, ``lore serve`` and its sync child, ``lore mcp``, ``lore eval`` and the adapters
@@ -51,6 +52,7 @@ from lore.protocols import (
     EventStoring,
     KnowledgeIndex,
     KnowledgeRetriever,
+    Replicas,
     Reranker,
     StoringBackend,
 )
@@ -149,6 +151,21 @@ def open_backend(settings: LoreSettings, embedder: Embedder | None = None) -> St
         return None
     module = backend_module(settings.backend)
     return module.from_settings(settings, embedder if embedder is not None else resolve_embedder(settings))
+
+
+#: Backends whose database can hold what ``lore serve`` replicas share (``Replicas``).
+REPLICA_BACKENDS = frozenset({"pgvector"})
+
+
+def open_replicas(settings: LoreSettings) -> Replicas | None:
+    """Sessions, the write turn, the scheduler's lease and the sync queue in the index's
+    own database, for any number of ``lore serve`` processes over it; None for a backend
+    without one (the SQLite default: one process keeps them in memory)."""
+    if settings.backend not in REPLICA_BACKENDS or settings.pg_dsn is None:
+        return None
+    from lore.backends.pgvector.replicas import open_replicas as open_pg_replicas
+
+    return open_pg_replicas(settings.pg_dsn.get_secret_value(), settings.index_name)
 
 
 #: Backends whose location (``lore migrate --from/--to``) may carry a password: shown by
@@ -471,6 +488,8 @@ def tool_policy(settings: LoreSettings) -> ToolPolicy:
         alerts=settings.alerts,
         source_types={source.name: source.type for source in settings.sources},
         index_name=settings.index_name,
+        skill_sources=tuple(settings.sources),
+        vault_skills=settings.vault.skills,
     )
 
 

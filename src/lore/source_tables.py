@@ -120,8 +120,21 @@ class SourceConfig(BaseModel):
     #: is cut to ``top_k`` (``lore.priority``). Below 1 it yields to sources that answer
     #: comparably; above 1 it goes first.
     weight: float = Field(default=1.0, gt=0.0, le=10.0)
+    #: Which of its documents are procedures, served and exported as Agent Skills
+    #: (``lore.skills``): true for every document, or gitignore-style globs over the
+    #: path below the source (``["runbooks/**", "!runbooks/drafts/"]``). Beside this, a
+    #: document is a skill when its front matter says ``skill: true`` or lists
+    #: ``alerts:`` or ``symptoms:`` (``skill: false`` keeps it out).
+    skills: bool | list[str] = False
 
     _access = field_validator("access")(check_access_groups)
+
+    @field_validator("skills")
+    @classmethod
+    def _skill_globs(cls, value: bool | list[str]) -> bool | list[str]:
+        if isinstance(value, list) and not [glob for glob in value if glob.strip()]:
+            raise ValueError('names no glob; write skills = true for every document, or ["runbooks/**"]')
+        return value
 
     def location(self, settings: SourcePaths) -> str | None:
         """Where the source reads from, for ``lore sources``; None when it has no such thing."""

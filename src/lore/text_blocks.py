@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from markdown_it import MarkdownIt
 
-from lore.models import SECTION_SEPARATOR
+from lore.models import SECTION_SEPARATOR, Chunk
 
 Span = tuple[int, int]
 #: Finds the natural sub-spans of ``text[start:end]``; one span back means "cannot split".
@@ -477,3 +477,36 @@ def json_blocks(text: str, title: str) -> list[Block]:
         match = _JSON_KEY.match(text, start, end)
         blocks.append(Block(start, end, JSON, "", match.group(1) if match else ""))
     return blocks
+
+
+# -- a document back from its chunks -------------------------------------------------
+
+
+def merge_chunks(chunks: Sequence[Chunk]) -> str:
+    """A document's Markdown rebuilt from its chunks: verbatim slices of the body in order,
+    each opening with a little of the one before (the chunker's overlap), cut where one
+    chunk's end repeats as the next one's start (the documents reader, skills)."""
+    return joined([chunk.text for chunk in chunks])
+
+
+def joined(texts: Sequence[str]) -> str:
+    """Consecutive chunks' texts as one, each overlap kept once (a paragraph break where the
+    chunker left none): a document rebuilt, or a run of one section's chunks merged into one
+    passage (``lore.arrange``)."""
+    text = ""
+    for piece in texts:
+        if not text:
+            text = piece
+            continue
+        shared = _overlap(text, piece)
+        text += piece[shared:] if shared else "\n\n" + piece
+    return text
+
+
+def _overlap(before: str, after: str) -> int:
+    """The longest start of ``after`` that ``before`` ends with (at least a few characters,
+    so a lone repeated letter is not taken for overlap)."""
+    for size in range(min(len(before), len(after)), 7, -1):
+        if before.endswith(after[:size]):
+            return size
+    return 0

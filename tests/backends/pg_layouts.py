@@ -5,10 +5,18 @@ from __future__ import annotations
 import psycopg
 
 
+def to_schema_8(pg_dsn: str, index: str) -> None:
+    """Turn an index back into the layout of schema 8: no replica sessions or sync queue."""
+    with psycopg.connect(pg_dsn) as conn:
+        conn.execute(f"DROP TABLE IF EXISTS {index}_sessions, {index}_sync_queue")
+        conn.execute(f"DELETE FROM {index}_schema_version WHERE version > 8")
+
+
 def to_schema_7(pg_dsn: str, index: str) -> None:
     """Turn an index back into the layout of schema 7: BM25 fields title, section, body,
     path and ident (migration 8 put ``content`` in the place of section and body). The
     postings keep the current rows: the migration rebuilds them."""
+    to_schema_8(pg_dsn, index)
     with psycopg.connect(pg_dsn) as conn:
         conn.execute(f"DROP INDEX {index}_postings_impact")
         for table, kind in (("postings", "tf"), ("postings", "len"), ("chunks", "len"),

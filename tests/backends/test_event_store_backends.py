@@ -119,3 +119,78 @@ def test_a_read_only_index_drops_events_and_still_answers(
         tool.close()
     finally:
         backend.close()
+
+
+def test_pgvector_stores_no_secret_in_clear(pg_dsn: str, tmp_path: Path) -> None:
+    """At rest in PostgreSQL: a synced page's secrets (body, HTML comment, front matter),
+    and the ones a caller sends in a query, its correlation keys and a feedback note, are
+    nowhere in the index's tables read back as text (chunks, labels, full-text terms,
+    events, feedback). The control: the page and the calls held every one of them."""
+    require_pgvector_extra()
+    import psycopg
+    from psycopg import sql
+
+    from lore.backends.pgvector import PgVectorBackend
+    from lore.config import load_settings
+    from lore.events.feedback import submit_feedback
+    from lore.resolve import build_knowledge_search
+    from lore.sync import run_sync
+
+    body, comment, label = ("Fake" + part + "9pw!" for part in ("Body", "Html", "Label"))
+    token = "ghp_" + "aB3dE5fG7hJ9kL1m" + "N3pQ5rS7tU9vW1xY3zA5"
+    sent = "Fake" + "Sent" + "9pw!"
+    runbooks = tmp_path / "runbooks"
+    runbooks.mkdir()
+    (runbooks / "etcd.md").write_text(
+        f"---\ntitle: etcd quorum\ndb_password: {label}\n---\n# etcd quorum\n\n"
+        f"<!-- api_password: {comment} -->\n\nRestore quorum. Connect with `PGPASSWORD={body} psql`.\n",
+        encoding="utf-8",
+    )
+    index = f"rest_{uuid.uuid4().hex[:10]}"
+    config = tmp_path / "lore.toml"
+    config.write_text(
+        f'backend = "pgvector"\nembedder = "hashing"\nindex_name = "{index}"\n'
+        'audit_path = "audit.jsonl"\n\n[vault]\nenabled = false\n\n'
+        '[[sources]]\nname = "r"\ntype = "filesystem"\npath = "runbooks"\nvisibility = "all-viewers"\n',
+        encoding="utf-8",
+    )
+    settings = load_settings(config, pg_dsn=pg_dsn)
+    try:
+        assert run_sync(settings).ok
+        tool = build_knowledge_search(settings)
+        assert tool is not None
+        arguments = {
+            "query": f"etcd quorum {token}",
+            "conversation_id": f"password={sent}",
+            "trace": {"t": token},
+        }
+        result = asyncio.run(tool.run(arguments, principal=LOCAL))
+        assert result.metadata is not None
+        assert [p.uri for p in result.passages] == ["file://r/etcd.md"]
+        note = {"event_id": result.metadata.event_id, "note": f"password={sent}"}
+        submit_feedback(tool.events, note, LOCAL, audit=tool.audit)
+        tool.close()
+        with psycopg.connect(pg_dsn) as conn:
+            tables = [
+                row[0]
+                for row in conn.execute(
+                    "SELECT table_name FROM information_schema.tables WHERE table_name LIKE %s",
+                    (f"%{index}%",),
+                )
+            ]
+            assert len(tables) >= 3, tables
+            rows = [
+                str(row[0])
+                for table in tables
+                for row in conn.execute(sql.SQL("SELECT t::text FROM {} t").format(sql.Identifier(table)))
+            ]
+        stored = "\n".join(rows)
+        assert "etcd quorum" in stored
+        assert "[REDACTED:" in stored
+        assert [value for value in (body, comment, label, token, sent) if value in stored] == []
+        source = (runbooks / "etcd.md").read_text(encoding="utf-8")
+        assert all(value in source for value in (body, comment, label))
+    finally:
+        backend = PgVectorBackend(pg_dsn, CountingEmbedder(), index_name=index)
+        backend.drop()
+        backend.close()

@@ -33,6 +33,7 @@ from urllib.parse import unquote, urlsplit
 
 from lore.access import AccessFilter
 from lore.alerts.parse import Alert, AlertQuery, clean_text
+from lore.arrange import merged as merged_runs
 from lore.confidence import Confidence, best, passage_confidence
 from lore.config import AlertSettings, RunbookUrlRule
 from lore.models import LABEL_VALUE_SEPARATOR, SOURCE_LABEL, Passage, SearchMode
@@ -333,7 +334,10 @@ async def find_runbooks(
             known.score = max(known.score, hit.score)
             if hit.text_rank is not None:
                 known.text_rank = min(known.text_rank or hit.text_rank, hit.text_rank)
-    ranked = sorted(merged.values(), key=lambda hit: (-hit.score, hit.passage.uri, hit.passage.chunk_id))
+    ranked = _one_passage_per_run(
+        sorted(merged.values(), key=lambda hit: (-hit.score, hit.passage.uri, hit.passage.chunk_id)),
+        policy.safety.max_passage_chars,
+    )
     kept: list[tuple[int, AlertHit]] = []
     per_document: dict[str, int] = {}
     for hit in ranked:
@@ -345,6 +349,27 @@ async def find_runbooks(
     # so that every alert of a notification has its runbook near the top.
     kept.sort(key=lambda item: (not item[1].named, item[0] if item[1].named else 0))
     return [hit for _, hit in kept[:top_k]]
+
+
+def _one_passage_per_run(ranked: list[AlertHit], max_chars: int) -> list[AlertHit]:
+    """``ranked`` with consecutive chunks of one section shown as one passage
+    (``lore.arrange.merged``) at the best one's place; the alerts the others answered
+    are listed under it."""
+    shown = merged_runs([hit.passage for hit in ranked], max_chars=max_chars)
+    if len(shown) == len(ranked):
+        return ranked
+    by_chunk = {hit.passage.chunk_id: hit for hit in ranked}
+    kept = [by_chunk[passage.chunk_id] for passage in shown]
+    for hit, passage in zip(kept, shown, strict=True):
+        hit.passage = passage
+    kept_ids = {passage.chunk_id for passage in shown}
+    for hit in ranked:
+        if hit.passage.chunk_id in kept_ids:
+            continue
+        place = (hit.passage.uri, hit.passage.section)
+        into = next(k for k in kept if (k.passage.uri, k.passage.section) == place)
+        into.alerts.extend(alert for alert in hit.alerts if alert not in into.alerts)
+    return kept
 
 
 @dataclass
@@ -360,17 +385,25 @@ class RunbookGroup:
     #: Those of ``alerts`` the notification says are resolved (their runbook is still
     #: given: the follow-up, a postmortem, needs it).
     resolved: list[str] = field(default_factory=list)
+    #: The name of the Agent Skill this runbook is served as (``lore.skills``), when it
+    #: is one: an agent loads the whole procedure by it in one step.
+    skill: str | None = None
 
 
 _CONFIDENCE_ORDER = {"high": 0, "medium": 1, "low": 2, "none": 3}
 
 
-def groups(hits: Sequence[AlertHit], resolved: Collection[str] = ()) -> list[RunbookGroup]:
+def groups(
+    hits: Sequence[AlertHit], resolved: Collection[str] = (), shown: Sequence[tuple[str, str]] | None = None
+) -> list[RunbookGroup]:
     """The answer by runbook, each in the order of its best passage; ``resolved``: the keys
-    (``Alert.key``) of the alerts that are resolved."""
+    (``Alert.key``) of the alerts that are resolved; ``shown``: each hit's uri and title as
+    the safety chain returned them (a title is indexed text: a group shows the cleaned
+    one, never the stored one)."""
     by_uri: dict[str, RunbookGroup] = {}
     for rank, hit in enumerate(hits, start=1):
-        group = by_uri.setdefault(hit.passage.uri, RunbookGroup(hit.passage.uri, hit.passage.title))
+        uri, title = shown[rank - 1] if shown is not None else (hit.passage.uri, hit.passage.title)
+        group = by_uri.setdefault(hit.passage.uri, RunbookGroup(uri, title))
         group.ranks.append(rank)
         group.alerts.extend(a for a in hit.alerts if a not in group.alerts)
         group.resolved.extend(a for a in hit.alerts if a in resolved and a not in group.resolved)

@@ -10,8 +10,9 @@ neither an embedder nor the audit record.
 from __future__ import annotations
 
 import copy
+import logging
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import fastjsonschema
@@ -27,12 +28,15 @@ from lore.alerts.lookup import (
 )
 from lore.alerts.parse import AlertQuery, from_pairs, parse_payload, parse_text, redact_query
 from lore.confidence import Confidence
-from lore.errors import QueryError
+from lore.errors import LoreError, QueryError
 from lore.events.correlation import CORRELATION_PROPERTIES, correlation_of
 from lore.events.suggestions import alert_fingerprint
 from lore.models import Passage
 from lore.safety.secrets import redact_secrets
+from lore.skills.catalog import SkillCatalog
 from lore.tool.core import MAX_TOP_K, KnowledgeSearch, Retrieved, SearchRequest, ToolResult
+
+logger = logging.getLogger(__name__)
 
 ALERT_TOOL_NAME = "runbook_for_alert"
 
@@ -125,6 +129,8 @@ class AlertResult:
     confidence: str
     groups: list[RunbookGroup]
     alerts: list[dict[str, str | None]]
+    #: uri -> skill name, for the runbooks of the answer that are skills.
+    skills: dict[str, str] = field(default_factory=dict)
 
     @property
     def error(self) -> str | None:
@@ -141,6 +147,7 @@ class AlertResult:
             passage["matched_labels"] = dict(hit.matched_labels)
             passage["alerts"] = list(hit.alerts)
             passage["confidence"] = hit.confidence
+            passage["skill"] = self.skills.get(hit.passage.uri)
         data["confidence"] = self.confidence
         data["groups"] = [asdict(group) for group in self.groups]
         data["alerts"] = self.alerts
@@ -154,7 +161,8 @@ class AlertResult:
             lines.append(resolved)
         for group in self.groups:
             alerts = f" for {group_alerts(group)}" if group.alerts else ""
-            lines.append(f"- {group.uri}: {passage_numbers(group)}{alerts} ({group.confidence})")
+            skill = f", skill {group.skill}" if group.skill else ""
+            lines.append(f"- {group.uri}: {passage_numbers(group)}{alerts} ({group.confidence}{skill})")
         for rank, hit in enumerate(self.hits[: len(self.result.passages)], start=1):
             lines.append(f"  [{rank}] matched: {', '.join(hit.ordered_evidence()) or 'nothing'}")
         return "\n".join(lines) + "\n\n" + self.result.render_text()
@@ -190,8 +198,11 @@ class RunbookForAlert:
     name: str = ALERT_TOOL_NAME
     description: str = ALERT_TOOL_DESCRIPTION
 
-    def __init__(self, search: KnowledgeSearch) -> None:
+    def __init__(self, search: KnowledgeSearch, skills: SkillCatalog | None = None) -> None:
+        """``skills``: where the runbooks' skill names come from (by default the skills
+        of the search's own index)."""
         self._search = search
+        self._skills = skills if skills is not None else SkillCatalog(search)
         self.input_schema: dict[str, Any] = copy.deepcopy(ALERT_INPUT_SCHEMA)
 
     async def run(
@@ -240,10 +251,24 @@ class RunbookForAlert:
             for a in (query.alerts if query is not None else ())
         ]
         resolved = {a.key() for a in (query.alerts if query is not None else ()) if a.status == "resolved"}
+        skills = await self._skill_names(hits)
+        answer = groups(hits, resolved, [(passage.uri, passage.title) for passage in result.passages])
+        for group in answer:
+            group.skill = skills.get(group.uri)
         return AlertResult(
             result=result,
             hits=hits,
             confidence=answer_confidence(hits) if result.error is None else "none",
-            groups=groups(hits, resolved),
+            groups=answer,
             alerts=alerts,
+            skills=skills,
         )
+
+    async def _skill_names(self, hits: list[AlertHit]) -> dict[str, str]:
+        """The skills among the answer's runbooks; none when the index cannot say (a
+        backend that lists no documents, or unreachable now): the passages still stand."""
+        try:
+            return await self._skills.names(hit.passage.uri for hit in hits)
+        except LoreError as err:
+            logger.info("no skill names for the alert's runbooks: %s", err)
+            return {}

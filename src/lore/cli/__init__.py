@@ -27,6 +27,7 @@ COMMAND_MODULES = (
     "lore.cli.serve_cmd",  # serve (HTTP API, MCP at /mcp, the page)
     "lore.cli.token_cmd",  # token create|list|revoke
     "lore.cli.events_cmd",  # events, events prune, feedback
+    "lore.cli.skills_cmd",  # skills list|export (runbooks as Agent Skills)
 )
 
 
@@ -49,6 +50,7 @@ COMMAND_MODULE: dict[str, str] = {
     "token": "lore.cli.token_cmd",
     "events": "lore.cli.events_cmd",
     "feedback": "lore.cli.events_cmd",
+    "skills": "lore.cli.skills_cmd",
 }
 #: The root options that take a value (``lore --config FILE search ...``).
 _ROOT_VALUE_OPTIONS = frozenset({"--config", "-c"})

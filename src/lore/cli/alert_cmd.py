@@ -149,7 +149,8 @@ def _print(result: AlertResult) -> None:
     for group in result.groups:
         # a runbook found by its text alone answers no alert in particular: no empty "for"
         alerts = f"  for {group_alerts(group)}" if group.alerts else ""
-        line = f"  {group.uri}{alerts}  ({group.confidence}) · {passage_numbers(group)}"
+        skill = f" · skill {group.skill}" if group.skill else ""
+        line = f"  {group.uri}{alerts}  ({group.confidence}) · {passage_numbers(group)}{skill}"
         console.print(Text(line, style="dim"))
     for rank, hit in enumerate(result.hits, start=1):
         console.print(Text(f"  [{rank}] matched: {', '.join(hit.ordered_evidence())}", style="dim"))

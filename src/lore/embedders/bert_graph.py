@@ -21,9 +21,12 @@ for the bundled model, so a broken build is refused at run time even without tor
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import math
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -201,15 +204,20 @@ def check(vectors: np.ndarray, expected: list[list[float]]) -> float:
 
 def ready_model(model_dir: Path, cache_dir: Path | None) -> Path | None:
     """The checked OpenVINO model.xml for ``model_dir``: the cached one, or one built now from
-    the weights without PyTorch, checked and cached. None where neither can be had (no
-    OpenVINO, no cache directory, a model the graph does not reproduce): the caller then
+    the weights without PyTorch, checked and cached. Where the cache cannot be written (a
+    read-only mount, no cache directory) the built model is kept in a folder of this
+    process's own, so the start costs a build but still needs no PyTorch. None where no
+    model can be had (no OpenVINO, a model the graph does not reproduce): the caller then
     takes the sentence-transformers path."""
     from lore.embedders import local_query, openvino_runtime
 
     cached = openvino_runtime.validated_model(model_dir, cache_dir)
-    target = openvino_runtime.cache_dir_for(model_dir, cache_dir)
-    if cached is not None or target is None:
+    if cached is not None or not openvino_runtime.available():
         return cached
+    private = _PRIVATE_COPIES.get((model_dir.resolve(), cache_dir))
+    if private is not None and private.is_file():
+        return private
+    target = openvino_runtime.cache_dir_for(model_dir, cache_dir)
     try:
         spec = local_query.pipeline(model_dir)
         model = build(model_dir)
@@ -224,5 +232,34 @@ def ready_model(model_dir: Path, cache_dir: Path | None) -> Path | None:
         compiled = openvino.Core().compile_model(model, "CPU", openvino_runtime.COMPILE_CONFIG)
         encoder = local_query.QueryEncoder(local_query.pipeline_tokenizer(model_dir, spec), compiled, spec, 8)
         difference = check(encoder.encode(list(probes)), list(probes.values()))
+    if target is not None:
+        openvino_runtime.save_checked(model, target, difference)
+        saved = openvino_runtime.validated_model(model_dir, cache_dir)
+        if saved is not None:
+            return saved
+    return _private_copy(model_dir, model, difference, cache_dir)
+
+
+#: (model folder, cache folder) -> the model.xml built for this process where that cache
+#: could not hold it.
+_PRIVATE_COPIES: dict[tuple[Path, Path | None], Path] = {}
+
+
+def _private_copy(model_dir: Path, model: Any, difference: float, cache_dir: Path | None) -> Path | None:
+    """Save ``model`` in a temporary folder removed when the process exits, and remember it."""
+    from lore.embedders import openvino_runtime
+
+    folder = Path(tempfile.mkdtemp(prefix="lore-openvino-"))
+    atexit.register(shutil.rmtree, folder, True)
+    target = folder / "model"
     openvino_runtime.save_checked(model, target, difference)
-    return openvino_runtime.validated_model(model_dir, cache_dir)
+    model_xml = target / openvino_runtime.MODEL_XML
+    if not model_xml.is_file():
+        return None
+    logger.warning(
+        "the model cache %s cannot be written: the model is built for this process only "
+        "(each start builds it again; make the folder writable, or set cache_dir)",
+        cache_dir if cache_dir is not None else "(none)",
+    )
+    _PRIVATE_COPIES[(model_dir.resolve(), cache_dir)] = model_xml
+    return model_xml

@@ -50,7 +50,7 @@ _PROBE = [
     "Pods in CrashLoopBackOff after the node's disk filled up; kubelet evicts them.",
     "etcdNoLeader",
 ]
-_MODEL_XML = "model.xml"
+MODEL_XML = "model.xml"
 #: Written beside a converted model once it matched PyTorch; only then is it used without
 #: PyTorch to check it.
 _VALIDATED = "validated.json"
@@ -112,9 +112,9 @@ def validated_model(model_dir: Path, cache_dir: Path | None) -> Path | None:
     """The cached model.xml converted from ``model_dir``, if one exists that matched PyTorch
     when it was written. Imports OpenVINO, never PyTorch."""
     target = cache_dir_for(model_dir, cache_dir)
-    if target is None or not (target / _VALIDATED).is_file() or not (target / _MODEL_XML).is_file():
+    if target is None or not (target / _VALIDATED).is_file() or not (target / MODEL_XML).is_file():
         return None
-    return target / _MODEL_XML
+    return target / MODEL_XML
 
 
 def discard_cached(model_dir: Path, cache_dir: Path | None) -> bool:
@@ -234,9 +234,9 @@ def _cached_or_converted(
     core: Any, torch_model: Any, probe: dict[str, Any], model_dir: Path, target: Path | None
 ) -> tuple[Any, bool]:
     """The OpenVINO model, and whether it was converted now (so not yet saved)."""
-    if target is not None and (target / _MODEL_XML).is_file():
+    if target is not None and (target / MODEL_XML).is_file():
         try:
-            return core.read_model(str(target / _MODEL_XML)), False
+            return core.read_model(str(target / MODEL_XML)), False
         except Exception as err:  # a torn or foreign file: convert again and replace it
             logger.warning("ignoring unreadable cached OpenVINO model %s: %s", target, err)
             shutil.rmtree(target, ignore_errors=True)
@@ -267,7 +267,7 @@ def save_checked(converted: Any, target: Path, difference: float) -> None:
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=target.parent))
-        openvino.save_model(converted, str(staging / _MODEL_XML), compress_to_fp16=False)
+        openvino.save_model(converted, str(staging / MODEL_XML), compress_to_fp16=False)
         _write_validated(staging, difference)
         try:
             os.replace(staging, target)  # readers see the whole model or none

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from lore.arrange import arranged, diversified
 from lore.embedders.forwarding import ForwardingEmbedder
 from lore.errors import ConfigError
 from lore.eval.datasets import EvalQuery
@@ -27,7 +28,6 @@ from lore.eval.metrics import (
     section_metrics,
     section_targets,
 )
-from lore.intent import by_intent
 from lore.models import Passage, SearchMode
 from lore.priority import Weights, prioritised
 from lore.protocols import Embedder, KnowledgeRetriever, Reranker, Vectors, retrieve_passages
@@ -177,16 +177,15 @@ def parse_modes(spec: str, retriever: KnowledgeRetriever, reranker: Reranker | N
 async def _ranking(
     retriever: KnowledgeRetriever, query: str, mode: SearchMode, depth: int, weights: Weights | None = None
 ) -> list[Passage]:
-    """Enough chunks for ``depth`` distinct documents (or all the retriever has), in the
-    order the sources' priorities (``weights``, ``lore.priority``) and the question's
-    intent (``lore.intent``, inside each document) give them, as the search tool does."""
+    """Enough chunks for ``depth`` distinct documents (or all the retriever has), arranged
+    as the search tool arranges them (``lore.arrange``: the sources' priorities, a
+    section's consecutive chunks as one passage, the question's intent, diversity)."""
     top_k = depth * 2
     while True:
         found = await retrieve_passages(retriever, query, top_k=top_k, mode=mode)
-        passages = by_intent(prioritised(found, weights or {}), query)
-        enough = len({passage.uri for passage in passages}) >= depth
-        if enough or len(passages) < top_k or top_k >= depth * _MAX_CHUNKS_PER_DOCUMENT:
-            return passages
+        enough = len({passage.uri for passage in found}) >= depth
+        if enough or len(found) < top_k or top_k >= depth * _MAX_CHUNKS_PER_DOCUMENT:
+            return arranged(found, query, weights)
         top_k *= 2
 
 
@@ -208,7 +207,8 @@ async def retrieve_for_mode(
         candidates = await retrieve_passages(
             retriever, query, top_k=rerank_candidates, mode=SearchMode.HYBRID
         )
-        return prioritised(await reranker.rerank(query, candidates, top_k=len(candidates)), weights or {})
+        reranked = await reranker.rerank(query, candidates, top_k=len(candidates))
+        return diversified(prioritised(reranked, weights or {}))
     return await _ranking(retriever, query, SearchMode(mode), depth, weights)
 
 

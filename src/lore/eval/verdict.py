@@ -16,13 +16,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from lore.arrange import arranged, candidates
 from lore.confidence import Confidence, best, clears, passage_confidence, probability
 from lore.eval.datasets import EvalQuery
 from lore.eval.metrics import rank_documents
 from lore.models import Passage, SearchMode
 from lore.named import QueryJudge
-from lore.priority import Weights, prioritised
-from lore.priority import depth as priority_depth
+from lore.priority import Weights
 from lore.protocols import KnowledgeRetriever, retrieve_passages
 
 HYBRID = SearchMode.HYBRID
@@ -58,14 +58,12 @@ async def judge(
     on_query: Callable[[str], None] | None = None,
     weights: Weights | None = None,
 ) -> list[Judged]:
-    """Each question's answer as ``knowledge_search`` gives it: hybrid, the sources'
-    priorities (``weights``, ``lore.priority``), the tool's verdict."""
+    """Each question's answer as ``knowledge_search`` gives it: hybrid, arranged
+    (``lore.arrange``, with the sources' priorities ``weights``), the tool's verdict."""
     judged: list[Judged] = []
     for query in queries:
-        found = await retrieve_passages(
-            retriever, query.text, top_k=priority_depth(top_k, weights or {}), mode=HYBRID
-        )
-        passages = prioritised(found, weights or {})[:top_k]
+        found = await retrieve_passages(retriever, query.text, top_k=candidates(top_k), mode=HYBRID)
+        passages = arranged(found, query.text, weights)[:top_k]
         # The verdict the tool gives (``KnowledgeSearch.run_chain``): the models' levels,
         # raised for a passage the question names, which is never withheld.
         verdict = QueryJudge(query.text)

@@ -229,7 +229,29 @@ _SHELL_CONTINUATION = re.compile(r"[ \t]*\\\n[ \t]*")
 
 def render(text: str) -> View:
     """``text`` read as a person or model reads it rendered (layer 1 of the module note)."""
-    return _decode(_render_markdown(text))
+    plain = _plain_view(text)
+    return _decode(plain if plain is not None else _render_markdown(text))
+
+
+#: What makes Markdown read differently from its source: an inline markup character
+#: anywhere, an underscore at a word's edge (emphasis), a block marker or an indent at a
+#: line's start, blanks at a line's end (a hard break), an empty line (a paragraph break),
+#: and characters the parser rewrites (CR, NUL).
+_NOT_PLAIN = re.compile(
+    r"[`*\[\]!<&\\|~\r\x00]|(?<![^\W_])_|_(?![^\W_])|^[ \t]|[ \t]$|^$|^(?:[#>=+\-]|\d{1,9}[.)](?:[ \t]|$))",
+    re.MULTILINE,
+)
+
+
+def _plain_view(text: str) -> View | None:
+    """The view of a text with no Markdown in it (a title, a uri, an id, a line of prose):
+    the text itself, exactly, with its bare URLs; None when it holds any markup. What
+    markdown-it would render for such a text is the text (``tests/test_safety_canonical``
+    holds the two to each other), without the parse, which is most of a short text's cost."""
+    if _NOT_PLAIN.search(text):
+        return None
+    links = tuple(Link("bare", match[0], (match.start(), match.end())) for match in _BARE_URL.finditer(text))
+    return View(text, text, [(0, 0, len(text), True)], links=links)
 
 
 def _line_starts(text: str) -> list[int]:

@@ -68,7 +68,7 @@ from lore.safety.canonical import fold_pattern
 from lore.safety.encoded import screen_disguised
 from lore.safety.folding import fold
 from lore.safety.override_phrases import CJK_PATTERNS, ENGLISH, OTHER_LANGUAGES
-from lore.safety.view_screen import screen_view
+from lore.safety.view_screen import link_host, screen_view, shown_host
 
 #: Every marker starts with this, so tests and readers can recognise neutralised spans.
 NEUTRALISED_MARKER = "[lore: removed"
@@ -158,6 +158,13 @@ _ROLE_NOUNS = r"(?:message|prompt|note|notice|override|instructions?|command|tur
 #: page ("![![![..." with no closing bracket) makes matching quadratic in its length.
 _MAX_SPAN = 500
 
+
+def _removed(what: str, url: str) -> str:
+    """The inert stand-in for a link or image to an outside host: the host shown (where the
+    reader would have been sent, or what an image would have fetched), nothing to follow."""
+    return marker(f"external {what} to {shown_host(link_host(url))}")
+
+
 _LINK_TARGET = r"<?(?P<url>(?:[a-z][a-z0-9+.\-]*:)?//[^\s)>]+|(?:javascript|data|vbscript):[^\s)>]+)>?"
 _LINK_TITLE = r"""(?:\s+(?:"[^"\n]*"|'[^'\n]*'|\([^)\n]*\)))?"""
 
@@ -179,25 +186,25 @@ def _build_rules(allowed_link_hosts: Collection[str]) -> list[_Rule]:
         if not is_outside(match["url"]):
             return None
         alt = match["text"].strip()
-        return (f"[image: {alt}] " if alt else "") + marker("external image")
+        return (f"[image: {alt}] " if alt else "") + _removed("image", match["url"])
 
     def link(match: re.Match[str]) -> str | None:
         if not is_outside(match["url"]):
             return None
-        return f"{match['text']} {marker('external link')}"
+        return f"{match['text']} {_removed('link', match['url'])}"
 
     def bare_link(match: re.Match[str]) -> str | None:
-        return marker("external link") if is_outside(match["url"]) else None
+        return _removed("link", match["url"]) if is_outside(match["url"]) else None
 
     def reference_definition(match: re.Match[str]) -> str | None:
         if not is_outside(match["url"]):
             return None
-        return f"[{match['text']}]: {marker('external link')}"
+        return f"[{match['text']}]: {_removed('link', match['url'])}"
 
     def html_anchor(match: re.Match[str]) -> str | None:
         if not is_outside(match["url"]):
             return None
-        return f"{match['text']} {marker('external link')}"
+        return f"{match['text']} {_removed('link', match['url'])}"
 
     i, im, ims = re.IGNORECASE, re.IGNORECASE | re.MULTILINE, re.IGNORECASE | re.DOTALL
     return [
@@ -310,7 +317,7 @@ def _build_rules(allowed_link_hosts: Collection[str]) -> list[_Rule]:
             re.compile(
                 rf"<img\b[^>]{{0,{_MAX_SPAN}}}?\bsrc\s*=\s*[\"']?(?P<url>[^\"'\s>]+)[^>]{{0,{_MAX_SPAN}}}>", i
             ),
-            lambda m: marker("external image") if is_outside(m["url"]) else None,
+            lambda m: _removed("image", m["url"]) if is_outside(m["url"]) else None,
         ),
         _Rule(
             "external_link",

@@ -376,27 +376,25 @@ def _names_credential(cell: str) -> bool:
 
 
 def _table_cells(text: str) -> list[tuple[int, int]]:
-    """Cells under a header that names a credential, and the value beside a first cell
-    that does (``| DB_PASSWORD | x9!… |``)."""
+    """The value beside a first cell that names a credential (``| DB_PASSWORD | x9!… |``):
+    a row keyed in its first column. A cell under a header that names one is read by the
+    canonical view instead, which pairs each cell with its column's header
+    (``password: …``) for the key/value row (``SecretRedactor``'s view pass)."""
     spans: list[tuple[int, int]] = []
     if not _TABLE_ANYWHERE.search(text):  # no header rule, no table (a shell pipe is not one)
         return spans
     lines = _lines(text)
-    columns: set[int] = set()
     for i, (offset, line) in enumerate(lines):
         if "|" not in line:
-            columns = set()
             continue
         if _TABLE_RULE.match(line):
             continue
         cells = _cells(line)
         following = lines[i + 1][1] if i + 1 < len(lines) else ""
         if _TABLE_RULE.match(following):  # a header row
-            columns = {n for n, (s, e) in enumerate(cells) if _names_credential(line[s:e])}
             continue
         for n, (s, e) in enumerate(cells):
-            keyed_row = n == 1 and _names_credential(line[cells[0][0] : cells[0][1]])
-            if n in columns or keyed_row:
+            if n == 1 and _names_credential(line[cells[0][0] : cells[0][1]]):
                 value = _cell_value(line, s, e)
                 if value is not None:
                     spans.append((offset + value[0], offset + value[1]))

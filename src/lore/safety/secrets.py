@@ -64,7 +64,7 @@ __all__ = [
 ]
 
 #: Part of sync's chunking signature: bump it whenever a rule changes what is redacted.
-REDACTION_VERSION = "4"
+REDACTION_VERSION = "5"
 
 _MARKER = re.compile(r"\[REDACTED:([a-z0-9_]+)\]")
 #: What the canonical view reads differently from the source in a way a secret rule can
@@ -74,6 +74,12 @@ _MARKER = re.compile(r"\[REDACTED:([a-z0-9_]+)\]")
 _ESCAPED = re.compile(
     r"&#\w+;|&(?:colon|equals|commat|sol|lowbar|period|num);|\\u[0-9a-fA-F]{4}|\\x[0-9a-fA-F]{2}"
     r"|%(?:3[ADad]|40|2[Ff]|5[Ff]|26)|\\/|\\\r?\n"
+)
+
+
+#: A Markdown table's header rule (``|---|:--:|``), on a line of its own.
+_TABLE_RULE = re.compile(
+    r"^[ \t]*\|?[ \t]*:?-{3,}:?[ \t]*\|(?:[ \t]*:?-{3,}:?[ \t]*\|?)*[ \t]*$", re.MULTILINE
 )
 
 
@@ -154,18 +160,28 @@ class SecretRedactor:
     def redact(self, text: str) -> tuple[str, Counter[str]]:
         """``text`` with every finding replaced by ``[REDACTED:<kind>]``, and the count per kind."""
         text, findings = self._redact_source(text)
-        if _ESCAPED.search(text):
+        if _ESCAPED.search(text) or _TABLE_RULE.search(text):
             text = self._redact_escaped_lines(text, findings)
         return text, findings
 
     def _redact_escaped_lines(self, text: str, findings: Counter[str]) -> str:
         """The view pass over the runs of lines that hold an escape (and the line a
-        continuation joins), not the whole text: most of a passage reads as written."""
+        continuation joins) and over Markdown tables (the view reads each cell with its
+        column's header, ``password: …``, which the grammar's key/value row reads), not
+        the whole text: most of a passage reads as written."""
         lines = text.splitlines(keepends=True)
         marked = [bool(_ESCAPED.search(line)) for line in lines]
         for i, line in enumerate(lines[:-1]):
             if line.rstrip("\r\n").endswith("\\"):
                 marked[i] = marked[i + 1] = True
+        for i, line in enumerate(lines):
+            if i and _TABLE_RULE.match(line) and "|" in lines[i - 1]:
+                # the header row, the rule, and the rows down to the table's end
+                end = i + 1
+                while end < len(lines) and "|" in lines[end]:
+                    end += 1
+                for row in range(i - 1, end):
+                    marked[row] = True
         pieces: list[str] = []
         i = 0
         while i < len(lines):

@@ -69,6 +69,10 @@ class ViewRule:
     what: str
     #: What the view must hold for the rule to run (a script, a verb), if anything.
     needs: re.Pattern[str] | None = None
+    #: Words of which the view must hold one for the rule to run (each of its patterns
+    #: needs one): Python's ``re`` tries an alternation at every position, a substring
+    #: test is one C scan, and most texts hold none of them.
+    words: tuple[str, ...] = ()
 
 
 def _compile(patterns: list[str], flags: int = 0) -> re.Pattern[str]:
@@ -87,12 +91,41 @@ def _wording_rules() -> list[ViewRule]:
         ViewRule(_OVERRIDE, _compile(ADDRESSED[3:4]), _SECTION, "instruction-like text"),
         ViewRule(_OVERRIDE, _compile(PERSONA), _LINE, "instruction-like text"),
         ViewRule(_OVERRIDE, _compile(SUMMARY), _LINE, "instruction-like text"),
-        ViewRule(_OVERRIDE, _compile(ANSWER), _LINE, "instruction-like text"),
+        ViewRule(
+            _OVERRIDE, _compile(ANSWER[:3] + ANSWER[4:]), _LINE, "instruction-like text", words=("your",)
+        ),
+        ViewRule(
+            _OVERRIDE,
+            _compile(ANSWER[3:4]),
+            _LINE,
+            "instruction-like text",
+            words=("reply", "respond", "answer"),
+        ),
         *(
             ViewRule(_OVERRIDE, _compile([pattern]), _LINE, "instruction-like text", re.compile(needs))
             for pattern, needs in zip(LANGUAGES, LANGUAGE_NEEDS, strict=True)
         ),
-        ViewRule("fake_delimiter", _compile(FENCE_WORDS), _LINE, "fake delimiter"),
+        ViewRule(
+            "fake_delimiter",
+            _compile([FENCE_WORDS[0], FENCE_WORDS[1], FENCE_WORDS[3]]),
+            _LINE,
+            "fake delimiter",
+            words=("untrusted", "retrieved", "quoted", "search"),
+        ),
+        ViewRule(
+            "fake_delimiter",
+            _compile(FENCE_WORDS[2:3]),
+            _LINE,
+            "fake delimiter",
+            words=("trusted", "verified", "genuine", "real", "official"),
+        ),
+        ViewRule(
+            "fake_delimiter",
+            _compile(FENCE_WORDS[4:5]),
+            _LINE,
+            "fake delimiter",
+            words=("instructions", "prompt", "conversation", "input"),
+        ),
         ViewRule("role_marker", _compile(ROLE_ANYWHERE), _MATCH, "role marker"),
         ViewRule("role_marker", re.compile(JSON_ROLE), _MATCH, "role marker"),
         ViewRule("tool_call_imitation", re.compile(TOOL_RESULT, re.DOTALL), _MATCH, "tool-call imitation"),
@@ -157,9 +190,11 @@ def screen_view(
         findings[kind] += 1
 
     lowered = view.text
-    regions = _changed_regions(lowered, text)
+    regions = _changed_regions(view)
+    # The hints are tested on the changed regions alone: the rest was screened as written.
+    changed = "\n".join(lowered[start:end] for start, end in regions)
     for first in first_pass if regions else ():
-        if not first.applies(lowered, lowered):
+        if not first.applies(changed, changed):
             continue
         for start, end in regions:
             for match in first.pattern.finditer(lowered, start, end):
@@ -168,6 +203,8 @@ def screen_view(
                     add(match.start(), match.end(), first.kind, replacement, _MATCH)
     for rule in _wording_rules():
         if rule.needs is not None and not rule.needs.search(lowered):
+            continue
+        if rule.words and not any(map(lowered.__contains__, rule.words)):
             continue
         for match in rule.pattern.finditer(lowered):
             add(match.start(), match.end(), rule.kind, _marker(rule.what), rule.reach)
@@ -186,24 +223,41 @@ def screen_view(
     return replace_spans(text, spans) if spans else text
 
 
-def _changed_regions(view_text: str, text: str) -> list[tuple[int, int]]:
-    """The spans of the view (whole lines, with the line before) that the text as
-    written does not hold as they are: the first pass's rules already ran over the
-    others, with the same result. Most of a runbook's lines are prose the view copies."""
-    written = text.casefold()
-    regions: list[tuple[int, int]] = []
-    previous = ""
-    previous_start = position = 0
-    for line in view_text.split("\n"):
+def _changed_regions(view: View) -> list[tuple[int, int]]:
+    """The spans of the view (whole lines, with the line before and the line after) that
+    the text as written does not hold as they are: a line that differs (folded) from the
+    source it maps back to, and the junction of two lines the source keeps apart by more
+    than blanks (a list or quote marker). The first pass's rules already ran over the
+    rest, with the same result: most of a runbook's lines are prose the view copies, and
+    a heading's or a list item's text is copied without its marker."""
+    text, source = view.text, view.source
+    lines: list[tuple[int, int]] = []
+    changed: list[bool] = []
+    position = 0
+    previous_end: int | None = None
+    for line in text.split("\n"):
         start, position = position, position + len(line) + 1
-        joined = f"{previous}\n{line}" if previous else line
-        if line.strip() and joined not in written:
-            region = (previous_start if previous else start, start + len(line))
-            if regions and region[0] <= regions[-1][1] + 1:
-                regions[-1] = (regions[-1][0], region[1])
-            else:
-                regions.append(region)
-        previous, previous_start = line, start
+        lines.append((start, start + len(line)))
+        if not line.strip():
+            changed.append(False)
+            continue
+        low, high = view.span(start, start + len(line))
+        differs = line != source[low:high].casefold()
+        joined = previous_end is not None and (low < previous_end or bool(source[previous_end:low].strip()))
+        if joined and not differs:
+            changed[-1] = True
+        changed.append(differs or joined)
+        previous_end = high
+    regions: list[tuple[int, int]] = []
+    for index, (start, end) in enumerate(lines):
+        if not changed[index]:
+            continue
+        start = lines[index - 1][0] if index else start
+        end = lines[index + 1][1] if index + 1 < len(lines) else end
+        if regions and start <= regions[-1][1] + 1:
+            regions[-1] = (regions[-1][0], max(regions[-1][1], end))
+        else:
+            regions.append((start, end))
     return regions
 
 
@@ -300,6 +354,14 @@ def link_host(url: str) -> str | None:
     return None
 
 
+def shown_host(host: str | None) -> str:
+    """A link's destination as its inert marker names it: the host; for a URL with none,
+    its kind ("a javascript URL": the scheme itself, written, would be the payload)."""
+    if host is None:
+        return "a relative URL"
+    return f"a {host.rstrip(':')} URL" if host.endswith(":") else host
+
+
 def is_allowed(host: str, allowed_link_hosts: Collection[str]) -> bool:
     return any(
         host == ok or host.endswith("." + ok) for ok in (h.lower().strip(".") for h in allowed_link_hosts)
@@ -320,7 +382,7 @@ def _neutralise_links(
             continue
         image = link.kind in ("image", "srcset") or bool(_IMAGE_PATH.search(link.url))
         kind = "external_image" if image else "external_link"
-        what = f"external {'image' if image else 'link'} to {host}"
+        what = f"external {'image' if image else 'link'} to {shown_host(host)}"
         for span in _link_spans(text, link):
             if span in done:
                 continue

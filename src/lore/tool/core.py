@@ -31,16 +31,16 @@ from typing import Any, TypeVar
 
 from lore import startup_trace, tracing
 from lore.access import AccessFilter, Principal, access_filter, principal_name
+from lore.arrange import arranged, diversified
+from lore.arrange import candidates as candidate_depth
 from lore.confidence import Confidence, best, clears
 from lore.errors import AuditError, LoreError, RerankError, UnsupportedModeError
 from lore.events.record import Correlation
 from lore.events.recorder import EventRecorder, event_of_call
 from lore.events.timing import Timing, measure_retrieval
-from lore.intent import by_intent
 from lore.models import Passage, SearchMode
 from lore.named import QueryJudge
 from lore.observe import observe_search
-from lore.priority import depth as priority_depth
 from lore.priority import prioritised
 from lore.protocols import KnowledgeRetriever, Reranker
 from lore.safety.audit import AuditEntry, AuditHit, AuditLog
@@ -386,20 +386,23 @@ class KnowledgeSearch:
                 f"{self._retriever.engine} does not offer {mode.value} search (offers: {offered})"
             )
         labels = request.labels or None
-        shown = priority_depth(request.top_k, self._weights)
+        shown = candidate_depth(request.top_k)
         depth = shown if self._reranker is None else max(shown, RERANK_CANDIDATES)
         found = await self._retriever.retrieve(
             request.query, top_k=depth, labels=labels, mode=mode, access=access
         )
         candidates, degraded_reason, served_by = list(found.passages), found.degraded_reason, found.served_by
-        # The team's pages before the pack's, then inside each document the section the
-        # question asks for (lore.intent) first.
-        candidates = by_intent(prioritised(candidates, self._weights), request.query)
+        # The team's pages before the pack's, one passage per run of a section's chunks,
+        # the section the question asks for first, no document taking every slot
+        # (lore.arrange).
+        candidates = arranged(
+            candidates, request.query, self._weights, max_chars=self._policy.safety.max_passage_chars
+        )
         if self._reranker is None:
             return candidates[: request.top_k], False, degraded_reason, served_by
         try:
             reranked = await self._reranker.rerank(request.query, candidates, top_k=request.top_k)
-            return prioritised(reranked, self._weights), True, degraded_reason, served_by
+            return diversified(prioritised(reranked, self._weights)), True, degraded_reason, served_by
         except RerankError as err:
             logger.warning("reranker %s failed, keeping retrieval order: %s", self._reranker.model_id, err)
             return candidates[: request.top_k], False, degraded_reason, served_by

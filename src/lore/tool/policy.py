@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from lore.confidence import Confidence
 from lore.config import AlertSettings, SafetySettings
+from lore.source_tables import SourceConfig
 
 
 @dataclass(frozen=True)
@@ -31,3 +32,7 @@ class ToolPolicy:
     source_types: Mapping[str, str]
     #: The configured index's name, as traces name the data source.
     index_name: str
+    #: The ``[[sources]]`` tables and ``[vault] skills``, for the skills catalog's rules
+    #: (``lore.skills.select.skill_rules``).
+    skill_sources: tuple[SourceConfig, ...]
+    vault_skills: bool

@@ -50,9 +50,10 @@ STATIC_DIR = Path(str(files("lore.web") / "static"))
 def create_app(service: Service, *, host: str = "127.0.0.1") -> ASGIApp:
     oauth_settings = service.settings.serve.oauth
     oauth = OAuthVerifier(oauth_settings) if oauth_settings is not None else None
-    auth = Auth(service.tokens, Sessions(), RateLimiter(service.limits.rate, service.limits.burst), oauth)
+    limiter = RateLimiter(service.limits.rate, service.limits.burst)
+    auth = Auth(service.tokens, Sessions(shared=service.replicas), limiter, oauth)
     runner = SyncRunner(service)
-    mcp = mcp_app(service.search, host)
+    mcp = mcp_app(service.search, host, service.skills)
     extractor = Extractor(service.limits.extract)
 
     @asynccontextmanager

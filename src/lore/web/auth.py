@@ -3,7 +3,9 @@ the local user.
 
 - ``Authorization: Bearer <token>``: checked against the token store on every request.
 - ``lore_session`` cookie (``POST /v1/session``): HttpOnly, SameSite=Strict; sessions live
-  in memory (a restart signs everyone out) and expire after ``SESSION_SECONDS``. Every
+  in memory (a restart signs everyone out), or, over an index whose database replicas
+  share (``lore.protocols.Replicas``: pgvector), in that database under a hash of the
+  cookie's id, so any replica knows them; they expire after ``SESSION_SECONDS``. Every
   non-GET request on a session must carry ``X-CSRF-Token`` with the session's token. A
   session holds the HMAC of the token it signed in with, never a principal: each request
   reads role, groups and tenant from the token store again, so revoking a token ends its
@@ -23,6 +25,8 @@ Bearer requests need no CSRF token: a browser never adds that header on its own.
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 import hmac
 import secrets
 import threading
@@ -34,6 +38,7 @@ from typing import Literal
 from fastapi import Request
 
 from lore.access import Principal, Role
+from lore.protocols import Replicas, SharedSession
 from lore.web.limits import RateLimiter
 from lore.web.oauth import OAuthVerifier, looks_like_jwt
 from lore.web.problems import Problem
@@ -63,15 +68,21 @@ class Session:
 
 
 class Sessions:
-    """Server-side sessions: the cookie holds only a random id."""
+    """Server-side sessions: the cookie holds only a random id. In this process's memory,
+    or with ``shared`` in the index's database, where every replica finds them."""
 
-    def __init__(self, seconds: float = SESSION_SECONDS) -> None:
+    def __init__(self, seconds: float = SESSION_SECONDS, shared: Replicas | None = None) -> None:
         self.seconds = seconds
+        self.shared = shared
         self._sessions: dict[str, Session] = {}
         self._lock = threading.Lock()
 
     def create(self, token_digest: str) -> tuple[str, Session]:
         session_id = secrets.token_urlsafe(32)
+        if self.shared is not None:
+            stored = SharedSession(token_digest, secrets.token_urlsafe(32), time.time() + self.seconds)
+            self.shared.put_session(_shared_key(session_id), stored, MAX_SESSIONS_PER_TOKEN)
+            return session_id, Session(stored.token_digest, stored.csrf_token, stored.expires)
         session = Session(token_digest, secrets.token_urlsafe(32), time.monotonic() + self.seconds)
         with self._lock:
             now = time.monotonic()
@@ -84,6 +95,9 @@ class Sessions:
         return session_id, session
 
     def get(self, session_id: str) -> Session | None:
+        if self.shared is not None:
+            found = self.shared.session(_shared_key(session_id))
+            return Session(found.token_digest, found.csrf_token, found.expires) if found else None
         with self._lock:
             session = self._sessions.get(session_id)
             if session is not None and session.expires <= time.monotonic():
@@ -92,8 +106,17 @@ class Sessions:
             return session
 
     def drop(self, session_id: str) -> None:
+        if self.shared is not None:
+            self.shared.drop_session(_shared_key(session_id))
+            return
         with self._lock:
             self._sessions.pop(session_id, None)
+
+
+def _shared_key(session_id: str) -> str:
+    """What the database keeps of a session id: its hash, so a copy of the table (a
+    backup, a replica of the database) signs no one in."""
+    return hashlib.sha256(session_id.encode("utf-8", "replace")).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -155,12 +178,22 @@ class Auth:
             return Caller(await self.bearer(token.strip()), "bearer")
         session_id = request.cookies.get(SESSION_COOKIE)
         if session_id:
-            session = self.sessions.get(session_id)
+            # Off the event loop when the session is in the index's database (replicas):
+            # a slow database then holds one thread, not every request.
+            shared = self.sessions.shared is not None
+            session = (
+                await asyncio.to_thread(self.sessions.get, session_id)
+                if shared
+                else self.sessions.get(session_id)
+            )
             record = self.tokens.by_digest(session.token_digest) if session is not None else None
             if session is not None and record is not None:
                 return Caller(record.principal(), "session", session.csrf_token, session_id)
             if session is not None:  # its token is revoked: the session ends here
-                self.sessions.drop(session_id)
+                if shared:
+                    await asyncio.to_thread(self.sessions.drop, session_id)
+                else:
+                    self.sessions.drop(session_id)
         if self.unauthenticated:
             return Caller(UNAUTHENTICATED, "local", self.local_csrf)
         raise self.unauthorized("sign in: send 'Authorization: Bearer <token>' or a session cookie")

@@ -21,33 +21,13 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from lore.models import SOURCE_LABEL, SOURCE_TYPE_LABEL, Chunk, Document, utc
+from lore.text_blocks import merge_chunks as merge_chunks
 from lore.web.managed import EDITABLE_TYPES
 
 FOLDER_LABEL = "folder"
 
 #: Screening and redaction of one text, as the tool's chain does it.
 Clean = Callable[[str], str]
-
-
-def merge_chunks(chunks: Sequence[Chunk]) -> str:
-    text = ""
-    for chunk in chunks:
-        if not text:
-            text = chunk.text
-            continue
-        overlap = _overlap(text, chunk.text)
-        rest = chunk.text[overlap:]
-        text += rest if overlap else "\n\n" + rest
-    return text
-
-
-def _overlap(before: str, after: str) -> int:
-    """The longest start of ``after`` that ``before`` ends with (at least a few characters,
-    so a lone repeated letter is not taken for overlap)."""
-    for size in range(min(len(before), len(after)), 7, -1):
-        if before.endswith(after[:size]):
-            return size
-    return 0
 
 
 def age_days(updated_at: datetime, now: datetime | None = None) -> int:

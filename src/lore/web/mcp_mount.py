@@ -1,6 +1,7 @@
 """MCP streamable HTTP at ``/mcp`` of ``lore serve``: the same ``KnowledgeSearch`` the
 REST API calls, so the safety chain and the audit apply, behind the same bearer tokens
-(lore's, or an IdP's access tokens: ``lore.web.oauth``).
+(lore's, or an IdP's access tokens: ``lore.web.oauth``). Stateless (``mcp_app``), so
+replicas need no sticky sessions.
 
 The SDK's server comes from ``lore.mcp_server.build_server`` (the tool's schema byte for
 byte). Authentication is a thin ASGI layer in front of it rather than the SDK's OAuth
@@ -17,15 +18,24 @@ from starlette.applications import Starlette
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from lore.mcp_server import HTTP_PATH, SCOPE_PRINCIPAL, build_server
+from lore.skills.catalog import SkillCatalog
 from lore.tool.core import KnowledgeSearch
 from lore.web.auth import UNAUTHENTICATED, Auth
 from lore.web.problems import Problem, problem_response
 
 
-def mcp_app(search: KnowledgeSearch, host: str) -> Starlette:
+def mcp_app(search: KnowledgeSearch, host: str, skills: SkillCatalog | None = None) -> Starlette:
+    """The SDK's streamable-HTTP app, stateless: each request is answered on its own,
+    with no ``Mcp-Session-Id`` to remember, so any replica behind a load balancer answers
+    any request without sticky sessions. The 2026-07-28 revision is stateless anyway; a
+    client of an earlier one (the ``initialize`` handshake) gets the SDK's stateless
+    handling of it. lore's tools never call back to the client (no sampling, no
+    elicitation), which is all a session would carry."""
     # DNS-rebinding protection as the SDK sets it up for a loopback host. No default
-    # principal: each call acts as the one ``McpAuth`` put in its scope.
-    return build_server(search).streamable_http_app(streamable_http_path=HTTP_PATH, host=host)
+    # principal: each call acts as the one ``McpAuth`` put in its scope (skills too).
+    return build_server(search, skills=skills).streamable_http_app(
+        streamable_http_path=HTTP_PATH, host=host, stateless_http=True
+    )
 
 
 class McpAuth:

@@ -9,6 +9,7 @@ sessions (or try tokens) at the rate of the API; a token keeps at most
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from typing import Any
 
@@ -72,7 +73,7 @@ async def sign_in(body: SignIn, request: Request, response: Response) -> dict[st
     if record is None:
         raise Problem(401, "that token is not valid (unknown or revoked)")
     principal = record.principal()
-    session_id, session = auth.sessions.create(record.digest)
+    session_id, session = await asyncio.to_thread(auth.sessions.create, record.digest)
     response.set_cookie(
         SESSION_COOKIE,
         session_id,
@@ -94,7 +95,7 @@ async def whoami(request: Request) -> dict[str, Any]:
 async def sign_out(request: Request) -> Response:
     caller = await auth_of(request).identify(request)
     if caller.session_id is not None:
-        auth_of(request).sessions.drop(caller.session_id)
+        await asyncio.to_thread(auth_of(request).sessions.drop, caller.session_id)
     response = Response(status_code=204)
     response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict")
     return response

@@ -7,11 +7,17 @@ delete) for exactly the documents it changed, so a request returns once its chan
 searchable. A write runs on a worker thread with its own event loop, a whole sync in a
 child process of the lowest priority (``lore.web.sync_process``); searches go on
 meanwhile on the server's loop (the SQLite backend reads on its own connection).
+
+Over an index whose database replicas share (``Service.replicas``, pgvector), "never two
+at once" holds across every ``lore serve`` process over it: each write also takes the
+replicas' write turn (``lore.protocols.Replicas.write_turn``), an advisory lock in that
+database, so an upload on one replica waits for a sync run by another.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -22,16 +28,20 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from lore.access import Principal, readable
 from lore.alerts.tool import AlertResult, RunbookForAlert
 from lore.config import LoreSettings
-from lore.errors import BackendUnavailableError, ConfigError, LoreError
+from lore.errors import BackendUnavailableError, ConfigError, IndexLockedError, LoreError
 from lore.models import SourceFailure, SourceItem, SyncReport, Tombstone
 from lore.protocols import (
+    DocumentReader,
     Embedder,
     KnowledgeRetriever,
     KnowledgeSource,
     QueryWarmUp,
+    Replicas,
     StoringBackend,
 )
 from lore.serving import configure_server_process, query_embedder
+from lore.skills.catalog import SkillCatalog
+from lore.skills.select import SkillRules, skill_rules
 from lore.sources import build_source
 from lore.sources.manual import ManualSource
 from lore.sources.scope import ScopedSource, SourceScope, default_access, scope_of
@@ -106,6 +116,9 @@ class Service:
     #: Where whole syncs run: a child process of the lowest priority, or (None) the
     #: calling thread, as for an embedder the child could not build from the settings.
     sync_process: SyncProcess | None = None
+    #: What replicas over the same index share (sessions, one writer at a time, the
+    #: scheduler's lease, the sync queue); None: this process holds them in memory.
+    replicas: Replicas | None = None
 
     def __post_init__(self) -> None:
         self.writer = IndexWriter(self.settings, self.embedder, lambda: self.backend, self.fallback)
@@ -113,6 +126,24 @@ class Service:
         self.chunker = self.writer.chunker
         #: Threads that run (or wait to run) writes; they queue on ``write_lock``.
         self._writers = ThreadPoolExecutor(max_workers=WRITE_THREADS, thread_name_prefix="lore-write")
+        #: The runbooks served as Agent Skills (``/mcp`` and the alert path), read from
+        #: the primary index as it is now (an outage: ``BackendUnavailableError``).
+        self.skills = SkillCatalog(self.search, self._document_reader, rules=self._skill_rules)
+
+    def _skill_rules(self) -> SkillRules:
+        # Every source the service syncs: lore.toml's, the pack, and those added over the API.
+        return skill_rules([config for config, _ in self.sources.all()], self.settings.vault.skills)
+
+    def _document_reader(self) -> DocumentReader | None:
+        try:
+            backend: StoringBackend | None = self.backend
+        except BackendUnavailableError:
+            # Degraded is not empty: the fallback index every sync writes holds the same
+            # documents (none configured: the outage is the answer).
+            if self.fallback is None:
+                raise
+            backend = self.fallback
+        return backend if isinstance(backend, DocumentReader) else None
 
     @property
     def backend(self) -> StoringBackend:
@@ -170,7 +201,7 @@ class Service:
 
     async def run_alert(self, arguments: Mapping[str, Any], principal: Principal) -> AlertResult:
         """``runbook_for_alert`` on the same chain, audit and access filter as search."""
-        return await RunbookForAlert(self.search).run(arguments, principal=principal)
+        return await RunbookForAlert(self.search, self.skills).run(arguments, principal=principal)
 
     # -- sources ---------------------------------------------------------------------
 
@@ -283,13 +314,20 @@ class Service:
         return self.writer.sync(sources)
 
     def locked(self, job: Callable[[], T]) -> T:
-        """``job`` under the write lock: never two writes at once."""
+        """``job`` under the write lock: never two writes at once, in this process nor,
+        with ``replicas``, on any replica over the same index."""
         if not self.write_lock.acquire(timeout=WRITE_WAIT_SECONDS):
             raise Problem(
                 503, "a sync is writing the index; try again shortly", headers={"Retry-After": "10"}
             )
         try:
-            return job()
+            with contextlib.ExitStack() as turn:
+                if self.replicas is not None:
+                    try:
+                        turn.enter_context(self.replicas.write_turn(WRITE_WAIT_SECONDS))
+                    except IndexLockedError as err:
+                        raise Problem(503, str(err), headers={"Retry-After": "10"}) from err
+                return job()
         finally:
             self.write_lock.release()
 
@@ -318,6 +356,7 @@ def open_service(
         knowledge_search,
         open_backend,
         open_fallback_index,
+        open_replicas,
         resolve_embedder,
         resolve_reranker,
         retriever_with_fallback,
@@ -377,4 +416,5 @@ def open_service(
         fallback_retriever=fallback_retriever,
         # A child builds its embedder from the settings: one passed in stays in-process.
         sync_process=SyncProcess() if built_embedder else None,
+        replicas=open_replicas(settings),
     )

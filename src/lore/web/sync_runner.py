@@ -19,6 +19,15 @@ it is due: a cadence plus jitter after its last sync finished (as recorded in th
 by any sync, ``lore sync`` included), or at once when it was never synced; a source
 whose run failed waits ``lore.schedule.RETRY_AFTER`` before it is tried again. Runs of
 the schedule go through the same queue as triggered ones, so never two at once.
+
+Replicas (``Service.replicas``: several ``lore serve`` over one pgvector index) share the
+queue in the index's database instead: any replica queues a run there, and only the
+holder of the scheduler's lease (``lore.protocols.Replicas.lead``) runs the schedule and
+takes runs from the queue, one at a time; the others try for the lease every
+``LEASE_TICK_S``, so when its holder dies another leads within that tick (plus the
+database's notice of the death) and first puts the runs the dead holder had taken back in
+the queue. ``GET /v1/sync`` on any replica reads the queue, the history and the lease's
+holder from the database.
 """
 
 from __future__ import annotations
@@ -37,7 +46,7 @@ from typing import Any
 from lore.config import SourceConfig
 from lore.errors import LoreError
 from lore.models import RunRecord
-from lore.protocols import RunHistory
+from lore.protocols import QueuedSync, Replicas, RunHistory
 from lore.schedule import RETRY_AFTER, cadence
 from lore.schedule_cadence import jitter
 from lore.schedule_history import RUN_ID
@@ -56,6 +65,9 @@ SCHEDULE_TICK_S = 30.0
 SYNC_NICENESS = 10
 #: Seconds ``stop`` waits for the worker to record a run its child process stopped.
 STOP_RECORD_S = 5.0
+#: Replicas: how often each one checks (or tries to take) the scheduler's lease and,
+#: holding it, looks for queued runs.
+LEASE_TICK_S = 1.0
 
 
 def _now() -> str:
@@ -94,9 +106,13 @@ class SyncRunner:
         #: Runs this server finished, newest first: shown when the index has no record
         #: of them (it could not be written), and for the source each was asked for.
         self._finished: list[SyncRun] = []
+        #: Replicas: whether this one held the scheduler's lease at its last check.
+        self.leading = False
+        self._wake = threading.Event()
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._work, name="lore-serve-sync", daemon=True)
+        work = self._work if self.service.replicas is None else self._lead
+        self._thread = threading.Thread(target=work, name="lore-serve-sync", daemon=True)
         self._thread.start()
 
     def start_schedule(self) -> None:
@@ -107,6 +123,7 @@ class SyncRunner:
         is stopped at its next document and recorded; one on the worker thread itself is
         abandoned (each document is one transaction)."""
         self._stopping.set()
+        self._wake.set()
         self._queue.put(None)
         child = self.service.sync_process
         if child is not None:
@@ -152,7 +169,9 @@ class SyncRunner:
         while not self._stopping.is_set():
             try:
                 now = datetime.now(UTC)
-                for name in self.due_now(now):
+                # With replicas only the lease's holder queues what is due.
+                due = self.due_now(now) if self.service.replicas is None or self.leading else []
+                for name in due:
                     self._queued_at[name] = now
                     self.trigger(name)
             except Exception:  # the schedule must outlive one bad configuration
@@ -162,6 +181,14 @@ class SyncRunner:
     def trigger(self, source: str | None) -> SyncRun:
         if source is not None and self.service.source(source) is None:
             raise Problem(404, f"no source named {source!r}")
+        replicas = self.service.replicas
+        if replicas is not None:
+            try:
+                queued = replicas.enqueue(uuid.uuid4().hex[:12], source)
+            except LoreError as err:
+                raise Problem(503, f"cannot queue the sync: {err}", headers={"Retry-After": "10"}) from err
+            self._wake.set()
+            return _shared_run(queued)
         with self._lock:
             for waiting in self._pending:
                 if waiting.source == source:
@@ -181,28 +208,75 @@ class SyncRunner:
         while (run := self._queue.get()) is not None:
             with self._lock:
                 self._pending.remove(run)
-                self._current = run
-                run.status, run.started_at = "running", _now()
-            named = RUN_ID.set(run.run_id)  # recorded in the index under this id
-            try:
-                report = self.service.sync_now(run.source)
-            except (LoreError, Problem) as err:
-                run.status, run.error = "failed", str(err)
-            except Exception as err:  # a bug must not kill the worker
-                logger.exception("sync failed")
-                run.status, run.error = "failed", f"sync failed unexpectedly ({type(err).__name__})"
-            else:
-                run.added, run.updated, run.deleted = report.added, report.updated, report.deleted
-                run.failures = len(report.failures)
-                run.status = "ok" if report.ok and not report.refused_prunes else "partial"
-            finally:
-                RUN_ID.reset(named)
-            run.finished_at = _now()
-            # Kept before it stops being the current run, so that a status read in
-            # between finds it in one place or the other, never in neither.
-            with self._lock:
-                self._finished = [run, *self._finished][:HISTORY_LENGTH]
-                self._current = None
+            self._run(run)
+
+    def _lead(self) -> None:
+        """Replicas: hold (or wait for) the scheduler's lease; holding it, run the shared
+        queue's runs one at a time."""
+        _background_priority()
+        replicas = self.service.replicas
+        assert replicas is not None
+        try:
+            while not self._stopping.is_set():
+                was_leading, self.leading = self.leading, replicas.lead()
+                if self.leading and not was_leading:
+                    logger.info("this replica (%s) holds the sync schedule's lease", replicas.replica_id)
+                    try:
+                        replicas.requeue_orphans()
+                    except LoreError as err:
+                        logger.warning("cannot requeue the previous holder's runs: %s", err)
+                if self.leading and self._take(replicas):
+                    continue
+                self._wake.wait(LEASE_TICK_S)
+                self._wake.clear()
+        finally:
+            replicas.resign()
+            self.leading = False
+
+    def _take(self, replicas: Replicas) -> bool:
+        """Run the oldest queued run, if any; whether there was one."""
+        try:
+            queued = replicas.claim()
+        except LoreError as err:
+            logger.warning("cannot read the sync queue: %s", err)
+            return False
+        if queued is None:
+            return False
+        self._run(_shared_run(queued))
+        if self._stopping.is_set():
+            # Stopped by this replica's shutdown: left on the queue as this holder's, so
+            # the next holder runs it again (``requeue_orphans``).
+            return True
+        try:
+            replicas.finish(queued.run_id)
+        except LoreError as err:  # the next holder queues it again: a sync converges
+            logger.warning("cannot take run %s off the queue: %s", queued.run_id, err)
+        return True
+
+    def _run(self, run: SyncRun) -> None:
+        with self._lock:
+            self._current = run
+            run.status, run.started_at = "running", _now()
+        named = RUN_ID.set(run.run_id)  # recorded in the index under this id
+        try:
+            report = self.service.sync_now(run.source)
+        except (LoreError, Problem) as err:
+            run.status, run.error = "failed", str(err)
+        except Exception as err:  # a bug must not kill the worker
+            logger.exception("sync failed")
+            run.status, run.error = "failed", f"sync failed unexpectedly ({type(err).__name__})"
+        else:
+            run.added, run.updated, run.deleted = report.added, report.updated, report.deleted
+            run.failures = len(report.failures)
+            run.status = "ok" if report.ok and not report.refused_prunes else "partial"
+        finally:
+            RUN_ID.reset(named)
+        run.finished_at = _now()
+        # Kept before it stops being the current run, so that a status read in
+        # between finds it in one place or the other, never in neither.
+        with self._lock:
+            self._finished = [run, *self._finished][:HISTORY_LENGTH]
+            self._current = None
 
     def _recorded(self) -> list[RunRecord]:
         backend = self.service.backend
@@ -224,10 +298,22 @@ class SyncRunner:
         runs.sort(key=lambda run: run.get("started_at") or run.get("queued_at") or "", reverse=True)
         return runs[:HISTORY_LENGTH]
 
+    def _live(self) -> list[dict[str, Any]]:
+        """Queued and running runs: this process's, or with replicas the shared queue's."""
+        replicas = self.service.replicas
+        if replicas is None:
+            with self._lock:
+                return [asdict(run) for run in ([self._current] if self._current else []) + self._pending]
+        try:
+            return [asdict(_shared_run(queued)) for queued in replicas.live()]
+        except LoreError as err:
+            logger.warning("cannot read the sync queue: %s", err)
+            with self._lock:
+                return [asdict(self._current)] if self._current else []
+
     def status(self) -> dict[str, Any]:
         history = self.history()
-        with self._lock:
-            live = [asdict(run) for run in ([self._current] if self._current else []) + self._pending]
+        live = self._live()
         sources = []
         due = {config.name: self.next_due(config) for config, _ in self.service.sources.all()}
         for source in self.service.built_sources():
@@ -242,7 +328,18 @@ class SyncRunner:
             )
         ids = {run["run_id"] for run in live}
         recorded = [run for run in history if run.get("run_id") not in ids]
-        return {"running": self.running, "sources": sources, "history": live + recorded}
+        running = any(run["status"] == "running" for run in live) or self.running
+        found: dict[str, Any] = {"running": running, "sources": sources, "history": live + recorded}
+        replicas = self.service.replicas
+        if replicas is not None:
+            try:
+                holder = replicas.leader()
+            except LoreError:
+                holder = None
+            # Which replica runs the schedule and the queue (from the database), and
+            # whether it is the one answering.
+            found["scheduler"] = {"holder": holder, "leading": self.leading}
+        return found
 
     def _stats(self, name: str) -> dict[str, Any] | None:
         try:
@@ -251,6 +348,16 @@ class SyncRunner:
         except (LoreError, ValueError):
             return None
         return stats if isinstance(stats, dict) else None
+
+
+def _shared_run(queued: QueuedSync) -> SyncRun:
+    return SyncRun(
+        run_id=queued.run_id,
+        source=queued.source,
+        status="queued" if queued.started_at is None else "running",
+        queued_at=_iso(queued.queued_at) or _now(),
+        started_at=_iso(queued.started_at),
+    )
 
 
 def _background_priority() -> None:

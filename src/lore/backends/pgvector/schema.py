@@ -185,6 +185,27 @@ MIGRATIONS: tuple[Migration[Step], ...] = schema(
         # name by its shape").
         steps=(*bm25.CONTENT_FIELD_STATEMENTS, postings.IMPACT_INDEX, postings.mark_stale),
     ),
+    Migration(
+        "m009_replica_sessions_sync_queue",
+        about="lore serve replicas: page sessions and the queue of syncs",
+        # Sessions are keyed by a hash of the cookie's id, and hold the HMAC of their
+        # token, never a principal (lore.backends.pgvector.replicas).
+        steps=(
+            """CREATE TABLE {sessions} (
+                key text PRIMARY KEY, token_digest text NOT NULL, csrf_token text NOT NULL,
+                created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+                expires_at timestamptz NOT NULL
+            )""",
+            "CREATE INDEX {sessions_token} ON {sessions} (token_digest, created_at)",
+            """CREATE TABLE {sync_queue} (
+                run_id text PRIMARY KEY, source text, queued_at timestamptz NOT NULL,
+                started_at timestamptz, holder text
+            )""",
+            # One waiting run per source (and one over every source): a second request queues nothing.
+            "CREATE UNIQUE INDEX {sync_queue_waiting} ON {sync_queue} (coalesce(source, '')) "
+            "WHERE started_at IS NULL",
+        ),
+    ),
 )
 
 LATEST_VERSION = len(MIGRATIONS)
@@ -298,5 +319,6 @@ def drop_statements(tables: Tables) -> list[sql.Composed]:
         for name in (
             *("postings", "terms", "bm25_stats", "chunks", "documents", "state", "embedder"),
             *("schema_version", "reembed", "reembed_target", "runs", "events", "feedback", "suggestions"),
+            *("sessions", "sync_queue"),
         )
     ]

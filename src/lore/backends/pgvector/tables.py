@@ -106,4 +106,9 @@ def _mapping(index: str) -> Mapping[str, sql.Identifier]:
             "feedback": name("feedback"),
             "feedback_event": name("feedback_event"),
             "suggestions": name("suggestions"),
+            # What lore serve replicas share (replicas.py).
+            "sessions": name("sessions"),
+            "sessions_token": name("sessions_token"),
+            "sync_queue": name("sync_queue"),
+            "sync_queue_waiting": name("sync_queue_waiting"),
         }

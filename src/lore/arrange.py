@@ -1,0 +1,163 @@
+"""From a retriever's ranking of chunks to the passages an answer shows, on every backend.
+
+A retriever ranks chunks; a person or an agent reads sections. Four rules turn the one
+into the other, in this order, applied by every consumer of a ranking (``knowledge_search``,
+``lore eval``, the verdict's figures) so each backend and search mode answers alike:
+
+1. **Source priority** (``lore.priority``): each score times its source's weight, so the
+   team's page comes before the built-in pack's when both answer comparably.
+2. **One section, one passage**: chunks of one section that follow each other in their
+   document (consecutive ordinals, the chunker's overlap between them) are merged into one
+   passage at the rank of the best of them, rather than competing for slots as two cards
+   cut mid-section ("its Mitigation split in two cards ranked 4 and 7"). The merged text
+   drops the repeated overlap and stays within ``max_chars`` (the output cap per passage),
+   beyond which the run is left in pieces.
+3. **The section the question asks for** (``lore.intent``): inside each document, a
+   "how do I fix" question's Mitigation before the document's other sections.
+4. **Diversity by document**: one document takes at most ``PER_DOCUMENT`` passages ahead of
+   another document's passage that answers too (scores at least ``ANSWERS_TOO`` of the best
+   passage's); its further passages follow those. A long playbook then cannot take every
+   slot of an answer when another page answers the question; when nothing else comes
+   close, its sections keep their places. A document's first passage never moves, so the
+   ranking of documents (and every document-level metric) is what retrieval gave.
+
+A rule over the ranking rather than inside each backend's fusion: the same code for
+SQLite, PostgreSQL, Qdrant, Elasticsearch and the managed engines, measured once
+(docs/quality.md, "Current figures").
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import replace
+
+from lore.intent import by_intent
+from lore.models import Passage
+from lore.priority import MIN_EXTRA_CANDIDATES, Weights, prioritised
+from lore.text_blocks import joined
+
+#: Passages of one document ahead of another document's passage that answers too.
+PER_DOCUMENT = 3
+#: "Answers too": a passage scoring at least this share of the best passage's score.
+ANSWERS_TOO = 0.5
+
+
+def candidates(top_k: int) -> int:
+    """Chunks to ask a retriever for to show ``top_k`` passages after merging and
+    prioritising: the answer's size again, at least ``MIN_EXTRA_CANDIDATES`` more."""
+    return top_k + max(top_k, MIN_EXTRA_CANDIDATES)
+
+
+def ordinal(passage: Passage) -> int | None:
+    """The chunk's position in its document, from its id (``uri#ordinal#hash``, as
+    ``lore.models.make_chunk_id`` makes it); None for an id of another shape."""
+    parts = passage.chunk_id.rsplit("#", 2)
+    if len(parts) != 3 or parts[0] != passage.uri or not parts[1].isdigit():
+        return None
+    return int(parts[1])
+
+
+def merged(passages: Sequence[Passage], *, max_chars: int | None = None) -> list[Passage]:
+    """``passages`` (best first) with each run of consecutive chunks of one section made one
+    passage, at the rank, score, id and evidence of its best chunk, its text in document
+    order; a run whose text would exceed ``max_chars`` is cut into pieces that fit."""
+    runs: dict[tuple[str, str], list[tuple[int, int]]] = {}  # (uri, section) -> (ordinal, index)
+    for index, passage in enumerate(passages):
+        number = ordinal(passage)
+        if number is not None:
+            runs.setdefault((passage.uri, passage.section), []).append((number, index))
+    into: dict[int, list[int]] = {}  # index of a run's best chunk -> indices in document order
+    absorbed: set[int] = set()
+    for members in runs.values():
+        if len(members) < 2:
+            continue
+        members.sort()
+        run: list[tuple[int, int]] = []
+        for number, index in members:
+            if run and number == run[-1][0]:
+                absorbed.add(index)  # the same chunk twice: keep its better rank
+                continue
+            if run and number != run[-1][0] + 1:
+                _close(run, passages, max_chars, into, absorbed)
+                run = []
+            run.append((number, index))
+        _close(run, passages, max_chars, into, absorbed)
+    if not into:
+        return list(passages)
+    shown: list[Passage] = []
+    for index, passage in enumerate(passages):
+        if index in absorbed:
+            continue
+        pieces = into.get(index)
+        shown.append(
+            passage if pieces is None else replace(passage, text=joined([passages[i].text for i in pieces]))
+        )
+    return shown
+
+
+def _close(
+    run: list[tuple[int, int]],
+    passages: Sequence[Passage],
+    max_chars: int | None,
+    into: dict[int, list[int]],
+    absorbed: set[int],
+) -> None:
+    """File one run of consecutive chunks (``(ordinal, index)`` in document order) as
+    passages of at most ``max_chars`` characters each."""
+    piece: list[int] = []
+    for _, index in run:
+        if (
+            piece
+            and max_chars is not None
+            and len(joined([passages[i].text for i in [*piece, index]])) > max_chars
+        ):
+            _file(piece, into, absorbed)
+            piece = []
+        piece.append(index)
+    _file(piece, into, absorbed)
+
+
+def _file(piece: list[int], into: dict[int, list[int]], absorbed: set[int]) -> None:
+    if len(piece) < 2:
+        return
+    best = min(piece)
+    into[best] = piece
+    absorbed.update(index for index in piece if index != best)
+
+
+def diversified(
+    passages: Sequence[Passage], *, per_document: int = PER_DOCUMENT, answers_too: float = ANSWERS_TOO
+) -> list[Passage]:
+    """``passages`` (best first) with a document's passages beyond its first
+    ``per_document`` moved after every other document's passage that scores at least
+    ``answers_too`` of the best score; each position keeps its place otherwise, and no
+    document's first passage moves. Each place keeps its score, so scores still fall."""
+    if not passages or passages[0].score <= 0:
+        return list(passages)  # no positive best score to measure "answers too" against
+    floor = answers_too * passages[0].score
+    close = next((i for i, passage in enumerate(passages) if passage.score < floor), len(passages))
+    seen: Counter[str] = Counter()
+    ahead: list[Passage] = []  # the passages that answer, at most per_document per document
+    deferred: list[Passage] = []
+    for passage in passages[:close]:
+        seen[passage.uri] += 1
+        (ahead if seen[passage.uri] <= per_document else deferred).append(passage)
+    if not deferred:
+        return list(passages)
+    # A document's further passages follow every passage that answers too, and come before
+    # everything below the floor: alone near the top, a document keeps its sections' places.
+    # Each place keeps its score (as ``lore.intent`` does), so scores still fall down the list.
+    moved = [*ahead, *deferred]
+    return [
+        passage if passage.score == place.score else replace(passage, score=place.score)
+        for passage, place in zip(moved, passages, strict=False)
+    ] + list(passages[close:])
+
+
+def arranged(
+    passages: Sequence[Passage], query: str, weights: Weights | None = None, *, max_chars: int | None = None
+) -> list[Passage]:
+    """The rules (module docstring) over a retriever's ranking of chunks, best first."""
+    ranked = merged(prioritised(passages, weights or {}), max_chars=max_chars)
+    return diversified(by_intent(ranked, query))
