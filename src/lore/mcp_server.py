@@ -179,12 +179,13 @@ def http_app(search: KnowledgeSearch, principal: Principal) -> Starlette:
 async def serve_http(search: KnowledgeSearch, principal: Principal, *, port: int = DEFAULT_HTTP_PORT) -> None:
     import uvicorn  # the SDK's own HTTP transport depends on it
 
+    from lore.draining import DrainingServer
     from lore.serving import install_executor
 
     config = uvicorn.Config(http_app(search, principal), host=HTTP_HOST, port=port, log_level="warning")
     pool = install_executor()
     try:
-        await uvicorn.Server(config).serve()
+        await DrainingServer(config).serve()
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
 
