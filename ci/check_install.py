@@ -61,6 +61,8 @@ NEEDS_EXTRA = {
     "lore.integrations.adk": "adk",
     "lore.integrations.langchain": "langchain",
     "lore.mcp_server": "mcp",
+    # the HTTP server of lore mcp --http and lore serve (uvicorn, in both extras)
+    "lore.draining": "mcp",
     # lore.tracing's hooks as OpenTelemetry spans; the base install traces nothing
     "lore.otel": "otel",
     # /metrics of lore serve and lore mcp --http (prometheus-client, in both extras)

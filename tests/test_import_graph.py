@@ -41,6 +41,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("services", (
         "lore.tool", "lore.alerts", "lore.events", "lore.eval", "lore.metrics", "lore.serving",
         "lore.mcp_tools",
+        # The HTTP server every entry point serves on (uvicorn, drained on a stop).
+        "lore.draining",
         # Runbooks as Agent Skills over the index, the chain and the access rule.
         "lore.skills",
         # Ranking policy over passages: named evidence, source priority, arrangement; files

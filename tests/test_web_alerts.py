@@ -11,7 +11,7 @@ from optional_extras import require_extra
 
 require_extra("fastapi", "serve")
 
-from web_helpers import Served, serve  # noqa: E402
+from web_helpers import Served, alert_webhook, serve  # noqa: E402
 
 NODE_RUNBOOK = (
     "---\ntitle: Node not ready\nalerts: [KubeNodeNotReady]\n---\n# Node not ready\n\n"
@@ -22,27 +22,12 @@ MORE = '\n[vault]\nenabled = false\n'
 
 
 def webhook(alertname: str, summary: str) -> dict[str, object]:
-    return {
-        "version": "4",
-        "status": "firing",
-        "receiver": "lore",
-        "groupLabels": {"alertname": alertname},
-        "commonLabels": {"alertname": alertname},
-        "commonAnnotations": {},
-        "externalURL": "http://127.0.0.1:9093",
-        "groupKey": "{}:{alertname=\"" + alertname + "\"}",
-        "alerts": [
-            {
-                "status": "firing",
-                "labels": {"alertname": alertname, "node": "node-3", "severity": "critical"},
-                "annotations": {"summary": summary, "description": "node-3 has been unready for 15 minutes."},
-                "startsAt": "2026-12-01T10:00:00Z",
-                "endsAt": "0001-01-01T00:00:00Z",
-                "generatorURL": "http://127.0.0.1:9090/graph",
-                "fingerprint": "3f2a9c1b7e6d5a40",
-            }
-        ],
-    }
+    return alert_webhook(
+        alertname,
+        summary=summary,
+        description="node-3 has been unready for 15 minutes.",
+        labels={"node": "node-3"},
+    )
 
 
 @pytest.fixture(scope="module")

@@ -128,9 +128,16 @@ def wait_for(check: object, what: str, seconds: float = 60.0) -> None:
         time.sleep(0.05)
 
 
-def alert_webhook(alertname: str, fingerprint: str = "3f2a9c1b7e6d5a40") -> dict[str, Any]:
+def alert_webhook(
+    alertname: str,
+    fingerprint: str = "3f2a9c1b7e6d5a40",
+    *,
+    summary: str | None = None,
+    description: str | None = None,
+    labels: dict[str, str] | None = None,
+) -> dict[str, Any]:
     """An Alertmanager webhook (version 4) of one firing alert named ``alertname``, whose
-    summary and description say it again: what ``POST /v1/alerts`` receives."""
+    summary and description say it again unless given: what ``POST /v1/alerts`` receives."""
     return {
         "version": "4",
         "status": "firing",
@@ -143,8 +150,11 @@ def alert_webhook(alertname: str, fingerprint: str = "3f2a9c1b7e6d5a40") -> dict
         "alerts": [
             {
                 "status": "firing",
-                "labels": {"alertname": alertname, "severity": "critical"},
-                "annotations": {"summary": f"{alertname} fired", "description": alertname},
+                "labels": {"alertname": alertname, **(labels or {}), "severity": "critical"},
+                "annotations": {
+                    "summary": f"{alertname} fired" if summary is None else summary,
+                    "description": alertname if description is None else description,
+                },
                 "startsAt": "2026-12-01T10:00:00Z",
                 "endsAt": "0001-01-01T00:00:00Z",
                 "generatorURL": "http://127.0.0.1:9090/graph",

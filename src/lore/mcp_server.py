@@ -182,13 +182,14 @@ async def serve_http(
 ) -> None:
     import uvicorn  # the SDK's own HTTP transport depends on it
 
+    from lore.draining import DrainingServer
     from lore.serving import install_executor
 
     app = http_app(search, principal, scope)
     config = uvicorn.Config(app, host=HTTP_HOST, port=port, log_level="warning")
     pool = install_executor()
     try:
-        await uvicorn.Server(config).serve()
+        await DrainingServer(config).serve()
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
 
