@@ -30,7 +30,7 @@ from rich.table import Table
 from lore.access import LOCAL
 from lore.config import load_settings
 from lore.events.recorder import EventRecorder
-from lore.resolve import open_backend, resolve_embedder
+from lore.resolve import knowledge_search, open_backend, resolve_embedder
 from lore.sync import run_sync
 from lore.tool.core import KnowledgeSearch
 
@@ -57,8 +57,8 @@ def main() -> None:
         embedder = resolve_embedder(settings)
         backend = open_backend(settings, embedder)
         assert backend is not None
-        on = KnowledgeSearch(backend, settings=settings, reranker=None)
-        off = KnowledgeSearch(backend, settings=settings, reranker=None, events=EventRecorder(None))
+        on = knowledge_search(settings, backend, reranker=None)
+        off = knowledge_search(settings, backend, reranker=None, events=EventRecorder(None))
         timings: dict[str, list[float]] = {"on": [], "off": []}
         try:
             asyncio.run(_rounds(on, off, args.rounds, timings))

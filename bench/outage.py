@@ -36,7 +36,7 @@ from rich.table import Table
 from lore.access import LOCAL
 from lore.backends.fallback import FALLBACK_PREFIX, FallbackRetriever
 from lore.config import load_settings
-from lore.resolve import retriever_with_fallback
+from lore.resolve import knowledge_search, retriever_with_fallback
 from lore.sync import run_sync
 from lore.testing.embedders import CountingEmbedder
 from lore.tool.core import KnowledgeSearch
@@ -112,7 +112,7 @@ def measure(dsn: str, cluster: object, budget_ms: int, cooldown_s: float, rounds
         embedder = CountingEmbedder()
         run_sync(settings, embedder=embedder)
         retriever = retriever_with_fallback(settings, embedder)
-        tool = KnowledgeSearch(retriever, settings=settings, reranker=None)
+        tool = knowledge_search(settings, retriever, reranker=None)
 
         async def run_all() -> list[Round]:
             await served_by(tool, "warm up")  # opens the pool and the fallback

@@ -5,6 +5,7 @@ at 1, 8 and 32 concurrent clients, while a sync writes the same index.
                                           [--clients 1,8,32] [--no-shared] [--repeat]
                                           [--workdir DIR] [--sync-nice 19] [--targets serve,mcp]
     .venv/bin/python bench/serve_load.py --quick    # the goal's check: --local --no-shared, 1 round
+    .venv/bin/python bench/serve_load.py --peer ../base/src [--clients 1,8] ...  # against a commit
 
 Loopback only, bounded in count (``--requests`` per level) and time (``--seconds`` per
 level). The corpus is a scratch copy of examples/runbooks plus ../shared/corpora when it
@@ -29,6 +30,11 @@ beside lore mcp --http, each once it has exited), this driver's own CPU time per
 over the level. lore mcp --http gets one search before its levels, since it opens the
 query model at its first search, where lore serve does before ``/readyz`` answers.
 Below the table, each level's first failed answer, if any.
+
+``--peer SRC``: every round runs each target twice, once on another checkout's ``src``
+folder (the commit before a change, "before") and once on this one ("after"), alternating
+which goes first, each on a corpus copy and index of its own synced by its own code; a
+second table gives after/before of the medians (p50, p95, server CPU per request).
 """
 
 from __future__ import annotations
@@ -382,6 +388,38 @@ class _McpPool:
         await self._exit.aclose()
 
 
+def report_ratios(console: Console, rounds: list[list[Level]]) -> None:
+    """After/before of the medians, for a ``--peer`` run (targets ``... [before]``/``[after]``)."""
+    table = Table(title=f"after / before (medians of {len(rounds)} rounds; < 1 is faster after)")
+    for column in ("target", "clients", "p50", "p95", "server CPU ms/req"):
+        table.add_column(column, justify="left" if column == "target" else "right")
+
+    def median_of(target: str, clients: int, figure: Callable[[Level], float]) -> float:
+        return statistics.median(
+            figure(level)
+            for levels in rounds
+            for level in levels
+            if (level.target, level.clients) == (target, clients)
+        )
+
+    figures: tuple[Callable[[Level], float], ...] = (
+        lambda level: percentile(level.samples, 0.50),
+        lambda level: percentile(level.samples, 0.95),
+        lambda level: level.cpu_ms_per_request,
+    )
+    for level in rounds[0]:
+        if not level.target.endswith(" [after]"):
+            continue
+        name = level.target.removesuffix(" [after]")
+        ratios = [
+            median_of(level.target, level.clients, figure)
+            / max(1e-9, median_of(f"{name} [before]", level.clients, figure))
+            for figure in figures
+        ]
+        table.add_row(name, str(level.clients), *(f"{ratio:.2f}" for ratio in ratios))
+    console.print(table)
+
+
 def report(console: Console, rounds: list[list[Level]], embedder: str) -> None:
     table = Table(
         title=f"search under load while a sync runs (embedder: {embedder}; medians of {len(rounds)} rounds)"
@@ -430,9 +468,19 @@ async def main_async(options: argparse.Namespace) -> None:
             scratch.mkdir(parents=True, exist_ok=True)
         else:
             scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="lore-serve-load-")))
-        config = scratch / "lore.toml"
-        if not config.exists():  # a --workdir of an earlier run keeps its corpus and index
-            write_config(scratch, shared=not options.no_shared)
+        # (label, the corpus copy and index folder, the code's src folder or None: as installed)
+        sides: list[tuple[str, Path, Path | None]] = [("", scratch, None)]
+        if options.peer is not None:
+            sides = [
+                ("before", scratch / "before", options.peer.resolve()),
+                ("after", scratch / "after", REPO_ROOT / "src"),
+            ]
+        for _, folder, _ in sides:
+            folder.mkdir(parents=True, exist_ok=True)
+            if not (
+                folder / "lore.toml"
+            ).exists():  # a --workdir of an earlier run keeps its corpus and index
+                write_config(folder, shared=not options.no_shared)
         env = {key: value for key, value in os.environ.items() if not key.startswith("LORE_")}
         env["LORE_EMBEDDER"] = "local" if options.local else "hashing"
         # Each client is a closed loop with a token of its own, and one alone sends 100 or
@@ -441,18 +489,39 @@ async def main_async(options: argparse.Namespace) -> None:
         env["LORE_SERVE__RATE_LIMIT"] = "10000"
         env["LORE_SERVE__RATE_BURST"] = "10000"
         env["XDG_CACHE_HOME"] = os.environ.get("XDG_CACHE_HOME", str(scratch / "cache"))
-        console.print(f"syncing the corpus into {scratch} ...")
-        lore(config, env, "sync")
+        envs = []
+        for _, folder, code in sides:
+            side_env = dict(env)
+            if code is not None:
+                side_env["PYTHONPATH"] = str(code)
+            envs.append(side_env)
+            console.print(f"syncing the corpus into {folder} ...")
+            lore(folder / "lore.toml", side_env, "sync")
         rounds: list[list[Level]] = []
         targets = {part.strip() for part in options.targets.split(",")}
-        for _ in range(options.rounds):
+        for number in range(options.rounds):
             levels = []
-            if "serve" in targets:
-                levels += await serve_round(config, scratch, env, clients, options.requests, options.seconds)
-            if "mcp" in targets:
-                levels += await mcp_round(config, scratch, env, clients, options.requests, options.seconds)
+            order = list(zip(sides, envs, strict=True))
+            for (label, folder, _), side_env in order if number % 2 == 0 else reversed(order):
+                got = []
+                side_config = folder / "lore.toml"
+                if "serve" in targets:
+                    got += await serve_round(
+                        side_config, folder, side_env, clients, options.requests, options.seconds
+                    )
+                if "mcp" in targets:
+                    got += await mcp_round(
+                        side_config, folder, side_env, clients, options.requests, options.seconds
+                    )
+                for level in got:
+                    level.target = f"{level.target} [{label}]" if label else level.target
+                levels += got
+            # The same row order in every round, whichever side ran first.
+            levels.sort(key=lambda level: (level.target.endswith("[after]"), level.target, level.clients))
             rounds.append(levels)
         report(console, rounds, env["LORE_EMBEDDER"])
+        if options.peer is not None:
+            report_ratios(console, rounds)
         console.print(
             f"{'distinct' if DISTINCT else 'repeated'} queries; load average now "
             f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs"
@@ -487,6 +556,12 @@ def main() -> None:
         type=Path,
         help="keep the corpus copy and index here (default: a temporary folder); a later run "
         "with the same folder skips the first sync of the corpus",
+    )
+    parser.add_argument(
+        "--peer",
+        type=Path,
+        help="another checkout's src folder: each target runs on it (before) and on this checkout "
+        "(after), alternating, with a table of after/before",
     )
     parser.add_argument(
         "--quick",

@@ -37,7 +37,7 @@ from rich.table import Table
 from lore import tracing
 from lore.access import LOCAL
 from lore.config import load_settings
-from lore.resolve import open_backend, resolve_embedder
+from lore.resolve import knowledge_search, open_backend, resolve_embedder
 from lore.sync import run_sync
 from lore.tool.core import KnowledgeSearch
 
@@ -74,7 +74,7 @@ def main() -> None:
         embedder = resolve_embedder(settings)
         backend = open_backend(settings, embedder)
         assert backend is not None
-        search = KnowledgeSearch(backend, settings=settings, reranker=None)
+        search = knowledge_search(settings, backend, reranker=None)
         provider = TracerProvider()
         provider.add_span_processor(BatchSpanProcessor(Dropped()))
         timings: dict[str, list[float]] = {"off": [], "on": []}

@@ -44,6 +44,7 @@ from lore.cli.app import app
 from lore.config import LoreSettings, SafetySettings, SourceConfig, load_settings
 from lore.errors import AccessDeniedError, ConfigError
 from lore.models import Document, SearchMode, Visibility
+from lore.resolve import knowledge_search
 from lore.safety.audit import MemoryAuditLog
 from lore.sources import build_source, parse_scope
 from lore.sources.git import GitSourceConfig
@@ -52,7 +53,6 @@ from lore.sync import sync_sources
 from lore.testing import DEFAULT_SOURCE
 from lore.testing.access_conformance import AccessConformance
 from lore.testing.embedders import CountingEmbedder
-from lore.tool import KnowledgeSearch
 
 VIEWER = Principal("oncall-agent", Role.VIEWER)
 SRE = Principal("sre-bot", Role.VIEWER, frozenset({"sre"}))
@@ -398,7 +398,7 @@ async def test_the_tool_filters_by_principal_and_audits_it(
         settings = LoreSettings(
             audit_path=tmp_path / "audit.jsonl", safety=SafetySettings(), min_confidence="none"
         )
-        search = KnowledgeSearch(index, settings=settings, audit=audit, reranker=None)
+        search = knowledge_search(settings, index, audit=audit, reranker=None)
         as_viewer = await search.run({"query": "failover replication", "top_k": 5}, principal=VIEWER)
         as_dba = await search.run({"query": "failover replication", "top_k": 5}, principal=DBA)
         local = await search.run({"query": "failover replication", "top_k": 5}, principal=local_user("alice"))

@@ -22,10 +22,9 @@ from lore.alerts.tool import ALERT_TOOL_NAME, RunbookForAlert
 from lore.config import load_settings
 from lore.models import SearchMode
 from lore.protocols import KnowledgeRetriever, Retrieval
-from lore.resolve import resolve_retriever
+from lore.resolve import knowledge_search, resolve_retriever
 from lore.sync import run_sync
 from lore.testing.attacks import assert_safe, injection_cases
-from lore.tool.core import KnowledgeSearch
 
 LORE = Path(sys.executable).with_name("lore")
 GITHUB = "https://github.com/acme/runbooks/blob/main/"
@@ -248,7 +247,7 @@ def test_a_runbook_found_by_text_alone_is_listed_without_an_empty_for(
     retriever = resolve_retriever(settings)
     assert retriever is not None
     try:
-        tool = RunbookForAlert(KnowledgeSearch(retriever, settings=settings))
+        tool = RunbookForAlert(knowledge_search(settings, retriever))
         text = asyncio.run(tool.run({"payload": notification(NODE)}, principal=LOCAL)).render_text()
     finally:
         retriever.close()  # type: ignore[attr-defined]
@@ -337,7 +336,7 @@ def test_an_injected_runbook_is_screened_and_a_secret_in_an_annotation_redacted(
         "4e5f607182930415",
     )
     try:
-        tool = RunbookForAlert(KnowledgeSearch(retriever, settings=settings))  # type: ignore[arg-type]
+        tool = RunbookForAlert(knowledge_search(settings, retriever))  # type: ignore[arg-type]
         result = asyncio.run(tool.run({"payload": notification(disk)}, principal=local_user("tester")))
     finally:
         inner.close()  # type: ignore[attr-defined]

@@ -11,6 +11,7 @@ from lore.alerts.parse import clean_text, parse_alert_input, parse_payload, pars
 from lore.alerts.tool import alert_query
 from lore.config import load_settings
 from lore.errors import QueryError
+from lore.resolve import tool_policy
 
 
 def webhook(*alerts: dict[str, object], version: str = "4") -> dict[str, object]:
@@ -143,15 +144,17 @@ def test_runbook_urls_map_to_source_uris_and_anchors(tmp_path: object) -> None:
         },
     )
     target = runbook_target(
-        "https://github.com/acme/runbooks/blob/main/alerts/Node%20Down.md#mitigation", settings
+        "https://github.com/acme/runbooks/blob/main/alerts/Node%20Down.md#mitigation", tool_policy(settings)
     )
     assert (target.uri, target.anchor, target.source) == (
         "file://runbooks/alerts/Node Down.md",
         "mitigation",
         "runbooks",
     )
-    target = runbook_target("https://runbooks.acme.invalid/kubernetes/kubenodenotready/", settings)
+    target = runbook_target(
+        "https://runbooks.acme.invalid/kubernetes/kubenodenotready/", tool_policy(settings)
+    )
     assert target.uri == "file://ops/content/kubernetes/kubenodenotready"
-    unmapped = runbook_target("https://elsewhere.invalid/x/KubeNodeNotReady.md", settings)
+    unmapped = runbook_target("https://elsewhere.invalid/x/KubeNodeNotReady.md", tool_policy(settings))
     assert (unmapped.uri, unmapped.stem) == (None, "kubenodenotready")
     assert slug("Mitigation: restart the kubelet!") == "mitigation-restart-the-kubelet"

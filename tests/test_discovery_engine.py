@@ -34,8 +34,7 @@ from lore.errors import (
     UnsupportedModeError,
 )
 from lore.models import SearchMode
-from lore.resolve import resolve_embedder, resolve_retriever
-from lore.tool.core import KnowledgeSearch
+from lore.resolve import knowledge_search, resolve_embedder, resolve_retriever
 from lore.tool.result import render_result
 
 TOKEN = "test-" + "token-" + "z" * 10
@@ -169,7 +168,7 @@ async def test_results_become_passages_with_explicit_gaps(retriever: DiscoveryEn
 
 async def test_through_the_tool_core(fake: FakeDiscoveryEngine, tmp_path: Path) -> None:
     settings = settings_for(fake).model_copy(update={"audit_path": tmp_path / "audit.jsonl"})
-    tool = KnowledgeSearch(from_settings(settings, FakeCredentials()), settings=settings)
+    tool = knowledge_search(settings, from_settings(settings, FakeCredentials()))
     result = await tool.run({"query": "etcdNoLeader"}, principal=LOCAL)
     assert result.error is None
     assert result.metadata.engine == "discovery_engine"

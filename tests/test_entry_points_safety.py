@@ -32,9 +32,8 @@ from mcp.types import TextContent
 
 from lore.access import local_user
 from lore.cli.search_cmd import os_user as cli_os_user
-from lore.config import LoreSettings, load_settings
+from lore.config import load_settings
 from lore.mcp_server import os_user as mcp_os_user
-from lore.protocols import KnowledgeRetriever
 from lore.resolve import build_knowledge_search, resolve_index
 from lore.sync import run_sync
 from lore.testing.attacks import (
@@ -164,9 +163,9 @@ class ChainBypassed(KnowledgeSearch):
     """The control: the real tool with screening and redaction switched off (the cap and
     the audit still run). Only a test builds this."""
 
-    def __init__(self, retriever: KnowledgeRetriever, *, settings: LoreSettings) -> None:
-        super().__init__(retriever, settings=settings)
-        self._cleaner = _NoCleaning(settings)
+    def __init__(self, search: KnowledgeSearch) -> None:
+        super().__init__(search.retriever, policy=search.policy, audit=search.audit, events=search.events)
+        self._cleaner = _NoCleaning(search.policy)
 
 
 async def test_control_without_the_chain_every_case_leaks(
@@ -184,7 +183,7 @@ async def test_control_without_the_chain_every_case_leaks(
     settings = load_settings(planted.config)
     search = build_knowledge_search(settings)
     assert search is not None
-    bypassed = ChainBypassed(search.retriever, settings=settings)
+    bypassed = ChainBypassed(search)
     for case in CASES:
         arguments = {"query": case.query, "top_k": planted.chunks[case.name] + 2}
         result = await bypassed.run(arguments, principal=local_user("control"))

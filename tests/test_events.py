@@ -23,6 +23,7 @@ from lore.events.golden import IN_RESULTS, KNOWLEDGE_GAP, RANKING_GAP, from_feed
 from lore.events.record import EventQuery, RetrievalEvent
 from lore.events.suggestions import alert_fingerprint
 from lore.models import SearchMode
+from lore.resolve import knowledge_search
 from lore.testing import add_document
 from lore.testing.embedders import CountingEmbedder
 from lore.tool.core import KnowledgeSearch, ToolResult
@@ -45,7 +46,7 @@ def backend(tmp_path: Path) -> Iterator[SqliteBackend]:
 
 def tool_for(backend: SqliteBackend, tmp_path: Path, **events: int) -> KnowledgeSearch:
     settings = LoreSettings(audit_path=tmp_path / "audit.jsonl", events=events or {})  # type: ignore[arg-type]
-    return KnowledgeSearch(backend, settings=settings, reranker=None)
+    return knowledge_search(settings, backend, reranker=None)
 
 
 def search(
@@ -147,7 +148,7 @@ def test_a_stalled_store_drops_events_and_searches_never_wait(backend: SqliteBac
 
 def test_events_off(backend: SqliteBackend, tmp_path: Path) -> None:
     settings = LoreSettings(audit_path=tmp_path / "audit.jsonl", events={"enabled": False})  # type: ignore[arg-type]
-    tool = KnowledgeSearch(backend, settings=settings, reranker=None)
+    tool = knowledge_search(settings, backend, reranker=None)
     result = search(tool, query="etcd")
     assert result.metadata is not None
     assert result.metadata.event_id is None

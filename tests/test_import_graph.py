@@ -1,5 +1,7 @@
 """lore's import graph: no circles, no import running back up its layers, and a backend's
-package imported only by the composition root and by itself.
+package imported only by the composition root and by itself. And the composition root's
+two rules: only the modules allowed below name the whole settings (``LoreSettings``,
+``load_settings``), and only the root, the backends and the settings model name a backend.
 
 Every import statement counts: at module level, inside a function and under
 ``if TYPE_CHECKING:`` alike, since each one ties the two modules together whether or not
@@ -7,7 +9,8 @@ Python runs it at import time. The graph is read from ``src/`` with the standard
 module (a small walk and Tarjan's components rather than grimp or import-linter: no new
 dependency, and the layers below stay readable beside the rules they feed).
 
-Run it as a script to print the figures (modules, import edges, circles, back edges):
+Run it as a script to print the figures (modules, import edges, circles, back edges,
+and any break of the root's two rules):
 
     python tests/test_import_graph.py
 """
@@ -167,13 +170,24 @@ def layer_of(module: str) -> int:
     return best
 
 
-def back_edges(graph: dict[str, set[str]]) -> list[str]:
-    """Imports of a module in a layer above the importer's."""
+def back_edges(graph: dict[str, set[str]], *, skip_unlayered: bool = False) -> list[str]:
+    """Imports of a module in a layer above the importer's (``skip_unlayered``: leave out
+    the imports of a module in no layer, as an older checkout's may be, instead of failing)."""
+
+    def layered(module: str) -> bool:
+        try:
+            layer_of(module)
+        except AssertionError:
+            if not skip_unlayered:
+                raise
+            return False
+        return True
+
     return sorted(
         f"{source} -> {target} ({LAYERS[layer_of(source)][0]} -> {LAYERS[layer_of(target)][0]})"
         for source, targets in graph.items()
         for target in targets
-        if layer_of(target) < layer_of(source)
+        if layered(source) and layered(target) and layer_of(target) < layer_of(source)
     )
 
 
@@ -186,6 +200,100 @@ def foreign_backend_imports(graph: dict[str, set[str]]) -> list[str]:
             owner = match.group(0) if match else None
             if owner and source != ROOT and source != owner and not source.startswith(owner + "."):
                 found.append(f"{source} -> {target}")
+    return sorted(found)
+
+
+# -- the composition root's rules ---------------------------------------------------------
+
+#: What naming the whole settings means: importing one of these from ``lore.config``.
+SETTINGS_NAMES = frozenset({"LoreSettings", "load_settings"})
+#: Besides the root: the settings' own modules.
+SETTINGS_MODULES = ("lore.config", "lore.config_sources", "lore.source_tables")
+#: The factories the root calls by name with the settings: the sources' (``from_config``,
+#: through ``lore.sources.build_source``), the backends' protocol and the shared helper of
+#: the HTTP embedders. Each backend and embedder module the root's registries name is
+#: allowed too (``registry_modules``).
+FACTORY_MODULES = ("lore.sources", "lore.backends", "lore.embedders._http")
+#: Layers whose modules load the settings and hand them to the root (reading their own
+#: command's options, such as a port): the entry points and the jobs.
+SETTINGS_LAYERS = ("entry points", "jobs")
+
+
+def _registry(name: str, src: Path = SRC) -> dict[str, str]:
+    tree = ast.parse((src / "lore" / "resolve.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        target = (
+            node.target
+            if isinstance(node, ast.AnnAssign)
+            else (node.targets[0] if isinstance(node, ast.Assign) else None)
+        )
+        if isinstance(target, ast.Name) and target.id == name and node.value is not None:
+            value: dict[str, str] = ast.literal_eval(node.value)
+            return value
+    raise AssertionError(f"lore.resolve defines no {name}")
+
+
+def registry_modules(src: Path = SRC) -> set[str]:
+    """The backend and embedder modules the root imports by name."""
+    return {
+        module
+        for name in ("BACKENDS", "RETRIEVAL_ONLY", "EMBEDDERS")
+        for module in _registry(name, src).values()
+    }
+
+
+def backend_names(src: Path = SRC) -> set[str]:
+    return {*_registry("BACKENDS", src), *_registry("RETRIEVAL_ONLY", src)}
+
+
+def _within(module: str, prefixes: tuple[str, ...] | set[str]) -> bool:
+    return any(module == prefix or module.startswith(prefix + ".") for prefix in prefixes)
+
+
+def may_read_settings(module: str, src: Path = SRC) -> bool:
+    if module == ROOT or module in SETTINGS_MODULES or module in registry_modules(src):
+        return True
+    if module in FACTORY_MODULES or _within(module, ("lore.sources",)):
+        return True
+    # A backend package's own modules: its ``from_settings`` and what it calls.
+    if BACKEND_PACKAGE.match(module):
+        return True
+    return LAYERS[layer_of(module)][0] in SETTINGS_LAYERS
+
+
+def _names_settings(tree: ast.AST) -> bool:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "lore.config" and not node.level:
+            if any(alias.name in SETTINGS_NAMES or alias.name == "*" for alias in node.names):
+                return True
+        elif isinstance(node, ast.ImportFrom) and node.module == "lore" and not node.level:
+            if any(alias.name == "config" for alias in node.names):
+                return True
+        elif isinstance(node, ast.Import) and any(alias.name == "lore.config" for alias in node.names):
+            return True
+    return False
+
+
+def settings_readers(src: Path = SRC) -> list[str]:
+    """Modules naming the whole settings that may not (every import counts, as above)."""
+    return sorted(
+        name
+        for name, path in modules(src).items()
+        if _names_settings(ast.parse(path.read_text(encoding="utf-8"))) and not may_read_settings(name, src)
+    )
+
+
+def backend_namers(src: Path = SRC) -> list[str]:
+    """Where a backend's name is written as a string outside the root, the backends and
+    the settings model (whose default and ``[fallback]`` backend name one)."""
+    names = backend_names(src)
+    found = []
+    for module, path in modules(src).items():
+        if module == ROOT or module == "lore.config" or _within(module, ("lore.backends",)):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names:
+                found.append(f"{module}:{node.lineno} {node.value!r}")
     return sorted(found)
 
 
@@ -235,12 +343,61 @@ def test_backend_packages_are_imported_only_by_the_root_and_themselves() -> None
     assert foreign_backend_imports(import_graph()) == []
 
 
-def main() -> None:
-    graph = import_graph()
+def test_a_service_naming_the_settings_is_found(tmp_path: Path) -> None:
+    src = _package(
+        tmp_path,
+        {
+            "resolve.py": (
+                "BACKENDS = {'sqlite': 'lore.backends.sqlite'}\nRETRIEVAL_ONLY = {}\nEMBEDDERS = {}\n"
+            ),
+            "config.py": "class LoreSettings: ...\n",
+            "tool/__init__.py": "",
+            "tool/core.py": "def f():\n    from lore.config import load_settings\n",
+            # The look-alike: a sub-table's model is a value a part may take.
+            "alerts/__init__.py": "",
+            "alerts/lookup.py": "from lore.config import AlertSettings\n",
+            "cli/__init__.py": "from lore.config import LoreSettings\n",
+            "backends/__init__.py": "",
+            "backends/sqlite/__init__.py": "from lore.config import LoreSettings\nNAME = 'sqlite'\n",
+            "metrics.py": "ENGINE = 'sqlite'\n",
+        },
+    )
+    assert settings_readers(src) == ["lore.tool.core"]
+    assert backend_namers(src) == ["lore.metrics:1 'sqlite'"]
+
+
+def test_only_the_root_the_settings_entry_points_and_factories_name_the_settings() -> None:
+    """Wrappers and services take instances, never settings (``lore.resolve`` builds them)."""
+    assert settings_readers() == []
+
+
+def test_only_the_root_the_backends_and_the_settings_model_name_a_backend() -> None:
+    assert backend_namers() == []
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``--src DIR``: the figures of another checkout's ``src`` (its modules in no layer of
+    today's list are counted and left out of the back edges)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description="lore's import graph figures")
+    parser.add_argument(
+        "--src", type=Path, default=SRC, help="the src/ folder to read (default: this checkout's)"
+    )
+    src = parser.parse_args(argv).src.resolve()
+    graph = import_graph(src)
     found = circles(graph)
-    back = back_edges(graph)
+    unlayered = []
+    for module in graph:
+        try:
+            layer_of(module)
+        except AssertionError:
+            unlayered.append(module)
+    back = back_edges(graph, skip_unlayered=True)
     foreign = foreign_backend_imports(graph)
-    print(f"{len(graph)} modules, {sum(map(len, graph.values()))} import edges, {len(LAYERS)} layers")
+    print(f"{src}: {len(graph)} modules, {sum(map(len, graph.values()))} import edges, {len(LAYERS)} layers")
+    if unlayered:
+        print(f"{len(unlayered)} modules in no layer (left out of the back edges): {', '.join(unlayered)}")
     print(f"{len(found)} circles")
     for component in found:
         print("  " + " <-> ".join(component))
@@ -250,6 +407,14 @@ def main() -> None:
     print(f"{len(foreign)} imports of a backend from outside it")
     for edge in foreign:
         print("  " + edge)
+    readers = settings_readers(src)
+    print(f"{len(readers)} modules naming the settings outside the root's allowance")
+    for module in readers:
+        print("  " + module)
+    namers = backend_namers(src) if (src / "lore" / "resolve.py").exists() else []
+    print(f"{len(namers)} backend names outside the root and the backends")
+    for place in namers:
+        print("  " + place)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from lore.embedders.hashing import HashingEmbedder  # noqa: E402
 from lore.errors import IndexLockedError, LoreError  # noqa: E402
 from lore.models import RunRecord, RunStatus, RunTrigger, SourceRun  # noqa: E402
 from lore.observe import watch_searches  # noqa: E402
+from lore.resolve import index_scope, knowledge_search  # noqa: E402
 from lore.safety.audit import MemoryAuditLog  # noqa: E402
 from lore.schedule_history import RunRecorder, complete_sync_key  # noqa: E402
 from lore.testing import add_document  # noqa: E402
@@ -51,7 +52,7 @@ def search_over(tmp_path: Path, embedder: CountingEmbedder | HashingEmbedder) ->
     backend = SqliteBackend(tmp_path / "lore.db", embedder)
     text = "etcd lost quorum: zanzibarquorum"
     add_document(backend, embedder, "file://runbooks/etcd.md", text, title="etcd")
-    return KnowledgeSearch(backend, settings=settings(tmp_path), audit=MemoryAuditLog())
+    return knowledge_search(settings(tmp_path), backend, audit=MemoryAuditLog())
 
 
 def outcome_count(engine: str, outcome: str) -> float:
@@ -174,7 +175,7 @@ def test_index_gauges_come_from_the_index_and_its_history_at_scrape_time(tmp_pat
     with backend.write_lock():
         backend.set_state(complete_sync_key("runbooks"), listing.isoformat())
 
-    collector = metrics.IndexCollector(backend, settings(tmp_path), ttl=0.0, now=lambda: NOW)
+    collector = metrics.IndexCollector(backend, index_scope(settings(tmp_path)), ttl=0.0, now=lambda: NOW)
     families = {family.name: family for family in collector.collect()}
 
     def gauge(name: str, source: str) -> float | None:
@@ -203,7 +204,7 @@ async def test_the_stale_rule_is_the_tool_s(tmp_path: Path) -> None:
                 backend, embedder, f"file://runbooks/{days}-{minutes}.md", f"boundary page {days} {minutes}",
                 source="runbooks", updated_at=NOW - timedelta(days=days, minutes=minutes),
             )
-    search = KnowledgeSearch(backend, settings=settings(tmp_path), audit=MemoryAuditLog())
+    search = knowledge_search(settings(tmp_path), backend, audit=MemoryAuditLog())
     result = await search.run({"query": "boundary page", "top_k": 20}, principal=LOCAL)
     flagged = sum(1 for passage in result.passages if passage.stale)
     assert len(result.passages) == 8
@@ -215,7 +216,7 @@ async def test_the_stale_rule_is_the_tool_s(tmp_path: Path) -> None:
 def test_an_unreadable_index_is_index_up_zero_not_a_failed_scrape(tmp_path: Path) -> None:
     backend = SqliteBackend(tmp_path / "lore.db", CountingEmbedder())
     backend.close()
-    collector = metrics.IndexCollector(backend, settings(tmp_path), ttl=0.0)
+    collector = metrics.IndexCollector(backend, index_scope(settings(tmp_path)), ttl=0.0)
     families = {family.name: family for family in collector.collect()}
     assert families["lore_index_up"].samples[0].value == 0.0
 
@@ -223,7 +224,7 @@ def test_an_unreadable_index_is_index_up_zero_not_a_failed_scrape(tmp_path: Path
 def test_index_reads_are_cached_between_scrapes(tmp_path: Path) -> None:
     embedder = CountingEmbedder()
     backend = SqliteBackend(tmp_path / "lore.db", embedder)
-    collector = metrics.IndexCollector(backend, settings(tmp_path), ttl=3600.0)
+    collector = metrics.IndexCollector(backend, index_scope(settings(tmp_path)), ttl=3600.0)
     first = collector.snapshot()
     add_document(backend, embedder, "file://runbooks/new.md", "new page", source="runbooks")
     assert collector.snapshot() is first
@@ -278,7 +279,7 @@ def test_the_mcp_metrics_route_publishes_the_events_its_tool_dropped(tmp_path: P
     events = Dropping()
     backend = SqliteBackend(tmp_path / "lore.db", CountingEmbedder())
     before = value("lore_events_dropped_total")
-    metrics.metrics_route(backend, settings(tmp_path), events=events)
+    metrics.metrics_route(backend, index_scope(settings(tmp_path)), events=events)
     events.dropped = 3
     assert value("lore_events_dropped_total") == before + 3
     backend.close()

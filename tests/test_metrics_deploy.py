@@ -25,6 +25,7 @@ from lore import metrics  # noqa: E402
 from lore.access import LOCAL  # noqa: E402
 from lore.backends.sqlite import SqliteBackend  # noqa: E402
 from lore.config import LoreSettings  # noqa: E402
+from lore.resolve import index_scope  # noqa: E402
 from lore.testing.embedders import CountingEmbedder  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,7 +47,7 @@ def registry_names(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
     """Every series name lore exposes, the index gauges included (published for a real
     SQLite index, as the servers do)."""
     backend = SqliteBackend(tmp_path_factory.mktemp("index") / "lore.db", CountingEmbedder())
-    metrics.expose(backend, LoreSettings(vault={"enabled": False}))
+    metrics.expose(backend, index_scope(LoreSettings(vault={"enabled": False})))
     names: set[str] = set()
     for family in metrics.REGISTRY.collect():
         for suffix in SUFFIXES.get(family.type, ("",)):

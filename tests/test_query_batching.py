@@ -190,15 +190,15 @@ def test_each_searchs_event_says_how_long_it_spent_embedding_its_batch_wait_incl
 
     from lore.access import ALL_VIEWERS
     from lore.backends.sqlite import SqliteBackend
+    from lore.resolve import knowledge_search
     from lore.testing import add_document
-    from lore.tool.core import KnowledgeSearch
 
     gated = GatedEmbedder()
     batcher = BatchingQueryEmbedder(gated)
     index = SqliteBackend(tmp_path / "lore.db", batcher)
     text = "etcd lost its leader: restore quorum."
     add_document(index, gated, "runbooks/etcd.md", text, access=ALL_VIEWERS)
-    tool = KnowledgeSearch(index, settings=LoreSettings(audit_path=tmp_path / "audit.jsonl"), reranker=None)
+    tool = knowledge_search(LoreSettings(audit_path=tmp_path / "audit.jsonl"), index, reranker=None)
     held_s = 0.2
 
     def release() -> None:

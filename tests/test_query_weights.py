@@ -50,8 +50,7 @@ def _vectors(cache: Path, weights: str) -> tuple[np.ndarray, object]:
     from lore.serving import configure_server_process
 
     settings = LoreSettings(embedder="local", cache_dir=cache)
-    serve = settings.serve.model_copy(update={"query_weights": weights})
-    configure_server_process(settings.model_copy(update={"serve": serve}))
+    configure_server_process(weights)
     model = from_settings(settings)
     vectors = np.stack([model.embed_queries([text])[0] for text in TEXTS])
     return vectors, model._torch_free_encoder()

@@ -38,9 +38,8 @@ from lore.embedders.openai import _auth_headers
 from lore.errors import ConfigError, EmbedderAuthError, EmbeddingError, MissingExtraError
 from lore.models import SearchMode
 from lore.protocols import Embedder
-from lore.resolve import resolve_embedder
+from lore.resolve import knowledge_search, resolve_embedder
 from lore.testing import add_document
-from lore.tool.core import KnowledgeSearch
 from optional_extras import needs_extra
 
 #: Obviously fake credentials.
@@ -702,7 +701,7 @@ def test_search_answers_from_bm25_when_the_query_cannot_be_embedded(
             openai_server.stall = threading.Event()
         else:
             openai_server.script.extend([(500, {}, {"error": {"message": "internal failure"}})] * 6)
-        tool = KnowledgeSearch(backend, settings=settings)
+        tool = knowledge_search(settings, backend)
         result = asyncio.run(tool.run({"query": "kafka consumer lag"}, principal=LOCAL))
         assert result.error is None
         assert [passage.uri for passage in result.passages] == ["kafka.md"]

@@ -17,8 +17,8 @@ import pytest
 from lore.config import load_settings
 from lore.errors import ConfigError, RerankError
 from lore.models import Passage
-from lore.rerankers import resolve_reranker
 from lore.rerankers.http import HttpReranker, rerank_url
+from lore.resolve import resolve_reranker
 from optional_extras import require_extra
 
 #: Obviously fake.

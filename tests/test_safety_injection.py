@@ -359,13 +359,14 @@ def test_the_tools_warm_up_builds_the_screening_rules_before_a_first_search() ->
     """A server builds the chain's rules before it says it is ready (``Service.warm_up``,
     ``lore mcp --http``), so its first search does not pay for them."""
     from lore.config import LoreSettings
+    from lore.resolve import tool_policy
     from lore.safety import injection
     from lore.tool.cleaning import PassageCleaner
 
     hosts = ("warm-up.example.org",)
     settings = LoreSettings.model_validate({"safety": {"allowed_link_hosts": list(hosts)}})
     injection._RULES_CACHE.pop(hosts, None)
-    PassageCleaner(settings).warm_up()
+    PassageCleaner(tool_policy(settings)).warm_up()
     assert hosts in injection._RULES_CACHE
 
 

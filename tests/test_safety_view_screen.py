@@ -4,6 +4,7 @@ secrets inside what it removes."""
 from __future__ import annotations
 
 from lore.config import LoreSettings
+from lore.resolve import tool_policy
 from lore.safety.injection import screen_injections
 from lore.safety.view_screen import link_host
 from lore.tool.cleaning import PassageCleaner
@@ -52,7 +53,7 @@ def test_a_heading_addressed_to_machines_takes_its_section_and_no_more() -> None
 
 
 def test_a_secret_inside_a_removed_link_is_still_reported() -> None:
-    cleaner = PassageCleaner(LoreSettings())
+    cleaner = PassageCleaner(tool_policy(LoreSettings()))
     text, findings = cleaner.clean_uncached("git remote add ops https://deploy:fakepass123@git.internal/x")
     assert "fakepass123" not in text
     assert dict(findings).get("external_link") == 1

@@ -170,7 +170,7 @@ def test_front_matter_and_configuration_decide_and_skill_false_keeps_a_document_
 
 def test_source_globs_select_by_path_below_the_source(tmp_path: Path) -> None:
     config = write_corpus(tmp_path)
-    rules = skill_rules(load_settings(config))
+    rules = skill_rules(load_settings(config).sources, load_settings(config).vault.skills)
     assert is_skill(_document("file://runbooks/procedures/disk.md", source="runbooks"), rules)
     # The look-alike outside the glob: a path that only starts alike is not selected.
     assert not is_skill(_document("file://runbooks/procedures-old/disk.md", source="runbooks"), rules)
@@ -540,20 +540,23 @@ def test_rules_follow_the_sources_a_server_syncs_beside_lore_toml(tmp_path: Path
     added = typed_source_config(
         {"name": "notes-api", "type": "manual", "visibility": "all-viewers", "skills": True}
     )
-    rules = skill_rules(settings, [*settings.sources, added])
+    rules = skill_rules([*settings.sources, added], settings.vault.skills)
     assert is_skill(_document("note://notes-api/x", source="notes-api"), rules)
-    assert not is_skill(_document("note://notes-api/x", source="notes-api"), skill_rules(settings))
+    before = skill_rules(settings.sources, settings.vault.skills)
+    assert not is_skill(_document("note://notes-api/x", source="notes-api"), before)
 
 
 def test_behind_a_fallback_the_skills_come_from_the_primary(search: KnowledgeSearch) -> None:
     from lore.backends.fallback import FallbackRetriever, LazyRetriever
     from lore.breaker import CircuitBreaker
+    from lore.events.recorder import EventRecorder
     from lore.skills.catalog import reader_of
 
     primary = search.retriever
     lazy = LazyRetriever(lambda: primary, engine=primary.engine)
+    parts = {"policy": search.policy, "audit": search.audit}
     wrapped = KnowledgeSearch(
-        FallbackRetriever(lazy, primary, CircuitBreaker()), settings=search.settings, reranker=None
+        FallbackRetriever(lazy, primary, CircuitBreaker()), **parts, events=EventRecorder(None)
     )
     try:
         assert reader_of(wrapped)() is primary
@@ -565,7 +568,7 @@ def test_behind_a_fallback_the_skills_come_from_the_primary(search: KnowledgeSea
         raise BackendUnavailableError("the primary is down")
 
     outage = FallbackRetriever(LazyRetriever(down, engine="pgvector"), primary, CircuitBreaker())
-    degraded = KnowledgeSearch(outage, settings=search.settings, reranker=None)
+    degraded = KnowledgeSearch(outage, **parts, events=EventRecorder(None))
     try:  # the primary down: the fallback index, which holds the same documents
         assert reader_of(degraded)() is primary
     finally:

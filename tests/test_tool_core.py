@@ -25,13 +25,12 @@ from hypothesis import strategies as st
 import agent_corpus
 from lore.access import LOCAL, AccessFilter, local_user
 from lore.backends.sqlite import SqliteBackend
-from lore.confidence import Confidence
 from lore.config import LoreSettings, SafetySettings, load_settings
 from lore.errors import BackendUnavailableError, ConfigError, QueryError
 from lore.models import SOURCE_TYPE_LABEL, Evidence, Passage, SearchMode, filter_terms, label_terms
 from lore.priority import depth as priority_depth
 from lore.protocols import Retrieval
-from lore.resolve import build_knowledge_search
+from lore.resolve import build_knowledge_search, knowledge_search
 from lore.safety.audit import AuditEntry, AuditHit, JsonlAuditLog, MemoryAuditLog
 from lore.safety.cap import cap_passages, cap_text
 from lore.testing import add_document
@@ -131,7 +130,7 @@ def tool(
 ) -> tuple[KnowledgeSearch, ListRetriever, MemoryAuditLog]:
     retriever = ListRetriever(passages)
     log = audit if audit is not None else MemoryAuditLog()
-    return KnowledgeSearch(retriever, settings=settings(tmp_path, **safety), audit=log), retriever, log
+    return knowledge_search(settings(tmp_path, **safety), retriever, audit=log), retriever, log
 
 
 # -- the tool's face ------------------------------------------------------------------------
@@ -282,7 +281,7 @@ async def test_a_whole_float_top_k_reaches_a_real_backend(tmp_path: Path) -> Non
     backend = SqliteBackend(tmp_path / "lore.db", embedder)
     try:
         add_document(backend, embedder, "runbooks/etcd.md", "Restore etcd quorum from the snapshot.")
-        search = KnowledgeSearch(backend, settings=settings(tmp_path), audit=MemoryAuditLog())
+        search = knowledge_search(settings(tmp_path), backend, audit=MemoryAuditLog())
         result = await search.run({"query": "etcd quorum", "top_k": 5.0}, principal=LOCAL)
     finally:
         backend.close()
@@ -449,7 +448,7 @@ async def test_no_result_is_a_normal_answer(tmp_path: Path) -> None:
 
 async def test_a_degraded_empty_answer_does_not_read_as_nothing_there(tmp_path: Path) -> None:
     retriever = ListRetriever([], degraded=True)
-    search = KnowledgeSearch(retriever, settings=settings(tmp_path), audit=MemoryAuditLog())
+    search = knowledge_search(settings(tmp_path), retriever, audit=MemoryAuditLog())
     result = await search.run({"query": "kafka lag"}, principal=LOCAL)
     assert result.passages == []
     assert result.metadata is not None
@@ -461,7 +460,7 @@ async def test_a_degraded_empty_answer_does_not_read_as_nothing_there(tmp_path: 
 
 async def test_degraded_retriever_is_reported(tmp_path: Path) -> None:
     retriever = ListRetriever([passage("x")], degraded=True)
-    search = KnowledgeSearch(retriever, settings=settings(tmp_path), audit=MemoryAuditLog())
+    search = knowledge_search(settings(tmp_path), retriever, audit=MemoryAuditLog())
     result = await search.run({"query": "x"}, principal=LOCAL)
     assert result.metadata is not None
     assert result.metadata.degraded
@@ -476,7 +475,7 @@ async def test_degraded_retriever_is_reported(tmp_path: Path) -> None:
 async def test_a_bm25_search_is_not_degraded_by_an_embedder_that_took_no_part(tmp_path: Path) -> None:
     """The hashing embedder degrades hybrid and vector answers; BM25 never asks it."""
     retriever = ListRetriever([passage("x")], degraded=True)
-    search = KnowledgeSearch(retriever, settings=settings(tmp_path), audit=MemoryAuditLog())
+    search = knowledge_search(settings(tmp_path), retriever, audit=MemoryAuditLog())
     lexical = await search.run({"query": "x"}, principal=LOCAL, mode=SearchMode.BM25)
     assert lexical.metadata is not None
     assert lexical.metadata.degraded is False
@@ -765,7 +764,7 @@ async def test_over_a_real_sqlite_backend(tmp_path: Path) -> None:
         )  # fmt: skip
         add_document(backend, embedder, "runbooks/kafka.md", "Consumer lag on orders-v2.", title="Kafka lag")
         log = MemoryAuditLog()
-        search = KnowledgeSearch(backend, settings=settings(tmp_path), audit=log)
+        search = knowledge_search(settings(tmp_path), backend, audit=log)
         arguments = {"query": "etcd quorum snapshot", "labels": {"service": "etcd"}}
         result = await search.run(arguments, principal=LOCAL)
         assert result.error is None
@@ -816,7 +815,7 @@ async def test_attack_corpus_synced_and_searched_is_safe(tmp_path: Path) -> None
     retriever = resolve_retriever(current)
     assert isinstance(retriever, SqliteBackend)
     try:
-        search = KnowledgeSearch(retriever, settings=current, audit=MemoryAuditLog())
+        search = knowledge_search(current, retriever, audit=MemoryAuditLog())
         for case in cases:
             arguments = {"query": case.query, "top_k": 3}
             result = await search.run(arguments, mode=SearchMode.BM25, principal=LOCAL)
@@ -864,9 +863,7 @@ async def test_the_configured_reranker_orders_the_passages(tmp_path: Path) -> No
     with RerankServer(score_by_keyword) as server:
         retriever = ListRetriever(keyword_passages())
         # No reranker passed: the one the settings configure, as `lore search` builds it.
-        search = KnowledgeSearch(
-            retriever, settings=rerank_settings(tmp_path, server.url), audit=MemoryAuditLog()
-        )
+        search = knowledge_search(rerank_settings(tmp_path, server.url), retriever, audit=MemoryAuditLog())
         result = await search.run({"query": "etcd has no leader", "top_k": 2}, principal=LOCAL)
     assert result.error is None
     assert [p.uri for p in result.passages] == ["c.md", "b.md"]
@@ -906,10 +903,8 @@ async def test_build_knowledge_search_reranks_over_a_real_index(tmp_path: Path) 
 
 async def test_a_failing_reranker_keeps_the_retrieval_order(tmp_path: Path) -> None:
     with RerankServer(lambda body, headers: (503, {"message": "overloaded"})) as server:
-        search = KnowledgeSearch(
-            ListRetriever(keyword_passages()),
-            settings=rerank_settings(tmp_path, server.url),
-            audit=MemoryAuditLog(),
+        search = knowledge_search(
+            rerank_settings(tmp_path, server.url), ListRetriever(keyword_passages()), audit=MemoryAuditLog()
         )
         result = await search.run({"query": "etcd", "top_k": 2}, principal=LOCAL)
     assert result.error is None
@@ -923,7 +918,7 @@ def test_incomplete_reranker_settings_are_a_config_error(tmp_path: Path) -> None
     settings = LoreSettings(audit_path=tmp_path / "audit.jsonl", reranker="http", reranker_model="m")
     database = tmp_path / "x.db"
     with pytest.raises(ConfigError, match="reranker_url"):
-        KnowledgeSearch(ListRetriever([]), settings=settings, audit=MemoryAuditLog())
+        knowledge_search(settings, ListRetriever([]), audit=MemoryAuditLog())
     with pytest.raises(ConfigError, match="unknown reranker"):
         build_knowledge_search(
             settings.model_copy(update={"reranker": "bogus", "db_path": tmp_path / "x.db"})
@@ -934,8 +929,8 @@ def test_incomplete_reranker_settings_are_a_config_error(tmp_path: Path) -> None
 
 async def test_reranking_can_be_turned_off_explicitly(tmp_path: Path) -> None:
     settings = LoreSettings(audit_path=tmp_path / "audit.jsonl", reranker="http", reranker_model="m")
-    search = KnowledgeSearch(
-        ListRetriever(keyword_passages()), settings=settings, audit=MemoryAuditLog(), reranker=None
+    search = knowledge_search(
+        settings, ListRetriever(keyword_passages()), audit=MemoryAuditLog(), reranker=None
     )
     result = await search.run({"query": "etcd", "top_k": 2}, principal=LOCAL)
     assert result.metadata is not None
@@ -989,14 +984,12 @@ async def test_unknown_evidence_never_says_no_match(tmp_path: Path) -> None:
 
 async def test_min_confidence_none_shows_every_answer(tmp_path: Path) -> None:
     retriever = ListRetriever([judged("weak", 0.0, 0.0)])
-    search = KnowledgeSearch(
-        retriever, settings=settings(tmp_path).model_copy(update={"min_confidence": "none"}),
-        audit=MemoryAuditLog(),
-    )  # fmt: skip
+    lenient = settings(tmp_path).model_copy(update={"min_confidence": "none"})
+    search = knowledge_search(lenient, retriever, audit=MemoryAuditLog())
     result = await search.run({"query": "x"}, principal=LOCAL)
     assert [p.confidence for p in result.passages] == ["none"]
-    strict = KnowledgeSearch(retriever, settings=settings(tmp_path), audit=MemoryAuditLog(),
-                             min_confidence=Confidence.HIGH)  # fmt: skip
+    high = settings(tmp_path).model_copy(update={"min_confidence": "high"})
+    strict = knowledge_search(high, retriever, audit=MemoryAuditLog())
     medium = await strict.run({"query": "x"}, principal=LOCAL)
     assert medium.passages == []
     assert medium.metadata is not None
@@ -1025,9 +1018,7 @@ async def test_runbook_for_alert_says_when_the_fallback_answered(tmp_path: Path)
     from lore.alerts.tool import RunbookForAlert
 
     found = passage("etcdNoLeader: the members cannot elect a leader.", title="etcdNoLeader")
-    search = KnowledgeSearch(
-        FallbackAnswering([found]), settings=settings(tmp_path), audit=MemoryAuditLog(), min_confidence=None
-    )
+    search = knowledge_search(settings(tmp_path), FallbackAnswering([found]), audit=MemoryAuditLog())
     answer = await RunbookForAlert(search).run({"labels": {"alertname": "etcdNoLeader"}}, principal=LOCAL)
     assert answer.passages
     metadata = answer.result.metadata

@@ -61,7 +61,7 @@ def test_search_events_are_for_admins_and_feedback_for_the_caller(served: Served
         refused = outsider.post("/v1/feedback", json={"event_id": event_id, "note": "not mine"})
         assert refused.status_code == 404
         assert refused.headers["content-type"].startswith("application/problem+json")
-    settings = served.service.search.settings
+    settings = served.service.settings
     audit = settings.resolve_path(settings.audit_path)
     audited = [json.loads(line) for line in audit.read_text().splitlines()]
     on_event = [line for line in audited if line["tool"] == "knowledge_feedback"

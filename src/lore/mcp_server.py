@@ -40,7 +40,7 @@ from starlette.applications import Starlette
 
 from lore.access import Principal
 from lore.mcp_tools import INSTRUCTIONS, SERVER_NAME, lore_version, os_user, served_tools, tool_definition
-from lore.metrics import metrics_route
+from lore.metrics import IndexScope, metrics_route
 from lore.skills.catalog import SkillCatalog
 from lore.skills.wire import SKILLS_EXTENSION, SkillsEndpoint, SkillWireError
 from lore.tool.core import KnowledgeSearch
@@ -164,25 +164,29 @@ def build_server(
     return server
 
 
-def http_app(search: KnowledgeSearch, principal: Principal) -> Starlette:
-    """The streamable-HTTP ASGI app (endpoint ``/mcp``, and ``/metrics``), with
-    DNS-rebinding protection for loopback hosts as the SDK sets it up. Every call acts as
-    ``principal`` (the CLI's local user: this server has no tokens)."""
+def http_app(search: KnowledgeSearch, principal: Principal, scope: IndexScope) -> Starlette:
+    """The streamable-HTTP ASGI app (endpoint ``/mcp``, and ``/metrics``, publishing the
+    gauges of the index ``scope`` describes), with DNS-rebinding protection for loopback
+    hosts as the SDK sets it up. Every call acts as ``principal`` (the CLI's local user:
+    this server has no tokens)."""
     return build_server(search, principal=principal).streamable_http_app(
         streamable_http_path=HTTP_PATH, host=HTTP_HOST,
         custom_starlette_routes=[
-            metrics_route(search.retriever, search.settings, events=search.events, retriever=search.retriever)
+            metrics_route(search.retriever, scope, events=search.events, retriever=search.retriever)
         ],
     )
 
 
-async def serve_http(search: KnowledgeSearch, principal: Principal, *, port: int = DEFAULT_HTTP_PORT) -> None:
+async def serve_http(
+    search: KnowledgeSearch, principal: Principal, scope: IndexScope, *, port: int = DEFAULT_HTTP_PORT
+) -> None:
     import uvicorn  # the SDK's own HTTP transport depends on it
 
     from lore.draining import DrainingServer
     from lore.serving import install_executor
 
-    config = uvicorn.Config(http_app(search, principal), host=HTTP_HOST, port=port, log_level="warning")
+    app = http_app(search, principal, scope)
+    config = uvicorn.Config(app, host=HTTP_HOST, port=port, log_level="warning")
     pool = install_executor()
     try:
         await DrainingServer(config).serve()
@@ -190,7 +194,9 @@ async def serve_http(search: KnowledgeSearch, principal: Principal, *, port: int
         pool.shutdown(wait=False, cancel_futures=True)
 
 
-def run_http(search: KnowledgeSearch, principal: Principal, *, port: int = DEFAULT_HTTP_PORT) -> None:
+def run_http(
+    search: KnowledgeSearch, principal: Principal, scope: IndexScope, *, port: int = DEFAULT_HTTP_PORT
+) -> None:
     from lore.serving import event_loop_options
 
-    anyio.run(lambda: serve_http(search, principal, port=port), backend_options=event_loop_options())
+    anyio.run(lambda: serve_http(search, principal, scope, port=port), backend_options=event_loop_options())

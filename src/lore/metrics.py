@@ -37,13 +37,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from lore.config import LoreSettings
 from lore.errors import LoreError
 from lore.models import RunRecord
 from lore.observe import SearchObservation, watch_searches, watch_sync_runs
 from lore.protocols import KnowledgeIndex, RunHistory, SourceStatistics
 from lore.schedule_history import forget_base
-from lore.sources import source_configs
 
 logger = logging.getLogger(__name__)
 
@@ -190,6 +188,18 @@ def stale_before(now: datetime, stale_after_days: int) -> datetime:
     return now - timedelta(days=stale_after_days + 1)
 
 
+@dataclass(frozen=True)
+class IndexScope:
+    """What one index's gauges need from the configuration, as values
+    (``lore.resolve.index_scope`` reads them): the backend's name for the breaker's
+    series, the age past which a document counts stale, and the configured sources (a
+    source with no document yet still gets its series)."""
+
+    engine: str
+    stale_after_days: int
+    sources: tuple[str, ...]
+
+
 @dataclass
 class IndexSnapshot:
     up: bool = True
@@ -207,13 +217,13 @@ class IndexCollector:
     def __init__(
         self,
         index: object,
-        settings: LoreSettings,
+        scope: IndexScope,
         *,
         ttl: float = INDEX_TTL_S,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self._index = index
-        self._settings = settings
+        self._scope = scope
         self._ttl = ttl
         self._now = now
         self._lock = threading.Lock()
@@ -236,12 +246,12 @@ class IndexCollector:
         snapshot = IndexSnapshot()
         index = self._index
         if isinstance(index, SourceStatistics):
-            cutoff = stale_before(now, self._settings.stale_after_days)
+            cutoff = stale_before(now, self._scope.stale_after_days)
             for row in index.source_statistics(cutoff):
                 snapshot.documents[row.source] = row.documents
                 snapshot.chunks[row.source] = row.chunks
                 snapshot.stale[row.source] = row.stale
-        names = sorted({config.name for config in source_configs(self._settings)} | set(snapshot.documents))
+        names = sorted(set(self._scope.sources) | set(snapshot.documents))
         for name in names:
             if isinstance(index, RunHistory):
                 self._read_history(index, name, snapshot)
@@ -311,11 +321,11 @@ _index_collector: IndexCollector | None = None
 _expose_lock = threading.Lock()
 
 
-def expose(index: object, settings: LoreSettings) -> IndexCollector:
+def expose(index: object, scope: IndexScope) -> IndexCollector:
     """Publish ``index``'s gauges in ``REGISTRY`` (replacing any index published before:
     one process serves one index)."""
     global _index_collector
-    collector = IndexCollector(index, settings)
+    collector = IndexCollector(index, scope)
     with _expose_lock:
         if _index_collector is not None:
             REGISTRY.unregister(_index_collector)
@@ -333,7 +343,7 @@ async def metrics_endpoint(request: Request) -> Response:
 
 def metrics_route(
     index: object,
-    settings: LoreSettings,
+    scope: IndexScope,
     *,
     events: DroppingEvents | None = None,
     retriever: object | None = None,
@@ -341,11 +351,11 @@ def metrics_route(
     """``GET /metrics`` for ``lore mcp --http`` (loopback only, no authentication, like
     the MCP endpoint beside it), publishing ``index``'s gauges, the events ``events``
     dropped and the breaker of ``retriever`` (when it has a ``[fallback]``)."""
-    expose(index, settings)
+    expose(index, scope)
     if events is not None:
         watch_events_dropped(lambda: events.dropped)
     if retriever is not None:
-        watch_breaker(retriever, settings.backend)
+        watch_breaker(retriever, scope.engine)
     return Route(METRICS_PATH, metrics_endpoint, methods=["GET"])
 
 

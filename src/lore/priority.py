@@ -22,9 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from lore.config import LoreSettings
 from lore.models import SOURCE_LABEL, Passage
-from lore.sources import VAULT_NAME
 
 #: Source name -> weight, for the sources whose weight is not 1.
 Weights = Mapping[str, float]
@@ -32,14 +30,6 @@ Weights = Mapping[str, float]
 #: Extra candidates asked of a retriever when priorities apply: the answer's size again,
 #: at least this many.
 MIN_EXTRA_CANDIDATES = 10
-
-
-def source_weights(settings: LoreSettings) -> dict[str, float]:
-    """The configured priorities that are not 1 (an empty mapping changes nothing)."""
-    weights = {source.name: source.weight for source in settings.sources if source.weight != 1.0}
-    if settings.vault.enabled and settings.vault.weight != 1.0:
-        weights[VAULT_NAME] = settings.vault.weight
-    return weights
 
 
 def weight_of(passage: Passage, weights: Weights) -> float:

@@ -9,7 +9,8 @@ under ``private_files``: a umask of 077 for every file and directory created mea
 by lore, SQLite, tantivy, git or a sync's child process (a umask is inherited), and the
 index and data folder made so at start when an older version left them readable.
 A umask rather than a mode at each call site: the files SQLite, tantivy and git create
-are not lore's calls to make.
+are not lore's calls to make. The paths come from the composition root
+(``lore.resolve.private_files``), which reads them from the settings.
 """
 
 from __future__ import annotations
@@ -20,27 +21,25 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
-from lore.config import LoreSettings
-
 PRIVATE_UMASK = 0o077
 
 
 @contextlib.contextmanager
-def private_files(settings: LoreSettings) -> Iterator[None]:
+def private_files(data_dir: Path, index_file: Path) -> Iterator[None]:
     previous = os.umask(PRIVATE_UMASK)
     try:
-        tighten(settings)
+        tighten(data_dir, index_file)
         yield
     finally:
         os.umask(previous)
 
 
-def tighten(settings: LoreSettings) -> None:
+def tighten(data_dir: Path, index_file: Path) -> None:
     """The data folder 0700 and the SQLite index's files 0600 (when this user owns them),
     and the tantivy folders beside it 0700: contents of a 0700 folder are out of others'
     reach whatever their own modes."""
-    db_path = settings.resolve_path(settings.db_path)
-    for path in (settings.resolved_data_dir(), *db_path.parent.glob(db_path.name + ".tantivy*")):
+    db_path = index_file
+    for path in (data_dir, *db_path.parent.glob(db_path.name + ".tantivy*")):
         _chmod(path, 0o700)
     for suffix in ("", "-wal", "-shm", "-journal"):
         _chmod(db_path.with_name(db_path.name + suffix), 0o600)

@@ -7,7 +7,12 @@
                                           (mirrored_index, for indexes already open)
              ─► settings_chunker ──────► Chunker
              ─► event_store_for, recorder_for, configured_event_store ─► EventStore, EventRecorder
+             ─► resolve_reranker ──────► Reranker (or None)
+             ─► audit_log, server_audit_log ─► AuditLog
+             ─► tool_policy, source_weights ─► ToolPolicy (what the tool's settings decide)
              ─► knowledge_search, build_knowledge_search ─► KnowledgeSearch (the safety chain)
+             ─► index_scope ───────────► IndexScope (what /metrics needs of the settings)
+             ─► private_files ─────────► the umask and modes of what lore writes
              ─► open_replicas ─────────► Replicas (what lore serve replicas share), or None
     OTEL_* ─► install_tracing ────────► spans of every search over OTLP (lore.otel), or none
 
@@ -15,7 +20,9 @@ The CLI, ``lore serve`` and its sync child, ``lore mcp``, ``lore eval`` and the 
 ask it for their parts; the parts themselves (``FallbackRetriever``, ``MirroredIndex``,
 ``KnowledgeSearch``, the backends' classes) take instances. Backend and embedder names
 appear here and inside each backend's own package, nowhere else
-(tests/test_import_graph.py holds the layers this sits in).
+(tests/test_import_graph.py holds the layers this sits in, and which modules may read
+the settings: this one, the settings' own modules, the entry points and jobs that load
+them, and the factories this module calls by name).
 
 Backends and embedders are imported lazily, so a missing optional extra only matters when
 that part is chosen. Each backend module offers the functions of
@@ -26,10 +33,12 @@ functions that build them too: a cold ``lore search`` pays only for what it uses
 
 from __future__ import annotations
 
+import enum
 import importlib
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, cast
@@ -54,8 +63,11 @@ if TYPE_CHECKING:
     from lore.chunking import Chunker
     from lore.events.recorder import EventRecorder
     from lore.events.sqlite_store import SqliteEventStore
-    from lore.safety.audit import AuditLog
+    from lore.metrics import IndexScope
+    from lore.safety.audit import AuditLog, JsonlAuditLog
+    from lore.safety.audit_writer import QueuedAuditLog
     from lore.tool.core import KnowledgeSearch
+    from lore.tool.policy import ToolPolicy
 
 #: The embedded backend: a file beside the configuration, no server.
 DEFAULT_BACKEND = "sqlite"
@@ -401,22 +413,115 @@ def configured_event_store(settings: LoreSettings) -> EventStore:
 
 # -- the tool and its safety chain ---------------------------------------------------------
 
+COHERE_BASE_URL = "https://api.cohere.com"
+_RERANKING_OFF = ("", "none", "off")
+
+
+def resolve_reranker(settings: LoreSettings) -> Reranker | None:
+    """The configured reranker, or None when reranking is off (``lore.rerankers``)."""
+    from lore.rerankers import RERANKERS
+
+    name = (settings.reranker or "").strip().lower()
+    if name in _RERANKING_OFF:
+        return None
+    if name in ("http", "cohere"):
+        from lore.rerankers.http import HttpReranker
+
+        url = settings.reranker_url or (COHERE_BASE_URL if name == "cohere" else None)
+        if not url:
+            raise ConfigError("reranker 'http' needs reranker_url (LORE_RERANKER_URL)")
+        if not settings.reranker_model:
+            raise ConfigError(f"reranker {name!r} needs reranker_model (LORE_RERANKER_MODEL)")
+        key = settings.reranker_api_key.get_secret_value() if settings.reranker_api_key else None
+        return HttpReranker(url, settings.reranker_model, key)
+    if name == "cross-encoder":
+        from lore.rerankers.cross_encoder import CrossEncoderReranker
+
+        if not settings.reranker_model:
+            raise ConfigError("reranker 'cross-encoder' needs reranker_model: the model's local directory")
+        path = settings.resolve_path(Path(settings.reranker_model))
+        if not path.is_dir():
+            raise ConfigError(
+                f"cross-encoder model directory not found: {path} (models are never downloaded)"
+            )
+        return CrossEncoderReranker(path)
+    raise ConfigError(f"unknown reranker {settings.reranker!r}; valid names: {', '.join(RERANKERS)}, none")
+
+
+def audit_log(settings: LoreSettings) -> JsonlAuditLog:
+    """The configured audit file (``audit_path``, relative to lore.toml)."""
+    from lore.safety.audit import JsonlAuditLog
+
+    return JsonlAuditLog(settings.resolve_path(settings.audit_path))
+
+
+def server_audit_log(settings: LoreSettings) -> QueuedAuditLog:
+    """The configured audit file behind a writer thread (``lore.safety.audit_writer``), for
+    a server's concurrent searches."""
+    from lore.safety.audit_writer import QueuedAuditLog
+
+    return QueuedAuditLog(audit_log(settings))
+
+
+def source_weights(settings: LoreSettings) -> dict[str, float]:
+    """The configured priorities that are not 1 (an empty mapping changes nothing;
+    ``lore.priority``)."""
+    from lore.sources import VAULT_NAME
+
+    weights = {source.name: source.weight for source in settings.sources if source.weight != 1.0}
+    if settings.vault.enabled and settings.vault.weight != 1.0:
+        weights[VAULT_NAME] = settings.vault.weight
+    return weights
+
+
+def tool_policy(settings: LoreSettings) -> ToolPolicy:
+    """What the settings decide for the tools (``KnowledgeSearch``, ``runbook_for_alert``)."""
+    from lore.confidence import Confidence
+    from lore.tool.policy import ToolPolicy
+
+    return ToolPolicy(
+        top_k=settings.top_k,
+        min_confidence=Confidence(settings.min_confidence),
+        stale_after_days=settings.stale_after_days,
+        safety=settings.safety,
+        source_weights=source_weights(settings),
+        alerts=settings.alerts,
+        source_types={source.name: source.type for source in settings.sources},
+        index_name=settings.index_name,
+        skill_sources=tuple(settings.sources),
+        vault_skills=settings.vault.skills,
+    )
+
+
+class _Configured(enum.Enum):
+    TOKEN = "configured"
+
+
+#: ``knowledge_search(reranker=...)`` default: the reranker the settings configure.
+CONFIGURED = _Configured.TOKEN
+
 
 def knowledge_search(
     settings: LoreSettings,
     retriever: KnowledgeRetriever,
     *,
-    reranker: Reranker | None = None,
+    reranker: Reranker | _Configured | None = CONFIGURED,
     audit: AuditLog | None = None,
+    events: EventRecorder | None = None,
 ) -> KnowledgeSearch:
     """The tool over ``retriever``, with the reranker, audit log and event recorder the
-    settings configure (``reranker``: one already built, None: the configured one)."""
-    from lore.rerankers import resolve_reranker
+    settings configure unless given (``reranker``: one already built, None for none, by
+    default the configured one; ``ConfigError`` when its settings are incomplete)."""
     from lore.tool.core import KnowledgeSearch
 
-    chosen = reranker if reranker is not None else resolve_reranker(settings)
+    chosen = resolve_reranker(settings) if reranker is CONFIGURED else reranker
+    assert not isinstance(chosen, _Configured)
     return KnowledgeSearch(
-        retriever, settings=settings, reranker=chosen, audit=audit, events=recorder_for(settings, retriever)
+        retriever,
+        policy=tool_policy(settings),
+        reranker=chosen,
+        audit=audit if audit is not None else audit_log(settings),
+        events=events if events is not None else recorder_for(settings, retriever),
     )
 
 
@@ -427,7 +532,6 @@ def build_knowledge_search(
     no search tool). Configuration problems raise ``ConfigError``. The embedder is built
     from settings unless one is passed in."""
     from lore.config import load_settings
-    from lore.rerankers import resolve_reranker
 
     settings = settings if settings is not None else load_settings()
     if settings.backend == NO_BACKEND:
@@ -439,6 +543,30 @@ def build_knowledge_search(
         return None
     return knowledge_search(settings, retriever, reranker=reranker, audit=audit)
 
+
+# -- what the commands that write and serve need -------------------------------------------
+
+
+def index_scope(settings: LoreSettings) -> IndexScope:
+    """What ``/metrics`` needs of the settings for the index's gauges (``lore.metrics``)."""
+    from lore.metrics import IndexScope
+    from lore.sources import source_configs
+
+    names = tuple(config.name for config in source_configs(settings))
+    return IndexScope(engine=settings.backend, stale_after_days=settings.stale_after_days, sources=names)
+
+
+@contextmanager
+def private_files(settings: LoreSettings) -> Iterator[None]:
+    """What the commands that write data run under (``lore.private_files``): the data
+    folder and the index file (with what the SQLite backend keeps beside it) made private."""
+    from lore.private_files import private_files as private
+
+    with private(settings.resolved_data_dir(), settings.resolve_path(settings.db_path)):
+        yield
+
+
+# -- traces ---------------------------------------------------------------------------------
 
 #: The standard variables that name where traces go (OTLP), the first set wins.
 OTLP_ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")

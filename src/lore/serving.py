@@ -20,11 +20,8 @@ import os
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
-from lore.config import LoreSettings
 from lore.embedders.query_batching import BatchingQueryEmbedder
 from lore.protocols import Embedder
-from lore.safety.audit import JsonlAuditLog
-from lore.safety.audit_writer import QueuedAuditLog
 
 #: Threads per CPU core for the loop's blocking work.
 THREADS_PER_CORE = 4
@@ -43,18 +40,19 @@ QUERY_INFERENCE_THREADS = 1
 SWITCH_INTERVAL_SECONDS = 0.001
 
 
-def configure_server_process(settings: LoreSettings | None = None) -> None:
+def configure_server_process(query_weights: str | None = None) -> None:
     """Process-wide choices of a long-running search server, made before its embedder
     loads: query inferences on one thread each, so that concurrent searches spend the
     CPU on their own work rather than on inference threads waiting for each other, and a
     shorter GIL switch interval, so that the event loop and the searches' threads hand
-    over to each other sooner. With ``settings``, also the query model's weights
-    (``[serve] query_weights``, ``lore.embedders.query_weights``)."""
+    over to each other sooner. With ``query_weights``, also the query model's weights
+    (``[serve] query_weights``, ``lore.embedders.query_weights``; the composition root
+    reads the setting)."""
     from lore.embedders import openvino_runtime
 
     openvino_runtime.set_query_threads(QUERY_INFERENCE_THREADS)
-    if settings is not None:
-        openvino_runtime.set_query_weights(settings.serve.query_weights)
+    if query_weights is not None:
+        openvino_runtime.set_query_weights(query_weights)
     sys.setswitchinterval(SWITCH_INTERVAL_SECONDS)
 
 
@@ -87,8 +85,3 @@ def query_embedder(embedder: Embedder) -> Embedder:
     ``configure_server_process``, for a query model not compiled yet."""
     configure_server_process()
     return embedder if isinstance(embedder, BatchingQueryEmbedder) else BatchingQueryEmbedder(embedder)
-
-
-def audit_log(settings: LoreSettings) -> QueuedAuditLog:
-    """The configured audit file behind a writer thread (``lore.safety.audit_writer``)."""
-    return QueuedAuditLog(JsonlAuditLog(settings.resolve_path(settings.audit_path)))

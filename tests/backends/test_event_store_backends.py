@@ -17,7 +17,7 @@ from lore.config import LoreSettings
 from lore.events.record import EventQuery
 from lore.events.sqlite_store import SqliteEventStore
 from lore.protocols import EventStore
-from lore.resolve import event_store_for
+from lore.resolve import event_store_for, knowledge_search
 from lore.testing import add_document
 from lore.testing.embedders import CountingEmbedder
 from lore.testing.event_store import EventStoreConformance
@@ -30,7 +30,7 @@ ETCD = "Restore etcd quorum from a snapshot."
 
 def _tool(backend: SqliteBackend | object, tmp_path: Path) -> KnowledgeSearch:
     settings = LoreSettings(audit_path=tmp_path / "audit.jsonl")
-    return KnowledgeSearch(backend, settings=settings, reranker=None)  # type: ignore[arg-type]
+    return knowledge_search(settings, backend, reranker=None)  # type: ignore[arg-type]
 
 
 class TestSqliteBackendEvents(EventStoreConformance):

@@ -30,7 +30,7 @@ from lore.backends.sqlite import SqliteBackend
 from lore.config import LoreSettings, load_settings
 from lore.models import SearchMode, SyncReport
 from lore.protocols import Embedder
-from lore.resolve import retriever_with_fallback
+from lore.resolve import knowledge_search, retriever_with_fallback
 from lore.sync import FALLBACK_REPORT_NAME, run_sync
 from lore.testing import add_document
 from lore.testing.embedders import CountingEmbedder
@@ -114,7 +114,7 @@ def test_outage_answers_from_the_fallback_then_recovers(tmp_path: Path, running:
 
     states: list[str] = []
     retriever = retriever_with_fallback(settings, embedder, on_state_change=states.append)
-    tool = KnowledgeSearch(retriever, settings=settings, reranker=None)
+    tool = knowledge_search(settings, retriever, reranker=None)
     try:
         healthy = search(tool, "etcd quorum")
         assert healthy.passages[0].uri == "file://runbooks/etcd.md"
@@ -189,7 +189,7 @@ def test_a_fallback_that_cannot_be_opened_costs_the_primary_nothing(tmp_path: Pa
     assert [failure.source for failure in report.failures] == [FALLBACK_REPORT_NAME]
     assert "not updated" in report.failures[0].reason
     retriever = retriever_with_fallback(settings, CountingEmbedder())
-    tool = KnowledgeSearch(retriever, settings=settings, reranker=None)
+    tool = knowledge_search(settings, retriever, reranker=None)
     try:
         assert search(tool, "etcd quorum").passages[0].uri == "file://runbooks/etcd.md"
         running.pause()
@@ -225,7 +225,7 @@ def test_a_hanging_then_failing_embedder_gives_bm25_from_the_primary(
         embedder = resolve_embedder(settings)
         sync(settings, embedder)
         retriever = retriever_with_fallback(settings, embedder)
-        tool = KnowledgeSearch(retriever, settings=settings, reranker=None)
+        tool = knowledge_search(settings, retriever, reranker=None)
         try:
             fake.stall = threading.Event()  # hangs every request until set
             hung = search(tool, "kafka consumer lag")

@@ -35,11 +35,12 @@ from lore.access import AccessFilter
 from lore.alerts.parse import Alert, AlertQuery, clean_text
 from lore.arrange import merged as merged_runs
 from lore.confidence import Confidence, best, passage_confidence
-from lore.config import AlertSettings, LoreSettings, RunbookUrlRule
+from lore.config import AlertSettings, RunbookUrlRule
 from lore.models import LABEL_VALUE_SEPARATOR, SOURCE_LABEL, Passage, SearchMode
 from lore.named import headings, is_named, mentions, normal
-from lore.priority import Weights, prioritised, source_weights, weight_of
+from lore.priority import Weights, prioritised, weight_of
 from lore.protocols import KnowledgeRetriever
+from lore.tool.policy import ToolPolicy
 
 #: Candidates asked of the retriever per search.
 DEPTH = 40
@@ -123,24 +124,24 @@ class RunbookTarget:
     source: str | None
 
 
-def runbook_target(url: str, settings: LoreSettings) -> RunbookTarget:
+def runbook_target(url: str, policy: ToolPolicy) -> RunbookTarget:
     parts = urlsplit(url.strip())
     anchor = unquote(parts.fragment) or None
     bare = url.strip().split("#", 1)[0]
     path = unquote(parts.path).rstrip("/")
     stem = _stem(PurePosixPath(path).name)
-    for rule in settings.alerts.runbook_urls:
+    for rule in policy.alerts.runbook_urls:
         if bare.startswith(rule.prefix):
             rest = unquote(bare[len(rule.prefix) :]).strip("/")
-            return RunbookTarget(_source_uri(rule, rest, settings), stem, anchor, rule.source)
+            return RunbookTarget(_source_uri(rule, rest, policy.source_types), stem, anchor, rule.source)
     return RunbookTarget(None, stem, anchor, None)
 
 
-def _source_uri(rule: RunbookUrlRule, rest: str, settings: LoreSettings) -> str:
+def _source_uri(rule: RunbookUrlRule, rest: str, source_types: Mapping[str, str]) -> str:
     """The uri the source gives that path: ``git://name@path`` for git, else
     ``file://name/path`` (filesystem and upload sources)."""
     path = rule.path_prefix + rest
-    kind = next((source.type for source in settings.sources if source.name == rule.source), "filesystem")
+    kind = source_types.get(rule.source, "filesystem")
     return f"git://{rule.source}@{path}" if kind == "git" else f"file://{rule.source}/{path}"
 
 
@@ -224,11 +225,11 @@ class _Collector:
 async def _for_alert(
     alert: Alert,
     retriever: KnowledgeRetriever,
-    settings: LoreSettings,
+    policy: ToolPolicy,
     access: AccessFilter | None,
     report: RetrievalReport,
 ) -> dict[str, AlertHit]:
-    collected = _Collector(source_weights(settings))
+    collected = _Collector(policy.source_weights)
     text = clean_text(alert.text)
     name = alert.alertname
     if text:
@@ -241,7 +242,7 @@ async def _for_alert(
         found = await report.retrieve(retriever, name, top_k=DEPTH, mode=mode, access=access)
         for rank, hit in enumerate(collected.add(found), start=1):
             collected.name_rank[hit.passage.chunk_id] = rank
-    target = runbook_target(alert.runbook_url, settings) if alert.runbook_url else None
+    target = runbook_target(alert.runbook_url, policy) if alert.runbook_url else None
     if target is not None:
         words = " ".join(part for part in (target.anchor or "", name or "", text) if part).replace("-", " ")
         labels = {SOURCE_LABEL: target.source} if target.source else None
@@ -251,7 +252,7 @@ async def _for_alert(
         for rank, hit in enumerate(collected.add(found), start=1):
             collected.annotation_rank[hit.passage.chunk_id] = rank
     for hit in collected.hits.values():
-        _judge(hit, alert, target, settings.alerts, collected)
+        _judge(hit, alert, target, policy.alerts, collected)
     # A passage is filed under this alert when the alert names it; when nothing does,
     # under the passages its text ranks near the top. A text match alone must not file
     # another alert's runbook under this one.
@@ -309,7 +310,7 @@ def _score(hit: AlertHit, collected: _Collector) -> float:
 async def find_runbooks(
     query: AlertQuery,
     retriever: KnowledgeRetriever,
-    settings: LoreSettings,
+    policy: ToolPolicy,
     top_k: int,
     access: AccessFilter | None = None,
     report: RetrievalReport | None = None,
@@ -322,7 +323,7 @@ async def find_runbooks(
     report = report if report is not None else RetrievalReport()
     merged: dict[str, AlertHit] = {}
     for alert in query.alerts:
-        for chunk, hit in (await _for_alert(alert, retriever, settings, access, report)).items():
+        for chunk, hit in (await _for_alert(alert, retriever, policy, access, report)).items():
             known = merged.get(chunk)
             if known is None:
                 merged[chunk] = hit
@@ -335,7 +336,7 @@ async def find_runbooks(
                 known.text_rank = min(known.text_rank or hit.text_rank, hit.text_rank)
     ranked = _one_passage_per_run(
         sorted(merged.values(), key=lambda hit: (-hit.score, hit.passage.uri, hit.passage.chunk_id)),
-        settings.safety.max_passage_chars,
+        policy.safety.max_passage_chars,
     )
     kept: list[tuple[int, AlertHit]] = []
     per_document: dict[str, int] = {}

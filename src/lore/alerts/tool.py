@@ -193,7 +193,7 @@ def passage_numbers(group: RunbookGroup) -> str:
 
 
 class RunbookForAlert:
-    """The tool. Holds the ``KnowledgeSearch`` whose chain, settings and retriever it uses."""
+    """The tool. Holds the ``KnowledgeSearch`` whose chain, policy and retriever it uses."""
 
     name: str = ALERT_TOOL_NAME
     description: str = ALERT_TOOL_DESCRIPTION
@@ -208,13 +208,13 @@ class RunbookForAlert:
     async def run(
         self, arguments: Mapping[str, Any], *, principal: Principal
     ) -> AlertResult:
-        settings = self._search.settings
+        policy = self._search.policy
         state: dict[str, Any] = {"hits": [], "query": None}
 
         def prepare() -> SearchRequest:
             query = redact_query(alert_query(arguments), redact_secrets)
             state["query"] = query
-            top_k = int(arguments.get("top_k", min(settings.top_k, MAX_TOP_K)))
+            top_k = int(arguments.get("top_k", min(policy.top_k, MAX_TOP_K)))
             # The event carries the fingerprints: the webhook receiver keys its answers by them.
             fingerprints = tuple(alert_fingerprint(a.labels, a.fingerprint) for a in query.alerts)
             correlation = correlation_of(arguments, fingerprints)
@@ -224,7 +224,7 @@ class RunbookForAlert:
             retriever = self._search.retriever
             report = RetrievalReport()
             access = access_filter(principal)
-            hits = await find_runbooks(state["query"], retriever, settings, request.top_k, access, report)
+            hits = await find_runbooks(state["query"], retriever, policy, request.top_k, access, report)
             state["hits"] = hits
             return [hit.passage for hit in hits], False, report.degraded_reason, report.served_by
 

@@ -45,10 +45,15 @@ from lore.eval.report import (
 )
 from lore.eval.runner import RERANK_MODE, EvalRun, QueryVectorCache, parse_modes
 from lore.models import Chunk, Document, SearchMode, SyncReport
-from lore.priority import source_weights
 from lore.protocols import Embedder, KnowledgeIndex, KnowledgeRetriever, KnowledgeSource, Reranker
-from lore.rerankers import resolve_reranker
-from lore.resolve import open_backend, resolve_embedder, scratch_index, settings_chunker
+from lore.resolve import (
+    open_backend,
+    resolve_embedder,
+    resolve_reranker,
+    scratch_index,
+    settings_chunker,
+    source_weights,
+)
 from lore.safety.secrets import redact_document
 from lore.sources import build_source, source_configs
 from lore.sync import sync_sources

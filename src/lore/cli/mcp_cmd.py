@@ -60,7 +60,7 @@ def mcp_command(
     if http:
         from lore.serving import configure_server_process
 
-        configure_server_process(current)  # before the warm-up compiles the query model
+        configure_server_process(current.serve.query_weights)  # before the warm-up compiles the query model
     embedder = resolve_embedder(current)
     warming: threading.Thread | None = None
     if isinstance(embedder, QueryWarmUp):
@@ -68,7 +68,7 @@ def mcp_command(
         # loads on the other core meanwhile, and while the client initializes.
         warming = threading.Thread(target=embedder.warm_up, name="lore-query-warm-up", daemon=True)
         warming.start()
-    from lore.private_files import private_files
+    from lore.resolve import private_files
 
     try:
         with private_files(current):  # the audit and the events it writes are the team's
@@ -89,11 +89,12 @@ def _serve(current: LoreSettings, embedder: Embedder, *, http: bool, port: int) 
 
     audit = None
     if http:
-        from lore.serving import audit_log, query_embedder
+        from lore.resolve import server_audit_log
+        from lore.serving import query_embedder
 
         # Concurrent HTTP clients share query inferences and audit appends (stdio serves
         # one call at a time).
-        embedder, audit = query_embedder(embedder), audit_log(current)
+        embedder, audit = query_embedder(embedder), server_audit_log(current)
     search = build_knowledge_search(current, embedder, audit=audit)
     if search is None:
         raise ConfigError(_NO_CORPUS)
@@ -112,4 +113,6 @@ def _serve(current: LoreSettings, embedder: Embedder, *, http: bool, port: int) 
     from lore.access import local_user
 
     # No tokens here: loopback only, the local user's own index (docs/service.md).
-    mcp_server.run_http(search, local_user(mcp_server.os_user()), port=port)
+    from lore.resolve import index_scope
+
+    mcp_server.run_http(search, local_user(mcp_server.os_user()), index_scope(current), port=port)

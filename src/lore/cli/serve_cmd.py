@@ -73,8 +73,7 @@ def serve_command(
 
     from lore.access import Role
     from lore.cli.listen import check_can_listen
-    from lore.private_files import private_files
-    from lore.resolve import REPLICA_BACKENDS, install_tracing
+    from lore.resolve import REPLICA_BACKENDS, install_tracing, private_files
     from lore.web.app import create_app
     from lore.web.server import StoppingServer
     from lore.web.service import open_service

@@ -184,7 +184,7 @@ def sync_command(
     as_json: Annotated[bool, typer.Option("--json", help="--history as JSON.")] = False,
 ) -> None:
     """Index every configured source: changed documents only, unchanged ones are skipped."""
-    from lore.private_files import private_files
+    from lore.resolve import private_files
 
     current = settings()
     with private_files(current):

@@ -20,10 +20,8 @@ from lore.cli.eval_app import ConfigOption, JsonOption, check_not_empty, close, 
 from lore.confidence import Confidence
 from lore.errors import ConfigError
 from lore.eval.datasets import SPLITS, load_golden_set
-from lore.eval.verdict import HIT_K, judge, report
-from lore.priority import source_weights
 from lore.protocols import KnowledgeRetriever
-from lore.resolve import open_backend, resolve_embedder
+from lore.resolve import open_backend, resolve_embedder, source_weights
 
 
 @eval_app.command("verdict")
@@ -42,6 +40,10 @@ def verdict_command(
     config: ConfigOption = None,
 ) -> None:
     """Precision and recall of the 'none' verdict, and Hit@5 with the verdict on and off."""
+    # Here, not at the top: ``lore --help`` imports every command's module, and the
+    # verdict's judge brings the full-text analysis (tantivy) with it.
+    from lore.eval.verdict import HIT_K, judge, report
+
     if split is not None and split not in SPLITS:
         raise ConfigError(f"--split must be one of {', '.join(SPLITS)}, got {split!r}")
     if min_confidence not in ("low", "medium", "high"):

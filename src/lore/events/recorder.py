@@ -19,11 +19,10 @@ import weakref
 from datetime import UTC, datetime, timedelta
 
 from lore.access import Principal, tenant_of
-from lore.config import LoreSettings
 from lore.errors import LoreError
 from lore.events.record import Correlation, EventHit, RetrievalEvent, new_id
 from lore.events.timing import Timing
-from lore.protocols import EventStore, EventStoring, KnowledgeRetriever
+from lore.protocols import EventStore
 from lore.safety.audit import AuditEntry
 
 logger = logging.getLogger(__name__)
@@ -165,15 +164,6 @@ def _close_at_exit(ref: weakref.ref[EventRecorder]) -> None:
     recorder = ref()
     if recorder is not None:
         recorder.close()
-
-
-def recorder_for(settings: LoreSettings, retriever: KnowledgeRetriever) -> EventRecorder:
-    """A recorder into the retriever's own event store (``EventStoring``), or none. What a
-    ``KnowledgeSearch`` built without one records into; ``lore.resolve.recorder_for`` also
-    gives a backend without a store of its own its sidecar file."""
-    events = settings.events
-    store = retriever.event_store() if events.enabled and isinstance(retriever, EventStoring) else None
-    return EventRecorder(store, capacity=events.queue_size, retention_days=events.retention_days)
 
 
 def event_of_call(

@@ -80,48 +80,68 @@ def _compile(patterns: list[str], flags: int = 0) -> re.Pattern[str]:
 
 
 _OVERRIDE = "instruction_override"
-_WORDING_RULES = [
-    ViewRule(_OVERRIDE, _compile(ADDRESSED[:3] + ADDRESSED[4:]), _LINE, "instruction-like text"),
-    ViewRule(_OVERRIDE, _compile(ADDRESSED[3:4]), _SECTION, "instruction-like text"),
-    ViewRule(_OVERRIDE, _compile(PERSONA), _LINE, "instruction-like text"),
-    ViewRule(_OVERRIDE, _compile(SUMMARY), _LINE, "instruction-like text"),
-    ViewRule(_OVERRIDE, _compile(ANSWER[:3] + ANSWER[4:]), _LINE, "instruction-like text", words=("your",)),
-    ViewRule(
-        _OVERRIDE, _compile(ANSWER[3:4]), _LINE, "instruction-like text", words=("reply", "respond", "answer")
-    ),
-    *(
-        ViewRule(_OVERRIDE, _compile([pattern]), _LINE, "instruction-like text", re.compile(needs))
-        for pattern, needs in zip(LANGUAGES, LANGUAGE_NEEDS, strict=True)
-    ),
-    ViewRule(
-        "fake_delimiter",
-        _compile([FENCE_WORDS[0], FENCE_WORDS[1], FENCE_WORDS[3]]),
-        _LINE,
-        "fake delimiter",
-        words=("untrusted", "retrieved", "quoted", "search"),
-    ),
-    ViewRule(
-        "fake_delimiter",
-        _compile(FENCE_WORDS[2:3]),
-        _LINE,
-        "fake delimiter",
-        words=("trusted", "verified", "genuine", "real", "official"),
-    ),
-    ViewRule(
-        "fake_delimiter",
-        _compile(FENCE_WORDS[4:5]),
-        _LINE,
-        "fake delimiter",
-        words=("instructions", "prompt", "conversation", "input"),
-    ),
-    ViewRule("role_marker", _compile(ROLE_ANYWHERE), _MATCH, "role marker"),
-    ViewRule("role_marker", re.compile(JSON_ROLE), _MATCH, "role marker"),
-    ViewRule("tool_call_imitation", re.compile(TOOL_RESULT, re.DOTALL), _MATCH, "tool-call imitation"),
-]
+
+
+@functools.cache
+def _wording_rules() -> list[ViewRule]:
+    """Compiled on first use, not at import: every command imports the chain (a sync
+    redacts, ``lore --help`` lists every command), and only a search screens."""
+    return [
+        ViewRule(_OVERRIDE, _compile(ADDRESSED[:3] + ADDRESSED[4:]), _LINE, "instruction-like text"),
+        ViewRule(_OVERRIDE, _compile(ADDRESSED[3:4]), _SECTION, "instruction-like text"),
+        ViewRule(_OVERRIDE, _compile(PERSONA), _LINE, "instruction-like text"),
+        ViewRule(_OVERRIDE, _compile(SUMMARY), _LINE, "instruction-like text"),
+        ViewRule(
+            _OVERRIDE, _compile(ANSWER[:3] + ANSWER[4:]), _LINE, "instruction-like text", words=("your",)
+        ),
+        ViewRule(
+            _OVERRIDE,
+            _compile(ANSWER[3:4]),
+            _LINE,
+            "instruction-like text",
+            words=("reply", "respond", "answer"),
+        ),
+        *(
+            ViewRule(_OVERRIDE, _compile([pattern]), _LINE, "instruction-like text", re.compile(needs))
+            for pattern, needs in zip(LANGUAGES, LANGUAGE_NEEDS, strict=True)
+        ),
+        ViewRule(
+            "fake_delimiter",
+            _compile([FENCE_WORDS[0], FENCE_WORDS[1], FENCE_WORDS[3]]),
+            _LINE,
+            "fake delimiter",
+            words=("untrusted", "retrieved", "quoted", "search"),
+        ),
+        ViewRule(
+            "fake_delimiter",
+            _compile(FENCE_WORDS[2:3]),
+            _LINE,
+            "fake delimiter",
+            words=("trusted", "verified", "genuine", "real", "official"),
+        ),
+        ViewRule(
+            "fake_delimiter",
+            _compile(FENCE_WORDS[4:5]),
+            _LINE,
+            "fake delimiter",
+            words=("instructions", "prompt", "conversation", "input"),
+        ),
+        ViewRule("role_marker", _compile(ROLE_ANYWHERE), _MATCH, "role marker"),
+        ViewRule("role_marker", re.compile(JSON_ROLE), _MATCH, "role marker"),
+        ViewRule("tool_call_imitation", re.compile(TOOL_RESULT, re.DOTALL), _MATCH, "tool-call imitation"),
+    ]
+
+
 _REACT_TRACE = re.compile(REACT_TRACE)
 _REACT_LABEL = re.compile(REACT_LABEL)
-#: The English phrase rules, for the rot13 and backwards readings.
-_ENGLISH = re.compile("(?:" + "|".join(ENGLISH) + ")", re.IGNORECASE)
+
+
+@functools.cache
+def _english() -> re.Pattern[str]:
+    """The English phrase rules, for the rot13 and backwards readings (compiled on first use)."""
+    return re.compile("(?:" + "|".join(ENGLISH) + ")", re.IGNORECASE)
+
+
 _WORD = re.compile(r"[a-z]{5,}")
 
 
@@ -181,7 +201,7 @@ def screen_view(
                 replacement = first.replace(match)
                 if replacement is not None:
                     add(match.start(), match.end(), first.kind, replacement, _MATCH)
-    for rule in _WORDING_RULES:
+    for rule in _wording_rules():
         if rule.needs is not None and not rule.needs.search(lowered):
             continue
         if rule.words and not any(map(lowered.__contains__, rule.words)):
@@ -293,7 +313,7 @@ def _screen_readings(view: View, add: Callable[..., None]) -> None:
         baseline = _phrase_words(line)
         rotated = codecs.decode(line, "rot13")
         if _phrase_words(rotated) >= baseline + 2:
-            for match in _ENGLISH.finditer(rotated):
+            for match in _english().finditer(rotated):
                 add(
                     start + match.start(),
                     start + len(line),
@@ -302,7 +322,7 @@ def _screen_readings(view: View, add: Callable[..., None]) -> None:
                     _MATCH,
                 )
         backwards = line[::-1]
-        if _phrase_words(backwards) >= baseline + 2 and _ENGLISH.search(backwards):
+        if _phrase_words(backwards) >= baseline + 2 and _english().search(backwards):
             # A line written backwards goes whole: the payload is all of it.
             add(start, start + len(line), "encoded_instruction", _marker("encoded instruction"), _MATCH)
 

@@ -72,7 +72,8 @@ class SkillCatalog:
         self._reader = reader if reader is not None else reader_of(search)
         #: Read at every call when given as a function: a server's sources change while
         #: it runs (``/v1/sources``).
-        self._rules = rules if rules is not None else skill_rules(search.settings)
+        policy = search.policy
+        self._rules = rules if rules is not None else skill_rules(policy.skill_sources, policy.vault_skills)
         self._clock = clock
 
     # -- what any caller may ask --------------------------------------------------------
@@ -130,7 +131,7 @@ class SkillCatalog:
 
     def _build(self, principal: Principal, only: set[str] | None, clean: Clean) -> list[Skill]:
         reader, documents, names = self._skill_documents()
-        settings = self._search.settings
+        policy = self._search.policy
         now = self._clock()
         built: list[Skill] = []
         for document in sorted(documents, key=lambda d: names[d.uri]):
@@ -144,7 +145,7 @@ class SkillCatalog:
                 continue
             full, chunks = found
             built.append(
-                build_skill(name, full, chunks, clean, stale_after_days=settings.stale_after_days, now=now)
+                build_skill(name, full, chunks, clean, stale_after_days=policy.stale_after_days, now=now)
             )
         return built
 

@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
-from lore.config import LoreSettings
 from lore.models import LABEL_VALUE_SEPARATOR, SOURCE_LABEL, Document
 from lore.source_tables import VAULT_NAME, SourceConfig
 
@@ -59,21 +58,21 @@ class SkillRules:
     vault: bool = True
 
 
-def skill_rules(settings: LoreSettings, sources: Iterable[SourceConfig] | None = None) -> SkillRules:
-    """The rules the settings' ``[[sources]]`` tables (or ``sources``, every table a
-    server syncs, its API-managed ones included) and ``[vault]`` give."""
+def skill_rules(sources: Iterable[SourceConfig], vault_skills: bool) -> SkillRules:
+    """The rules the ``[[sources]]`` tables (``sources``: the settings' own, or every table
+    a server syncs, its API-managed ones included) and ``[vault] skills`` give."""
     # Here, not at the top: the stdio server imports this module, and only a source with
     # globs needs the matcher (lore.sources.filesystem defers it alike).
     from pathspec import GitIgnoreSpec
 
     marks: dict[str, bool | GitIgnoreSpec] = {}
-    for source in settings.sources if sources is None else sources:
+    for source in sources:
         marked = getattr(source, "skills", False)
         if marked is True:
             marks[source.name] = True
         elif isinstance(marked, list) and marked:
             marks[source.name] = GitIgnoreSpec.from_lines(marked)
-    return SkillRules(sources=marks, vault=settings.vault.skills)
+    return SkillRules(sources=marks, vault=vault_skills)
 
 
 def label_values(labels: Mapping[str, str], key: str) -> list[str]:

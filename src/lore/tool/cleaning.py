@@ -11,11 +11,11 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from lore.confidence import Confidence
-from lore.config import LoreSettings
 from lore.models import SOURCE_TYPE_LABEL, Passage, utc
 from lore.safety.cap import cap_passages
 from lore.safety.injection import screen_injections
 from lore.safety.secrets import SecretRedactor, redaction_markers
+from lore.tool.policy import ToolPolicy
 from lore.tool.result import ToolPassage
 
 #: Cleaned texts (screened and redacted passages, titles, uris) a tool keeps.
@@ -32,11 +32,11 @@ _WARM_UP_TEXT = (
 
 
 class PassageCleaner:
-    """Screening, redaction and the cap under one tool's settings."""
+    """Screening, redaction and the cap under one tool's policy."""
 
-    def __init__(self, settings: LoreSettings) -> None:
-        self._settings = settings
-        safety = settings.safety
+    def __init__(self, policy: ToolPolicy) -> None:
+        self._safety = safety = policy.safety
+        self._stale_after_days = policy.stale_after_days
         self.redactor = SecretRedactor(emails=safety.redact_emails, phone_numbers=safety.redact_phone_numbers)
         self._allowed_link_hosts = tuple(safety.allowed_link_hosts)
         # Screening and redaction are pure functions of the text under these settings,
@@ -81,7 +81,7 @@ class PassageCleaner:
     ) -> tuple[list[ToolPassage], Counter[str], bool]:
         findings: Counter[str] = Counter()
         texts = [self.clean(passage.text, findings) for passage in found]
-        safety = self._settings.safety
+        safety = self._safety
         capped = cap_passages(
             texts, max_passage_chars=safety.max_passage_chars, max_result_chars=safety.max_result_chars
         )
@@ -102,7 +102,7 @@ class PassageCleaner:
                     revision=self.clean(passage.revision, findings),
                     updated_at=utc(passage.updated_at).isoformat() if known else "",
                     age_days=age,
-                    stale=None if age is None else age > self._settings.stale_after_days,
+                    stale=None if age is None else age > self._stale_after_days,
                     source_type=self.clean_optional(passage.labels.get(SOURCE_TYPE_LABEL), findings),
                     # Ids embed the uri, so they are screened like it (a no-op for ordinary ids).
                     chunk_id=self.clean(passage.chunk_id, findings),

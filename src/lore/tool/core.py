@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import enum
 import json
 import logging
 import time
@@ -35,18 +34,16 @@ from lore.access import AccessFilter, Principal, access_filter, principal_name
 from lore.arrange import arranged, diversified
 from lore.arrange import candidates as candidate_depth
 from lore.confidence import Confidence, best, clears
-from lore.config import LoreSettings, load_settings
 from lore.errors import AuditError, LoreError, RerankError, UnsupportedModeError
 from lore.events.record import Correlation
-from lore.events.recorder import EventRecorder, event_of_call, recorder_for
+from lore.events.recorder import EventRecorder, event_of_call
 from lore.events.timing import Timing, measure_retrieval
 from lore.models import Passage, SearchMode
 from lore.named import QueryJudge
 from lore.observe import observe_search
-from lore.priority import prioritised, source_weights
+from lore.priority import prioritised
 from lore.protocols import KnowledgeRetriever, Reranker
-from lore.rerankers import resolve_reranker
-from lore.safety.audit import AuditEntry, AuditHit, AuditLog, JsonlAuditLog
+from lore.safety.audit import AuditEntry, AuditHit, AuditLog
 from lore.safety.audit_writer import record_entry
 from lore.safety.secrets import redact_secrets
 
@@ -59,6 +56,7 @@ from lore.tool.arguments import SearchRequest as SearchRequest
 from lore.tool.cleaning import CLEAN_CACHE_SIZE as CLEAN_CACHE_SIZE
 from lore.tool.cleaning import PassageCleaner
 from lore.tool.limits import MAX_TOP_K as MAX_TOP_K
+from lore.tool.policy import ToolPolicy as ToolPolicy
 from lore.tool.result import DEGRADED_EMBEDDER_REASON as DEGRADED_EMBEDDER_REASON
 from lore.tool.result import UNTRUSTED_NOTICE as UNTRUSTED_NOTICE
 from lore.tool.result import Retrieved as Retrieved
@@ -75,14 +73,6 @@ T = TypeVar("T")
 RERANK_CANDIDATES = 50
 
 
-class _FromSettings(enum.Enum):
-    TOKEN = "from settings"
-
-
-#: ``KnowledgeSearch(reranker=...)`` default: the reranker the settings configure.
-FROM_SETTINGS = _FromSettings.TOKEN
-
-
 class KnowledgeSearch:
     """The tool. Entry points hold one instance and call ``run`` per request."""
 
@@ -93,43 +83,34 @@ class KnowledgeSearch:
         self,
         retriever: KnowledgeRetriever,
         *,
-        settings: LoreSettings | None = None,
-        audit: AuditLog | None = None,
-        reranker: Reranker | _FromSettings | None = FROM_SETTINGS,
-        events: EventRecorder | None = None,
-        min_confidence: Confidence | None = None,
+        policy: ToolPolicy,
+        audit: AuditLog,
+        events: EventRecorder,
+        reranker: Reranker | None = None,
     ) -> None:
-        """``reranker``: by default the one ``settings`` configure (``reranker``,
-        ``reranker_model``, ...; ``ConfigError`` when they are incomplete), so every entry
-        point reranks alike; None turns reranking off. ``events``: by default the
-        recorder the settings and the retriever's store give (``lore.events.recorder``).
-        ``min_confidence``: by default ``settings.min_confidence``; an answer below it
-        shows no passage."""
+        """Every part is built already (``lore.resolve.knowledge_search`` builds them from
+        the settings): ``policy``, what the configuration decides; ``audit``, where calls
+        are recorded; ``events``, the retrieval events' recorder; ``reranker``, None for
+        none. An answer below ``policy.min_confidence`` shows no passage."""
         self._retriever = retriever
-        self._settings = settings if settings is not None else load_settings()
-        self._min_confidence = (
-            min_confidence if min_confidence is not None else Confidence(self._settings.min_confidence)
-        )
-        self._reranker = resolve_reranker(self._settings) if reranker is FROM_SETTINGS else reranker
-        self._audit: AuditLog = (
-            audit
-            if audit is not None
-            else JsonlAuditLog(self._settings.resolve_path(self._settings.audit_path))
-        )
-        self._cleaner = PassageCleaner(self._settings)
+        self._policy = policy
+        self._min_confidence = policy.min_confidence
+        self._reranker = reranker
+        self._audit = audit
+        self._cleaner = PassageCleaner(policy)
         # The sources' priorities (``lore.priority``): the pack yields to the team's pages.
-        self._weights = source_weights(self._settings)
+        self._weights = policy.source_weights
         # A copy, so an adapter that decorates its schema cannot change everyone's.
         self.input_schema: dict[str, Any] = copy.deepcopy(INPUT_SCHEMA)
-        self._events = events if events is not None else recorder_for(self._settings, retriever)
+        self._events = events
 
     @property
     def retriever(self) -> KnowledgeRetriever:
         return self._retriever
 
     @property
-    def settings(self) -> LoreSettings:
-        return self._settings
+    def policy(self) -> ToolPolicy:
+        return self._policy
 
     @property
     def events(self) -> EventRecorder:
@@ -161,7 +142,7 @@ class KnowledgeSearch:
         retriever; the ``LocalUser`` of the CLI sees its whole index. The audit names it."""
         return await self.run_chain(
             TOOL_NAME,
-            lambda: parse_arguments(arguments, self._settings.top_k),
+            lambda: parse_arguments(arguments, self._policy.top_k),
             lambda request: self._retrieve(request, mode, access_filter(principal)),
             principal=principal,
             mode=mode,
@@ -211,7 +192,7 @@ class KnowledgeSearch:
                 judge=judge,
                 anchored=anchored,
             )
-        source = self._settings.index_name
+        source = self._policy.index_name
         attributes: dict[str, tracing.Value] = {
             "gen_ai.operation.name": "retrieval",
             "gen_ai.data_source.id": source,
@@ -415,7 +396,7 @@ class KnowledgeSearch:
         # the section the question asks for first, no document taking every slot
         # (lore.arrange).
         candidates = arranged(
-            candidates, request.query, self._weights, max_chars=self._settings.safety.max_passage_chars
+            candidates, request.query, self._weights, max_chars=self._policy.safety.max_passage_chars
         )
         if self._reranker is None:
             return candidates[: request.top_k], False, degraded_reason, served_by

@@ -23,6 +23,7 @@ from fastapi.responses import Response
 from lore.access import Role
 from lore.metrics import METRICS_PATH, expose, metrics_endpoint, render, watch_breaker, watch_events_dropped
 from lore.protocols import StoringBackend
+from lore.resolve import index_scope
 from lore.web.auth import require
 from lore.web.service import Service
 
@@ -48,14 +49,16 @@ def only_sources(body: bytes, seen: set[str]) -> bytes:
 
 def metrics_router(service: Service, host: str) -> APIRouter:
     """The route, publishing ``service``'s index."""
+    scope = index_scope(service.settings)
+
     # Once it is open: a primary that is down at start is published when it is back.
     def publish(backend: StoringBackend) -> None:
-        expose(backend, service.settings)
+        expose(backend, scope)
 
     service.primary.when_open(publish)
     events = service.search.events
     watch_events_dropped(lambda: events.dropped)
-    watch_breaker(service.search.retriever, service.settings.backend)
+    watch_breaker(service.search.retriever, scope.engine)
     setting = service.settings.serve.metrics_token_required
     viewer = require(Role.VIEWER, "read metrics")
 

@@ -39,7 +39,7 @@ from lore.protocols import (
     Replicas,
     StoringBackend,
 )
-from lore.serving import audit_log, configure_server_process, query_embedder
+from lore.serving import configure_server_process, query_embedder
 from lore.skills.catalog import SkillCatalog
 from lore.skills.select import SkillRules, skill_rules
 from lore.sources import build_source
@@ -132,7 +132,7 @@ class Service:
 
     def _skill_rules(self) -> SkillRules:
         # Every source the service syncs: lore.toml's, the pack, and those added over the API.
-        return skill_rules(self.settings, [config for config, _ in self.sources.all()])
+        return skill_rules([config for config, _ in self.sources.all()], self.settings.vault.skills)
 
     def _document_reader(self) -> DocumentReader | None:
         try:
@@ -352,14 +352,15 @@ def open_service(
 ) -> Service:
     """The configured index, embedder and tool, opened once for the process. The embedder
     is built from settings unless one is passed in (tests pass a deterministic one)."""
-    from lore.rerankers import resolve_reranker
     from lore.resolve import (
         knowledge_search,
         open_backend,
         open_fallback_index,
         open_replicas,
         resolve_embedder,
+        resolve_reranker,
         retriever_with_fallback,
+        server_audit_log,
     )
 
     reranker = resolve_reranker(settings)  # before the store, so a bad setting leaves nothing open
@@ -368,7 +369,7 @@ def open_service(
     # Searches embed their queries through the batcher (with the query weights of
     # ``[serve]``); sync and uploads embed documents with the embedder itself
     # (``Service.embedder``).
-    configure_server_process(settings)
+    configure_server_process(settings.serve.query_weights)
     queries = query_embedder(embedder)
 
     def opener() -> StoringBackend:
@@ -403,7 +404,7 @@ def open_service(
             breaker = fallback_retriever.breaker
             primary.when_open(lambda _backend: breaker.record_success())
     assert retriever is not None
-    search = knowledge_search(settings, retriever, reranker=reranker, audit=audit_log(settings))
+    search = knowledge_search(settings, retriever, reranker=reranker, audit=server_audit_log(settings))
     return Service(
         settings,
         primary,

@@ -21,13 +21,17 @@ __all__ = ["PgVectorBackend", "at_location",
     "event_store_of", "from_settings", "missing_index", "stored_embedder_of"]
 
 
-def from_settings(settings: LoreSettings, embedder: Embedder) -> PgVectorBackend:
+def _dsn(settings: LoreSettings) -> str:
     if settings.pg_dsn is None:
         raise ConfigError(
             "backend 'pgvector' needs a connection string: set pg_dsn in lore.toml or LORE_PG_DSN"
         )
+    return settings.pg_dsn.get_secret_value()
+
+
+def from_settings(settings: LoreSettings, embedder: Embedder) -> PgVectorBackend:
     return PgVectorBackend(
-        settings.pg_dsn.get_secret_value(),
+        _dsn(settings),
         embedder,
         index_name=settings.index_name,
         rrf_k=settings.rrf_k,
@@ -61,7 +65,7 @@ def event_store_of(settings: LoreSettings) -> EventStore | None:
     """The event tables in the index's database, opened without an embedder."""
     from lore.backends.pgvector.events import PgEventStore
 
-    return PgEventStore.from_settings(settings)
+    return PgEventStore(_dsn(settings), settings.index_name)
 
 
 if TYPE_CHECKING:  # mypy checks this module against what commands call on every backend

@@ -26,6 +26,7 @@ import math
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
+from datetime import datetime
 from typing import Literal
 
 import numpy as np
@@ -40,7 +41,7 @@ from lore.backends.pgvector import channels as pg_channels
 from lore.backends.pgvector import postings as pg_postings
 from lore.backends.pgvector import reembed as pg_reembed
 from lore.backends.pgvector.events import PgEventStore
-from lore.backends.pgvector.ledger import LedgerReads
+from lore.backends.pgvector.ledger import Ledger
 from lore.backends.pgvector.schema import (
     LOCK_CLASS,
     RAISE_BUILD_MEMORY,
@@ -70,11 +71,14 @@ from lore.fusion import copied_from, fuse_channels
 from lore.models import (
     Chunk,
     Document,
+    IndexedDocument,
     Passage,
     ReembedStatus,
+    RunRecord,
     SearchMode,
+    SourceCounts,
 )
-from lore.protocols import Embedder, Vectors
+from lore.protocols import Embedder, Retrieval, Vectors
 
 try:
     import psycopg
@@ -114,7 +118,7 @@ def _server_trouble(err: psycopg.OperationalError) -> bool:
     return state is None or state[:2] in _UNAVAILABLE_CLASSES
 
 
-class PgVectorBackend(LedgerReads, ServerSearch):
+class PgVectorBackend:
     """An index in PostgreSQL. ``KnowledgeIndex`` and ``KnowledgeRetriever`` at once."""
 
     modes: tuple[SearchMode, ...] = (SearchMode.HYBRID, SearchMode.BM25, SearchMode.VECTOR)
@@ -144,7 +148,11 @@ class PgVectorBackend(LedgerReads, ServerSearch):
         if fusion not in ("rrf", "score"):
             raise ConfigError(f"fusion must be 'rrf' or 'score', got {fusion!r}")
         self._embedder = embedder
+        self._searcher = ServerSearch(
+            ENGINE, self.modes, lambda: self._embedder, self._check_query_embedder, self._search
+        )
         self._tables = Tables(index_name)
+        self._ledger = Ledger(self._tables, self._connection)
         self._rrf_k = rrf_k
         self._depth = candidate_depth
         self._fusion = fusion
@@ -449,6 +457,17 @@ class PgVectorBackend(LedgerReads, ServerSearch):
 
     # -- read side (``retrieve``: server_search.py) ------------------------------------
 
+    async def retrieve(
+        self,
+        query: str,
+        *,
+        top_k: int = 8,
+        labels: Mapping[str, str] | None = None,
+        mode: SearchMode | None = None,
+        access: AccessFilter | None = None,
+    ) -> Retrieval:
+        return await self._searcher.retrieve(query, top_k=top_k, labels=labels, mode=mode, access=access)
+
     # -- what commands need (lore.protocols.StoringBackend) ---------------------------
 
     supports_reindex = True
@@ -517,6 +536,35 @@ class PgVectorBackend(LedgerReads, ServerSearch):
             if row is not None:  # deleted between the channel queries and the fetch
                 passages.append(passage_from_row(row, score, ranks))
         return passages
+
+    # -- the ledger, the runs, the stored chunks (ledger.py) ----------------------------
+
+    def held(self, source: str) -> Mapping[str, IndexedDocument]:
+        return self._ledger.held(source)
+
+    def source_statistics(self, stale_before: datetime) -> list[SourceCounts]:
+        """For ``/metrics``: one aggregate over the ledger, outside any write lock."""
+        return self._ledger.source_statistics(stale_before)
+
+    def record_run(self, run: RunRecord) -> None:
+        self._ledger.record_run(run)
+
+    def runs(self, limit: int = 20, *, source: str | None = None) -> list[RunRecord]:
+        return self._ledger.runs(limit, source=source)
+
+    def stored_embedder(self) -> tuple[str, int] | None:
+        """``(model_id, dimension)`` the vectors were made with; None before the first use."""
+        return self._ledger.stored_embedder()
+
+    def export(self) -> Iterator[tuple[Document, list[Chunk], Vectors]]:
+        """Every document with its chunks and stored vectors, in uri order (``lore migrate``)."""
+        return self._ledger.export(self._stored[1] if self._stored else 0)
+
+    def list_documents(self) -> list[Document]:
+        return self._ledger.list_documents()
+
+    def read_document(self, uri: str) -> tuple[Document, list[Chunk]] | None:
+        return self._ledger.read_document(uri)
 
     # -- Reembeddable (``lore reembed``; the SQL is in reembed.py) -------------------
 

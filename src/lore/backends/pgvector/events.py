@@ -17,8 +17,7 @@ import psycopg
 from psycopg.rows import TupleRow
 
 from lore.backends.pgvector.schema import LATEST_VERSION, Tables, migrate, schema_version
-from lore.config import LoreSettings
-from lore.errors import ConfigError, IndexingError
+from lore.errors import IndexingError
 from lore.events.record import AlertSuggestion, EventQuery, Feedback, RetrievalEvent, dumps
 
 #: ``EventQuery.conditions`` in PostgreSQL.
@@ -38,14 +37,6 @@ class PgEventStore:
         self._timeout = connect_timeout
         self._conn: psycopg.Connection[TupleRow] | None = None
         self._guard = threading.Lock()
-
-    @classmethod
-    def from_settings(cls, settings: LoreSettings) -> PgEventStore:
-        if settings.pg_dsn is None:
-            raise ConfigError(
-                "backend 'pgvector' needs a connection string: set pg_dsn in lore.toml or LORE_PG_DSN"
-            )
-        return cls(settings.pg_dsn.get_secret_value(), settings.index_name)
 
     @contextmanager
     def _connection(self, what: str) -> Iterator[psycopg.Connection[TupleRow]]:

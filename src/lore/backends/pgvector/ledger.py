@@ -1,11 +1,15 @@
 """What the pgvector backend reads back from its ledger and chunks for commands other than
 search: the sync ledger (``held``), per-source counts for ``/metrics``, the run history,
 ``lore migrate``'s export, and ``lore serve``'s documents tree and reader.
+
+``Ledger`` is a collaborator ``PgVectorBackend`` holds: it is given the index's tables and
+the backend's connection context (pooled, driver errors translated), and keeps no state of
+its own, so nothing here re-declares the backend's attributes.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any
@@ -34,15 +38,17 @@ except ImportError as err:  # pragma: no cover - exercised only without the extr
     raise MissingExtraError("pgvector", err.name or "psycopg") from err
 
 
-class LedgerReads:
-    """A mixin of ``PgVectorBackend``: reads of the ledger, the runs and the stored chunks."""
+#: A connection for one unit of work; driver errors become ``failure`` (or
+#: ``BackendUnavailableError`` when the server is unreachable).
+Connect = Callable[[type[LoreError]], AbstractContextManager["psycopg.Connection[TupleRow]"]]
 
-    _tables: Tables
-    #: ``(model_id, dimension)`` recorded in the index, None before the first sync.
-    _stored: tuple[str, int] | None
 
-    def _connection(self, failure: type[LoreError]) -> AbstractContextManager[psycopg.Connection[TupleRow]]:
-        raise NotImplementedError
+class Ledger:
+    """Reads of the ledger, the runs and the stored chunks of one index."""
+
+    def __init__(self, tables: Tables, connection: Connect) -> None:
+        self._tables = tables
+        self._connection = connection
 
     def held(self, source: str) -> Mapping[str, IndexedDocument]:
         with self._connection(IndexingError) as conn:
@@ -104,13 +110,13 @@ class LedgerReads:
             row = conn.execute(self._tables.sql("SELECT model_id, dimension FROM {embedder}")).fetchone()
         return (str(row[0]), int(row[1])) if row else None
 
-    def export(self) -> Iterator[tuple[Document, list[Chunk], Vectors]]:
+    def export(self, dimension: int) -> Iterator[tuple[Document, list[Chunk], Vectors]]:
         """Every document with its chunks and stored vectors, in uri order, for ``lore
-        migrate``. Documents come back with empty ``text``: only the chunks are stored."""
+        migrate``. Documents come back with empty ``text``: only the chunks are stored;
+        a document without chunks has an empty ``(0, dimension)`` array."""
         for document in self._documents():
             rows = self._chunk_rows(document.uri)
             chunks = [chunk_from_row(document.uri, row) for row in rows]
-            dimension = self._stored[1] if self._stored else 0
             vectors = (
                 np.stack([vector_array(row[9]) for row in rows])
                 if rows

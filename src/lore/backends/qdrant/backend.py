@@ -85,7 +85,7 @@ from lore.models import (
     SearchMode,
     SourceCounts,
 )
-from lore.protocols import Embedder, Vectors
+from lore.protocols import Embedder, Retrieval, Vectors
 from lore.schedule_history import StateRunLog
 
 try:
@@ -104,7 +104,7 @@ T = TypeVar("T")
 Ranked = list[tuple[str, float, dict[str, int]]]
 
 
-class QdrantBackend(ServerSearch):
+class QdrantBackend:
     """An index in Qdrant. ``KnowledgeIndex`` and ``KnowledgeRetriever`` at once."""
 
     modes: tuple[SearchMode, ...] = (SearchMode.HYBRID, SearchMode.BM25, SearchMode.VECTOR)
@@ -132,6 +132,9 @@ class QdrantBackend(ServerSearch):
                 f"rrf_k and candidate_depth must be positive, got {rrf_k} and {candidate_depth}"
             )
         self._embedder = embedder
+        self._searcher = ServerSearch(
+            ENGINE, self.modes, lambda: self._embedder, self._check_query_embedder, self._search
+        )
         self._index = index_name
         self._meta = meta_collection(index_name)
         self._rrf_k = rrf_k
@@ -408,6 +411,17 @@ class QdrantBackend(ServerSearch):
             yield
 
     # -- read side (``retrieve``: server_search.py) ------------------------------------
+
+    async def retrieve(
+        self,
+        query: str,
+        *,
+        top_k: int = 8,
+        labels: Mapping[str, str] | None = None,
+        mode: SearchMode | None = None,
+        access: AccessFilter | None = None,
+    ) -> Retrieval:
+        return await self._searcher.retrieve(query, top_k=top_k, labels=labels, mode=mode, access=access)
 
     # -- what commands need (lore.protocols.StoringBackend) ---------------------------
 
