@@ -54,7 +54,8 @@ ENV PATH=/opt/lore/bin:$PATH \
     LORE_CACHE_DIR=/opt/lore/cache \
     HOME=/data \
     PYTHONDONTWRITEBYTECODE=1 \
-    PYTHONUNBUFFERED=1
+    PYTHONUNBUFFERED=1 \
+    GODEBUG=asyncpreemptoff=1
 USER 10001:10001
 WORKDIR /data
 VOLUME ["/data"]
