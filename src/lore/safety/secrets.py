@@ -41,6 +41,7 @@ from collections import Counter
 from lore.models import Document
 from lore.safety.canonical import render, replace_spans
 from lore.safety.secret_context import block_rules, context_rules, continuation
+from lore.safety.secret_detector import betterleaks_findings
 from lore.safety.secret_prose import prose_rules
 from lore.safety.secret_rules import (
     PRIVATE_KEY,
@@ -271,18 +272,16 @@ def _betterleaks(text: str, findings: Counter[str]) -> str:
     keyed rule, which lore's keyed rules replace) over what lore's rules left: each value
     it reports is replaced wherever it occurs. Chosen by measurement
     (``bench/secret_detectors.py``): beside lore it adds the vendor formats lore has no
-    rule for, and flags no passage of the shared corpora."""
-    import betterleaks
-
-    for finding in betterleaks.scan_string(text):
-        if finding.rule_id.startswith("generic"):
+    rule for, and flags no passage of the shared corpora. The Go library runs in a worker
+    process, never in lore's (``lore/safety/secret_detector.py`` says why)."""
+    for rule_id, value in betterleaks_findings(text):
+        if rule_id.startswith("generic"):
             continue  # lore's keyed rules do this, knowing placeholders and look-alikes
-        value = finding.match.value or finding.match.full
         # an example (``…/XXXXXXXXXXXXXXXX``) is documentation, as in lore's own vendor rules
         example = is_placeholder(value) or is_placeholder(value.rsplit("/", 1)[-1])
         if len(value) < 8 or example or "[REDACTED:" in value or value not in text:
             continue
-        kind = re.sub(r"[^a-z0-9_]", "_", finding.rule_id.lower()) or "secret"
+        kind = re.sub(r"[^a-z0-9_]", "_", rule_id.lower()) or "secret"
         findings[kind] += text.count(value)
         text = text.replace(value, redacted(kind))
     return text
