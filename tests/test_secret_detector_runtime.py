@@ -224,3 +224,89 @@ def _is_zombie(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split(") ")[1].startswith("Z")
     except (FileNotFoundError, IndexError):
         return False
+
+
+# -- one scan per batch ------------------------------------------------------------------
+
+
+def _counting(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    import lore.safety.secrets as secrets
+
+    scanned: list[str] = []
+    real = secrets.betterleaks_findings
+
+    def counting(text: str) -> list[tuple[str, str]]:
+        scanned.append(text)
+        return real(text)
+
+    monkeypatch.setattr(secrets, "betterleaks_findings", counting)
+    return scanned
+
+
+def test_a_batch_is_redacted_as_each_text_alone_with_one_scan(monkeypatch: pytest.MonkeyPatch) -> None:
+    from test_safety_secrets import FIRES, LOOK_ALIKES, NEW_LOOK_ALIKES, STRUCTURE_FIRES, VENDOR_FIRES
+
+    texts = [text for _, text, _ in FIRES + VENDOR_FIRES + STRUCTURE_FIRES]
+    texts += NEW_LOOK_ALIKES + [text for _, text in LOOK_ALIKES]
+    texts += [f"pasted {TOKEN} here", f"{TOKEN}", "short", "", "a title"]
+    redactor = SecretRedactor()
+    alone = [redactor.redact(text) for text in texts]
+    scanned = _counting(monkeypatch)
+    assert redactor.redact_many(texts) == alone
+    assert scanned[0].count("\n\x1f\n") == sum(len(text) >= 8 for text in texts) - 1  # all in one
+    # Only the view pass of a text holding an escape or a table scans again (its run).
+    plain = [
+        text for text in texts if "\\" not in text and "&" not in text and "%" not in text and "|" not in text
+    ]
+    scanned.clear()
+    redactor.redact_many(plain)
+    assert len(scanned) == 1
+    scanned.clear()
+    assert redactor.redact_many(["short", "", "tiny"]) == [("short", {}), ("", {}), ("tiny", {})]
+    assert scanned == []  # nothing long enough to hold a value: no round trip
+
+
+def test_a_value_in_one_text_of_a_batch_is_not_redacted_in_another() -> None:
+    other = "pnu_" + "z9Y8x7W6v5U4t3S2r1Q0p9O8n7M6l5K4j3I2"  # the same shape, not reported
+    texts = [f"pasted {TOKEN} here", f"see pnu_ docs about {other[:10]}"]
+    (first, _), (second, found) = SecretRedactor().redact_many(texts)
+    assert TOKEN not in first
+    assert second == texts[1]
+    assert not found
+
+
+def test_a_search_result_is_cleaned_with_one_scan(monkeypatch: pytest.MonkeyPatch) -> None:
+    from datetime import UTC, datetime
+
+    from lore.confidence import Confidence
+    from lore.config import LoreSettings
+    from lore.models import Passage
+    from lore.resolve import tool_policy
+    from lore.tool.cleaning import PassageCleaner
+
+    found = [
+        Passage(
+            text=f"Step {n}: rotate it. pasted {TOKEN} here, see [docs](https://evil.example/x?k={TOKEN})",
+            uri=f"file://runbooks/page-{n}.md",
+            title=f"Page {n}",
+            section="Mitigation",
+            revision="r1",
+            updated_at=datetime(2026, 1, 1, tzinfo=UTC),
+            score=1.0,
+            labels={"source_type": "filesystem"},
+            chunk_id=f"file://runbooks/page-{n}.md#{n}",
+        )
+        for n in range(4)
+    ]
+    levels = [Confidence.HIGH] * len(found)
+    alone = PassageCleaner(tool_policy(LoreSettings()))
+    expected = [alone.clean_uncached(passage.text) for passage in found]
+    cleaner = PassageCleaner(tool_policy(LoreSettings()))
+    scanned = _counting(monkeypatch)
+    passages, findings, _ = cleaner.make_safe(found, levels)
+    assert len(scanned) == 1
+    assert [p.text for p in passages] == [text for text, _ in expected]
+    assert all(TOKEN not in p.text for p in passages)
+    assert findings["prefect_api_token"] >= len(found)
+    cleaner.make_safe(found, levels)
+    assert len(scanned) == 1  # all of it kept: the next search scans nothing

@@ -5,9 +5,9 @@ the output cap; each passage is shaped into a ``ToolPassage`` with its age and s
 
 from __future__ import annotations
 
-import functools
-from collections import Counter
-from collections.abc import Sequence
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 
 from lore.confidence import Confidence
@@ -31,6 +31,38 @@ _WARM_UP_TEXT = (
 )
 
 
+#: A cleaned text and its findings per kind.
+Cleaned = tuple[str, tuple[tuple[str, int], ...]]
+
+
+class _Cleaned:
+    """The cleaned texts a cleaner keeps, least recently used dropped first (a dict in
+    use order under a lock: ``functools.lru_cache`` cannot be filled by a batch)."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._items: OrderedDict[str, Cleaned] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, text: str) -> Cleaned | None:
+        with self._lock:
+            cleaned = self._items.get(text)
+            if cleaned is not None:
+                self._items.move_to_end(text)
+            return cleaned
+
+    def put(self, text: str, cleaned: Cleaned) -> None:
+        with self._lock:
+            self._items[text] = cleaned
+            self._items.move_to_end(text)
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+
 class PassageCleaner:
     """Screening, redaction and the cap under one tool's policy."""
 
@@ -42,7 +74,7 @@ class PassageCleaner:
         # Screening and redaction are pure functions of the text under these settings,
         # and the same chunks, titles and uris come back search after search: cleaning
         # them once is most of a server's CPU saved (docs/benchmarks.md).
-        self._clean_text = functools.lru_cache(maxsize=CLEAN_CACHE_SIZE)(self.clean_uncached)
+        self._cleaned = _Cleaned(CLEAN_CACHE_SIZE)
 
     def warm_up(self) -> None:
         """Build what the first cleaning would: the screening rules (built per allowed
@@ -51,27 +83,57 @@ class PassageCleaner:
         self.clean_uncached(_WARM_UP_TEXT)
 
     def clean(self, text: str, findings: Counter[str]) -> str:
-        redacted, found = self._clean_text(text)
+        cleaned = self._cleaned.get(text)
+        if cleaned is None:
+            cleaned = self.clean_uncached(text)
+            self._cleaned.put(text, cleaned)
+        redacted, found = cleaned
         findings.update(dict(found))
         return redacted
 
-    def clean_uncached(self, text: str) -> tuple[str, tuple[tuple[str, int], ...]]:
-        removed: list[str] = []
-        screened, injection_findings = screen_injections(
-            text, allowed_link_hosts=self._allowed_link_hosts, on_removed=removed.append
-        )
-        redacted, secret_findings = self.redactor.redact(screened)
-        findings = injection_findings + secret_findings
-        # A secret inside a span screening removed (a webhook URL neutralised as a link)
-        # is a finding of this result all the same; kinds already counted are not again.
-        inside: Counter[str] = Counter()
-        for lines in removed:
-            inside.update(self.redactor.redact(lines)[1])
-            inside.update(redaction_markers(lines))
-        findings.update({kind: count for kind, count in inside.items() if kind not in findings})
-        # Secrets redacted at ingest are findings of this result too (the audit says so).
-        findings.update(redaction_markers(screened))
-        return redacted, tuple(findings.items())
+    def clean_many(self, texts: Iterable[str]) -> None:
+        """Clean and keep every one of ``texts`` not kept yet, together: the secret
+        detector's worker process is asked once for all of them (a search's passages,
+        titles, sections and uris), not once per field; ``clean`` then finds them kept."""
+        missing = [text for text in dict.fromkeys(texts) if self._cleaned.get(text) is None]
+        for text, cleaned in zip(missing, self.clean_uncached_many(missing), strict=True):
+            self._cleaned.put(text, cleaned)
+
+    def cache_clear(self) -> None:
+        """Forget every cleaned text (benchmarks measure a cold search with it)."""
+        self._cleaned.clear()
+
+    def clean_uncached(self, text: str) -> Cleaned:
+        return self.clean_uncached_many([text])[0]
+
+    def clean_uncached_many(self, texts: Sequence[str]) -> list[Cleaned]:
+        screened: list[tuple[str, Counter[str], list[str]]] = []
+        for text in texts:
+            removed: list[str] = []
+            kept, found = screen_injections(
+                text, allowed_link_hosts=self._allowed_link_hosts, on_removed=removed.append
+            )
+            screened.append((kept, found, removed))
+        # One redaction batch: the screened texts, then every span screening removed.
+        batch = [kept for kept, _, _ in screened] + [lines for _, _, removed in screened for lines in removed]
+        redactions = iter(self.redactor.redact_many(batch))
+        outcomes = [next(redactions) for _ in screened]
+        results = []
+        for (kept, injection_findings, removed), (redacted, secret_findings) in zip(
+            screened, outcomes, strict=True
+        ):
+            findings = injection_findings + secret_findings
+            # A secret inside a span screening removed (a webhook URL neutralised as a
+            # link) is a finding of this result all the same; kinds already counted are not.
+            inside: Counter[str] = Counter()
+            for lines in removed:
+                inside.update(next(redactions)[1])
+                inside.update(redaction_markers(lines))
+            findings.update({kind: count for kind, count in inside.items() if kind not in findings})
+            # Secrets redacted at ingest are findings of this result too (the audit says so).
+            findings.update(redaction_markers(kept))
+            results.append((redacted, tuple(findings.items())))
+        return results
 
     def clean_optional(self, text: str | None, findings: Counter[str]) -> str | None:
         return None if text is None else self.clean(text, findings)
@@ -80,6 +142,20 @@ class PassageCleaner:
         self, found: Sequence[Passage], levels: Sequence[Confidence]
     ) -> tuple[list[ToolPassage], Counter[str], bool]:
         findings: Counter[str] = Counter()
+        self.clean_many(
+            field
+            for passage in found
+            for field in (
+                passage.text,
+                passage.title,
+                passage.section,
+                passage.uri,
+                passage.revision,
+                passage.chunk_id,
+                passage.labels.get(SOURCE_TYPE_LABEL),
+            )
+            if field is not None
+        )
         texts = [self.clean(passage.text, findings) for passage in found]
         safety = self._safety
         capped = cap_passages(
