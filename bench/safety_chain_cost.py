@@ -26,6 +26,12 @@ are), p50 of each and their ratios. A third chain, this tree's with nothing kept
 index synced by an older lore), shows what a search costs when it screens every text itself.
 
     PYTHONPATH=src .venv/bin/python bench/safety_chain_cost.py --search [--base 9685ec9] [--searches 200]
+
+``--keep``: what sync pays to keep the chain's results (``lore.safety.verdicts``): every
+document of the corpora chunked as sync does, and the chain run over each chunk's fields and
+the merged passages a search can make of them, into a fresh ``chain.db``; CPU per chunk.
+
+    PYTHONPATH=src .venv/bin/python bench/safety_chain_cost.py --keep
 """
 
 from __future__ import annotations
@@ -367,6 +373,45 @@ def search(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- mode 3: what sync pays to keep the chain's results -------------------------------------
+
+
+def keep(args: argparse.Namespace) -> int:
+    from lore.chunking import Chunker
+    from lore.config import LoreSettings
+    from lore.models import Document, Visibility
+    from lore.resolve import tool_policy
+    from lore.safety.verdicts import VerdictStore
+    from lore.sources.filesystem import FilesystemSource
+    from lore.tool.cleaning import PassageCleaner, chunk_fields, merged_texts
+
+    async def documents(root: Path) -> list[Document]:
+        source = FilesystemSource(root.name, root, visibility=Visibility.ALL_VIEWERS, include=["**/*.md"])
+        return [item async for item in source.documents() if isinstance(item, Document)]
+
+    chunker = Chunker()
+    roots = [EXAMPLES / "runbooks", *shared_roots()]
+    per_document = [chunker.chunk(document) for root in roots for document in asyncio.run(documents(root))]
+    policy = tool_policy(LoreSettings())
+    chunks = sum(len(document) for document in per_document)
+    merged = sum(len(merged_texts(document, policy.safety.max_passage_chars)) for document in per_document)
+    fields = sum(len({f for chunk in document for f in chunk_fields(chunk)}) for document in per_document)
+    with tempfile.TemporaryDirectory(prefix="lore-chain-keep-") as temporary:
+        cleaner = PassageCleaner(policy, VerdictStore(Path(temporary) / "chain.db"))
+        cleaner.warm_up()
+        began = time.process_time()
+        kept = sum(cleaner.keep_chunks(document) for document in per_document)
+        cpu = time.process_time() - began
+        cleaner.close()
+    print(f"load average {os.getloadavg()[0]:.2f}")
+    print(
+        f"{len(per_document)} documents, {chunks} chunks: {kept} texts kept (of {fields} fields, distinct "
+        f"within each document, and {merged} merged passages); CPU {cpu:.1f} s, "
+        f"{cpu / chunks * 1e6:.0f} µs per chunk"
+    )
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tree", action="append", help="a src/ directory (repeatable)")
@@ -375,6 +420,7 @@ def main() -> int:
     parser.add_argument("--base", default=BASE_COMMIT, help="the commit whose chain is the baseline")
     parser.add_argument("--searches", type=int, default=200)
     parser.add_argument("--blocks", type=int, default=20, help="blocks the chains alternate over")
+    parser.add_argument("--keep", action="store_true", help="what sync pays to keep the chain's results")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -382,6 +428,8 @@ def main() -> int:
         return 0
     if args.search:
         return search(args)
+    if args.keep:
+        return keep(args)
     if not args.tree:
         parser.error("give --tree twice (or more), or --search")
     return trees(args)

@@ -273,3 +273,38 @@ def test_kept_rows_are_capped(tmp_path: Path) -> None:
     kept = store.get_many("a", [f"text {n}" for n in range(10)])
     assert sorted(kept) == [f"text {n}" for n in range(6, 10)]
     assert json.dumps(store.get_many("b", ["other"])) == "{}"
+
+
+def test_a_search_makes_no_file_sync_did_not(tmp_path: Path) -> None:
+    """A search's store reads and writes back only a file sync made: ``lore search`` over
+    an index synced by an older lore (or a read-only data directory) creates nothing and
+    screens every text itself; once the file exists, what it computes is written back."""
+    path = tmp_path / "data" / SIDECAR_NAME
+    searching = cleaner(VerdictStore(path, create=False))
+    assert NEUTRALISED_MARKER in shown(searching, INJECTION)
+    assert not path.parent.exists()
+    VerdictStore(path).put_many("another chain", {})  # nothing to keep: still no file
+    VerdictStore(path).prune("another chain")  # sync opens (and so makes) it
+    assert path.is_file()
+    writing = cleaner(VerdictStore(path, create=False))
+    shown(writing, INJECTION)
+    assert writing.computed == [INJECTION]
+    reading = cleaner(VerdictStore(path, create=False))
+    shown(reading, INJECTION)
+    assert reading.computed == []
+
+
+def test_a_library_upgrade_is_another_chain(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A detector's new release (its rules ship with it) is a new fingerprint."""
+    from lore.safety import verdicts
+
+    package = tmp_path / "fake_detector"
+    package.mkdir()
+    (package / "__init__.py").write_text('__version__ = "1.0.0"\n', encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(verdicts, "_LIBRARIES", (("fake_detector", "__init__.py"),))
+    rules = tmp_path / "rules.py"
+    rules.write_text("A = 1\n", encoding="utf-8")
+    before = chain_fingerprint([rules], {})
+    (package / "__init__.py").write_text('__version__ = "1.1.0"\n', encoding="utf-8")
+    assert chain_fingerprint([rules], {}) != before

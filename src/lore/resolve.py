@@ -524,16 +524,17 @@ def knowledge_search(
         reranker=chosen,
         audit=audit if audit is not None else audit_log(settings),
         events=events if events is not None else recorder_for(settings, retriever),
-        verdicts=chain_verdicts(settings),
+        verdicts=chain_verdicts(settings, create=False),
     )
 
 
-def chain_verdicts(settings: LoreSettings) -> VerdictStore:
+def chain_verdicts(settings: LoreSettings, *, create: bool = True) -> VerdictStore:
     """Where the safety chain's results are kept (``lore.safety.verdicts``): a file in
-    the data directory, whatever the backend."""
+    the data directory, whatever the backend; ``create`` False for a search's (it reads
+    and writes back only a file a sync made)."""
     from lore.safety.verdicts import SIDECAR_NAME, VerdictStore
 
-    return VerdictStore(settings.resolved_data_dir() / SIDECAR_NAME)
+    return VerdictStore(settings.resolved_data_dir() / SIDECAR_NAME, create=create)
 
 
 def verdict_keeper(settings: LoreSettings) -> VerdictKeeper:

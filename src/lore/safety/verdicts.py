@@ -35,7 +35,7 @@ Rows of other fingerprints are dropped at each sync; the file is capped at
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
+import importlib.util
 import json
 import logging
 import sqlite3
@@ -58,8 +58,15 @@ MAX_ROWS = 400_000
 #: A cleaned text and its findings per kind, as ``PassageCleaner.clean_uncached`` returns.
 Verdict = tuple[str, tuple[tuple[str, int], ...]]
 
-#: The libraries whose rules or parsing change what the chain returns.
-_LIBRARIES = ("betterleaks", "detect-secrets", "markdown-it-py", "regex")
+#: The libraries whose rules or parsing change what the chain returns, each by the file
+#: that states its version (read, not imported: importing detect-secrets costs 0.4 s, and
+#: ``importlib.metadata`` scans every installed distribution on its first call).
+_LIBRARIES = (
+    ("betterleaks", "__init__.py"),
+    ("detect_secrets", "__version__.py"),
+    ("markdown_it", "__init__.py"),
+    ("regex", "_main.py"),
+)
 
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS verdicts (
@@ -85,15 +92,23 @@ def chain_fingerprint(code_files: Iterable[Path], settings: Mapping[str, object]
             digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
         except OSError as err:
             raise VerdictStoreError(f"cannot read the chain's source {path}: {err}") from err
-    for name in _LIBRARIES:
-        try:
-            version = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            version = "absent"
-        digest.update(f"{name}={version}\0".encode())
+    for name, version_file in _LIBRARIES:
+        digest.update(name.encode() + b"=" + _library_version(name, version_file) + b"\0")
     digest.update(f"python={sys.version_info[:2]} unicode={unicodedata.unidata_version}\0".encode())
     digest.update(json.dumps(settings, sort_keys=True, default=str).encode())
     return digest.hexdigest()
+
+
+def _library_version(name: str, version_file: str) -> bytes:
+    """The digest of the file of package ``name`` that states its version; ``absent``."""
+    spec = importlib.util.find_spec(name)
+    locations = spec.submodule_search_locations if spec is not None else None
+    if not locations:
+        return b"absent"
+    try:
+        return hashlib.sha256((Path(next(iter(locations))) / version_file).read_bytes()).hexdigest().encode()
+    except OSError:
+        return b"absent"
 
 
 def verdict_key(fingerprint: str, text: str) -> bytes:
@@ -104,10 +119,17 @@ def verdict_key(fingerprint: str, text: str) -> bytes:
 class VerdictStore:
     """The chain's results in one SQLite file, opened on first use, shared by threads."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, create: bool = True) -> None:
+        """``create``: make the file when it is absent (sync does); a search's store
+        (False) reads and writes back only a file sync made, so ``lore search`` leaves
+        nothing new in the data directory and a read-only one stays quiet."""
         self._path = Path(path)
+        self._create = create
         self._conn: sqlite3.Connection | None = None
         self._guard = threading.Lock()
+
+    def _absent(self) -> bool:
+        return not self._create and self._conn is None and not self._path.exists()
 
     @property
     def path(self) -> Path:
@@ -140,7 +162,7 @@ class VerdictStore:
         """The kept verdicts of those of ``texts`` that have one under ``fingerprint``."""
         keys = {verdict_key(fingerprint, text): text for text in texts}
         found: dict[str, Verdict] = {}
-        if not keys:
+        if not keys or self._absent():
             return found
         listed = list(keys)
         with self._connection("cannot read the chain's verdicts") as conn:
@@ -160,7 +182,7 @@ class VerdictStore:
 
     def put_many(self, fingerprint: str, verdicts: Mapping[str, Verdict]) -> None:
         """Keep ``verdicts`` (text -> the chain's result under ``fingerprint``)."""
-        if not verdicts:
+        if not verdicts or self._absent():
             return
         rows = [
             (verdict_key(fingerprint, text), fingerprint, cleaned, json.dumps(list(findings)))
