@@ -82,6 +82,7 @@ class IndexWriter:
         # /metrics (the last successful sync per source) see the service's runs too.
         recorder = RunRecorder(RunTrigger.SERVICE)
         try:
+            self.keeper.prune()
             asyncio.run(
                 sync_sources(
                     sources,  # sync itself skips what may not be indexed (lore.sources.scope)
@@ -95,6 +96,7 @@ class IndexWriter:
                     keep=self.keeper,
                 )
             )
+            self.keeper.complete(backend)
         except BaseException as err:
             self.last_run = recorder.finish(backend, err)
             raise
