@@ -147,7 +147,10 @@ class VerdictStore:
 
     def _open(self) -> sqlite3.Connection:
         self._path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False, timeout=2.0)
+        # A search waits at most a moment for another writer (its write-back is optional);
+        # a sync waits as the index does.
+        timeout = 5.0 if self._create else 0.2
+        conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False, timeout=timeout)
         try:
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
