@@ -11,7 +11,8 @@ alternated in blocks so they see the same machine load:
 - ``redactor``: the whole ``SecretRedactor`` (lore's rules, then the worker), for scale.
 
 ``--search N``: instead, the search tool over the example corpus (synced into a temporary
-index with the bundled local model) with Betterleaks in process and in its worker,
+index with the bundled local model; the chain's kept verdicts not used, so that every
+text of a search is cleaned at query time) with Betterleaks in process and in its worker,
 alternated search by search, each search cold (cleaned-text cache emptied) then warm; p50
 of each and the ratio. The library in process beside the local model is the crash the
 worker exists for, so this mode needs ``GODEBUG=asyncpreemptoff=1`` from the start.
@@ -132,9 +133,10 @@ def search(searches: int) -> int:
     import lore.safety.secrets as secrets
     from lore.access import LOCAL
     from lore.config import load_settings
-    from lore.resolve import build_knowledge_search
+    from lore.resolve import build_knowledge_search, tool_policy
     from lore.safety.secret_detector import betterleaks_findings
     from lore.sync import run_sync
+    from lore.tool.cleaning import PassageCleaner
 
     def in_process(text: str) -> list[tuple[str, str]]:
         return [(f.rule_id, f.match.value or f.match.full) for f in betterleaks.scan_string(text)]
@@ -151,6 +153,9 @@ def search(searches: int) -> int:
         run_sync(settings)
         tool = build_knowledge_search(settings)
         assert tool is not None
+        # Nothing kept: every text of a search is screened and redacted at query time (an
+        # index not yet synced by this lore); with sync's kept verdicts a search scans none.
+        tool._cleaner = PassageCleaner(tool_policy(settings))
         tool.warm_up()
         samples: dict[tuple[str, str], list[float]] = {(w, s): [] for w in ways for s in ("cold", "warm")}
 
@@ -159,7 +164,7 @@ def search(searches: int) -> int:
                 order = list(ways) if index % 2 == 0 else list(reversed(ways))
                 for way in order:
                     secrets.betterleaks_findings = ways[way]
-                    tool.cleaner.cache_clear()
+                    tool.cleaner.forget()
                     for state in ("cold", "warm"):
                         began = time.perf_counter()
                         await tool.run(
