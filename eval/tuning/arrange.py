@@ -49,9 +49,9 @@ from lore.eval.runner import QueryVectorCache
 from lore.intent import by_intent
 from lore.models import Passage, SearchMode
 from lore.named import QueryJudge
-from lore.priority import Weights, prioritised, source_weights
+from lore.priority import Weights, prioritised
 from lore.protocols import KnowledgeRetriever, retrieve_passages
-from lore.resolve import open_backend, resolve_embedder
+from lore.resolve import open_backend, resolve_embedder, source_weights
 from lore.sources import VAULT_NAME
 
 TOP_K = 8
