@@ -104,10 +104,15 @@ def intent(question: str) -> Role | None:
     statement of a condition, its shape) says so."""
     if _NOTIFICATION.search(question):
         return Role.MEANING
+    return phrasing(question) or (Role.MEANING if is_statement(question) else None)
+
+
+def phrasing(question: str) -> Role | None:
+    """The role a question's phrasing asks for ("how do I fix", "why"), shape aside."""
     for role, pattern in _INTENTS:
         if pattern.search(question):
             return role
-    return Role.MEANING if is_statement(question) else None
+    return None
 
 
 def is_statement(text: str) -> bool:
@@ -122,10 +127,11 @@ def plays(passage: Passage, role: Role) -> bool:
     return any(_ROLES[role].search(heading) for heading in headings)
 
 
-def by_intent(passages: Sequence[Passage], question: str) -> list[Passage]:
-    """``passages`` with, inside each document, the sections the question asks for moved to
-    the front of that document's ranks; each rank keeps its score, so scores still fall."""
-    role = intent(question)
+def by_intent(passages: Sequence[Passage], question: str, role: Role | None = None) -> list[Passage]:
+    """``passages`` with, inside each document, the sections the question asks for (or
+    ``role``'s, when given) moved to the front of that document's ranks; each rank keeps
+    its score, so scores still fall."""
+    role = role or intent(question)
     if role is None:
         return list(passages)
     positions: dict[str, list[int]] = {}
