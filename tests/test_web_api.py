@@ -291,6 +291,30 @@ def test_note_create_edit_delete(served: Served) -> None:
         assert_problem(client.delete(doc_path(uri)), 404)
 
 
+def test_a_write_while_another_process_holds_the_index_is_a_503_to_retry(served: Served) -> None:
+    """Another writer holding the index's own write lock (``lore sync`` in another
+    process, here a second backend object over the same file) is the server's temporary
+    trouble: 503 with ``Retry-After`` and a one-line reason, never a 500; once it is done,
+    the same write lands."""
+    from lore.resolve import open_backend
+
+    other = open_backend(served.service.settings, CountingEmbedder())
+    assert other is not None
+    uri = doc_path("note://notes/while-locked")
+    try:
+        with other.write_lock(), served.client("editor") as client:
+            refused = client.put(uri, json={"markdown": "wallabyknot", "title": "Locked"})
+            assert_problem(refused, 503, "is writing")
+            assert int(refused.headers["Retry-After"]) > 0
+            assert len(refused.json()["detail"].splitlines()) == 1
+    finally:
+        other.close()
+    with served.client("editor") as client:
+        landed = client.put(uri, json={"markdown": "wallabyknot", "title": "Locked"})
+        assert landed.status_code == 200, landed.text
+    assert search_uris(served, "wallabyknot")[0] == "note://notes/while-locked"
+
+
 def test_read_only_sources_say_why(served: Served) -> None:
     with served.client("admin") as client:
         assert_problem(client.delete(doc_path(FS_URI)), 403, "read-only", "a folder on the server")
