@@ -39,6 +39,7 @@ previous group and reads the next documents (``sync_pipeline.py``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -72,7 +73,7 @@ from lore.models import (
     utc,
 )
 from lore.protocols import CompleteListing, Embedder, KnowledgeIndex, KnowledgeSource, PreflightChecked
-from lore.resolve import resolve_embedder, settings_chunker, writable_index
+from lore.resolve import open_replicas, resolve_embedder, settings_chunker, writable_index
 from lore.safety.secrets import REDACTION_VERSION, redact_document
 from lore.schedule_history import Clock, RunRecorder, complete_sync_key, forget_base, source_run, utc_now
 from lore.sources import VAULT_TYPE, VAULT_URI_SCHEME, build_source, source_configs
@@ -503,6 +504,10 @@ class UnfinishedSync:
         return True
 
 
+#: Seconds ``run_sync`` waits for the write turn of ``lore serve`` replicas over the same
+#: index (an upload, an edit, a sync of theirs) before it gives up (``IndexLockedError``).
+REPLICA_TURN_WAIT_S = 120.0
+
 def run_sync(
     settings: LoreSettings,
     *,
@@ -525,17 +530,24 @@ def run_sync(
     check_sources(sources)
     embedder = embedder if embedder is not None else resolve_embedder(settings)
     index = writable_index(settings, embedder)
+    replicas = open_replicas(settings)
     recorder = RunRecorder(RunTrigger.MANUAL)
     try:
         chunker = settings_chunker(settings, embedder)
-        asyncio.run(
-            sync_sources(
-                sources, index, embedder, chunker, progress=progress,
-                batch_size=settings.embedding_batch_size,
-                max_prune_fraction=settings.max_prune_fraction, allow_mass_delete=allow_mass_delete,
-                report=recorder.report,
+        with contextlib.ExitStack() as turn:
+            if replicas is not None:
+                # `lore serve` replicas over this index write one at a time
+                # (lore.web.service); a sync from the command line (a CronJob) takes its
+                # turn too, so their uploads wait for it rather than find the index locked.
+                turn.enter_context(replicas.write_turn(REPLICA_TURN_WAIT_S))
+            asyncio.run(
+                sync_sources(
+                    sources, index, embedder, chunker, progress=progress,
+                    batch_size=settings.embedding_batch_size,
+                    max_prune_fraction=settings.max_prune_fraction, allow_mass_delete=allow_mass_delete,
+                    report=recorder.report,
+                )
             )
-        )
     except BaseException as err:  # a run stopped by anything is recorded as such
         recorder.finish(index, err)
         raise
@@ -544,3 +556,5 @@ def run_sync(
         return recorder.report
     finally:
         index.close()
+        if replicas is not None:
+            replicas.close()

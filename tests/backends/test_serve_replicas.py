@@ -682,3 +682,47 @@ def test_an_orphaned_sync_keeps_the_write_turn_until_it_stops(pg_dsn: str, tmp_p
     finally:
         for replica in replicas:
             stop(replica)
+
+
+def test_lore_sync_from_the_command_line_waits_for_the_replicas_write_turn(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    """A CronJob's ``lore sync`` takes the replicas' write turn too: while a replica writes
+    (here the test holds the turn, as a replica's upload would) it waits without taking
+    the index's write lock, and runs once the turn is free; so the replicas' uploads wait
+    for it in turn rather than find the index locked."""
+    import subprocess
+
+    import psycopg
+
+    from lore.backends.pgvector.tables import LOCK_CLASS, lock_key
+
+    index = f"cli_{uuid.uuid4().hex[:10]}"
+    config = write_project(tmp_path, pg_dsn, index, vault=False)
+    lore(config, "sync")  # the index and its tables
+    replica = PgReplicas(pg_dsn, index)
+
+    def locks(purpose: str, admin: psycopg.Connection[tuple[object, ...]], granted: bool) -> int:
+        row = admin.execute(
+            "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
+            " WHERE l.locktype = 'advisory' AND l.granted = %s AND l.classid = %s::oid"
+            " AND l.objid = %s::oid AND a.datname = current_database()",
+            (granted, LOCK_CLASS, lock_key(purpose, index) & 0xFFFFFFFF),
+        ).fetchone()
+        return int(row[0]) if row else 0
+
+    try:
+        with psycopg.connect(pg_dsn, autocommit=True) as admin:
+            with replica.write_turn(5):
+                sync = subprocess.Popen(
+                    [str(LORE), "--config", str(config), "sync"],
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                )
+                _wait_for("lore sync waiting for its turn", lambda: locks("replica-write", admin, False) == 1)
+                assert locks("write", admin, True) == 0  # it waits before it locks the index
+                assert sync.poll() is None
+            out, err = sync.communicate(timeout=300)
+        assert sync.returncode == 0, err.decode(errors="replace")
+    finally:
+        replica.close()
