@@ -722,7 +722,7 @@ def test_lore_sync_from_the_command_line_waits_for_the_replicas_write_turn(
                 _wait_for("lore sync waiting for its turn", lambda: locks("replica-write", admin, False) == 1)
                 assert locks("write", admin, True) == 0  # it waits before it locks the index
                 assert sync.poll() is None
-            out, err = sync.communicate(timeout=300)
+            _out, err = sync.communicate(timeout=300)
         assert sync.returncode == 0, err.decode(errors="replace")
     finally:
         replica.close()
