@@ -56,7 +56,7 @@ from lore.tool.core import KnowledgeSearch, ToolResult
 from lore.web.limits import Limits
 from lore.web.managed import DEFAULT_NOTES_SOURCE, DEFAULT_UPLOAD_SOURCE
 from lore.web.primary import PrimaryIndex
-from lore.web.problems import Problem
+from lore.web.problems import LOCKED_RETRY_AFTER_S, Problem
 from lore.web.sync_process import SyncProcess
 from lore.web.tokens import TokenStore
 from lore.web.writer import IndexWriter
@@ -286,13 +286,21 @@ class Service:
 
     async def index_stored(self, source: StoredSource, slug: str) -> SyncReport:
         """Bring the index in line with one stored document (written or removed) before
-        returning; a failure to index is a 503 saying the file is kept for the next sync."""
+        returning; a failure to index is a 503 saying the file is kept for the next sync
+        (with ``Retry-After`` when another writer held the index past the wait)."""
         one = _OneDocument(source, slug)
         scope = self._scope(source)
         # The configured access and tenant go with the one document, as a full sync
         # stamps them (lore.sources.scope.scoped).
         view: KnowledgeSource = ScopedSource(one, scope) if scope != SourceScope() else one
-        report = await self.write(lambda: self._sync([view]))
+        try:
+            report = await self.write(lambda: self._sync([view]))
+        except IndexLockedError as err:  # another writer held on past the wait: kept, not lost
+            raise Problem(
+                503,
+                f"{source.uri_for(slug)} is stored but not indexed yet: {' '.join(str(err).split())}",
+                headers={"Retry-After": str(LOCKED_RETRY_AFTER_S)},
+            ) from err
         if report.failures:
             reason = report.failures[0].reason
             raise Problem(503, f"{source.uri_for(slug)} is stored but not indexed yet: {reason}")
