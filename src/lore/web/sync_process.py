@@ -214,26 +214,30 @@ def child_main() -> None:
     signal.signal(signal.SIGTERM, lambda signum, frame: stopping.set())
     threading.Thread(target=_await_stop, args=(sys.stdin.fileno(), stopping), daemon=True).start()
     runs: list[IndexWriter] = []
+    ended = "finished"
     try:
         outcome = SyncOutcome(report=run_job(job, stopping, runs))
     except LoreError as err:
         outcome = SyncOutcome(error=str(err))
+        ended = f"failed ({err})"
     except Exception as err:  # a bug must still answer, and say what it was
         logging.getLogger(__name__).exception("sync failed")
         outcome = SyncOutcome(error=f"sync failed unexpectedly ({type(err).__name__})")
+        ended = f"failed ({type(err).__name__})"
     except BaseException as err:  # stopped at a document boundary (lore.schedule.SyncStopped)
         outcome = SyncOutcome(error=f"stopped: the service is shutting down ({err})")
+        ended = "stopped at a document boundary"
     if runs and runs[0].last_run is not None:
         outcome = replace(outcome, record=runs[0].last_run)
     try:
         _write_all(answer, pickle.dumps(outcome))
     except OSError:  # EPIPE: the service is gone (killed), and nobody reads the answer
         logger.warning(
-            "sync process %d: its service (pid %d) is gone; the sync %s and is in the index's"
-            " run history; exiting",
+            "sync process %d: its service (pid %d) is gone; the sync %s, as the index's run"
+            " history records; exiting",
             os.getpid(),
             service,
-            "finished" if outcome.error is None else f"ended ({outcome.error})",
+            " ".join(ended.split()),
         )
     finally:
         with contextlib.suppress(OSError):
