@@ -39,6 +39,7 @@ previous group and reads the next documents (``sync_pipeline.py``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -73,7 +74,7 @@ from lore.models import (
     utc,
 )
 from lore.protocols import CompleteListing, Embedder, KnowledgeIndex, KnowledgeSource, PreflightChecked
-from lore.resolve import resolve_embedder, settings_chunker, verdict_keeper, writable_index
+from lore.resolve import open_replicas, resolve_embedder, settings_chunker, verdict_keeper, writable_index
 from lore.safety.secrets import REDACTION_VERSION, redact_document
 from lore.schedule_history import Clock, RunRecorder, complete_sync_key, forget_base, source_run, utc_now
 from lore.sources import VAULT_TYPE, VAULT_URI_SCHEME, build_source, source_configs
@@ -508,6 +509,10 @@ class UnfinishedSync:
         return True
 
 
+#: Seconds ``run_sync`` waits for the write turn of ``lore serve`` replicas over the same
+#: index (an upload, an edit, a sync of theirs) before it gives up (``IndexLockedError``).
+REPLICA_TURN_WAIT_S = 120.0
+
 def run_sync(
     settings: LoreSettings,
     *,
@@ -530,20 +535,27 @@ def run_sync(
     check_sources(sources)
     embedder = embedder if embedder is not None else resolve_embedder(settings)
     index = writable_index(settings, embedder)
+    replicas = open_replicas(settings)
     recorder = RunRecorder(RunTrigger.MANUAL)
     keeper = verdict_keeper(settings)
     try:
         chunker = settings_chunker(settings, embedder)
-        keeper.prune()
-        asyncio.run(
-            sync_sources(
-                sources, index, embedder, chunker, progress=progress,
-                batch_size=settings.embedding_batch_size,
-                max_prune_fraction=settings.max_prune_fraction, allow_mass_delete=allow_mass_delete,
-                report=recorder.report, keep=keeper,
+        with contextlib.ExitStack() as turn:
+            if replicas is not None:
+                # `lore serve` replicas over this index write one at a time
+                # (lore.web.service); a sync from the command line (a CronJob) takes its
+                # turn too, so their uploads wait for it rather than find the index locked.
+                turn.enter_context(replicas.write_turn(REPLICA_TURN_WAIT_S))
+            keeper.prune()
+            asyncio.run(
+                sync_sources(
+                    sources, index, embedder, chunker, progress=progress,
+                    batch_size=settings.embedding_batch_size,
+                    max_prune_fraction=settings.max_prune_fraction, allow_mass_delete=allow_mass_delete,
+                    report=recorder.report, keep=keeper,
+                )
             )
-        )
-        keeper.complete(index)
+            keeper.complete(index)
     except BaseException as err:  # a run stopped by anything is recorded as such
         recorder.finish(index, err)
         raise
@@ -553,3 +565,5 @@ def run_sync(
     finally:
         keeper.close()
         index.close()
+        if replicas is not None:
+            replicas.close()
