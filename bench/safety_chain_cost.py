@@ -17,12 +17,21 @@ model, as ``lore sync`` does): per passage, the CPU of screening and redaction o
 chunk (the example corpus and, when present, the shared corpora), the chains alternated
 in blocks; per search, the wall-clock latency of ``KnowledgeSearch.run`` (query embedded
 by the local model, hybrid retrieval, the chain, the audit record) for rotating on-call
-questions, the chains alternated query by query, each search run cold (the cleaned-text
-cache emptied first: every passage, title and uri cleaned, as in a one-shot ``lore
-search`` or a server's first sight of a chunk) and then warm (the same search again:
-everything cached, as a server's repeated chunks are), p50 of each and their ratios.
+questions, the chains alternated query by query, each search run cold (the process's
+cleaned-text cache emptied first, as in a one-shot ``lore search`` or a server's first
+sight of a chunk: this tree reads the verdicts ``lore sync`` kept, ``lore.safety.verdicts``,
+as sync left them; the base chain, which kept none, cleans every passage, title and uri)
+and then warm (the same search again: everything cached, as a server's repeated chunks
+are), p50 of each and their ratios. A third chain, this tree's with nothing kept (an
+index synced by an older lore), shows what a search costs when it screens every text itself.
 
     PYTHONPATH=src .venv/bin/python bench/safety_chain_cost.py --search [--base 9685ec9] [--searches 200]
+
+``--keep``: what sync pays to keep the chain's results (``lore.safety.verdicts``): every
+document of the corpora chunked as sync does, and the chain run over each chunk's fields and
+the merged passages a search can make of them, into a fresh ``chain.db``; CPU per chunk.
+
+    PYTHONPATH=src .venv/bin/python bench/safety_chain_cost.py --keep
 """
 
 from __future__ import annotations
@@ -56,6 +65,8 @@ _SCRIPT = __file__
 BASE_COMMIT = "9685ec9"
 #: The name the base chain's ``lore.safety`` package is loaded under.
 BASE_PACKAGE = "_base_safety_chain"
+#: This tree's chain without the verdicts sync kept (``lore.safety.verdicts``).
+UNKEPT = "nothing kept"
 
 QUESTIONS = (
     "etcd has no leader",
@@ -268,7 +279,26 @@ def search_latency(
     report = run_sync(settings)
     tool = build_knowledge_search(settings)
     assert tool is not None
-    cleaners = {"this tree": tool.cleaner, "base": base_cleaner(settings, base)}
+    from lore.resolve import tool_policy
+    from lore.safety.verdicts import SIDECAR_NAME, VerdictStore
+    from lore.tool.cleaning import PassageCleaner
+
+    class AsSynced(VerdictStore):
+        """The verdicts as sync kept them: what a search computes is not written back,
+        so every cold search sees the file a fresh process sees after ``lore sync``."""
+
+        def put_many(self, fingerprint: str, verdicts: Any) -> None:
+            return None
+
+    tool.cleaner._verdicts = AsSynced(settings.resolved_data_dir() / SIDECAR_NAME)
+
+    cleaners = {
+        "this tree": tool.cleaner,
+        "base": base_cleaner(settings, base),
+        # This tree's chain with nothing kept: every text screened at query time (an
+        # index synced by an older lore, before its next sync keeps this chain's results).
+        UNKEPT: PassageCleaner(tool_policy(settings)),
+    }
     for cleaner in cleaners.values():
         cleaner.warm_up()
     tool.warm_up()
@@ -283,7 +313,7 @@ def search_latency(
         for name in names:
             cleaner = cleaners[name]
             tool._cleaner = cleaner  # the bench swaps the chain under one tool
-            cleaner._clean_text.cache_clear()
+            cleaner.forget()
             for state in ("cold", "warm"):
                 began = time.perf_counter()
                 result = await tool.run(question, principal=LOCAL)
@@ -328,7 +358,7 @@ def search(args: argparse.Namespace) -> int:
     )
     print(f"{'chain':12} {'cache':>6} {'p50':>8} {'p95':>8} {'mean':>8}")
     for state in ("cold", "warm"):
-        for name in ("base", "this tree"):
+        for name in ("base", "this tree", UNKEPT):
             ordered = sorted(latency[name, state])
             p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
             print(
@@ -338,6 +368,47 @@ def search(args: argparse.Namespace) -> int:
     for state in ("cold", "warm"):
         ratio = statistics.median(latency["this tree", state]) / statistics.median(latency["base", state])
         print(f"p50 ratio this tree / base, {state} cache: {ratio:.3f}")
+    unkept = statistics.median(latency[UNKEPT, "cold"]) / statistics.median(latency["base", "cold"])
+    print(f"p50 ratio this tree with nothing kept / base, cold cache: {unkept:.3f}")
+    return 0
+
+
+# --- mode 3: what sync pays to keep the chain's results -------------------------------------
+
+
+def keep(args: argparse.Namespace) -> int:
+    from lore.chunking import Chunker
+    from lore.config import LoreSettings
+    from lore.models import Document, Visibility
+    from lore.resolve import tool_policy
+    from lore.safety.verdicts import VerdictStore
+    from lore.sources.filesystem import FilesystemSource
+    from lore.tool.cleaning import PassageCleaner, chunk_fields, merged_texts
+
+    async def documents(root: Path) -> list[Document]:
+        source = FilesystemSource(root.name, root, visibility=Visibility.ALL_VIEWERS, include=["**/*.md"])
+        return [item async for item in source.documents() if isinstance(item, Document)]
+
+    chunker = Chunker()
+    roots = [EXAMPLES / "runbooks", *shared_roots()]
+    per_document = [chunker.chunk(document) for root in roots for document in asyncio.run(documents(root))]
+    policy = tool_policy(LoreSettings())
+    chunks = sum(len(document) for document in per_document)
+    merged = sum(len(merged_texts(document, policy.safety.max_passage_chars)) for document in per_document)
+    fields = sum(len({f for chunk in document for f in chunk_fields(chunk)}) for document in per_document)
+    with tempfile.TemporaryDirectory(prefix="lore-chain-keep-") as temporary:
+        cleaner = PassageCleaner(policy, VerdictStore(Path(temporary) / "chain.db"))
+        cleaner.warm_up()
+        began = time.process_time()
+        kept = sum(cleaner.keep_chunks(document) for document in per_document)
+        cpu = time.process_time() - began
+        cleaner.close()
+    print(f"load average {os.getloadavg()[0]:.2f}")
+    print(
+        f"{len(per_document)} documents, {chunks} chunks: {kept} texts kept (of {fields} fields, distinct "
+        f"within each document, and {merged} merged passages); CPU {cpu:.1f} s, "
+        f"{cpu / chunks * 1e6:.0f} µs per chunk"
+    )
     return 0
 
 
@@ -349,6 +420,7 @@ def main() -> int:
     parser.add_argument("--base", default=BASE_COMMIT, help="the commit whose chain is the baseline")
     parser.add_argument("--searches", type=int, default=200)
     parser.add_argument("--blocks", type=int, default=20, help="blocks the chains alternate over")
+    parser.add_argument("--keep", action="store_true", help="what sync pays to keep the chain's results")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -356,6 +428,8 @@ def main() -> int:
         return 0
     if args.search:
         return search(args)
+    if args.keep:
+        return keep(args)
     if not args.tree:
         parser.error("give --tree twice (or more), or --search")
     return trees(args)

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
+import httpx
 import pytest
 
 from optional_extras import require_extra
@@ -289,6 +290,61 @@ def test_note_create_edit_delete(served: Served) -> None:
         assert uri not in search_uris(served, "numbatphone")
         assert_problem(client.get(doc_path(uri)), 404)
         assert_problem(client.delete(doc_path(uri)), 404)
+
+
+def test_a_write_while_another_process_holds_the_index_is_a_503_to_retry(served: Served) -> None:
+    """Another writer holding the index's own write lock (``lore sync`` in another
+    process, here a second backend object over the same file) is the server's temporary
+    trouble: 503 with ``Retry-After`` and a one-line reason, never a 500; once it is done,
+    the same write lands."""
+    from lore.resolve import open_backend
+
+    other = open_backend(served.service.settings, CountingEmbedder())
+    assert other is not None
+    uri = doc_path("note://notes/while-locked")
+    try:
+        with other.write_lock(), served.client("editor") as client:
+            refused = client.put(uri, json={"markdown": "wallabyknot", "title": "Locked"})
+            assert_problem(refused, 503, "is stored but not indexed yet", "is writing")
+            assert int(refused.headers["Retry-After"]) > 0
+            assert len(refused.json()["detail"].splitlines()) == 1
+    finally:
+        other.close()
+    with served.client("editor") as client:
+        landed = client.put(uri, json={"markdown": "wallabyknot", "title": "Locked"})
+        assert landed.status_code == 200, landed.text
+    assert search_uris(served, "wallabyknot")[0] == "note://notes/while-locked"
+
+
+async def test_an_index_locked_on_any_route_is_a_503_with_retry_after() -> None:
+    """Where errors are mapped (``lore.web.problems``), not per route: ``IndexLockedError``
+    from any route is a 503 with ``Retry-After`` and a one-line reason; the look-alike,
+    another indexing error, is still the server's failure (500)."""
+    from fastapi import FastAPI
+
+    from lore.errors import IndexingError, IndexLockedError
+    from lore.web.problems import install
+
+    app = FastAPI()
+    install(app)
+
+    @app.post("/locked")
+    async def locked() -> None:
+        raise IndexLockedError("another sync is writing index 'x';\nwait for it to finish and try again")
+
+    @app.post("/broken")
+    async def broken() -> None:
+        raise IndexingError("the index refused the write")
+
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        refused = await client.post("/locked")
+        assert_problem(refused, 503, "another sync is writing index 'x'; wait for it")
+        assert int(refused.headers["Retry-After"]) > 0
+        assert len(refused.json()["detail"].splitlines()) == 1
+        failed = await client.post("/broken")
+        assert_problem(failed, 500, "refused the write")
+        assert "Retry-After" not in failed.headers
 
 
 def test_read_only_sources_say_why(served: Served) -> None:

@@ -20,6 +20,7 @@ escaping is a bug.
     │   ├── EmbedderMismatchError    the index was built with another embedder
     │   ├── TornIndexError           an approximate-graph file that does not match its state
     │   └── DiskFullError            the disk holding the index is full
+    ├── VerdictStoreError            the safety chain's kept results cannot be read or written
     ├── AccessDeniedError            a call reached the access rule without a Principal
     ├── RetrievalError               a search cannot be answered (never an empty result)
     │   ├── QueryError               the query or its filters are invalid
@@ -118,6 +119,11 @@ class EmbedderMismatchError(IndexingError):
 
 class TornIndexError(IndexingError):
     """The SQLite backend's approximate graph does not match its state: rebuilt from SQLite."""
+
+
+class VerdictStoreError(LoreError):
+    """The file keeping the safety chain's results (``lore.safety.verdicts``) could not be
+    read or written: the chain runs at query time instead."""
 
 
 class AccessDeniedError(LoreError):

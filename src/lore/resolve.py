@@ -66,6 +66,8 @@ if TYPE_CHECKING:
     from lore.metrics import IndexScope
     from lore.safety.audit import AuditLog, JsonlAuditLog
     from lore.safety.audit_writer import QueuedAuditLog
+    from lore.safety.verdicts import VerdictStore
+    from lore.tool.cleaning import VerdictKeeper
     from lore.tool.core import KnowledgeSearch
     from lore.tool.policy import ToolPolicy
 
@@ -522,7 +524,25 @@ def knowledge_search(
         reranker=chosen,
         audit=audit if audit is not None else audit_log(settings),
         events=events if events is not None else recorder_for(settings, retriever),
+        verdicts=chain_verdicts(settings, create=False),
     )
+
+
+def chain_verdicts(settings: LoreSettings, *, create: bool = True) -> VerdictStore:
+    """Where the safety chain's results are kept (``lore.safety.verdicts``): a file in
+    the data directory, whatever the backend; ``create`` False for a search's (it reads
+    and writes back only a file a sync made)."""
+    from lore.safety.verdicts import SIDECAR_NAME, VerdictStore
+
+    return VerdictStore(settings.resolved_data_dir() / SIDECAR_NAME, create=create)
+
+
+def verdict_keeper(settings: LoreSettings) -> VerdictKeeper:
+    """What a sync hands the chunks it writes: the chain under the tools' settings, whose
+    results it keeps for searches to read."""
+    from lore.tool.cleaning import PassageCleaner, VerdictKeeper
+
+    return VerdictKeeper(PassageCleaner(tool_policy(settings), chain_verdicts(settings)))
 
 
 def build_knowledge_search(

@@ -42,6 +42,7 @@ from lore.resolve import (
     open_for_inspection,
     resolve_embedder,
     settings_chunker,
+    verdict_keeper,
     writable_index,
 )
 from lore.schedule_cadence import VAULT_DEFAULT_EVERY, jitter
@@ -315,15 +316,21 @@ class Scheduler:
         try:
             embedder = self._embedder_once()
             index = writable_index(self._settings, embedder)
-            if sources:
-                asyncio.run(sync_sources(
-                    sources, index, embedder, settings_chunker(self._settings, embedder),
-                    progress=StopAware(self._stopping, None),
-                    batch_size=self._settings.embedding_batch_size,
-                    max_prune_fraction=self._settings.max_prune_fraction,
-                    allow_mass_delete=self._allow_mass_delete,
-                    report=recorder.report, clock=self._clock,
-                ))
+            keeper = verdict_keeper(self._settings)
+            try:
+                if sources:
+                    keeper.prune()
+                    asyncio.run(sync_sources(
+                        sources, index, embedder, settings_chunker(self._settings, embedder),
+                        progress=StopAware(self._stopping, None),
+                        batch_size=self._settings.embedding_batch_size,
+                        max_prune_fraction=self._settings.max_prune_fraction,
+                        allow_mass_delete=self._allow_mass_delete,
+                        report=recorder.report, clock=self._clock, keep=keeper,
+                    ))
+                    keeper.complete(index)
+            finally:
+                keeper.close()
         except SyncStopped as err:
             error = err
         except Exception as err:  # the run failed as a whole; the schedule goes on

@@ -39,12 +39,13 @@ previous group and reads the next documents (``sync_pipeline.py``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
 import socket
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
@@ -59,6 +60,7 @@ from lore.models import (
     SOURCE_LABEL,
     SOURCE_TYPE_LABEL,
     SYNC_UNFINISHED_KEY,
+    Chunk,
     Document,
     IndexedDocument,
     RefusedPrune,
@@ -72,7 +74,7 @@ from lore.models import (
     utc,
 )
 from lore.protocols import CompleteListing, Embedder, KnowledgeIndex, KnowledgeSource, PreflightChecked
-from lore.resolve import resolve_embedder, settings_chunker, writable_index
+from lore.resolve import open_replicas, resolve_embedder, settings_chunker, verdict_keeper, writable_index
 from lore.safety.secrets import REDACTION_VERSION, redact_document
 from lore.schedule_history import Clock, RunRecorder, complete_sync_key, forget_base, source_run, utc_now
 from lore.sources import VAULT_TYPE, VAULT_URI_SCHEME, build_source, source_configs
@@ -395,8 +397,12 @@ async def sync_sources(
     allow_mass_delete: bool = False,
     report: SyncReport | None = None,
     clock: Clock = utc_now,
+    keep: Callable[[Sequence[Chunk]], object] | None = None,
 ) -> SyncReport:
     """Bring ``index`` up to date with ``sources``; see the module docstring.
+
+    ``keep`` is shown the chunks written (``run_sync`` runs the safety chain over them
+    and keeps its results, so that a search need not: ``lore.safety.verdicts``).
 
     ``report`` is filled and returned (a new one by default): a caller that passes its
     own keeps what was done when the run raises. ``clock`` times each source's run.
@@ -417,7 +423,7 @@ async def sync_sources(
     report = report if report is not None else SyncReport()
     with index.write_lock():
         index.check_embedder(embedder.model_id, embedder.dimension)
-        pipeline = Pipeline(index, embedder, progress, batch_size, chunker.count_tokens)
+        pipeline = Pipeline(index, embedder, progress, batch_size, chunker.count_tokens, keep)
         # Before the first document: an index a sync left half-way (a first sync killed,
         # a full disk) says so in `lore status`, with the embedder its vectors are from.
         index.set_state(EMBEDDER_STATE_KEY, _embedder_state(embedder))
@@ -503,6 +509,10 @@ class UnfinishedSync:
         return True
 
 
+#: Seconds ``run_sync`` waits for the write turn of ``lore serve`` replicas over the same
+#: index (an upload, an edit, a sync of theirs) before it gives up (``IndexLockedError``).
+REPLICA_TURN_WAIT_S = 120.0
+
 def run_sync(
     settings: LoreSettings,
     *,
@@ -525,17 +535,27 @@ def run_sync(
     check_sources(sources)
     embedder = embedder if embedder is not None else resolve_embedder(settings)
     index = writable_index(settings, embedder)
+    replicas = open_replicas(settings)
     recorder = RunRecorder(RunTrigger.MANUAL)
+    keeper = verdict_keeper(settings)
     try:
         chunker = settings_chunker(settings, embedder)
-        asyncio.run(
-            sync_sources(
-                sources, index, embedder, chunker, progress=progress,
-                batch_size=settings.embedding_batch_size,
-                max_prune_fraction=settings.max_prune_fraction, allow_mass_delete=allow_mass_delete,
-                report=recorder.report,
+        with contextlib.ExitStack() as turn:
+            if replicas is not None:
+                # `lore serve` replicas over this index write one at a time
+                # (lore.web.service); a sync from the command line (a CronJob) takes its
+                # turn too, so their uploads wait for it rather than find the index locked.
+                turn.enter_context(replicas.write_turn(REPLICA_TURN_WAIT_S))
+            keeper.prune()
+            asyncio.run(
+                sync_sources(
+                    sources, index, embedder, chunker, progress=progress,
+                    batch_size=settings.embedding_batch_size,
+                    max_prune_fraction=settings.max_prune_fraction, allow_mass_delete=allow_mass_delete,
+                    report=recorder.report, keep=keeper,
+                )
             )
-        )
+            keeper.complete(index)
     except BaseException as err:  # a run stopped by anything is recorded as such
         recorder.finish(index, err)
         raise
@@ -543,4 +563,7 @@ def run_sync(
         recorder.finish(index)
         return recorder.report
     finally:
+        keeper.close()
         index.close()
+        if replicas is not None:
+            replicas.close()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -98,8 +98,13 @@ class Pipeline:
         progress: SyncProgress | None,
         batch_size: int,
         count_tokens: TokenCounter,
+        keep: Callable[[Sequence[Chunk]], object] | None = None,
     ) -> None:
+        """``keep``: shown the chunks of each group once written (sync hands them to the
+        safety chain, whose results it keeps: ``lore.safety.verdicts``); it runs while the
+        next group is embedded, and must not raise for a problem of its own."""
         self._index = index
+        self._keep = keep
         self._embedder = embedder
         self._count_tokens = count_tokens
         #: Where written documents are counted; set per source (flushed between sources).
@@ -176,6 +181,8 @@ class Pipeline:
             for pending in group:
                 self._write(pending)
         self.checkpoint()
+        if self._keep is not None:
+            self._keep([chunk for pending in group if pending.error is None for chunk in pending.chunks])
 
     def _embed_group(self, group: list[Pending]) -> None:
         """Runs on the worker thread; touches only the embedder and the group."""

@@ -527,3 +527,204 @@ def test_one_writer_at_a_time_across_replicas(shared: Callable[[], PgReplicas]) 
         pass
     with second.write_turn(0.3):  # the look-alike: once released, the other replica writes
         pass
+
+
+# -- a sync's child outliving its replica ------------------------------------------------
+
+
+def _sync_children_of(pid: int) -> list[int]:
+    """The sync child processes (``lore.web.sync_process``) of process ``pid``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+                command = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid and b"lore.web.sync_process" in command:
+                found.append(int(entry.name))
+    return found
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` still runs (an orphan's exit may leave a zombie nobody reaps)."""
+    try:
+        stat = (Path("/proc") / str(pid) / "stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _wait_for(what: str, check: Callable[[], object], deadline_s: float = 120) -> object:
+    deadline = time.monotonic() + deadline_s
+    while not (found := check()):
+        assert time.monotonic() < deadline, f"{what}: not within {deadline_s:.0f} s"
+        time.sleep(0.1)
+    return found
+
+
+def test_an_orphaned_sync_keeps_the_write_turn_until_it_stops(pg_dsn: str, tmp_path: Path) -> None:
+    """The replica running a sync is killed (SIGKILL) while its sync child writes: the
+    child, an orphan now, still holds the replicas' write turn (it took it, not its
+    parent), so an edit on another replica waits for its turn instead of finding the
+    index's write lock taken (a 500 before); once the orphan stops at its next document
+    boundary the edit lands. The orphan ends with one log line, no traceback.
+
+    Deterministic: the test holds a row lock on the index's state row the sync writes
+    first under its locks, so the child is known to be mid-write when its parent dies."""
+    import psycopg
+
+    from lore.backends.pgvector.tables import LOCK_CLASS, lock_key
+    from lore.models import SYNC_UNFINISHED_KEY
+
+    index = f"orp_{uuid.uuid4().hex[:10]}"
+    config = write_project(tmp_path, pg_dsn, index, vault=False)
+    editor = lore(config, "token", "create", "--role", "editor", "--name", "eddie")
+    auth = {"Authorization": f"Bearer {editor}"}
+    lore(config, "sync")
+    replicas = [start_replica(config, number) for number in range(2)]
+
+    def holders(purpose: str, admin: psycopg.Connection[tuple[object, ...]], granted: bool) -> list[str]:
+        rows = admin.execute(
+            "SELECT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
+            " WHERE l.locktype = 'advisory' AND l.granted = %s AND l.classid = %s::oid"
+            " AND l.objid = %s::oid AND a.datname = current_database()",
+            (granted, LOCK_CLASS, lock_key(purpose, index) & 0xFFFFFFFF),
+        ).fetchall()
+        return [str(row[0]) for row in rows]
+
+    try:
+        wait_ready(replicas)
+        _wait_for("a lease holder", lambda: holder_of(replicas, editor) is not None)
+        leader = holder_of(replicas, editor)
+        assert leader is not None
+        other = replicas[1 - leader]
+        parent = replicas[leader].process.pid
+        with (
+            psycopg.connect(pg_dsn, autocommit=True) as admin,
+            psycopg.connect(pg_dsn) as blocker,
+        ):
+            blocker.execute(
+                f"SELECT 1 FROM {index}_state WHERE key = %s FOR UPDATE", (SYNC_UNFINISHED_KEY,)
+            )
+            queued = httpx.post(f"{other.url}/v1/sync", json={"source": "runbooks"}, headers=auth, timeout=30)
+            assert queued.status_code == 202, queued.text
+            # The leader's child took the turn and the index's write lock, and now waits
+            # for the row: it is mid-write.
+            child = _wait_for("the sync's child", lambda: _sync_children_of(parent))
+            assert isinstance(child, list)
+            (child_pid,) = child
+            _wait_for(
+                "the child blocked on the state row",
+                lambda: admin.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                    " AND wait_event_type = 'Lock' AND query LIKE %s",
+                    (f"%{index}_state%",),
+                ).fetchone()
+                >= (1,),
+            )
+            assert len(holders("write", admin, True)) == 1
+            (turn,) = holders("replica-write", admin, True)
+            assert f":{child_pid}:" in turn  # the writing process holds the turn, not its parent
+            kill(replicas[leader])
+            assert _running(child_pid)  # an orphan, still writing
+            assert holders("replica-write", admin, True) == [turn]
+
+            # An edit on the other replica meanwhile: it waits for its turn.
+            answers: list[httpx.Response] = []
+            uri = "note://notes/after-the-orphan"
+
+            def edit() -> None:
+                for _ in range(RETRIES):
+                    answers.append(
+                        httpx.put(
+                            f"{other.url}/v1/documents/{quote(uri, safe='')}",
+                            json={"title": "After the orphan", "markdown": "quuxfrob written after"},
+                            headers=auth,
+                            timeout=200,
+                        )
+                    )
+                    if answers[-1].status_code != 503:
+                        return
+                    time.sleep(float(answers[-1].headers["Retry-After"]) / 10)
+
+            writer = threading.Thread(target=edit)
+            writer.start()
+            _wait_for(
+                "the edit waiting for its turn (or answered)",
+                lambda: answers or holders("replica-write", admin, False),
+            )
+            blocker.rollback()  # the orphan goes on, stops at its next document, ends
+            writer.join(timeout=300)
+            assert not writer.is_alive()
+            _wait_for("the orphan's exit", lambda: not _running(child_pid))
+        assert all(answer.status_code in (200, 503) for answer in answers), [
+            (answer.status_code, answer.text) for answer in answers
+        ]
+        for answer in answers[:-1]:
+            assert answer.headers["Retry-After"]
+            assert len(answer.json()["detail"].splitlines()) == 1
+        assert answers[-1].status_code == 200, answers[-1].text
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            row = conn.execute(
+                f"SELECT d.chunk_count, count(c.*) FROM {index}_documents d"
+                f" LEFT JOIN {index}_chunks c ON c.uri = d.uri WHERE d.uri = %s GROUP BY d.chunk_count",
+                (uri,),
+            ).fetchone()
+        assert row is not None
+        assert row[0] == row[1] >= 1
+        # The orphan said so in one line, and printed no traceback.
+        log = replicas[leader].log.read_text(errors="replace")
+        gone = [line for line in log.splitlines() if f"sync process {child_pid}:" in line]
+        assert len(gone) == 1, log[-3000:]
+        assert f"(pid {parent}) is gone" in gone[0]
+        assert "Traceback" not in log, log[-3000:]
+        assert "BrokenPipeError" not in log, log[-3000:]
+    finally:
+        for replica in replicas:
+            stop(replica)
+
+
+def test_lore_sync_from_the_command_line_waits_for_the_replicas_write_turn(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    """A CronJob's ``lore sync`` takes the replicas' write turn too: while a replica writes
+    (here the test holds the turn, as a replica's upload would) it waits without taking
+    the index's write lock, and runs once the turn is free; so the replicas' uploads wait
+    for it in turn rather than find the index locked."""
+    import subprocess
+
+    import psycopg
+
+    from lore.backends.pgvector.tables import LOCK_CLASS, lock_key
+
+    index = f"cli_{uuid.uuid4().hex[:10]}"
+    config = write_project(tmp_path, pg_dsn, index, vault=False)
+    lore(config, "sync")  # the index and its tables
+    replica = PgReplicas(pg_dsn, index)
+
+    def locks(purpose: str, admin: psycopg.Connection[tuple[object, ...]], granted: bool) -> int:
+        row = admin.execute(
+            "SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid"
+            " WHERE l.locktype = 'advisory' AND l.granted = %s AND l.classid = %s::oid"
+            " AND l.objid = %s::oid AND a.datname = current_database()",
+            (granted, LOCK_CLASS, lock_key(purpose, index) & 0xFFFFFFFF),
+        ).fetchone()
+        return int(row[0]) if row else 0
+
+    try:
+        with psycopg.connect(pg_dsn, autocommit=True) as admin:
+            with replica.write_turn(5):
+                sync = subprocess.Popen(
+                    [str(LORE), "--config", str(config), "sync"],
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                )
+                _wait_for("lore sync waiting for its turn", lambda: locks("replica-write", admin, False) == 1)
+                assert locks("write", admin, True) == 0  # it waits before it locks the index
+                assert sync.poll() is None
+            _out, err = sync.communicate(timeout=300)
+        assert sync.returncode == 0, err.decode(errors="replace")
+    finally:
+        replica.close()

@@ -1,25 +1,84 @@
 """The chain's cleaning stages, applied to every field of every passage an entry point
 returns: injection screening, then secret/PII redaction (findings counted per kind), then
 the output cap; each passage is shaped into a ``ToolPassage`` with its age and staleness.
+
+Screening and redaction of one text is a pure function of the text, the chain's code and
+the settings, so its result is looked up before it is computed: in this process's cache
+(``CLEAN_CACHE_SIZE`` texts), then in the chain's kept verdicts (``lore.safety.verdicts``:
+what sync computed for every chunk it wrote, keyed by the text's hash and the chain's
+fingerprint), and only then computed, and kept for the next process. The chain runs on
+every text either way; what is looked up is its own output for that text.
 """
 
 from __future__ import annotations
 
-import functools
-from collections import Counter
-from collections.abc import Sequence
+import logging
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 
+import lore.safety
 from lore.confidence import Confidence
-from lore.models import SOURCE_TYPE_LABEL, Passage, utc
+from lore.errors import VerdictStoreError
+from lore.models import SOURCE_TYPE_LABEL, Chunk, Passage, utc
+from lore.protocols import DocumentReader
 from lore.safety.cap import cap_passages
 from lore.safety.injection import screen_injections
 from lore.safety.secrets import SecretRedactor, redaction_markers
+from lore.safety.verdicts import Verdict, VerdictStore, chain_fingerprint
+from lore.text_blocks import joined
 from lore.tool.policy import ToolPolicy
 from lore.tool.result import ToolPassage
 
+logger = logging.getLogger(__name__)
+
 #: Cleaned texts (screened and redacted passages, titles, uris) a tool keeps.
 CLEAN_CACHE_SIZE = 8192
+
+
+def passage_fields(passage: Passage) -> list[str]:
+    """Every field of a passage the chain cleans, as ``make_safe`` shows them."""
+    fields = [passage.text, passage.title, passage.section, passage.uri, passage.revision, passage.chunk_id]
+    source_type = passage.labels.get(SOURCE_TYPE_LABEL)
+    return fields if source_type is None else [*fields, source_type]
+
+
+def chunk_fields(chunk: Chunk) -> list[str]:
+    """The same fields of a chunk as sync writes it (a search returns it as a passage)."""
+    fields = [chunk.text, chunk.title, chunk.section, chunk.uri, chunk.revision, chunk.id]
+    source_type = chunk.labels.get(SOURCE_TYPE_LABEL)
+    return fields if source_type is None else [*fields, source_type]
+
+
+def merged_texts(chunks: Sequence[Chunk], max_chars: int) -> list[str]:
+    """The texts a search can show made of several of ``chunks``: each run of consecutive
+    chunks of one section, joined as ``lore.arrange.merged`` joins them, while it fits in
+    ``max_chars`` (beyond, a search shows it in pieces, which are runs too)."""
+    by_section: dict[tuple[str, str], list[Chunk]] = {}
+    for chunk in chunks:
+        by_section.setdefault((chunk.uri, chunk.section), []).append(chunk)
+    texts: list[str] = []
+    for members in by_section.values():
+        members.sort(key=lambda chunk: chunk.ordinal)
+        for first, start in enumerate(members):
+            run = [start.text]
+            for previous, chunk in zip(members[first:], members[first + 1 :], strict=False):
+                if chunk.ordinal != previous.ordinal + 1:
+                    break
+                run.append(chunk.text)
+                text = joined(run)
+                if len(text) > max_chars:
+                    break
+                texts.append(text)
+    return texts
+
+
+def chain_code() -> list[Path]:
+    """The source files whose code decides a cleaned text: the chain's package and this
+    stage (part of the kept verdicts' fingerprint)."""
+    return [*Path(lore.safety.__file__).parent.glob("*.py"), Path(__file__)]
 
 
 #: A text that reaches most rules' hints (a link, a command, an instruction-like phrase,
@@ -34,7 +93,9 @@ _WARM_UP_TEXT = (
 class PassageCleaner:
     """Screening, redaction and the cap under one tool's policy."""
 
-    def __init__(self, policy: ToolPolicy) -> None:
+    def __init__(self, policy: ToolPolicy, verdicts: VerdictStore | None = None) -> None:
+        """``verdicts``: where the chain's results are kept across processes (None: only
+        this process's cache)."""
         self._safety = safety = policy.safety
         self._stale_after_days = policy.stale_after_days
         self.redactor = SecretRedactor(emails=safety.redact_emails, phone_numbers=safety.redact_phone_numbers)
@@ -42,18 +103,130 @@ class PassageCleaner:
         # Screening and redaction are pure functions of the text under these settings,
         # and the same chunks, titles and uris come back search after search: cleaning
         # them once is most of a server's CPU saved (docs/benchmarks.md).
-        self._clean_text = functools.lru_cache(maxsize=CLEAN_CACHE_SIZE)(self.clean_uncached)
+        self._cache: OrderedDict[str, Verdict] = OrderedDict()
+        self._guard = threading.Lock()
+        self._verdicts = verdicts
+        self._fingerprint: str | None = None
+        self._store_failed = False
+
+    @property
+    def fingerprint(self) -> str:
+        """The chain's fingerprint under this cleaner's settings (``lore.safety.verdicts``)."""
+        if self._fingerprint is None:
+            settings = {
+                "redact_emails": self._safety.redact_emails,
+                "redact_phone_numbers": self._safety.redact_phone_numbers,
+                "allowed_link_hosts": sorted(self._allowed_link_hosts),
+            }
+            self._fingerprint = chain_fingerprint(chain_code(), settings)
+        return self._fingerprint
+
+    def forget(self) -> None:
+        """Empty this process's cache (the kept verdicts stay)."""
+        with self._guard:
+            self._cache.clear()
 
     def warm_up(self) -> None:
         """Build what the first cleaning would: the screening rules (built per allowed
         link hosts on first use) and every regex behind a hint, so that a server's first
-        search does not pay for them (about 0.1 s of CPU, on the request's path)."""
+        search does not pay for them (about 0.1 s of CPU, on the request's path), and the
+        chain's fingerprint when its results are kept."""
         self.clean_uncached(_WARM_UP_TEXT)
+        if self._verdicts is not None:
+            _ = self.fingerprint
 
     def clean(self, text: str, findings: Counter[str]) -> str:
-        redacted, found = self._clean_text(text)
+        redacted, found = self.clean_many([text])[text]
         findings.update(dict(found))
         return redacted
+
+    def clean_many(self, texts: Iterable[str]) -> dict[str, Verdict]:
+        """Each of ``texts`` screened and redacted, with its findings: from this process's
+        cache, else the kept verdicts, else computed (and kept)."""
+        found: dict[str, Verdict] = {}
+        missing: list[str] = []
+        with self._guard:
+            for text in texts:
+                if text in found:
+                    continue
+                verdict = self._cache.get(text)
+                if verdict is None:
+                    missing.append(text)
+                else:
+                    self._cache.move_to_end(text)
+                    found[text] = verdict
+        if not missing:
+            return found
+        kept = self._read_kept(missing)
+        computed = {text: self.clean_uncached(text) for text in dict.fromkeys(missing) if text not in kept}
+        self._keep(computed)
+        with self._guard:
+            for text, verdict in (*kept.items(), *computed.items()):
+                self._cache[text] = verdict
+                found[text] = verdict
+            while len(self._cache) > CLEAN_CACHE_SIZE:
+                self._cache.popitem(last=False)
+        return found
+
+    def keep_verdicts(self, texts: Iterable[str]) -> int:
+        """Compute and keep the verdicts of those of ``texts`` not kept yet (what sync does
+        for the chunks it writes); how many were computed. Raises ``VerdictStoreError``."""
+        if self._verdicts is None:
+            return 0
+        missing = self._verdicts.missing(self.fingerprint, texts)
+        self._verdicts.put_many(self.fingerprint, {text: self.clean_uncached(text) for text in missing})
+        return len(missing)
+
+    def keep_chunks(self, chunks: Sequence[Chunk]) -> int:
+        """Keep the verdicts of every field of ``chunks`` and of the merged passages a search
+        can make of them (``merged_texts``); how many were computed."""
+        fields = [field for chunk in chunks for field in chunk_fields(chunk)]
+        return self.keep_verdicts([*fields, *merged_texts(chunks, self._safety.max_passage_chars)])
+
+    def keep_index(self, index: DocumentReader) -> int:
+        """Keep the verdicts of every chunk of ``index``, once per chain fingerprint."""
+        if self._verdicts is None or self._verdicts.complete_for() == self.fingerprint:
+            return 0
+        computed = 0
+        for document in index.list_documents():
+            read = index.read_document(document.uri)
+            if read is not None:
+                computed += self.keep_chunks(read[1])
+        self._verdicts.mark_complete(self.fingerprint)
+        return computed
+
+    def close(self) -> None:
+        """Close the kept verdicts' file (this process's cache stays)."""
+        if self._verdicts is not None:
+            self._verdicts.close()
+
+    def prune_verdicts(self) -> int:
+        """Drop kept verdicts of other chains (and the oldest beyond the cap)."""
+        return 0 if self._verdicts is None else self._verdicts.prune(self.fingerprint)
+
+    def _read_kept(self, texts: Sequence[str]) -> Mapping[str, Verdict]:
+        if self._verdicts is None:
+            return {}
+        try:
+            return self._verdicts.get_many(self.fingerprint, texts)
+        except VerdictStoreError as err:
+            self._store_problem(err)
+            return {}
+
+    def _keep(self, computed: Mapping[str, Verdict]) -> None:
+        if self._verdicts is None or not computed:
+            return
+        try:
+            self._verdicts.put_many(self.fingerprint, computed)
+        except VerdictStoreError as err:
+            self._store_problem(err)
+
+    def _store_problem(self, err: VerdictStoreError) -> None:
+        """Logged once at WARNING (a read-only data directory says so every search
+        otherwise); the chain runs at query time either way."""
+        level = logging.DEBUG if self._store_failed else logging.WARNING
+        self._store_failed = True
+        logger.log(level, "the safety chain runs at query time: %s", err)
 
     def clean_uncached(self, text: str) -> tuple[str, tuple[tuple[str, int], ...]]:
         removed: list[str] = []
@@ -80,6 +253,8 @@ class PassageCleaner:
         self, found: Sequence[Passage], levels: Sequence[Confidence]
     ) -> tuple[list[ToolPassage], Counter[str], bool]:
         findings: Counter[str] = Counter()
+        # Every field at once: one look-up of the kept verdicts per search, not per field.
+        self.clean_many(field for passage in found for field in passage_fields(passage))
         texts = [self.clean(passage.text, findings) for passage in found]
         safety = self._safety
         capped = cap_passages(
@@ -110,3 +285,39 @@ class PassageCleaner:
                 )
             )
         return passages, findings, capped.truncated
+
+
+class VerdictKeeper:
+    """What sync does for the chain: runs it over every chunk it writes and keeps the
+    results (``lore.safety.verdicts``), so that a search reads them instead of computing
+    them. Fail-soft: a problem with the kept verdicts is logged once and sync goes on (a
+    search then runs the chain itself)."""
+
+    def __init__(self, cleaner: PassageCleaner) -> None:
+        self._cleaner = cleaner
+        self._failed = False
+
+    def __call__(self, chunks: Sequence[Chunk]) -> None:
+        self._guarded(lambda: self._cleaner.keep_chunks(chunks))
+
+    def prune(self) -> None:
+        """Drop what other chains kept (before a sync writes this one's)."""
+        self._guarded(self._cleaner.prune_verdicts)
+
+    def complete(self, index: object) -> None:
+        """After a sync: when the chain changed since the index was last kept whole (a new
+        lore, other settings), keep every chunk the index holds, not only those written."""
+        if not isinstance(index, DocumentReader):
+            return
+        self._guarded(lambda: self._cleaner.keep_index(index))
+
+    def close(self) -> None:
+        self._cleaner.close()
+
+    def _guarded(self, action: Callable[[], object]) -> None:
+        try:
+            action()
+        except VerdictStoreError as err:
+            level = logging.DEBUG if self._failed else logging.WARNING
+            self._failed = True
+            logger.log(level, "the safety chain's results are not kept (searches compute them): %s", err)

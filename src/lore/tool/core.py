@@ -46,6 +46,7 @@ from lore.protocols import KnowledgeRetriever, Reranker
 from lore.safety.audit import AuditEntry, AuditHit, AuditLog
 from lore.safety.audit_writer import record_entry
 from lore.safety.secrets import redact_secrets
+from lore.safety.verdicts import VerdictStore
 
 # Re-exported: where adapters, tests and benches have always found them.
 from lore.tool.arguments import INPUT_SCHEMA as INPUT_SCHEMA
@@ -87,17 +88,20 @@ class KnowledgeSearch:
         audit: AuditLog,
         events: EventRecorder,
         reranker: Reranker | None = None,
+        verdicts: VerdictStore | None = None,
     ) -> None:
         """Every part is built already (``lore.resolve.knowledge_search`` builds them from
         the settings): ``policy``, what the configuration decides; ``audit``, where calls
         are recorded; ``events``, the retrieval events' recorder; ``reranker``, None for
-        none. An answer below ``policy.min_confidence`` shows no passage."""
+        none; ``verdicts``, where the safety chain's results are kept across processes
+        (``lore.safety.verdicts``), None for this process's cache alone. An answer below
+        ``policy.min_confidence`` shows no passage."""
         self._retriever = retriever
         self._policy = policy
         self._min_confidence = policy.min_confidence
         self._reranker = reranker
         self._audit = audit
-        self._cleaner = PassageCleaner(policy)
+        self._cleaner = PassageCleaner(policy, verdicts)
         # The sources' priorities (``lore.priority``): the pack yields to the team's pages.
         self._weights = policy.source_weights
         # A copy, so an adapter that decorates its schema cannot change everyone's.

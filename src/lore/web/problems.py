@@ -18,11 +18,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from lore.errors import BackendUnavailableError, ConfigError, LoreError
+from lore.errors import BackendUnavailableError, ConfigError, IndexLockedError, LoreError
 
 logger = logging.getLogger(__name__)
 
 PROBLEM_JSON = "application/problem+json"
+#: ``Retry-After`` (seconds) of a write refused because another writer holds the index.
+LOCKED_RETRY_AFTER_S = 10
 
 
 class Problem(Exception):
@@ -111,7 +113,12 @@ def install(app: FastAPI) -> None:
         return problem_response(422, _validation_detail(exc))
 
     async def on_lore(request: Request, exc: Exception) -> JSONResponse:
-        # An unreachable index is the server's temporary trouble, not a bug: 503.
+        # An unreachable index is the server's temporary trouble, not a bug: 503. So is an
+        # index another writer holds (a sync, another replica's upload, `lore sync`): 503
+        # with when to try again, in one line.
+        if isinstance(exc, IndexLockedError):
+            detail = " ".join(str(exc).split())
+            return problem_response(503, detail, headers={"Retry-After": str(LOCKED_RETRY_AFTER_S)})
         status = 500
         if isinstance(exc, ConfigError):
             status = 400

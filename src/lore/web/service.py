@@ -11,7 +11,12 @@ meanwhile on the server's loop (the SQLite backend reads on its own connection).
 Over an index whose database replicas share (``Service.replicas``, pgvector), "never two
 at once" holds across every ``lore serve`` process over it: each write also takes the
 replicas' write turn (``lore.protocols.Replicas.write_turn``), an advisory lock in that
-database, so an upload on one replica waits for a sync run by another.
+database, so an upload on one replica waits for a sync run by another. The process that
+writes takes the turn: this one for an upload or an edit, the sync's child process for a
+sync (``lore.web.sync_process``), so the turn lasts exactly as long as the writing, even
+when this process dies first. A write that does not get its turn (or this process's lock)
+within ``WRITE_WAIT_SECONDS`` raises ``IndexLockedError``, which every HTTP route answers
+with 503 and ``Retry-After`` (``lore.web.problems``).
 """
 
 from __future__ import annotations
@@ -51,7 +56,7 @@ from lore.tool.core import KnowledgeSearch, ToolResult
 from lore.web.limits import Limits
 from lore.web.managed import DEFAULT_NOTES_SOURCE, DEFAULT_UPLOAD_SOURCE
 from lore.web.primary import PrimaryIndex
-from lore.web.problems import Problem
+from lore.web.problems import LOCKED_RETRY_AFTER_S, Problem
 from lore.web.sync_process import SyncProcess
 from lore.web.tokens import TokenStore
 from lore.web.writer import IndexWriter
@@ -281,13 +286,21 @@ class Service:
 
     async def index_stored(self, source: StoredSource, slug: str) -> SyncReport:
         """Bring the index in line with one stored document (written or removed) before
-        returning; a failure to index is a 503 saying the file is kept for the next sync."""
+        returning; a failure to index is a 503 saying the file is kept for the next sync
+        (with ``Retry-After`` when another writer held the index past the wait)."""
         one = _OneDocument(source, slug)
         scope = self._scope(source)
         # The configured access and tenant go with the one document, as a full sync
         # stamps them (lore.sources.scope.scoped).
         view: KnowledgeSource = ScopedSource(one, scope) if scope != SourceScope() else one
-        report = await self.write(lambda: self._sync([view]))
+        try:
+            report = await self.write(lambda: self._sync([view]))
+        except IndexLockedError as err:  # another writer held on past the wait: kept, not lost
+            raise Problem(
+                503,
+                f"{source.uri_for(slug)} is stored but not indexed yet: {' '.join(str(err).split())}",
+                headers={"Retry-After": str(LOCKED_RETRY_AFTER_S)},
+            ) from err
         if report.failures:
             reason = report.failures[0].reason
             raise Problem(503, f"{source.uri_for(slug)} is stored but not indexed yet: {reason}")
@@ -299,7 +312,9 @@ class Service:
         (``lore.web.sync_process``), else on the calling thread."""
         runner = self.sync_process
         if runner is not None:
-            return self.locked(lambda: runner.run(self.settings, only))
+            # The child writes, so the child takes the replicas' write turn (if any).
+            turn_s = WRITE_WAIT_SECONDS if self.replicas is not None else None
+            return self.locked(lambda: runner.run(self.settings, only, write_turn_s=turn_s), turn=False)
         return self.locked(lambda: self._sync(self.writer.sources_to_sync(only)))
 
     def _chunking_current(self) -> bool:
@@ -313,20 +328,20 @@ class Service:
             sources = self.built_sources()
         return self.writer.sync(sources)
 
-    def locked(self, job: Callable[[], T]) -> T:
+    def locked(self, job: Callable[[], T], *, turn: bool = True) -> T:
         """``job`` under the write lock: never two writes at once, in this process nor,
-        with ``replicas``, on any replica over the same index."""
+        with ``replicas``, on any replica over the same index (``turn``: this process
+        takes the replicas' write turn for ``job``; False when ``job`` hands the writing
+        to a process that takes it itself). ``IndexLockedError`` after
+        ``WRITE_WAIT_SECONDS`` of waiting for either."""
         if not self.write_lock.acquire(timeout=WRITE_WAIT_SECONDS):
-            raise Problem(
-                503, "a sync is writing the index; try again shortly", headers={"Retry-After": "10"}
+            raise IndexLockedError(
+                f"a sync is writing the index; it did not finish within {WRITE_WAIT_SECONDS:.0f} s"
             )
         try:
-            with contextlib.ExitStack() as turn:
-                if self.replicas is not None:
-                    try:
-                        turn.enter_context(self.replicas.write_turn(WRITE_WAIT_SECONDS))
-                    except IndexLockedError as err:
-                        raise Problem(503, str(err), headers={"Retry-After": "10"}) from err
+            with contextlib.ExitStack() as held:
+                if turn and self.replicas is not None:
+                    held.enter_context(self.replicas.write_turn(WRITE_WAIT_SECONDS))
                 return job()
         finally:
             self.write_lock.release()

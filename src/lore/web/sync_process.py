@@ -14,6 +14,16 @@ sources (``lore.toml``'s, the built-in pack, ``<data dir>/sources.json``) and ru
 same pipeline (``lore.web.writer``) under the index's own write lock, while the service
 holds its ``write_lock`` for it, so a sync still never overlaps another or an upload.
 
+Replicas (``SyncJob.write_turn_s``): the child, not the service, takes the replicas'
+write turn (``lore.protocols.Replicas.write_turn``) on a database session of its own,
+before the index's write lock, and holds it for as long as it writes. The turn is held
+by the process that writes, by construction: a service killed while its child still
+writes (``kill -9``, an OOM kill) leaves an orphan that holds the turn until its last
+document is written, so another replica's upload waits for its turn (then 503 with
+``Retry-After`` past ``lore.web.service.WRITE_WAIT_SECONDS``) instead of finding the
+index's try-lock taken. Held by the service instead, the turn died with it while its
+orphan went on writing, and the next replica's write failed on the try-lock.
+
 Protocol: the parent writes one pickled ``SyncJob`` to the child's stdin and keeps stdin
 open; the child answers with one pickled ``SyncOutcome`` on its stdout (anything else it
 prints goes to stderr, the service's). Closing stdin asks the child to stop at the next
@@ -21,7 +31,9 @@ document boundary, as ``lore sync --watch`` stops on SIGTERM (the run is recorde
 stopped, every document written is whole); the parent closes it when the service stops,
 and the kernel closes it when the parent dies, so no sync outlives its service for more
 than a document. The child runs in a session of its own, so a Ctrl-C at the terminal
-reaches the service, which then stops the child this way.
+reaches the service, which then stops the child this way. An orphan (its service died)
+finds nobody to answer: it says so in one log line and exits, the run recorded in the
+index's history as it ended.
 """
 
 from __future__ import annotations
@@ -63,6 +75,9 @@ class SyncJob:
     source: str | None
     #: The id the run is recorded under (``lore.schedule_history.RUN_ID``); None: a new one.
     run_id: str | None = None
+    #: Replicas: seconds the child waits for the replicas' write turn, which it takes and
+    #: holds itself while it writes; None: no replicas (the turn is this process's lock).
+    write_turn_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -90,9 +105,12 @@ class SyncProcess:
         with self._lock:
             return self._child.pid if self._child is not None else None
 
-    def run(self, settings: LoreSettings, source: str | None) -> SyncReport:
+    def run(
+        self, settings: LoreSettings, source: str | None, *, write_turn_s: float | None = None
+    ) -> SyncReport:
         """The sync of ``source`` (None: every source), in a child; its report, or
-        ``LoreError`` with the child's reason."""
+        ``LoreError`` with the child's reason. With ``write_turn_s`` the child takes the
+        replicas' write turn itself, waiting up to that many seconds (``SyncJob``)."""
         with self._lock:
             if self._stopping:
                 raise LoreError("the service is stopping; the sync did not start")
@@ -107,7 +125,8 @@ class SyncProcess:
         # starts later (the model's among them) inherits its niceness.
         _lower_priority(child.pid, self.niceness)
         try:
-            return self._answer(child, pickle.dumps(SyncJob(settings, source, RUN_ID.get())))
+            job = SyncJob(settings, source, RUN_ID.get(), write_turn_s)
+            return self._answer(child, pickle.dumps(job))
         finally:
             with self._lock:
                 self._child = None
@@ -183,8 +202,9 @@ def _lower_priority(pid: int, niceness: int) -> None:
 
 def child_main() -> None:
     """The child's entry point: one job from stdin, one outcome to stdout."""
-    answer = os.fdopen(os.dup(1), "wb")
+    answer = os.dup(1)
     os.dup2(2, 1)  # a stray print must not corrupt the answer
+    service = os.getppid()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # its service decides when it stops
     try:
         job = pickle.load(sys.stdin.buffer)
@@ -194,19 +214,42 @@ def child_main() -> None:
     signal.signal(signal.SIGTERM, lambda signum, frame: stopping.set())
     threading.Thread(target=_await_stop, args=(sys.stdin.fileno(), stopping), daemon=True).start()
     runs: list[IndexWriter] = []
+    ended = "finished"
     try:
         outcome = SyncOutcome(report=run_job(job, stopping, runs))
     except LoreError as err:
         outcome = SyncOutcome(error=str(err))
+        ended = f"failed ({err})"
     except Exception as err:  # a bug must still answer, and say what it was
         logging.getLogger(__name__).exception("sync failed")
         outcome = SyncOutcome(error=f"sync failed unexpectedly ({type(err).__name__})")
+        ended = f"failed ({type(err).__name__})"
     except BaseException as err:  # stopped at a document boundary (lore.schedule.SyncStopped)
         outcome = SyncOutcome(error=f"stopped: the service is shutting down ({err})")
+        ended = "stopped at a document boundary"
     if runs and runs[0].last_run is not None:
         outcome = replace(outcome, record=runs[0].last_run)
-    pickle.dump(outcome, answer)
-    answer.flush()
+    try:
+        _write_all(answer, pickle.dumps(outcome))
+    except OSError:  # EPIPE: the service is gone (killed), and nobody reads the answer
+        logger.warning(
+            "sync process %d: its service (pid %d) is gone; the sync %s, as the index's run"
+            " history records; exiting",
+            os.getpid(),
+            service,
+            " ".join(ended.split()),
+        )
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(answer)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """``data`` to ``fd`` unbuffered, so a reader that is gone fails here and nowhere later
+    (a buffered file would try again, and print a traceback, as the interpreter exits)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def _await_stop(stdin: int, stopping: threading.Event) -> None:
@@ -222,7 +265,7 @@ def run_job(job: SyncJob, stopping: threading.Event, writers: list[IndexWriter])
     """The service's sync as its own process runs it: same index, embedder, sources and
     pipeline; ``stopping`` stops it at the next document. The writer is appended to
     ``writers``, whose ``last_run`` then holds the run's record however it ended."""
-    from lore.resolve import open_backend, open_fallback_index, resolve_embedder
+    from lore.resolve import open_backend, open_fallback_index, open_replicas, resolve_embedder
     from lore.schedule import StopAware  # the stop check `lore sync --watch` uses too
     from lore.web.writer import IndexWriter
 
@@ -233,11 +276,19 @@ def run_job(job: SyncJob, stopping: threading.Event, writers: list[IndexWriter])
     if backend is None:
         raise LoreError('backend is "none": there is no index to sync')
     fallback = open_fallback_index(settings, embedder)
+    replicas = open_replicas(settings) if job.write_turn_s is not None else None
     try:
         writer = IndexWriter(settings, embedder, lambda: backend, fallback)
         writers.append(writer)
-        return writer.sync(writer.sources_to_sync(job.source), progress=StopAware(stopping, None))
+        with contextlib.ExitStack() as turn:
+            if replicas is not None and job.write_turn_s is not None:
+                # Held by this process for as long as it writes (the module's note), and
+                # ended with its database session however this process ends.
+                turn.enter_context(replicas.write_turn(job.write_turn_s))
+            return writer.sync(writer.sources_to_sync(job.source), progress=StopAware(stopping, None))
     finally:
+        if replicas is not None:
+            replicas.close()
         backend.close()
         if fallback is not None:
             fallback.close()

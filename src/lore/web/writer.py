@@ -16,7 +16,7 @@ from lore.config import LoreSettings
 from lore.errors import ConfigError
 from lore.models import CHUNKING_STATE_KEY, RunRecord, RunTrigger, SyncReport
 from lore.protocols import Embedder, KnowledgeSource, StoringBackend
-from lore.resolve import mirrored_index, settings_chunker
+from lore.resolve import mirrored_index, settings_chunker, verdict_keeper
 from lore.schedule_history import RunRecorder
 from lore.sources import build_source
 from lore.sync import check_sources, ingest_signature, sync_sources
@@ -42,6 +42,8 @@ class IndexWriter:
         self.fallback = fallback
         self.sources = ManagedSources(settings)
         self.chunker = settings_chunker(settings, embedder)
+        #: The safety chain over what is written, its results kept for searches.
+        self.keeper = verdict_keeper(settings)
         #: The record of the last run ``sync`` finished, however it ended.
         self.last_run: RunRecord | None = None
 
@@ -80,6 +82,7 @@ class IndexWriter:
         # /metrics (the last successful sync per source) see the service's runs too.
         recorder = RunRecorder(RunTrigger.SERVICE)
         try:
+            self.keeper.prune()
             asyncio.run(
                 sync_sources(
                     sources,  # sync itself skips what may not be indexed (lore.sources.scope)
@@ -90,8 +93,10 @@ class IndexWriter:
                     batch_size=self.settings.embedding_batch_size,
                     max_prune_fraction=self.settings.max_prune_fraction,
                     report=recorder.report,
+                    keep=self.keeper,
                 )
             )
+            self.keeper.complete(backend)
         except BaseException as err:
             self.last_run = recorder.finish(backend, err)
             raise

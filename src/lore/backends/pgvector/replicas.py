@@ -7,11 +7,17 @@ Every replica is interchangeable because nothing a request needs lives in one pr
   signed in and the CSRF token. The principal is never stored: each request reads role,
   groups and tenant from the token store again, so revoking a token ends its sessions on
   every replica at their next request.
-- **One writer at a time**: a session-level advisory lock, waited for (``lock_timeout``)
-  on a connection of its own for the length of one write (an upload, an edit, a whole
-  sync). It is not the backend's write lock (``PgVectorBackend.write_lock``, a try-lock
-  the sync pipeline takes and a concurrent ``lore sync`` is refused by): a sync runs in a
-  child process that takes that one itself.
+- **One writer at a time**: a session-level advisory lock, the write turn, waited for
+  (``lock_timeout``) on a connection of its own for the length of one write (an upload,
+  an edit, a whole sync), and taken by the process that writes: the replica for an
+  upload or an edit, the sync's child process for a sync (``lore.web.sync_process``),
+  ``lore sync`` for a sync from the command line. So it lasts exactly as long as the
+  writing: a replica killed mid-sync does not free it while its orphaned child still
+  writes. It is taken before, and is not, the backend's write lock
+  (``PgVectorBackend.write_lock``, a try-lock the sync pipeline takes inside the turn):
+  a writer that holds the turn finds that one free unless something outside the
+  replicas (``lore reembed``, ``lore migrate``) writes, which is an ``IndexLockedError``
+  and a 503 with ``Retry-After`` on the HTTP routes.
 - **The scheduler's lease**: another session-level advisory lock, held for as long as
   the replica leads, on a connection kept open for it. PostgreSQL releases it when that
   session ends: at once when the holder's process dies (its socket closes), and within
