@@ -24,7 +24,6 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Mapping, Sequence
-from pathlib import PurePosixPath
 
 from lore.backends.lexical import NAME_WORDS, identifiers
 from lore.confidence import Confidence, passage_confidence, raised
@@ -55,9 +54,15 @@ def names_of(passage: Passage) -> list[str]:
     """What names a passage's document and section: its title, file name, front-matter
     ``alerts:`` and the headings of its section path."""
     listed = passage.labels.get("alerts", "").split(LABEL_VALUE_SEPARATOR)
-    stem = PurePosixPath(passage.uri.split("#", 1)[0]).name
+    stem = _last_part(passage.uri.split("#", 1)[0])
     stem = stem.rsplit(".", 1)[0] if "." in stem else stem
     return [passage.title, stem, *listed, *headings(passage)]
+
+
+def _last_part(path: str) -> str:
+    """``PurePosixPath(path).name`` without building the path: the last part that is
+    neither empty nor ``.`` (read for every passage of every answer)."""
+    return next((part for part in reversed(path.split("/")) if part and part != "."), "")
 
 
 def query_names(query: str) -> list[str]:
