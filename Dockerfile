@@ -54,8 +54,7 @@ ENV PATH=/opt/lore/bin:$PATH \
     LORE_CACHE_DIR=/opt/lore/cache \
     HOME=/data \
     PYTHONDONTWRITEBYTECODE=1 \
-    PYTHONUNBUFFERED=1 \
-    GODEBUG=asyncpreemptoff=1
+    PYTHONUNBUFFERED=1
 USER 10001:10001
 WORKDIR /data
 VOLUME ["/data"]

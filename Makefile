@@ -5,10 +5,6 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.lore-installed
 RUN_STAMP := $(VENV)/.lore-run
 PORT   ?= 8080
-# The secret detector (betterleaks) is a Go library inside lore's process; beside the local
-# model's native threads, Go's asynchronous preemption crashed the process in Go's garbage
-# collector (tests/test_secret_detector_runtime.py). Go reads GODEBUG once, at process start.
-export GODEBUG := asyncpreemptoff=1
 
 .PHONY: install run test lint typecheck check-install bench clean
 

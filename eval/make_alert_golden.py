@@ -32,7 +32,17 @@ as Alertmanager renders them (``{{ $labels.namespace }}`` becomes a namespace, `
 - ``#fix``: ``<AlertName> is firing, how do I fix it?``; gold: the Mitigation section;
 - ``#why``: ``why is <AlertName> firing?``; gold: the Diagnosis section.
 
-A shape is left out for an alert whose runbook lacks its section. Index the corpora with
+A shape is left out for an alert whose runbook lacks its section.
+
+**Two halves by document** (``--half design`` / ``--half held-out``): levers for section
+ranking are designed and tuned on the design half and judged on the held-out half, never
+on the whole. The split is by runbook, not by question, so no runbook's text, headings or
+siblings-by-name seen while tuning appear in the held-out half: an alert's runbooks (its
+twins in both corpora) go to one half by the SHA-256 of the alert's name in lower case
+(even first byte: design), fixed before any figure was looked at, stable across runs and
+machines, and independent of the order of the files.
+
+Index the corpora with
 eval/shared-alert-runbooks.toml or eval/shared-alerts.toml, whose source names give the
 uris used here (``file://<source>/<path>``).
 """
@@ -40,6 +50,7 @@ uris used here (``file://<source>/<path>``).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import re
 import sys
@@ -204,6 +215,21 @@ def section_set(books: list[Runbook], alert_sets: tuple[Path, ...] = ALERT_SETS)
     return entries
 
 
+#: The two halves of the section set (module docstring, "Two halves by document").
+HALVES = ("design", "held-out")
+
+
+def half_of(alert: str) -> str:
+    """The half an alert's runbooks belong to: the SHA-256 of its name in lower case,
+    even first byte design, odd held-out."""
+    return HALVES[hashlib.sha256(alert.lower().encode("utf-8")).digest()[0] % 2]
+
+
+def in_half(entries: list[dict[str, object]], half: str) -> list[dict[str, object]]:
+    """The entries of ``section_set`` whose alert (the id before ``#``) lies in ``half``."""
+    return [entry for entry in entries if half_of(str(entry["id"]).split("#", 1)[0]) == half]
+
+
 def _twins(books: list[Runbook]) -> dict[str, list[Runbook]]:
     """Runbooks by alert name (lower case): a name may have one in each corpus."""
     by_name: dict[str, list[Runbook]] = defaultdict(list)
@@ -217,9 +243,14 @@ def main() -> None:
     parser.add_argument("--shared", type=Path, default=DEFAULT_SHARED, help="the shared data folder")
     parser.add_argument("--out", type=Path, required=True, help="golden set to write (.jsonl)")
     parser.add_argument("--sections", action="store_true", help="the section-level set (see above)")
+    parser.add_argument("--half", choices=HALVES, help="with --sections: one half, split by document")
     args = parser.parse_args()
     books = list(runbooks(args.shared))
     entries = section_set(books) if args.sections else document_set(books)
+    if args.half:
+        if not args.sections:
+            parser.error("--half splits the section set: give --sections too")
+        entries = in_half(entries, args.half)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text("".join(json.dumps(entry) + "\n" for entry in entries), encoding="utf-8")
     print(f"{len(entries)} alert questions written to {args.out}", file=sys.stderr)

@@ -13,8 +13,8 @@ from datetime import UTC, datetime
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lore.arrange import arranged, candidates, diversified, merged, ordinal
-from lore.models import Passage, make_chunk_id, unique_uris
+from lore.arrange import arranged, candidates, diversified, merged, named_first, ordinal
+from lore.models import SOURCE_LABEL, Passage, make_chunk_id, unique_uris
 from lore.text_blocks import joined
 
 WHEN = datetime(2026, 1, 1, tzinfo=UTC)
@@ -114,3 +114,51 @@ def test_documents_keep_their_ranks_and_no_chunk_is_lost(items: list[tuple[str, 
     assert unique_uris(shown) == unique_uris(ranked)
     for kept in ranked:  # every chunk's text is in the answer
         assert any(kept.text in p.text for p in shown if p.uri == kept.uri)
+
+
+def named(uri: str, score: float, *, title: str = "", source: str = "runbooks", alerts: str = "") -> Passage:
+    labels = {SOURCE_LABEL: source, **({"alerts": alerts} if alerts else {})}
+    return replace(passage(uri, 0, score, section="Meaning"), title=title or uri, labels=labels)
+
+
+def test_a_document_the_query_names_is_not_overruled_by_near_ties() -> None:
+    """``[FIRING:1] PrometheusOperatorNotReady``: the page titled with the alert's name goes
+    before a sibling that only shares its wording; each place keeps its score."""
+    ranked = [
+        named("file://RejectedResources.md", 1.4, title="PrometheusOperatorRejectedResources"),
+        named("file://ReconcileErrors.md", 1.3, title="PrometheusOperatorReconcileErrors"),
+        named("file://NotReady.md", 1.2, title="PrometheusOperatorNotReady"),
+    ]
+    shown = named_first(ranked, "[FIRING:1] PrometheusOperatorNotReady operator not ready", {})
+    assert [p.uri for p in shown] == [
+        "file://NotReady.md",
+        "file://RejectedResources.md",
+        "file://ReconcileErrors.md",
+    ]
+    assert [p.score for p in shown] == [1.4, 1.3, 1.2]
+    # the look-alike: a page that only mentions the name in its text is not lifted
+    mentioned = [
+        ranked[0],
+        replace(ranked[2], title="Operator readiness", text="PrometheusOperatorNotReady fires"),
+    ]
+    assert named_first(mentioned, "PrometheusOperatorNotReady", {}) == mentioned
+
+
+def test_the_packs_named_page_does_not_overrule_a_team_page_above_it() -> None:
+    """The pack names every alert of its topic in ``alerts:``; the team's page that only
+    mentions the alert keeps its place before it, and the named pack page still goes before
+    the pack's other pages."""
+    weights = {"vault": 0.75}
+    ranked = [
+        named("file://runbooks/node-not-ready.md", 2.0, title="Node not ready"),
+        named("vault://lore/disk.md", 1.9, source="vault"),
+        named("vault://lore/node-not-ready.md", 1.8, source="vault", alerts="KubeNodeNotReady"),
+        named("file://runbooks/other.md", 1.0),
+    ]
+    shown = named_first(ranked, "[FIRING:1] KubeNodeNotReady node-3 unready", weights)
+    assert [p.uri for p in shown] == [
+        "file://runbooks/node-not-ready.md",
+        "vault://lore/node-not-ready.md",
+        "vault://lore/disk.md",
+        "file://runbooks/other.md",
+    ]

@@ -89,3 +89,36 @@ def test_section_set_asks_in_the_alert_rules_words_not_the_runbooks(
     out = tmp_path / "sections.jsonl"
     out.write_text("".join(json.dumps(entry) + "\n" for entry in entries))
     assert all(query.targets and query.targets[0].section for query in load_golden_set(out))
+
+
+def test_the_two_halves_split_by_alert_so_no_runbook_is_in_both(repo_root: Path) -> None:
+    """Section levers are tuned on the design half and judged on the held-out one: an
+    alert's four questions (and its runbooks in both corpora) fall in one half, by a hash
+    of its name fixed in the script, whatever the order of the entries."""
+    script = load_script(repo_root)
+    entries = [
+        {"id": f"{name}#{shape}", "question": "q", "expected": []}
+        for name in ("KubeNodeNotReady", "etcdNoLeader", "TargetDown", "CephClusterNearFull", "Watchdog")
+        for shape in script.SHAPES
+    ]
+    design, held_out = script.in_half(entries, "design"), script.in_half(entries, "held-out")
+    assert len(design) + len(held_out) == len(entries)
+    assert design
+    assert held_out
+    assert {e["id"].split("#")[0] for e in design}.isdisjoint(e["id"].split("#")[0] for e in held_out)
+    assert script.in_half(list(reversed(entries)), "design") == list(reversed(design))
+    assert script.half_of("KubeNodeNotReady") == script.half_of(
+        "kubenodenotready"
+    )  # names as the twins match
+
+
+def test_the_halves_of_the_section_set_share_no_runbook(shared_root: Path, repo_root: Path) -> None:
+    script = load_script(repo_root)
+    entries = script.section_set(list(script.runbooks(shared_root)))
+    uris = {
+        half: {gold["uri"] for entry in script.in_half(entries, half) for gold in entry["expected"]}
+        for half in script.HALVES
+    }
+    assert uris["design"]
+    assert uris["held-out"]
+    assert uris["design"].isdisjoint(uris["held-out"])

@@ -213,3 +213,78 @@ def test_lore_search_shows_a_sections_consecutive_chunks_as_one_passage(
     assert len({p["uri"] for p in passages}) > 1  # (diversity's rule itself: tests/test_arrange.py)
     scores = [p["score"] for p in passages]
     assert scores == sorted(scores, reverse=True)
+
+
+# -- point 3: the section the alert text asks for, first ------------------------------------------
+
+URP = "file://runbooks/data/kafka-under-replicated-partitions.md"
+KAFKA_ALERT = (
+    "[FIRING:1] KafkaConsumerLagHigh payments-consumer-group lag 61234 on payments.authorizations.v2"
+)
+URP_TEXT = "There are 4 under-replicated partition(s) on broker kafka-2 in cluster payments-prod."
+
+
+@pytest.mark.parametrize("mode", ["bm25", "hybrid"])
+@pytest.mark.parametrize(("query", "uri"), [(KAFKA_ALERT, KAFKA), (URP_TEXT, URP)])
+def test_lore_search_of_alert_text_shows_what_the_alert_means_first(
+    config: Path,
+    query: str,
+    uri: str,
+    mode: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A notification, or an alert's description with no name (a count and a component),
+    asks what is happening: the runbook's Meaning comes before its Impact, Diagnosis and
+    Mitigation, which repeat the alert's words."""
+    result = cli_json(config, ["search", query, "--mode", mode], monkeypatch, capsys)
+    first = result["passages"][0]
+    assert (first["uri"], first["section"].rsplit(" › ", 1)[-1]) == (uri, "Meaning")
+    scores = [p["score"] for p in result["passages"]]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_lore_search_of_a_fix_question_still_shows_mitigation_first(
+    config: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The look-alike: the alert's name in a question that asks for the fix."""
+    result = cli_json(
+        config,
+        ["search", "KafkaConsumerLagHigh is firing, how do I bring the consumer lag down?", "--mode", "bm25"],
+        monkeypatch,
+        capsys,
+    )
+    first = result["passages"][0]
+    assert (first["uri"], first["section"].rsplit(" › ", 1)[-1]) == (KAFKA, "Mitigation")
+
+
+def test_a_page_named_by_the_alert_leads_but_the_packs_name_does_not_overrule_the_team(
+    config: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``KubeNodeNotReady`` is an ``alerts:`` entry of the pack's playbook and only a mention
+    in the team's node-not-ready.md: the team's page stays first; the pack's named page
+    comes before the pack's other pages."""
+    result = cli_json(
+        config,
+        ["search", "[FIRING:1] KubeNodeNotReady node ip-10-2-3-4 has been unready for more than 15 minutes"],
+        monkeypatch,
+        capsys,
+    )
+    uris = list(dict.fromkeys(p["uri"] for p in result["passages"]))
+    assert uris[0] == TEAM_NODE
+    pack = [uri for uri in uris if uri.startswith("vault://")]
+    assert pack
+    assert pack[0] == "vault://lore/kubernetes/node-not-ready.md"
+
+
+async def test_mcp_knowledge_search_of_a_notification_gives_the_meaning_first(config: Path) -> None:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("LORE_")}
+    params = StdioServerParameters(
+        command=str(LORE), args=["--config", str(config), "mcp"], cwd=str(config.parent), env=env
+    )
+    async with Client(params) as client:
+        result = await client.call_tool("knowledge_search", {"query": KAFKA_ALERT})
+        data = result.structured_content
+        assert data is not None
+        first = data["passages"][0]
+        assert (first["uri"], first["section"].rsplit(" › ", 1)[-1]) == (KAFKA, "Meaning")

@@ -12,6 +12,7 @@ import json
 import logging
 import sqlite3
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -36,9 +37,9 @@ class Counting(PassageCleaner):
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.computed: list[str] = []
 
-    def clean_uncached(self, text: str) -> tuple[str, tuple[tuple[str, int], ...]]:
-        self.computed.append(text)
-        return super().clean_uncached(text)
+    def clean_uncached_many(self, texts: Sequence[str]) -> list[tuple[str, tuple[tuple[str, int], ...]]]:
+        self.computed.extend(texts)
+        return super().clean_uncached_many(texts)
 
 
 def cleaner(store: VerdictStore | None, **safety: object) -> Counting:
@@ -222,14 +223,14 @@ def _screened_by_a_fresh_search(
 ) -> list[str]:
     """The texts a new process's tool screens itself over ``queries`` (top 8 each)."""
     computed: list[str] = []
-    uncached = PassageCleaner.clean_uncached
+    uncached = PassageCleaner.clean_uncached_many
 
-    def counting(self: PassageCleaner, text: str) -> tuple[str, tuple[tuple[str, int], ...]]:
-        computed.append(text)
-        return uncached(self, text)
+    def counting(self: PassageCleaner, texts: Sequence[str]) -> list[tuple[str, tuple[tuple[str, int], ...]]]:
+        computed.extend(texts)
+        return uncached(self, texts)
 
     with monkeypatch.context() as patched:
-        patched.setattr(PassageCleaner, "clean_uncached", counting)
+        patched.setattr(PassageCleaner, "clean_uncached_many", counting)
         tool = build_knowledge_search(settings)
         assert tool is not None
         for query in queries:

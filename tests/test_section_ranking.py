@@ -34,12 +34,44 @@ def passage(uri: str, section: str, score: float, source: str = "runbooks") -> P
         ("why did the node go NotReady?", Role.DIAGNOSIS),
         ("how do I see why a pod is in CrashLoopBackOff?", Role.DIAGNOSIS),
         ("who is affected when the gateway returns 5xx", Role.IMPACT),
-        ("[FIRING:1] KubeNodeNotReady node-3 unready for 15 minutes", None),
-        ("consumer lag keeps growing", None),
+        # an alert notification or a statement of a condition asks what it means
+        ("[FIRING:1] KubeNodeNotReady node-3 unready for 15 minutes", Role.MEANING),
+        ("[FIRING:1] DNSResolutionFailing resolver errors, investigate upstream", Role.MEANING),
+        ("alertname=KubeNodeNotReady severity=warning", Role.MEANING),
+        ("There are 3 unhealthy distributor(s) in cluster prod-eu-1.", Role.MEANING),
+        ("nf_conntrack: table full, dropping packet", Role.MEANING),
+        ("what does KafkaConsumerLagHigh mean", Role.MEANING),
+        # ... but a question, or a topic of a few words, keeps the retriever's order
+        ("what is the consumer lag threshold for payments?", None),
+        ("is the node unready for more than 15 minutes", None),
+        ("consumer lag high", None),
+        ("kafka lag", None),
     ],
 )
 def test_intent_reads_only_unambiguous_phrasings(question: str, role: Role | None) -> None:
     assert intent(question) is role
+
+
+def test_an_alert_text_puts_the_section_that_says_what_it_means_first() -> None:
+    """The sections of one runbook share the alert's words; a notification's Meaning (or a
+    playbook's Symptoms) goes first inside each document, documents keeping their ranks."""
+    ranked = [
+        passage("a.md", "A › Impact", 2.0),
+        passage("a.md", "A › Diagnosis", 1.9),
+        passage("b.md", "Symptoms", 1.8),
+        passage("a.md", "A › Meaning", 1.5),
+        passage("b.md", "Fixes", 1.4),
+    ]
+    ordered = by_intent(ranked, "There are 3 unhealthy ingester(s) in cluster prod-eu-1.")
+    assert [(p.uri, p.section) for p in ordered] == [
+        ("a.md", "A › Meaning"),
+        ("a.md", "A › Impact"),
+        ("b.md", "Symptoms"),
+        ("a.md", "A › Diagnosis"),
+        ("b.md", "Fixes"),
+    ]
+    assert [p.score for p in ordered] == [p.score for p in ranked]
+    assert by_intent(ranked, "which ingester is unhealthy?") == ranked
 
 
 def test_by_intent_moves_the_asked_section_first_inside_its_document_only() -> None:

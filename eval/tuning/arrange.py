@@ -11,7 +11,11 @@ passages, so the rows differ by the arrangement alone:
 - ``before``: the sources' priorities and the question's intent only (lore before
   ``lore.arrange``: no merging, no diversity);
 - ``merge``: plus consecutive chunks of one section as one passage;
-- ``after``: plus diversity by document (``PER_DOCUMENT``, ``ANSWERS_TOO``), lore's default;
+- ``after``: plus diversity by document (``PER_DOCUMENT``, ``ANSWERS_TOO``), lore's default
+  (with the page the query names first and the section the question asks for: ``lore.arrange``);
+- ``after, phrasing only``: ``after`` without the two rules for alert text: a section is
+  put first by a question's phrasing alone (no Meaning for a notification or an alert's
+  description) and no page is lifted because the query names it (``--ablate``);
 - ``per=N floor=F``: diversity with other parameters (``--grid``);
 - ``after, vault weight W``: lore's default with the pack at another ``[vault] weight``
   (``--vault-weights 1,0.5``; the pack must be in the index).
@@ -32,7 +36,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from lore.arrange import ANSWERS_TOO, PER_DOCUMENT, candidates, diversified, merged
+from lore.arrange import ANSWERS_TOO, PER_DOCUMENT, arranged, candidates, diversified, merged, named_first
 from lore.confidence import Confidence, best, clears
 from lore.config import load_settings
 from lore.eval.datasets import EvalQuery, load_golden_set
@@ -46,12 +50,12 @@ from lore.eval.metrics import (
     section_targets,
 )
 from lore.eval.runner import QueryVectorCache
-from lore.intent import by_intent
+from lore.intent import Role, by_intent, phrasing
 from lore.models import Passage, SearchMode
 from lore.named import QueryJudge
-from lore.priority import Weights, prioritised, source_weights
+from lore.priority import Weights, prioritised
 from lore.protocols import KnowledgeRetriever, retrieve_passages
-from lore.resolve import open_backend, resolve_embedder
+from lore.resolve import open_backend, resolve_embedder, source_weights
 from lore.sources import VAULT_NAME
 
 TOP_K = 8
@@ -64,7 +68,7 @@ def before(found: Sequence[Passage], query: str, weights: Weights) -> list[Passa
 
 
 def merge_only(found: Sequence[Passage], query: str, weights: Weights) -> list[Passage]:
-    return by_intent(merged(prioritised(found, weights)), query)
+    return by_intent(named_first(merged(prioritised(found, weights)), query, weights), query)
 
 
 def diverse(per: int, floor: float) -> Arrangement:
@@ -72,6 +76,19 @@ def diverse(per: int, floor: float) -> Arrangement:
         return diversified(merge_only(found, query, weights), per_document=per, answers_too=floor)
 
     return arrange
+
+
+def lore_default(found: Sequence[Passage], query: str, weights: Weights) -> list[Passage]:
+    return arranged(found, query, weights)
+
+
+def phrasing_only(found: Sequence[Passage], query: str, weights: Weights) -> list[Passage]:
+    """lore's arrangement without the rules for alert text (module docstring)."""
+    role = phrasing(query)
+    ranked = merged(prioritised(found, weights))
+    if role is not None and role is not Role.MEANING:
+        ranked = by_intent(ranked, query, role)
+    return diversified(ranked)
 
 
 def with_vault(weight: float) -> Arrangement:
@@ -83,11 +100,15 @@ def with_vault(weight: float) -> Arrangement:
     return arrange
 
 
-def arrangements(grid: bool, vault_weights: Sequence[float] = ()) -> dict[str, Arrangement]:
+def arrangements(
+    grid: bool, vault_weights: Sequence[float] = (), ablate: bool = False
+) -> dict[str, Arrangement]:
+    if ablate:
+        return {"after, phrasing only": phrasing_only, "after": lore_default}
     chosen: dict[str, Arrangement] = {
         "before": before,
         "merge": merge_only,
-        "after": diverse(PER_DOCUMENT, ANSWERS_TOO),
+        "after": lore_default,
     }
     for weight in vault_weights:
         chosen[f"after, vault weight {weight:g}"] = with_vault(weight)
@@ -128,7 +149,7 @@ async def run(args: argparse.Namespace) -> None:
     sets = {path.name: [q for q in load_golden_set(path) if q.answerable] for path in args.golden}
     refusals = [q for path in args.no_answer for q in load_golden_set(path) if not q.answerable]
     cache.prime([q.text for qs in sets.values() for q in qs] + [q.text for q in refusals])
-    chosen = arrangements(args.grid, [float(w) for w in args.vault_weights.split(",") if w])
+    chosen = arrangements(args.grid, [float(w) for w in args.vault_weights.split(",") if w], args.ablate)
     modes = [SearchMode(mode) for mode in args.modes.split(",")]
     print(f"index {settings.db_path}; weights {dict(weights)}")
     for name, questions in sets.items():
@@ -201,6 +222,9 @@ def main() -> None:
     parser.add_argument("--no-answer", type=Path, action="append", default=[], help="no-answer sets")
     parser.add_argument("--grid", action="store_true", help="diversity parameters beside the default")
     parser.add_argument("--vault-weights", default="", help="pack priorities to try, e.g. 1,0.5")
+    parser.add_argument(
+        "--ablate", action="store_true", help="only lore's default and its phrasing-only variant (see above)"
+    )
     asyncio.run(run(parser.parse_args()))
 
 

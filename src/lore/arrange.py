@@ -1,6 +1,6 @@
 """From a retriever's ranking of chunks to the passages an answer shows, on every backend.
 
-A retriever ranks chunks; a person or an agent reads sections. Four rules turn the one
+A retriever ranks chunks; a person or an agent reads sections. Five rules turn the one
 into the other, in this order, applied by every consumer of a ranking (``knowledge_search``,
 ``lore eval``, the verdict's figures) so each backend and search mode answers alike:
 
@@ -12,14 +12,24 @@ into the other, in this order, applied by every consumer of a ranking (``knowled
    cut mid-section ("its Mitigation split in two cards ranked 4 and 7"). The merged text
    drops the repeated overlap and stays within ``max_chars`` (the output cap per passage),
    beyond which the run is left in pieces.
-3. **The section the question asks for** (``lore.intent``): inside each document, a
-   "how do I fix" question's Mitigation before the document's other sections.
-4. **Diversity by document**: one document takes at most ``PER_DOCUMENT`` passages ahead of
+3. **The page the query names** (``named_first``): a document whose title, file name,
+   ``alerts:`` entry or heading equals one of the query's identifiers (``lore.named``)
+   goes before the documents it does not name, from sources of no higher priority. An
+   exact name is evidence of another kind than shared wording: a notification for
+   ``PrometheusOperatorNotReady`` is answered by that alert's page, which the lexical
+   channel finds by its name, not by a sibling page (PrometheusOperatorRejectedResources)
+   that the vector channel ranks first because the two describe the same operator. The
+   pack's playbooks name every alert of their topic, so a pack page lifts only over other
+   pack pages, never over a team page the retriever put above it.
+4. **The section the question asks for** (``lore.intent``): inside each document, a
+   "how do I fix" question's Mitigation, a notification's or an alert description's
+   Meaning, before the document's other sections.
+5. **Diversity by document**: one document takes at most ``PER_DOCUMENT`` passages ahead of
    another document's passage that answers too (scores at least ``ANSWERS_TOO`` of the best
    passage's); its further passages follow those. A long playbook then cannot take every
    slot of an answer when another page answers the question; when nothing else comes
-   close, its sections keep their places. A document's first passage never moves, so the
-   ranking of documents (and every document-level metric) is what retrieval gave.
+   close, its sections keep their places. A document's first passage never moves here;
+   only a name the query gives (rule 3) changes the ranking of documents retrieval gave.
 
 A rule over the ranking rather than inside each backend's fusion: the same code for
 SQLite, PostgreSQL, Qdrant, Elasticsearch and the managed engines, measured once
@@ -34,7 +44,8 @@ from dataclasses import replace
 
 from lore.intent import by_intent
 from lore.models import Passage
-from lore.priority import MIN_EXTRA_CANDIDATES, Weights, prioritised
+from lore.named import Named, QueryJudge
+from lore.priority import MIN_EXTRA_CANDIDATES, Weights, prioritised, weight_of
 from lore.text_blocks import joined, joined_to
 
 #: Passages of one document ahead of another document's passage that answers too.
@@ -155,9 +166,40 @@ def diversified(
     ] + list(passages[close:])
 
 
+def named_first(passages: Sequence[Passage], query: str, weights: Weights | None = None) -> list[Passage]:
+    """``passages`` (best first) with every passage of a document the query names
+    (``lore.named``: an identifier of the query is the document's title, file name or an
+    ``alerts:`` entry, or a heading of the passage's section) moved ahead of the passages of
+    documents it does not name, from sources of no higher priority; each place keeps its
+    score. A named page of the pack (``[vault] weight`` below 1) therefore goes first among
+    the pack's pages but not ahead of a team page the retriever put above it."""
+    judge = QueryJudge(query)
+    named_uris = {passage.uri for passage in passages if judge.strength(passage) is Named.NAME}
+    if not named_uris:
+        return list(passages)
+    order: list[Passage] = []
+    for passage in passages:
+        if passage.uri not in named_uris:
+            order.append(passage)
+            continue
+        weight = weight_of(passage, weights or {})
+        place = len(order)
+        while (
+            place > 0
+            and order[place - 1].uri not in named_uris
+            and weight_of(order[place - 1], weights or {}) <= weight
+        ):
+            place -= 1
+        order.insert(place, passage)
+    return [
+        passage if passage.score == place.score else replace(passage, score=place.score)
+        for passage, place in zip(order, passages, strict=True)
+    ]
+
+
 def arranged(
     passages: Sequence[Passage], query: str, weights: Weights | None = None, *, max_chars: int | None = None
 ) -> list[Passage]:
     """The rules (module docstring) over a retriever's ranking of chunks, best first."""
     ranked = merged(prioritised(passages, weights or {}), max_chars=max_chars)
-    return diversified(by_intent(ranked, query))
+    return diversified(by_intent(named_first(ranked, query, weights), query))

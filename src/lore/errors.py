@@ -30,6 +30,7 @@ escaping is a bug.
     │   └── EmbedderAuthError        a provider refused the credentials
     ├── RerankError                  a reranker failed
     ├── AuditError                   the audit record cannot be written (the call is refused)
+    ├── SecretDetectorError          the secret detector cannot scan (the text is not returned)
     ├── DatasetError                 a benchmark or golden-set file is missing or malformed
     ├── GenerationError              the question-writing endpoint cannot be used
     ├── SkillExportError             a skills folder lore may not or cannot write
@@ -161,6 +162,11 @@ class RerankError(LoreError):
 
 class AuditError(LoreError):
     """The audit record could not be written, so the call is refused (fail-closed)."""
+
+
+class SecretDetectorError(LoreError):
+    """The secret detector's worker process cannot be started or stopped answering, so the
+    text it was to scan is not stored or returned (fail-closed)."""
 
 
 class DatasetError(LoreError):

@@ -9,6 +9,16 @@ unambiguous phrasings (fix / mitigate / resolve; why / diagnose / investigate; i
 who is affected) and, within each document, moves the sections whose heading has the
 matching role ahead of that document's other sections.
 
+A fourth intent has no phrasing but a shape: an alert notification (``[FIRING:1]
+KafkaConsumerLagHigh …``) or a bare statement of a condition (an alert's description, "There
+are 3 unhealthy distributor(s)", an error message pasted from a log) asks what is happening,
+and the section that says what the alert or symptom means (Meaning, Symptoms, Description,
+Overview) answers it. Without this, the sections of the runbook compete on the wording they
+share: the statement's words are the alert's, and Impact, Diagnosis and Mitigation repeat
+them, so which one came first was a coin toss between near-equal scores in every channel
+(docs/quality.md, "Section order"). A question (a question mark, or a question word first)
+is not a statement: "what is the lag threshold?" keeps the retriever's order.
+
 Only the order inside a document changes: each document keeps the ranks its passages held,
 so document-level rankings (and every document metric) are exactly what retrieval gave.
 A question without such a phrasing, or a document without such a section, is untouched.
@@ -28,6 +38,7 @@ class Role(enum.Enum):
     REMEDY = "remedy"
     DIAGNOSIS = "diagnosis"
     IMPACT = "impact"
+    MEANING = "meaning"
 
 
 #: What a question asks for, by its phrasing (first match wins, in this order).
@@ -51,7 +62,24 @@ _INTENTS: tuple[tuple[Role, re.Pattern[str]], ...] = (
         ),
     ),
     (Role.IMPACT, re.compile(r"\b(?:impact\w*|who is affected|what breaks|consequences?)\b", re.IGNORECASE)),
+    (
+        Role.MEANING,
+        re.compile(r"\bwhat (?:does|do) (?:\S+ ){1,6}?mean\b|\bwhat is (?:this|the) alert\b", re.IGNORECASE),
+    ),
 )
+#: An alert notification as Alertmanager and its receivers render one: its words are the
+#: alert's description (which may say "resolve" or "investigate"), not the asker's.
+_NOTIFICATION = re.compile(r"\[(?:FIRING|RESOLVED)\b|\balertname\s*[=:]", re.IGNORECASE)
+
+#: A question rather than a statement: a question mark, or a question word (or an
+#: imperative a search is phrased with) first.
+_QUESTION = re.compile(
+    r"\?|^\s*(?:how|what|why|which|who|whom|whose|when|where|is|are|was|were|do|does|did|can|could|"
+    r"should|would|will|shall|may|must|has|have|show|list|find|give|explain|tell|describe)\b",
+    re.IGNORECASE,
+)
+#: Fewer words than this are a topic to look up ("kafka lag"), not a statement.
+STATEMENT_WORDS = 4
 
 #: Headings that play each role (the last heading of a section path, lower case, its
 #: leading words compared: "Mitigation steps", "Fixes", "Checks and commands").
@@ -64,15 +92,33 @@ _ROLES: dict[Role, re.Pattern[str]] = {
         r"^(?:diagnos\w*|checks?|investigat\w*|troubleshoot\w*|debug\w*|causes?|how to investigate)\b"
     ),
     Role.IMPACT: re.compile(r"^(?:impact\w*|consequences?|blast radius)\b"),
+    Role.MEANING: re.compile(
+        r"^(?:meaning|symptoms?|description|overview|what (?:this|the) alert means|"
+        r"what does this alert mean|about this alert)\b"
+    ),
 }
 
 
 def intent(question: str) -> Role | None:
-    """The role of the section a question asks for, when its phrasing says so."""
+    """The role of the section a question asks for, when its phrasing (or, for a
+    statement of a condition, its shape) says so."""
+    if _NOTIFICATION.search(question):
+        return Role.MEANING
+    return phrasing(question) or (Role.MEANING if is_statement(question) else None)
+
+
+def phrasing(question: str) -> Role | None:
+    """The role a question's phrasing asks for ("how do I fix", "why"), shape aside."""
     for role, pattern in _INTENTS:
         if pattern.search(question):
             return role
     return None
+
+
+def is_statement(text: str) -> bool:
+    """Whether ``text`` states a condition (an alert's description, an error message)
+    rather than asks a question or names a topic."""
+    return len(text.split()) >= STATEMENT_WORDS and not _QUESTION.search(text)
 
 
 def plays(passage: Passage, role: Role) -> bool:
@@ -81,10 +127,11 @@ def plays(passage: Passage, role: Role) -> bool:
     return any(_ROLES[role].search(heading) for heading in headings)
 
 
-def by_intent(passages: Sequence[Passage], question: str) -> list[Passage]:
-    """``passages`` with, inside each document, the sections the question asks for moved to
-    the front of that document's ranks; each rank keeps its score, so scores still fall."""
-    role = intent(question)
+def by_intent(passages: Sequence[Passage], question: str, role: Role | None = None) -> list[Passage]:
+    """``passages`` with, inside each document, the sections the question asks for (or
+    ``role``'s, when given) moved to the front of that document's ranks; each rank keeps
+    its score, so scores still fall."""
+    role = role or intent(question)
     if role is None:
         return list(passages)
     positions: dict[str, list[int]] = {}

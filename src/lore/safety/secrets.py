@@ -37,10 +37,12 @@ import dataclasses
 import difflib
 import re
 from collections import Counter
+from collections.abc import Sequence
 
 from lore.models import Document
 from lore.safety.canonical import render, replace_spans
 from lore.safety.secret_context import block_rules, context_rules, continuation
+from lore.safety.secret_detector import betterleaks_findings
 from lore.safety.secret_prose import prose_rules
 from lore.safety.secret_rules import (
     PRIVATE_KEY,
@@ -159,10 +161,21 @@ class SecretRedactor:
 
     def redact(self, text: str) -> tuple[str, Counter[str]]:
         """``text`` with every finding replaced by ``[REDACTED:<kind>]``, and the count per kind."""
-        text, findings = self._redact_source(text)
-        if _ESCAPED.search(text) or _TABLE_RULE.search(text):
-            text = self._redact_escaped_lines(text, findings)
-        return text, findings
+        return self.redact_many([text])[0]
+
+    def redact_many(self, texts: Sequence[str]) -> list[tuple[str, Counter[str]]]:
+        """Each of ``texts`` as ``redact`` gives it, with one Betterleaks scan for them all:
+        one round trip to its worker process for a search's passages, titles and uris,
+        not one per field."""
+        ruled = [self._redact_rules(text) for text in texts]
+        found = _scan([text for text, _ in ruled])
+        results = []
+        for text, findings in ruled:
+            text = _apply_betterleaks(text, found, findings)
+            if _ESCAPED.search(text) or _TABLE_RULE.search(text):
+                text = self._redact_escaped_lines(text, findings)
+            results.append((text, findings))
+        return results
 
     def _redact_escaped_lines(self, text: str, findings: Counter[str]) -> str:
         """The view pass over the runs of lines that hold an escape (and the line a
@@ -216,6 +229,11 @@ class SecretRedactor:
         return replace_spans(text, spans)
 
     def _redact_source(self, text: str) -> tuple[str, Counter[str]]:
+        text, findings = self._redact_rules(text)
+        return _betterleaks(text, findings), findings
+
+    def _redact_rules(self, text: str) -> tuple[str, Counter[str]]:
+        """lore's own rules; Betterleaks' run after them."""
         findings: Counter[str] = Counter()
         # Only a PEM block spans lines; every other rule matches within one line, so the
         # rest runs on blocks of whole lines, each skipping the rules none of whose hints
@@ -243,7 +261,7 @@ class SecretRedactor:
                 text = rule.apply(text, findings)
         if "]\\" in text:
             text = continuation(text, findings)
-        return _betterleaks(text, findings), findings
+        return text, findings
 
 
 #: Equal runs shorter than this inside a change are the diff aligning letters of a marker
@@ -266,23 +284,40 @@ def _changed(before: str, after: str) -> list[tuple[int, int, int, int]]:
     return [(r[0], r[1], r[2], r[3]) for r in regions if r[1] > r[0]]
 
 
+#: Between the texts of one batched scan: a line of its own holding a control character
+#: no rule's value or whitespace class takes, so no match runs from one text into the next.
+_BATCH_SEPARATOR = "\n\x1f\n"
+#: lore keeps no Betterleaks value shorter than this, so a shorter text needs no scan.
+_MIN_VALUE = 8
+
+
+def _scan(texts: Sequence[str]) -> list[tuple[str, str]]:
+    """Betterleaks' findings in ``texts``, from one scan of them all (none when no text
+    is long enough to hold a value lore would keep)."""
+    worth = [text for text in texts if len(text) >= _MIN_VALUE]
+    return betterleaks_findings(_BATCH_SEPARATOR.join(worth)) if worth else []
+
+
 def _betterleaks(text: str, findings: Counter[str]) -> str:
+    return _apply_betterleaks(text, _scan([text]), findings)
+
+
+def _apply_betterleaks(text: str, found: list[tuple[str, str]], findings: Counter[str]) -> str:
     """Betterleaks' vendor rules (the gitleaks successor's, ~200 formats; not its generic
     keyed rule, which lore's keyed rules replace) over what lore's rules left: each value
-    it reports is replaced wherever it occurs. Chosen by measurement
+    it reports is replaced wherever it occurs in ``text`` (``found`` may come from a scan of
+    several texts: a value not in this one is not this one's). Chosen by measurement
     (``bench/secret_detectors.py``): beside lore it adds the vendor formats lore has no
-    rule for, and flags no passage of the shared corpora."""
-    import betterleaks
-
-    for finding in betterleaks.scan_string(text):
-        if finding.rule_id.startswith("generic"):
+    rule for, and flags no passage of the shared corpora. The Go library runs in a worker
+    process, never in lore's (``lore/safety/secret_detector.py`` says why)."""
+    for rule_id, value in found:
+        if rule_id.startswith("generic"):
             continue  # lore's keyed rules do this, knowing placeholders and look-alikes
-        value = finding.match.value or finding.match.full
         # an example (``…/XXXXXXXXXXXXXXXX``) is documentation, as in lore's own vendor rules
         example = is_placeholder(value) or is_placeholder(value.rsplit("/", 1)[-1])
-        if len(value) < 8 or example or "[REDACTED:" in value or value not in text:
+        if len(value) < _MIN_VALUE or example or "[REDACTED:" in value or value not in text:
             continue
-        kind = re.sub(r"[^a-z0-9_]", "_", finding.rule_id.lower()) or "secret"
+        kind = re.sub(r"[^a-z0-9_]", "_", rule_id.lower()) or "secret"
         findings[kind] += text.count(value)
         text = text.replace(value, redacted(kind))
     return text

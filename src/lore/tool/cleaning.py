@@ -36,6 +36,9 @@ logger = logging.getLogger(__name__)
 
 #: Cleaned texts (screened and redacted passages, titles, uris) a tool keeps.
 CLEAN_CACHE_SIZE = 8192
+#: Texts redacted as one batch (one round trip to the secret detector's worker process):
+#: a search's fields at once; sync's chunks in runs of this many.
+REDACTION_BATCH = 64
 
 
 def passage_fields(passage: Passage) -> list[str]:
@@ -158,7 +161,8 @@ class PassageCleaner:
         if not missing:
             return found
         kept = self._read_kept(missing)
-        computed = {text: self.clean_uncached(text) for text in dict.fromkeys(missing) if text not in kept}
+        unknown = [text for text in dict.fromkeys(missing) if text not in kept]
+        computed = dict(zip(unknown, self.clean_uncached_many(unknown), strict=True))
         self._keep(computed)
         with self._guard:
             for text, verdict in (*kept.items(), *computed.items()):
@@ -174,7 +178,9 @@ class PassageCleaner:
         if self._verdicts is None:
             return 0
         missing = self._verdicts.missing(self.fingerprint, texts)
-        self._verdicts.put_many(self.fingerprint, {text: self.clean_uncached(text) for text in missing})
+        self._verdicts.put_many(
+            self.fingerprint, dict(zip(missing, self.clean_uncached_many(missing), strict=True))
+        )
         return len(missing)
 
     def keep_chunks(self, chunks: Sequence[Chunk]) -> int:
@@ -228,23 +234,47 @@ class PassageCleaner:
         self._store_failed = True
         logger.log(level, "the safety chain runs at query time: %s", err)
 
-    def clean_uncached(self, text: str) -> tuple[str, tuple[tuple[str, int], ...]]:
-        removed: list[str] = []
-        screened, injection_findings = screen_injections(
-            text, allowed_link_hosts=self._allowed_link_hosts, on_removed=removed.append
-        )
-        redacted, secret_findings = self.redactor.redact(screened)
-        findings = injection_findings + secret_findings
-        # A secret inside a span screening removed (a webhook URL neutralised as a link)
-        # is a finding of this result all the same; kinds already counted are not again.
-        inside: Counter[str] = Counter()
-        for lines in removed:
-            inside.update(self.redactor.redact(lines)[1])
-            inside.update(redaction_markers(lines))
-        findings.update({kind: count for kind, count in inside.items() if kind not in findings})
-        # Secrets redacted at ingest are findings of this result too (the audit says so).
-        findings.update(redaction_markers(screened))
-        return redacted, tuple(findings.items())
+    def clean_uncached(self, text: str) -> Verdict:
+        return self.clean_uncached_many([text])[0]
+
+    def clean_uncached_many(self, texts: Sequence[str]) -> list[Verdict]:
+        """Each of ``texts`` screened and redacted, computed: the redaction of up to
+        ``REDACTION_BATCH`` texts at a time is one batch, so the secret detector's worker
+        process is asked once for a search's passages, titles, sections and uris, not once
+        per field (``SecretRedactor.redact_many``)."""
+        results: list[Verdict] = []
+        for start in range(0, len(texts), REDACTION_BATCH):
+            results.extend(self._clean_batch(texts[start : start + REDACTION_BATCH]))
+        return results
+
+    def _clean_batch(self, texts: Sequence[str]) -> list[Verdict]:
+        screened: list[tuple[str, Counter[str], list[str]]] = []
+        for text in texts:
+            removed: list[str] = []
+            kept, found = screen_injections(
+                text, allowed_link_hosts=self._allowed_link_hosts, on_removed=removed.append
+            )
+            screened.append((kept, found, removed))
+        # One redaction batch: the screened texts, then every span screening removed.
+        batch = [kept for kept, _, _ in screened] + [lines for _, _, removed in screened for lines in removed]
+        redactions = iter(self.redactor.redact_many(batch))
+        outcomes = [next(redactions) for _ in screened]
+        results: list[Verdict] = []
+        for (kept, injection_findings, removed), (redacted, secret_findings) in zip(
+            screened, outcomes, strict=True
+        ):
+            findings = injection_findings + secret_findings
+            # A secret inside a span screening removed (a webhook URL neutralised as a
+            # link) is a finding of this result all the same; kinds already counted are not.
+            inside: Counter[str] = Counter()
+            for lines in removed:
+                inside.update(next(redactions)[1])
+                inside.update(redaction_markers(lines))
+            findings.update({kind: count for kind, count in inside.items() if kind not in findings})
+            # Secrets redacted at ingest are findings of this result too (the audit says so).
+            findings.update(redaction_markers(kept))
+            results.append((redacted, tuple(findings.items())))
+        return results
 
     def clean_optional(self, text: str | None, findings: Counter[str]) -> str | None:
         return None if text is None else self.clean(text, findings)
