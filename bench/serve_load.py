@@ -125,10 +125,31 @@ def _stat_fields(path: Path) -> list[str] | None:
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process so far, its own threads only (Linux /proc; 0
-    elsewhere)."""
+    """User + system CPU time of a process so far, its own threads and its running secret
+    detector worker (``lore.safety.secret_detector``: part of every search's chain, in a
+    process of its own) (Linux /proc; 0 elsewhere)."""
     fields = _stat_fields(Path(f"/proc/{pid}/stat"))
-    return 0.0 if fields is None else (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    own = 0.0 if fields is None else (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return own + secret_worker_cpu_seconds(pid)
+
+
+def secret_worker_cpu_seconds(pid: int) -> float:
+    """CPU time so far of ``pid``'s live children that run the secret detector's worker."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            children = (task / "children").read_text().split()
+        except OSError:
+            continue
+        for child in children:
+            try:
+                command = Path(f"/proc/{child}/cmdline").read_bytes()
+            except OSError:
+                continue
+            fields = _stat_fields(Path(f"/proc/{child}/stat"))
+            if b"secret_worker" in command and fields is not None:
+                total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def children_cpu_seconds(pid: int) -> float:

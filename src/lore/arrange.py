@@ -46,7 +46,7 @@ from lore.intent import by_intent
 from lore.models import Passage
 from lore.named import Named, QueryJudge
 from lore.priority import MIN_EXTRA_CANDIDATES, Weights, prioritised, weight_of
-from lore.text_blocks import joined
+from lore.text_blocks import joined, joined_to
 
 #: Passages of one document ahead of another document's passage that answers too.
 PER_DOCUMENT = 3
@@ -117,14 +117,14 @@ def _close(
     """File one run of consecutive chunks (``(ordinal, index)`` in document order) as
     passages of at most ``max_chars`` characters each."""
     piece: list[int] = []
+    text = ""  # the piece's chunks joined, grown one chunk at a time
     for _, index in run:
-        if (
-            piece
-            and max_chars is not None
-            and len(joined([passages[i].text for i in [*piece, index]])) > max_chars
-        ):
-            _file(piece, into, absorbed)
-            piece = []
+        if max_chars is not None:
+            longer = joined_to(text, passages[index].text)
+            if piece and len(longer) > max_chars:
+                _file(piece, into, absorbed)
+                piece, longer = [], passages[index].text
+            text = longer
         piece.append(index)
     _file(piece, into, absorbed)
 

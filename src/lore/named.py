@@ -24,7 +24,6 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Mapping, Sequence
-from pathlib import PurePosixPath
 
 from lore.backends.lexical import NAME_WORDS, identifiers
 from lore.confidence import Confidence, passage_confidence, raised
@@ -39,9 +38,12 @@ class Named(enum.IntEnum):
     NAME = 2
 
 
+_NOT_ALPHANUMERIC = re.compile(r"[^0-9a-z]")
+
+
 def normal(text: str) -> str:
     """Letters and digits only, lower case: how names are compared."""
-    return re.sub(r"[^0-9a-z]", "", text.lower())
+    return _NOT_ALPHANUMERIC.sub("", text.lower())
 
 
 def headings(passage: Passage) -> list[str]:
@@ -52,9 +54,15 @@ def names_of(passage: Passage) -> list[str]:
     """What names a passage's document and section: its title, file name, front-matter
     ``alerts:`` and the headings of its section path."""
     listed = passage.labels.get("alerts", "").split(LABEL_VALUE_SEPARATOR)
-    stem = PurePosixPath(passage.uri.split("#", 1)[0]).name
+    stem = _last_part(passage.uri.split("#", 1)[0])
     stem = stem.rsplit(".", 1)[0] if "." in stem else stem
     return [passage.title, stem, *listed, *headings(passage)]
+
+
+def _last_part(path: str) -> str:
+    """``PurePosixPath(path).name`` without building the path: the last part that is
+    neither empty nor ``.`` (read for every passage of every answer)."""
+    return next((part for part in reversed(path.split("/")) if part and part != "."), "")
 
 
 def query_names(query: str) -> list[str]:
@@ -81,11 +89,29 @@ def mentions(passage: Passage, name: str) -> bool:
 
 def named(passage: Passage, names: Sequence[str]) -> Named:
     """How strongly any of ``names`` (``query_names``) names the passage."""
-    if any(is_named(passage, name) for name in names):
-        return Named.NAME
-    if any(mentions(passage, name) for name in identifiers(" ".join(names))):
-        return Named.MENTION
-    return Named.NONE
+    return _Names(names).strength(passage)
+
+
+class _Names:
+    """One query's names as ``named`` compares them, worked out once for all the passages
+    of its answer: each passage's own names and identifiers are then read once, not once
+    per name."""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        self._normal = {normal(name) for name in names} - {""}
+        self._identifiers = identifiers(" ".join(names))
+
+    def strength(self, passage: Passage) -> Named:
+        if self._normal and any(normal(candidate) in self._normal for candidate in names_of(passage)):
+            return Named.NAME
+        # A whole token of the text lower-cased is within the text lower-cased: a passage
+        # holding none of the identifiers anywhere is not tokenised at all.
+        lowered = passage.text.lower() if self._identifiers else ""
+        if any(name in lowered for name in self._identifiers):
+            mentioned = set(identifiers(passage.text))
+            if any(name in mentioned for name in self._identifiers):
+                return Named.MENTION
+        return Named.NONE
 
 
 #: The least confidence a named passage (``lore.named``) is given: its name is the page's
@@ -98,13 +124,13 @@ class QueryJudge:
     it (such a passage is never withheld, whatever ``min_confidence`` says)."""
 
     def __init__(self, query: str) -> None:
-        self._names = query_names(query)
+        self._names = _Names(query_names(query))
         self._named: dict[str, Named] = {}
 
     def strength(self, passage: Passage) -> Named:
         found = self._named.get(passage.chunk_id)
         if found is None:
-            found = self._named[passage.chunk_id] = named(passage, self._names)
+            found = self._named[passage.chunk_id] = self._names.strength(passage)
         return found
 
     def __call__(self, passage: Passage) -> Confidence:

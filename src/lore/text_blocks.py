@@ -12,14 +12,17 @@ where the natural boundaries of each format are.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-
-from markdown_it import MarkdownIt
+from typing import TYPE_CHECKING
 
 from lore.models import SECTION_SEPARATOR, Chunk
+
+if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
 
 Span = tuple[int, int]
 #: Finds the natural sub-spans of ``text[start:end]``; one span back means "cannot split".
@@ -232,10 +235,20 @@ class _SectionPath:
 
 # -- markdown ------------------------------------------------------------------------
 
-# Only block structure is needed; inline parsing (links, emphasis) would double the cost
-# and is run just for heading text.
-_MARKDOWN = MarkdownIt("commonmark").enable("table").disable("inline")
-_MARKDOWN_INLINE = MarkdownIt("commonmark")
+
+@functools.cache
+def _markdown() -> tuple[MarkdownIt, MarkdownIt]:
+    """The block parser and the inline one, built at first use: importing markdown-it and
+    compiling its rules would fall on every process importing this module, where a search
+    only joins passages with it (``joined``).
+
+    Only block structure is needed; inline parsing (links, emphasis) would double the cost
+    and is run just for heading text."""
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark").enable("table").disable("inline"), MarkdownIt("commonmark")
+
+
 _MARKDOWN_KINDS = {
     "heading_open": HEADING,
     "fence": CODE,
@@ -251,7 +264,7 @@ def _heading_text(source: str) -> str:
     """``Check `etcd` [logs](url)`` -> "Check etcd logs"."""
     parts = [
         " " if child.type in ("softbreak", "hardbreak") else child.content
-        for token in _MARKDOWN_INLINE.parseInline(source)
+        for token in _markdown()[1].parseInline(source)
         for child in token.children or []
         if child.type in ("text", "code_inline", "softbreak", "hardbreak")
     ]
@@ -261,7 +274,7 @@ def _heading_text(source: str) -> str:
 def _markdown_starts(text: str) -> list[tuple[int, str, tuple[int, str] | None]]:
     """(offset, kind, (level, heading text) for headings) of each top-level block."""
     offsets = line_starts(text)
-    tokens = _MARKDOWN.parse(text)
+    tokens = _markdown()[0].parse(text)
     starts: list[tuple[int, str, tuple[int, str] | None]] = []
     for index, token in enumerate(tokens):
         if token.level != 0 or token.map is None or token.nesting < 0:
@@ -306,7 +319,7 @@ def markdown_title(text: str) -> str | None:
     while (candidate := _TITLE_LINE.search(text, searched)) is not None:
         end = max(_line_end(text, _line_end(text, candidate.start())), _line_end(text, size))
         complete = end >= len(text)
-        tokens = _MARKDOWN.parse(text[:end])
+        tokens = _markdown()[0].parse(text[:end])
         lines = text.count("\n", 0, end)
         for index, token in enumerate(tokens):
             if token.type != "heading_open" or token.level != 0 or token.tag != "h1" or not token.map:
@@ -495,18 +508,37 @@ def joined(texts: Sequence[str]) -> str:
     passage (``lore.arrange``)."""
     text = ""
     for piece in texts:
-        if not text:
-            text = piece
-            continue
-        shared = _overlap(text, piece)
-        text += piece[shared:] if shared else "\n\n" + piece
+        text = joined_to(text, piece)
     return text
 
 
+def joined_to(text: str, piece: str) -> str:
+    """``joined([*texts, piece])`` given ``text = joined(texts)``: one more chunk joined,
+    without joining the ones before it again."""
+    if not text:
+        return piece
+    shared = _overlap(text, piece)
+    return text + (piece[shared:] if shared else "\n\n" + piece)
+
+
+#: The fewest characters taken for an overlap, so a lone repeated letter is not.
+_MIN_OVERLAP = 8
+
+
 def _overlap(before: str, after: str) -> int:
-    """The longest start of ``after`` that ``before`` ends with (at least a few characters,
-    so a lone repeated letter is not taken for overlap)."""
-    for size in range(min(len(before), len(after)), 7, -1):
-        if before.endswith(after[:size]):
-            return size
+    """The longest start of ``after`` that ``before`` ends with (at least ``_MIN_OVERLAP``
+    characters).
+
+    Only where ``before`` holds the first ``_MIN_OVERLAP`` characters of ``after`` can such
+    an overlap begin, so those places alone are tried, leftmost (longest) first: a
+    search in C instead of comparing every length, which cost a merged passage a
+    number of comparisons growing with the square of its length."""
+    if len(after) < _MIN_OVERLAP:
+        return 0
+    opening = after[:_MIN_OVERLAP]
+    start = before.find(opening, max(0, len(before) - len(after)))
+    while start != -1:
+        if after.startswith(before[start:]):
+            return len(before) - start
+        start = before.find(opening, start + 1)
     return 0

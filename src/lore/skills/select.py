@@ -61,16 +61,16 @@ class SkillRules:
 def skill_rules(sources: Iterable[SourceConfig], vault_skills: bool) -> SkillRules:
     """The rules the ``[[sources]]`` tables (``sources``: the settings' own, or every table
     a server syncs, its API-managed ones included) and ``[vault] skills`` give."""
-    # Here, not at the top: the stdio server imports this module, and only a source with
-    # globs needs the matcher (lore.sources.filesystem defers it alike).
-    from pathspec import GitIgnoreSpec
-
     marks: dict[str, bool | GitIgnoreSpec] = {}
     for source in sources:
         marked = getattr(source, "skills", False)
         if marked is True:
             marks[source.name] = True
         elif isinstance(marked, list) and marked:
+            # Here, not at the top: every server builds these rules at start, and only a
+            # source with globs needs the matcher (lore.sources.filesystem defers it alike).
+            from pathspec import GitIgnoreSpec
+
             marks[source.name] = GitIgnoreSpec.from_lines(marked)
     return SkillRules(sources=marks, vault=vault_skills)
 

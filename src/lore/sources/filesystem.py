@@ -31,10 +31,10 @@ from lore.config import LoreSettings
 from lore.errors import ConfigError, ExtractionError, SourceError
 from lore.extract import CONVERTED_SUFFIXES, EXTRACTION_VERSION, extract
 from lore.models import LABEL_VALUE_SEPARATOR, Document, SourceFailure, SourceItem, Visibility, utc
-from lore.source_tables import DEFAULT_EXCLUDE as DEFAULT_EXCLUDE
-from lore.source_tables import DEFAULT_INCLUDE as DEFAULT_INCLUDE
-from lore.source_tables import MEDIA_TYPES as MEDIA_TYPES
-from lore.source_tables import FilesystemSourceConfig as FilesystemSourceConfig
+from lore.source_tables.filesystem import FilesystemSourceConfig as FilesystemSourceConfig
+from lore.source_tables.media import DEFAULT_EXCLUDE as DEFAULT_EXCLUDE
+from lore.source_tables.media import DEFAULT_INCLUDE as DEFAULT_INCLUDE
+from lore.source_tables.media import MEDIA_TYPES as MEDIA_TYPES
 from lore.sources.git_times import last_commit_times
 from lore.sources.names import escape_name, not_text_reason
 

@@ -36,7 +36,7 @@ from lore.config import LoreSettings
 from lore.errors import ConfigError, ExtractionError
 from lore.extract import CONVERTED_SUFFIXES, EXTRACTION_VERSION, extract
 from lore.models import Document, SourceFailure, SourceItem, Tombstone, Visibility
-from lore.source_tables import GitSourceConfig as GitSourceConfig
+from lore.source_tables.git import GitSourceConfig as GitSourceConfig
 from lore.sources import parse_visibility
 from lore.sources.filesystem import (
     decode_text,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from lore.config import LoreSettings
 from lore.models import Visibility
-from lore.source_tables import ManualSourceConfig as ManualSourceConfig
+from lore.source_tables.stored import ManualSourceConfig as ManualSourceConfig
 from lore.sources.stored import StoredDocument, StoredSource, slugify
 
 CONFIG_MODEL = ManualSourceConfig

@@ -30,7 +30,7 @@ import yaml
 
 from lore.errors import DocumentError, SourceError
 from lore.models import Document, SourceFailure, SourceItem, Visibility, utc
-from lore.source_tables import StoredSourceConfig as StoredSourceConfig
+from lore.source_tables.stored import StoredSourceConfig as StoredSourceConfig
 
 #: Slugs are file names and uri paths: lower-case letters, digits, dots, dashes.
 _UNSAFE = re.compile(r"[^a-z0-9._-]+")

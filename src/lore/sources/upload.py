@@ -23,7 +23,7 @@ from pathlib import Path, PurePosixPath
 from lore.config import LoreSettings
 from lore.errors import UploadRefused
 from lore.models import Visibility
-from lore.source_tables import UploadSourceConfig as UploadSourceConfig
+from lore.source_tables.stored import UploadSourceConfig as UploadSourceConfig
 from lore.sources.stored import StoredDocument, StoredSource, slugify, write_atomic
 from lore.text_blocks import markdown_title
 
