@@ -499,3 +499,25 @@ def test_a_torn_or_foreign_cache_is_rebuilt(tmp_path: Path, content: str) -> Non
     (tmp_path / f"detect-secrets-patterns-{key[:16]}.json").write_text(content, encoding="utf-8")
     assert _probe_redaction(tmp_path) == "the token is [REDACTED:github_token] True"
     assert _probe_redaction(tmp_path) == "the token is [REDACTED:github_token] False"
+
+
+def test_a_remembered_redaction_answers_only_its_own_text_and_never_shares_its_counts() -> None:
+    """A redactor remembers short texts it redacted (a search redacts its query several
+    times): the same text gives the same answer, a look-alike is redacted afresh, a
+    caller mutating the counts it got cannot change the next answer, and a redactor with
+    other rules remembers nothing of another's."""
+    case = secret_cases()[0]
+    query = f"why does this fail: {case.text}"
+    redactor = SecretRedactor()
+    first, counts = redactor.redact(query)
+    assert all(payload.lower() not in first.lower() for payload in case.payloads)
+    counts.clear()
+    again, counts_again = redactor.redact(query)
+    assert again == first
+    assert sum(counts_again.values()) >= 1
+    benign = "why does GITHUB_TOKEN rotation fail"
+    assert redactor.redact(benign) == (benign, Counter())
+    with_mail = SecretRedactor(emails=True)
+    mail = "page oncall@example.org about it"
+    assert SecretRedactor().redact(mail)[0] == mail
+    assert "oncall@example.org" not in with_mail.redact(mail)[0]

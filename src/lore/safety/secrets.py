@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -67,6 +68,11 @@ __all__ = [
 
 #: Part of sync's chunking signature: bump it whenever a rule changes what is redacted.
 REDACTION_VERSION = "5"
+
+#: Short texts (queries, reasons, errors) whose redaction each redactor remembers, and
+#: how many of them.
+_REMEMBERED_CHARS = 4096
+_REMEMBERED = 1024
 
 _MARKER = re.compile(r"\[REDACTED:([a-z0-9_]+)\]")
 #: What the canonical view reads differently from the source in a way a secret rule can
@@ -158,10 +164,21 @@ class SecretRedactor:
         # pairs, tables, a Secret's ``stringData``, a command and its output): run over
         # the whole text, after the line rules.
         self._whole_tests = _split_hints([*context_rules(), *block_rules()])
+        # A search redacts its query several times (what it shows, what the audit and the
+        # events keep, an error's text): the same short text, answered once. The result
+        # is a pure function of the text and this redactor's rules; bounded, per instance.
+        self._remembered = functools.lru_cache(maxsize=_REMEMBERED)(self._redact_one)
 
     def redact(self, text: str) -> tuple[str, Counter[str]]:
         """``text`` with every finding replaced by ``[REDACTED:<kind>]``, and the count per kind."""
-        return self.redact_many([text])[0]
+        if len(text) > _REMEMBERED_CHARS:
+            return self.redact_many([text])[0]
+        redacted, counts = self._remembered(text)
+        return redacted, Counter(dict(counts))
+
+    def _redact_one(self, text: str) -> tuple[str, tuple[tuple[str, int], ...]]:
+        redacted, counts = self.redact_many([text])[0]
+        return redacted, tuple(counts.items())
 
     def redact_many(self, texts: Sequence[str]) -> list[tuple[str, Counter[str]]]:
         """Each of ``texts`` as ``redact`` gives it, with one Betterleaks scan for them all:
