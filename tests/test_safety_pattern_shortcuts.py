@@ -101,7 +101,7 @@ def test_screening_with_and_without_the_shortcuts_is_the_same(monkeypatch: pytes
     texts = [*_ascii_texts()[::3], *(text.replace("i", "\u0131") for text in PHRASES)]
     texts += ["\n\n".join(rng.sample(texts, 4)) for _ in range(40)]
     fast = [screen_injections(text) for text in texts]
-    monkeypatch.setattr(injection, "lowered_pattern", lambda pattern: None)
+    monkeypatch.setattr(injection, "lowered_copy", lambda pattern: (None, None))
     monkeypatch.setattr(injection, "_RULES_CACHE", {})
     monkeypatch.setattr(injection, "_VIEW_RULES_CACHE", {})
     monkeypatch.setattr(view_screen, "required_literals", lambda pattern: None)

@@ -69,7 +69,7 @@ from lore.safety.canonical import fold_pattern
 from lore.safety.encoded import screen_disguised
 from lore.safety.folding import fold
 from lore.safety.override_phrases import CJK_PATTERNS, ENGLISH, OTHER_LANGUAGES
-from lore.safety.pattern_shortcuts import lowered_literals, lowered_pattern, selective
+from lore.safety.pattern_shortcuts import lowered_copy, selective
 from lore.safety.view_screen import link_host, screen_view, shown_host
 
 #: Every marker starts with this, so tests and readers can recognise neutralised spans.
@@ -140,15 +140,20 @@ class _Rule:
         return not self.hints or any(map(lowered.__contains__, self.hints))
 
     @functools.cached_property
+    def _shortcuts(self) -> tuple[re.Pattern[str] | None, tuple[str, ...] | None]:
+        copy, literals = lowered_copy(self.pattern)
+        return copy, selective(literals)
+
+    @property
     def lowered(self) -> re.Pattern[str] | None:
         """The pattern without ``IGNORECASE``, for ASCII text in lower case: the same
         matches at a fraction of the cost (``lore.safety.pattern_shortcuts``)."""
-        return lowered_pattern(self.pattern)
+        return self._shortcuts[0]
 
-    @functools.cached_property
+    @property
     def literals(self) -> tuple[str, ...] | None:
         """What every match of the lowered copy holds, tested where the copy runs."""
-        return selective(lowered_literals(self.pattern)) if self.lowered is not None else None
+        return self._shortcuts[1]
 
     def matches(self, text: str, lowered: str | None) -> list[re.Match[str]]:
         """Every match of the pattern in ``text``, as ``finditer`` gives them; ``lowered``

@@ -54,7 +54,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["lowered_literals", "lowered_pattern", "required_literals", "selective"]
+__all__ = ["lowered_copy", "lowered_literals", "lowered_pattern", "required_literals", "selective"]
 
 #: More required literals than this are more scans than the pattern's own try costs.
 MAX_LITERALS = 32
@@ -70,23 +70,29 @@ _UPPER_A, _UPPER_Z = ord("A"), ord("Z")
 def lowered_pattern(pattern: re.Pattern[str]) -> re.Pattern[str] | None:
     """The case-sensitive copy of ``pattern`` for lower-case ASCII text (module note), or
     None when ``pattern`` is not case-insensitive or holds what the copy cannot rewrite."""
-    tree = _lowered_tree(pattern)
-    if tree is None:
-        return None
-    try:
-        from re import _compiler  # type: ignore[attr-defined]
-
-        compiled: re.Pattern[str] = _compiler.compile(tree, tree.state.flags)
-    except (ImportError, AttributeError, TypeError, ValueError, re.error):
-        return None
-    return compiled
+    return lowered_copy(pattern)[0]
 
 
 def lowered_literals(pattern: re.Pattern[str]) -> tuple[str, ...] | None:
     """The required literals of ``pattern``'s lowered copy: they hold where the copy runs
     (lower-case ASCII text) and nowhere else."""
+    return lowered_copy(pattern)[1]
+
+
+def lowered_copy(pattern: re.Pattern[str]) -> tuple[re.Pattern[str] | None, tuple[str, ...] | None]:
+    """The lowered copy and its required literals, from one reading of ``pattern``
+    (``(None, None)`` when it gets no copy)."""
     tree = _lowered_tree(pattern)
-    return None if tree is None else _literals_of(tree)
+    if tree is None:
+        return None, None
+    literals = _literals_of(tree)
+    try:
+        from re import _compiler  # type: ignore[attr-defined]
+
+        compiled: re.Pattern[str] = _compiler.compile(tree, tree.state.flags)
+    except (ImportError, AttributeError, TypeError, ValueError, re.error):
+        return None, None
+    return compiled, literals
 
 
 def _lowered_tree(pattern: re.Pattern[str]) -> Any:
