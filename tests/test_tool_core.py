@@ -31,6 +31,7 @@ from lore.models import SOURCE_TYPE_LABEL, Evidence, Passage, SearchMode, filter
 from lore.priority import depth as priority_depth
 from lore.protocols import Retrieval
 from lore.resolve import build_knowledge_search, knowledge_search
+from lore.safety import secrets as secrets_module
 from lore.safety.audit import AuditEntry, AuditHit, JsonlAuditLog, MemoryAuditLog
 from lore.safety.cap import cap_passages, cap_text
 from lore.testing import add_document
@@ -628,6 +629,41 @@ async def test_query_is_redacted_in_metadata_and_audit(tmp_path: Path) -> None:
     assert token not in result.render_text()
     assert token not in log.entries[0].query
     assert "[REDACTED:gitlab_token]" in log.entries[0].query
+
+
+async def test_a_query_reaches_the_secret_detector_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Redacted before retrieval, then for what is shown, audited and recorded: one redactor,
+    # so one scan by the detector's worker process (each is a round trip to it).
+    scanned: list[str] = []
+    scan = secrets_module.betterleaks_findings
+
+    def counted(text: str) -> list[tuple[str, str]]:
+        scanned.append(text)
+        return scan(text)
+
+    monkeypatch.setattr(secrets_module, "betterleaks_findings", counted)
+    search, retriever, log = tool(tmp_path, [])
+    query = "why is the payments queue backing up 4711"
+    result = await search.run({"query": query}, principal=LOCAL)
+    assert sum(query in text for text in scanned) == 1
+    assert retriever.calls[0]["query"] == query
+    assert result.metadata is not None
+    assert result.metadata.query == query
+    assert log.entries[0].query == query
+
+
+async def test_with_pii_redaction_the_retriever_gets_addresses_but_no_secret(tmp_path: Path) -> None:
+    # The query a retriever gets is redacted of secrets, never of PII (an address still
+    # searches); what is shown and audited is redacted of both.
+    token = "glpat-" + "z" * 20
+    search, retriever, log = tool(tmp_path, [], redact_emails=True)
+    result = await search.run({"query": f"mail alice@example.com about {token}"}, principal=LOCAL)
+    assert retriever.calls[0]["query"] == "mail alice@example.com about [REDACTED:gitlab_token]"
+    assert log.entries[0].query == "mail [REDACTED:email] about [REDACTED:gitlab_token]"
+    assert result.metadata is not None
+    assert result.metadata.query == log.entries[0].query
 
 
 # -- audit ----------------------------------------------------------------------------------
