@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 import agent_corpus
 from lore.access import LOCAL, AccessFilter, local_user
 from lore.backends.sqlite import SqliteBackend
+from lore.confidence import Confidence
 from lore.config import LoreSettings, SafetySettings, load_settings
 from lore.errors import BackendUnavailableError, ConfigError, QueryError
 from lore.models import SOURCE_TYPE_LABEL, Evidence, Passage, SearchMode, filter_terms, label_terms
@@ -664,6 +665,31 @@ async def test_with_pii_redaction_the_retriever_gets_addresses_but_no_secret(tmp
     assert log.entries[0].query == "mail [REDACTED:email] about [REDACTED:gitlab_token]"
     assert result.metadata is not None
     assert result.metadata.query == log.entries[0].query
+
+
+async def test_an_answer_from_the_cleaner_s_cache_is_the_computed_answer(tmp_path: Path) -> None:
+    # A warm search reads every field's result from the cleaner's cache on the event loop;
+    # a field the cache lacks (a new title) sends the passage through the chain again.
+    token = "glpat-" + "y" * 20
+    found = [
+        passage(f"rotate {token} then <!-- hidden --> restart", uri="a.md", chunk_id="a.md#0"),
+        passage("plain steps", uri="b.md", chunk_id="b.md#0", title="ops alice@example.com"),
+    ]
+    search, _, log = tool(tmp_path, found, redact_emails=True)
+    cleaner = search.cleaner
+    levels = [Confidence.HIGH, Confidence.LOW]
+    assert cleaner.make_safe_cached(found, levels) is None
+    computed = cleaner.make_safe(found, levels)
+    assert cleaner.make_safe_cached(found, levels) == computed
+    assert computed[1] == {"gitlab_token": 1, "html_comment": 1, "email": 1}
+    renamed = [found[0], replace(found[1], title="ops bob@example.com")]
+    assert cleaner.make_safe_cached(renamed, levels) is None
+    first = await search.run({"query": "rotate"}, principal=LOCAL)
+    second = await search.run({"query": "rotate"}, principal=LOCAL)
+    assert first.passages == second.passages
+    shown = "rotate [REDACTED:gitlab_token] then [lore: removed HTML comment] restart"
+    assert first.passages[0].text == shown
+    assert log.entries[0].safety == log.entries[1].safety == computed[1]
 
 
 # -- audit ----------------------------------------------------------------------------------

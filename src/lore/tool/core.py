@@ -268,9 +268,15 @@ class KnowledgeSearch:
             no_match = bool(found) and not named and not clears(answer, self._min_confidence)
             if no_match:
                 found, levels = [], []
-            # CPU-bound (regexes over every passage): off the event loop, on its executor.
+            # CPU-bound (regexes over every passage): off the event loop, on its executor,
+            # unless every field's result is in the cleaner's cache (no rule runs then).
             with tracing.span("lore.safety_chain") as safety:
-                cleaned = await asyncio.to_thread(self._cleaner.make_safe, found, levels)
+                cached = self._cleaner.make_safe_cached(found, levels)
+                cleaned = (
+                    cached
+                    if cached is not None
+                    else await asyncio.to_thread(self._cleaner.make_safe, found, levels)
+                )
                 passages, findings, truncated = cleaned
                 if safety.recording:
                     _describe_safety(safety, len(found), findings, truncated)
