@@ -7,7 +7,9 @@ the settings, so its result is looked up before it is computed: in this process'
 (``CLEAN_CACHE_SIZE`` texts), then in the chain's kept verdicts (``lore.safety.verdicts``:
 what sync computed for every chunk it wrote, keyed by the text's hash and the chain's
 fingerprint), and only then computed, and kept for the next process. The chain runs on
-every text either way; what is looked up is its own output for that text.
+every text either way; what is looked up is its own output for that text. A search whose
+every field is in this process's cache is answered on the caller's thread
+(``make_safe_cached``: no rule runs); any other goes to a thread (``make_safe``).
 """
 
 from __future__ import annotations
