@@ -5,6 +5,7 @@ turns a ``sqlite3.Error`` into a ``LoreError`` its own way."""
 from __future__ import annotations
 
 import ast
+import re
 import sqlite3
 from pathlib import Path
 
@@ -32,7 +33,7 @@ def test_an_error_of_sqlite_becomes_the_callers_class_in_one_line(error: type[Lo
 def test_other_errors_pass_through_untouched() -> None:
     """A ``LoreError`` raised inside (a read-only index's refusal) keeps its class and
     message, and a bug stays a bug."""
-    with pytest.raises(IndexingError, match="^read-only$"), translated(RetrievalError, "search"):
+    with pytest.raises(IndexingError, match=r"^read-only$"), translated(RetrievalError, "search"):
         raise IndexingError("read-only")
     with pytest.raises(KeyError), translated(RetrievalError, "search"):
         raise KeyError("a bug")
@@ -61,8 +62,9 @@ def test_a_second_translator_is_found_and_raising_on_is_not_one() -> None:
     )
     assert _translations(ast.parse(second)) == [4]
     raised_on = (
-        "try:\n    pass\nexcept sqlite3.Error as err:\n    conn.close()\n    if not fallback:\n        raise\n"
-        "    raise err\nexcept OSError as err:\n    raise IndexingError('not sqlite') from err\n"
+        "try:\n    pass\nexcept sqlite3.Error as err:\n    conn.close()\n"
+        "    if not fallback:\n        raise\n    raise err\n"
+        "except OSError as err:\n    raise IndexingError('not sqlite') from err\n"
     )
     assert _translations(ast.parse(raised_on)) == []
 
@@ -84,7 +86,8 @@ def test_a_corrupt_events_file_is_an_indexing_error_naming_it(tmp_path: Path) ->
     path = tmp_path / SIDECAR_NAME
     path.write_bytes(b"this is not a database" * 100)
     store = SqliteEventStore(path, sidecar=True)
-    with pytest.raises(IndexingError, match=f"^cannot read retrieval events in {path}: file is not a database$"):
+    corrupt = f"^cannot read retrieval events in {re.escape(str(path))}: file is not a database$"
+    with pytest.raises(IndexingError, match=corrupt):
         store.events(EventQuery())
 
 
@@ -100,5 +103,6 @@ def test_an_events_folder_that_cannot_be_made_is_an_indexing_error(tmp_path: Pat
 def test_a_corrupt_index_is_a_config_error_when_its_embedder_is_read(tmp_path: Path) -> None:
     path = tmp_path / "lore.db"
     path.write_bytes(b"this is not a database" * 100)
-    with pytest.raises(ConfigError, match=f"^cannot read the SQLite index {path}: .*file is not a database$"):
+    corrupt = f"^cannot read the SQLite index {re.escape(str(path))}: .*file is not a database$"
+    with pytest.raises(ConfigError, match=corrupt):
         read_stored_embedder(path)
