@@ -196,16 +196,19 @@ def chunks_of(layout: Sequence[tuple[int, str, int]]) -> list[Chunk]:
 
 
 def showable(chunks: Sequence[Chunk], max_chars: int) -> set[str]:
-    """Every merged text a search can show of ``chunks``: ``lore.arrange.merged`` over each
-    subset a retriever could return, ranked in an order unrelated to the document's."""
-    original = {chunk.id: chunk.text for chunk in chunks}
+    """Every text a search can show of ``chunks``: ``lore.arrange.merged`` over each subset
+    a retriever could return, ranked in an order unrelated to the document's."""
     ranked = [chunk_to_passage(chunk, 1.0) for chunk in chunks[::2] + chunks[1::2]]
     found = set()
-    for size in range(2, len(ranked) + 1):
+    for size in range(1, len(ranked) + 1):
         for subset in combinations(ranked, size):
-            shown = merged(subset, max_chars=max_chars)
-            found.update(p.text for p in shown if p.text != original[p.chunk_id])
+            found.update(p.text for p in merged(subset, max_chars=max_chars))
     return found
+
+
+def kept_by_sync(chunks: Sequence[Chunk], max_chars: int) -> set[str]:
+    """The texts sync keeps verdicts for: each chunk's, and ``merged_texts``."""
+    return {chunk.text for chunk in chunks} | set(merged_texts(chunks, max_chars))
 
 
 def test_sync_keeps_exactly_the_merged_texts_a_search_can_show() -> None:
@@ -228,14 +231,15 @@ def test_sync_keeps_exactly_the_merged_texts_a_search_can_show() -> None:
         (10, "Appendix", 25),  # alone longer than max_chars
         (11, "Appendix", 3),
     ])
-    kept = merged_texts(chunks, max_chars)
     shown = showable(chunks, max_chars)
-    assert sorted(kept) == sorted(shown)
+    assert kept_by_sync(chunks, max_chars) == shown
+    kept = merged_texts(chunks, max_chars)
     assert len(kept) == len(set(kept))
+    assert not set(kept) & {chunk.text for chunk in chunks}
     whole = joined([chunk.text for chunk in chunks if chunk.section == "Mitigation"])
     assert len(whole) > max_chars
     assert whole not in shown  # that run is shown in pieces
-    assert all(len(text) <= max_chars for text in shown)
+    assert all(len(text) <= max_chars for text in kept)  # a chunk alone may be longer
     assert not any(chunks[6].text in text and chunks[8].text in text for text in shown)  # the gap
 
 
@@ -254,4 +258,4 @@ def test_any_document_keeps_what_a_search_can_show(
         numbers += 1 + gap  # a gap: an ordinal of another section left out of the answer
         layout.append((numbers, section, size))
     chunks = chunks_of(layout)
-    assert sorted(merged_texts(chunks, max_chars)) == sorted(showable(chunks, max_chars))
+    assert kept_by_sync(chunks, max_chars) == showable(chunks, max_chars)

@@ -41,6 +41,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
+from operator import itemgetter
 from typing import TypeVar
 
 from lore.intent import by_intent
@@ -81,7 +82,10 @@ def runs(located: Iterable[tuple[str, str, int, T]]) -> list[list[T]]:
         by_section.setdefault((uri, section), []).append((number, item))
     found: list[list[T]] = []
     for members in by_section.values():
-        members.sort(key=lambda member: member[0])  # stable: a repeated ordinal's first first
+        if len(members) == 1:
+            found.append([members[0][1]])
+            continue
+        members.sort(key=itemgetter(0))  # stable: a repeated ordinal's first first
         run: list[T] = []
         last = members[0][0]
         for number, item in members:
