@@ -8,7 +8,9 @@ from __future__ import annotations
 import random
 import re
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -197,3 +199,53 @@ def test_planted_attacks_are_counted_as_before() -> None:
     for case in injection_cases():
         found.update(screen_injections(case.text)[1])
     assert found["instruction_override"] >= 10
+
+
+SECRET_LINES = [
+    "DB_PASSWORD=Xk9mQ2vL8pR4tW7zN3bH",
+    "export API_TOKEN='k8Jq2LmN5pQ7rS9tV1wX3yZ4'",
+    "Authorization: Bearer abcDEF123ghiJKL456mnoPQR",
+    "mysql -u root -pS3cr3tPassw0rdValue db",
+    "postgres://app:Hunter2Hunter2Hunter2@db.internal:5432/app",
+    "signing_key: 0123456789abcdef0123456789abcdef",
+    "The password is Tr0ub4dor&3xyz for the staging box",
+    "password = changeme",  # a placeholder: kept
+    "PASSWORD: <your-password-here>",  # a placeholder: kept
+    "token: ${VAULT_TOKEN}",  # a reference: kept
+]
+
+
+def test_a_secret_rule_finds_with_its_copy_what_it_finds_without() -> None:
+    from lore.safety.secret_rules import PatternRule
+    from lore.safety.secrets import SecretRedactor
+
+    rng = random.Random(11)
+    texts = [variant for line in SECRET_LINES for variant in _case_variants(line, rng)]
+    texts += ["\n".join(rng.sample(texts, 5)) for _ in range(30)]
+    rules = [rule for rule in SecretRedactor()._line_rules if isinstance(rule, PatternRule)]
+    assert sum(rule._lowered is not None for rule in rules) >= 5
+    changed = 0
+    for rule in rules:
+        if rule._lowered is None:
+            continue
+        for text in texts:
+            fast: Counter[str] = Counter()
+            slow: Counter[str] = Counter()
+            expected = rule.pattern.sub(_counted(rule, slow), text)
+            assert rule.apply(text, fast) == expected, (rule.kind, text)
+            assert fast == slow
+            changed += expected != text
+    assert changed >= 10
+
+
+def _counted(rule: Any, findings: Counter[str]) -> Callable[[re.Match[str]], str]:
+    """The rule's replacement as ``re.sub`` would apply it (the pattern alone)."""
+
+    def replace(match: re.Match[str]) -> str:
+        replacement = rule.replace(match)
+        if replacement is None:
+            return match[0]
+        findings[rule.kind] += 1
+        return str(replacement)
+
+    return replace

@@ -97,6 +97,8 @@ def lowered_copy(pattern: re.Pattern[str]) -> tuple[re.Pattern[str] | None, tupl
 
 def _lowered_tree(pattern: re.Pattern[str]) -> Any:
     """The parse tree of the lowered copy (module note), or None."""
+    if not isinstance(pattern, re.Pattern):
+        return None  # a ``regex`` pattern: another engine, another syntax
     try:
         from re import _constants, _parser  # type: ignore[attr-defined]
 
