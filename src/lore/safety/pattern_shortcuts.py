@@ -9,6 +9,8 @@ every word's start) cost about 3.5x as much with the flag as without it, and the
 them over every passage two or three times (as written, over its folded lines, over its
 canonical view). So such a pattern is also compiled without the flag, its letters lowered
 (``lowered_pattern``), and that copy runs over the text in lower case when the text is ASCII.
+Injection screening's rules (``lore.safety.injection``) and redaction's keyed and vendor
+rules (``lore.safety.secret_rules.PatternRule``) use the copies so.
 
 Why the copy finds exactly what the pattern finds, on an ASCII text ``t`` and its lower
 case ``t.lower()`` (same length, same positions; letters only change case):
