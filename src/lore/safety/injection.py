@@ -55,6 +55,7 @@ such as "previous instructions", and a role marker must start a line.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections import Counter
@@ -68,6 +69,7 @@ from lore.safety.canonical import fold_pattern
 from lore.safety.encoded import screen_disguised
 from lore.safety.folding import fold
 from lore.safety.override_phrases import CJK_PATTERNS, ENGLISH, OTHER_LANGUAGES
+from lore.safety.pattern_shortcuts import lowered_copy, selective
 from lore.safety.view_screen import link_host, screen_view, shown_host
 
 #: Every marker starts with this, so tests and readers can recognise neutralised spans.
@@ -136,6 +138,55 @@ class _Rule:
         if self.needs is not None and not self.needs.search(text):
             return False
         return not self.hints or any(map(lowered.__contains__, self.hints))
+
+    @functools.cached_property
+    def _shortcuts(self) -> tuple[re.Pattern[str] | None, tuple[str, ...] | None]:
+        copy, literals = lowered_copy(self.pattern)
+        return copy, selective(literals)
+
+    @property
+    def lowered(self) -> re.Pattern[str] | None:
+        """The pattern without ``IGNORECASE``, for ASCII text in lower case: the same
+        matches at a fraction of the cost (``lore.safety.pattern_shortcuts``)."""
+        return self._shortcuts[0]
+
+    @property
+    def literals(self) -> tuple[str, ...] | None:
+        """What every match of the lowered copy holds, tested where the copy runs."""
+        return self._shortcuts[1]
+
+    def matches(self, text: str, lowered: str | None) -> list[re.Match[str]]:
+        """Every match of the pattern in ``text``, as ``finditer`` gives them; ``lowered``
+        is ``text.lower()`` when ``text`` is ASCII (else None). Over ASCII text the lowered
+        copy finds where the matches are and the pattern takes each one there, so the
+        match (its groups, its text) is the pattern's own over the text as written."""
+        fast = self.lowered if lowered is not None else None
+        if fast is not None and lowered is not None:
+            if self.literals is not None and not any(map(lowered.__contains__, self.literals)):
+                return []
+            found: list[re.Match[str]] = []
+            for hit in fast.finditer(lowered):
+                match = self.pattern.match(text, hit.start())
+                if match is None or match.end() != hit.end():
+                    break  # never seen; should it happen, the pattern alone decides
+                found.append(match)
+            else:
+                return found
+        return list(self.pattern.finditer(text))
+
+    def substitute(self, text: str, findings: Counter[str]) -> str:
+        """``self.pattern.sub`` with the rule's replacement, each replaced match counted."""
+        pieces: list[str] = []
+        last = 0
+        ascii_lowered = text.lower() if self.lowered is not None and text.isascii() else None
+        for match in self.matches(text, ascii_lowered):
+            replacement = self.replace(match)
+            if replacement is None:
+                continue
+            findings[self.kind] += 1
+            pieces += [text[last : match.start()], replacement]
+            last = match.end()
+        return "".join(pieces) + text[last:] if pieces else text
 
 
 def _fixed(what: str) -> Callable[[re.Match[str]], str]:
@@ -410,7 +461,7 @@ def _screen(
     lowered = _lower(text)
     for rule in _rules(allowed_link_hosts):
         if rule.applies(text, lowered):
-            text = rule.pattern.sub(_counting(rule, findings), text)
+            text = rule.substitute(text, findings)
     text = _screen_folded(text, findings, allowed_link_hosts)
     text = _screen_encoded(text, findings, allowed_link_hosts, depth)
     if depth:
@@ -494,7 +545,8 @@ def _screen_folded_line(line: str, findings: Counter[str], allowed_link_hosts: C
             continue
         pieces: list[str] = []
         last = 0
-        for match in rule.pattern.finditer(view.text):
+        ascii_lowered = lowered if view.text.isascii() else None
+        for match in rule.matches(view.text, ascii_lowered):
             replacement = rule.replace(match)
             start, end = view.span(match.start(), match.end())
             if replacement is None or start < last:
@@ -531,14 +583,3 @@ def _lower(text: str) -> str:
     """``text`` in lower case for the hint test; Turkish "İ" lowers to "i" and a combining
     dot, which would hide "talimat" in "TALİMAT"."""
     return text.lower().replace("\u0307", "")
-
-
-def _counting(rule: _Rule, findings: Counter[str]) -> Callable[[re.Match[str]], str]:
-    def replace(match: re.Match[str]) -> str:
-        replacement = rule.replace(match)
-        if replacement is None:
-            return match.group(0)
-        findings[rule.kind] += 1
-        return replacement
-
-    return replace

@@ -9,12 +9,14 @@ Vendor token formats live in ``secret_vendors``. Every rule keeps the surroundin
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from lore.safety.pattern_shortcuts import lowered_pattern
 from lore.safety.secret_shapes import (
     decode_base64,
     is_placeholder,
@@ -56,7 +58,35 @@ class PatternRule:
             findings[self.kind] += 1
             return replacement
 
-        return self.pattern.sub(replace, text)
+        matches = self._ascii_matches(text)
+        if matches is None:
+            return self.pattern.sub(replace, text)
+        pieces: list[str] = []
+        last = 0
+        for match in matches:
+            pieces += [text[last : match.start()], replace(match)]
+            last = match.end()
+        return "".join(pieces) + text[last:] if pieces else text
+
+    @functools.cached_property
+    def _lowered(self) -> re.Pattern[str] | None:
+        return lowered_pattern(self.pattern)
+
+    def _ascii_matches(self, text: str) -> list[re.Match[str]] | None:
+        """The pattern's matches in an ASCII ``text``, found by its case-sensitive copy over
+        the text in lower case and taken by the pattern itself where the copy found them
+        (``lore.safety.pattern_shortcuts``: the same matches, a case-insensitive pattern
+        costing several times its copy); None where the pattern must run as it is."""
+        copy = self._lowered
+        if copy is None or not text.isascii():
+            return None
+        found: list[re.Match[str]] = []
+        for hit in copy.finditer(text.lower()):
+            match = self.pattern.match(text, hit.start())
+            if match is None or match.end() != hit.end():
+                return None  # never seen; should it happen, the pattern alone decides
+            found.append(match)
+        return found
 
 
 def whole(kind: str) -> Callable[[re.Match[str]], str]:

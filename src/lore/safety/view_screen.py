@@ -55,6 +55,7 @@ from lore.safety.addressed_phrases import (
 )
 from lore.safety.canonical import Link, View, canonical, fold_pattern, replace_spans
 from lore.safety.override_phrases import ENGLISH
+from lore.safety.pattern_shortcuts import required_literals, selective
 
 #: A view-rule: its finding kind, pattern, and how far a match's replacement reaches.
 _LINE, _MATCH, _SECTION = "line", "match", "section"
@@ -73,6 +74,11 @@ class ViewRule:
     #: needs one): Python's ``re`` tries an alternation at every position, a substring
     #: test is one C scan, and most texts hold none of them.
     words: tuple[str, ...] = ()
+
+    @functools.cached_property
+    def literals(self) -> tuple[str, ...] | None:
+        """Strings of which every match holds one (``lore.safety.pattern_shortcuts``)."""
+        return selective(required_literals(self.pattern))
 
 
 def _compile(patterns: list[str], flags: int = 0) -> re.Pattern[str]:
@@ -152,6 +158,10 @@ class FirstPassRule(Protocol):
     def kind(self) -> str: ...
     @property
     def pattern(self) -> re.Pattern[str]: ...
+    @property
+    def lowered(self) -> re.Pattern[str] | None: ...
+    @property
+    def literals(self) -> tuple[str, ...] | None: ...
     def replace(self, match: re.Match[str]) -> str | None: ...
     def applies(self, text: str, lowered: str) -> bool: ...
 
@@ -193,11 +203,18 @@ def screen_view(
     regions = _changed_regions(view)
     # The hints are tested on the changed regions alone: the rest was screened as written.
     changed = "\n".join(lowered[start:end] for start, end in regions)
+    # The view is in lower case; when it is ASCII too, a case-insensitive rule runs as its
+    # case-sensitive copy, which finds the same matches (``lore.safety.pattern_shortcuts``).
+    plain = lowered.isascii() and lowered == lowered.lower()
     for first in first_pass if regions else ():
         if not first.applies(changed, changed):
             continue
+        pattern = (first.lowered if plain else None) or first.pattern
+        literals = first.literals if pattern is not first.pattern else None
+        if literals is not None and not any(map(changed.__contains__, literals)):
+            continue
         for start, end in regions:
-            for match in first.pattern.finditer(lowered, start, end):
+            for match in pattern.finditer(lowered, start, end):
                 replacement = first.replace(match)
                 if replacement is not None:
                     add(match.start(), match.end(), first.kind, replacement, _MATCH)
@@ -205,6 +222,8 @@ def screen_view(
         if rule.needs is not None and not rule.needs.search(lowered):
             continue
         if rule.words and not any(map(lowered.__contains__, rule.words)):
+            continue
+        if rule.literals is not None and not any(map(lowered.__contains__, rule.literals)):
             continue
         for match in rule.pattern.finditer(lowered):
             add(match.start(), match.end(), rule.kind, _marker(rule.what), rule.reach)
