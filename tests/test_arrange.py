@@ -7,15 +7,18 @@ a document's first passage never moves, so document rankings are what retrieval 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
+from itertools import combinations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lore.arrange import arranged, candidates, diversified, merged, named_first, ordinal
-from lore.models import SOURCE_LABEL, Passage, make_chunk_id, unique_uris
+from lore.models import SOURCE_LABEL, Chunk, Passage, chunk_to_passage, make_chunk_id, unique_uris
 from lore.text_blocks import joined
+from lore.tool.cleaning import merged_texts
 
 WHEN = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -162,3 +165,97 @@ def test_the_packs_named_page_does_not_overrule_a_team_page_above_it() -> None:
         "vault://lore/disk.md",
         "file://runbooks/other.md",
     ]
+
+
+# -- what sync keeps is what a search can show ----------------------------------------------
+
+WORDS = [f"word{n:03d}" for n in range(400)]
+
+
+def chunks_of(layout: Sequence[tuple[int, str, int]]) -> list[Chunk]:
+    """A document's chunks as the chunker cuts them: ``(ordinal, section, words)``, each
+    chunk repeating the last four words of the one before (the overlap ``joined`` drops)."""
+    made, at = [], 0
+    for number, section, size in layout:
+        text = " ".join(WORDS[max(0, at - 4) : at + size])
+        at += size
+        made.append(
+            Chunk(
+                id=make_chunk_id("file://etcd.md", number, text),
+                uri="file://etcd.md",
+                ordinal=number,
+                text=text,
+                section=section,
+                content_hash="",
+                title="etcd",
+                revision="r1",
+                updated_at=WHEN,
+            )
+        )
+    return made
+
+
+def showable(chunks: Sequence[Chunk], max_chars: int) -> set[str]:
+    """Every text a search can show of ``chunks``: ``lore.arrange.merged`` over each subset
+    a retriever could return, ranked in an order unrelated to the document's."""
+    ranked = [chunk_to_passage(chunk, 1.0) for chunk in chunks[::2] + chunks[1::2]]
+    found = set()
+    for size in range(1, len(ranked) + 1):
+        for subset in combinations(ranked, size):
+            found.update(p.text for p in merged(subset, max_chars=max_chars))
+    return found
+
+
+def kept_by_sync(chunks: Sequence[Chunk], max_chars: int) -> set[str]:
+    """The texts sync keeps verdicts for: each chunk's, and ``merged_texts``."""
+    return {chunk.text for chunk in chunks} | set(merged_texts(chunks, max_chars))
+
+
+def test_sync_keeps_exactly_the_merged_texts_a_search_can_show() -> None:
+    """A document with several sections, a heading that comes back after a gap in the
+    ordinals (``Notes``), a run longer than ``max_chars`` (``Mitigation``) and a chunk
+    longer than it alone: the verdicts sync keeps (``merged_texts``) are each merged text
+    a search can show, no more, no fewer."""
+    max_chars = 160
+    chunks = chunks_of([
+        (0, "Meaning", 6),
+        (1, "Meaning", 6),
+        (2, "Mitigation", 8),
+        (3, "Mitigation", 8),
+        (4, "Mitigation", 8),
+        (5, "Mitigation", 8),
+        (6, "Notes", 5),
+        (7, "Escalation", 5),
+        (8, "Notes", 5),
+        (9, "Notes", 5),
+        (10, "Appendix", 25),  # alone longer than max_chars
+        (11, "Appendix", 3),
+    ])
+    shown = showable(chunks, max_chars)
+    assert kept_by_sync(chunks, max_chars) == shown
+    kept = merged_texts(chunks, max_chars)
+    assert len(kept) == len(set(kept))
+    assert not set(kept) & {chunk.text for chunk in chunks}
+    whole = joined([chunk.text for chunk in chunks if chunk.section == "Mitigation"])
+    assert len(whole) > max_chars
+    assert whole not in shown  # that run is shown in pieces
+    assert all(len(text) <= max_chars for text in kept)  # a chunk alone may be longer
+    assert not any(chunks[6].text in text and chunks[8].text in text for text in shown)  # the gap
+
+
+@settings(deadline=None, max_examples=40)  # a loaded machine is no reason to fail
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["A", "B"]), st.integers(1, 12), st.booleans()), min_size=1, max_size=7
+    ),
+    st.integers(40, 200),
+)
+def test_any_document_keeps_what_a_search_can_show(
+    cuts: list[tuple[str, int, bool]], max_chars: int
+) -> None:
+    numbers, layout = 0, []
+    for section, size, gap in cuts:
+        numbers += 1 + gap  # a gap: an ordinal of another section left out of the answer
+        layout.append((numbers, section, size))
+    chunks = chunks_of(layout)
+    assert kept_by_sync(chunks, max_chars) == showable(chunks, max_chars)

@@ -68,6 +68,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "lore.extract",
         # The one migration runner every store's schema uses.
         "lore.migrations",
+        # SQLite's errors as lore's, for every part that keeps a SQLite file.
+        "lore.sqlite_errors",
     )),
 ]
 

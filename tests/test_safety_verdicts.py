@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import sqlite3
 from collections import Counter
 from collections.abc import Sequence
@@ -19,6 +20,7 @@ import pytest
 
 from lore.access import LOCAL
 from lore.config import LoreSettings, SafetySettings, load_settings
+from lore.errors import VerdictStoreError
 from lore.resolve import build_knowledge_search, tool_policy
 from lore.safety.injection import NEUTRALISED_MARKER
 from lore.safety.verdicts import SIDECAR_NAME, VerdictStore, chain_fingerprint, verdict_key
@@ -167,6 +169,39 @@ def test_an_unusable_file_means_the_chain_runs_at_query_time(
 def test_a_corrupt_file_means_the_chain_runs_at_query_time(tmp_path: Path) -> None:
     (tmp_path / SIDECAR_NAME).write_bytes(b"this is not a database" * 100)
     assert NEUTRALISED_MARKER in shown(cleaner(VerdictStore(tmp_path / SIDECAR_NAME)), INJECTION)
+
+
+def test_a_locked_file_means_the_chain_runs_at_query_time(tmp_path: Path) -> None:
+    """Another process holds ``chain.db``'s write lock (a sync keeping its verdicts): a
+    search reads what is kept and screens the rest itself; its write-back waits a moment
+    and gives up, and the search is never refused for it."""
+    path = tmp_path / SIDECAR_NAME
+    VerdictStore(path).prune("another chain")  # a sync made the file
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        store = VerdictStore(path, create=False)
+        assert NEUTRALISED_MARKER in shown(cleaner(store), INJECTION)
+        locked = f"^cannot keep the chain's verdicts in {re.escape(str(path))}: database is locked$"
+        with pytest.raises(VerdictStoreError, match=locked):
+            store.put_many("a chain", {"a text": ("a text", ())})
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+
+def test_a_folder_that_cannot_be_made_means_sync_goes_on_and_searches_screen(tmp_path: Path) -> None:
+    """A data directory that cannot be made (a read-only mount; here a file in its place):
+    the store's error is lore's, so sync's keeper logs it and goes on, and a search screens
+    every text itself."""
+    (tmp_path / "data").write_text("a file where the data folder should be", encoding="utf-8")
+    store = VerdictStore(tmp_path / "data" / SIDECAR_NAME)
+    with pytest.raises(VerdictStoreError, match="cannot make the folder of"):
+        store.prune("a chain")
+    keeper = cleaning.VerdictKeeper(cleaner(store))
+    keeper.prune()
+    keeper([])
+    assert NEUTRALISED_MARKER in shown(cleaner(store), INJECTION)
 
 
 def _corpus(tmp_path: Path) -> Path:

@@ -39,14 +39,18 @@ SQLite, PostgreSQL, Qdrant, Elasticsearch and the managed engines, measured once
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
+from operator import itemgetter
+from typing import TypeVar
 
 from lore.intent import by_intent
 from lore.models import Passage
 from lore.named import Named, QueryJudge
 from lore.priority import MIN_EXTRA_CANDIDATES, Weights, prioritised, weight_of
-from lore.text_blocks import joined, joined_to
+from lore.text_blocks import joined_to
+
+T = TypeVar("T")
 
 #: Passages of one document ahead of another document's passage that answers too.
 PER_DOCUMENT = 3
@@ -69,72 +73,94 @@ def ordinal(passage: Passage) -> int | None:
     return int(parts[1])
 
 
+def runs(located: Iterable[tuple[str, str, int, T]]) -> list[list[T]]:
+    """Rule 2's runs: the items of ``(uri, section, ordinal, item)`` grouped by section of
+    a document, each group cut where an ordinal is missing, in document order. An ordinal
+    given again keeps its first item only (the later ones are in no run)."""
+    by_section: dict[tuple[str, str], list[tuple[int, T]]] = {}
+    for uri, section, number, item in located:
+        by_section.setdefault((uri, section), []).append((number, item))
+    found: list[list[T]] = []
+    for members in by_section.values():
+        if len(members) == 1:
+            found.append([members[0][1]])
+            continue
+        members.sort(key=itemgetter(0))  # stable: a repeated ordinal's first first
+        run: list[T] = []
+        last = members[0][0]
+        for number, item in members:
+            if run and number == last:
+                continue
+            if run and number != last + 1:
+                found.append(run)
+                run = []
+            run.append(item)
+            last = number
+        found.append(run)
+    return found
+
+
+def grown(texts: Iterable[str], max_chars: int | None = None) -> Iterator[str]:
+    """Rule 2's text: a run's chunks joined (``lore.text_blocks.joined``, the overlap kept
+    once) one more at a time, from its first chunk alone, while the text fits in
+    ``max_chars``. A search shows the longest from a run's first chunk, then starts again
+    from the next; sync keeps every one (``lore.tool.cleaning.merged_texts``)."""
+    text = ""
+    for count, piece in enumerate(texts):
+        longer = joined_to(text, piece)
+        if count and max_chars is not None and len(longer) > max_chars:
+            return
+        text = longer
+        yield text
+
+
 def merged(passages: Sequence[Passage], *, max_chars: int | None = None) -> list[Passage]:
     """``passages`` (best first) with each run of consecutive chunks of one section made one
     passage, at the rank, score, id and evidence of its best chunk, its text in document
     order; a run whose text would exceed ``max_chars`` is cut into pieces that fit."""
-    runs: dict[tuple[str, str], list[tuple[int, int]]] = {}  # (uri, section) -> (ordinal, index)
-    for index, passage in enumerate(passages):
-        number = ordinal(passage)
-        if number is not None:
-            runs.setdefault((passage.uri, passage.section), []).append((number, index))
-    into: dict[int, list[int]] = {}  # index of a run's best chunk -> indices in document order
-    absorbed: set[int] = set()
-    for members in runs.values():
-        if len(members) < 2:
-            continue
-        members.sort()
-        run: list[tuple[int, int]] = []
-        for number, index in members:
-            if run and number == run[-1][0]:
-                absorbed.add(index)  # the same chunk twice: keep its better rank
-                continue
-            if run and number != run[-1][0] + 1:
-                _close(run, passages, max_chars, into, absorbed)
-                run = []
-            run.append((number, index))
-        _close(run, passages, max_chars, into, absorbed)
+    located = [
+        (passage.uri, passage.section, number, index)
+        for index, passage in enumerate(passages)
+        if (number := ordinal(passage)) is not None
+    ]
+    into: dict[int, str] = {}  # the best chunk of a piece of several -> the piece's text
+    absorbed = {index for *_, index in located}  # the same chunk twice: kept at its better rank
+    for run in runs(located):
+        absorbed.difference_update(run)
+        if len(run) > 1:
+            _close(run, passages, max_chars, into, absorbed)
     if not into:
         return list(passages)
     shown: list[Passage] = []
     for index, passage in enumerate(passages):
         if index in absorbed:
             continue
-        pieces = into.get(index)
-        shown.append(
-            passage if pieces is None else replace(passage, text=joined([passages[i].text for i in pieces]))
-        )
+        text = into.get(index)
+        shown.append(passage if text is None else replace(passage, text=text))
     return shown
 
 
 def _close(
-    run: list[tuple[int, int]],
+    run: list[int],
     passages: Sequence[Passage],
     max_chars: int | None,
-    into: dict[int, list[int]],
+    into: dict[int, str],
     absorbed: set[int],
 ) -> None:
-    """File one run of consecutive chunks (``(ordinal, index)`` in document order) as
-    passages of at most ``max_chars`` characters each."""
-    piece: list[int] = []
-    text = ""  # the piece's chunks joined, grown one chunk at a time
-    for _, index in run:
-        if max_chars is not None:
-            longer = joined_to(text, passages[index].text)
-            if piece and len(longer) > max_chars:
-                _file(piece, into, absorbed)
-                piece, longer = [], passages[index].text
+    """File one run of consecutive chunks (indices in document order) as passages of at
+    most ``max_chars`` characters each: from its first chunk as many as fit, then again."""
+    start = 0
+    while start < len(run):
+        piece: list[int] = []
+        text = ""
+        for longer in grown((passages[index].text for index in run[start:]), max_chars):
+            piece.append(run[start + len(piece)])
             text = longer
-        piece.append(index)
-    _file(piece, into, absorbed)
-
-
-def _file(piece: list[int], into: dict[int, list[int]], absorbed: set[int]) -> None:
-    if len(piece) < 2:
-        return
-    best = min(piece)
-    into[best] = piece
-    absorbed.update(index for index in piece if index != best)
+        if len(piece) > 1:
+            best = min(piece)
+            into[best] = text
+            absorbed.update(index for index in piece if index != best)
+        start += len(piece)
 
 
 def diversified(

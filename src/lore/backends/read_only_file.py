@@ -15,6 +15,7 @@ import sqlite3
 from pathlib import Path
 
 from lore.errors import IndexingError
+from lore.sqlite_errors import translated
 
 
 def connect_read_only(path: Path) -> sqlite3.Connection:
@@ -32,9 +33,7 @@ def connect_read_only(path: Path) -> sqlite3.Connection:
             f"cannot read the index database {path} without writing: {first}; its write-ahead log "
             f"{wal} holds changes that only a writable open can apply"
         ) from first
-    try:
+    with translated(IndexingError, f"cannot read the index database {path}"):
         conn = sqlite3.connect(f"{uri}?immutable=1", uri=True, isolation_level=None, check_same_thread=False)
         conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
-        return conn
-    except sqlite3.Error as err:
-        raise IndexingError(f"cannot read the index database {path}: {err}") from err
+    return conn

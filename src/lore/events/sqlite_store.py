@@ -16,6 +16,7 @@ from lore.backends.read_only_file import connect_read_only
 from lore.errors import IndexingError
 from lore.events.record import AlertSuggestion, EventQuery, Feedback, RetrievalEvent, dumps
 from lore.migrations import Migration, UserVersion, migrate, schema
+from lore.sqlite_errors import translated
 
 #: The tables, as one migration: ``lore.backends.sqlite.schema`` appends it to the
 #: index's migrations (``m005_events``), and a sidecar file applies it as its first
@@ -103,19 +104,19 @@ class SqliteEventStore:
 
     @contextmanager
     def _connection(self, what: str) -> Iterator[sqlite3.Connection]:
-        with self._guard:
-            try:
-                if self._conn is None:
-                    self._conn = self._open()
-                yield self._conn
-            except sqlite3.Error as err:
-                raise IndexingError(f"{what} in {self._path}: {err}") from err
+        with self._guard, translated(IndexingError, f"{what} in {self._path}"):
+            if self._conn is None:
+                self._conn = self._open()
+            yield self._conn
 
     def _open(self) -> sqlite3.Connection:
         if self._read_only is not None:
             return connect_read_only(self._path)
         if self._sidecar:
-            self._path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                self._path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as err:  # not SQLite's: a folder that cannot be made (a read-only mount)
+                raise IndexingError(f"cannot make the folder of the events file {self._path}: {err}") from err
         try:
             conn = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False, timeout=5.0)
             conn.execute("PRAGMA journal_mode = WAL")

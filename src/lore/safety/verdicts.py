@@ -47,6 +47,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from lore.errors import VerdictStoreError
+from lore.sqlite_errors import translated
 
 logger = logging.getLogger(__name__)
 
@@ -137,16 +138,16 @@ class VerdictStore:
 
     @contextmanager
     def _connection(self, what: str) -> Iterator[sqlite3.Connection]:
-        with self._guard:
-            try:
-                if self._conn is None:
-                    self._conn = self._open()
-                yield self._conn
-            except sqlite3.Error as err:
-                raise VerdictStoreError(f"{what} in {self._path}: {err}") from err
+        with self._guard, translated(VerdictStoreError, f"{what} in {self._path}"):
+            if self._conn is None:
+                self._conn = self._open()
+            yield self._conn
 
     def _open(self) -> sqlite3.Connection:
-        self._path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as err:  # not SQLite's: a folder that cannot be made (a read-only mount)
+            raise VerdictStoreError(f"cannot make the folder of {self._path}: {err}") from err
         # A search waits at most a moment for another writer (its write-back is optional);
         # a sync waits as the index does.
         timeout = 5.0 if self._create else 0.2

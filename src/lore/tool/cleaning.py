@@ -17,9 +17,11 @@ import threading
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
+from itertools import islice
 from pathlib import Path
 
 import lore.safety
+from lore.arrange import grown, runs
 from lore.confidence import Confidence
 from lore.errors import VerdictStoreError
 from lore.models import SOURCE_TYPE_LABEL, Chunk, Passage, utc
@@ -27,7 +29,6 @@ from lore.protocols import DocumentReader
 from lore.safety.cap import cap_passages
 from lore.safety.secrets import SecretRedactor, redaction_markers
 from lore.safety.verdicts import Verdict, VerdictStore, chain_fingerprint
-from lore.text_blocks import joined
 from lore.tool.policy import ToolPolicy
 from lore.tool.result import ToolPassage
 
@@ -55,25 +56,14 @@ def chunk_fields(chunk: Chunk) -> list[str]:
 
 
 def merged_texts(chunks: Sequence[Chunk], max_chars: int) -> list[str]:
-    """The texts a search can show made of several of ``chunks``: each run of consecutive
-    chunks of one section, joined as ``lore.arrange.merged`` joins them, while it fits in
-    ``max_chars`` (beyond, a search shows it in pieces, which are runs too)."""
-    by_section: dict[tuple[str, str], list[Chunk]] = {}
-    for chunk in chunks:
-        by_section.setdefault((chunk.uri, chunk.section), []).append(chunk)
+    """The texts a search can show made of several of ``chunks`` (``lore.arrange``'s rule
+    2): from each chunk of a run, the run's text grown one more chunk at a time while it
+    fits in ``max_chars``, since a search that retrieves only part of a run shows that
+    part (beyond ``max_chars`` it shows the run in pieces, which are among these too)."""
     texts: list[str] = []
-    for members in by_section.values():
-        members.sort(key=lambda chunk: chunk.ordinal)
-        for first, start in enumerate(members):
-            run = [start.text]
-            for previous, chunk in zip(members[first:], members[first + 1 :], strict=False):
-                if chunk.ordinal != previous.ordinal + 1:
-                    break
-                run.append(chunk.text)
-                text = joined(run)
-                if len(text) > max_chars:
-                    break
-                texts.append(text)
+    for run in runs((chunk.uri, chunk.section, chunk.ordinal, chunk.text) for chunk in chunks):
+        for start in range(len(run) - 1):
+            texts.extend(islice(grown(run[start:], max_chars), 1, None))
     return texts
 
 

@@ -10,7 +10,6 @@ read-only opening ``readonly.py``; re-embedding ``reembed.py``.
 
 from __future__ import annotations
 
-import sqlite3
 from contextlib import closing
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,6 +21,7 @@ from lore.config import LoreSettings
 from lore.errors import ConfigError, IndexingError
 from lore.events.sqlite_store import SqliteEventStore
 from lore.protocols import Embedder, EventStore
+from lore.sqlite_errors import translated
 
 __all__ = [
     "SqliteBackend",
@@ -40,13 +40,12 @@ def read_stored_embedder(path: Path) -> tuple[str, int] | None:
     embedder. Read-only, so a wrong path never creates an empty database."""
     if not Path(path).is_file():
         raise ConfigError(f"cannot read the SQLite index {path}: there is no such file")
+    what = f"cannot read the SQLite index {path}"
     try:
-        with closing(connect_read_only(Path(path))) as conn:
+        with translated(ConfigError, what), closing(connect_read_only(Path(path))) as conn:
             return ChunkStore(conn).embedder()
     except IndexingError as err:
-        raise ConfigError(f"cannot read the SQLite index {path}: {err}") from err
-    except sqlite3.Error as err:
-        raise ConfigError(f"cannot read the SQLite index {path}: {err}") from err
+        raise ConfigError(f"{what}: {err}") from err
 
 
 def missing_index(settings: LoreSettings) -> str | None:

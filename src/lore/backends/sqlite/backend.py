@@ -83,7 +83,6 @@ from lore.backends.sqlite import reembed as sqlite_reembed
 from lore.backends.sqlite.channels import VectorChannels, vector_count
 from lore.backends.sqlite.fulltext import FullTextIndex
 from lore.backends.sqlite.fulltext_shards import layout_dir, present_shards
-from lore.backends.sqlite.journal import translated
 from lore.backends.sqlite.layouts import FullTextLayout
 from lore.backends.sqlite.readers import ReaderStores, ReadGuard
 from lore.backends.sqlite.readonly import (
@@ -115,6 +114,7 @@ from lore.models import (
 )
 from lore.protocols import Embedder, Retrieval, Vectors
 from lore.schedule_history import RUN_RETENTION
+from lore.sqlite_errors import translated
 
 #: Journal entries held back inside a write_lock before tantivy commits them: one
 #: commit per document would dominate sync time, and a longer backlog only lengthens the

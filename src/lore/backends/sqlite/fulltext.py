@@ -18,7 +18,8 @@ import math
 import os
 import shutil
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import tantivy
@@ -42,7 +43,7 @@ from lore.backends.fulltext_analysis import (
     unique_terms,
     with_identifier_words,
 )
-from lore.errors import IndexingError, RetrievalError
+from lore.errors import IndexingError, LoreError, RetrievalError
 
 __all__ = [
     "FIELD_ANALYZERS",
@@ -80,6 +81,20 @@ def pause_for_tests(count: int) -> None:
     if pause:
         print(f"lore-test: full-text rebuild paused before commit ({count} rows)", flush=True)
         time.sleep(float(pause))
+
+
+@contextmanager
+def _translated(
+    error: type[LoreError], what: str, *, undo: Callable[[], object] | None = None
+) -> Iterator[None]:
+    """tantivy's errors raised in the block as ``error("<what>: <reason>")``, the one place
+    they become lore's; ``undo`` first (a rollback, a writer dropped)."""
+    try:
+        yield
+    except _TANTIVY_ERRORS as err:
+        if undo is not None:
+            undo()
+        raise error(f"{what}: {err}") from err
 
 
 def mark_usable(directory: Path, marker: dict[str, int], name: str = _MARKER) -> None:
@@ -182,24 +197,26 @@ class FullTextIndex:
         self.release_writer()
         self._index = None
         shutil.rmtree(self._directory, ignore_errors=True)
-        try:
+        with _translated(IndexingError, f"cannot create the full-text index {self._directory}"):
             self._directory.mkdir(parents=True)
             index = tantivy.Index(self._schema, str(self._directory))
-        except _TANTIVY_ERRORS as err:
-            raise IndexingError(f"cannot create the full-text index {self._directory}: {err}") from err
         for name, analyzer in self._analyzers.items():
             index.register_tokenizer(name, analyzer)
         self._index = index
+
+    def _failed(self, action: str) -> str:
+        return f"cannot {action} the full-text index {self._directory}"
+
+    def _forget_writer(self) -> None:
+        self._writer = None
 
     def _writer_for(self) -> tantivy.IndexWriter:
         if self._writer is None:
             index = self._index
             if index is None:
                 raise IndexingError(f"the full-text index {self._directory} is missing: run `lore reindex`")
-            try:
+            with _translated(IndexingError, f"cannot write the full-text index {self._directory}"):
                 self._writer = index.writer(heap_size=_WRITER_HEAP_BYTES, num_threads=1)
-            except _TANTIVY_ERRORS as err:
-                raise IndexingError(f"cannot write the full-text index {self._directory}: {err}") from err
         return self._writer
 
     def stage(self, ops: Sequence[tuple[str, int]], rows: Mapping[int, FullTextRow]) -> None:
@@ -209,25 +226,19 @@ class FullTextIndex:
         twice is harmless. An ``add`` whose row is not in ``rows`` was deleted since: skipped.
         On error everything staged since the last commit is discarded."""
         writer = self._writer_for()
-        try:
+        with _translated(IndexingError, self._failed("update"), undo=writer.rollback):
             for op, rowid in ops:
                 writer.delete_documents_by_term("rowid", rowid)
                 row = rows.get(rowid)
                 if op == "add" and row is not None:
                     writer.add_document(self._document(row))
-        except _TANTIVY_ERRORS as err:
-            writer.rollback()
-            raise IndexingError(f"cannot update the full-text index {self._directory}: {err}") from err
 
     def commit(self) -> None:
         """Make everything staged visible to searches (in every process); on error it is
         discarded."""
         writer = self._writer_for()
-        try:
+        with _translated(IndexingError, self._failed("update"), undo=writer.rollback):
             writer.commit()
-        except _TANTIVY_ERRORS as err:
-            writer.rollback()
-            raise IndexingError(f"cannot update the full-text index {self._directory}: {err}") from err
         self._require().reload()
 
     def replace_all(self, rows: Iterable[FullTextRow]) -> int:
@@ -244,27 +255,20 @@ class FullTextIndex:
     def start_replacing(self) -> None:
         """Begin ``replace_all`` in steps (a shard set feeds its shards from one pass):
         everything is deleted, invisibly until ``finish_replacing``."""
-        try:
+        with _translated(IndexingError, self._failed("rebuild"), undo=self._forget_writer):
             self._writer_for().delete_all_documents()
-        except _TANTIVY_ERRORS as err:
-            self._writer = None
-            raise IndexingError(f"cannot rebuild the full-text index {self._directory}: {err}") from err
 
     def add_replacement(self, row: FullTextRow) -> None:
-        try:
+        with _translated(IndexingError, self._failed("rebuild"), undo=self._forget_writer):
             self._writer_for().add_document(self._document(row))
-        except _TANTIVY_ERRORS as err:
-            self._writer = None
-            raise IndexingError(f"cannot rebuild the full-text index {self._directory}: {err}") from err
 
     def finish_replacing(self) -> None:
         """Commit the replacement, then mark the directory usable."""
         writer = self._writer_for()
         try:
-            writer.commit()
-            writer.wait_merging_threads()
-        except _TANTIVY_ERRORS as err:
-            raise IndexingError(f"cannot rebuild the full-text index {self._directory}: {err}") from err
+            with _translated(IndexingError, f"cannot rebuild the full-text index {self._directory}"):
+                writer.commit()
+                writer.wait_merging_threads()
         finally:
             self._writer = None
         mark_usable(self._directory, {"version": FULLTEXT_VERSION})
@@ -273,10 +277,8 @@ class FullTextIndex:
     def rollback(self) -> None:
         """Discard what was staged since the last commit."""
         if self._writer is not None:
-            try:
+            with _translated(IndexingError, f"cannot update the full-text index {self._directory}"):
                 self._writer.rollback()
-            except _TANTIVY_ERRORS as err:
-                raise IndexingError(f"cannot update the full-text index {self._directory}: {err}") from err
 
     def unmark(self) -> None:
         """No longer usable for the next open (it stays searchable here until closed): the
@@ -291,11 +293,9 @@ class FullTextIndex:
     def document_count(self) -> int:
         """Documents the committed index holds (what searches see)."""
         index = self._require()
-        try:
+        with _translated(RetrievalError, f"cannot read the full-text index {self._directory}"):
             index.reload()
             return int(index.searcher().num_docs)
-        except _TANTIVY_ERRORS as err:
-            raise RetrievalError(f"cannot read the full-text index {self._directory}: {err}") from err
 
     @property
     def directory(self) -> Path:
@@ -305,9 +305,8 @@ class FullTextIndex:
         """Let merges finish and drop the writer, which frees tantivy's directory lock."""
         if self._writer is not None:
             try:
-                self._writer.wait_merging_threads()
-            except _TANTIVY_ERRORS as err:
-                raise IndexingError(f"cannot finish merging the full-text index: {err}") from err
+                with _translated(IndexingError, "cannot finish merging the full-text index"):
+                    self._writer.wait_merging_threads()
             finally:
                 self._writer = None
 
@@ -354,12 +353,10 @@ class FullTextIndex:
                     tantivy.Query.boolean_query(anyone), 0.0)))
         if must:
             scoring = tantivy.Query.boolean_query([(tantivy.Occur.Must, scoring), *must])
-        try:
+        with _translated(RetrievalError, "full-text search failed"):
             searcher = index.searcher()
             hits = searcher.search(scoring, limit, count=False).hits
             rowids = searcher.fast_field_values("rowid", [address for _, address in hits])
-        except _TANTIVY_ERRORS as err:
-            raise RetrievalError(f"full-text search failed: {err}") from err
         return [
             (int(rowid), float(score))
             for (score, _), rowid in zip(hits, rowids, strict=True)
@@ -411,12 +408,10 @@ class FullTextIndex:
         ``query_weights`` is made of, summed over shards by a set."""
         if not tokens:
             return 0, {}
-        try:
+        with _translated(RetrievalError, "full-text search failed"):
             searcher = self._require().searcher()
             total = int(searcher.num_docs)
             freqs = {token: [int(searcher.doc_freq(field, token)) for field in FIELDS] for token in tokens}
-        except _TANTIVY_ERRORS as err:
-            raise RetrievalError(f"full-text search failed: {err}") from err
         return total, freqs
 
     def clause_frequencies(self, query: str) -> tuple[int, dict[tuple[str, str], int]]:
@@ -425,11 +420,9 @@ class FullTextIndex:
         words, identifiers = query_terms(query)
         keys = [(field, token) for token in words for field in self._boosts]
         keys.extend(("ident", token) for token in identifiers)
-        try:
+        with _translated(RetrievalError, "full-text search failed"):
             searcher = self._require().searcher()
             return int(searcher.num_docs), {key: int(searcher.doc_freq(*key)) for key in keys}
-        except _TANTIVY_ERRORS as err:
-            raise RetrievalError(f"full-text search failed: {err}") from err
 
     def terms_of(self, *texts: str) -> frozenset[str]:
         """The stemmed terms the index holds for a chunk with these fields."""
@@ -459,7 +452,7 @@ class FullTextIndex:
             0.0,
         )
         held: dict[int, set[str]] = {}
-        try:
+        with _translated(RetrievalError, "full-text search failed"):
             searcher = index.searcher()
             for start in range(0, max(len(terms), 1), _TERMS_PER_SEARCH):
                 batch = terms[start : start + _TERMS_PER_SEARCH]
@@ -475,8 +468,6 @@ class FullTextIndex:
                         bits = round(score)
                         terms_held = held.setdefault(int(rowid), set())
                         terms_held.update(term for bit, term in enumerate(batch) if bits >> bit & 1)
-        except _TANTIVY_ERRORS as err:
-            raise RetrievalError(f"full-text search failed: {err}") from err
         return {rowid: frozenset(found_terms) for rowid, found_terms in held.items()}
 
     def _held_by(self, chosen: tantivy.Query, term: str, score: float) -> tantivy.Query:

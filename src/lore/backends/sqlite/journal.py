@@ -7,16 +7,15 @@ holds (``staged``) and what is waiting for a commit (``pending``).
 
 from __future__ import annotations
 
-import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from lore.backends.fulltext_analysis import FullTextRow
 from lore.backends.sqlite.fulltext_shards import FullText
 from lore.backends.sqlite.store import FULLTEXT_DELETED_KEY, ChunkStore, FullTextOp
-from lore.errors import IndexingError, LoreError, RetrievalError
+from lore.errors import IndexingError, RetrievalError
+from lore.sqlite_errors import translated
 
 #: Journal entries read (with their chunks' text) per step of a replay.
 _JOURNAL_BATCH = 5_000
@@ -29,14 +28,6 @@ _JOURNAL_BATCH = 5_000
 #: a bounded share of the writes (each chunk rewritten once per that many deletions).
 COMPACT_FRACTION = 0.25
 COMPACT_MIN = 500
-
-
-@contextmanager
-def translated(error: type[LoreError], what: str) -> Iterator[None]:
-    try:
-        yield
-    except sqlite3.Error as err:
-        raise error(f"{what}: {err}") from err
 
 
 class FullTextJournal:

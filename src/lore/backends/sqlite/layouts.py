@@ -21,11 +21,12 @@ from lore.backends.sqlite.fulltext_shards import (
     present_shards,
     wanted_shards,
 )
-from lore.backends.sqlite.journal import FullTextJournal, translated
+from lore.backends.sqlite.journal import FullTextJournal
 from lore.backends.sqlite.readers import ReadGuard
 from lore.backends.sqlite.readonly import private_fulltext_dir
 from lore.backends.sqlite.store import ChunkStore
 from lore.errors import DiskFullError, IndexingError, IndexLockedError
+from lore.sqlite_errors import translated
 
 
 class FullTextLayout:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
-import sqlite3
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,6 +31,7 @@ from lore.backends.read_only_file import connect_read_only as connect_read_only
 from lore.backends.sqlite.schema import CHECKPOINT_PAGES, connect
 from lore.backends.sqlite.store import ChunkStore
 from lore.errors import DiskFullError, IndexingError
+from lore.sqlite_errors import translated
 
 
 def open_connections(path: Path) -> tuple[ChunkStore, ChunkStore, str | None]:
@@ -53,13 +53,11 @@ def open_connections(path: Path) -> tuple[ChunkStore, ChunkStore, str | None]:
             raise err from None
         return ChunkStore(store), ChunkStore(reads), _why_read_only(path, err)
     try:
-        # Every document is its own commit, and a checkpoint (which syncs to disk)
-        # every 1,000 WAL pages, SQLite's default, came every few dozen documents.
-        conn.execute(f"PRAGMA wal_autocheckpoint = {CHECKPOINT_PAGES}")
-        reads = connect(path)
-    except sqlite3.Error as err:
-        conn.close()
-        raise IndexingError(f"cannot open the index database {path}: {err}") from err
+        with translated(IndexingError, f"cannot open the index database {path}"):
+            # Every document is its own commit, and a checkpoint (which syncs to disk)
+            # every 1,000 WAL pages, SQLite's default, came every few dozen documents.
+            conn.execute(f"PRAGMA wal_autocheckpoint = {CHECKPOINT_PAGES}")
+            reads = connect(path)
     except IndexingError:
         conn.close()
         raise

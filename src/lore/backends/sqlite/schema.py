@@ -14,6 +14,7 @@ from lore.errors import IndexingError
 from lore.events.sqlite_store import EVENT_SCHEMA
 from lore.migrations import Migration, UserVersion, number_of, schema, user_version
 from lore.migrations import migrate as run_migrations
+from lore.sqlite_errors import translated
 
 MIGRATIONS: tuple[Migration[str], ...] = schema(
     Migration("m001_documents_chunks_vectors", (
@@ -124,13 +125,11 @@ CHECKPOINT_PAGES = 10_000
 def connect(path: Path) -> sqlite3.Connection:
     """A connection in autocommit mode (transactions are explicit), WAL journaling so
     readers never wait for a writer, and a busy timeout for writer-writer contention."""
-    try:
+    with translated(IndexingError, f"cannot open the index database {path}"):
         conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=10.0)
         conn.execute("PRAGMA journal_mode = WAL")
         # NORMAL is crash-safe in WAL mode; it only risks the last commits on power loss.
         conn.execute("PRAGMA synchronous = NORMAL")
-    except sqlite3.Error as err:
-        raise IndexingError(f"cannot open the index database {path}: {err}") from err
     return conn
 
 
@@ -141,10 +140,8 @@ def schema_version(conn: sqlite3.Connection) -> int:
 def migrate(conn: sqlite3.Connection, path: Path) -> int:
     """Bring the schema up to date; returns the version. Safe against a concurrent
     opener: the version is re-read inside each write transaction."""
-    try:
+    with translated(IndexingError, f"cannot prepare the index database {path}"):
         return run_migrations(MIGRATIONS, UserVersion(conn, lambda version, _: _too_new(version, path)))
-    except sqlite3.Error as err:
-        raise IndexingError(f"cannot prepare the index database {path}: {err}") from err
 
 
 def _too_new(version: int, path: Path) -> IndexingError:

@@ -26,7 +26,6 @@ from lore.backends.query_embedding import vector_or_bm25
 from lore.backends.sqlite.ann import AnnChannel
 from lore.backends.sqlite.channels import VectorChannels
 from lore.backends.sqlite.evidence import EvidenceMaker
-from lore.backends.sqlite.journal import translated
 from lore.backends.sqlite.layouts import FullTextLayout
 from lore.backends.sqlite.store import ChunkStore
 from lore.backends.sqlite.vector_matrix import VectorMatrix
@@ -34,6 +33,7 @@ from lore.errors import EmbedderMismatchError, QueryError, RetrievalError, Unsup
 from lore.fusion import copied_from, fuse_channels
 from lore.models import Passage, SearchMode, filter_terms
 from lore.protocols import Embedder, Retrieval, Vectors
+from lore.sqlite_errors import translated
 
 MAX_TOP_K = 1_000
 MAX_QUERY_CHARS = 50_000
