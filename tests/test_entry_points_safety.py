@@ -20,8 +20,7 @@ import json
 import os
 import subprocess
 import sys
-from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,7 @@ from lore.cli.search_cmd import os_user as cli_os_user
 from lore.config import load_settings
 from lore.mcp_server import os_user as mcp_os_user
 from lore.resolve import build_knowledge_search, resolve_index
+from lore.safety.verdicts import Verdict
 from lore.sync import run_sync
 from lore.testing.attacks import (
     PlantedCase,
@@ -155,8 +155,11 @@ def test_the_corpus_plants_both_kinds_of_attack() -> None:
 
 
 class _NoCleaning(PassageCleaner):
-    def clean(self, text: str, findings: Counter[str]) -> str:
-        return text
+    """Every text's verdict is the text itself, nothing found (``clean_many`` is where
+    each field's verdict comes from; this cleaner's cache stays empty)."""
+
+    def clean_many(self, texts: Iterable[str]) -> dict[str, Verdict]:
+        return {text: (text, ()) for text in texts}
 
 
 class ChainBypassed(KnowledgeSearch):

@@ -9,15 +9,25 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lore.safety import secret_vendors
-from lore.safety.secrets import SecretRedactor, is_placeholder, looks_random, redact_secrets
+from lore.safety.secret_rules import PatternRule, Rule
+from lore.safety.secrets import (
+    SecretRedactor,
+    _HintedRules,
+    is_placeholder,
+    looks_random,
+    redact_secrets,
+)
 from lore.testing.attacks import PlantedCase, secret_cases, unsafe_payloads
 
 REDACTOR = SecretRedactor()
@@ -521,3 +531,66 @@ def test_a_remembered_redaction_answers_only_its_own_text_and_never_shares_its_c
     mail = "page oncall@example.org about it"
     assert SecretRedactor().redact(mail)[0] == mail
     assert "oncall@example.org" not in with_mail.redact(mail)[0]
+
+
+# -- which rules run: the hint index ---------------------------------------------------------
+
+
+def _each_rule_in_turn(rules: list[Rule], text: str, findings: Counter[str]) -> str:
+    """The reference the hint index must agree with: each rule asked in turn whether the
+    text holds one of its hints (lower-case ones ignoring case, in the text as given; the
+    others in the text as the rules before left it)."""
+    lowered = text.lower()
+    for rule in rules:
+        folded = [hint for hint in rule.hints if hint.islower()]
+        cased = [hint for hint in rule.hints if not hint.islower()]
+        if not rule.hints or any(h in lowered for h in folded) or any(h in text for h in cased):
+            text = rule.apply(text, findings)
+    return text
+
+
+def _rule(kind: str, pattern: str, replacement: str, *hints: str) -> PatternRule:
+    return PatternRule(kind, re.compile(pattern), lambda _match: replacement, hints)
+
+
+def test_a_rule_runs_on_what_the_rules_before_it_left() -> None:
+    # One rule's replacement brings a later rule's case-sensitive hint in, another's takes
+    # one away: the later rules are asked about the text as it is when their turn comes.
+    rules = [
+        _rule("brings", r"alpha", "BRAVO", "alpha"),
+        _rule("takes", r"DELTA", "gone", "delta"),
+        _rule("needs_bravo", r"BRAVO", "charlie", "BRAVO"),
+        _rule("needs_delta", r"\w+", "Z", "DELTA"),
+        _rule("always", r"echo", "ECHO"),
+    ]
+    for text in ("alpha DELTA echo", "DELTA", "alpha", "ALPHA delta", "nothing here", "BRAVO DELTA"):
+        expected_findings: Counter[str] = Counter()
+        expected = _each_rule_in_turn(rules, text, expected_findings)
+        findings: Counter[str] = Counter()
+        assert _HintedRules(rules).apply(text, findings) == expected, text
+        assert findings == expected_findings, text
+    assert _HintedRules(rules).apply("alpha DELTA echo", Counter()) == "charlie gone ECHO"
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_the_hint_index_runs_the_rules_each_rule_in_turn_would(data: st.DataObject) -> None:
+    # Texts made of the real rules' hints (in any case), values of key-like lengths and
+    # separators: the index and the rule-by-rule test agree on the text and the findings.
+    redactor = SecretRedactor(emails=True, phone_numbers=True)
+    for tests in (redactor._tests, redactor._whole_tests):
+        rules = list(tests._rules)
+        hints = sorted({hint for rule in rules for hint in rule.hints})
+        piece = st.one_of(
+            st.sampled_from(hints),
+            st.sampled_from(hints).map(str.upper),
+            st.text(alphabet="abcdefXYZ0123456789+/", min_size=8, max_size=44),
+            st.sampled_from(["=", ": ", " ", "\n", "://", "@", "'", '"']),
+            st.sampled_from(["user@example.org", "+1 415 555 0134"]),
+        )
+        text = "".join(data.draw(st.lists(piece, max_size=14)))
+        expected_findings: Counter[str] = Counter()
+        expected = _each_rule_in_turn(rules, text, expected_findings)
+        findings: Counter[str] = Counter()
+        assert tests.apply(text, findings) == expected
+        assert findings == expected_findings

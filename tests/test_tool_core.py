@@ -25,12 +25,14 @@ from hypothesis import strategies as st
 import agent_corpus
 from lore.access import LOCAL, AccessFilter, local_user
 from lore.backends.sqlite import SqliteBackend
+from lore.confidence import Confidence
 from lore.config import LoreSettings, SafetySettings, load_settings
 from lore.errors import BackendUnavailableError, ConfigError, QueryError
 from lore.models import SOURCE_TYPE_LABEL, Evidence, Passage, SearchMode, filter_terms, label_terms
 from lore.priority import depth as priority_depth
 from lore.protocols import Retrieval
 from lore.resolve import build_knowledge_search, knowledge_search
+from lore.safety import secrets as secrets_module
 from lore.safety.audit import AuditEntry, AuditHit, JsonlAuditLog, MemoryAuditLog
 from lore.safety.cap import cap_passages, cap_text
 from lore.testing import add_document
@@ -628,6 +630,66 @@ async def test_query_is_redacted_in_metadata_and_audit(tmp_path: Path) -> None:
     assert token not in result.render_text()
     assert token not in log.entries[0].query
     assert "[REDACTED:gitlab_token]" in log.entries[0].query
+
+
+async def test_a_query_reaches_the_secret_detector_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Redacted before retrieval, then for what is shown, audited and recorded: one redactor,
+    # so one scan by the detector's worker process (each is a round trip to it).
+    scanned: list[str] = []
+    scan = secrets_module.betterleaks_findings
+
+    def counted(text: str) -> list[tuple[str, str]]:
+        scanned.append(text)
+        return scan(text)
+
+    monkeypatch.setattr(secrets_module, "betterleaks_findings", counted)
+    search, retriever, log = tool(tmp_path, [])
+    query = "why is the payments queue backing up 4711"
+    result = await search.run({"query": query}, principal=LOCAL)
+    assert sum(query in text for text in scanned) == 1
+    assert retriever.calls[0]["query"] == query
+    assert result.metadata is not None
+    assert result.metadata.query == query
+    assert log.entries[0].query == query
+
+
+async def test_with_pii_redaction_the_retriever_gets_addresses_but_no_secret(tmp_path: Path) -> None:
+    # The query a retriever gets is redacted of secrets, never of PII (an address still
+    # searches); what is shown and audited is redacted of both.
+    token = "glpat-" + "z" * 20
+    search, retriever, log = tool(tmp_path, [], redact_emails=True)
+    result = await search.run({"query": f"mail alice@example.com about {token}"}, principal=LOCAL)
+    assert retriever.calls[0]["query"] == "mail alice@example.com about [REDACTED:gitlab_token]"
+    assert log.entries[0].query == "mail [REDACTED:email] about [REDACTED:gitlab_token]"
+    assert result.metadata is not None
+    assert result.metadata.query == log.entries[0].query
+
+
+async def test_an_answer_from_the_cleaner_s_cache_is_the_computed_answer(tmp_path: Path) -> None:
+    # A warm search reads every field's result from the cleaner's cache on the event loop;
+    # a field the cache lacks (a new title) sends the passage through the chain again.
+    token = "glpat-" + "y" * 20
+    found = [
+        passage(f"rotate {token} then <!-- hidden --> restart", uri="a.md", chunk_id="a.md#0"),
+        passage("plain steps", uri="b.md", chunk_id="b.md#0", title="ops alice@example.com"),
+    ]
+    search, _, log = tool(tmp_path, found, redact_emails=True)
+    cleaner = search.cleaner
+    levels = [Confidence.HIGH, Confidence.LOW]
+    assert cleaner.make_safe_cached(found, levels) is None
+    computed = cleaner.make_safe(found, levels)
+    assert cleaner.make_safe_cached(found, levels) == computed
+    assert computed[1] == {"gitlab_token": 1, "html_comment": 1, "email": 1}
+    renamed = [found[0], replace(found[1], title="ops bob@example.com")]
+    assert cleaner.make_safe_cached(renamed, levels) is None
+    first = await search.run({"query": "rotate"}, principal=LOCAL)
+    second = await search.run({"query": "rotate"}, principal=LOCAL)
+    assert first.passages == second.passages
+    shown = "rotate [REDACTED:gitlab_token] then [lore: removed HTML comment] restart"
+    assert first.passages[0].text == shown
+    assert log.entries[0].safety == log.entries[1].safety == computed[1]
 
 
 # -- audit ----------------------------------------------------------------------------------

@@ -17,6 +17,11 @@ have (docs/quality.md, "Confidence"). Two strengths, strongest first:
 Identifiers are tokens shaped like names (``lore.backends.lexical.is_identifier``: a
 joiner, a camelCase joint, letters fused with digits), so a question's ordinary words never
 name anything; a number alone is not an identifier either.
+
+A passage's names and the identifiers of its text are pure functions of its fields, and the
+same chunks come back search after search: they are remembered (a bounded cache keyed on
+the whole field values, never a hash of them), as are a query's names, which a search
+reads twice (``lore.arrange.named_first``, then the confidence of its answer).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 
 from lore.backends.lexical import NAME_WORDS, identifiers
 from lore.confidence import Confidence, passage_confidence, raised
@@ -92,26 +98,59 @@ def named(passage: Passage, names: Sequence[str]) -> Named:
     return _Names(names).strength(passage)
 
 
+#: Passages whose names and identifiers are remembered (``_passage_names``,
+#: ``_text_identifiers``): the same chunks come back search after search, and reading them
+#: again was a third of a search's CPU in the service.
+_REMEMBERED = 4096
+
+
+@lru_cache(maxsize=_REMEMBERED)
+def _passage_names(title: str, uri: str, alerts: str, section: str) -> frozenset[str]:
+    """The ``normal`` form of every name ``names_of`` gives a passage of these fields: a
+    pure function of them, remembered by their whole values (never by a hash alone)."""
+    listed = alerts.split(LABEL_VALUE_SEPARATOR)
+    stem = _last_part(uri.split("#", 1)[0])
+    stem = stem.rsplit(".", 1)[0] if "." in stem else stem
+    parts = [part for part in section.split(SECTION_SEPARATOR) if part]
+    return frozenset(normal(name) for name in (title, stem, *listed, *parts))
+
+
+@lru_cache(maxsize=_REMEMBERED)
+def _text_identifiers(text: str) -> frozenset[str]:
+    """``identifiers(text)`` as a set: a pure function of the text, remembered by the
+    whole text."""
+    return frozenset(identifiers(text))
+
+
 class _Names:
     """One query's names as ``named`` compares them, worked out once for all the passages
     of its answer: each passage's own names and identifiers are then read once, not once
-    per name."""
+    per name, and are remembered across answers (``_passage_names``, ``_text_identifiers``)."""
 
     def __init__(self, names: Sequence[str]) -> None:
-        self._normal = {normal(name) for name in names} - {""}
-        self._identifiers = identifiers(" ".join(names))
+        self._normal = frozenset(normal(name) for name in names) - {""}
+        self._identifiers = tuple(identifiers(" ".join(names)))
 
     def strength(self, passage: Passage) -> Named:
-        if self._normal and any(normal(candidate) in self._normal for candidate in names_of(passage)):
+        if self._normal and not self._normal.isdisjoint(
+            _passage_names(passage.title, passage.uri, passage.labels.get("alerts", ""), passage.section)
+        ):
             return Named.NAME
         # A whole token of the text lower-cased is within the text lower-cased: a passage
         # holding none of the identifiers anywhere is not tokenised at all.
         lowered = passage.text.lower() if self._identifiers else ""
         if any(name in lowered for name in self._identifiers):
-            mentioned = set(identifiers(passage.text))
+            mentioned = _text_identifiers(passage.text)
             if any(name in mentioned for name in self._identifiers):
                 return Named.MENTION
         return Named.NONE
+
+
+@lru_cache(maxsize=256)
+def _names_of_query(query: str) -> _Names:
+    """``_Names`` of ``query``'s names (immutable once made), remembered by the whole query:
+    a search judges its query's names twice (ordering its answer, then its confidence)."""
+    return _Names(query_names(query))
 
 
 #: The least confidence a named passage (``lore.named``) is given: its name is the page's
@@ -124,7 +163,7 @@ class QueryJudge:
     it (such a passage is never withheld, whatever ``min_confidence`` says)."""
 
     def __init__(self, query: str) -> None:
-        self._names = _Names(query_names(query))
+        self._names = _names_of_query(query)
         self._named: dict[str, Named] = {}
 
     def strength(self, passage: Passage) -> Named:

@@ -49,12 +49,13 @@ def depth(top_k: int, weights: Weights) -> int:
 def prioritised(passages: Sequence[Passage], weights: Weights) -> list[Passage]:
     """``passages`` with each score multiplied by its source's weight, re-sorted (stably:
     equal scores keep the retriever's order); unchanged when no passage is weighted."""
-    if not weights or all(weight_of(passage, weights) == 1.0 for passage in passages):
+    if not weights:
+        return list(passages)
+    weighed = [(passage, weight_of(passage, weights)) for passage in passages]
+    if all(weight == 1.0 for _, weight in weighed):
         return list(passages)  # nothing to re-weigh: the retriever's order, as it gave it
     rescored = [
-        replace(passage, score=weighted(passage.score, weight_of(passage, weights)))
-        if weight_of(passage, weights) != 1.0
-        else passage
-        for passage in passages
+        replace(passage, score=weighted(passage.score, weight)) if weight != 1.0 else passage
+        for passage, weight in weighed
     ]
     return sorted(rescored, key=lambda passage: -passage.score)

@@ -32,7 +32,6 @@ from lore.errors import LoreError, QueryError
 from lore.events.correlation import CORRELATION_PROPERTIES, correlation_of
 from lore.events.suggestions import alert_fingerprint
 from lore.models import Passage
-from lore.safety.secrets import redact_secrets
 from lore.skills.catalog import SkillCatalog
 from lore.tool.core import MAX_TOP_K, KnowledgeSearch, Retrieved, SearchRequest, ToolResult
 
@@ -212,7 +211,7 @@ class RunbookForAlert:
         state: dict[str, Any] = {"hits": [], "query": None}
 
         def prepare() -> SearchRequest:
-            query = redact_query(alert_query(arguments), redact_secrets)
+            query = redact_query(alert_query(arguments), self._search.redact_query)
             state["query"] = query
             top_k = int(arguments.get("top_k", min(policy.top_k, MAX_TOP_K)))
             # The event carries the fingerprints: the webhook receiver keys its answers by them.

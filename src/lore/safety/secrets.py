@@ -155,15 +155,15 @@ class SecretRedactor:
             *prose_rules(),
             *pii_rules(emails=emails, phone_numbers=phone_numbers),
         ]
-        # Each rule's hints split once by how they are matched (lower case: ignoring case),
-        # so a block's test is two C-level scans per rule: with ~520 hints over ~90 rules,
-        # the per-hint Python of the test was over half the cost of redacting a short
-        # field (a uri, a title) that no rule matches.
-        self._tests = _split_hints(self._line_rules)
+        # Each rule's hints indexed once (``_HintedRules``): a block's test is one C-level
+        # scan per distinct hint, not a test per rule; with ~520 hints over ~90 rules, the
+        # per-rule Python of the test was most of the cost of redacting a short field (a
+        # query, a uri, a title) that no rule matches.
+        self._tests = _HintedRules(self._line_rules)
         # The credential-context grammar reads across lines (``.netrc`` records, env
         # pairs, tables, a Secret's ``stringData``, a command and its output): run over
         # the whole text, after the line rules.
-        self._whole_tests = _split_hints([*context_rules(), *block_rules()])
+        self._whole_tests = _HintedRules([*context_rules(), *block_rules()])
         # A search redacts its query several times (what it shows, what the audit and the
         # events keep, an error's text): the same short text, answered once. The result
         # is a pure function of the text and this redactor's rules; bounded, per instance.
@@ -259,26 +259,8 @@ class SecretRedactor:
         # rest runs on blocks of whole lines, each skipping the rules none of whose hints
         # it holds (a runbook page through ~80 regexes is otherwise the slow part of sync).
         text = PRIVATE_KEY.apply(text, findings)
-        blocks = []
-        for block in _blocks(text):
-            lowered = block.lower()
-            for rule, folded_hints, cased_hints in self._tests:
-                if (
-                    not rule.hints
-                    or any(map(lowered.__contains__, folded_hints))
-                    or any(map(block.__contains__, cased_hints))
-                ):
-                    block = rule.apply(block, findings)
-            blocks.append(block)
-        text = "".join(blocks)
-        lowered = text.lower()
-        for rule, folded_hints, cased_hints in self._whole_tests:
-            if (
-                not rule.hints
-                or any(map(lowered.__contains__, folded_hints))
-                or any(map(text.__contains__, cased_hints))
-            ):
-                text = rule.apply(text, findings)
+        text = "".join([self._tests.apply(block, findings) for block in _blocks(text)])
+        text = self._whole_tests.apply(text, findings)
         if "]\\" in text:
             text = continuation(text, findings)
         return text, findings
@@ -343,15 +325,43 @@ def _apply_betterleaks(text: str, found: list[tuple[str, str]], findings: Counte
     return text
 
 
-def _split_hints(rules: list[Rule]) -> list[tuple[Rule, tuple[str, ...], tuple[str, ...]]]:
-    return [
-        (
-            rule,
-            tuple(hint for hint in rule.hints if hint.islower()),
-            tuple(hint for hint in rule.hints if not hint.islower()),
-        )
-        for rule in rules
-    ]
+class _HintedRules:
+    """Rules in their order, each run on a text only when it holds one of the rule's hints
+    (or the rule has none): the same test as asking each rule in turn, made from one scan
+    of the text per distinct hint. A lower-case hint is looked for in the text as given,
+    lower-cased; any other in the text as the rules before have left it (a rule that
+    redacts changes it), so after a change those are looked for again."""
+
+    def __init__(self, rules: Sequence[Rule]) -> None:
+        self._rules = tuple(rules)
+        self._always = frozenset(i for i, rule in enumerate(rules) if not rule.hints)
+        folded: dict[str, set[int]] = {}
+        cased: dict[str, set[int]] = {}
+        for i, rule in enumerate(rules):
+            for hint in rule.hints:
+                (folded if hint.islower() else cased).setdefault(hint, set()).add(i)
+        self._folded = {hint: frozenset(named) for hint, named in folded.items()}
+        self._cased = {hint: frozenset(named) for hint, named in cased.items()}
+
+    def _named(self, hints: dict[str, frozenset[int]], text: str, due: set[int]) -> set[int]:
+        for hint in filter(text.__contains__, hints):
+            due |= hints[hint]
+        return due
+
+    def apply(self, text: str, findings: Counter[str]) -> str:
+        """``text`` through every rule whose hint it holds, in the rules' order."""
+        named = self._named(self._folded, text.lower(), set(self._always))
+        pending = sorted(self._named(self._cased, text, set(named)))
+        at = 0
+        while at < len(pending):
+            index = pending[at]
+            changed = self._rules[index].apply(text, findings)
+            at += 1
+            if changed != text:
+                text = changed
+                due = self._named(self._cased, text, set(named))
+                pending, at = sorted(i for i in due if i > index), 0
+        return text
 
 
 #: Block size for the hint test: small enough that a hint rules out most blocks, large

@@ -7,7 +7,9 @@ the settings, so its result is looked up before it is computed: in this process'
 (``CLEAN_CACHE_SIZE`` texts), then in the chain's kept verdicts (``lore.safety.verdicts``:
 what sync computed for every chunk it wrote, keyed by the text's hash and the chain's
 fingerprint), and only then computed, and kept for the next process. The chain runs on
-every text either way; what is looked up is its own output for that text.
+every text either way; what is looked up is its own output for that text. A search whose
+every field is in this process's cache is answered on the caller's thread
+(``make_safe_cached``: no rule runs); any other goes to a thread (``make_safe``).
 """
 
 from __future__ import annotations
@@ -275,10 +277,43 @@ class PassageCleaner:
     def make_safe(
         self, found: Sequence[Passage], levels: Sequence[Confidence]
     ) -> tuple[list[ToolPassage], Counter[str], bool]:
+        """``found`` shaped into what a tool returns, every field screened and redacted
+        (``levels``: each passage's confidence), with the findings and whether the cap
+        cut the answer."""
+        # Every field at once: one look-up of the kept verdicts per search, not per field,
+        # and each field's verdict read from that look-up.
+        verdicts = self.clean_many(field for passage in found for field in passage_fields(passage))
+        return self._shaped(found, levels, verdicts)
+
+    def make_safe_cached(
+        self, found: Sequence[Passage], levels: Sequence[Confidence]
+    ) -> tuple[list[ToolPassage], Counter[str], bool] | None:
+        """``make_safe`` when this process's cache holds every field's verdict (a warm
+        server's usual search: no rule runs, so it is cheaper than a hand-off to a thread),
+        else None (nothing looked up is lost: the cache is only read)."""
+        verdicts: dict[str, Verdict] = {}
+        with self._guard:
+            for passage in found:
+                for text in passage_fields(passage):
+                    verdict = self._cache.get(text)
+                    if verdict is None:
+                        return None
+                    verdicts[text] = verdict
+            for text in verdicts:
+                self._cache.move_to_end(text)
+        return self._shaped(found, levels, verdicts)
+
+    def _shaped(
+        self, found: Sequence[Passage], levels: Sequence[Confidence], verdicts: Mapping[str, Verdict]
+    ) -> tuple[list[ToolPassage], Counter[str], bool]:
         findings: Counter[str] = Counter()
-        # Every field at once: one look-up of the kept verdicts per search, not per field.
-        self.clean_many(field for passage in found for field in passage_fields(passage))
-        texts = [self.clean(passage.text, findings) for passage in found]
+
+        def clean(text: str) -> str:
+            redacted, found_kinds = verdicts[text]
+            findings.update(dict(found_kinds))
+            return redacted
+
+        texts = [clean(passage.text) for passage in found]
         safety = self._safety
         capped = cap_passages(
             texts, max_passage_chars=safety.max_passage_chars, max_result_chars=safety.max_result_chars
@@ -288,22 +323,23 @@ class PassageCleaner:
         shown = zip(found, capped.texts, levels, strict=False)
         for rank, (passage, text, confidence) in enumerate(shown, start=1):
             known = passage.updated_at_known
+            source_type = passage.labels.get(SOURCE_TYPE_LABEL)
             age = passage.age_days(now) if known else None
             passages.append(
                 ToolPassage(
                     rank=rank,
-                    title=self.clean(passage.title, findings),
-                    section=self.clean(passage.section, findings),
-                    uri=self.clean(passage.uri, findings),
+                    title=clean(passage.title),
+                    section=clean(passage.section),
+                    uri=clean(passage.uri),
                     text=text,
                     score=float(passage.score),
-                    revision=self.clean(passage.revision, findings),
+                    revision=clean(passage.revision),
                     updated_at=utc(passage.updated_at).isoformat() if known else "",
                     age_days=age,
                     stale=None if age is None else age > self._stale_after_days,
-                    source_type=self.clean_optional(passage.labels.get(SOURCE_TYPE_LABEL), findings),
+                    source_type=None if source_type is None else clean(source_type),
                     # Ids embed the uri, so they are screened like it (a no-op for ordinary ids).
-                    chunk_id=self.clean(passage.chunk_id, findings),
+                    chunk_id=clean(passage.chunk_id),
                     confidence=confidence.value,
                 )
             )

@@ -45,7 +45,7 @@ from lore.priority import prioritised
 from lore.protocols import KnowledgeRetriever, Reranker
 from lore.safety.audit import AuditEntry, AuditHit, AuditLog
 from lore.safety.audit_writer import record_entry
-from lore.safety.secrets import redact_secrets
+from lore.safety.secrets import SecretRedactor
 from lore.safety.verdicts import VerdictStore
 
 # Re-exported: where adapters, tests and benches have always found them.
@@ -102,6 +102,13 @@ class KnowledgeSearch:
         self._reranker = reranker
         self._audit = audit
         self._cleaner = PassageCleaner(policy, verdicts)
+        # The query is redacted of secrets (never PII: an address in a question still
+        # searches) before it reaches a retriever, then shown, audited and recorded
+        # through the cleaner's redactor. Without PII rules the two are one redactor, so
+        # the second redaction of a search's query is a lookup in its memory, not a
+        # second round trip to the secret detector's worker process.
+        pii = policy.safety.redact_emails or policy.safety.redact_phone_numbers
+        self._query_redactor = SecretRedactor() if pii else self._cleaner.redactor
         # The sources' priorities (``lore.priority``): the pack yields to the team's pages.
         self._weights = policy.source_weights
         # A copy, so an adapter that decorates its schema cannot change everyone's.
@@ -244,7 +251,7 @@ class KnowledgeSearch:
             request = prepare()
             # A token pasted into a question must not reach a remote embedder or reranker;
             # the index holds secrets redacted the same way, so nothing is lost for search.
-            request = replace(request, query=redact_secrets(request.query))
+            request = replace(request, query=self.redact_query(request.query))
             span.set("gen_ai.retrieval.top_k", request.top_k)
             with measure_retrieval() as timing:
                 found, reranked, degraded_reason, served_by = await retrieve(request)
@@ -261,9 +268,15 @@ class KnowledgeSearch:
             no_match = bool(found) and not named and not clears(answer, self._min_confidence)
             if no_match:
                 found, levels = [], []
-            # CPU-bound (regexes over every passage): off the event loop, on its executor.
+            # CPU-bound (regexes over every passage): off the event loop, on its executor,
+            # unless every field's result is in the cleaner's cache (no rule runs then).
             with tracing.span("lore.safety_chain") as safety:
-                cleaned = await asyncio.to_thread(self._cleaner.make_safe, found, levels)
+                cached = self._cleaner.make_safe_cached(found, levels)
+                cleaned = (
+                    cached
+                    if cached is not None
+                    else await asyncio.to_thread(self._cleaner.make_safe, found, levels)
+                )
                 passages, findings, truncated = cleaned
                 if safety.recording:
                     _describe_safety(safety, len(found), findings, truncated)
@@ -418,6 +431,11 @@ class KnowledgeSearch:
         limit = INPUT_SCHEMA["properties"]["query"]["maxLength"]
         # U+FFFD for a lone surrogate: the audit log is UTF-8 and must record the call.
         return self._cleaner.redactor.redact(SURROGATE.sub("\ufffd", query[:limit]))[0]
+
+    def redact_query(self, text: str) -> str:
+        """``text`` (a query, or a part of one) redacted of secrets, not of PII, as
+        ``lore.safety.secrets.redact_secrets`` gives it: what a retriever is given."""
+        return self._query_redactor.redact(text)[0]
 
     @property
     def cleaner(self) -> PassageCleaner:

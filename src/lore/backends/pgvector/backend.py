@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from datetime import datetime
 from typing import Literal
 
@@ -40,6 +40,7 @@ from lore.backends.pgvector import bulk as pg_bulk
 from lore.backends.pgvector import channels as pg_channels
 from lore.backends.pgvector import postings as pg_postings
 from lore.backends.pgvector import reembed as pg_reembed
+from lore.backends.pgvector.errors import translated
 from lore.backends.pgvector.events import PgEventStore
 from lore.backends.pgvector.ledger import Ledger
 from lore.backends.pgvector.schema import (
@@ -96,26 +97,11 @@ VECTOR_CHANNEL = SearchMode.VECTOR.value
 
 def _where(dsn: str) -> str:
     """Host, port and database for messages, never the password."""
-    try:
+    with translated(ConfigError, "pg_dsn is not a valid PostgreSQL connection string"):
         parts = conninfo_to_dict(dsn)
-    except psycopg.Error as err:
-        raise ConfigError(f"pg_dsn is not a valid PostgreSQL connection string: {err}") from err
     host = parts.get("host") or "localhost"
     port = parts.get("port") or "5432"
     return f"PostgreSQL at {host}:{port}/{parts.get('dbname') or parts.get('user') or ''}"
-
-
-#: SQLSTATE classes of a server that cannot serve: connection (08), insufficient resources
-#: (53), operator intervention such as a shutdown (57), system errors (58).
-_UNAVAILABLE_CLASSES = frozenset({"08", "53", "57", "58"})
-
-
-def _server_trouble(err: psycopg.OperationalError) -> bool:
-    """Whether an ``OperationalError`` means the server, not the statement: psycopg files
-    errors of one row under that class too (``54000``, an index row too large), and those
-    fail one document, not the whole sync."""
-    state = err.sqlstate
-    return state is None or state[:2] in _UNAVAILABLE_CLASSES
 
 
 class PgVectorBackend:
@@ -182,11 +168,12 @@ class PgVectorBackend:
             open=False,
             name=f"lore-{index_name}",
         )
-        try:
-            self._pool.open(wait=True, timeout=connect_timeout)
-        except PoolTimeout as err:
-            self._pool.close()
-            raise BackendUnavailableError(f"{self._where} is unreachable: {err}") from err
+        with translated(BackendUnavailableError, f"{self._where} is unreachable"):
+            try:
+                self._pool.open(wait=True, timeout=connect_timeout)
+            except PoolTimeout:
+                self._pool.close()
+                raise
         self._writer = pg_bulk.Writer(self._reserve, self._write)
 
     # -- connections ------------------------------------------------------------------
@@ -195,26 +182,22 @@ class PgVectorBackend:
         """Connect once, outside the pool, to create the schema: a refused connection then
         surfaces with the driver's own reason, and the pool's per-connection setup
         (``register_vector``) can rely on the extension existing."""
-        try:
-            with psycopg.connect(
-                dsn, autocommit=True, connect_timeout=max(1, math.ceil(self._timeout))
-            ) as conn:
-                migrate(conn, self._tables)
-                if not pg_postings.is_current(conn, self._tables):
-                    # Postings of other analyzers (or of an older layout) would miss or
-                    # mis-rank terms: rebuilt once, as the SQLite backend rebuilds tantivy's.
-                    pg_postings.rebuild(conn, self._tables)
-                self._restore_impact_index(conn)
-                self._stored = self._recorded_embedder(conn)
-        except psycopg.OperationalError as err:
-            raise BackendUnavailableError(f"{self._where} is unreachable: {err}".strip()) from err
-        except psycopg.errors.InsufficientPrivilege as err:
-            raise ConfigError(
-                f"{self._where}: cannot create lore's tables or the 'vector' extension ({err}); "
-                "ask an administrator to run CREATE EXTENSION vector, or grant CREATE"
-            ) from err
-        except psycopg.Error as err:
-            raise IndexingError(f"{self._where}: preparing index {self.index_name!r} failed: {err}") from err
+        with (
+            translated(
+                IndexingError,
+                f"{self._where}: preparing index {self.index_name!r} failed",
+                unavailable=f"{self._where} is unreachable",
+                denied=f"{self._where}: cannot create lore's tables or the 'vector' extension",
+            ),
+            psycopg.connect(dsn, autocommit=True, connect_timeout=max(1, math.ceil(self._timeout))) as conn,
+        ):
+            migrate(conn, self._tables)
+            if not pg_postings.is_current(conn, self._tables):
+                # Postings of other analyzers (or of an older layout) would miss or
+                # mis-rank terms: rebuilt once, as the SQLite backend rebuilds tantivy's.
+                pg_postings.rebuild(conn, self._tables)
+            self._restore_impact_index(conn)
+            self._stored = self._recorded_embedder(conn)
 
     def _restore_impact_index(self, conn: psycopg.Connection[TupleRow]) -> None:
         """A first load killed before its end leaves the postings without their indexes
@@ -231,17 +214,13 @@ class PgVectorBackend:
 
     @contextmanager
     def _connection(self, failure: type[LoreError]) -> Iterator[psycopg.Connection[TupleRow]]:
-        """A pooled connection; driver errors become ``failure``, an unreachable server
-        ``BackendUnavailableError`` (never an empty result)."""
-        try:
-            with self._pool.connection(timeout=self._timeout) as conn:
-                yield conn
-        except PoolTimeout as err:
-            raise BackendUnavailableError(f"{self._where} is unreachable: {err}") from err
-        except psycopg.Error as err:
-            if isinstance(err, psycopg.OperationalError) and _server_trouble(err):
-                raise BackendUnavailableError(f"{self._where} failed: {err}".strip()) from err
-            raise failure(f"{self._where}: {err}".strip()) from err
+        """A pooled connection; driver errors become ``failure``, a server that cannot serve
+        ``BackendUnavailableError``, and so does no connection at all (never an empty
+        result). The rules are ``lore.backends.pgvector.errors``'s."""
+        with translated(failure, self._where, unavailable=f"{self._where} failed"), ExitStack() as held:
+            with translated(BackendUnavailableError, f"{self._where} is unreachable"):
+                conn = held.enter_context(self._pool.connection(timeout=self._timeout))
+            yield conn
 
     def _recorded_embedder(self, conn: psycopg.Connection[TupleRow]) -> tuple[str, int] | None:
         row = conn.execute(self._tables.sql("SELECT model_id, dimension FROM {embedder}")).fetchone()

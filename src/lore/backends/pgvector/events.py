@@ -16,6 +16,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import TupleRow
 
+from lore.backends.pgvector.errors import translated
 from lore.backends.pgvector.schema import LATEST_VERSION, Tables, migrate, schema_version
 from lore.errors import IndexingError
 from lore.events.record import AlertSuggestion, EventQuery, Feedback, RetrievalEvent, dumps
@@ -40,7 +41,10 @@ class PgEventStore:
 
     @contextmanager
     def _connection(self, what: str) -> Iterator[psycopg.Connection[TupleRow]]:
-        with self._guard:
+        """The store's connection. Every driver error is an ``IndexingError``, an unreachable
+        server's too: the event recorder counts that as a dropped event, and a search never
+        fails for its event (``lore.backends.pgvector.errors``)."""
+        with self._guard, translated(IndexingError, f"{what} in PostgreSQL index {self._tables.index!r}"):
             try:
                 if self._conn is None or self._conn.closed:
                     conn = psycopg.connect(
@@ -50,12 +54,10 @@ class PgEventStore:
                         migrate(conn, self._tables)
                     self._conn = conn
                 yield self._conn
-            except psycopg.Error as err:
+            except psycopg.Error:
                 if self._conn is not None and self._conn.broken:
                     self._conn = None  # reconnect on the next call
-                raise IndexingError(
-                    f"{what} in PostgreSQL index {self._tables.index!r}: {err}".strip()
-                ) from err
+                raise
 
     def _sql(self, template: str) -> Any:
         return self._tables.sql(template)

@@ -12,8 +12,8 @@ nothing), filled from the staged vectors, its HNSW index built in bulk, the new 
 recorded and the staging dropped. Searches wait for that transaction (seconds per ten
 thousand chunks) instead of seeing a half-switched index.
 
-Like ``schema.py`` this module only composes and runs statements; the backend
-translates ``psycopg.Error``.
+Like ``schema.py`` this module only composes and runs statements; the backend's
+connection translates ``psycopg.Error`` (``lore.backends.pgvector.errors``).
 """
 
 from __future__ import annotations

@@ -45,8 +45,9 @@ import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
+from lore.backends.pgvector.errors import translated
 from lore.backends.pgvector.tables import LOCK_CLASS, Tables, lock_key
-from lore.errors import BackendUnavailableError, IndexLockedError, MissingExtraError
+from lore.errors import BackendUnavailableError, MissingExtraError
 from lore.protocols import QueuedSync, SharedSession
 
 try:
@@ -88,7 +89,7 @@ class PgReplicas:
     # -- connections -----------------------------------------------------------------
 
     def _connect(self, purpose: str) -> psycopg.Connection[TupleRow]:
-        try:
+        with translated(BackendUnavailableError, "the index's database is unreachable"):
             return psycopg.connect(
                 self._dsn,
                 autocommit=True,
@@ -104,8 +105,6 @@ class PgReplicas:
                 keepalives_count=KEEPALIVE_COUNT,
                 options="" if purpose == "write" else f"-c statement_timeout={STATEMENT_TIMEOUT_MS}",
             )
-        except psycopg.Error as err:
-            raise BackendUnavailableError(f"the index's database is unreachable: {err}") from err
 
     @contextlib.contextmanager
     def _conn(self) -> Iterator[psycopg.Connection[TupleRow]]:
@@ -113,13 +112,14 @@ class PgReplicas:
         conn: psycopg.Connection[TupleRow] | None = getattr(self._local, "conn", None)
         if conn is None or conn.closed:
             conn = self._local.conn = self._connect("state")
-        try:
-            yield conn
-        except psycopg.Error as err:
-            with contextlib.suppress(psycopg.Error):
-                conn.close()
-            self._local.conn = None
-            raise BackendUnavailableError(f"the index's database failed: {err}") from err
+        with translated(BackendUnavailableError, "the index's database failed"):
+            try:
+                yield conn
+            except psycopg.Error:
+                with contextlib.suppress(psycopg.Error):
+                    conn.close()
+                self._local.conn = None
+                raise
 
     # -- sessions --------------------------------------------------------------------
 
@@ -165,15 +165,13 @@ class PgReplicas:
     def write_turn(self, timeout: float) -> Iterator[None]:
         conn = self._connect("write")
         try:
-            try:
+            with translated(
+                BackendUnavailableError,
+                "the index's database failed",
+                locked=f"another replica is writing the index; it did not finish within {timeout:.0f} s",
+            ):
                 conn.execute(f"SET lock_timeout = {max(1, int(timeout * 1000))}")
                 conn.execute("SELECT pg_advisory_lock(%s, %s)", self._write_key)
-            except psycopg.errors.LockNotAvailable as err:
-                raise IndexLockedError(
-                    f"another replica is writing the index; it did not finish within {timeout:.0f} s"
-                ) from err
-            except psycopg.Error as err:
-                raise BackendUnavailableError(f"the index's database failed: {err}") from err
             yield  # the lock ends with the session, however the write ends
         finally:
             with contextlib.suppress(psycopg.Error):
