@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 
-from lore.arrange import arranged, diversified
 from lore.embedders.forwarding import ForwardingEmbedder
 from lore.errors import ConfigError
 from lore.eval.datasets import EvalQuery
@@ -180,6 +179,10 @@ async def _ranking(
     """Enough chunks for ``depth`` distinct documents (or all the retriever has), arranged
     as the search tool arranges them (``lore.arrange``: the sources' priorities, a
     section's consecutive chunks as one passage, the question's intent, diversity)."""
+    # Loaded by the first ranking, not with the module: ``lore --help`` imports this
+    # module (``lore eval``'s progress display) and has no use for the arrangement.
+    from lore.arrange import arranged
+
     top_k = depth * 2
     while True:
         found = await retrieve_passages(retriever, query, top_k=top_k, mode=mode)
@@ -208,6 +211,8 @@ async def retrieve_for_mode(
             retriever, query, top_k=rerank_candidates, mode=SearchMode.HYBRID
         )
         reranked = await reranker.rerank(query, candidates, top_k=len(candidates))
+        from lore.arrange import diversified
+
         return diversified(prioritised(reranked, weights or {}))
     return await _ranking(retriever, query, SearchMode(mode), depth, weights)
 

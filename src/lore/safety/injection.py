@@ -67,6 +67,7 @@ import regex
 
 from lore.safety.canonical import fold_pattern
 from lore.safety.encoded import screen_disguised
+from lore.safety.fence import FENCE_TAG as FENCE_TAG
 from lore.safety.folding import fold
 from lore.safety.override_phrases import CJK_PATTERNS, ENGLISH, OTHER_LANGUAGES
 from lore.safety.pattern_shortcuts import lowered_copy, selective
@@ -75,8 +76,6 @@ from lore.safety.view_screen import link_host, screen_view, shown_host
 #: Every marker starts with this, so tests and readers can recognise neutralised spans.
 NEUTRALISED_MARKER = "[lore: removed"
 
-#: The tag lore's renderer fences each passage with; text imitating it is neutralised.
-FENCE_TAG = "untrusted-reference"
 #: The tag as the folded view spells it too (``lore.safety.folding`` drops inner hyphens).
 _FENCE_PATTERN = r"untrusted-?reference"
 

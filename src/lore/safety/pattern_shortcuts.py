@@ -56,6 +56,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from lore.safety.lazy_regex import is_lazy
+
 __all__ = ["lowered_copy", "lowered_literals", "lowered_pattern", "required_literals", "selective"]
 
 #: More required literals than this are more scans than the pattern's own try costs.
@@ -99,7 +101,7 @@ def lowered_copy(pattern: re.Pattern[str]) -> tuple[re.Pattern[str] | None, tupl
 
 def _lowered_tree(pattern: re.Pattern[str]) -> Any:
     """The parse tree of the lowered copy (module note), or None."""
-    if not isinstance(pattern, re.Pattern):
+    if not isinstance(pattern, re.Pattern) and not is_lazy(pattern):
         return None  # a ``regex`` pattern: another engine, another syntax
     try:
         from re import _constants, _parser  # type: ignore[attr-defined]

@@ -33,6 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import unquote
 
+from lore.safety.lazy_regex import compile_later
 from lore.safety.secret_rules import PatternRule, group, keyed
 from lore.safety.secret_shapes import decode_base64, is_placeholder, is_resource_name, looks_random, redacted
 
@@ -118,7 +119,7 @@ class Format:
         source = self.layout.format(
             name=CREDENTIAL_NAME, short=SHORT_NAME, header=HEADER_NAME, param=PARAM_NAME, value=VALUE
         )
-        pattern = re.compile(source, self.flags)
+        pattern = compile_later(source, self.flags)
         if "(?P<dq>" in source:
             replace = keyed(self.kind, self.accept)
         else:
@@ -284,7 +285,7 @@ def _flag_rules() -> list[PatternRule]:
     rules = [
         PatternRule(
             "password",
-            re.compile(rf"\b(?:{commands})\b{_SAME_COMMAND}(?:{flag}){VALUE}"),
+            compile_later(rf"\b(?:{commands})\b{_SAME_COMMAND}(?:{flag}){VALUE}"),
             keyed("password", lambda v: not v.startswith("-")),
             tuple(commands.split("|")),
         )
@@ -293,7 +294,7 @@ def _flag_rules() -> list[PatternRule]:
     rules.append(
         PatternRule(
             "password",
-            re.compile(rf"(?<![\w\-])(?P<key>{LONG_FLAG})(?:=|[ \t]+){VALUE}", re.IGNORECASE),
+            compile_later(rf"(?<![\w\-])(?P<key>{LONG_FLAG})(?:=|[ \t]+){VALUE}", re.IGNORECASE),
             # ``docker build --secret id=npm,src=…`` names a file, not a value
             keyed("password", _long_flag_value),
             ("--",),
@@ -330,15 +331,15 @@ def _lines(text: str) -> list[tuple[int, str]]:
     return out
 
 
-_CELL_NAME = re.compile(rf"(?<![a-z])(?:{CREDENTIAL_NAME}|{SHORT_NAME})s?(?![a-z])", re.IGNORECASE)
+_CELL_NAME = compile_later(rf"(?<![a-z])(?:{CREDENTIAL_NAME}|{SHORT_NAME})s?(?![a-z])", re.IGNORECASE)
 #: Header words that describe a credential rather than hold one ("password policy").
-_CELL_ABOUT = re.compile(
+_CELL_ABOUT = compile_later(
     r"\b(?:name|names|id|ids|policy|rotation|rotated|expiry|expires|length|type|location|path|file|where|owner"
     r"|status|manager|store|vault|source|ref|reference|hint|reset|required|description|notes?)\b",
     re.IGNORECASE,
 )
-_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*$")
-_TABLE_ANYWHERE = re.compile(r"^[ \t]*\|?[ \t]*:?-{3,}:?[ \t]*\|", re.MULTILINE)
+_TABLE_RULE = compile_later(r"^\s*\|?\s*:?-{3,}:?\s*(?:\|\s*:?-{3,}:?\s*)*\|?\s*$")
+_TABLE_ANYWHERE = compile_later(r"^[ \t]*\|?[ \t]*:?-{3,}:?[ \t]*\|", re.MULTILINE)
 
 
 def _cells(line: str) -> list[tuple[int, int]]:
@@ -401,8 +402,10 @@ def _table_cells(text: str) -> list[tuple[int, int]]:
     return spans
 
 
-_STRING_DATA = re.compile(r"^(?P<indent>[ \t]*)stringData:[ \t]*$")
-_YAML_PAIR = re.compile(r"^(?P<indent>[ \t]+)[\"']?[\w.\-]+[\"']?:[ \t]+(?P<value>[^\s#|>][^#\n]*?)[ \t]*$")
+_STRING_DATA = compile_later(r"^(?P<indent>[ \t]*)stringData:[ \t]*$")
+_YAML_PAIR = compile_later(
+    r"^(?P<indent>[ \t]+)[\"']?[\w.\-]+[\"']?:[ \t]+(?P<value>[^\s#|>][^#\n]*?)[ \t]*$"
+)
 
 
 def _string_data(text: str) -> list[tuple[int, int]]:
@@ -436,14 +439,14 @@ def _string_data(text: str) -> list[tuple[int, int]]:
 
 #: A command whose output is a credential: ``vault token create -field=token``,
 #: ``aws ecr get-login-password``, ``kubectl get secret … | base64 -d``.
-_PRINTS_CREDENTIAL = re.compile(
+_PRINTS_CREDENTIAL = compile_later(
     rf"^\s*(?:[$%]|PS[^>\n]*>|[\w.\-]+@[\w.\-]+[^$#\n]*[$#])\s+\S.*(?:{CREDENTIAL_NAME}|get-login-password|print-access-token"
     r"|create-token|base64[ \t]+(?:-d|--decode))",
     re.IGNORECASE,
 )
 
 
-_PRINTS_CREDENTIAL_ANYWHERE = re.compile(_PRINTS_CREDENTIAL.pattern, re.IGNORECASE | re.MULTILINE)
+_PRINTS_CREDENTIAL_ANYWHERE = compile_later(_PRINTS_CREDENTIAL.pattern, re.IGNORECASE | re.MULTILINE)
 
 
 def _output_lines(text: str) -> list[tuple[int, int]]:
@@ -466,7 +469,7 @@ def _output_lines(text: str) -> list[tuple[int, int]]:
     return spans
 
 
-_CONTINUED = re.compile(r"\[REDACTED:(?P<kind>[a-z0-9_]+)\]\\\r?\n[ \t]*(?P<value>[^\s\\]+)(?P<more>\\?)")
+_CONTINUED = compile_later(r"\[REDACTED:(?P<kind>[a-z0-9_]+)\]\\\r?\n[ \t]*(?P<value>[^\s\\]+)(?P<more>\\?)")
 
 
 def _continued(match: re.Match[str]) -> str:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 
+from lore.safety.lazy_regex import compile_later
 from lore.safety.secret_rules import PatternRule, is_key_material, replace_span
 from lore.safety.secret_shapes import is_placeholder, looks_random
 
@@ -46,13 +47,13 @@ _OTHER_COPULAS = (
 #: Copulas that are English words too (Polish "to", Czech "je"): after a foreign noun only,
 #: or "the password to the db is X" would stop at "to" and miss the value.
 _FOREIGN_ONLY_COPULAS = r"to|je"
-_PROSE_PASSWORD = re.compile(
+_PROSE_PASSWORD = compile_later(
     # the noun, up to 40 characters of qualifier ("for the staging db"), the copula, the value
     rf"(?<!\w)(?:{_PASSWORD})(?!\w)[^\n.:=]{{0,40}}?[ \t](?:{_COPULAS}|{_OTHER_COPULAS})"
     rf"[ \t]*:?[ \t]+{VALUE}",
     re.IGNORECASE,
 )
-_PROSE_PASSWORD_FOREIGN = re.compile(
+_PROSE_PASSWORD_FOREIGN = compile_later(
     rf"(?<!\w)(?:{_FOREIGN_PASSWORD})(?!\w)(?:[^\n.:=]{{0,40}}?[ \t]"
     rf"(?:{_COPULAS}|{_OTHER_COPULAS}|{_FOREIGN_ONLY_COPULAS})[ \t]*:?[ \t]+"
     # or a colon straight after a foreign noun ("Passwort: X"; English "password: X" is a
@@ -64,7 +65,7 @@ _PROSE_PASSWORD_FOREIGN = re.compile(
 #: space and is followed by more text ("パスワードはHunter2です"): the value is the run of
 #: ASCII after the particle, quoted in 「」 or not.
 _CJK_VALUE = r"""(?:「(?P<cq>[^」\n]+)」|"(?P<dq>[^"\n]+)"|`(?P<bq>[^`\n]+)`|(?P<bare>(?:(?!["'`])[!-~])+))"""
-_PROSE_PASSWORD_CJK = re.compile(
+_PROSE_PASSWORD_CJK = compile_later(
     r"(?:密码|密碼|口令|パスワード|暗証番号|비밀번호|패스워드|암호)[^\n。:：]{0,20}?"
     rf"(?:是|为|為|は|는|은|[:：])[ \t]*{_CJK_VALUE}"
 )
@@ -76,7 +77,7 @@ _QUALIFIER = (
     r"|service[ \t-]account|personal[ \t-]access|integration|ingest(?:ion)?|admin|shared|pre-?shared"
     r"|consumer|sas|storage(?:[ \t-]account)?|account|recovery|vault|registry|oauth2?|ssh|gpg|pgp"
 )
-_CREDENTIAL = re.compile(
+_CREDENTIAL = compile_later(
     rf"(?<!\w)(?:(?:{_QUALIFIER})[ \t-]+(?:(?:access|api|signing)[ \t-]+)?(?:key|token|secret)"
     rf"|api[-_]?key|token|secret)(?!\w)[^\n.:=]{{0,40}}?[ \t](?:{_COPULAS}|reads)[ \t]*:?[ \t]+{VALUE}",
     re.IGNORECASE,
@@ -96,13 +97,13 @@ _FOREIGN_CREDENTIAL_NOUNS = (
     r"|gizli[ \t]+anahtar|api[ \t]+anahtar[ıi]"
     r"|(?:секретный|приватный|закрытый)[ \t]+ключ|ключ[ \t]+(?:api|доступа)|токен(?:[ \t]+доступа)?"
 )
-_FOREIGN_CREDENTIAL = re.compile(
+_FOREIGN_CREDENTIAL = compile_later(
     rf"(?<!\w)(?:{_FOREIGN_CREDENTIAL_NOUNS})(?!\w)(?:[^\n.:=]{{0,40}}?[ \t]"
     rf"(?:{_COPULAS}|{_OTHER_COPULAS}|{_FOREIGN_ONLY_COPULAS})[ \t]*:?[ \t]+"
     rf"|[^\n.:=]{{0,40}}?[:：][ \t]*){VALUE}",
     re.IGNORECASE,
 )
-_CJK_CREDENTIAL = re.compile(
+_CJK_CREDENTIAL = compile_later(
     r"(?:API[ \t]?(?:密钥|密鑰|キー|키)|(?:访问|訪問|私有|秘密)?(?:密钥|密鑰)|令牌"
     r"|アクセス[ \t]?(?:キー|トークン)|トークン|シークレット(?:キー)?|秘密鍵"
     r"|비밀[ \t]?키|액세스[ \t]?(?:키|토큰)|토큰)[^\n。:：]{0,20}?"
@@ -147,7 +148,7 @@ def _password(match: re.Match[str]) -> str | None:
 
 #: A quoted value a person typed as a secret: no blank, a digit among letters, and a
 #: symbol no resource name has (k8s names hold only ``-`` and ``.``): "`Zq8#mK2$vL9p`".
-_TYPED_SECRET = re.compile(r"(?=[^\s]*\d)(?=[^\s]*[^\W\d_])(?=[^\s]*[^\w\s.\-])[^\s]{8,}")
+_TYPED_SECRET = compile_later(r"(?=[^\s]*\d)(?=[^\s]*[^\W\d_])(?=[^\s]*[^\w\s.\-])[^\s]{8,}")
 
 
 def _credential(match: re.Match[str]) -> str | None:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from lore.safety.lazy_regex import compile_later
 from lore.safety.pattern_shortcuts import lowered_pattern
 from lore.safety.secret_shapes import (
     decode_base64,
@@ -124,7 +125,7 @@ def keyed(kind: str, accept: Callable[[str], bool]) -> Callable[[re.Match[str]],
 
 PRIVATE_KEY = PatternRule(
     "private_key",
-    re.compile(
+    compile_later(
         r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
         r"(?:.*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|\s+[A-Za-z0-9+/=\s]{40,})",
         re.DOTALL,
@@ -164,7 +165,7 @@ _NON_SECRET_KEY_WORDS = frozenset(
      "group", "message", "join", "composite", "unique", "natural", "surrogate", "map", "dict", "sharding",
      "distribution"}
 )  # fmt: skip
-_HEX_KEY = re.compile(r"[0-9a-fA-F]{32,}")
+_HEX_KEY = compile_later(r"[0-9a-fA-F]{32,}")
 
 
 def is_key_material(value: str) -> bool:
@@ -187,12 +188,12 @@ def _key_material(match: re.Match[str]) -> str | None:
 
 #: Keys naming a digest or an identifier: ``SHA256:<fingerprint>``, ``correlation_id``,
 #: ``cluster_uuid``, and the public parts of ciphertext (``iv``, ``auth_tag``).
-_ID_KEY = re.compile(
+_ID_KEY = compile_later(
     r"(?:^|[-_.])(?:id|ids|uuid|ulid|guid|uid|jid|sid|ray|etag|digest|checksum|fingerprint|iv|nonce"
     r"|auth[-_]?tag|(?:sha|md|blake)\d*(?:sum)?)$",
     re.I,
 )
-_CAMEL_ID_KEY = re.compile(r"[a-z](?:Id|ID|Uuid|UUID|Digest|Checksum)$")
+_CAMEL_ID_KEY = compile_later(r"[a-z](?:Id|ID|Uuid|UUID|Digest|Checksum)$")
 #: URL query parameters that carry credentials (Azure SAS ``sig``, Google ``key``);
 #: other parameters (``list=``, ``id=``) hold ids, so a random look is not enough there.
 _CREDENTIAL_PARAMS = frozenset(
@@ -215,45 +216,47 @@ def structural_rules() -> list[PatternRule]:
     return [
         PatternRule(
             "db_connection_string",
-            re.compile(rf"\b(?:jdbc:)?(?:{_DB_SCHEME})://{_USER_PASSWORD}", re.IGNORECASE),
+            compile_later(rf"\b(?:jdbc:)?(?:{_DB_SCHEME})://{_USER_PASSWORD}", re.IGNORECASE),
             group("db_connection_string", "password"),
             ("@",),
         ),
         PatternRule(
             "url_password",
-            re.compile(rf"\b[a-z][a-z0-9+.\-]*://{_USER_PASSWORD}", re.IGNORECASE),
+            compile_later(rf"\b[a-z][a-z0-9+.\-]*://{_USER_PASSWORD}", re.IGNORECASE),
             group("url_password", "password"),
             ("@",),
         ),
         PatternRule(
             "bearer_token",
-            re.compile(r"\bbearer[ \t]+(?P<value>(?=[A-Za-z0-9\-._~+/]*\d)[A-Za-z0-9\-._~+/]{16,}=*)", re.I),
+            compile_later(
+                r"\bbearer[ \t]+(?P<value>(?=[A-Za-z0-9\-._~+/]*\d)[A-Za-z0-9\-._~+/]{16,}=*)", re.I
+            ),
             group("bearer_token", "value"),
             ("bearer",),
         ),
         PatternRule(
             "basic_auth",
-            re.compile(r"\bbasic[ \t]+(?P<value>[A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])", re.I),
+            compile_later(r"\bbasic[ \t]+(?P<value>[A-Za-z0-9+/]{8,}={0,2})(?![A-Za-z0-9+/=])", re.I),
             group("basic_auth", "value", lambda v: ":" in decode_base64(v)),
             ("basic",),
         ),
         *_command_line_rules(),
         PatternRule(
             "password",
-            re.compile(rf"{_KEY_PREFIX}{_STRONG_KEY}){_SEPARATOR}{VALUE}", re.I),
+            compile_later(rf"{_KEY_PREFIX}{_STRONG_KEY}){_SEPARATOR}{VALUE}", re.I),
             keyed("password", lambda v: True),
             ("pass", "pwd", "api", "secret", "private", "token"),
         ),
         PatternRule(
             "password",
-            re.compile(rf"(?P<key>--(?:password|passwd|api-key|token))[ \t]+{VALUE}", re.I),
+            compile_later(rf"(?P<key>--(?:password|passwd|api-key|token))[ \t]+{VALUE}", re.I),
             # ``psql --password --port=5432``: a flag that prompts, followed by the next flag
             keyed("password", lambda v: not v.startswith("-")),
             ("--pass", "--api-key", "--token"),
         ),
         PatternRule(
             "key_material",
-            re.compile(
+            compile_later(
                 rf"{_KEY_PREFIX}key){_SEPARATOR}[\"']?(?:base64:)?"
                 r"(?P<value>[A-Za-z0-9+/_\-]{16,}={0,2})(?![A-Za-z0-9+/=_\-])",
                 re.I,
@@ -263,13 +266,13 @@ def structural_rules() -> list[PatternRule]:
         ),
         PatternRule(
             "secret",
-            re.compile(rf"{_KEY_PREFIX}{_WEAK_KEY}){_SEPARATOR}{VALUE}", re.I),
+            compile_later(rf"{_KEY_PREFIX}{_WEAK_KEY}){_SEPARATOR}{VALUE}", re.I),
             keyed("secret", lambda v: len(v) >= 16 and not is_resource_name(v)),
             ("secret", "token"),
         ),
         PatternRule(
             "high_entropy",
-            re.compile(
+            compile_later(
                 rf"(?<![A-Za-z0-9_.\-])(?P<key>[A-Za-z_][A-Za-z0-9_.\-]{{0,60}}){_SEPARATOR}"
                 r"""["']?(?P<bare>[A-Za-z0-9+/=_\-]{20,})(?![A-Za-z0-9+/=_\-])"""
             ),
@@ -284,7 +287,7 @@ def _command_line_rules() -> list[PatternRule]:
     def flag(command: str, option: str) -> PatternRule:
         return PatternRule(
             "password",
-            re.compile(rf"\b(?:{command})\b{_SAME_COMMAND}(?:{option}){VALUE}"),
+            compile_later(rf"\b(?:{command})\b{_SAME_COMMAND}(?:{option}){VALUE}"),
             keyed("password", lambda v: True),
             tuple(command.split("|")),
         )
@@ -299,13 +302,13 @@ def _command_line_rules() -> list[PatternRule]:
         flag(r"htpasswd", r"-[a-zA-Z]*b[a-zA-Z]*[ \t]+\S+[ \t]+\S+[ \t]+"),
         PatternRule(
             "password",
-            re.compile(r"[ \t]-pass(?:in|out)?[ \t]+['\"]?pass:(?P<bare>[^\s'\"]+)"),
+            compile_later(r"[ \t]-pass(?:in|out)?[ \t]+['\"]?pass:(?P<bare>[^\s'\"]+)"),
             group("password", "bare"),
             ("pass:",),
         ),  # openssl -passin pass:SECRET
         PatternRule(
             "password",
-            re.compile(
+            compile_later(
                 rf"\b(?:curl|wget|http|httpie)\b{_SAME_COMMAND}(?:-u|--user)(?:[ \t]+|=)?['\"]?"
                 r"(?P<user>[^\s:'\"]*):(?P<bare>[^\s'\"]+)"
             ),
@@ -321,7 +324,7 @@ def pii_rules(*, emails: bool, phone_numbers: bool) -> list[PatternRule]:
         rules.append(
             PatternRule(
                 "email",
-                re.compile(
+                compile_later(
                     r"(?<![\w.+-])(?P<local>[A-Za-z0-9._%+-]+)@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b"
                 ),
                 _email,
@@ -332,7 +335,7 @@ def pii_rules(*, emails: bool, phone_numbers: bool) -> list[PatternRule]:
         rules.append(
             PatternRule(
                 "phone_number",
-                re.compile(
+                compile_later(
                     r"(?<![\w.+/-])(?:\+\d{1,3}[ .\-]?(?:\(\d{1,4}\)[ .\-]?)?\d{1,4}(?:[ .\-]?\d{2,4}){2,4}"
                     r"|\(\d{3}\)[ .\-]?\d{3}[ .\-]\d{4}|\d{3}[.\-]\d{3}[.\-]\d{4})(?![\w-]|\.\d)"
                 ),

@@ -14,6 +14,8 @@ import math
 import re
 from collections import Counter
 
+from lore.safety.lazy_regex import compile_later
+
 
 def redacted(kind: str) -> str:
     return f"[REDACTED:{kind}]"
@@ -29,7 +31,7 @@ _PLACEHOLDER_WORDS = frozenset(
         "must", "not", "set", "this", "that", "same", "as", "above", "below", "generated", "random",
     }
 )  # fmt: skip
-_PLACEHOLDER_SHAPES = re.compile(
+_PLACEHOLDER_SHAPES = compile_later(
     r"""^(?:
         [<{\[$%(`].*          # <your-password>, {{ secret }}, [REDACTED], $VAR, %(pw)s, `...`
       | \*+ | \.{2,}.* | (.)\1{2,}   # ****, ..., xxx
@@ -43,17 +45,17 @@ _PLACEHOLDER_SHAPES = re.compile(
     re.IGNORECASE | re.VERBOSE,
 )
 #: Commit SHAs, digests, UUIDs and ULIDs: identifiers, not credentials.
-_HEX_ID = re.compile(
+_HEX_ID = compile_later(
     r"^(?:[0-9a-f]{7,64}|[0-9A-F]{7,64}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
     r"|[0-7][0-9A-HJKMNP-TV-Z]{25})$"
 )
 #: k8s-style resource names (lowercase words joined by dashes/dots: ``payments-api-7d9f8``).
-_RESOURCE_NAME = re.compile(r"^[a-z0-9]+(?:[-._][a-z0-9]+)+$")
-_WORD_SEGMENT = re.compile(r"(?:^|[-._])[a-z]{3,}(?=$|[-._])")
+_RESOURCE_NAME = compile_later(r"^[a-z0-9]+(?:[-._][a-z0-9]+)+$")
+_WORD_SEGMENT = compile_later(r"(?:^|[-._])[a-z]{3,}(?=$|[-._])")
 #: Runs of word-like letters ("Payment", "linux"): common in names and paths, rare in tokens.
-_WORDISH_RUN = re.compile(r"[A-Za-z][a-z]{3,}")
+_WORDISH_RUN = compile_later(r"[A-Za-z][a-z]{3,}")
 #: Lowercase words between separators ("sidekiq" in ``k8s_sidekiq_gitlab-…``).
-_WORD_PART = re.compile(r"(?:^|(?<=[-_./:]))[a-z]{4,}(?=$|[-_./:])")
+_WORD_PART = compile_later(r"(?:^|(?<=[-_./:]))[a-z]{4,}(?=$|[-_./:])")
 _HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
 
 

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from detect_secrets.plugins.base import RegexBasedDetector
 
+from lore.safety.lazy_regex import compile_later
 from lore.safety.secret_rules import PatternRule, whole
 from lore.safety.secret_shapes import is_placeholder, redacted
 
@@ -260,7 +261,7 @@ def _write_cache(key: str, rules: list[LibraryRule]) -> None:
 def _token(kind: str, pattern: str, *hints: str) -> PatternRule:
     """A vendor token: a documented prefix, not glued to a longer word on either side."""
     bounded = rf"(?<![A-Za-z0-9_\-])(?:{pattern})(?![A-Za-z0-9_\-])"
-    return PatternRule(kind, re.compile(bounded), whole(kind), hints)
+    return PatternRule(kind, compile_later(bounded), whole(kind), hints)
 
 
 #: What detect-secrets 1.5 misses, from each vendor's documented token format.

@@ -41,7 +41,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from lore.models import Document
-from lore.safety.canonical import render, replace_spans
+from lore.safety.lazy_regex import compile_later
 from lore.safety.secret_context import block_rules, context_rules, continuation
 from lore.safety.secret_detector import betterleaks_findings
 from lore.safety.secret_prose import prose_rules
@@ -74,19 +74,19 @@ REDACTION_VERSION = "5"
 _REMEMBERED_CHARS = 4096
 _REMEMBERED = 1024
 
-_MARKER = re.compile(r"\[REDACTED:([a-z0-9_]+)\]")
+_MARKER = compile_later(r"\[REDACTED:([a-z0-9_]+)\]")
 #: What the canonical view reads differently from the source in a way a secret rule can
 #: care about: numeric entities and the named ones of separators, JSON and ``\\x``
 #: escapes, percent-encoded separators (not ``%20``: a URL's spaces hide no key),
 #: escaped slashes, shell continuations. Rendering costs a parse; most passages hold none.
-_ESCAPED = re.compile(
+_ESCAPED = compile_later(
     r"&#\w+;|&(?:colon|equals|commat|sol|lowbar|period|num);|\\u[0-9a-fA-F]{4}|\\x[0-9a-fA-F]{2}"
     r"|%(?:3[ADad]|40|2[Ff]|5[Ff]|26)|\\/|\\\r?\n"
 )
 
 
 #: A Markdown table's header rule (``|---|:--:|``), on a line of its own.
-_TABLE_RULE = re.compile(
+_TABLE_RULE = compile_later(
     r"^[ \t]*\|?[ \t]*:?-{3,}:?[ \t]*\|(?:[ \t]*:?-{3,}:?[ \t]*\|?)*[ \t]*$", re.MULTILINE
 )
 
@@ -95,19 +95,19 @@ def _lore_vendor_rules() -> list[PatternRule]:
     return [
         PatternRule(
             "jwt",
-            re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"),
+            compile_later(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"),
             whole("jwt"),
             ("eyj",),
         ),
         PatternRule(
             "aws_access_key_id",
-            re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}(?![A-Z0-9])"),
+            compile_later(r"(?<![A-Z0-9])(?:AKIA|ASIA|ABIA|ACCA|A3T[A-Z0-9])[A-Z0-9]{16}(?![A-Z0-9])"),
             whole("aws_access_key_id"),
             ("akia", "asia", "abia", "acca", "a3t"),
         ),
         PatternRule(
             "aws_secret_access_key",
-            re.compile(
+            compile_later(
                 r"(?i)(?P<key>aws_?secret_?(?:access_?)?key|secret_?access_?key)[\"']?[ \t]*[:=][ \t]*[\"']?"
                 r"(?P<value>[A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])"
             ),
@@ -120,22 +120,22 @@ def _lore_vendor_rules() -> list[PatternRule]:
         ),
         PatternRule(
             "github_token",
-            re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b"),
+            compile_later(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b"),
             whole("github_token"),
             ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
         ),
         PatternRule(
             "gitlab_token",
-            re.compile(r"\bgl(?:pat|dt|rt|ptt|cbt|oas)-[A-Za-z0-9_\-]{20,}"),
+            compile_later(r"\bgl(?:pat|dt|rt|ptt|cbt|oas)-[A-Za-z0-9_\-]{20,}"),
             whole("gitlab_token"),
             ("glpat-", "gldt-", "glrt-", "glptt-", "glcbt-", "gloas-"),
         ),
         PatternRule(
-            "slack_token", re.compile(r"\bxox[baprse]-[A-Za-z0-9-]{10,}"), whole("slack_token"), ("xox",)
+            "slack_token", compile_later(r"\bxox[baprse]-[A-Za-z0-9-]{10,}"), whole("slack_token"), ("xox",)
         ),
         PatternRule(
             "slack_webhook",
-            re.compile(r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_\-]{16,}"),
+            compile_later(r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9/_\-]{16,}"),
             # an example webhook (``…/XXXXXXXXXXXXXXXXXXXXXXXX``) is left as documentation
             lambda m: None if is_placeholder(m.group(0).rsplit("/", 1)[-1]) else redacted("slack_webhook"),
             ("hooks.slack.com",),
@@ -228,6 +228,9 @@ class SecretRedactor:
         ``\\u003d``, ``%5F``) or split by a shell continuation: the rules run again over the
         canonical view's rendered layer (``lore.safety.canonical.render``), and each span
         they change there is mapped back to the source and replaced whole."""
+        # The Markdown parser behind the view, loaded by the first text that needs it.
+        from lore.safety.canonical import render, replace_spans
+
         view = render(text)
         if view.text == text:
             return text
@@ -386,20 +389,24 @@ def redaction_markers(text: str) -> Counter[str]:
     return Counter(_MARKER.findall(text))
 
 
-_DEFAULT = SecretRedactor()
+@functools.cache
+def _default() -> SecretRedactor:
+    """The redactor of secrets alone, built on first use: importing this module (which
+    every command does, ``lore --help`` too) reads no pattern cache."""
+    return SecretRedactor()
 
 
 def redact_secrets(text: str) -> str:
     """Secrets only (no PII), for log lines and error messages."""
-    return _DEFAULT.redact(text)[0]
+    return _default().redact(text)[0]
 
 
 def redact_document(document: Document) -> Document:
     """``document`` with secrets (not PII: that is a query-time setting) redacted from its
     text, title and label values (front matter is the author's text too), before sync
     chunks, embeds or stores it."""
-    text, found = _DEFAULT.redact(document.text)
-    title, found_in_title = _DEFAULT.redact(document.title)
+    text, found = _default().redact(document.text)
+    title, found_in_title = _default().redact(document.title)
     labels = {key: _redact_label(key, value) for key, value in document.labels.items()}
     if not found and not found_in_title and labels == dict(document.labels):
         return document
@@ -410,7 +417,7 @@ def _redact_label(key: str, value: str) -> str:
     """A front-matter value read with its key, as it was written (``db_password: x``):
     the value alone has lost the context that names it a credential."""
     prefix = f"{key}: "
-    written, _ = _DEFAULT.redact(prefix + value)
+    written, _ = _default().redact(prefix + value)
     if written.startswith(prefix):
         return written[len(prefix) :]
-    return _DEFAULT.redact(value)[0]
+    return _default().redact(value)[0]

@@ -29,7 +29,6 @@ from lore.errors import VerdictStoreError
 from lore.models import SOURCE_TYPE_LABEL, Chunk, Passage, utc
 from lore.protocols import DocumentReader
 from lore.safety.cap import cap_passages
-from lore.safety.injection import screen_injections
 from lore.safety.secrets import SecretRedactor, redaction_markers
 from lore.safety.verdicts import Verdict, VerdictStore, chain_fingerprint
 from lore.tool.policy import ToolPolicy
@@ -240,6 +239,10 @@ class PassageCleaner:
         return results
 
     def _clean_batch(self, texts: Sequence[str]) -> list[Verdict]:
+        # Loaded on the first text the kept verdicts lack (the Markdown parser, the view
+        # screen): a search whose passages were all kept at sync never needs them.
+        from lore.safety.injection import screen_injections
+
         screened: list[tuple[str, Counter[str], list[str]]] = []
         for text in texts:
             removed: list[str] = []
