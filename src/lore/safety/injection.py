@@ -10,6 +10,9 @@ the patterns: every default-ignorable code point is removed (the Unicode propert
 ``regex``), then NFKC folds fullwidth, mathematical and other compatibility letters into
 plain ones (superscripts, subscripts and fractions excepted: "10⁶" must not read "106").
 The text returned is the normalised text: what the agent reads is what was screened.
+A run of invisible characters between two words is read two ways, removed ("IG\u200bNORE")
+and as a space ("IGNORE\u200bALL PREVIOUS INSTRUCTIONS"): the chain runs over the spaced
+reading, then over the removed one (``_screen``); a text without such a run is read once.
 
 Kinds, in the order they are screened:
 
