@@ -10,6 +10,9 @@ the patterns: every default-ignorable code point is removed (the Unicode propert
 ``regex``), then NFKC folds fullwidth, mathematical and other compatibility letters into
 plain ones (superscripts, subscripts and fractions excepted: "10⁶" must not read "106").
 The text returned is the normalised text: what the agent reads is what was screened.
+A run of invisible characters between two words is read two ways, removed ("IG\u200bNORE")
+and as a space ("IGNORE\u200bALL PREVIOUS INSTRUCTIONS"): the chain runs over the spaced
+reading, then over the removed one (``_screen``); a text without such a run is read once.
 
 Kinds, in the order they are screened:
 
@@ -434,7 +437,61 @@ def screen_injections(
     return _screen(text, findings, allowed_link_hosts, 0, on_removed), findings
 
 
+#: A run of characters that draw nothing between two letters or digits: default-ignorable
+#: and format (Cf) code points, terminal controls, and the braille blank (which draws as a
+#: space but is no space to a pattern). "IGNORE\u200bALL PREVIOUS INSTRUCTIONS" reads as
+#: four words; removing the run, as normalisation does, joins them into "IGNOREALL".
+_INVISIBLE_SEPARATOR = regex.compile(
+    r"(?<=[\p{L}\p{N}\p{M}])"
+    r"[\p{Default_Ignorable_Code_Point}\p{Cf}\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2800]+"
+    r"(?=[\p{L}\p{N}])"
+)
+#: Any character ``_INVISIBLE_SEPARATOR`` can match: ASCII text without one skips the search.
+_ASCII_INVISIBLE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+#: What such a run becomes in the spaced reading: a space to every pattern (``\s``, and not
+#: a word character), which NFKC and folding leave as it is, so the runs still stand apart
+#: from the text's own spaces when the spaced reading's result is joined back.
+_SPACED = "\u1680"
+_ALL_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]+")
+
+
 def _screen(
+    text: str,
+    findings: Counter[str],
+    allowed_link_hosts: Collection[str],
+    depth: int,
+    on_removed: Callable[[str], object] | None = None,
+) -> str:
+    """The chain over both readings of invisible characters between two words.
+
+    A run of them is read two ways: removed ("IG\u200bNORE" is "IGNORE", the reading
+    normalisation gives) and as a space ("IGNORE\u200bALL" is "IGNORE ALL"). Only a text
+    holding such a run pays for the second reading: the chain runs first over the spaced
+    reading (each run a placeholder space, ``_SPACED``), then the placeholders left (in
+    text nothing was found in) are removed and the chain runs again over that, the removed
+    reading. A text with no wording in either reading comes out as the removed reading
+    alone would give it. Each run is counted once, as an invisible or control character."""
+    if (text.isascii() and not _ASCII_INVISIBLE.search(text)) or not _INVISIBLE_SEPARATOR.search(text):
+        return _screen_reading(text, findings, allowed_link_hosts, depth, on_removed)
+    placeholder = _SPACED if _SPACED not in text else " "
+
+    def spaced(match: regex.Match[str]) -> str:
+        kind = "control_character" if _ALL_CONTROL.fullmatch(match[0]) else "invisible_character"
+        findings[kind] += 1
+        return placeholder
+
+    def removed_lines(lines: str) -> object:
+        assert on_removed is not None
+        return on_removed(lines.replace(_SPACED, " ") if placeholder == _SPACED else lines)
+
+    text = _INVISIBLE_SEPARATOR.sub(spaced, text)
+    text = _screen_reading(text, findings, allowed_link_hosts, depth, on_removed and removed_lines)
+    if placeholder != _SPACED:
+        return text
+    return _screen_reading(text.replace(_SPACED, ""), findings, allowed_link_hosts, depth, on_removed)
+
+
+def _screen_reading(
     text: str,
     findings: Counter[str],
     allowed_link_hosts: Collection[str],
