@@ -473,21 +473,22 @@ def _screen(
     alone would give it. Each run is counted once, as an invisible or control character."""
     if (text.isascii() and not _ASCII_INVISIBLE.search(text)) or not _INVISIBLE_SEPARATOR.search(text):
         return _screen_reading(text, findings, allowed_link_hosts, depth, on_removed)
-    placeholder = _SPACED if _SPACED not in text else " "
+    # The text's own U+1680 (a space mark) is read as the space it is: the placeholder then
+    # stands for the runs alone, and the removed reading always follows the spaced one (a
+    # planted U+1680 must not switch the removed reading off).
+    text = text.replace(_SPACED, " ")
 
     def spaced(match: regex.Match[str]) -> str:
         kind = "control_character" if _ALL_CONTROL.fullmatch(match[0]) else "invisible_character"
         findings[kind] += 1
-        return placeholder
+        return _SPACED
 
     def removed_lines(lines: str) -> object:
         assert on_removed is not None
-        return on_removed(lines.replace(_SPACED, " ") if placeholder == _SPACED else lines)
+        return on_removed(lines.replace(_SPACED, " "))
 
     text = _INVISIBLE_SEPARATOR.sub(spaced, text)
     text = _screen_reading(text, findings, allowed_link_hosts, depth, on_removed and removed_lines)
-    if placeholder != _SPACED:
-        return text
     return _screen_reading(text.replace(_SPACED, ""), findings, allowed_link_hosts, depth, on_removed)
 
 
