@@ -16,6 +16,7 @@ from lore.errors import ConfigError, IndexingError, LoreError, RetrievalError, V
 from lore.events.record import EventQuery
 from lore.events.sqlite_store import SIDECAR_NAME, SqliteEventStore
 from lore.sqlite_errors import translated
+from translator_guard import translations
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 #: The one module allowed to raise a ``LoreError`` for a ``sqlite3.Error`` it caught.
@@ -40,19 +41,8 @@ def test_other_errors_pass_through_untouched() -> None:
 
 
 def _translations(tree: ast.AST) -> list[int]:
-    """Lines where an ``except`` clause naming ``sqlite3`` raises something other than the
-    error it caught (a bare ``raise``, or ``raise`` of a name: deciding, cleaning up and
-    raising it on is allowed)."""
-    found = []
-    for handler in ast.walk(tree):
-        if not isinstance(handler, ast.ExceptHandler) or handler.type is None:
-            continue
-        if "sqlite3" not in ast.unparse(handler.type):
-            continue
-        for node in (inner for statement in handler.body for inner in ast.walk(statement)):
-            if isinstance(node, ast.Raise) and node.exc is not None and not isinstance(node.exc, ast.Name):
-                found.append(node.lineno)
-    return found
+    """Lines where an ``except`` clause naming ``sqlite3`` raises a new error."""
+    return translations(tree, lambda caught: "sqlite3" in ast.unparse(caught))
 
 
 def test_a_second_translator_is_found_and_raising_on_is_not_one() -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from optional_extras import require_extra
+from translator_guard import translations
 
 require_extra("psycopg", "pgvector")
 require_extra("psycopg_pool", "pgvector")
@@ -163,20 +164,12 @@ def _driver_names(tree: ast.Module) -> set[str]:
 
 
 def _translations(tree: ast.Module) -> list[int]:
-    """Lines where an ``except`` clause naming psycopg raises something other than the error
-    it caught (a bare ``raise``, or ``raise`` of a name: cleaning up and raising it on is
-    allowed, and so is deciding without raising)."""
+    """Lines where an ``except`` clause naming psycopg (any name imported from it, so
+    ``PoolTimeout`` too) raises a new error."""
     driver = _driver_names(tree)
-    found = []
-    for handler in ast.walk(tree):
-        if not isinstance(handler, ast.ExceptHandler) or handler.type is None:
-            continue
-        if not {n.id for n in ast.walk(handler.type) if isinstance(n, ast.Name)} & driver:
-            continue
-        for node in (inner for statement in handler.body for inner in ast.walk(statement)):
-            if isinstance(node, ast.Raise) and node.exc is not None and not isinstance(node.exc, ast.Name):
-                found.append(node.lineno)
-    return found
+    return translations(
+        tree, lambda caught: bool({n.id for n in ast.walk(caught) if isinstance(n, ast.Name)} & driver)
+    )
 
 
 def test_a_second_translator_is_found_and_raising_on_is_not_one() -> None:
