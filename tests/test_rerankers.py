@@ -135,6 +135,13 @@ def test_rerank_url_accepts_every_base_form() -> None:
     assert rerank_url("https://api.cohere.com") == "https://api.cohere.com/v1/rerank"
     assert rerank_url("https://api.jina.ai/v1/") == "https://api.jina.ai/v1/rerank"
     assert rerank_url("http://127.0.0.1:8080/v1/rerank") == "http://127.0.0.1:8080/v1/rerank"
+    # A gateway's query stays the query: the path goes before it.
+    assert rerank_url("http://127.0.0.1:8080/v1?api-key=k") == "http://127.0.0.1:8080/v1/rerank?api-key=k"
+
+
+def test_a_reranker_url_that_is_no_url_is_one_line() -> None:
+    with pytest.raises(RerankError, match="not a url"):
+        HttpReranker("http://[::1", "m")
 
 
 async def test_voyage_style_data_key_and_unsorted_results() -> None:
@@ -172,6 +179,47 @@ async def test_unreachable_reranker() -> None:
         url = running.url
     with pytest.raises(RerankError, match="unreachable"):
         await HttpReranker(url, "m").rerank("q", [passage("u0", "a")], top_k=1)
+
+
+#: Obviously fake credentials in a reranker url's userinfo and query.
+URL_PASSWORD = "pw-" + "not-a-real-secret"
+URL_TOKEN = "tok-" + "not-a-real-secret"
+
+
+@pytest.mark.parametrize(
+    ("status", "payload"),
+    [(401, {"message": "no"}), (500, "boom"), (502, f"bad key {FAKE_KEY}"), (200, "not json")],
+)
+async def test_a_reranker_error_never_shows_the_urls_credentials_or_the_key(
+    status: int, payload: Any
+) -> None:
+    # The attacker's case: the url carries a password and a token, and the server echoes
+    # the bearer key in its error body; none of them reaches the message (logs, answers).
+    with RerankServer(lambda body, headers: (status, payload)) as running:
+        host = running.url.removeprefix("http://")
+        reranker = HttpReranker(f"http://ops:{URL_PASSWORD}@{host}/v1?api_key={URL_TOKEN}", "m", FAKE_KEY)
+        with pytest.raises(RerankError) as caught:
+            await reranker.rerank("q", [passage("u0", "a")], top_k=1)
+    message = str(caught.value)
+    assert all(secret not in message for secret in (URL_PASSWORD, URL_TOKEN, FAKE_KEY)), message
+    assert f"reranker at http://{host}/v1/rerank" in message
+
+
+async def test_an_unreachable_reranker_never_shows_the_urls_credentials() -> None:
+    with RerankServer(score_by_keyword) as running:
+        host = running.url.removeprefix("http://")
+    reranker = HttpReranker(f"http://ops:{URL_PASSWORD}@{host}?token={URL_TOKEN}", "m")
+    with pytest.raises(RerankError, match="unreachable") as caught:
+        await reranker.rerank("q", [passage("u0", "a")], top_k=1)
+    assert URL_PASSWORD not in str(caught.value)
+    assert URL_TOKEN not in str(caught.value)
+
+
+async def test_a_reranker_error_keeps_the_servers_own_words() -> None:
+    # The look-alike: a server's message holding no credential is shown as it was.
+    overloaded = RerankServer(lambda body, headers: (500, "model rerank-2 is overloaded"))
+    with overloaded as running, pytest.raises(RerankError, match="model rerank-2 is overloaded"):
+        await HttpReranker(running.url, "m", FAKE_KEY).rerank("q", [passage("u0", "a")], top_k=1)
 
 
 def test_resolve_reranker_is_off_by_default() -> None:
