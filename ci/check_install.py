@@ -42,6 +42,7 @@ NEEDS_EXTRA = {
     "lore.backends.pgvector.bm25": "pgvector",
     "lore.backends.pgvector.bulk": "pgvector",
     "lore.backends.pgvector.counting": "pgvector",
+    "lore.backends.pgvector.errors": "pgvector",
     "lore.backends.pgvector.events": "pgvector",
     "lore.backends.pgvector.channels": "pgvector",
     "lore.backends.pgvector.ledger": "pgvector",
