@@ -566,6 +566,18 @@ async def test_safety_chain_neutralises_every_planted_case(tmp_path: Path, case:
     assert rendered.count("</untrusted-reference-0badc0de0000>") == 2
 
 
+async def test_a_fence_value_that_happens_to_begin_like_a_guess_is_no_leak(tmp_path: Path) -> None:
+    """The renderer's random fence value may begin with the digits a document guessed
+    (1 in 65,536 renderings for "0000"); its own tag is not the planted payload, so the
+    payload checks must not count it, or the entry-point tests fail by chance."""
+    case = next(case for case in all_cases() if case.name == "fence_nonce_guess")
+    search, _, _ = tool(tmp_path, [planted_passage(case)])
+    result = await search.run({"query": "anything"}, principal=LOCAL)
+    rendered = render_result(result, fence_value="0000" + "ab12cd34")
+    assert unsafe_payloads(rendered, [case]) == []
+    assert unsafe_payloads(case.text, [case]) != []  # the document's own guess still counts
+
+
 async def test_the_planted_cases_leak_without_the_chain(tmp_path: Path) -> None:
     """The control: the same passages, rendered with the safety chain bypassed, do leak
     every case, so the checks above can fail."""
