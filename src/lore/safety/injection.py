@@ -527,10 +527,14 @@ def _screen_reading(
     # (halfwidth U+FFA0 becomes U+3164), so it sits between two removal passes.
     text = _IGNORABLE.sub(strip_invisible, _nfkc(text))
     lowered = _lower(text)
+    # The languages whose phrase rules ran: the joined reading reads no other.
+    languages: set[tuple[str, ...]] = set()
     for rule in _rules(allowed_link_hosts):
         if rule.applies(text, lowered):
             text = rule.substitute(text, findings)
-    text = _replace_phrases(text, find_joined(text), findings)
+            if rule.hints:
+                languages.add(rule.hints)
+    text = _replace_phrases(text, find_joined(text, languages), findings)
     text = _screen_folded(text, findings, allowed_link_hosts)
     text = _screen_encoded(text, findings, allowed_link_hosts, depth)
     if depth:

@@ -27,7 +27,10 @@ Where it is tried. A relaxed pattern is never searched through a text: it is tri
 in the lines holding one of the verb's required literals (``required_literals``: the
 pattern's own strings, tested as substrings of the lowered text, so a passage with no verb
 of dismissal pays a few C scans and nothing else), and each try sees at most ``WINDOW``
-characters of its line. The work on a line is then at most one bounded try per
+characters of its line. A language after English is read only in a text its phrase rules
+ran on (their hints, ``OTHER_LANGUAGES``: its verbs' stems, which a verb run together with
+its words still holds): the caller passes the hints of the rules that ran, and an English
+passage pays for the English verbs' literals alone. The work on a line is then at most one bounded try per
 character: no crafted line makes a relaxed pattern backtrack over more than a window,
 however its ``\s*`` between optional words could split a run of blanks.
 
@@ -40,10 +43,10 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 
-from lore.safety.override_phrases import DISMISSAL_VERBS, WORD_PATTERNS
+from lore.safety.override_phrases import DISMISSAL_VERBS, OTHER_LANGUAGES, WORD_PATTERNS
 from lore.safety.pattern_shortcuts import required_literals
 
 #: The most characters of its line one try of a relaxed pattern sees, from where it starts.
@@ -105,6 +108,8 @@ class Group:
     phrase: re.Pattern[str]
     #: Lower-case strings a line must hold for the group to be tried there (its verb's).
     literals: tuple[str, ...]
+    #: The hints of its language's phrase rules (``OTHER_LANGUAGES``); None for English.
+    hints: tuple[str, ...] | None = None
 
 
 def _verb_literals(verb: str) -> tuple[str, ...]:
@@ -120,6 +125,8 @@ def groups() -> tuple[Group, ...]:
     its first word."""
     rests: dict[str, list[str]] = {}
     literals: dict[str, tuple[str, ...]] = {}
+    hints: dict[str, tuple[str, ...]] = {}
+    language = {pattern: found for patterns, found in OTHER_LANGUAGES for pattern in patterns}
     for spelled, verb in DISMISSAL_VERBS:
         for pattern in WORD_PATTERNS:
             if pattern.startswith(r"\b" + spelled):
@@ -134,10 +141,15 @@ def groups() -> tuple[Group, ...]:
                 continue
             rests.setdefault(lead, []).append(rest)
             literals[lead] = tuple(sorted({*literals.get(lead, ()), *_verb_literals(verb)}))
+            if pattern in language:
+                hints[lead] = language[pattern]
     flags = re.IGNORECASE
     return tuple(
         Group(
-            re.compile(lead, flags), re.compile(lead + "(?:" + "|".join(found) + ")", flags), literals[lead]
+            re.compile(lead, flags),
+            re.compile(lead + "(?:" + "|".join(found) + ")", flags),
+            literals[lead],
+            hints.get(lead),
         )
         for lead, found in rests.items()
     )
@@ -163,15 +175,24 @@ def _lower(text: str) -> str:
     return text.lower().replace("\u0307", "")
 
 
-def tries(text: str) -> Iterator[tuple[Group, int, int]]:
+def tries(
+    text: str, languages: Collection[tuple[str, ...]] | None = None
+) -> Iterator[tuple[Group, int, int]]:
     """Each try the reading makes of ``text``: a group, where its lead starts, and the
-    end of the window the try sees (module note)."""
+    end of the window the try sees (module note). ``languages``: the hints of the
+    languages to read (None: every language)."""
+    every = groups()
+    active = {
+        index
+        for index, group in enumerate(every)
+        if languages is None or group.hints is None or group.hints in languages
+    }
     lowered = _lower(text)
     lines: dict[int, set[int]] = {}
-    ascii_only = lowered.isascii()
-    for literal, indices in _scan():
-        if ascii_only and not literal.isascii():
-            continue  # "забудь", "không": not in a text of ASCII
+    for literal, holders in _scan():
+        indices = active.intersection(holders)
+        if not indices:
+            continue
         found = lowered.find(literal)
         while found >= 0:
             line_start = lowered.rfind("\n", 0, found) + 1
@@ -183,7 +204,6 @@ def tries(text: str) -> Iterator[tuple[Group, int, int]]:
         found_groups = set().union(*lines.values())
         starts = (0, *(newline.end() for newline in _NEWLINE.finditer(text)))
         lines = {start: found_groups for start in starts}
-    every = groups()
     for line_start in sorted(lines):
         line_end = text.find("\n", line_start)
         line_end = len(text) if line_end < 0 else line_end
@@ -195,11 +215,11 @@ def tries(text: str) -> Iterator[tuple[Group, int, int]]:
                 lead = group.lead.search(text, lead.start() + 1, line_end)
 
 
-def find_joined(text: str) -> list[tuple[int, int]]:
+def find_joined(text: str, languages: Collection[tuple[str, ...]] | None = None) -> list[tuple[int, int]]:
     """The spans of ``text`` that the relaxed phrases match, by start, at most one a line
-    (the caller removes the rest of the line with it)."""
+    (the caller removes the rest of the line with it); ``languages`` as for ``tries``."""
     spans: dict[int, tuple[int, int]] = {}
-    for group, start, end in tries(text):
+    for group, start, end in tries(text, languages):
         line_start = text.rfind("\n", 0, start) + 1
         if line_start in spans and spans[line_start][0] <= start:
             continue
