@@ -47,7 +47,7 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 
 from lore.safety.override_phrases import DISMISSAL_VERBS, OTHER_LANGUAGES, WORD_PATTERNS
-from lore.safety.pattern_shortcuts import required_literals
+from lore.safety.pattern_shortcuts import lowered_pattern, required_literals
 
 #: The most characters of its line one try of a relaxed pattern sees, from where it starts.
 #: The longest phrase spelled with single spaces is under 120 characters.
@@ -156,19 +156,25 @@ def groups() -> tuple[Group, ...]:
 
 
 @functools.cache
-def _scan() -> tuple[tuple[str, tuple[int, ...]], ...]:
-    """The strings the text is searched for, and for each the groups (by index) that one
-    of their literals holding it may be: every group literal holds one of these strings,
-    which hold no other of them ("ignor" stands for "ignore", "ignora", "ignorera", ...),
-    so one pass of substring searches serves every group."""
-    every = {literal for group in groups() for literal in group.literals}
+def _scan(active: frozenset[int]) -> tuple[tuple[str, frozenset[int]], ...]:
+    """The strings a text is searched for when the groups ``active`` (by index) are read,
+    and for each the active groups one of whose literals holds it: every literal holds one
+    of these strings, which hold no other of them ("ignor" stands for "ignore", "ignora",
+    "ignorera", ...), so one pass of substring searches serves every group."""
+    every = {literal for index in active for literal in groups()[index].literals}
     shortest = sorted(word for word in every if not any(other in word for other in every - {word}))
 
-    def holders(literal: str) -> tuple[int, ...]:
-        held = (index for index, group in enumerate(groups()) if any(literal in w for w in group.literals))
-        return tuple(held)
+    def holders(literal: str) -> frozenset[int]:
+        return frozenset(index for index in active if any(literal in own for own in groups()[index].literals))
 
     return tuple((literal, holders(literal)) for literal in shortest)
+
+
+@functools.cache
+def _lowered_lead(index: int) -> re.Pattern[str] | None:
+    """The group's lead as a case-sensitive copy for lower-case ASCII text (faster, the
+    same matches: ``lore.safety.pattern_shortcuts``), or None."""
+    return lowered_pattern(groups()[index].lead)
 
 
 def _lower(text: str) -> str:
@@ -182,21 +188,18 @@ def tries(
     end of the window the try sees (module note). ``languages``: the hints of the
     languages to read (None: every language)."""
     every = groups()
-    active = {
+    active = frozenset(
         index
         for index, group in enumerate(every)
         if languages is None or group.hints is None or group.hints in languages
-    }
+    )
     lowered = _lower(text)
     lines: dict[int, set[int]] = {}
-    for literal, holders in _scan():
-        indices = active.intersection(holders)
-        if not indices:
-            continue
+    for literal, holders in _scan(active):
         found = lowered.find(literal)
         while found >= 0:
             line_start = lowered.rfind("\n", 0, found) + 1
-            lines.setdefault(line_start, set()).update(indices)
+            lines.setdefault(line_start, set()).update(holders)
             found = lowered.find(literal, found + 1)
     if not lines:
         return
@@ -204,15 +207,22 @@ def tries(
         found_groups = set().union(*lines.values())
         starts = (0, *(newline.end() for newline in _NEWLINE.finditer(text)))
         lines = {start: found_groups for start in starts}
+    ascii_lowered = lowered if lowered.isascii() and len(lowered) == len(text) else None
     for line_start in sorted(lines):
         line_end = text.find("\n", line_start)
         line_end = len(text) if line_end < 0 else line_end
         for index in sorted(lines[line_start]):
             group = every[index]
-            lead = group.lead.search(text, line_start, line_end)
-            while lead is not None:
-                yield group, lead.start(), min(line_end, lead.start() + WINDOW)
-                lead = group.lead.search(text, lead.start() + 1, line_end)
+            copy = _lowered_lead(index) if ascii_lowered is not None else None
+            lead, subject = (
+                (copy, ascii_lowered)
+                if copy is not None and ascii_lowered is not None
+                else (group.lead, text)
+            )
+            found_lead = lead.search(subject, line_start, line_end)
+            while found_lead is not None:
+                yield group, found_lead.start(), min(line_end, found_lead.start() + WINDOW)
+                found_lead = lead.search(subject, found_lead.start() + 1, line_end)
 
 
 def find_joined(text: str, languages: Collection[tuple[str, ...]] | None = None) -> list[tuple[int, int]]:
