@@ -614,9 +614,12 @@ def _screen_folded_line(line: str, findings: Counter[str], allowed_link_hosts: C
     if not view.interesting:
         return line
     lowered = _lower(view.text)
+    languages: set[tuple[str, ...]] = set()
     for rule in _rules(allowed_link_hosts):
         if rule.kind not in _FOLDED_KINDS or not rule.applies(view.text, lowered):
             continue
+        if rule.hints:
+            languages.add(rule.hints)
         pieces: list[str] = []
         last = 0
         ascii_lowered = lowered if view.text.isascii() else None
@@ -639,7 +642,7 @@ def _screen_folded_line(line: str, findings: Counter[str], allowed_link_hosts: C
         # not words the view joined by dropping a hyphen or dot between them: a file named
         # "ignore-all-previous-instructions.md" is a name, and the canonical view reads a
         # hyphenated phrase in prose.
-        found = [(view.span(start, end), end - start) for start, end in find_joined(view.text)]
+        found = [(view.span(start, end), end - start) for start, end in find_joined(view.text, languages)]
         spans = [span for span, length in found if span[1] - span[0] == length]
         line = _replace_phrases(line, spans, findings)
     return line

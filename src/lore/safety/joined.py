@@ -27,12 +27,15 @@ Where it is tried. A relaxed pattern is never searched through a text: it is tri
 in the lines holding one of the verb's required literals (``required_literals``: the
 pattern's own strings, tested as substrings of the lowered text, so a passage with no verb
 of dismissal pays a few C scans and nothing else), and each try sees at most ``WINDOW``
-characters of its line. A language after English is read only in a text its phrase rules
-ran on (their hints, ``OTHER_LANGUAGES``: its verbs' stems, which a verb run together with
-its words still holds): the caller passes the hints of the rules that ran, and an English
-passage pays for the English verbs' literals alone. The work on a line is then at most one bounded try per
+characters of its line. The work on a line is then at most one bounded try per
 character: no crafted line makes a relaxed pattern backtrack over more than a window,
 however its ``\s*`` between optional words could split a run of blanks.
+
+What it costs. A language after English is read only in a text its phrase rules ran on
+(their hints, ``OTHER_LANGUAGES``: its verbs' stems, which a verb run together with its
+words still holds): the caller passes the hints of the rules that ran, and an English
+passage pays for the English verbs' literals alone. Over ASCII text a verb is looked for
+with its case-sensitive copy over the lowered text (``lore.safety.pattern_shortcuts``).
 
 It runs after the phrase rules have replaced every phrase spelled with its spaces, so
 what it finds is glued somewhere; the caller replaces each match and the rest of its
