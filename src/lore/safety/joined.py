@@ -27,7 +27,8 @@ Where it is tried. A relaxed pattern is never searched through a text: it is tri
 in the lines holding one of the verb's required literals (``required_literals``: the
 pattern's own strings, tested as substrings of the lowered text, so a passage with no verb
 of dismissal pays a few C scans and nothing else), and each try sees at most ``WINDOW``
-characters of its line. The work on a line is then at most one bounded try per
+characters from there (the next lines too: a phrase's words may be apart by a line break,
+as the phrase rules' ``\s+`` allow). The work is then at most one bounded try per
 character: no crafted line makes a relaxed pattern backtrack over more than a window,
 however its ``\s*`` between optional words could split a run of blanks.
 
@@ -52,7 +53,7 @@ from dataclasses import dataclass
 from lore.safety.override_phrases import DISMISSAL_VERBS, OTHER_LANGUAGES, WORD_PATTERNS
 from lore.safety.pattern_shortcuts import lowered_pattern, required_literals
 
-#: The most characters of its line one try of a relaxed pattern sees, from where it starts.
+#: The most characters one try of a relaxed pattern sees, from where it starts.
 #: The longest phrase spelled with single spaces is under 120 characters.
 WINDOW = 400
 
@@ -224,7 +225,7 @@ def tries(
             )
             found_lead = lead.search(subject, line_start, line_end)
             while found_lead is not None:
-                yield group, found_lead.start(), min(line_end, found_lead.start() + WINDOW)
+                yield group, found_lead.start(), min(len(text), found_lead.start() + WINDOW)
                 found_lead = lead.search(subject, found_lead.start() + 1, line_end)
 
 
