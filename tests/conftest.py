@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from mounts import mount_root, read_only_view, small_disk  # noqa: F401 (fixtures: a tmpfs, a read-only bind)
+
+# A suite started with SIGINT ignored (a background job of a shell without job control)
+# passes that on to every process it starts, and the Ctrl-C tests would send a Ctrl-C that
+# nothing receives: this process and its children take SIGINT and SIGQUIT as from a terminal.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+if signal.getsignal(signal.SIGQUIT) == signal.SIG_IGN:
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 #: Real corpora and benchmarks live beside the checkout, never inside it.
