@@ -167,6 +167,27 @@ def test_the_packs_named_page_does_not_overrule_a_team_page_above_it() -> None:
     ]
 
 
+def test_a_pack_page_the_query_names_by_its_own_name_passes_a_team_page_holding_no_name() -> None:
+    """``pod stuck in ImagePullBackOff``: the pack's ``image-pull-backoff.md`` is named by
+    its file name and title; the team's CrashLoopBackOff page above it holds none of the
+    query's names, so the two do not answer comparably and the named page goes first."""
+    weights = {"vault": 0.75}
+    crashloop = named("file://runbooks/pod-crashloopbackoff.md", 2.0, title="Pod in CrashLoopBackOff")
+    pack = named(
+        "vault://lore/image-pull-backoff.md", 1.8, title="ImagePullBackOff and ErrImagePull", source="vault"
+    )
+    shown = named_first([crashloop, pack], "pod stuck in ImagePullBackOff: manifest unknown", weights)
+    assert [p.uri for p in shown] == [pack.uri, crashloop.uri]
+    assert [p.score for p in shown] == [2.0, 1.8]
+    # the look-alikes: a team page that mentions the name keeps its place ...
+    mentioning = replace(crashloop, text="Also check for ImagePullBackOff in the events.")
+    assert named_first([mentioning, pack], "pod stuck in ImagePullBackOff", weights) == [mentioning, pack]
+    # ... and a pack page named only by its alerts: list never passes a team page
+    listed = named("vault://lore/pods.md", 1.8, title="Pods", source="vault", alerts="KubePodCrashLooping")
+    other = named("file://runbooks/restarts.md", 2.0, title="Restarts")
+    assert named_first([other, listed], "[FIRING:1] KubePodCrashLooping", weights) == [other, listed]
+
+
 # -- what sync keeps is what a search can show ----------------------------------------------
 
 WORDS = [f"word{n:03d}" for n in range(400)]
@@ -217,20 +238,22 @@ def test_sync_keeps_exactly_the_merged_texts_a_search_can_show() -> None:
     longer than it alone: the verdicts sync keeps (``merged_texts``) are each merged text
     a search can show, no more, no fewer."""
     max_chars = 160
-    chunks = chunks_of([
-        (0, "Meaning", 6),
-        (1, "Meaning", 6),
-        (2, "Mitigation", 8),
-        (3, "Mitigation", 8),
-        (4, "Mitigation", 8),
-        (5, "Mitigation", 8),
-        (6, "Notes", 5),
-        (7, "Escalation", 5),
-        (8, "Notes", 5),
-        (9, "Notes", 5),
-        (10, "Appendix", 25),  # alone longer than max_chars
-        (11, "Appendix", 3),
-    ])
+    chunks = chunks_of(
+        [
+            (0, "Meaning", 6),
+            (1, "Meaning", 6),
+            (2, "Mitigation", 8),
+            (3, "Mitigation", 8),
+            (4, "Mitigation", 8),
+            (5, "Mitigation", 8),
+            (6, "Notes", 5),
+            (7, "Escalation", 5),
+            (8, "Notes", 5),
+            (9, "Notes", 5),
+            (10, "Appendix", 25),  # alone longer than max_chars
+            (11, "Appendix", 3),
+        ]
+    )
     shown = showable(chunks, max_chars)
     assert kept_by_sync(chunks, max_chars) == shown
     kept = merged_texts(chunks, max_chars)
@@ -250,9 +273,7 @@ def test_sync_keeps_exactly_the_merged_texts_a_search_can_show() -> None:
     ),
     st.integers(40, 200),
 )
-def test_any_document_keeps_what_a_search_can_show(
-    cuts: list[tuple[str, int, bool]], max_chars: int
-) -> None:
+def test_any_document_keeps_what_a_search_can_show(cuts: list[tuple[str, int, bool]], max_chars: int) -> None:
     numbers, layout = 0, []
     for section, size, gap in cuts:
         numbers += 1 + gap  # a gap: an ordinal of another section left out of the answer

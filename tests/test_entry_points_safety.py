@@ -152,6 +152,11 @@ def test_the_corpus_plants_both_kinds_of_attack() -> None:
     assert len(CASES) >= 60
     assert len(CASES) == len(injection_cases()) + len(secret_cases())
     assert len({case.name for case in CASES}) == len(CASES)
+    # docs/agent-tool.md gives the corpus's size as it is
+    page = Path(__file__).parents[1] / "docs" / "agent-tool.md"
+    docs = " ".join(page.read_text(encoding="utf-8").split())
+    assert f"{len(injection_cases())} injection cases" in docs
+    assert f"{len(secret_cases())} fake credentials" in docs
 
 
 class _NoCleaning(PassageCleaner):

@@ -185,6 +185,19 @@ def test_the_pack_still_answers_what_only_it_covers(
     assert result["passages"][0]["uri"] == "vault://lore/redis/too-many-clients.md"
 
 
+def test_the_packs_page_the_query_names_passes_a_team_page_that_holds_no_name(
+    config: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """ImagePullBackOff is the pack page's own name (file name, title); the team's
+    CrashLoopBackOff runbook, ranked above it on "pod stuck", holds no such name."""
+    result = cli_json(
+        config, ["search", "pod stuck in ImagePullBackOff: manifest unknown"], monkeypatch, capsys
+    )
+    uris = list(dict.fromkeys(p["uri"] for p in result["passages"]))
+    assert uris[0] == "vault://lore/kubernetes/image-pull-backoff.md"
+    assert "file://runbooks/kubernetes/pod-crashloopbackoff.md" in uris  # still shown, below
+
+
 def test_an_equal_weight_lets_the_pack_outrank_the_team(
     tmp_path: Path, config: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

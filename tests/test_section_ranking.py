@@ -33,6 +33,16 @@ def passage(uri: str, section: str, score: float, source: str = "runbooks") -> P
         ("how do I check which upstream returns SERVFAIL?", Role.DIAGNOSIS),
         ("why did the node go NotReady?", Role.DIAGNOSIS),
         ("how do I see why a pod is in CrashLoopBackOff?", Role.DIAGNOSIS),
+        # a question for causes asks for Causes (then Diagnosis)
+        ("container is throttled even though node CPU is idle, what causes CFS throttling?", Role.CAUSE),
+        ("what could cause etcd leader elections every few minutes", Role.CAUSE),
+        ("what's causing the 502s on the ingress?", Role.CAUSE),
+        ("what is the reason for OOMKilled pods", Role.CAUSE),
+        ("possible causes of disk pressure on a node", Role.CAUSE),
+        ("what was the root cause of the March outage", Role.CAUSE),
+        # ... but an alert's description that gives its cause is a statement
+        ("Pods are restarting because of OOMKilled in namespace payments.", Role.MEANING),
+        ("The cause of the failure is unknown, check the logs of the pod.", Role.MEANING),
         ("who is affected when the gateway returns 5xx", Role.IMPACT),
         # an alert notification or a statement of a condition asks what it means
         ("[FIRING:1] KubeNodeNotReady node-3 unready for 15 minutes", Role.MEANING),
@@ -72,6 +82,37 @@ def test_an_alert_text_puts_the_section_that_says_what_it_means_first() -> None:
     ]
     assert [p.score for p in ordered] == [p.score for p in ranked]
     assert by_intent(ranked, "which ingester is unhealthy?") == ranked
+
+
+def test_a_question_for_causes_puts_causes_then_checks_first() -> None:
+    ranked = [
+        passage("cpu.md", "CPU throttling › Checks", 2.1),
+        passage("cpu.md", "CPU throttling › Symptoms", 2.0),
+        passage("cpu.md", "CPU throttling › Common causes", 1.5),
+        passage("pm.md", "Postmortem › Timeline", 1.3),
+        passage("pm.md", "Postmortem › Root cause", 1.2),
+        passage("node.md", "Node › Meaning", 1.1),
+        passage("node.md", "Node › Diagnosis", 1.0),
+    ]
+    ordered = by_intent(ranked, "what causes CFS throttling?")
+    assert [p.section for p in ordered if p.uri == "cpu.md"] == [
+        "CPU throttling › Common causes",
+        "CPU throttling › Checks",
+        "CPU throttling › Symptoms",
+    ]
+    assert [p.section for p in ordered if p.uri == "pm.md"] == [
+        "Postmortem › Root cause",
+        "Postmortem › Timeline",
+    ]
+    # a document without a Causes section: its Diagnosis answers instead
+    assert [p.section for p in ordered if p.uri == "node.md"] == ["Node › Diagnosis", "Node › Meaning"]
+    assert [p.score for p in ordered] == [p.score for p in ranked]
+    # "why" still asks for Diagnosis and Checks, a Causes heading among them
+    assert [p.section for p in by_intent(ranked, "why is CPU throttled?") if p.uri == "cpu.md"] == [
+        "CPU throttling › Checks",
+        "CPU throttling › Common causes",
+        "CPU throttling › Symptoms",
+    ]
 
 
 def test_by_intent_moves_the_asked_section_first_inside_its_document_only() -> None:

@@ -4,9 +4,10 @@
         build/eval/alert-sections.jsonl eval/golden/alerts-openshift.yaml \
         [--no-answer eval/golden/no-answer-shared.yaml] [--grid]
 
-Each question is retrieved ONCE per mode (200 chunks, as ``lore eval`` asks; the tool's
-18 candidates for the verdict), and every arrangement is then computed from those same
-passages, so the rows differ by the arrangement alone:
+Each question is retrieved ONCE per mode (200 chunks, as ``lore eval`` asks first; with
+``--documents 100``, grown as ``lore eval golden`` grows it, so its figures are that
+command's; the tool's 18 candidates for the verdict), and every arrangement is then
+computed from those same passages, so the rows differ by the arrangement alone:
 
 - ``before``: the sources' priorities and the question's intent only (lore before
   ``lore.arrange``: no merging, no diversity);
@@ -18,14 +19,19 @@ passages, so the rows differ by the arrangement alone:
   description) and no page is lifted because the query names it (``--ablate``);
 - ``per=N floor=F``: diversity with other parameters (``--grid``);
 - ``after, vault weight W``: lore's default with the pack at another ``[vault] weight``
-  (``--vault-weights 1,0.5``; the pack must be in the index).
+  (``--vault-weights 1,0.5``; the pack must be in the index);
+- ``after, slots AxG[xL]``: lore's default, then at most A pack documents above each of
+  the team's first G documents the evidence supports (verdict at least L, ``low`` unless
+  given; ``--slots 1x1,0x99xhigh``; ``slotted`` below, a variant measured and not adopted);
+- ``after, the pack's passages taken out``: lore's default without the pack's passages
+  (``--ceiling``): the best a rule that only moves the pack's documents can reach.
 
-Per set and mode: Hit@1 / MRR@10 on documents and, where questions name a section, on
-sections; what the first 8 passages (the tool's ``top_k``) hold: the share of the
-expected documents among them (what diversity is for), distinct sections, documents, and
-the most passages one document takes. With ``--no-answer`` sets, the "none" verdict as
-``knowledge_search`` gives it (hybrid, top 8, pack on when the settings enable it):
-precision, recall, answerable questions called none.
+Per set and mode: Hit@1 / Hit@5 / MRR@10 / nDCG@10 on documents and, where questions name
+a section, Hit@1 / Hit@5 / MRR@10 on sections; what the first 8 passages (the tool's
+``top_k``) hold: the share of the expected documents among them (what diversity is for),
+distinct sections, documents, and the most passages one document takes. With
+``--no-answer`` sets, the "none" verdict as ``knowledge_search`` gives it (hybrid, top 8,
+pack on when the settings enable it): precision, recall, answerable questions called none.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ import argparse
 import asyncio
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from lore.arrange import ANSWERS_TOO, PER_DOCUMENT, arranged, candidates, diversified, merged, named_first
@@ -53,7 +60,7 @@ from lore.eval.runner import QueryVectorCache
 from lore.intent import Role, by_intent, phrasing
 from lore.models import Passage, SearchMode
 from lore.named import QueryJudge
-from lore.priority import Weights, prioritised
+from lore.priority import Weights, prioritised, weight_of
 from lore.protocols import KnowledgeRetriever, retrieve_passages
 from lore.resolve import open_backend, resolve_embedder, source_weights
 from lore.sources import VAULT_NAME
@@ -100,8 +107,79 @@ def with_vault(weight: float) -> Arrangement:
     return arrange
 
 
+def slotted(
+    passages: Sequence[Passage],
+    query: str,
+    weights: Weights,
+    *,
+    ahead: int,
+    guarded: int = 1,
+    minimum: Confidence = Confidence.LOW,
+) -> list[Passage]:
+    """A slot guarantee for the team's pages (``--slots``; measured, not adopted: the
+    results log, "a slot for the team's page"): each of the first ``guarded`` documents of
+    sources that do not yield (weight 1 or more) which the query's evidence supports (named
+    by the query, or a verdict at least ``minimum``: what the "none" verdict would keep)
+    gets at most ``ahead`` documents of yielding sources (weight below 1) above it; its
+    first passage moves to just before the next yielding document's first passage. Each
+    place keeps its score. Unchanged without weights below 1."""
+    if all(weight >= 1.0 for weight in weights.values()):
+        return list(passages)
+    judge = QueryJudge(query)
+    order = list(passages)
+    seen: set[str] = set()
+    promoted = index = 0
+    while index < len(order) and promoted < guarded:
+        passage = order[index]
+        index += 1
+        if passage.uri in seen:
+            continue
+        seen.add(passage.uri)
+        if weight_of(passage, weights) < 1.0 or not (
+            judge.anchored(passage) or clears(judge(passage), minimum)
+        ):
+            continue
+        promoted += 1
+        firsts: set[str] = set()
+        yielding = []  # where each yielding document above it has its first passage
+        for place, above in enumerate(order[: index - 1]):
+            if above.uri not in firsts:
+                firsts.add(above.uri)
+                if weight_of(above, weights) < 1.0:
+                    yielding.append(place)
+        if len(yielding) > ahead:
+            order.insert(yielding[ahead], order.pop(index - 1))
+    return [
+        passage if passage.score == place.score else replace(passage, score=place.score)
+        for passage, place in zip(order, passages, strict=True)
+    ]
+
+
+def with_slots(ahead: int, guarded: int, minimum: Confidence) -> Arrangement:
+    """lore's arrangement, then ``slotted``."""
+
+    def arrange(found: Sequence[Passage], query: str, weights: Weights) -> list[Passage]:
+        return slotted(
+            arranged(found, query, weights), query, weights, ahead=ahead, guarded=guarded, minimum=minimum
+        )
+
+    return arrange
+
+
+def without_yielding(found: Sequence[Passage], query: str, weights: Weights) -> list[Passage]:
+    """lore's arrangement with the yielding sources' passages (the pack's) taken out
+    afterwards (``--ceiling``): for a question the team answers, the best any rule that only
+    moves the pack's documents can do, since their fused scores stay what they were with
+    the pack among the candidates."""
+    return [passage for passage in arranged(found, query, weights) if weight_of(passage, weights) >= 1.0]
+
+
 def arrangements(
-    grid: bool, vault_weights: Sequence[float] = (), ablate: bool = False
+    grid: bool,
+    vault_weights: Sequence[float] = (),
+    ablate: bool = False,
+    slots: Sequence[str] = (),
+    ceiling: bool = False,
 ) -> dict[str, Arrangement]:
     if ablate:
         return {"after, phrasing only": phrasing_only, "after": lore_default}
@@ -112,6 +190,12 @@ def arrangements(
     }
     for weight in vault_weights:
         chosen[f"after, vault weight {weight:g}"] = with_vault(weight)
+    for spec in slots:  # ahead x guarded [x minimum], e.g. 1x1, 2x3xmedium
+        ahead, guarded, *rest = spec.split("x")
+        minimum = Confidence(rest[0]) if rest else Confidence.LOW
+        chosen[f"after, slots {spec}"] = with_slots(int(ahead), int(guarded), minimum)
+    if ceiling:
+        chosen["after, the pack's passages taken out"] = without_yielding
     if grid:
         for per in (2, 3, 4):
             for floor in (0.0, 0.5, 0.7):
@@ -149,19 +233,22 @@ async def run(args: argparse.Namespace) -> None:
     sets = {path.name: [q for q in load_golden_set(path) if q.answerable] for path in args.golden}
     refusals = [q for path in args.no_answer for q in load_golden_set(path) if not q.answerable]
     cache.prime([q.text for qs in sets.values() for q in qs] + [q.text for q in refusals])
-    chosen = arrangements(args.grid, [float(w) for w in args.vault_weights.split(",") if w], args.ablate)
+    chosen = arrangements(
+        args.grid,
+        [float(w) for w in args.vault_weights.split(",") if w],
+        args.ablate,
+        [spec for spec in args.slots.split(",") if spec],
+        args.ceiling,
+    )
     modes = [SearchMode(mode) for mode in args.modes.split(",")]
     print(f"index {settings.db_path}; weights {dict(weights)}")
     for name, questions in sets.items():
         found: dict[SearchMode, dict[str, list[Passage]]] = {}
         for mode in modes:
-            found[mode] = {
-                q.qid: list(await retrieve_passages(backend, q.text, top_k=CHUNKS, mode=mode))
-                for q in questions
-            }
+            found[mode] = {q.qid: await _retrieved(backend, q.text, mode, args.documents) for q in questions}
         sectioned = any(section_targets(q.targets) for q in questions)
         print(f"\n## {name} ({len(questions)} questions)")
-        head = "| arrangement | mode | doc Hit@1 | doc MRR@10 | doc nDCG@10 |"
+        head = "| arrangement | mode | doc Hit@1 | doc Hit@5 | doc MRR@10 | doc nDCG@10 |"
         head += " sec Hit@1 | sec Hit@5 | sec MRR@10 |" if sectioned else ""
         print(head + " top-8 recall / sections / documents / most of one |")
         for label, arrange in chosen.items():
@@ -171,7 +258,7 @@ async def run(args: argparse.Namespace) -> None:
                     for qid, passages in found[mode].items()
                 }
                 got = scores(questions, ranked)
-                shown = ["hit@1", "mrr@10", "ndcg@10"]
+                shown = ["hit@1", "hit@5", "mrr@10", "ndcg@10"]
                 shown += ["section_hit@1", "section_hit@5", "section_mrr@10"] if sectioned else []
                 cells = [f"{got[name]:.3f}" for name in shown]
                 shape = f"{got['recall']:.3f} / " + " / ".join(
@@ -200,6 +287,22 @@ async def run(args: argparse.Namespace) -> None:
     backend.close()
 
 
+async def _retrieved(
+    backend: KnowledgeRetriever, query: str, mode: SearchMode, documents: int | None
+) -> list[Passage]:
+    """``CHUNKS`` chunks; with ``documents``, as ``lore eval golden`` retrieves them
+    (``lore.eval.runner``: 2 chunks per document asked, doubled until the chunks hold
+    ``documents`` documents, at most 8 per document), so the figures are ``lore eval``'s."""
+    if documents is None:
+        return list(await retrieve_passages(backend, query, top_k=CHUNKS, mode=mode))
+    top_k = documents * 2
+    while True:
+        found = list(await retrieve_passages(backend, query, top_k=top_k, mode=mode))
+        if len({p.uri for p in found}) >= documents or len(found) < top_k or top_k >= documents * 8:
+            return found
+        top_k *= 2
+
+
 def _text(questions: Sequence[EvalQuery], qid: str) -> str:
     return next(q.text for q in questions if q.qid == qid)
 
@@ -222,6 +325,19 @@ def main() -> None:
     parser.add_argument("--no-answer", type=Path, action="append", default=[], help="no-answer sets")
     parser.add_argument("--grid", action="store_true", help="diversity parameters beside the default")
     parser.add_argument("--vault-weights", default="", help="pack priorities to try, e.g. 1,0.5")
+    parser.add_argument(
+        "--slots",
+        default="",
+        help="pack slot rules to try: AHEADxGUARDED[xMINIMUM], e.g. 1x1,2x3xmedium (lore.arrange.slotted)",
+    )
+    parser.add_argument(
+        "--documents",
+        type=int,
+        help="retrieve as `lore eval golden --depth N` does (100 there) instead of 200 chunks",
+    )
+    parser.add_argument(
+        "--ceiling", action="store_true", help="also lore's arrangement with the pack's passages taken out"
+    )
     parser.add_argument(
         "--ablate", action="store_true", help="only lore's default and its phrasing-only variant (see above)"
     )

@@ -19,8 +19,11 @@ into the other, in this order, applied by every consumer of a ranking (``knowled
    ``PrometheusOperatorNotReady`` is answered by that alert's page, which the lexical
    channel finds by its name, not by a sibling page (PrometheusOperatorRejectedResources)
    that the vector channel ranks first because the two describe the same operator. The
-   pack's playbooks name every alert of their topic, so a pack page lifts only over other
-   pack pages, never over a team page the retriever put above it.
+   pack's playbooks name every alert of their topic, so a pack page named by its
+   ``alerts:`` lifts only over other pack pages, never over a team page the retriever put
+   above it. A page the query gives its own name (title, file name, heading: "pod stuck
+   in ImagePullBackOff" and the pack's ``image-pull-backoff.md``) also goes past a team
+   passage holding none of the query's names: the two do not answer comparably.
 4. **The section the question asks for** (``lore.intent``): inside each document, a
    "how do I fix" question's Mitigation, a notification's or an alert description's
    Meaning, before the document's other sections.
@@ -198,11 +201,14 @@ def named_first(passages: Sequence[Passage], query: str, weights: Weights | None
     ``alerts:`` entry, or a heading of the passage's section) moved ahead of the passages of
     documents it does not name, from sources of no higher priority; each place keeps its
     score. A named page of the pack (``[vault] weight`` below 1) therefore goes first among
-    the pack's pages but not ahead of a team page the retriever put above it."""
+    the pack's pages but not ahead of a team page the retriever put above it, unless the
+    query gives the page's own name (not an ``alerts:`` entry) and the team passage holds
+    none of the query's names."""
     judge = QueryJudge(query)
     named_uris = {passage.uri for passage in passages if judge.strength(passage) is Named.NAME}
     if not named_uris:
         return list(passages)
+    own_named = {passage.uri for passage in passages if passage.uri in named_uris and judge.own_name(passage)}
     order: list[Passage] = []
     for passage in passages:
         if passage.uri not in named_uris:
@@ -210,11 +216,15 @@ def named_first(passages: Sequence[Passage], query: str, weights: Weights | None
             continue
         weight = weight_of(passage, weights or {})
         place = len(order)
-        while (
-            place > 0
-            and order[place - 1].uri not in named_uris
-            and weight_of(order[place - 1], weights or {}) <= weight
-        ):
+        while place > 0 and order[place - 1].uri not in named_uris:
+            above = order[place - 1]
+            # A page of a yielding source goes past a higher source's passage only when the
+            # query gives the page's own name (not an ``alerts:`` entry) and that passage
+            # holds none of the query's names: the two do not answer comparably.
+            if weight_of(above, weights or {}) > weight and not (
+                passage.uri in own_named and judge.strength(above) is Named.NONE
+            ):
+                break
             place -= 1
         order.insert(place, passage)
     return [

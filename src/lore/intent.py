@@ -5,9 +5,10 @@ Causes, Fixes), and the sections of one runbook share its vocabulary: the alert'
 its component, its symptoms. "KafkaConsumerLagHigh is firing, how do I fix it?" therefore
 ranks the section that names the alert (Meaning) above the one that answers (Mitigation),
 though the question says which it wants. This module reads that intent from a few
-unambiguous phrasings (fix / mitigate / resolve; why / diagnose / investigate; impact /
-who is affected) and, within each document, moves the sections whose heading has the
-matching role ahead of that document's other sections.
+unambiguous phrasings (fix / mitigate / resolve; what causes; why / diagnose /
+investigate; impact / who is affected) and, within each document, moves the sections
+whose heading has the matching role ahead of that document's other sections (for a
+question for causes: its Causes, then its Diagnosis or Checks).
 
 A fourth intent has no phrasing but a shape: an alert notification (``[FIRING:1]
 KafkaConsumerLagHigh …``) or a bare statement of a condition (an alert's description, "There
@@ -36,6 +37,7 @@ from lore.models import SECTION_SEPARATOR, Passage
 
 class Role(enum.Enum):
     REMEDY = "remedy"
+    CAUSE = "cause"
     DIAGNOSIS = "diagnosis"
     IMPACT = "impact"
     MEANING = "meaning"
@@ -54,9 +56,18 @@ _INTENTS: tuple[tuple[Role, re.Pattern[str]], ...] = (
         ),
     ),
     (
+        # A question for causes: "what causes", "what could cause", "what's causing".
+        Role.CAUSE,
+        re.compile(
+            r"\b(?:what(?:'s| is| are| could| might| can| would)? (?:the )?(?:caus\w*|reasons?)|"
+            r"(?:possible|likely|common|root) (?:causes?|reasons?))\b",
+            re.IGNORECASE,
+        ),
+    ),
+    (
         Role.DIAGNOSIS,
         re.compile(
-            r"\b(?:why|diagnos\w*|investigat\w*|troubleshoot\w*|debug\w*|root cause|find out|"
+            r"\b(?:why|diagnos\w*|investigat\w*|troubleshoot\w*|debug\w*|find out|"
             r"how (?:do|can) (?:i|we) (?:check|see|tell|find))\b",
             re.IGNORECASE,
         ),
@@ -88,8 +99,10 @@ _ROLES: dict[Role, re.Pattern[str]] = {
         r"^(?:mitigat\w*|remediat\w*|fix\w*|resolution|resolv\w*|recover\w*|workaround\w*|solutions?|"
         r"how to fix|rotation|rollback|restore)\b"
     ),
+    Role.CAUSE: re.compile(r"^(?:(?:root|possible|likely|common|probable) )?causes?\b"),
     Role.DIAGNOSIS: re.compile(
-        r"^(?:diagnos\w*|checks?|investigat\w*|troubleshoot\w*|debug\w*|causes?|how to investigate)\b"
+        r"^(?:diagnos\w*|checks?|investigat\w*|troubleshoot\w*|debug\w*|"
+        r"(?:(?:root|possible|likely|common|probable) )?causes?|how to investigate)\b"
     ),
     Role.IMPACT: re.compile(r"^(?:impact\w*|consequences?|blast radius)\b"),
     Role.MEANING: re.compile(
@@ -121,6 +134,11 @@ def is_statement(text: str) -> bool:
     return len(text.split()) >= STATEMENT_WORDS and not _QUESTION.search(text)
 
 
+#: A role whose sections a document may lack, and the role that answers in their stead: a
+#: question for causes takes a Causes section first, then the Diagnosis / Checks.
+_FALLBACK = {Role.CAUSE: Role.DIAGNOSIS}
+
+
 def plays(passage: Passage, role: Role) -> bool:
     """Whether the passage's section (its last heading, or one above it) has ``role``."""
     headings = [part.strip().lower() for part in passage.section.split(SECTION_SEPARATOR) if part.strip()]
@@ -140,10 +158,13 @@ def by_intent(passages: Sequence[Passage], question: str, role: Role | None = No
     ordered = list(passages)
     for indices in positions.values():
         members = [passages[i] for i in indices]
-        wanted = [p for p in members if plays(p, role)]
+        roles = (role, _FALLBACK[role]) if role in _FALLBACK else (role,)
+        tiers = [[p for p in members if plays(p, r) and not any(plays(p, f) for f in roles[:n])]
+                 for n, r in enumerate(roles)]  # fmt: skip
+        wanted = [p for tier in tiers for p in tier]
         if not wanted or len(wanted) == len(members):
             continue
-        rest = [p for p in members if not plays(p, role)]
+        rest = [p for p in members if not any(plays(p, r) for r in roles)]
         for index, passage in zip(indices, [*wanted, *rest], strict=True):
             ordered[index] = (
                 passage

@@ -131,6 +131,14 @@ class _Names:
         self._normal = frozenset(normal(name) for name in names) - {""}
         self._identifiers = tuple(identifiers(" ".join(names)))
 
+    def own_name(self, passage: Passage) -> bool:
+        """Whether one of the names is the passage's title, file name or a heading of its
+        section: a name of its own, not one of the ``alerts:`` it lists (a playbook lists
+        every alert of its topic)."""
+        return bool(self._normal) and not self._normal.isdisjoint(
+            _passage_names(passage.title, passage.uri, "", passage.section)
+        )
+
     def strength(self, passage: Passage) -> Named:
         if self._normal and not self._normal.isdisjoint(
             _passage_names(passage.title, passage.uri, passage.labels.get("alerts", ""), passage.section)
@@ -177,3 +185,7 @@ class QueryJudge:
 
     def anchored(self, passage: Passage) -> bool:
         return bool(self.strength(passage))
+
+    def own_name(self, passage: Passage) -> bool:
+        """Whether the query gives the passage's own name (``_Names.own_name``)."""
+        return self._names.own_name(passage)

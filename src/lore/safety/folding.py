@@ -16,7 +16,10 @@ Folds, in order:
 - punctuation inside a word: "ig-nore", "instruc.tions", "prev_ious" are one word.
 
 The first two change characters one for one; the last two delete separators, and the
-``Folded`` record maps a position in the view back to the text as written.
+``Folded`` record maps a position in the view back to the text as written. The joined
+reading (``lore.safety.joined``, words run together) runs over the view too, but takes only
+what maps back letter for letter: words the view joined by deleting the hyphens or dots
+between them ("ignore-all-previous-instructions.md") are a name, not glued words.
 
 Written here rather than taken from a library: ``confusable-homoglyphs`` gives the
 confusables table but no folding that keeps case (its prototypes are the skeletons of

@@ -13,6 +13,9 @@ The text returned is the normalised text: what the agent reads is what was scree
 A run of invisible characters between two words is read two ways, removed ("IG\u200bNORE")
 and as a space ("IGNORE\u200bALL PREVIOUS INSTRUCTIONS"): the chain runs over the spaced
 reading, then over the removed one (``_screen``); a text without such a run is read once.
+Runs inside words and between them at once ("Ig\u200bnore\u200ball\u200bprev\u200bious
+instructions") give neither reading the phrase with its spaces; the joined reading below
+finds it in the removed one.
 
 Kinds, in the order they are screened:
 
@@ -38,9 +41,16 @@ Kinds, in the order they are screened:
   in ``safety.allowed_link_hosts``. An image URL is fetched as soon as a client renders
   it, and a link can carry data out in its query string; the URL goes, the text stays.
 
+Then the override phrases led by a verb of dismissal are read with their words run
+together (``lore.safety.joined``: "IGNOREALLPREVIOUSINSTRUCTIONS", "pleaseignore all
+previous instructions", "vergiss alle vorherigenanweisungen"), tried only where a verb
+occurs; a match and the rest of its line go, as ``instruction_override``.
+
 Then the phrase kinds run again over a matching view of the text in which letter spacing,
 punctuation inside words, leetspeak and look-alike letters are folded away
-(``lore.safety.folding``), and base64 runs that decode to words are screened as text
+(``lore.safety.folding``), the joined reading too where the view's folds are letter for
+letter ("1gn0reall previous instructions"; not words the view joined by dropping a hyphen
+or a dot, as in a file name), and base64 runs that decode to words are screened as text
 (``encoded_instruction``).
 
 Last, the text is read as a model reads it, through the canonical view
@@ -72,6 +82,7 @@ from lore.safety.canonical import fold_pattern
 from lore.safety.encoded import screen_disguised
 from lore.safety.fence import FENCE_TAG as FENCE_TAG
 from lore.safety.folding import fold
+from lore.safety.joined import find_joined
 from lore.safety.override_phrases import CJK_PATTERNS, ENGLISH, OTHER_LANGUAGES
 from lore.safety.pattern_shortcuts import lowered_copy, selective
 from lore.safety.view_screen import link_host, screen_view, shown_host
@@ -516,9 +527,14 @@ def _screen_reading(
     # (halfwidth U+FFA0 becomes U+3164), so it sits between two removal passes.
     text = _IGNORABLE.sub(strip_invisible, _nfkc(text))
     lowered = _lower(text)
+    # The languages whose phrase rules ran: the joined reading reads no other.
+    languages: set[tuple[str, ...]] = set()
     for rule in _rules(allowed_link_hosts):
         if rule.applies(text, lowered):
             text = rule.substitute(text, findings)
+            if rule.hints:
+                languages.add(rule.hints)
+    text = _replace_phrases(text, find_joined(text, languages), findings)
     text = _screen_folded(text, findings, allowed_link_hosts)
     text = _screen_encoded(text, findings, allowed_link_hosts, depth)
     if depth:
@@ -568,7 +584,7 @@ def _screen_folded(text: str, findings: Counter[str], allowed_link_hosts: Collec
     if not view.interesting:
         return text
     if view.spelled_out:
-        text = _replace_spelled_out(text, view.spelled_out, findings)
+        text = _replace_phrases(text, view.spelled_out, findings)
         view = fold(text)
     # Folding never touches a newline, so line i of the view is line i of the text.
     lines = text.split("\n")
@@ -578,8 +594,9 @@ def _screen_folded(text: str, findings: Counter[str], allowed_link_hosts: Collec
     return "\n".join(lines)
 
 
-def _replace_spelled_out(text: str, spans: Sequence[tuple[int, int]], findings: Counter[str]) -> str:
-    """Each run spelled out letter by letter into phrase words, and the rest of its line."""
+def _replace_phrases(text: str, spans: Sequence[tuple[int, int]], findings: Counter[str]) -> str:
+    """Each span (a run spelled out letter by letter into phrase words, a phrase with its
+    words run together), in order, and the rest of its line, as an override."""
     pieces: list[str] = []
     last = 0
     for start, end in spans:
@@ -597,9 +614,12 @@ def _screen_folded_line(line: str, findings: Counter[str], allowed_link_hosts: C
     if not view.interesting:
         return line
     lowered = _lower(view.text)
+    languages: set[tuple[str, ...]] = set()
     for rule in _rules(allowed_link_hosts):
         if rule.kind not in _FOLDED_KINDS or not rule.applies(view.text, lowered):
             continue
+        if rule.hints:
+            languages.add(rule.hints)
         pieces: list[str] = []
         last = 0
         ascii_lowered = lowered if view.text.isascii() else None
@@ -617,6 +637,14 @@ def _screen_folded_line(line: str, findings: Counter[str], allowed_link_hosts: C
             if not view.interesting:
                 break
             lowered = _lower(view.text)
+    if view.interesting:
+        # Joined words the view spells letter for letter (look-alikes, leetspeak: "1gn0reall"),
+        # not words the view joined by dropping a hyphen or dot between them: a file named
+        # "ignore-all-previous-instructions.md" is a name, and the canonical view reads a
+        # hyphenated phrase in prose.
+        found = [(view.span(start, end), end - start) for start, end in find_joined(view.text, languages)]
+        spans = [span for span, length in found if span[1] - span[0] == length]
+        line = _replace_phrases(line, spans, findings)
     return line
 
 

@@ -23,15 +23,14 @@ def _misspellings(*words: str) -> str:
     return "|".join(sorted(typos - {"forge"}))
 
 
-_DISMISS = (
-    # Not "skip", "drop", "clear", "flush" or "reset": runbooks say them of firewall and
-    # alerting rules ("flush the existing rules") and of steps.
-    r"(?:ignore|disregard|forget|override|overrule|bypass|neglect|abandon|discard|throw\s+away|dismiss|"
+#: The verbs as spelled. Not "skip", "drop", "clear", "flush" or "reset": runbooks say them
+#: of firewall and alerting rules ("flush the existing rules") and of steps.
+_DISMISS_WORDS = (
+    r"ignore|disregard|forget|override|overrule|bypass|neglect|abandon|discard|throw\s+away|dismiss|"
     r"scrap|ditch|nullify|invalidate|disobey|defy|omit|"
-    r"pay\s+no\s+(?:attention|heed|mind)\s+to|stop\s+(?:following|obeying)|set\s+aside|put\s+aside|"
-    + _misspellings("ignore", "disregard", "forget", "override", "bypass")
-    + ")"
+    r"pay\s+no\s+(?:attention|heed|mind)\s+to|stop\s+(?:following|obeying)|set\s+aside|put\s+aside"
 )
+_DISMISS = f"(?:{_DISMISS_WORDS}|{_misspellings('ignore', 'disregard', 'forget', 'override', 'bypass')})"
 _EARLIER = (
     r"(?:previous|prev(?:i?ou?s|ius|ios)|prior|above|earlier|preceding|foregoing|former|original|initial|system|"
     r"developer|safety|given|current|old|existing)"
@@ -87,9 +86,12 @@ _DISMISS_TARGETS = [
     r"(?:about\s+)?(?:what(?:ever)?|all)\s+you(?:'ve|\s+have|\s+were)?\s+(?:been\s+)?(?:told|given|instructed)\b",
 ]
 
+#: "do not follow", "never obey": a dismissal said with a negation.
+_NOT_FOLLOW = r"(?:do\s+not|don't|never|no\s+longer)\s+(?:follow|obey)"
+
 ENGLISH = [
     rf"\b{_DISMISS}\s+(?:" + "|".join(_DISMISS_TARGETS) + ")",
-    rf"\b(?:do\s+not|don't|never|no\s+longer)\s+(?:follow|obey)\s+(?:the\s+|your\s+|any\s+)?{_EARLIER}\s+{_ORDERS}",
+    rf"\b{_NOT_FOLLOW}\s+(?:the\s+|your\s+|any\s+)?{_EARLIER}\s+{_ORDERS}",
     r"\byou\s+are\s+now\s+(?:a\s+|an\s+|the\s+|in\s+)?(?:new|different|unrestricted|unfiltered|"
     r"uncensored|jailbroken|evil|rogue|malicious|DAN\b|developer\s+mode|god\s+mode)",
     rf"\byou\s+are\s+now\s+(?:a|an)\s+{_MACHINE}\s+(?:that|who|with|named|called|without)\b",
@@ -233,8 +235,9 @@ PORTUGUESE = [
 ]
 
 # Italian: "ignora tutte le istruzioni precedenti".
+_IT_VERB = r"(?:ignora|ignori|ignorate|dimentica|dimentichi|dimenticate|trascura)"
 ITALIAN = [
-    r"\b(?:ignora|ignori|ignorate|dimentica|dimentichi|dimenticate|trascura)\s+(?:(?:tutte|tutti|le|gli|i)\s+)*"
+    rf"\b{_IT_VERB}\s+(?:(?:tutte|tutti|le|gli|i)\s+)*"
     r"(?:istruzioni|regole|indicazioni|direttive)\s+(?:precedenti|sopra|di\s+sistema|iniziali)",
     r"\bnuove\s+istruzioni\s*:",
 ]
@@ -345,31 +348,35 @@ UKRAINIAN = [
 ]
 
 # Swedish: "Ignorera alla tidigare instruktioner".
+_SV_VERB = r"(?:ignorera|gl[öo]m|bortse\s+fr[åa]n|strunta\s+i)"
 SWEDISH = [
-    r"\b(?:ignorera|gl[öo]m|bortse\s+fr[åa]n|strunta\s+i)\s+(?:(?:alla|de|dina|era)\s+)*(?:tidigare|f[öo]reg[åa]ende|"
+    rf"\b{_SV_VERB}\s+(?:(?:alla|de|dina|era)\s+)*(?:tidigare|f[öo]reg[åa]ende|"
     r"ovanst[åa]ende|ursprungliga|system)\w*\s+(?:instruktion\w*|anvisning\w*|regl\w*|direktiv\w*|order)",
-    r"\b(?:ignorera|gl[öo]m|bortse\s+fr[åa]n)\s+allt\s+(?:ovan|ovanf[öo]r|tidigare|som\s+(?:st[åa]r\s+ovan|sagts))",
+    rf"\b{_SV_VERB}\s+allt\s+(?:ovan|ovanf[öo]r|tidigare|som\s+(?:st[åa]r\s+ovan|sagts))",
     r"\bnya\s+instruktioner\s*:",
 ]
 
 # Indonesian / Malay: "Abaikan semua instruksi sebelumnya".
+_ID_VERB = r"(?:abaikan|lupakan|acuhkan|jangan\s+(?:ikuti|patuhi))"
 INDONESIAN = [
-    r"\b(?:abaikan|lupakan|acuhkan|jangan\s+(?:ikuti|patuhi))\s+(?:(?:semua|seluruh|segala)\s+)?"
+    rf"\b{_ID_VERB}\s+(?:(?:semua|seluruh|segala)\s+)?"
     r"(?:instruksi|perintah|aturan|petunjuk|arahan|prompt)\s+(?:\w+\s+)?(?:sebelumnya|terdahulu|di\s+atas|sistem|awal)",
-    r"\b(?:abaikan|lupakan)\s+(?:semua|segala)(?:nya)?\s+(?:yang\s+)?(?:di\s+atas|sebelumnya)",
+    rf"\b{_ID_VERB}\s+(?:semua|segala)(?:nya)?\s+(?:yang\s+)?(?:di\s+atas|sebelumnya)",
     r"\b(?:instruksi|perintah)\s+baru\s*:",
 ]
 
 # Czech: "Ignoruj všechny předchozí pokyny".
+_CS_VERB = r"(?:ignoruj(?:te)?|zapome[ňn](?:te)?\s+na|nevšímej(?:te)?\s+si)"
 CZECH = [
-    r"\b(?:ignoruj(?:te)?|zapome[ňn](?:te)?\s+na|nevšímej(?:te)?\s+si)\s+(?:(?:všechny|veškeré|své|tvoje)\s+)*"
+    rf"\b{_CS_VERB}\s+(?:(?:všechny|veškeré|své|tvoje)\s+)*"
     r"(?:předchozí|dřívější|výše\s+uvedené|původní|systémové)\s+(?:instrukce|pokyny|příkazy|pravidla)",
     r"\bnové\s+(?:instrukce|pokyny)\s*:",
 ]
 
 # Vietnamese: "Bỏ qua tất cả các hướng dẫn trước đó".
+_VI_VERB = r"(?:bỏ\s+qua|phớt\s+lờ|quên\s+(?:đi\s+)?|không\s+tuân\s+theo)"
 VIETNAMESE = [
-    r"\b(?:bỏ\s+qua|phớt\s+lờ|quên\s+(?:đi\s+)?|không\s+tuân\s+theo)\s*(?:(?:tất\s+cả|mọi|toàn\s+bộ|các|những)\s+)*"
+    rf"\b{_VI_VERB}\s*(?:(?:tất\s+cả|mọi|toàn\s+bộ|các|những)\s+)*"
     r"(?:hướng\s+dẫn|chỉ\s+dẫn|chỉ\s+thị|lệnh|quy\s+tắc|yêu\s+cầu)\s+(?:trước\s+đó|trước|ở\s+trên|ban\s+đầu|"
     r"của\s+hệ\s+thống|hệ\s+thống)",
 ]
@@ -413,3 +420,17 @@ OTHER_LANGUAGES: list[tuple[list[str], tuple[str, ...]]] = [
     (CZECH, ("ignoruj", "zapome", "nevšímej", "nové")),
     (VIETNAMESE, ("bỏ qua", "phớt", "quên", "tuân")),
 ]  # fmt: skip
+
+#: Each language's verbs of dismissal: as its patterns spell them, and as the reading of
+#: words run together (``lore.safety.joined``: "ignoreallpreviousinstructions") looks for
+#: them. A phrase led by one (``\b`` and the verb at a pattern's start; Turkish puts it last)
+#: is also read so. The English verbs are read there without their misspellings: a misspelt
+#: verb run together with its words is two disguises at once, and the misspellings would be
+#: some sixty more substring tests of every passage.
+DISMISSAL_VERBS: tuple[tuple[str, str], ...] = (
+    (_DISMISS, "(?:" + _DISMISS_WORDS + ")"),
+    *((verb, verb) for verb in (
+        _NOT_FOLLOW, _FR_VERB, _DE_VERB, _ES_VERB, _PT_VERB, _IT_VERB, _RU_VERB, _NL_VERB, _PL_VERB, _TR_VERB,
+        _UK_VERB, _SV_VERB, _ID_VERB, _CS_VERB, _VI_VERB,
+    )),
+)  # fmt: skip
