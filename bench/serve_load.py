@@ -364,8 +364,8 @@ async def mcp_round(
         # lore mcp --http opens the query model at its first search (lore serve before
         # /readyz answers): one search first, so that no level measures the model's load.
         async with _McpPool(url, 1) as pool:
-            for _ in range(max(1, WARM)):
-                await pool.clients[0].call_tool("knowledge_search", {"query": question(0), "top_k": 5})
+            for i in range(max(1, WARM)):
+                await pool.clients[0].call_tool("knowledge_search", {"query": question(i), "top_k": 5})
         for count in clients:
             level = Level("lore mcp --http", count)
             async with _McpPool(url, count) as pool:
