@@ -4,6 +4,7 @@ at 1, 8 and 32 concurrent clients, while a sync writes the same index.
     .venv/bin/python bench/serve_load.py [--local] [--requests 200] [--seconds 30] [--rounds 3]
                                           [--clients 1,8,32] [--no-shared] [--repeat]
                                           [--workdir DIR] [--sync-nice 19] [--targets serve,mcp]
+                                          [--warm 0]
     .venv/bin/python bench/serve_load.py --quick    # the goal's check: --local --no-shared, 1 round
     .venv/bin/python bench/serve_load.py --peer ../base/src [--clients 1,8] ...  # against a commit
 
@@ -29,6 +30,12 @@ beside lore mcp --http, each once it has exited), this driver's own CPU time per
 (the load generator shares the machine's cores with the server), and the load average
 over the level. lore mcp --http gets one search before its levels, since it opens the
 query model at its first search, where lore serve does before ``/readyz`` answers.
+``--warm N``: each server first answers N searches (one client, no sync, not measured), so
+the first level no longer pays for filling the safety chain's per-passage caches (the
+first hundred or so searches over the example corpus screen passages no cache holds yet;
+the level after them finds every one cached). Without it the first level (1 client)
+measures a server warming up and the later ones a warm server, and a ratio against
+another commit mixes the two (bench/history/benchmarks.md, 2026-12-07, h/serve8).
 Below the table, each level's first failed answer, if any.
 
 ``--peer SRC``: every round runs each target twice, once on another checkout's ``src``
@@ -180,6 +187,8 @@ def background_cpu_seconds(pid: int) -> float:
 
 #: Whether each query text is a new one (set from --repeat).
 DISTINCT = True
+#: Searches each server answers before its first level (set from --warm).
+WARM = 0
 
 
 #: Numbers every distinct query of the run (levels and rounds included), so that no
@@ -331,6 +340,10 @@ async def serve_round(
                         await asyncio.sleep(0.05)
                 return done
 
+            for i in range(WARM):
+                problem = await call(0, i)
+                if problem is not None:
+                    raise SystemExit(f"a warm-up search failed: {problem}")
             for count in clients:
                 level = Level("lore serve", count)
                 await run_level(level, requests, seconds, call, drive_sync, process.pid)
@@ -351,7 +364,8 @@ async def mcp_round(
         # lore mcp --http opens the query model at its first search (lore serve before
         # /readyz answers): one search first, so that no level measures the model's load.
         async with _McpPool(url, 1) as pool:
-            await pool.clients[0].call_tool("knowledge_search", {"query": question(0), "top_k": 5})
+            for i in range(max(1, WARM)):
+                await pool.clients[0].call_tool("knowledge_search", {"query": question(i), "top_k": 5})
         for count in clients:
             level = Level("lore mcp --http", count)
             async with _McpPool(url, count) as pool:
@@ -474,8 +488,9 @@ def report(console: Console, rounds: list[list[Level]], embedder: str) -> None:
 
 
 async def main_async(options: argparse.Namespace) -> None:
-    global DISTINCT, BACKGROUND
+    global DISTINCT, BACKGROUND, WARM
     DISTINCT = not options.repeat
+    WARM = options.warm
     if options.sync_nice and shutil.which("nice"):
         BACKGROUND = ("nice", "-n", str(options.sync_nice))
     if options.quick:
@@ -571,6 +586,12 @@ def main() -> None:
         default=19,
         help="niceness of the lore sync runs beside lore mcp --http (default 19, as docs/service.md "
         "says to run them; 0: normal priority)",
+    )
+    parser.add_argument(
+        "--warm",
+        type=int,
+        default=0,
+        help="searches each server answers before its first level, not measured (default 0)",
     )
     parser.add_argument(
         "--workdir",

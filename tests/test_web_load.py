@@ -1,16 +1,20 @@
 """``lore serve`` under concurrent searches: they all answer while a sync is writing the
-index (none waits for the write lock), and a search whose audit record cannot be written
-is refused through HTTP and MCP even with the audit on its writer thread."""
+index (none waits for the write lock), a search whose audit record cannot be written
+is refused through HTTP and MCP even with the audit on its writer thread, and a search's
+thread hops and secret-detector round trips are as many among eight as alone."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import httpx
 import httpx2
+import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -126,3 +130,60 @@ def test_authentication_runs_on_the_event_loop() -> None:
     from lore.web.auth import require
 
     assert inspect.iscoroutinefunction(require(Role.VIEWER, "search"))
+
+
+def test_a_warm_search_costs_the_same_hops_alone_and_among_eight(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a search does besides its own work, counted per search through HTTP: thread
+    hops (``asyncio.to_thread``) and round trips to the secret detector's worker.
+    Neither may grow with the searches running at once (a lock or a worker call per
+    thread, work handed from thread to thread): eight concurrent searches cost what eight
+    one after another do. The bench's 8-client CPU against 9685ec9 was read as such a
+    growth; it was its 1-client level measuring a server still filling its caches
+    (bench/history/benchmarks.md, h/serve8)."""
+    import lore.safety.secret_detector as detector
+
+    counts: Counter[str] = Counter()
+    hop = asyncio.to_thread
+
+    async def counted_hop(func: Any, /, *args: Any, **kwargs: Any) -> Any:
+        # The safety chain's hop depends on the passages found (none when the cleaner's
+        # cache holds them all), not on concurrency: counted apart.
+        counts["screening" if getattr(func, "__name__", "") == "make_safe" else "hops"] += 1
+        return await hop(func, *args, **kwargs)
+
+    round_trip = detector.BetterleaksProcess._call
+
+    def counted_round_trip(self: detector.BetterleaksProcess, op: bytes, body: bytes) -> bytes:
+        counts["detector"] += 1
+        return round_trip(self, op, body)
+
+    with serve(tmp_path) as served:
+        monkeypatch.setattr(asyncio, "to_thread", counted_hop)
+        monkeypatch.setattr(detector.BetterleaksProcess, "_call", counted_round_trip)
+        headers = {"Authorization": f"Bearer {served.tokens['viewer']}"}
+
+        async def searches(first: int, concurrent: bool) -> dict[str, float]:
+            async with httpx.AsyncClient(base_url=served.url, headers=headers, timeout=60) as client:
+
+                async def one(number: int) -> None:
+                    # A new text each: the query caches miss, as in bench/serve_load.py.
+                    body = {"query": f"restart the etcd pod {number}", "top_k": 5}
+                    answer = (await client.post("/v1/search", json=body)).json()
+                    assert answer["error"] is None, answer
+
+                counts.clear()
+                numbers = range(first, first + 8)
+                if concurrent:
+                    await asyncio.gather(*(one(number) for number in numbers))
+                else:
+                    for number in numbers:
+                        await one(number)
+            return {key: counts[key] / 8 for key in ("hops", "detector")}
+
+        asyncio.run(searches(100, concurrent=True))  # warm: the executor's threads started
+        alone = asyncio.run(searches(200, concurrent=False))
+        together = asyncio.run(searches(300, concurrent=True))
+    assert alone == {"hops": 1.0, "detector": 1.0}  # retrieval's thread; the query's scan
+    assert together == alone
