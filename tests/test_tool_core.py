@@ -578,27 +578,6 @@ async def test_a_fence_value_that_happens_to_begin_like_a_guess_is_no_leak(tmp_p
     assert unsafe_payloads(case.text, [case]) != []  # the document's own guess still counts
 
 
-async def test_the_querys_secret_scan_never_runs_on_the_event_loop(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The scan is a round trip to the detector's worker, whose lock a thread scanning
-    passages may hold: on the event loop it would stall every other request."""
-    search, _, _ = tool(tmp_path, [passage("etcd quorum")])
-    threads: list[int] = []
-    scan = search.redact_query
-
-    def spied(text: str) -> str:
-        threads.append(threading.get_ident())
-        return scan(text)
-
-    monkeypatch.setattr(search, "redact_query", spied)
-    result = await search.run({"query": "etcd token ghp_" + "z" * 36}, principal=LOCAL)
-    assert result.error is None
-    assert threads
-    assert threading.get_ident() not in threads
-    assert "ghp_" not in (result.metadata.query if result.metadata else "")
-
-
 async def test_the_planted_cases_leak_without_the_chain(tmp_path: Path) -> None:
     """The control: the same passages, rendered with the safety chain bypassed, do leak
     every case, so the checks above can fail."""

@@ -248,10 +248,10 @@ class KnowledgeSearch:
         timing: Timing | None = None
         try:
             access_filter(principal)  # a call without a principal is refused, and audited
-            # The query's secret scan is a round trip to the detector's worker, whose lock a
-            # thread scanning passages may hold: off the event loop, with the arguments'
-            # reading (an alert's parse redacts its parts there too).
-            request = await asyncio.to_thread(self._prepared, prepare)
+            request = prepare()
+            # A token pasted into a question must not reach a remote embedder or reranker;
+            # the index holds secrets redacted the same way, so nothing is lost for search.
+            request = replace(request, query=self.redact_query(request.query))
             span.set("gen_ai.retrieval.top_k", request.top_k)
             with measure_retrieval() as timing:
                 found, reranked, degraded_reason, served_by = await retrieve(request)
@@ -431,12 +431,6 @@ class KnowledgeSearch:
         limit = INPUT_SCHEMA["properties"]["query"]["maxLength"]
         # U+FFFD for a lone surrogate: the audit log is UTF-8 and must record the call.
         return self._cleaner.redactor.redact(SURROGATE.sub("\ufffd", query[:limit]))[0]
-
-    def _prepared(self, prepare: Callable[[], SearchRequest]) -> SearchRequest:
-        # A token pasted into a question must not reach a remote embedder or reranker;
-        # the index holds secrets redacted the same way, so nothing is lost for search.
-        request = prepare()
-        return replace(request, query=self.redact_query(request.query))
 
     def redact_query(self, text: str) -> str:
         """``text`` (a query, or a part of one) redacted of secrets, not of PII, as
