@@ -186,6 +186,10 @@ def test_a_pack_page_the_query_names_by_its_own_name_passes_a_team_page_holding_
     listed = named("vault://lore/pods.md", 1.8, title="Pods", source="vault", alerts="KubePodCrashLooping")
     other = named("file://runbooks/restarts.md", 2.0, title="Restarts")
     assert named_first([other, listed], "[FIRING:1] KubePodCrashLooping", weights) == [other, listed]
+    # ... nor does a short topic query that is the pack page's title word for word
+    topic = named("vault://lore/disk-full.md", 1.8, title="Disk full", source="vault")
+    team = named("file://runbooks/node-disk-pressure.md", 2.0, title="Node disk pressure")
+    assert named_first([team, topic], "disk full", weights) == [team, topic]
 
 
 # -- what sync keeps is what a search can show ----------------------------------------------

@@ -21,9 +21,10 @@ into the other, in this order, applied by every consumer of a ranking (``knowled
    that the vector channel ranks first because the two describe the same operator. The
    pack's playbooks name every alert of their topic, so a pack page named by its
    ``alerts:`` lifts only over other pack pages, never over a team page the retriever put
-   above it. A page the query gives its own name (title, file name, heading: "pod stuck
-   in ImagePullBackOff" and the pack's ``image-pull-backoff.md``) also goes past a team
-   passage holding none of the query's names: the two do not answer comparably.
+   above it. A page one of the query's identifiers gives its own name (title, file name,
+   heading: "pod stuck in ImagePullBackOff" and the pack's ``image-pull-backoff.md``; not
+   a short query taken whole, a topic a team page answers in its own words) also goes past
+   a team passage holding none of the query's names: the two do not answer comparably.
 4. **The section the question asks for** (``lore.intent``): inside each document, a
    "how do I fix" question's Mitigation, a notification's or an alert description's
    Meaning, before the document's other sections.
@@ -201,9 +202,9 @@ def named_first(passages: Sequence[Passage], query: str, weights: Weights | None
     ``alerts:`` entry, or a heading of the passage's section) moved ahead of the passages of
     documents it does not name, from sources of no higher priority; each place keeps its
     score. A named page of the pack (``[vault] weight`` below 1) therefore goes first among
-    the pack's pages but not ahead of a team page the retriever put above it, unless the
-    query gives the page's own name (not an ``alerts:`` entry) and the team passage holds
-    none of the query's names."""
+    the pack's pages but not ahead of a team page the retriever put above it, unless one
+    of the query's identifiers is the page's own name (not an ``alerts:`` entry) and the
+    team passage holds none of the query's names."""
     judge = QueryJudge(query)
     named_uris = {passage.uri for passage in passages if judge.strength(passage) is Named.NAME}
     if not named_uris:

@@ -130,12 +130,14 @@ class _Names:
     def __init__(self, names: Sequence[str]) -> None:
         self._normal = frozenset(normal(name) for name in names) - {""}
         self._identifiers = tuple(identifiers(" ".join(names)))
+        self._identifier_names = frozenset(normal(name) for name in self._identifiers) - {""}
 
     def own_name(self, passage: Passage) -> bool:
-        """Whether one of the names is the passage's title, file name or a heading of its
-        section: a name of its own, not one of the ``alerts:`` it lists (a playbook lists
-        every alert of its topic)."""
-        return bool(self._normal) and not self._normal.isdisjoint(
+        """Whether one of the identifiers (``ImagePullBackOff``, not a short query taken
+        whole: "disk full" is a topic, which a team page answers in its own words) is the
+        passage's title, file name or a heading of its section: a name of its own, not one
+        of the ``alerts:`` it lists (a playbook lists every alert of its topic)."""
+        return bool(self._identifier_names) and not self._identifier_names.isdisjoint(
             _passage_names(passage.title, passage.uri, "", passage.section)
         )
 
