@@ -152,6 +152,7 @@ def prepare(settings: LoreSettings, single: Path, team: Path, pack: Path) -> Non
     for target, keep_pack in ((team, False), (pack, True)):
         for suffix in ("", ".tantivy", ".data"):
             source, copy = Path(f"{single}{suffix}"), Path(f"{target}{suffix}")
+            copy.parent.mkdir(parents=True, exist_ok=True)
             if copy.exists():
                 raise SystemExit(f"{copy} exists: not overwritten")
             if source.is_dir():
