@@ -18,8 +18,10 @@ retrievers:
 - ``split-channels``: each index searched per channel on its own (own BM25 statistics),
   each channel's two lists merged by raw score and cut to the candidate depth, then one
   min-max fusion over the merged channels as one index does it: the statistics kept
-  apart, the normalisation shared.
-
+  apart, the normalisation shared;
+- ``split-calibrated``: as ``split-channels``, each index's BM25 scores first divided by
+  the sum of the idf the query's terms have in that index (SQLite only), so that the two
+  lexical lists share a scale whatever the collections' sizes;
 - ``single-channels``: ``BOTH.db``'s hybrid fusion redone here from its two channels (it
   must equal ``single``: the check of the emulation); with ``--pack-lexical X``,
   ``single-bm25xX``: the same with the pack's BM25 scores times X before fusion (does the
@@ -27,9 +29,9 @@ retrievers:
   pack's chunks taken out of both channels' lists before that fusion (the statistics
   still the joint index's: against ``team``, what BM25's statistics alone move).
 
-In a single-channel mode the split variants merge the two raw rankings by score.
-Per question, ``--diff`` prints where a split variant's rank of the gold page differs from ``--base``'s
-(``single`` or ``team``).
+In a single-channel mode the split variants merge the two raw rankings by score
+(``split-calibrated`` its calibrated BM25 scores). Per question, ``--diff`` prints where a
+variant's rank of the gold page differs from ``--base``'s (``single`` or ``team``).
 """
 
 from __future__ import annotations
@@ -66,16 +68,30 @@ class Split:
     degraded = False
 
     def __init__(
-        self, parts: Sequence[KnowledgeRetriever], how: str, pack_lexical: float = 1.0, *, drop: bool = False
+        self,
+        parts: Sequence[KnowledgeRetriever],
+        how: str,
+        pack_lexical: float = 1.0,
+        *,
+        drop: bool = False,
+        calibrated: bool = False,
     ) -> None:
         self.parts, self.how, self.pack_lexical, self.drop = parts, how, pack_lexical, drop
+        self.calibrated = calibrated
 
     async def _both(self, query: str, top_k: int, mode: SearchMode) -> list[Passage]:
         found: list[Passage] = []
         # Taking the pack out, ask for as many more as it has chunks: the lists keep their depth.
         wanted = min(top_k + PACK_CHUNKS, 1000) if self.drop else top_k
         for part in self.parts:
-            found.extend((await part.retrieve(query, top_k=wanted, mode=mode)).passages)
+            passages = (await part.retrieve(query, top_k=wanted, mode=mode)).passages
+            if self.calibrated and mode is SearchMode.BM25:
+                # Each index's BM25 over the idf the query's terms have in that index (the
+                # most a chunk matching each term once could reach, bar tf and length):
+                # a scale of its own, whatever the collection's size.
+                reach = sum(part._search._layout.current.query_weights(query).values()) or 1.0  # type: ignore[attr-defined]
+                passages = [replace(p, score=p.score / reach) for p in passages]
+            found.extend(passages)
         if mode is SearchMode.BM25 and self.pack_lexical != 1.0:
             found = [
                 replace(p, score=p.score * self.pack_lexical) if p.uri.startswith("vault:") else p
@@ -237,6 +253,7 @@ def main() -> None:
         "single-no-pack": WithoutPack(single),
         "split-score": Split([team, pack], "score"),
         "split-channels": Split([team, pack], "channels"),
+        "split-calibrated": Split([team, pack], "channels", calibrated=True),
         "single-channels": Split([single], "channels"),
         # The pack's chunks out of each channel's list before fusion, the statistics kept:
         # against ``team``, what the pack's BM25 statistics alone move.
