@@ -657,13 +657,17 @@ def test_a_search_run_as_the_program_skips_pydantics_plugin_scan(
     assert "EXIT-HANDLER True" in inside.stderr
 
 
-def test_a_search_run_as_the_program_lets_idle_blas_threads_sleep(hashing_project: Path, tmp_path: Path) -> None:
+def test_a_search_run_as_the_program_lets_idle_blas_threads_sleep(
+    hashing_project: Path, tmp_path: Path
+) -> None:
     """A one-shot search run as the program sets OpenBLAS's idle wait to its shortest
     before numpy (and the forked query worker) start (``lore.cli._idle_blas_threads_sleep``);
     the user's own setting stands, and a program calling ``main()`` keeps its environment."""
     args = ["search", "etcd quorum", "-k", "2"]
     fast = _console_script(tmp_path, hashing_project, args, as_file=True)
-    own = _console_script(tmp_path, hashing_project, args, as_file=True, env_extra={BLAS_THREAD_TIMEOUT: "20"})
+    own = _console_script(
+        tmp_path, hashing_project, args, as_file=True, env_extra={BLAS_THREAD_TIMEOUT: "20"}
+    )
     inside = _console_script(tmp_path, hashing_project, args, as_file=False)
     for done in (fast, own, inside):
         assert done.returncode == 0, done.stderr[-2000:]

@@ -352,9 +352,13 @@ def test_a_reply_that_reports_a_failure_is_an_error_not_an_empty_finding() -> No
     assert read_findings(b'{"success": true, "data": null}') == []
     found = b'{"success": true, "data": [{"rule_id": "r", "match": {"full": "f", "value": ""}}]}'
     assert read_findings(found) == [("r", "f")]  # no value group: the whole match
-    for reply in (b'{"success": false, "error": "bad config"}', b'{"data": []}', b"[]", b"not json"):
-        with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="bad config"):
+        read_findings(b'{"success": false, "error": "bad config"}')
+    for reply in (b'{"data": []}', b"[]"):
+        with pytest.raises(ValueError, match="unknown scanning error"):
             read_findings(reply)
+    with pytest.raises(ValueError, match="Expecting value"):
+        read_findings(b"not json")
 
 
 def test_a_library_that_cannot_load_refuses_the_text(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

