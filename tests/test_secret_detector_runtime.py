@@ -110,6 +110,18 @@ def test_the_betterleaks_only_format_is_still_redacted_through_the_worker() -> N
     assert findings == {"prefect_api_token": 1}
 
 
+def test_a_nul_before_a_token_does_not_hide_it_from_the_detector() -> None:
+    # The library is handed a C string: without care, a NUL ends the text it scans.
+    redacted, findings = SecretRedactor().redact(f"pasted\x00 {TOKEN} here\x00")
+    assert redacted == "pasted\x00 [REDACTED:prefect_api_token] here\x00"
+    assert findings == {"prefect_api_token": 1}
+
+
+def test_a_nul_in_ordinary_text_is_left_as_it_is() -> None:
+    text = "a\x00b runbook text\x00 with no token"
+    assert SecretRedactor().redact(text)[0] == text
+
+
 def test_the_worker_gets_asyncpreemptoff_beside_the_users_godebug() -> None:
     assert worker_environment({})["GODEBUG"] == "asyncpreemptoff=1"
     mine = worker_environment({"GODEBUG": "madvdontneed=1,asyncpreemptoff=0", "PATH": "/bin"})
