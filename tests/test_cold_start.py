@@ -20,7 +20,7 @@ from typer.core import TyperGroup
 
 import lore.cli
 from lore.backends.sqlite import SqliteBackend
-from lore.cli import COMMAND_MODULE, COMMAND_MODULES, _command_name
+from lore.cli import BLAS_THREAD_TIMEOUT, COMMAND_MODULE, COMMAND_MODULES, _command_name
 from lore.cli.app import app
 from lore.config import load_settings
 from lore.embedders.hashing import HashingEmbedder
@@ -544,9 +544,11 @@ def test_a_plain_search_never_imports_typer(hashing_project: Path) -> None:
 #: must still run.
 _CONSOLE_SCRIPT = """\
 import atexit
+import os
 import sys
 from lore.cli import main
 atexit.register(lambda: print("EXIT-HANDLER", "importlib.metadata" in sys.modules, file=sys.stderr))
+atexit.register(lambda: print("BLAS-TIMEOUT", os.environ.get("OPENBLAS_THREAD_TIMEOUT"), file=sys.stderr))
 if __name__ == "__main__":
     sys.exit(main())
 """
@@ -557,6 +559,7 @@ def _console_script(
 ) -> subprocess.CompletedProcess[str]:
     env = {key: value for key, value in os.environ.items() if not key.startswith("LORE_")}
     env.pop("PYDANTIC_DISABLE_PLUGINS", None)
+    env.pop(BLAS_THREAD_TIMEOUT, None)
     env.update(env_extra or {})
     env["PYTHONPATH"] = str(Path(lore.cli.__file__).parents[2])
     env["LORE_TRACE_STARTUP"] = str(tmp_path / f"trace-{as_file}.tsv")
@@ -652,6 +655,26 @@ def test_a_search_run_as_the_program_skips_pydantics_plugin_scan(
     assert "EXIT-HANDLER False" in fast.stderr
     assert "EXIT-HANDLER True" in chosen.stderr
     assert "EXIT-HANDLER True" in inside.stderr
+
+
+def test_a_search_run_as_the_program_lets_idle_blas_threads_sleep(
+    hashing_project: Path, tmp_path: Path
+) -> None:
+    """A one-shot search run as the program sets OpenBLAS's idle wait to its shortest
+    before numpy (and the forked query worker) start (``lore.cli._idle_blas_threads_sleep``);
+    the user's own setting stands, and a program calling ``main()`` keeps its environment."""
+    args = ["search", "etcd quorum", "-k", "2"]
+    fast = _console_script(tmp_path, hashing_project, args, as_file=True)
+    own = _console_script(
+        tmp_path, hashing_project, args, as_file=True, env_extra={BLAS_THREAD_TIMEOUT: "20"}
+    )
+    inside = _console_script(tmp_path, hashing_project, args, as_file=False)
+    for done in (fast, own, inside):
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "etcd quorum loss" in done.stdout
+    assert "BLAS-TIMEOUT 4" in fast.stderr
+    assert "BLAS-TIMEOUT 20" in own.stderr
+    assert "BLAS-TIMEOUT None" in inside.stderr
 
 
 def test_the_stand_in_for_pydantics_plugin_loader_finds_no_plugins_and_defers_the_rest() -> None:

@@ -476,3 +476,28 @@ def test_end_of_input_while_the_model_loads_is_a_clean_exit(tmp_path: Path) -> N
         input=b"", capture_output=True, timeout=120,
     )  # fmt: skip
     assert (completed.returncode, completed.stderr) == (0, b"")
+
+
+def test_stdio_starts_the_secret_detectors_worker_before_the_first_call(config: Path) -> None:
+    """Every call's query is scanned by the secret detector; ``lore mcp`` starts its worker
+    process as it starts, so the first call does not wait for it to load."""
+    import psutil
+
+    server = subprocess.Popen(
+        [str(LORE), "--config", str(config), "mcp"], cwd=config.parent, env=server_env(),
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert rpc_line(server, initialize("2025-06-18"))["id"] == 1  # the server is serving
+        workers = [
+            child for child in psutil.Process(server.pid).children()
+            if any(part.endswith("secret_worker.py") for part in child.cmdline())
+        ]  # fmt: skip
+        assert len(workers) == 1
+    finally:
+        assert server.stdin is not None
+        server.stdin.close()
+        server.wait(timeout=60)
+        for stream in (server.stdout, server.stderr):
+            assert stream is not None
+            stream.close()

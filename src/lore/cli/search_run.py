@@ -175,6 +175,12 @@ def run_search(
     startup_trace.mark("arguments parsed")
     current = settings()
     startup_trace.mark("settings loaded")
+    from lore.safety.secrets import prepare_scan
+
+    # The query's redaction scans it with the secret detector, whose worker process takes
+    # about as long to start as this one takes to open the index: it starts now, beside it.
+    prepare_scan(query)
+    startup_trace.mark("secret detector starting")
     if min_confidence is not None:
         if min_confidence not in _LEVELS:
             raise ConfigError(f"--min-confidence must be one of {', '.join(_LEVELS)}, got {min_confidence!r}")

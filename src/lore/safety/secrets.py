@@ -43,7 +43,7 @@ from collections.abc import Sequence
 from lore.models import Document
 from lore.safety.lazy_regex import compile_later
 from lore.safety.secret_context import block_rules, context_rules, continuation
-from lore.safety.secret_detector import betterleaks_findings
+from lore.safety.secret_detector import betterleaks_findings, shared_process
 from lore.safety.secret_prose import prose_rules
 from lore.safety.secret_rules import (
     PRIVATE_KEY,
@@ -61,6 +61,7 @@ __all__ = [
     "SecretRedactor",
     "is_placeholder",
     "looks_random",
+    "prepare_scan",
     "redact_document",
     "redact_secrets",
     "redacted",
@@ -297,7 +298,19 @@ def _scan(texts: Sequence[str]) -> list[tuple[str, str]]:
     """Betterleaks' findings in ``texts``, from one scan of them all (none when no text
     is long enough to hold a value lore would keep)."""
     worth = [text for text in texts if len(text) >= _MIN_VALUE]
-    return betterleaks_findings(_BATCH_SEPARATOR.join(worth)) if worth else []
+    # The Go library takes a C string, which ends at the first NUL: a NUL planted in front
+    # of a token would hide it from the scan. A space in its place reads the same to every
+    # rule, and a value never holds one, so each value found is still found in its text.
+    return betterleaks_findings(_BATCH_SEPARATOR.join(worth).replace("\x00", " ")) if worth else []
+
+
+def prepare_scan(text: str) -> None:
+    """Start the secret detector's worker now if redacting ``text`` will scan it: a command
+    that is about to redact (a cold search, its query) lets the worker start and build its
+    rules while the command imports and opens what it needs, instead of waiting for that
+    at its first scan. Nothing is scanned or skipped here: the redaction scans as always."""
+    if len(text) >= _MIN_VALUE:
+        shared_process().start()
 
 
 def _betterleaks(text: str, findings: Counter[str]) -> str:
