@@ -145,7 +145,7 @@ while (frame := read_frame(sys.stdin.buffer)) is not None:
         write_frame(replies, b"c", repr(time.process_time()).encode())
     else:
         body.decode("utf-8")
-        write_frame(replies, b"s", b"[]")
+        write_frame(replies, b"s", b'{{"success": true, "data": []}}')
 """
 
 
