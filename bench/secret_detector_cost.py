@@ -10,6 +10,14 @@ alternated in blocks so they see the same machine load:
   passages, titles, sections and uris makes it);
 - ``redactor``: the whole ``SecretRedactor`` (lore's rules, then the worker), for scale.
 
+``--paced N``: instead, what one query's scan costs as a server makes it: N distinct short
+queries through the worker, one at a time, first back to back and then with ``--gap`` ms
+between them (a server scans one query per search, its worker idle in between). Per scan:
+this process's CPU (the client's half of the round trip), the worker's main thread (its
+Python loop and the Go call it makes) and the worker's other threads (the Go runtime's),
+from ``/proc/<pid>/task/*/schedstat``; and the same through a stand-in worker that answers
+every scan with no finding without loading the library (the pipe and Python alone).
+
 ``--search N``: instead, the search tool over the example corpus (synced into a temporary
 index with the bundled local model; the chain's kept verdicts not used, so that every
 text of a search is cleaned at query time) with Betterleaks in process and in its worker,
@@ -25,6 +33,7 @@ worker's own CPU (it reports it); wall time per passage too. Printed with the ra
     LORE_BENCH_CORPORA=../shared/corpora PYTHONPATH=src .venv/bin/python \\
         bench/secret_detector_cost.py [--passages 3000] [--blocks 10]
     GODEBUG=asyncpreemptoff=1 PYTHONPATH=src .venv/bin/python bench/secret_detector_cost.py --search 100
+    PYTHONPATH=src .venv/bin/python bench/secret_detector_cost.py --paced 600 [--gap 3]
 """
 
 from __future__ import annotations
@@ -54,9 +63,13 @@ def main() -> int:
     parser.add_argument("--passages", type=int, default=3000, help="chunks measured (0: all)")
     parser.add_argument("--blocks", type=int, default=10)
     parser.add_argument("--search", type=int, default=0, help="searches per way and cache state")
+    parser.add_argument("--paced", type=int, default=0, help="query scans per way (see above)")
+    parser.add_argument("--gap", type=float, default=3.0, help="ms between paced scans")
     args = parser.parse_args()
     if args.search:
         return search(args.search)
+    if args.paced:
+        return paced(args.paced, args.gap / 1000)
     if not SHARED_CORPORA.is_dir():
         print(f"skipped: {SHARED_CORPORA} is absent")
         return 0
@@ -117,6 +130,85 @@ def main() -> int:
     lengths = [len(text) for text in texts]
     print(f"passage length: median {statistics.median(lengths):.0f} characters, max {max(lengths)}")
     worker.close()
+    return 0
+
+
+#: The stand-in worker of ``--paced``: the worker's protocol and loop, no library.
+_STAND_IN = """
+import os, sys, time
+sys.path.insert(0, {folder!r})
+from secret_worker import read_frame, write_frame
+replies = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+while (frame := read_frame(sys.stdin.buffer)) is not None:
+    op, body = frame
+    if op == b"c":
+        write_frame(replies, b"c", repr(time.process_time()).encode())
+    else:
+        body.decode("utf-8")
+        write_frame(replies, b"s", b'{{"success": true, "data": []}}')
+"""
+
+
+def _threads_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds so far of each thread of ``pid`` (schedstat: nanoseconds on a CPU)."""
+    found = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found[task.name] = int((task / "schedstat").read_text().split()[0]) / 1e9
+    return found
+
+
+def paced(count: int, gap: float) -> int:
+    import tempfile
+
+    import lore.safety.secret_detector as detector
+
+    questions = [f"how do I restart the api gateway (request {n})" for n in range(2 * count)]
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="lore-detector-paced-") as temporary:
+        stand_in = Path(temporary) / "stand_in.py"
+        stand_in.write_text(_STAND_IN.format(folder=str(detector.WORKER.parent)), encoding="utf-8")
+        for name, script in (("Betterleaks worker", detector.WORKER), ("stand-in, no library", stand_in)):
+            worker = detector.BetterleaksProcess()
+            detector.WORKER = script  # read when the process starts
+            try:
+                worker.scan("warm up the worker")
+            finally:
+                detector.WORKER = Path(detector.__file__).with_name("secret_worker.py")
+            assert worker.pid is not None
+            main = str(worker.pid)
+            texts = iter(questions)
+            for pause in (0.0, gap):
+                before, own = _threads_cpu(worker.pid), time.process_time()
+                for _ in range(count):
+                    worker.scan(next(texts))
+                    if pause:
+                        time.sleep(pause)
+                own = time.process_time() - own
+                after = _threads_cpu(worker.pid)
+                spent = {tid: after[tid] - before.get(tid, 0.0) for tid in after}
+                rows.append(
+                    (
+                        name,
+                        pause,
+                        own / count * 1e6,
+                        spent.get(main, 0.0) / count * 1e6,
+                        sum(v for tid, v in spent.items() if tid != main) / count * 1e6,
+                    )
+                )
+            worker.close()
+    if gap:
+        # time.sleep's own cost is this process's too: measured alone, taken off the paced rows.
+        began = time.process_time()
+        for _ in range(count):
+            time.sleep(gap)
+        sleeping = (time.process_time() - began) / count * 1e6
+        rows = [(n, p, own - sleeping if p else own, m, o) for n, p, own, m, o in rows]
+    print(f"load average {os.getloadavg()[0]:.2f}; {count} scans per row, one short query each")
+    header = ("worker", "gap ms", "client µs", "worker main µs", "worker other µs", "total µs")
+    print(f"{header[0]:22} {header[1]:>6} {header[2]:>10} {header[3]:>15} {header[4]:>16} {header[5]:>9}")
+    for name, pause, own, main_cpu, other in rows:
+        total = own + main_cpu + other
+        print(f"{name:22} {pause * 1000:>6.1f} {own:>10.1f} {main_cpu:>15.1f} {other:>16.1f} {total:>9.1f}")
     return 0
 
 

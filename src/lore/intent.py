@@ -31,6 +31,7 @@ import enum
 import re
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import lru_cache
 
 from lore.models import SECTION_SEPARATOR, Passage
 
@@ -141,7 +142,14 @@ _FALLBACK = {Role.CAUSE: Role.DIAGNOSIS}
 
 def plays(passage: Passage, role: Role) -> bool:
     """Whether the passage's section (its last heading, or one above it) has ``role``."""
-    headings = [part.strip().lower() for part in passage.section.split(SECTION_SEPARATOR) if part.strip()]
+    return _section_plays(passage.section, role)
+
+
+@lru_cache(maxsize=4096)
+def _section_plays(section: str, role: Role) -> bool:
+    """``plays`` of a section path: a pure function of it, remembered by its whole value
+    (the same sections come back search after search, each asked of up to three roles)."""
+    headings = [part.strip().lower() for part in section.split(SECTION_SEPARATOR) if part.strip()]
     return any(_ROLES[role].search(heading) for heading in headings)
 
 

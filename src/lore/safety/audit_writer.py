@@ -131,7 +131,10 @@ class QueuedAuditLog:
 async def record_entry(log: AuditLog, entry: AuditEntry) -> None:
     """Record ``entry`` from the event loop: through the writer thread when ``log`` has
     one, else on a worker thread (the file write blocks)."""
-    if isinstance(log, AsyncAuditLog):
-        await log.record_async(entry)
+    # The protocol's own test (``isinstance`` of a runtime-checkable Protocol walks its
+    # attributes on every call): whether ``log`` has the method, read once per search.
+    record_async = getattr(log, "record_async", None)
+    if record_async is not None:
+        await record_async(entry)
     else:
         await asyncio.to_thread(log.record, entry)

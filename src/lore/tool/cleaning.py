@@ -310,7 +310,8 @@ class PassageCleaner:
 
         def clean(text: str) -> str:
             redacted, found_kinds = verdicts[text]
-            findings.update(dict(found_kinds))
+            if found_kinds:  # most fields hold nothing: no Counter update for them
+                findings.update(dict(found_kinds))
             return redacted
 
         texts = [clean(passage.text) for passage in found]

@@ -3,7 +3,7 @@ age, the call's metadata, and the structured and text forms every entry point se
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from lore.confidence import Confidence
@@ -108,8 +108,8 @@ class ToolResult:
             "notice": f"{UNTRUSTED_NOTICE}. DEGRADED: {reason}"
             if reason is not None and reason != DEGRADED_EMBEDDER_REASON
             else UNTRUSTED_NOTICE,
-            "passages": [asdict(passage) for passage in self.passages],
-            "metadata": asdict(self.metadata) if self.metadata is not None else None,
+            "passages": [_fields_of(passage, _PASSAGE_FIELDS) for passage in self.passages],
+            "metadata": _metadata_dict(self.metadata) if self.metadata is not None else None,
             "error": self.error,
         }
 
@@ -117,6 +117,24 @@ class ToolResult:
         """Numbered citations with age, each passage fenced as untrusted data (see
         ``lore.tool.render``)."""
         return render_result(self)
+
+
+#: The field names of the dataclasses ``to_dict`` writes, in declaration order: what
+#: ``dataclasses.asdict`` gives, without its recursive deep copy of every value (every
+#: field is a str, number, bool or None but ``ToolMetadata.safety``, copied below); a
+#: search's answer is serialised on every call.
+_PASSAGE_FIELDS = tuple(f.name for f in fields(ToolPassage))
+_METADATA_FIELDS = tuple(f.name for f in fields(ToolMetadata))
+
+
+def _fields_of(value: object, names: tuple[str, ...]) -> dict[str, Any]:
+    return {name: getattr(value, name) for name in names}
+
+
+def _metadata_dict(metadata: ToolMetadata) -> dict[str, Any]:
+    found = _fields_of(metadata, _METADATA_FIELDS)
+    found["safety"] = dict(metadata.safety)
+    return found
 
 
 def degraded(metadata: ToolMetadata) -> str:
