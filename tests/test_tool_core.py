@@ -7,6 +7,7 @@ seam over a list of passages; the last ones run the tool over a real SqliteBacke
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import re
 import threading
@@ -51,6 +52,7 @@ from lore.tool import (
     TOOL_DESCRIPTION,
     TOOL_NAME,
     KnowledgeSearch,
+    ToolMetadata,
     ToolPassage,
     ToolResult,
 )
@@ -375,6 +377,17 @@ async def test_to_dict_is_json_with_every_field(tmp_path: Path) -> None:
     assert data["metadata"]["degraded"] is False
     assert data["metadata"]["degraded_reason"] is None
     assert data["metadata"]["served_by"] == data["metadata"]["engine"]
+    # The structured form is what dataclasses.asdict gives, without its deep copy: every
+    # field is a scalar but the metadata's safety counts, which come as a copy.
+    assert data["passages"] == [dataclasses.asdict(p) for p in result.passages]
+    assert result.metadata is not None
+    assert data["metadata"] == dataclasses.asdict(result.metadata)
+    assert result.to_dict()["metadata"]["safety"] is not result.metadata.safety
+    scalar = {"str", "int", "float", "bool", "None"}
+    for shape in (ToolPassage, ToolMetadata):
+        for field in dataclasses.fields(shape):
+            kinds = {kind.strip() for kind in str(field.type).split("|")}
+            assert field.name == "safety" or kinds <= scalar, (shape.__name__, field.name, field.type)
 
 
 async def test_render_text_numbers_citations_and_fences_passages(tmp_path: Path) -> None:
