@@ -284,3 +284,21 @@ def test_any_document_keeps_what_a_search_can_show(cuts: list[tuple[str, int, bo
         layout.append((numbers, section, size))
     chunks = chunks_of(layout)
     assert kept_by_sync(chunks, max_chars) == showable(chunks, max_chars)
+
+
+def test_a_page_the_querys_words_spell_goes_before_a_sibling_the_retriever_put_first() -> None:
+    """ "No ready virt-controller was detected ...": the retriever put the sibling alert's
+    page (VirtControllerDown, the same component) first; the page whose name the words
+    spell goes first. A pack page so named still does not pass a team page (its name is
+    not an identifier of the query)."""
+    query = (
+        "No ready virt-controller was detected for the last 10 min. No ready virt-controller pods were found."
+    )
+    sibling = named("file://kubevirt/VirtControllerDown.md", 2.0, title="VirtControllerDown")
+    spelled = named("file://kubevirt/NoReadyVirtController.md", 1.7, title="NoReadyVirtController")
+    assert [p.uri for p in named_first([sibling, spelled], query)] == [spelled.uri, sibling.uri]
+    weights = {"vault": 0.75}
+    pack = named(
+        "vault://lore/no-ready-virt-controller.md", 1.7, title="No ready virt-controller", source="vault"
+    )
+    assert named_first([sibling, pack], query, weights) == [sibling, pack]

@@ -13,8 +13,9 @@ into the other, in this order, applied by every consumer of a ranking (``knowled
    drops the repeated overlap and stays within ``max_chars`` (the output cap per passage),
    beyond which the run is left in pieces.
 3. **The page the query names** (``named_first``): a document whose title, file name,
-   ``alerts:`` entry or heading equals one of the query's identifiers (``lore.named``)
-   goes before the documents it does not name, from sources of no higher priority. An
+   ``alerts:`` entry or heading equals one of the query's identifiers, or whose name the
+   query's words spell (``lore.named``), goes before the documents it does not name, from
+   sources of no higher priority. An
    exact name is evidence of another kind than shared wording: a notification for
    ``PrometheusOperatorNotReady`` is answered by that alert's page, which the lexical
    channel finds by its name, not by a sibling page (PrometheusOperatorRejectedResources)

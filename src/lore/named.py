@@ -11,7 +11,12 @@ have (docs/quality.md, "Confidence"). Two strengths, strongest first:
 
 - ``NAME``: one of the query's identifiers (or the whole of a short query) equals the
   passage's title, file name, one of its ``alerts:`` or a heading on its section path,
-  compared on letters and digits only (``node-not-ready`` = ``Node not ready``);
+  compared on letters and digits only (``node-not-ready`` = ``Node not ready``); or a run
+  of two to eight of the query's words spells the document's title, file name or an
+  ``alerts:`` entry (not a heading: "check the logs" is a step many pages have), as an
+  alert's description says its alert's name in words ("No ready virt-controller was
+  detected" and ``NoReadyVirtController``, where its siblings ``NoLeadingVirtController``
+  and ``VirtControllerDown`` share every other word);
 - ``MENTION``: one of the query's identifiers appears whole in the passage's text.
 
 Identifiers are tokens shaped like names (``lore.backends.lexical.is_identifier``: a
@@ -122,13 +127,44 @@ def _text_identifiers(text: str) -> frozenset[str]:
     return frozenset(identifiers(text))
 
 
+@lru_cache(maxsize=_REMEMBERED)
+def _document_names(title: str, uri: str, alerts: str) -> frozenset[str]:
+    """The ``normal`` form of a document's own names (title, file name, ``alerts:``), those
+    a name spelled in a query's words may equal (``_spelled``); not its headings."""
+    stem = _last_part(uri.split("#", 1)[0])
+    stem = stem.rsplit(".", 1)[0] if "." in stem else stem
+    return frozenset(normal(name) for name in (title, stem, *alerts.split(LABEL_VALUE_SEPARATOR))) - {""}
+
+
+#: A name spelled in a query's words is at least this many words and this many letters:
+#: "No ready virt-controller was detected" holds the page ``NoReadyVirtController``;
+#: one word is a topic ("redis"), and a short pair ("to do") names nothing by chance alone.
+SPELLED_WORDS = 2
+SPELLED_LETTERS = 8
+
+
+def _spelled(query: str) -> frozenset[str]:
+    """Every run of ``SPELLED_WORDS`` to ``NAME_WORDS`` consecutive words of ``query``,
+    in ``normal`` form, of at least ``SPELLED_LETTERS`` letters: the names its words may
+    spell out ("node not ready" for ``NodeNotReady``, "virt-controller" as written)."""
+    words = query.split()
+    runs = set()
+    for start in range(len(words)):
+        for end in range(start + SPELLED_WORDS, min(start + NAME_WORDS, len(words)) + 1):
+            run = normal("".join(words[start:end]))
+            if len(run) >= SPELLED_LETTERS:
+                runs.add(run)
+    return frozenset(runs)
+
+
 class _Names:
     """One query's names as ``named`` compares them, worked out once for all the passages
     of its answer: each passage's own names and identifiers are then read once, not once
     per name, and are remembered across answers (``_passage_names``, ``_text_identifiers``)."""
 
-    def __init__(self, names: Sequence[str]) -> None:
+    def __init__(self, names: Sequence[str], spelled: frozenset[str] = frozenset()) -> None:
         self._normal = frozenset(normal(name) for name in names) - {""}
+        self._spelled = spelled
         self._identifiers = tuple(identifiers(" ".join(names)))
         self._identifier_names = frozenset(normal(name) for name in self._identifiers) - {""}
 
@@ -146,6 +182,10 @@ class _Names:
             _passage_names(passage.title, passage.uri, passage.labels.get("alerts", ""), passage.section)
         ):
             return Named.NAME
+        if self._spelled and not self._spelled.isdisjoint(
+            _document_names(passage.title, passage.uri, passage.labels.get("alerts", ""))
+        ):
+            return Named.NAME
         # A whole token of the text lower-cased is within the text lower-cased: a passage
         # holding none of the identifiers anywhere is not tokenised at all.
         lowered = passage.text.lower() if self._identifiers else ""
@@ -160,7 +200,7 @@ class _Names:
 def _names_of_query(query: str) -> _Names:
     """``_Names`` of ``query``'s names (immutable once made), remembered by the whole query:
     a search judges its query's names twice (ordering its answer, then its confidence)."""
-    return _Names(query_names(query))
+    return _Names(query_names(query), _spelled(query))
 
 
 #: The least confidence a named passage (``lore.named``) is given: its name is the page's
