@@ -198,6 +198,18 @@ def test_the_packs_page_the_query_names_passes_a_team_page_that_holds_no_name(
     assert "file://runbooks/kubernetes/pod-crashloopbackoff.md" in uris  # still shown, below
 
 
+def test_a_question_how_to_do_an_act_reads_the_procedure_first(
+    config: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """"how do I shrink it safely?" asks for the pack's journald page's Fixes, not for its
+    introduction and Symptoms, which the retriever ranked above them (BM25: this index's
+    test embedder reads no meaning)."""
+    question = "/var/log/journal is eating the root disk, how do I shrink it safely?"
+    result = cli_json(config, ["search", question, "--mode", "bm25"], monkeypatch, capsys)
+    first = result["passages"][0]
+    assert (first["uri"], first["section"]) == ("vault://lore/linux/journald-disk-usage.md", "Fixes")
+
+
 def test_an_equal_weight_lets_the_pack_outrank_the_team(
     tmp_path: Path, config: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

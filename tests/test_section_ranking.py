@@ -30,6 +30,17 @@ def passage(uri: str, section: str, score: float, source: str = "runbooks") -> P
         ("KafkaConsumerLagHigh is firing, how do I bring the lag down?", Role.REMEDY),
         ("redis is evicting keys, what do I do to stop it?", Role.REMEDY),
         ("cert-manager did not renew it, how do I renew the certificate by hand?", Role.REMEDY),
+        # any act a question asks how to do asks for its procedure ...
+        ("/var/log/journal is eating the root disk, how do I shrink it safely?", Role.REMEDY),
+        ("etcd raised NOSPACE alarm, how do I defragment and disarm it?", Role.REMEDY),
+        ("how to reinitialise a patroni replica that is hours behind", Role.REMEDY),
+        ("how can we roll back a bad release of payments-api", Role.REMEDY),
+        # ... but an act of looking asks for the Diagnosis, and a light verb for nothing
+        ("how do I tell whether the replica is still streaming?", Role.DIAGNOSIS),
+        ("how to investigate slow fsync on the etcd disk", Role.DIAGNOSIS),
+        ("how do I make sure the backup ran last night", None),
+        ("how do I get access to the grafana dashboards", None),
+        ("how it works: the ledger writes through pgbouncer", None),
         ("how do I check which upstream returns SERVFAIL?", Role.DIAGNOSIS),
         ("why did the node go NotReady?", Role.DIAGNOSIS),
         ("how do I see why a pod is in CrashLoopBackOff?", Role.DIAGNOSIS),

@@ -5,8 +5,9 @@ Causes, Fixes), and the sections of one runbook share its vocabulary: the alert'
 its component, its symptoms. "KafkaConsumerLagHigh is firing, how do I fix it?" therefore
 ranks the section that names the alert (Meaning) above the one that answers (Mitigation),
 though the question says which it wants. This module reads that intent from a few
-unambiguous phrasings (fix / mitigate / resolve; what causes; why / diagnose /
-investigate; impact / who is affected) and, within each document, moves the sections
+unambiguous phrasings (fix / mitigate / resolve, or how to do any act but looking:
+"how do I shrink it", "how to defrag etcd"; what causes; why / diagnose / investigate /
+how do I check; impact / who is affected) and, within each document, moves the sections
 whose heading has the matching role ahead of that document's other sections (for a
 question for causes: its Causes, then its Diagnosis or Checks).
 
@@ -44,6 +45,15 @@ class Role(enum.Enum):
     MEANING = "meaning"
 
 
+#: Acts of looking ("how do I check / find / tell …": the Diagnosis's, below) and light
+#: verbs that name no act of their own ("how do I get / make / use …"): any other act a
+#: question asks how to do is asked for its procedure.
+_LOOKING = (
+    r"(?:check|see|tell|find|know|verify|confirm|investigat\w*|debug\w*|diagnos\w*|troubleshoot\w*|"
+    r"understand|read|interpret|monitor|measure|view|list|look|detect|spot|notice|identify|"
+    r"be|get|make|use|do|work)"
+)
+
 #: What a question asks for, by its phrasing (first match wins, in this order).
 _INTENTS: tuple[tuple[Role, re.Pattern[str]], ...] = (
     (
@@ -52,7 +62,10 @@ _INTENTS: tuple[tuple[Role, re.Pattern[str]], ...] = (
             r"\b(?:fix|fixing|mitigat\w*|remediat\w*|resolv\w*|workaround|get rid of|"
             r"bring (?:\w+ ){1,3}?(?:down|back)|"
             r"how (?:do|can|should) (?:i|we) (?:stop|recover|restore|repair|renew|rotate|unblock)|"
-            r"what (?:do|should|can) (?:i|we) do)\b",
+            r"what (?:do|should|can) (?:i|we) do|"
+            # any other act asked for ("how do I shrink it", "how to defrag etcd safely"):
+            # its procedure, unless the act is looking (those are the Diagnosis's, below)
+            rf"how (?:(?:do|can|should) (?:i|we) |to )(?!{_LOOKING}\b)[a-z]\w+)\b",
             re.IGNORECASE,
         ),
     ),
