@@ -127,15 +127,6 @@ def _text_identifiers(text: str) -> frozenset[str]:
     return frozenset(identifiers(text))
 
 
-@lru_cache(maxsize=_REMEMBERED)
-def _document_names(title: str, uri: str, alerts: str) -> frozenset[str]:
-    """The ``normal`` form of a document's own names (title, file name, ``alerts:``), those
-    a name spelled in a query's words may equal (``_spelled``); not its headings."""
-    stem = _last_part(uri.split("#", 1)[0])
-    stem = stem.rsplit(".", 1)[0] if "." in stem else stem
-    return frozenset(normal(name) for name in (title, stem, *alerts.split(LABEL_VALUE_SEPARATOR))) - {""}
-
-
 #: A name spelled in a query's words is at least this many words and this many letters:
 #: "No ready virt-controller was detected" holds the page ``NoReadyVirtController``;
 #: one word is a topic ("redis"), and a short pair ("to do") names nothing by chance alone.
@@ -182,8 +173,9 @@ class _Names:
             _passage_names(passage.title, passage.uri, passage.labels.get("alerts", ""), passage.section)
         ):
             return Named.NAME
+        # A spelled name is the document's own (title, file name, alerts:), not a heading's.
         if self._spelled and not self._spelled.isdisjoint(
-            _document_names(passage.title, passage.uri, passage.labels.get("alerts", ""))
+            _passage_names(passage.title, passage.uri, passage.labels.get("alerts", ""), "")
         ):
             return Named.NAME
         # A whole token of the text lower-cased is within the text lower-cased: a passage

@@ -298,10 +298,7 @@ def _scan(texts: Sequence[str]) -> list[tuple[str, str]]:
     """Betterleaks' findings in ``texts``, from one scan of them all (none when no text
     is long enough to hold a value lore would keep)."""
     worth = [text for text in texts if len(text) >= _MIN_VALUE]
-    # The Go library takes a C string, which ends at the first NUL: a NUL planted in front
-    # of a token would hide it from the scan. A space in its place reads the same to every
-    # rule, and a value never holds one, so each value found is still found in its text.
-    return betterleaks_findings(_BATCH_SEPARATOR.join(worth).replace("\x00", " ")) if worth else []
+    return betterleaks_findings(_BATCH_SEPARATOR.join(worth)) if worth else []
 
 
 def prepare_scan(text: str) -> None:
